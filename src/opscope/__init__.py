@@ -1,0 +1,46 @@
+"""opscope: where does the GPU time go, operator by operator, kernel by kernel.
+
+The public API is small::
+
+    trace = opscope.load("trace.pt.trace.json.gz")     # Trace: events as a polars DataFrame + metadata
+    table = opscope.summary(trace, top=20)              # KernelSummary: the `opscope summary` rows
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from opscope.analysis.kernels import KernelRow, KernelSummary, SummaryOptions, kernel_summary
+from opscope.errors import InputError, OpscopeError, UsageError
+from opscope.ingest import load
+from opscope.model import Trace, TraceMeta
+from opscope.model.schema import GPU_KINDS
+
+
+def summary(
+    trace: Trace,
+    *,
+    top: int = 30,
+    kinds: tuple[str, ...] = GPU_KINDS,
+    name_filter: str | None = None,
+    devices: tuple[int, ...] | None = None,
+    streams: tuple[int, ...] | None = None,
+) -> KernelSummary:
+    """The per-kernel table, with the same rows as `opscope summary` (top=0 for all rows)."""
+    return kernel_summary(trace, SummaryOptions(top=top, kinds=kinds, name_filter=name_filter, devices=devices,
+                                                streams=streams))
+
+
+__all__ = [
+    "InputError",
+    "KernelRow",
+    "KernelSummary",
+    "OpscopeError",
+    "SummaryOptions",
+    "Trace",
+    "TraceMeta",
+    "UsageError",
+    "__version__",
+    "load",
+    "summary",
+]

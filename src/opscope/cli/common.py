@@ -1,0 +1,70 @@
+"""Options and helpers shared by subcommands: input selection, output format, writing the result."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from opscope.errors import InputError, UsageError
+from opscope.ingest import load
+from opscope.model.trace import Trace
+from opscope.report import FORMATS, Document, RenderOptions, render
+
+
+def add_input_args(parser: argparse.ArgumentParser, nargs: str = "?") -> None:
+    parser.add_argument("trace", nargs=nargs, default=None,
+                        help="trace file, or a folder (its newest trace); default: $PROFILER_LOG_DIR or ./trace_logs")
+    parser.add_argument("--no-cache", action="store_true", help="parse afresh and write no cache file")
+    parser.add_argument("--strict", action="store_true",
+                        help="treat a damaged trace (cut off, bad UTF-8, oversized integers) as an error")
+
+
+def add_selection_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", type=_int_list, default=None, metavar="N[,N...]", help="only these GPUs")
+    parser.add_argument("--stream", type=_int_list, default=None, metavar="N[,N...]", help="only these streams")
+
+
+def add_output_args(parser: argparse.ArgumentParser, formats: tuple[str, ...] | None = None) -> None:
+    parser.add_argument("--format", choices=formats or tuple(FORMATS), default="table", help="output format")
+    parser.add_argument("-o", "--output", default=None, help="write to this file instead of standard output")
+    parser.add_argument("--wide", action="store_true", help="full kernel names (default: shortened in the middle)")
+    parser.add_argument("--no-color", action="store_true", help="no colours, even on a terminal")
+    parser.add_argument("--width", type=int, default=None, help="table width (default: the terminal's)")
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
+
+
+def load_trace(args: argparse.Namespace, path: str | None = None) -> Trace:
+    trace = load(path if path is not None else args.trace, cache=not args.no_cache)
+    if getattr(args, "strict", False) and trace.meta.warnings:
+        raise InputError(f"{trace.meta.warnings[0]} (--strict)")
+    return trace
+
+
+def render_options(args: argparse.Namespace, to_terminal: bool) -> RenderOptions:
+    color = to_terminal and not args.no_color and "NO_COLOR" not in os.environ
+    width = args.width or (shutil.get_terminal_size((100, 24)).columns if to_terminal else 100)
+    return RenderOptions(width=width, wide=args.wide, color=color)
+
+
+def emit(doc: Document, args: argparse.Namespace) -> None:
+    """Render `doc` in the chosen format to standard output or to `--output`."""
+    to_file = args.output is not None
+    to_terminal = not to_file and sys.stdout.isatty()
+    text = render(doc, args.format, render_options(args, to_terminal))
+    if to_file:
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"{args.output}: cannot write: {exc.strerror or exc}") from None
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()

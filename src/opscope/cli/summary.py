@@ -1,0 +1,34 @@
+"""`opscope summary`: where GPU time went, one row per kernel / memcpy / memset."""
+
+from __future__ import annotations
+
+import argparse
+
+from opscope.analysis.kernels import SummaryOptions, kernel_summary
+from opscope.cli.common import add_input_args, add_output_args, add_selection_args, emit, load_trace
+from opscope.errors import UsageError
+from opscope.model.schema import GPU_KINDS
+from opscope.report.summary_view import summary_document
+
+NAME = "summary"
+HELP = "per-kernel GPU time table (calls, total, mean, min, max, median, share)"
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    add_input_args(parser)
+    parser.add_argument("--top", type=int, default=30, help="rows to show (0 = all; default 30)")
+    parser.add_argument("--kind", choices=GPU_KINDS, action="append", default=None,
+                        help="only this kind of GPU activity (repeatable; default: all three)")
+    parser.add_argument("--filter", default=None, metavar="REGEX", help="only names matching this regex")
+    add_selection_args(parser)
+    add_output_args(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.top < 0:
+        raise UsageError("--top must be 0 (all rows) or a positive number")
+    trace = load_trace(args)
+    options = SummaryOptions(top=args.top, kinds=tuple(args.kind) if args.kind else GPU_KINDS,
+                             name_filter=args.filter, devices=args.device, streams=args.stream)
+    emit(summary_document(kernel_summary(trace, options)), args)
+    return 0

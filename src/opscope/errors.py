@@ -1,0 +1,37 @@
+"""The one exception hierarchy of opscope.
+
+Library code raises these; the CLI turns them into a one-line message and an exit code in exactly one place
+(`opscope.cli.main`). Nothing else in the package prints tracebacks or calls `sys.exit`.
+"""
+
+from __future__ import annotations
+
+
+class OpscopeError(Exception):
+    """Base class: a problem the user can act on. `exit_code` is what the CLI returns."""
+
+    exit_code: int = 2
+
+
+class InputError(OpscopeError):
+    """The input is missing, unreadable, or not a trace we understand."""
+
+    exit_code = 2
+
+
+class UsageError(OpscopeError):
+    """Options that contradict each other or are out of range."""
+
+    exit_code = 2
+
+
+class GateFailed(OpscopeError):
+    """A regression gate tripped (`opscope diff --fail-above`)."""
+
+    exit_code = 1
+
+
+class MissingDependency(OpscopeError):
+    """An optional extra (torch, dask, ...) is needed for this feature."""
+
+    exit_code = 2

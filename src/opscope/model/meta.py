@@ -1,0 +1,74 @@
+"""Trace metadata: what the profiler said about the run beside its events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One accelerator as described by the trace (Kineto `deviceProperties`, nsys `TARGET_INFO_GPU`, ...)."""
+
+    id: int
+    name: str
+    sm_count: int | None = None
+    max_threads_per_sm: int | None = None
+    max_threads_per_block: int | None = None
+    regs_per_sm: int | None = None
+    regs_per_block: int | None = None
+    shared_mem_per_sm: int | None = None
+    shared_mem_per_block: int | None = None
+    shared_mem_per_block_optin: int | None = None
+    warp_size: int | None = None
+    total_memory: int | None = None
+    compute_capability: str | None = None
+
+    @classmethod
+    def from_kineto(cls, props: dict[str, Any]) -> DeviceInfo:
+        def num(key: str) -> int | None:
+            value = props.get(key)
+            return int(value) if isinstance(value, (int, float)) else None
+
+        major, minor = props.get("computeMajor"), props.get("computeMinor")
+        cc = f"{major}.{minor}" if major is not None and minor is not None else None
+        return cls(
+            id=int(props.get("id", 0) or 0),
+            name=str(props.get("name", "unknown")),
+            sm_count=num("numSms"),
+            max_threads_per_sm=num("maxThreadsPerMultiprocessor"),
+            max_threads_per_block=num("maxThreadsPerBlock"),
+            regs_per_sm=num("regsPerMultiprocessor"),
+            regs_per_block=num("regsPerBlock"),
+            shared_mem_per_sm=num("sharedMemPerMultiprocessor"),
+            shared_mem_per_block=num("sharedMemPerBlock"),
+            shared_mem_per_block_optin=num("sharedMemPerBlockOptin"),
+            warp_size=num("warpSize"),
+            total_memory=num("totalGlobalMem"),
+            compute_capability=cc,
+        )
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    """Everything known about a trace except its events."""
+
+    path: str
+    format: str  # reader name: "kineto", "nsys", "rocprof", ...
+    devices: tuple[DeviceInfo, ...] = ()
+    rank: int | None = None
+    world_size: int | None = None
+    backend: str | None = None
+    base_time_ns: int | None = None
+    schema_version: int | None = None
+    trace_name: str | None = None
+    profiler_flags: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    truncated: bool = False
+
+    def device_name(self, device: int | None) -> str | None:
+        for info in self.devices:
+            if info.id == device:
+                return info.name
+        return None

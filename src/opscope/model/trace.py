@@ -1,0 +1,68 @@
+"""`Trace`: the event table of one trace plus its metadata.
+
+The table may live in memory or in a Parquet file (the cache) that is scanned lazily, so that a multi-GB trace
+never has to be resident all at once: analyses ask for `lazy()` and select only the columns they need.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from opscope.model.meta import TraceMeta
+from opscope.model.schema import COLUMNS, GPU_KINDS, Col
+
+
+@dataclass
+class Trace:
+    """One trace. Build it with `opscope.load(path)`; read it with `events`, `lazy()` or `to_pandas()`."""
+
+    meta: TraceMeta
+    _frame: pl.DataFrame | None = None
+    _parquet: Path | None = None
+    _keepalive: object | None = field(default=None, repr=False)  # owns a temporary file when uncached
+
+    @classmethod
+    def from_frame(cls, meta: TraceMeta, frame: pl.DataFrame) -> Trace:
+        return cls(meta=meta, _frame=frame)
+
+    @classmethod
+    def from_parquet(cls, meta: TraceMeta, path: Path, keepalive: object | None = None) -> Trace:
+        return cls(meta=meta, _parquet=path, _keepalive=keepalive)
+
+    def lazy(self) -> pl.LazyFrame:
+        """The events as a LazyFrame (columns are read on demand)."""
+        if self._frame is not None:
+            return self._frame.lazy()
+        assert self._parquet is not None
+        return pl.scan_parquet(self._parquet)
+
+    @property
+    def events(self) -> pl.DataFrame:
+        """All events as a polars DataFrame (materialised on first use)."""
+        if self._frame is None:
+            self._frame = self.lazy().collect()
+        return self._frame
+
+    def to_pandas(self):  # type: ignore[no-untyped-def]
+        """All events as a pandas DataFrame (needs pandas)."""
+        return self.events.to_pandas()
+
+    @property
+    def path(self) -> str:
+        return self.meta.path
+
+    def gpu_events(self) -> pl.LazyFrame:
+        """Kernels, memcpys and memsets with a duration."""
+        return self.lazy().filter(pl.col(Col.KIND).is_in(list(GPU_KINDS)) & pl.col(Col.DUR_NS).is_not_null())
+
+    def count(self) -> int:
+        if self._frame is not None:
+            return self._frame.height
+        return int(self.lazy().select(pl.len()).collect().item())
+
+    @property
+    def columns(self) -> list[str]:
+        return list(COLUMNS)

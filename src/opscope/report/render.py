@@ -1,0 +1,156 @@
+"""Output formats. Each is `render(document, options) -> str`; registering one is adding it to `FORMATS`."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from rich import box
+from rich.console import Console
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from opscope.report import names
+from opscope.report.document import FLOAT, INT, MS, NAME, PCT, US, Column, Document, Table
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    width: int | None = None  # terminal width; None = detect (100 when not a terminal)
+    wide: bool = False  # full kernel names instead of shortened ones
+    color: bool = False
+
+
+def fmt(value: Any, kind: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if kind == INT:
+        return f"{int(value):,}"
+    if kind == MS:
+        return f"{value / 1e6:,.3f}"
+    if kind == US:
+        return f"{value / 1e3:,.2f}"
+    if kind == PCT:
+        return f"{value * 100:.1f}%"
+    if kind == FLOAT:
+        return f"{value:,.3f}"
+    return str(value)
+
+
+def _table_cells(table: Table, options: RenderOptions, total_width: int) -> tuple[list[list[str]], list[int]]:
+    """Format every cell; the name column gets whatever width the numeric columns leave."""
+    raw = [[fmt(row.get(c.key), c.kind) if c.kind != NAME else row.get(c.key) or "" for c in table.columns]
+           for row in table.rows]
+    widths = [max([len(c.label)] + [len(str(r[i])) for r in raw]) for i, c in enumerate(table.columns)]
+    gaps = 2 * (len(table.columns) - 1) + 2
+    for i, col in enumerate(table.columns):
+        if col.kind == NAME and not options.wide:
+            others = sum(w for j, w in enumerate(widths) if j != i)
+            widths[i] = max(24, min(widths[i], total_width - others - gaps))
+            for r in raw:
+                r[i] = names.shorten(str(r[i]), widths[i])
+    return raw, widths
+
+
+def render_table(doc: Document, options: RenderOptions) -> str:
+    buf = io.StringIO()
+    width = options.width or 100
+    console = Console(file=buf, width=width, force_terminal=options.color, no_color=not options.color,
+                      highlight=False, emoji=False, color_system="auto" if options.color else None)
+    console.print(Text(doc.title, style="bold"))
+    for label, value in doc.facts:
+        console.print(Text.assemble((f"  {label}: ", "dim"), value))
+    for table in doc.tables:
+        cells, widths = _table_cells(table, options, width)
+        rich = RichTable(title=table.title or None, box=box.SIMPLE_HEAD, title_justify="left", expand=False,
+                         pad_edge=False, title_style="bold", collapse_padding=True)
+        for col, col_width in zip(table.columns, widths):
+            numeric = col.kind in (INT, MS, US, PCT, FLOAT)
+            rich.add_column(col.label, justify="right" if numeric else "left", no_wrap=not options.wide,
+                            overflow="fold", min_width=col_width if numeric else None,
+                            max_width=None if options.wide else col_width)
+        for row in cells:
+            rich.add_row(*[str(c) for c in row])
+        console.print(rich)
+        for line in table.footer:
+            console.print(line)
+    for note in doc.notes:
+        console.print(Text(note, style="dim"))
+    return buf.getvalue()
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(doc: Document, options: RenderOptions) -> str:
+    lines = [f"### {_md_escape(doc.title)}", ""]
+    for label, value in doc.facts:
+        lines.append(f"- **{_md_escape(label)}**: {_md_escape(value)}")
+    if doc.facts:
+        lines.append("")
+    for table in doc.tables:
+        if table.title:
+            lines.extend([f"**{_md_escape(table.title)}**", ""])
+        lines.append("| " + " | ".join(_md_escape(c.label) for c in table.columns) + " |")
+        lines.append("|" + "|".join("---:" if c.kind in (INT, MS, US, PCT, FLOAT) else "---" for c in table.columns) + "|")
+        for row in table.rows:
+            cells = []
+            for col in table.columns:
+                value = row.get(col.key)
+                if col.kind == NAME and not options.wide and isinstance(value, str):
+                    value = names.shorten(value, 80)
+                text = fmt(value, col.kind)
+                cells.append(f"`{text.replace('`', '')}`" if col.kind == NAME else _md_escape(text))
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.extend(["", *[_md_escape(f) for f in table.footer]])
+        lines.append("")
+    for note in doc.notes:
+        lines.append(f"_{_md_escape(note)}_")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_csv(doc: Document, options: RenderOptions) -> str:
+    """The document's first table, one row per line, raw values (full names, nanoseconds as microseconds)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    if not doc.tables:
+        return ""
+    table = doc.tables[0]
+    header = []
+    for col in table.columns:
+        header.append(col.key + ("_us" if col.kind in (MS, US) and not col.key.endswith("_us") else ""))
+    writer.writerow(header)
+    for row in table.rows:
+        out = []
+        for col in table.columns:
+            value = row.get(col.key)
+            if value is not None and col.kind in (MS, US):
+                value = round(value / 1e3, 3)
+            out.append("" if value is None else value)
+        writer.writerow(out)
+    return buf.getvalue()
+
+
+def render_json(doc: Document, options: RenderOptions) -> str:
+    return msgspec.json.format(msgspec.json.encode(doc.data), indent=2).decode() + "\n"
+
+
+FORMATS: dict[str, Callable[[Document, RenderOptions], str]] = {
+    "table": render_table,
+    "json": render_json,
+    "csv": render_csv,
+    "markdown": render_markdown,
+}
+
+
+def render(doc: Document, fmt_name: str, options: RenderOptions | None = None) -> str:
+    return FORMATS[fmt_name](doc, options or RenderOptions())
+
+
+__all__ = ["FORMATS", "Column", "RenderOptions", "render"]

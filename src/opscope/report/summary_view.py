@@ -1,0 +1,91 @@
+"""`KernelSummary` -> `Document` (and the stable `opscope.summary/1` JSON payload)."""
+
+from __future__ import annotations
+
+from opscope.analysis.kernels import KernelSummary
+from opscope.report.document import INT, MS, NAME, PCT, TEXT, US, Column, Document, Table
+
+SCHEMA = "opscope.summary/1"
+
+
+def _us(ns: float) -> float:
+    return round(ns / 1e3, 3)
+
+
+def summary_data(result: KernelSummary) -> dict[str, object]:
+    rows = [
+        {
+            "name": r.name,
+            "kind": r.kind,
+            "calls": r.calls,
+            "total_us": _us(r.total_ns),
+            "avg_us": _us(r.avg_ns),
+            "min_us": _us(r.min_ns),
+            "max_us": _us(r.max_ns),
+            "median_us": _us(r.median_ns),
+            "share": round(r.share, 6),
+        }
+        for r in result.rows
+    ]
+    rest = None
+    if result.rest is not None:
+        rest = {"rows": result.rest.rows, "calls": result.rest.calls, "total_us": _us(result.rest.total_ns),
+                "share": round(result.rest.share, 6)}
+    return {
+        "schema": SCHEMA,
+        "trace": {"path": result.path, "devices": list(result.devices), "events": result.events,
+                  "kernels": result.kernels},
+        "totals": {"gpu_time_us": _us(result.gpu_time_ns), "calls": result.gpu_calls},
+        "selected": {"total_us": _us(result.selected_total_ns), "calls": result.selected_calls,
+                     "rows": result.selected_rows},
+        "rows": rows,
+        "rest": rest,
+        "warnings": list(result.warnings),
+    }
+
+
+def _rest_line(result: KernelSummary) -> str:
+    rest = result.rest
+    if rest is None:
+        return ""
+    kinds = set(result.options.kinds)
+    noun = "kernels" if kinds == {"kernel"} else "rows"
+    return f"{rest.rows:,} more {noun}: {rest.total_ns / 1e6:,.3f} ms, {rest.share * 100:.1f}% ({rest.calls:,} calls)"
+
+
+def summary_document(result: KernelSummary) -> Document:
+    columns = (
+        Column("name", "Name", NAME),
+        Column("kind", "Kind", TEXT),
+        Column("calls", "Calls", INT),
+        Column("total_ns", "Total ms", MS),
+        Column("avg_ns", "Mean us", US),
+        Column("min_ns", "Min us", US),
+        Column("max_ns", "Max us", US),
+        Column("median_ns", "Median us", US),
+        Column("share", "Share", PCT),
+    )
+    rows = tuple(
+        {"name": r.name, "kind": r.kind, "calls": r.calls, "total_ns": r.total_ns, "avg_ns": r.avg_ns,
+         "min_ns": r.min_ns, "max_ns": r.max_ns, "median_ns": r.median_ns, "share": r.share}
+        for r in result.rows
+    )
+    footer = tuple(line for line in (_rest_line(result),) if line)
+    devices = ", ".join(result.devices) if result.devices else "none recorded"
+    facts = (
+        ("trace", result.path),
+        ("devices", devices),
+        ("GPU time (sum of activity durations)", f"{result.gpu_time_ns / 1e6:,.3f} ms in {result.gpu_calls:,} calls"),
+        ("events", f"{result.events:,} ({result.kernels:,} kernels)"),
+    )
+    notes = []
+    if result.gpu_calls == 0:
+        notes.append("No GPU kernels, memcpys or memsets in this trace (a CPU-only capture?).")
+    notes.extend(f"warning: {w}" for w in result.warnings)
+    return Document(
+        title="GPU time by kernel",
+        data=summary_data(result),
+        facts=facts,
+        tables=(Table(name="summary", title="", columns=columns, rows=rows, footer=footer),),
+        notes=tuple(notes),
+    )
