@@ -1,0 +1,50 @@
+"""Shared fixtures: the real-trace corpus (../shared/traces or $OPSCOPE_TRACES), an isolated cache folder,
+and an in-process CLI runner."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TRACES = Path(os.environ.get("OPSCOPE_TRACES", REPO.parent / "shared" / "traces"))
+
+
+def corpus_path(relative: str) -> Path:
+    """A file of the real-trace corpus; skips the test (with the reason) when the corpus is absent."""
+    if not TRACES.is_dir():
+        pytest.skip(f"real-trace corpus not found at {TRACES} (set OPSCOPE_TRACES)")
+    path = TRACES / relative
+    if not path.exists():
+        pytest.skip(f"corpus file missing: {path}")
+    return path
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    os.environ["OPSCOPE_CACHE_DIR"] = str(tmp_path_factory.mktemp("opscope-cache"))
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """Run `opscope ARGS...` in-process; returns exit code, stdout and stderr."""
+    from opscope.cli.main import main
+
+    def run(*argv: str | os.PathLike[str]) -> CliResult:
+        capsys.readouterr()
+        code = main([str(a) for a in argv])
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run
