@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -249,8 +248,16 @@ def table(runs: dict[str, Run], markdown: bool) -> str:
         return "\n".join(lines)
     widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(4)]
     fmt = lambda r: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)  # noqa: E731
-                              for i, (c, w) in enumerate(zip(r, widths)))
+                              for i, (c, w) in enumerate(zip(r, widths, strict=True)))
     return "\n".join([fmt(header), *(fmt(r) for r in rows)])
+
+
+def target_table(verdicts: list[dict[str, Any]], markdown: bool) -> str:
+    rows = [(v["what"], f"{v['ratio']} = " + ("-" if v["value"] is None else f"{v['value']:g}"), v["verdict"])
+            for v in verdicts]
+    if markdown:
+        return "\n".join(["| target | measured | |", "|---|---|---|", *("| " + " | ".join(r) + " |" for r in rows)])
+    return "\n".join(f"  {verdict:4}  {what:42} {value}" for what, value, verdict in rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -297,10 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {machine['cpus']} CPUs, load {machine['load_1min']} at the end, Python {machine['python']}, "
           f"HTA {machine['hta']}; best of {args.repeat}\n")
     print(table(runs, args.markdown))
-    print("\nratios and targets (targets are for the ~1 GB trace):")
-    for verdict in verdicts:
-        value = "-" if verdict["value"] is None else f"{verdict['value']:g}"
-        print(f"  {verdict['verdict']:4}  {verdict['what']:42} {verdict['ratio']} = {value}")
+    print("\nratios and targets (targets are for the ~1 GB trace):\n")
+    print(target_table(verdicts, args.markdown))
     for line in notes:
         print(f"  check: {line}")
     args.json_out.parent.mkdir(parents=True, exist_ok=True)

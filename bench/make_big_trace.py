@@ -85,18 +85,18 @@ class Template:
         self._pieces, values, keys = _slots(self.body)
         starts, ends, timed = _time_range(text)
         self.shift_us = math.ceil(max(ends) - min(starts)) + gap_us
-        self.id_stride = 10 ** len(str(max([v for v, key in zip(values, keys) if key != "ts"], default=0)))
+        self.id_stride = 10 ** len(str(max([v for v, key in zip(values, keys, strict=True) if key != "ts"], default=0)))
         zero_based = ("ts", *ZERO_BASED_KEYS)
         self._values = values
         self._steps = [self.shift_us if key == "ts" else self.id_stride if v > 0 or (v == 0 and key in zero_based)
-                       else 0 for v, key in zip(values, keys)]
+                       else 0 for v, key in zip(values, keys, strict=True)]
         if keys.count("ts") != timed:
             raise ValueError(f"found {keys.count('ts')} numeric `ts` fields in the text but "
                              f"{timed} events with a numeric ts; cannot shift them all")
 
     def copy(self, k: int) -> bytes:
         """The events text of copy k (k = 0 is the source's text unchanged)."""
-        numbers = [b"%d" % (v + k * step) for v, step in zip(self._values, self._steps)]
+        numbers = [b"%d" % (v + k * step) for v, step in zip(self._values, self._steps, strict=True)]
         parts: list[bytes] = [b""] * (2 * len(numbers) + 1)
         parts[0::2] = self._pieces
         parts[1::2] = numbers
