@@ -102,7 +102,7 @@ def render_markdown(doc: Document, options: RenderOptions) -> str:
         for row in table.rows:
             cells = []
             for col in table.columns:
-                value = row.get(col.key)
+                value: Any = row.get(col.key)
                 if col.kind == NAME and not options.wide and isinstance(value, str):
                     value = names.shorten(value, 80)
                 text = fmt(value, col.kind)
