@@ -90,8 +90,8 @@ def _md_escape(text: str) -> str:
 
 def render_markdown(doc: Document, options: RenderOptions) -> str:
     lines = [f"### {_md_escape(doc.title)}", ""]
-    for label, value in doc.facts:
-        lines.append(f"- **{_md_escape(label)}**: {_md_escape(value)}")
+    for label, fact in doc.facts:
+        lines.append(f"- **{_md_escape(label)}**: {_md_escape(fact)}")
     if doc.facts:
         lines.append("")
     for table in doc.tables:
