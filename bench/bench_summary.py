@@ -133,8 +133,9 @@ def measure(command: list[str], env: dict[str, str], timeout_s: float) -> tuple[
         out.seek(0)
         err.seek(0)
         if process.returncode != 0:
-            tail = err.read().decode(errors="replace").strip().splitlines()[-5:]
-            raise RuntimeError(f"{command[-4:]} exited {process.returncode}: " + " | ".join(tail))
+            tail = err.read().decode(errors="replace").strip().splitlines()[-3:]
+            why = f"killed after {timeout_s:g} s" if wall >= timeout_s else f"exit code {process.returncode}"
+            raise RuntimeError(" | ".join([why, *tail]))
         rss_bytes = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
         return wall, rss_bytes / MB, out.read().decode()
 
@@ -177,7 +178,12 @@ def run_all(path: str, args: argparse.Namespace) -> dict[str, Run]:
                 if run.skipped:
                     continue
                 _progress(f"[{repeat + 1}/{args.repeat}] {run.label} ...")
-                wall, rss, output = measure(command, run_env, args.timeout)
+                try:
+                    wall, rss, output = measure(command, run_env, args.timeout)
+                except RuntimeError as exc:  # a failed or timed-out run is reported, the others still run
+                    run.skipped, run.walls_s = f"failed: {exc}", []
+                    _progress(f" {run.skipped}\n")
+                    continue
                 run.walls_s.append(round(wall, 4))
                 run.peak_rss_mb = max(run.peak_rss_mb, round(rss, 1))
                 run.checks = opscope_checks(output) if name in ("cold", "warm") else json.loads(output)
@@ -314,8 +320,9 @@ def main(argv: list[str] | None = None) -> int:
               "runs": [{**asdict(run), "wall_s": run.wall_s} for run in runs.values()],
               "ratios": values, "targets": verdicts, "checks": notes}
     args.json_out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\nwrote {os.path.relpath(args.json_out, REPO)}")
-    return 1 if any("MISMATCH" in line for line in notes) else 0
+    print(f"\nwrote {args.json_out}")
+    failed = any(run.skipped and run.skipped.startswith("failed") for run in runs.values())
+    return 1 if failed or any("MISMATCH" in line for line in notes) else 0
 
 
 def _self_rss_mb() -> float:
