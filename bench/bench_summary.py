@@ -154,7 +154,8 @@ def opscope_checks(output: str) -> dict[str, Any]:
 
 def run_all(path: str, args: argparse.Namespace) -> dict[str, Run]:
     runs = {name: Run(name, label) for name, label in LABELS.items()}
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]))
+    # this checkout's opscope, whatever is installed
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])))
     if args.skip_naive:
         runs["naive"].skipped = "--skip-naive"
     if args.skip_hta:
