@@ -133,13 +133,14 @@ def join_metrics(trace: Trace, metrics: NcuMetrics, options: MetricsOptions | No
     ncu = (launches.with_columns(pl.col("kernel_name").replace_strict(names, default=None).alias(Col.NAME))
            .sort("id").with_columns(pl.int_range(pl.len()).over("kernel_name").alias("nth")))
     unmatched = tuple(sorted(set(ncu.filter(pl.col(Col.NAME).is_null())["kernel_name"].drop_nulls().to_list())))
-    profiled = ncu.filter(pl.col(Col.NAME).is_not_null()).select([Col.NAME, "nth", *_METRICS])
+    profiled = ncu.filter(pl.col(Col.NAME).is_not_null()).select(
+        [Col.NAME, "nth", *[pl.col(f).alias(f"ncu:{f}") for f in _METRICS]])  # ncu names may clash with ours
     paired = kernels.join(profiled, on=[Col.NAME, "nth"], how="inner")
     grouped = paired.group_by(LAUNCH_KEY, maintain_order=True).agg(
-        pl.len().alias("launches"), *[pl.col(f).mean() for f in _METRICS])
+        pl.len().alias("launches"), *[pl.col(f"ncu:{f}").mean() for f in _METRICS])
     by_launch: dict[LaunchKey, LaunchMetrics] = {}
     for row in grouped.iter_rows(named=True):
-        values = {f: row.get(f) for f in _METRICS}
+        values = {f: row.get(f"ncu:{f}") for f in _METRICS}
         bound, limiter, flags = _flags(values, opts)
         by_launch[tuple(row[k] for k in LAUNCH_KEY)] = LaunchMetrics(
             launches=int(row["launches"]), values=values, bound=bound, occupancy_limiter=limiter, flags=flags)
