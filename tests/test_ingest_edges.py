@@ -206,3 +206,14 @@ def test_bare_list_schema_2021() -> None:
     kinds = trace.events["kind"].cast(str).value_counts()
     counts = dict(zip(kinds["kind"], kinds["count"]))
     assert counts["kernel"] == 9538 and counts["cpu_op"] == 42438 and counts["runtime"] == 10800
+
+
+def test_parallel_decode_equals_sequential(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = corpus_path("param/et_replay_tests_data_linear_kineto.json.gz")
+    monkeypatch.setenv("OPSCOPE_WORKERS", "0")
+    sequential = opscope.load(path, cache=False).events
+    monkeypatch.setenv("OPSCOPE_WORKERS", "2")
+    parallel = opscope.load(path, cache=False).events
+    assert parallel.height == sequential.height == 86859
+    assert parallel.cast({c: str for c in ("name", "cat", "kind")}).equals(
+        sequential.cast({c: str for c in ("name", "cat", "kind")}))
