@@ -65,7 +65,7 @@ def _parallel(splitter: EventSplitter[bytes], decoder: BatchDecoder, workers: in
     results = ordered_map(_decode_or_error, remember(iter(splitter)), workers, "opscope.ingest.kineto_batch")
     for batch, stats, failed in results:
         data = raw.popleft()
-        if failed:  # rare: a batch only the lenient path can read; redo it here, element by element
+        if failed or batch is None or stats is None:  # rare: a batch only the lenient path can read; redo it here, element by element
             yield from _decode_here(data, decoder, splitter)
             continue
         decoder.stats.merge(stats)

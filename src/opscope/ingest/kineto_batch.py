@@ -110,7 +110,8 @@ class _LooseEvent(msgspec.Struct, gc=False):
 _STRICT = msgspec.json.Decoder(list[_Event])
 _LOOSE = msgspec.json.Decoder(list[_LooseEvent])
 _DECODERS: dict[type, msgspec.json.Decoder[Any]] = {
-    struct: msgspec.json.Decoder(list[struct]) for struct in (_GpuArgs, _HostArgs, _LaunchArgs, _PythonArgs, _MetaArgs)
+    struct: msgspec.json.Decoder(list[struct])  # type: ignore[valid-type]
+    for struct in (_GpuArgs, _HostArgs, _LaunchArgs, _PythonArgs, _MetaArgs)
 }
 _LOOSE_ARGS = msgspec.json.Decoder(list[Any])
 _INT64_MAX = 2**63 - 1
