@@ -9,6 +9,7 @@ Then it times, side by side:
   (a) the floor: the per-kernel `GROUP BY` (count, sum, avg, min, max over kernels joined to their names)
       run directly in sqlite3, as `nsys stats --report cuda_gpu_kern_sum` would minus its Python median;
   (b) `opscope summary --no-cache` (cold: read every event into the event model, then summarise);
+      each timing is the best of two runs, so both sides read from the OS page cache;
   (c) `opscope summary` warm (the Parquet cache written by a cold run).
 
 and prints the size, the times and the ratios b/a and c/a. Usage:
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"opscope summary failed with exit code {code}")
 
         t_floor = _time(floor, repeat=2)
-        t_cold = _time(lambda: summary("--no-cache"))
+        t_cold = _time(lambda: summary("--no-cache"), repeat=2)
         summary()  # writes the cache
         t_warm = _time(summary, repeat=2)
         print(f"(a) sqlite3 GROUP BY          {t_floor:8.2f} s")

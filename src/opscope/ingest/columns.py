@@ -46,11 +46,10 @@ def text_by_code(codes: np.ndarray, names: Mapping[int, str | None]) -> pa.Dicti
 
 
 def text_of_ints(values: np.ndarray, valid: np.ndarray | None = None) -> pa.DictionaryArray:
-    """Integers -> their decimal text (pid, tid, device as text), nulls where not `valid`."""
-    uniq, inverse = np.unique(values, return_inverse=True)
-    dictionary = pa.array([str(int(v)) for v in uniq], type=pa.string())
-    mask = None if valid is None else ~valid
-    return pa.DictionaryArray.from_arrays(pa.array(inverse.astype(np.int32), mask=mask), dictionary)
+    """Integers -> their decimal text (pid, tid, device as text), nulls where not `valid` (hash-encoded)."""
+    encoded = pa.array(values, type=pa.int64(), mask=None if valid is None else ~valid).dictionary_encode()
+    dictionary = encoded.dictionary.cast(pa.string())
+    return pa.DictionaryArray.from_arrays(encoded.indices.cast(pa.int32()), dictionary)
 
 
 def kinds(kind: str, n: int) -> pa.DictionaryArray:
@@ -60,6 +59,17 @@ def kinds(kind: str, n: int) -> pa.DictionaryArray:
 def kinds_of(per_row: Sequence[str]) -> pa.DictionaryArray:
     codes = np.fromiter((_KIND_INDEX[k] for k in per_row), dtype=np.int32, count=len(per_row))
     return pa.DictionaryArray.from_arrays(pa.array(codes), _KIND_DICT)
+
+
+def kinds_where(condition: np.ndarray, when_true: str, otherwise: str) -> pa.DictionaryArray:
+    """Per-row kind chosen between two, vectorised."""
+    codes = np.where(condition, _KIND_INDEX[when_true], _KIND_INDEX[otherwise]).astype(np.int32)
+    return pa.DictionaryArray.from_arrays(pa.array(codes), _KIND_DICT)
+
+
+def text_where(condition: np.ndarray, when_true: str, otherwise: str) -> pa.DictionaryArray:
+    """Per-row text chosen between two strings, vectorised."""
+    return pa.DictionaryArray.from_arrays(pa.array(condition.astype(np.int32)), pa.array([otherwise, when_true]))
 
 
 def ints(values: np.ndarray | pa.Array, dtype: pa.DataType, valid: np.ndarray | None = None) -> pa.Array:

@@ -64,16 +64,19 @@ def _string_table(db: SqliteTrace) -> pa.Array:
     return pa.array(values, type=pa.string())
 
 
-def _names(ids: np.ndarray, strings: pa.Array, fix: Callable[[str], str] | None = None) -> pa.DictionaryArray:
-    """StringIds ids -> dictionary array over just the distinct ids of this batch."""
-    uniq, inverse = np.unique(ids, return_inverse=True)
+def _names(ids: pa.Array, strings: pa.Array, fix: Callable[[str], str] | None = None) -> pa.DictionaryArray:
+    """StringIds ids -> dictionary array over just the distinct ids of this batch (hash-encoded)."""
+    encoded = ids.dictionary_encode()
+    uniq = encoded.dictionary.to_numpy()
     in_range = (uniq >= 0) & (uniq < len(strings))
-    dictionary = strings.take(pa.array(np.where(in_range, uniq, 0))).to_pylist()
-    dictionary = [d if ok and d is not None else None for d, ok in zip(dictionary, in_range)]
-    if fix is not None:
-        dictionary = [fix(d) if d is not None else None for d in dictionary]
-    names = {int(u): d for u, d in zip(uniq, dictionary)}
-    return C.text_by_code(uniq[inverse], names)
+    dictionary = strings.take(pa.array(np.where(in_range, uniq, 0)))
+    if not in_range.all() or fix is not None or dictionary.null_count:
+        values = [d if ok else None for d, ok in zip(dictionary.to_pylist(), in_range)]
+        if fix is not None:
+            values = [fix(d) if d is not None else None for d in values]
+        names = {i: v for i, v in enumerate(values)}
+        return C.text_by_code(encoded.indices.to_numpy(), names)
+    return pa.DictionaryArray.from_arrays(encoded.indices.cast(pa.int32()), dictionary)
 
 
 def _devices(db: SqliteTrace) -> dict[int, DeviceInfo]:
@@ -143,7 +146,7 @@ def _kernels(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
     warp_size = {d: info.warp_size or 32 for d, info in state.devices.items()}
     for batch in db.batches(sql, names):
         cols = _gpu_columns(batch, "kernel", Kind.KERNEL)
-        cols[Col.NAME] = _names(_np(batch, "name"), state.strings)
+        cols[Col.NAME] = _names(batch.column("name"), state.strings)
         for key, col in (("gx", Col.GRID_X), ("gy", Col.GRID_Y), ("gz", Col.GRID_Z), ("bx", Col.BLOCK_X),
                          ("by", Col.BLOCK_Y), ("bz", Col.BLOCK_Z), ("regs", Col.REGISTERS)):
             cols[col] = nullable(batch.column(key)).cast(pa.int32())
@@ -157,8 +160,15 @@ def _per_sm(batch: pa.RecordBatch, sm_count: dict[int, int], warp_size: dict[int
     if not sm_count:
         return {}
     device = _np(batch, "device")
-    sms = np.array([sm_count.get(int(d), 0) for d in device], dtype=np.float64)
-    warp = np.array([warp_size.get(int(d), 32) for d in device], dtype=np.float64)
+    size = max(max(sm_count), int(device.max(initial=0))) + 1
+    sms_lut, warp_lut = np.zeros(size), np.full(size, 32.0)
+    for d, count in sm_count.items():
+        sms_lut[d] = count
+    for d, warp_count in warp_size.items():
+        warp_lut[d] = warp_count
+    safe = np.clip(device, 0, size - 1)
+    sms = np.where(device >= 0, sms_lut[safe], 0.0)
+    warp = warp_lut[safe]
     blocks = _np(batch, "gx").astype(np.float64) * _np(batch, "gy") * _np(batch, "gz")
     threads = _np(batch, "bx").astype(np.float64) * _np(batch, "by") * _np(batch, "bz")
     known = sms > 0
@@ -219,8 +229,8 @@ def _thread_columns(batch: pa.RecordBatch, state: _State) -> dict[str, pa.Array]
     gtid = _np(batch, "gtid")
     valid = _valid(gtid)
     pid, tid = (gtid >> 24) & 0xFFFFFF, gtid & 0xFFFFFF
-    state.tids.update(int(t) for t in np.unique(gtid[valid]))
-    state.pids.update(int(p) for p in np.unique(pid[valid]))
+    state.tids.update(pa.array(gtid[valid]).unique().to_pylist())
+    state.pids.update(pa.array(pid[valid]).unique().to_pylist())
     return {Col.PID: C.text_of_ints(pid, valid), Col.TID: C.text_of_ints(tid, valid)}
 
 
@@ -239,12 +249,10 @@ def _runtime(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
         cols = _thread_columns(batch, state)
         cols.update({
             Col.PH: C.const_text("X", n), Col.TS_NS: batch.column("start"), Col.DUR_NS: batch.column("dur"),
-            Col.NAME: _names(_np(batch, "name"), state.strings, _api_name),
+            Col.NAME: _names(batch.column("name"), state.strings, _api_name),
             Col.CORRELATION: nullable(batch.column("corr")),
-            Col.CAT: C.text(["cuda_driver" if d else "cuda_runtime" for d in driver]) if driver.any()
-            else C.const_text("cuda_runtime", n),
-            Col.KIND: C.kinds_of([Kind.DRIVER if d else Kind.RUNTIME for d in driver]) if driver.any()
-            else C.kinds(Kind.RUNTIME, n),
+            Col.CAT: C.text_where(driver, "cuda_driver", "cuda_runtime"),
+            Col.KIND: C.kinds_where(driver, Kind.DRIVER, Kind.RUNTIME),
         })
         yield C.record_batch(n, cols)
 

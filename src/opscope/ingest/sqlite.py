@@ -18,7 +18,6 @@ from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from opscope.errors import InputError
 
@@ -37,8 +36,12 @@ def _uri(path: Path) -> str:
 
 
 def nullable(column: pa.Array) -> pa.Array:
-    """The column with `NULL_INT` sentinels replaced by nulls."""
-    return pc.if_else(pc.equal(column, NULL_INT), pa.scalar(None, column.type), column)
+    """The column with `NULL_INT` sentinels replaced by nulls (a no-op copy-free pass when there are none)."""
+    values = column.to_numpy(zero_copy_only=False)
+    missing = values == NULL_INT
+    if not missing.any():
+        return column
+    return pa.array(values, type=column.type, mask=missing)
 
 
 class SqliteTrace:
