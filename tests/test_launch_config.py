@@ -7,9 +7,9 @@ import json
 
 import polars as pl
 import pytest
-from conftest import corpus_path
 
 import opscope
+from conftest import corpus_path
 from opscope.analysis.launch_config import LaunchOptions, arch_limits, launch_config, occupancy
 from opscope.model.meta import DeviceInfo
 
@@ -18,6 +18,11 @@ H100 = ["tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
         "tracelens/h100__Falconsai_nsfw_image_detection__1016002.json.gz"]
 A100 = DeviceInfo(id=0, name="A100", sm_count=108, max_threads_per_sm=2048, regs_per_sm=65536,
                   shared_mem_per_sm=167936, warp_size=32, compute_capability="8.0")
+
+
+def _load_gz(path):
+    with gzip.open(path) as handle:
+        return json.load(handle)
 
 
 def test_occupancy_calculator_known_cases():
@@ -41,7 +46,7 @@ def test_occupancy_calculator_known_cases():
 
 
 def _kineto_kernels(rel):
-    doc = json.load(gzip.open(corpus_path(rel)))
+    doc = _load_gz(corpus_path(rel))
     device = DeviceInfo.from_kineto(doc["deviceProperties"][0])
     return device, [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
 

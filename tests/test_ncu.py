@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import REPO, corpus_path
 
+from conftest import REPO, corpus_path
 from opscope.ingest.ncu import read_ncu_csv
 
 RAW = REPO / "tests" / "fixtures" / "ncu_raw_handmade.csv"

@@ -11,9 +11,9 @@ from collections import Counter, defaultdict
 
 import polars as pl
 import pytest
-from conftest import corpus_path
 
 import opscope
+from conftest import corpus_path
 from opscope.ingest import nsys
 from opscope.ingest.registry import detect
 

@@ -12,13 +12,18 @@ from collections import Counter, defaultdict
 
 import polars as pl
 import pytest
-from conftest import corpus_path
 
 import opscope
+from conftest import corpus_path
 from opscope.ingest.registry import detect
 
 ROCPROF_JSON = "tracelens/rocprof__908_results.json.gz"
 OMNIPERF = ["omniperf/vcopy_MI100__timestamps.csv", "omniperf/multikernel_MI200__timestamps.csv"]
+
+
+def _load_gz(path):
+    with gzip.open(path) as handle:
+        return json.load(handle)
 
 
 def _strip(name: str) -> str:
@@ -33,7 +38,7 @@ def _kernels(path):
 @pytest.mark.corpus
 def test_rocprofv3_json_kernels_equal_raw_records():
     path = corpus_path(ROCPROF_JSON)
-    tool = json.load(gzip.open(path))["rocprofiler-sdk-tool"][0]
+    tool = _load_gz(path)["rocprofiler-sdk-tool"][0]
     symbols = {s["kernel_id"]: s for s in tool["kernel_symbols"]}
     counts: Counter[str] = Counter()
     totals: defaultdict[str, int] = defaultdict(int)
@@ -53,7 +58,7 @@ def test_rocprofv3_json_devices_streams_and_grid():
     assert trace.meta.format == "rocprof"
     assert {d.name for d in trace.meta.devices} == {"AMD Instinct MI350X"}
     assert len(trace.meta.devices) == 8 and trace.meta.devices[0].sm_count == 256
-    tool = json.load(gzip.open(path))["rocprofiler-sdk-tool"][0]
+    tool = _load_gz(path)["rocprofiler-sdk-tool"][0]
     first = min(tool["buffer_records"]["kernel_dispatch"], key=lambda r: (r["start_timestamp"], r["end_timestamp"]))
     info = first["dispatch_info"]
     row = trace.events.filter(pl.col("kind").cast(pl.String) == "kernel").sort("ts_ns", "dur_ns").row(0, named=True)

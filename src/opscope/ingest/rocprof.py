@@ -19,6 +19,7 @@ import math
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+
 import msgspec
 import numpy as np
 import pyarrow as pa
