@@ -13,7 +13,7 @@ CPU thread. Absent tables are simply empty: an export without a kernel table has
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,9 +40,6 @@ MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 
 NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN = 34, 59, 60, 75
 _VERSION_SUFFIX = re.compile(r"_v\d+$")
 _DRIVER_CLASS = 1  # ENUM_NSYS_EVENT_CLASS: 0 CUDA runtime, 1 CUDA driver
-
-
-Job = tuple[str, Sequence[str], Callable[[pa.RecordBatch], pa.RecordBatch]]  # SQL, column names, converter
 
 
 @dataclass
@@ -134,9 +131,9 @@ def _gpu_columns(batch: pa.RecordBatch, category: str, kind: str) -> dict[str, p
     }
 
 
-def _kernels(db: SqliteTrace, state: _State) -> Job | None:
+def _kernels(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
     if KERNEL not in db.tables:
-        return None
+        return
     have = db.columns(KERNEL)
     name = "demangledName" if "demangledName" in have else "shortName"
     sql = (f"SELECT start, end - start, deviceId, streamId, {db.col(KERNEL, 'correlationId')}, "
@@ -147,8 +144,7 @@ def _kernels(db: SqliteTrace, state: _State) -> Job | None:
     names = ["start", "dur", "device", "stream", "corr", "name", "gx", "gy", "gz", "bx", "by", "bz", "regs", "smem"]
     sm_count = {d: info.sm_count for d, info in state.devices.items() if info.sm_count}
     warp_size = {d: info.warp_size or 32 for d, info in state.devices.items()}
-
-    def convert(batch: pa.RecordBatch) -> pa.RecordBatch:
+    for batch in db.batches(sql, names):
         cols = _gpu_columns(batch, "kernel", Kind.KERNEL)
         cols[Col.NAME] = _names(batch.column("name"), state.strings)
         for key, col in (("gx", Col.GRID_X), ("gy", Col.GRID_Y), ("gz", Col.GRID_Z), ("bx", Col.BLOCK_X),
@@ -156,8 +152,7 @@ def _kernels(db: SqliteTrace, state: _State) -> Job | None:
             cols[col] = nullable(batch.column(key)).cast(pa.int32())
         cols[Col.SHARED_MEMORY] = batch.column("smem")
         cols.update(_per_sm(batch, sm_count, warp_size))
-        return C.record_batch(batch.num_rows, cols)
-    return sql, names, convert
+        yield C.record_batch(batch.num_rows, cols)
 
 
 def _per_sm(batch: pa.RecordBatch, sm_count: dict[int, int], warp_size: dict[int, int]) -> dict[str, pa.Array]:
@@ -189,17 +184,16 @@ def _bandwidth(batch: pa.RecordBatch) -> pa.Array:
     return pa.array(np.where(ok, nbytes / np.where(ok, dur, 1.0), 0.0), mask=~ok)  # bytes per ns = GB/s
 
 
-def _memcpys(db: SqliteTrace, state: _State) -> Job | None:
+def _memcpys(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
     if MEMCPY not in db.tables:
-        return None
+        return
     copy = _enum_labels(db, "ENUM_CUDA_MEMCPY_OPER", {})
     copy_names = {k: COPY_KINDS.get(k, copy.get(k, "Unknown")) for k in set(COPY_KINDS) | set(copy)}
     mem = _enum_labels(db, "ENUM_CUDA_MEM_KIND", MEM_KINDS)
     sql = (f"SELECT start, end - start, deviceId, streamId, {db.col(MEMCPY, 'correlationId')}, bytes, copyKind, "
            f"{db.col(MEMCPY, 'srcKind')}, {db.col(MEMCPY, 'dstKind')} FROM {MEMCPY}")
     names = ["start", "dur", "device", "stream", "corr", "bytes", "copy", "src", "dst"]
-
-    def convert(batch: pa.RecordBatch) -> pa.RecordBatch:
+    for batch in db.batches(sql, names):
         cols = _gpu_columns(batch, "gpu_memcpy", Kind.MEMCPY)
         copy_kind, src, dst = _np(batch, "copy"), _np(batch, "src"), _np(batch, "dst")
         src, dst = np.where(_valid(src), src, 255), np.where(_valid(dst), dst, 255)
@@ -212,26 +206,23 @@ def _memcpys(db: SqliteTrace, state: _State) -> Job | None:
         cols[Col.NAME] = C.text_by_code(codes, labels)
         cols[Col.BYTES] = batch.column("bytes")
         cols[Col.BANDWIDTH_GBPS] = _bandwidth(batch)
-        return C.record_batch(batch.num_rows, cols)
-    return sql, names, convert
+        yield C.record_batch(batch.num_rows, cols)
 
 
-def _memsets(db: SqliteTrace, state: _State) -> Job | None:
+def _memsets(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
     if MEMSET not in db.tables:
-        return None
+        return
     mem = _enum_labels(db, "ENUM_CUDA_MEM_KIND", MEM_KINDS)
     sql = (f"SELECT start, end - start, deviceId, streamId, {db.col(MEMSET, 'correlationId')}, bytes, "
            f"{db.col(MEMSET, 'memKind')} FROM {MEMSET}")
-
-    def convert(batch: pa.RecordBatch) -> pa.RecordBatch:
+    for batch in db.batches(sql, ["start", "dur", "device", "stream", "corr", "bytes", "mem"]):
         cols = _gpu_columns(batch, "gpu_memset", Kind.MEMSET)
         labels = {k: f"Memset ({v})" for k, v in mem.items()}
         labels[NULL_INT] = "Memset (Unknown)"
         cols[Col.NAME] = C.text_by_code(_np(batch, "mem"), labels)
         cols[Col.BYTES] = batch.column("bytes")
         cols[Col.BANDWIDTH_GBPS] = _bandwidth(batch)
-        return C.record_batch(batch.num_rows, cols)
-    return sql, ["start", "dur", "device", "stream", "corr", "bytes", "mem"], convert
+        yield C.record_batch(batch.num_rows, cols)
 
 
 def _thread_columns(batch: pa.RecordBatch, state: _State) -> dict[str, pa.Array]:
@@ -247,13 +238,12 @@ def _api_name(name: str) -> str:
     return _VERSION_SUFFIX.sub("", name)
 
 
-def _runtime(db: SqliteTrace, state: _State) -> Job | None:
+def _runtime(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
     if RUNTIME not in db.tables:
-        return None
+        return
     sql = (f"SELECT start, end - start, {db.col(RUNTIME, 'globalTid')}, {db.col(RUNTIME, 'correlationId')}, "
            f"nameId, {db.col(RUNTIME, 'eventClass', '0')} FROM {RUNTIME}")
-
-    def convert(batch: pa.RecordBatch) -> pa.RecordBatch:
+    for batch in db.batches(sql, ["start", "dur", "gtid", "corr", "name", "cls"]):
         n = batch.num_rows
         driver = _np(batch, "cls") == _DRIVER_CLASS
         cols = _thread_columns(batch, state)
@@ -264,8 +254,7 @@ def _runtime(db: SqliteTrace, state: _State) -> Job | None:
             Col.CAT: C.text_where(driver, "cuda_driver", "cuda_runtime"),
             Col.KIND: C.kinds_where(driver, Kind.DRIVER, Kind.RUNTIME),
         })
-        return C.record_batch(n, cols)
-    return sql, ["start", "dur", "gtid", "corr", "name", "cls"], convert
+        yield C.record_batch(n, cols)
 
 
 def _nvtx(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
@@ -363,12 +352,7 @@ def read_batches(path: Path, display: str, use_adbc: bool | None = None
     state = _State(strings=_string_table(db), devices=_devices(db))
 
     def batches() -> Iterator[pa.RecordBatch]:
-        jobs = {tag: job for tag, make in (("kernel", _kernels), ("memcpy", _memcpys), ("memset", _memsets),
-                                           ("runtime", _runtime)) if (job := make(db, state)) is not None}
-        # The big tables are read concurrently (the readers release the GIL); batches come in any order.
-        for tag, batch in db.parallel_batches([(tag, sql, names) for tag, (sql, names, _) in jobs.items()]):
-            yield jobs[tag][2](batch)
-        for part in (_nvtx, _metadata):
+        for part in (_kernels, _memcpys, _memsets, _runtime, _nvtx, _metadata):
             yield from part(db, state)
 
     def finish() -> TraceMeta:

@@ -10,9 +10,7 @@ back into real nulls. Any SQLite error (a truncated or damaged file) becomes one
 from __future__ import annotations
 
 import contextlib
-import queue
 import sqlite3
-import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -117,55 +115,6 @@ class SqliteTrace:
             raise
         except Exception as exc:  # the driver's own error types; all mean the file could not be read
             raise self.damaged(exc) from None
-
-    def parallel_batches(self, jobs: Sequence[tuple[str, str, Sequence[str]]]) -> Iterator[tuple[str, pa.RecordBatch]]:
-        """Run several integer-only queries at once, one reader thread each; yield (tag, batch) as they come.
-
-        The SQLite / Arrow readers release the GIL while they fetch, so the tables are read in parallel while
-        the caller converts batches; the queue is bounded, so memory stays bounded too.
-        """
-        out: queue.Queue[tuple[str, pa.RecordBatch | BaseException | None]] = queue.Queue(maxsize=2 * len(jobs) + 2)
-        stop = threading.Event()
-
-        def produce(tag: str, sql: str, names: Sequence[str]) -> None:
-            item: pa.RecordBatch | BaseException | None = None
-            try:
-                for batch in self.batches(sql, names):
-                    while not stop.is_set():
-                        try:
-                            out.put((tag, batch), timeout=0.1)
-                            break
-                        except queue.Full:
-                            continue
-                    if stop.is_set():
-                        return
-            except BaseException as exc:  # handed to the consumer, raised there
-                item = exc
-            while not stop.is_set():
-                try:
-                    out.put((tag, item), timeout=0.1)
-                    return
-                except queue.Full:
-                    continue
-
-        threads = [threading.Thread(target=produce, args=job, daemon=True, name=f"opscope-sqlite-{job[0]}")
-                   for job in jobs]
-        for thread in threads:
-            thread.start()
-        running = len(threads)
-        try:
-            while running:
-                tag, item = out.get()
-                if item is None:
-                    running -= 1
-                elif isinstance(item, BaseException):
-                    raise item
-                else:
-                    yield tag, item
-        finally:
-            stop.set()
-            for thread in threads:
-                thread.join()
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
