@@ -177,10 +177,10 @@ def _details(rows: list[list[str]], col: dict[str, int]) -> list[dict[str, objec
         record = launches.setdefault(launch_id, {**ident, **{f: None for f in FIELDS}})
         section = row[section_i] if section_i is not None and section_i < len(row) else ""
         metric = row[name_i]
-        field = lookup.get((section, metric)) or lookup.get(("", metric))
+        found = lookup.get((section, metric)) or lookup.get(("", metric))
         unit = row[unit_i] if unit_i is not None and unit_i < len(row) else ""
-        if field is None or (field == "memory_throughput_pct" and unit.strip() != "%"):
+        if found is None or (found == "memory_throughput_pct" and unit.strip() != "%"):
             continue  # e.g. "Memory Throughput" in Gbyte/second under Memory Workload Analysis
-        if record.get(field) is None:
-            record[field] = _number(row[value_i], unit, field)
+        if record.get(found) is None:
+            record[found] = _number(row[value_i], unit, found)
     return list(launches.values())

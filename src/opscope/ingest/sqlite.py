@@ -27,7 +27,7 @@ BATCH_ROWS = 1 << 16
 try:  # optional accelerator: Arrow-native SQLite reads
     import adbc_driver_sqlite.dbapi as _adbc
 except ImportError:  # pragma: no cover - exercised where the wheel is missing
-    _adbc = None
+    _adbc = None  # type: ignore[assignment]
 
 
 def _uri(path: Path) -> str:
