@@ -1,7 +1,7 @@
 """Step windows and busy time: the two figures a capture comparison needs from a trace it just wrote.
 
 - step windows: the `ProfilerStep#N` spans (CPU-side user annotations written by `torch.profiler` on each
-  `step()`); a trace without them is one window from its first event's start to its last event's end.
+  `step()`; category `Operator` in 2021-schema traces); a trace without them is one window from its first event's start to its last event's end.
 - busy time of some event kinds inside the windows: the length of the union of their intervals clipped to
   each window, so two overlapping events (two streams, two threads) count once.
 
@@ -40,7 +40,8 @@ def step_windows(trace: Trace) -> tuple[StepWindow, ...]:
     """ProfilerStep#N windows in step order; without markers, one window over every event with a duration."""
     marks = (
         trace.lazy()
-        .filter((pl.col(Col.KIND).cast(pl.String) == Kind.USER_ANNOTATION) & pl.col(Col.DUR_NS).is_not_null()
+        .filter(pl.col(Col.KIND).cast(pl.String).is_in([Kind.USER_ANNOTATION, Kind.CPU_OP])
+                & pl.col(Col.DUR_NS).is_not_null()
                 & pl.col(Col.NAME).cast(pl.String).str.contains(STEP_NAME.pattern))
         .select(pl.col(Col.NAME).cast(pl.String), Col.TS_NS, Col.DUR_NS)
         .collect()

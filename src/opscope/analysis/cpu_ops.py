@@ -5,9 +5,12 @@ trace has no GPU activity (a CPU-only capture), so that the output still says wh
 operator attribution (GPU time per op, shapes, hierarchy) is the `ops` analysis; this module stays small.
 
 Definitions (also in docs/capture.md):
+- operators = complete cpu_op events (category `cpu_op`, or `Operator` in 2021-schema traces), except the
+  `ProfilerStep#N` step markers that old traces file as operators.
 - total = sum of the durations of the op's events (inclusive: nested ops count inside their parents too).
 - self = total minus the time of the cpu_op events directly nested inside it on the same thread (a child that
-  overruns its parent is clipped to the parent's end). Summed over all ops, self time counts every instant of
+  overruns its parent is clipped to the parent's end; of two events with the same start and duration, the one
+  earlier in the file is the parent). Summed over all ops, self time counts every instant of
   operator time on a thread once.
 - share = the op's self time / the self time of all cpu_op events in the trace.
 """
@@ -20,6 +23,8 @@ import polars as pl
 
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
+
+STEP_MARKER = r"^ProfilerStep#\d+$"  # step markers are cpu ops in 2021-schema traces; they are not operators
 
 
 @dataclass(frozen=True)
@@ -56,8 +61,8 @@ def self_times(frame: pl.DataFrame) -> list[int]:
     One sweep per thread over events sorted by start (longer first at equal start), with a stack of open
     events: each event's time is taken off its innermost open ancestor.
     """
-    order = frame.with_row_index("_row").sort([Col.PID, Col.TID, Col.TS_NS, Col.DUR_NS],
-                                               descending=[False, False, False, True])
+    order = frame.with_row_index("_row").sort([Col.PID, Col.TID, Col.TS_NS, Col.DUR_NS, "_row"],
+                                               descending=[False, False, False, True, False])
     self_ns = [0] * frame.height
     stack: list[tuple[int, int]] = []  # (row, end_ns)
     thread = None
@@ -79,7 +84,8 @@ def cpu_op_table(trace: Trace, top: int = 30) -> CpuOpTable:
     """The per-operator table of `trace` (see the module doc for definitions); `top=0` keeps every row."""
     ops = (
         trace.lazy()
-        .filter((pl.col(Col.KIND).cast(pl.String) == Kind.CPU_OP) & pl.col(Col.DUR_NS).is_not_null())
+        .filter((pl.col(Col.KIND).cast(pl.String) == Kind.CPU_OP) & pl.col(Col.DUR_NS).is_not_null()
+                & ~pl.col(Col.NAME).cast(pl.String).str.contains(STEP_MARKER))
         .select(pl.col(Col.NAME).cast(pl.String), pl.col(Col.PID).cast(pl.String), pl.col(Col.TID).cast(pl.String),
                 Col.TS_NS, Col.DUR_NS)
         .collect()

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from opscope.capture.runner import execute, parse_command, run_script
     from opscope.capture.summary import summarize
     from opscope.errors import ScriptFailed, UsageError
-    from opscope.report.capture_view import overhead_document, run_document
+    from opscope.report.capture_view import run_document
 
     if args.steps is not None and args.steps < 1:
         raise UsageError(f"--steps must be a positive number of steps, got {args.steps}")
@@ -47,10 +47,10 @@ def run(args: argparse.Namespace) -> int:
     options = ProfileOptions(schedule=Schedule.build(args.steps, skip_first=args.skip_first),
                              record_shapes=args.record_shapes, with_stack=args.with_stack,
                              profile_memory=args.profile_memory, nvtx=args.nvtx, log_dir=args.log_dir)
+    overhead = None
     if args.overhead:
         try:
-            emit(overhead_document(measure_overhead(lambda: execute(command), repeats=args.repeats,
-                                                    options=options)), args)
+            overhead = measure_overhead(lambda: execute(command), repeats=args.repeats, options=options)
         except (Exception, SystemExit) as exc:
             code = exc.code if isinstance(exc, SystemExit) and isinstance(exc.code, int) else 1
             raise ScriptFailed(f"{command.display} failed during the overhead runs ({type(exc).__name__}: {exc})",
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     result = run_script(command, options)
     summary = summarize(result.trace_path, device=result.device, top=args.top) if result.trace_path else None
     if summary is not None or result.exit_status != 0:
-        emit(run_document(result, summary), args)
+        emit(run_document(result, summary, overhead), args)
     for warning in result.warnings:
         log.warning(warning)
     if result.exit_status != 0:

@@ -81,8 +81,10 @@ def capture_document(result: CaptureSummary) -> Document:
 _STEP_SOURCES = {"user": "opscope.step() calls", "optimizer": "torch.optim optimizer steps", None: "none"}
 
 
-def run_document(result: RunResult, summary: CaptureSummary | None) -> Document:
-    """`opscope run`: the capture summary plus what ran, how steps were marked, and how it ended."""
+def run_document(result: RunResult, summary: CaptureSummary | None,
+                 overhead: OverheadResult | None = None) -> Document:
+    """`opscope run`: the capture summary plus what ran, how steps were marked, how it ended, and (with
+    --overhead) the tracing-overhead table first."""
     status = "completed" if result.exit_status == 0 else f"{result.error} (exit status {result.exit_status})"
     facts = (("script", " ".join(result.command.argv)), ("run", f"{status} in {result.seconds:,.2f} s"),
              ("step marks", f"{result.steps:,} from {_STEP_SOURCES.get(result.step_source, 'none')}"))
@@ -98,11 +100,17 @@ def run_document(result: RunResult, summary: CaptureSummary | None) -> Document:
         "trace": result.trace_path,
         "warnings": list(result.warnings),
         "capture": capture_data(summary) if summary is not None else None,
+        "overhead": overhead_data(overhead) if overhead is not None else None,
     }
+    cost = overhead_document(overhead) if overhead is not None else None
+    if cost is not None:
+        facts += cost.facts[:1]
     if summary is None:
         return Document(title="opscope run", data=data, facts=facts, notes=("No trace was captured.",))
     base = capture_document(summary)
-    return replace(base, data=data, facts=facts + base.facts)
+    tables = base.tables if cost is None else (*cost.tables, *base.tables)
+    notes = base.notes if cost is None else (*cost.notes, *base.notes)
+    return replace(base, data=data, facts=facts + base.facts, tables=tables, notes=notes)
 
 
 def overhead_data(result: OverheadResult) -> dict[str, Any]:
@@ -143,7 +151,7 @@ def overhead_document(result: OverheadResult) -> Document:
         return {"run": label, "median": spread.median * 1e9, "q1": spread.q1 * 1e9, "q3": spread.q3 * 1e9,
                 "min": spread.min * 1e9, "max": spread.max * 1e9}
 
-    table = Table(name="overhead", title="", columns=columns,
+    table = Table(name="overhead", title="Tracing overhead: untraced vs traced runs", columns=columns,
                   rows=(row("untraced", result.untraced_s), row("traced", result.traced_s),
                         row("profiler stop + processing", result.finalize_s)))
     notes = []
