@@ -3,13 +3,12 @@ the raw JSON of real CPU-only and GPU traces (tests/capture_support.py)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from capture_support import cpu_op_stats, cpu_ops, raw_events, step_windows, union_length
-from conftest import corpus_path
 
 import opscope
-from opscope.analysis.busy import busy_ns, union_ns
+from capture_support import cpu_op_stats, cpu_ops, raw_events, step_windows, union_length
+from conftest import corpus_path
+from opscope.analysis.busy import busy_ns
 from opscope.analysis.busy import step_windows as opscope_windows
 from opscope.analysis.cpu_ops import cpu_op_table
 from opscope.model.schema import Kind
@@ -67,19 +66,7 @@ def test_step_windows_and_busy_match_raw(relative):
     assert [(w.step, w.start_ns, w.end_ns) for w in windows] == raw
     ops = cpu_ops(raw_events(path))
     expected = sum(union_length([(max(o["ts"], lo), min(o["ts"] + o["dur"], hi)) for o in ops]) for _, lo, hi in raw)
-    # busy_ns counts every cpu_op-kind event, the markers included; the raw recomputation leaves markers out,
-    # and a marker covers its whole window, so compare against the events that are not markers plus windows.
-    marker_busy = busy_ns(trace, (Kind.CPU_OP,), windows)
-    marked_as_ops = relative.startswith("kineto/")
-    assert marker_busy == (sum(hi - lo for _, lo, hi in raw) if marked_as_ops else expected)
-
-
-def test_union_ns_against_a_plain_loop():
-    rng = np.random.default_rng(7)
-    for _ in range(50):
-        starts = rng.integers(0, 1000, size=int(rng.integers(0, 40)))
-        ends = starts + rng.integers(-5, 200, size=starts.size)
-        assert union_ns(starts, ends) == union_length(list(zip(starts.tolist(), ends.tolist(), strict=True)))
+    assert busy_ns(trace, (Kind.CPU_OP,), windows) == expected
 
 
 def test_step_windows_without_markers_is_one_window():

@@ -16,9 +16,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import polars as pl
 
+from opscope.analysis import intervals
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
@@ -63,36 +63,19 @@ def step_windows(trace: Trace) -> tuple[StepWindow, ...]:
     return () if lo is None else (StepWindow(None, int(lo), int(hi)),)
 
 
-def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Length of the union of the intervals [start, end)."""
-    keep = ends > starts
-    starts, ends = starts[keep], ends[keep]
-    if starts.size == 0:
-        return 0
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], ends[order]
-    reach = np.maximum.accumulate(ends)  # furthest end seen so far
-    new_run = np.empty(starts.size, dtype=bool)
-    new_run[0] = True
-    new_run[1:] = starts[1:] > reach[:-1]
-    run_id = np.cumsum(new_run) - 1
-    run_start = starts[new_run]
-    run_end = np.zeros(run_start.size, dtype=ends.dtype)
-    np.maximum.at(run_end, run_id, ends)
-    return int((run_end - run_start).sum())
-
-
 def busy_ns(trace: Trace, kinds: Sequence[str], windows: Sequence[StepWindow]) -> int:
-    """Union length of the events of `kinds` inside `windows` (each event clipped to each window)."""
+    """Union length of the events of `kinds` inside `windows` (each event clipped to each window); the step
+    markers themselves never count."""
     events = (
         trace.lazy()
-        .filter(pl.col(Col.KIND).cast(pl.String).is_in(list(kinds)) & pl.col(Col.DUR_NS).is_not_null())
-        .select(Col.TS_NS, (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias("end"))
+        .filter(pl.col(Col.KIND).cast(pl.String).is_in(list(kinds)) & pl.col(Col.DUR_NS).is_not_null()
+                & ~pl.col(Col.NAME).cast(pl.String).str.contains(STEP_NAME.pattern))  # old traces: markers are ops
+        .select(pl.col(Col.TS_NS).alias(intervals.START), (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(intervals.END))
         .collect()
     )
-    starts = events[Col.TS_NS].to_numpy().astype(np.int64)
-    ends = events["end"].to_numpy().astype(np.int64)
     total = 0
     for window in windows:
-        total += union_ns(np.clip(starts, window.start_ns, window.end_ns), np.clip(ends, window.start_ns, window.end_ns))
+        busy = intervals.union_ns(intervals.clip(events, window.start_ns, window.end_ns))
+        assert isinstance(busy, int)
+        total += busy
     return total

@@ -26,7 +26,7 @@ SUFFIX = ".pt.trace.json.gz"
 
 def log_dir(path: str | os.PathLike[str] | None) -> Path:
     """The folder traces go to: `path`, else $PROFILER_LOG_DIR, else ./trace_logs (created if missing)."""
-    folder = Path(path) if path is not None else default_dir()
+    folder = (Path(path) if path is not None else default_dir()).absolute()  # the code may chdir later
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -130,7 +131,10 @@ class Profile(contextlib.ContextDecorator):
             return
         self.step_source = source
         self._nvtx_end()
-        self._torch_prof.step()
+        with warnings.catch_warnings():
+            # Each cycle is exported as it ends, so torch's note about clearing events between cycles is moot.
+            warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
+            self._torch_prof.step()
         self.steps += 1
         self._nvtx_begin()
 
@@ -157,11 +161,11 @@ class Profile(contextlib.ContextDecorator):
             return
         if schedule.whole_run:
             return
-        if self.steps == 0:
-            self._warn(f"step() was never called, so the whole block counted as step 0; {self.step_hint}")
         if self.cycles == 0:
             self._warn(f"no trace was written: the block ended during step {self.steps}, before recording "
                        f"starts at step {schedule.first_recorded_step} ({schedule.describe()})")
+        elif self.steps == 0:
+            self._warn(f"step() was never called, so the whole block counted as step 0; {self.step_hint}")
         elif schedule.steps_needed is not None and self.steps < schedule.steps_needed:
             self._warn(f"the block ended after {self.steps} step(s), but the schedule ({schedule.describe()}) "
                        f"needs {schedule.steps_needed}: the last trace covers fewer steps than asked{where}")

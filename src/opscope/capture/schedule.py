@@ -89,10 +89,8 @@ class Schedule:
     def describe(self) -> str:
         if self.active is None:
             return "the whole block"
-        parts = [f"active={self.active}"]
-        for name in ("skip_first", "wait", "warmup"):
-            if getattr(self, name):
-                parts.insert(0, f"{name}={getattr(self, name)}")
+        parts = [f"{name}={getattr(self, name)}" for name in ("skip_first", "wait", "warmup") if getattr(self, name)]
+        parts.append(f"active={self.active}")
         if self.repeat != 1:
             parts.append(f"repeat={self.repeat}")
         return ", ".join(parts)

@@ -52,8 +52,13 @@ def _comparison(base: VariantRun, run: VariantRun) -> dict[str, Any]:
         util = round((v_fig.utilization - b_fig.utilization) * 100, 2)
     speed = _ratio(b_lat.median if b_lat else None, v_lat.median if v_lat else None)
     key = _ratio(b_fig.key_op_ns if b_fig else None, v_fig.key_op_ns if v_fig else None)
-    return {"variant": run.variant, "latency_speedup": round(speed, 4) if speed else None,
-            "key_op_speedup": round(key, 4) if key else None, "utilization_change_pp": util}
+    return {"variant": run.variant, "latency_speedup": _sig(speed), "key_op_speedup": _sig(key),
+            "utilization_change_pp": util}
+
+
+def _sig(value: float | None) -> float | None:
+    """Six significant digits: speedups span 0.001x to 1000x."""
+    return None if value is None else float(f"{value:.6g}")
 
 
 def _stability(result: StrategyComparison, batch: int) -> tuple[bool, str]:

@@ -86,7 +86,7 @@ def run_document(result: RunResult, summary: CaptureSummary | None,
     """`opscope run`: the capture summary plus what ran, how steps were marked, how it ended, and (with
     --overhead) the tracing-overhead table first."""
     status = "completed" if result.exit_status == 0 else f"{result.error} (exit status {result.exit_status})"
-    facts = (("script", " ".join(result.command.argv)), ("run", f"{status} in {result.seconds:,.2f} s"),
+    facts: tuple[tuple[str, str], ...] = (("script", " ".join(result.command.argv)), ("run", f"{status} in {result.seconds:,.2f} s"),
              ("step marks", f"{result.steps:,} from {_STEP_SOURCES.get(result.step_source, 'none')}"))
     data: dict[str, Any] = {
         "schema": RUN_SCHEMA,
@@ -185,5 +185,6 @@ def demo_document(result: DemoResult) -> Document:
             "busy": None if result.busy is None else round(result.busy, 4), "diagnosis": list(result.diagnosis),
             "report": result.report_path, "capture": capture_data(result.summary)}
     return Document(title="opscope demo: a tiny diffusion denoiser", data=data,
-                    facts=facts + tuple(f for f in base.facts if f[0] != "device"), tables=base.tables,
+                    facts=facts + tuple(f for f in base.facts if f[0] != "device"),
+                    tables=tuple(replace(t, title=t.title or base.title) for t in base.tables),
                     notes=(*base.notes, *findings, *report))
