@@ -27,7 +27,7 @@ from opscope.analysis.busy import busy_ns, step_windows
 from opscope.analysis.cpu_ops import cpu_op_table
 from opscope.analysis.kernels import SummaryOptions, kernel_summary
 from opscope.capture import export
-from opscope.capture._torch import describe_device, pick_device, require_torch
+from opscope.capture._torch import describe_device, pick_device, require_torch, synchronize
 from opscope.capture.profiler import profile
 from opscope.capture.strategies import (
     BASELINE,
@@ -177,6 +177,7 @@ def _measure(name: str, call: Callable[[], Any], batch: int, device: Any, settin
                  log_dir=str(folder / f"{safe}-bs{batch}")) as prof:
         for _ in range(settings["trace_steps"]):
             call()
+            synchronize(device)  # each step window then holds its own GPU work
             prof.step()
     path = prof.trace_path
     figures = trace_figures(load(path)) if path is not None else None

@@ -13,7 +13,7 @@ from typing import Any
 from opscope.analysis.busy import busy_ns, step_windows
 from opscope.analysis.cpu_ops import cpu_op_table
 from opscope.analysis.kernels import SummaryOptions, kernel_summary
-from opscope.capture._torch import describe_device, pick_device, require_torch
+from opscope.capture._torch import describe_device, pick_device, require_torch, synchronize
 from opscope.capture.demo_model import build_denoiser, denoise
 from opscope.capture.profiler import annotate, profile
 from opscope.capture.summary import CaptureSummary, summarize
@@ -91,7 +91,11 @@ def run_demo(device: str | None = None, total_steps: int = 10, profiled_steps: i
     activities = ("cpu", "cuda") if chosen.type == "cuda" else ("cpu",)
     start = time.perf_counter()
     with profile(steps=profiled_steps, record_shapes=True, activities=activities, log_dir=log_dir) as prof:
-        denoise(unet, latents, total_steps, on_step=lambda _: prof.step())
+        def on_step(_: int) -> None:
+            synchronize(chosen)  # each step window then holds its own GPU work
+            prof.step()
+
+        denoise(unet, latents, total_steps, on_step=on_step)
     seconds = time.perf_counter() - start
     if prof.trace_path is None:
         raise UsageError("the demo wrote no trace")

@@ -73,6 +73,10 @@ class Profile(contextlib.ContextDecorator):
         return self
 
     @property
+    def running(self) -> bool:
+        return self._torch_prof is not None
+
+    @property
     def trace_path(self) -> Path | None:
         """The last trace written, if any."""
         return self.trace_paths[-1] if self.trace_paths else None

@@ -128,7 +128,7 @@ def run_script(command: Command, options: ProfileOptions) -> RunResult:
     prof.step_hint = "call opscope.step() at the end of each step in the script, or step a torch.optim optimizer"
 
     def on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-        if prof._torch_prof is not None:
+        if prof.running:
             prof.step("optimizer")
 
     hook = importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(on_optimizer_step)
