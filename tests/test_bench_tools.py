@@ -1,5 +1,6 @@
 """bench/make_big_trace.py: a trace tiled N times is N copies of the source, each later in time and with its
-own ids. Checked on the raw JSON (exact decimals) and through opscope.load; no timing here."""
+own ids. Checked on the raw JSON (exact decimals) and through opscope.load. Plus the ratio and target
+arithmetic of bench/bench_summary.py on hand-made timings; nothing here is timed."""
 
 from __future__ import annotations
 
@@ -132,3 +133,18 @@ def test_opscope_sees_every_event_and_kernel_times_copies(tiled: tuple[Path, Any
         if event.get("cat") == "kernel":
             raw[event["name"]] += 1
     assert {name: calls for (name, kind), (calls, _) in tiled_totals.items() if kind == "kernel"} == dict(raw)
+
+
+def test_bench_summary_ratios_and_verdicts() -> None:
+    # hand-made timings: only the arithmetic of ratios and PASS/FAIL/SKIP is under test here
+    from bench_summary import LABELS, Run, ratios, targets
+
+    runs = {name: Run(name, label) for name, label in LABELS.items()}
+    for name, wall, rss in (("floor", 0.5, 30), ("naive", 40.0, 5600), ("cold", 2.0, 400), ("warm", 0.25, 200)):
+        runs[name].walls_s, runs[name].peak_rss_mb = [wall, wall * 2], rss
+    runs["hta"].skipped = "--skip-hta"
+    values = ratios(runs)
+    assert values == {"naive_over_cold": 20.0, "hta_over_cold": None, "cold_over_floor": 4.0,
+                      "cold_over_warm": 8.0, "opscope_peak_rss_mb": 400}
+    verdicts = {v["target"]: v["verdict"] for v in targets(values)}
+    assert verdicts == {"vs naive": "PASS", "vs HTA": "SKIP", "vs floor": "PASS", "RSS": "PASS", "cache": "FAIL"}
