@@ -35,3 +35,9 @@ class MissingDependency(OpscopeError):
     """An optional extra (torch, dask, ...) is needed for this feature."""
 
     exit_code = 2
+
+
+class ClusterError(OpscopeError):
+    """Parallel or distributed execution failed: unreachable scheduler, a worker that died, no workers."""
+
+    exit_code = 2

@@ -1,0 +1,62 @@
+"""Per-file work sent to worker processes or Dask workers: read one trace, reduce it to a small partial result.
+
+Each task is a module-level function of one picklable `FileTask`, so local processes and Dask workers run
+exactly the same code on exactly the same input and return the same result. Warnings met while reading travel
+back inside the result instead of being logged in the worker, where nobody would see them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from opscope.analysis.profile import TraceProfile, profile_trace
+from opscope.analysis.ranks import RankPartial, rank_partial
+from opscope.errors import InputError
+from opscope.ingest import load
+from opscope.model.trace import Trace
+
+
+@dataclass(frozen=True)
+class FileTask:
+    path: str  # absolute, so that workers with another working directory find it
+    label: str  # the path as the user gave it, shown in the output
+    cache: bool = True
+    cache_dir: str | None = None  # the parent's cache folder for local workers; None on a cluster
+    strict: bool = False
+    by_shape: bool = False
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    logger = logging.getLogger("opscope")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def read(task: FileTask) -> Trace:
+    """Load the task's trace (warnings kept in its metadata, not logged), labelled with the user's path."""
+    if task.cache_dir:
+        os.environ["OPSCOPE_CACHE_DIR"] = task.cache_dir
+    with _quiet():
+        trace = load(task.path, cache=task.cache)
+    if task.strict and trace.meta.warnings:
+        raise InputError(f"{task.label}: {trace.meta.warnings[0]} (--strict)")
+    trace.meta = dataclasses.replace(trace.meta, path=task.label)
+    return trace
+
+
+def profile_file(task: FileTask) -> TraceProfile:
+    return profile_trace(read(task), task.by_shape)
+
+
+def rank_file(task: FileTask) -> RankPartial:
+    return rank_partial(read(task))
