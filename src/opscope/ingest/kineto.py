@@ -192,8 +192,10 @@ class BatchDecoder:
     def _times_ns(self, values: list[Any]) -> pa.Array:
         """Microseconds (int or float, as Kineto writes them) to integer nanoseconds."""
         try:
-            as_int = pa.array(values, type=pa.int64())
-            return pa.compute.multiply(as_int, 1000)
+            # Let Arrow infer the type: asking for int64 directly silently truncates 7.136 to 7 (pyarrow 26).
+            inferred = pa.array(values)
+            if pa.types.is_integer(inferred.type) or pa.types.is_null(inferred.type):
+                return pa.compute.multiply(inferred.cast(pa.int64()), 1000)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
             pass
         floats = self._floats(values, pa.float64()).to_numpy(zero_copy_only=False)
