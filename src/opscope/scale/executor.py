@@ -16,13 +16,14 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
-from opscope.errors import ClusterError, MissingDependency
+from opscope.errors import ClusterError, MissingDependency, UsageError
 
 T = TypeVar("T")
 R = TypeVar("R")
 log = logging.getLogger("opscope")
 
 CONNECT_TIMEOUT_S = 5.0
+DASK_SCHEMES = ("tcp", "tls", "ucx", "ws", "wss", "inproc")
 # Below this much input, starting worker processes (each imports polars) costs more than it saves.
 SMALL_INPUT_BYTES = 16 << 20
 # Memory one worker needs per trace: a fixed part plus a multiple of the (uncompressed) file size.
@@ -113,6 +114,10 @@ def _dask(func: Callable[[T], R], items: Sequence[T], address: str, timeout_s: f
         from distributed.scheduler import KilledWorker
     except ImportError:
         raise MissingDependency("--scheduler needs Dask: pip install 'opscope[dask]'") from None
+    scheme = address.split("://", 1)[0] if "://" in address else "tcp"
+    if scheme not in DASK_SCHEMES:
+        raise UsageError(f"--scheduler: unknown address scheme {scheme!r} in {address!r} "
+                         f"(expected {', '.join(s + '://' for s in DASK_SCHEMES)})")
     try:
         client = Client(address, timeout=f"{timeout_s}s", set_as_default=False)
     except Exception as exc:  # OSError, TimeoutError, ValueError for a malformed address, ...
