@@ -132,8 +132,8 @@ def test_by_shape_splits_operators(tmp_path, cli) -> None:
     events.append({**events[1], "args": {"Input Dims": [[16, 16], [16, 16]]}, "ts": 1060, "dur": 30})
     path = write(tmp_path / "t.json", document(events))
     data = json.loads(cli("diff", path, path, "--format", "json", "--by-shape").out)
-    shapes = sorted(r["shape"] for r in data["ops"]["rows"] if r["name"] == "aten::mm")
-    assert shapes == ["[[16,16],[16,16]]", "[[8,8],[8,8]]"]
+    shapes = sorted(json.loads(r["shape"]) for r in data["ops"]["rows"] if r["name"] == "aten::mm")
+    assert shapes == [[[8, 8], [8, 8]], [[16, 16], [16, 16]]]
 
 
 def test_gates_trip_with_exit_1_and_a_one_line_reason(cli) -> None:
