@@ -33,7 +33,7 @@ def test_local_pool_keeps_input_order() -> None:
 
 def test_local_worker_death_is_a_clear_error() -> None:
     with pytest.raises(ClusterError, match="worker process died"):
-        run_all(die, [1, 2, 3], jobs=2)
+        run_all(die, [os.getpid()] * 6, jobs=2)
 
 
 def test_default_jobs_bounded_by_input_cores_and_memory(monkeypatch) -> None:
@@ -142,4 +142,4 @@ def test_unreachable_scheduler_is_one_line(cli) -> None:
 def test_dask_worker_dying_is_a_clear_error(dask_scheduler: str) -> None:
     # runs last in this module: it costs the cluster its workers (their nannies restart them)
     with pytest.raises(ClusterError, match="died"):
-        run_all(die, [1, 2], scheduler=dask_scheduler, timeout_s=30)
+        run_all(die, [os.getpid()] * 2, scheduler=dask_scheduler, timeout_s=30)

@@ -4,6 +4,7 @@ many worker processes, or which Dask scheduler."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -45,4 +46,7 @@ def run_tasks(func: Callable[[FileTask], R], tasks: Sequence[FileTask], args: ar
     if args.connect_timeout <= 0:
         raise UsageError("--connect-timeout must be positive")
     jobs = args.jobs if args.jobs is not None else default_jobs([input_bytes(t.path) for t in tasks])
+    if args.scheduler or (jobs > 1 and len(tasks) > 1):
+        # Each trace already has a process (Dask workers cannot even start one): the reader decodes in it.
+        tasks = [dataclasses.replace(t, decode_workers=1) for t in tasks]
     return run_all(func, tasks, jobs=jobs, scheduler=args.scheduler, timeout_s=args.connect_timeout)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
@@ -30,6 +30,7 @@ SMALL_INPUT_BYTES = 16 << 20
 WORKER_BASE_BYTES = 256 << 20
 WORKER_BYTES_PER_INPUT_BYTE = 12
 GZIP_EXPANSION = 10
+QUEUED = 2  # tasks waiting per worker process, so that a worker never idles between two
 
 
 def available_memory() -> int | None:
@@ -84,21 +85,39 @@ def _pool_context() -> multiprocessing.context.BaseContext:
 
 
 def _local(func: Callable[[T], R], items: Sequence[T], jobs: int) -> list[R]:
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=_pool_context())
-    futures: list[Future[R]] = []
-    done = 0
+    """`jobs` - 1 worker processes plus this one: while the workers start (each needs polars imported, which
+    takes longer than reading a small trace), this process already works through the list, and a core that would
+    only wait for the workers does useful work. Each worker has at most `QUEUED` tasks waiting for it."""
+    pool = ProcessPoolExecutor(max_workers=jobs - 1, mp_context=_pool_context())
+    results: dict[int, R] = {}
+    in_flight: dict[Future[R], int] = {}
+    upcoming = 0
+
+    def top_up() -> None:
+        nonlocal upcoming
+        while upcoming < len(items) and len(in_flight) < QUEUED * (jobs - 1):
+            in_flight[pool.submit(func, items[upcoming])] = upcoming
+            upcoming += 1
+
+    def collect(finished: Iterable[Future[R]]) -> None:
+        for future in finished:
+            results[in_flight.pop(future)] = future.result()
+
     try:
-        futures = [pool.submit(func, item) for item in items]
-        results = []
-        for future in futures:
-            results.append(future.result())
-            done += 1
-        return results
+        top_up()
+        while upcoming < len(items):
+            mine = upcoming
+            upcoming += 1
+            results[mine] = func(items[mine])
+            collect([f for f in in_flight if f.done()])
+            top_up()
+        collect(list(wait(in_flight).done))
+        return [results[i] for i in range(len(items))]
     except BrokenProcessPool:
-        raise ClusterError(f"a worker process died (killed, or out of memory?) after {done} of {len(items)} "
-                           "traces; no result (rerun with --jobs 1 to see which trace)") from None
+        raise ClusterError(f"a worker process died (killed, or out of memory?) after {len(results)} of "
+                           f"{len(items)} traces; no result (rerun with --jobs 1 to see which trace)") from None
     finally:
-        for future in futures:
+        for future in in_flight:
             future.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
 

@@ -29,6 +29,7 @@ class FileTask:
     cache_dir: str | None = None  # the parent's cache folder for local workers; None on a cluster
     strict: bool = False
     by_shape: bool = False
+    decode_workers: int | None = None  # $OPSCOPE_WORKERS for the reader; 1 in worker processes (no nesting)
 
 
 @contextlib.contextmanager
@@ -42,11 +43,27 @@ def _quiet() -> Iterator[None]:
         logger.setLevel(level)
 
 
+@contextlib.contextmanager
+def _environment(settings: dict[str, str | None]) -> Iterator[None]:
+    """Set the environment variables that are not None, and restore them after (tasks may run in the parent)."""
+    saved = {key: os.environ.get(key) for key, value in settings.items() if value is not None}
+    for key in saved:
+        os.environ[key] = settings[key]  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def read(task: FileTask) -> Trace:
     """Load the task's trace (warnings kept in its metadata, not logged), labelled with the user's path."""
-    if task.cache_dir:
-        os.environ["OPSCOPE_CACHE_DIR"] = task.cache_dir
-    with _quiet():
+    settings = {"OPSCOPE_CACHE_DIR": task.cache_dir,
+                "OPSCOPE_WORKERS": None if task.decode_workers is None else str(task.decode_workers)}
+    with _quiet(), _environment(settings):
         trace = load(task.path, cache=task.cache)
     if task.strict and trace.meta.warnings:
         raise InputError(f"{task.label}: {trace.meta.warnings[0]} (--strict)")

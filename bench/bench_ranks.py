@@ -1,0 +1,146 @@
+"""Benchmark of `opscope ranks` over many traces: one process vs local worker processes vs a Dask cluster, and
+peak memory as the number of traces grows.
+
+Traces are tiled copies of the 8 DLRM rank files (../shared/traces/param/dlrm_kineto) in a temporary folder,
+each copy given its own rank and the tiled world size. Every run is a fresh `opscope ranks DIR --no-cache`
+command (parsing included, the Python start-up too); memory is the peak of the summed RSS of the command and
+all its child processes, sampled every 20 ms. The Dask cluster (scheduler + as many single-threaded workers as
+cores, on 127.0.0.1) is started before timing and warmed with one run, as a long-lived cluster would be.
+
+    python bench/bench_ranks.py                 # 8 and 64 traces (about a minute on 2 cores)
+    python bench/bench_ranks.py --traces 2,4    # quick check of the script itself
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+DLRM = Path(os.environ.get("OPSCOPE_TRACES", REPO.parent / "shared" / "traces")) / "param" / "dlrm_kineto"
+ENV = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+
+
+def tile(folder: Path, count: int) -> Path:
+    """`count` rank files in `folder`/`count`: copies of the DLRM ranks with ranks 0..count-1."""
+    out = folder / str(count)
+    out.mkdir()
+    sources = sorted(DLRM.glob("*.json"))
+    for rank in range(count):
+        doc = json.loads(sources[rank % len(sources)].read_bytes())
+        doc["distributedInfo"] = dict(doc.get("distributedInfo", {}), rank=rank, world_size=count)
+        (out / f"rank{rank}.json").write_text(json.dumps(doc))
+    return out
+
+
+def measure(args: list[str]) -> tuple[float, int, str]:
+    """Wall seconds, peak summed RSS (bytes) of the process tree, and stdout of `opscope ARGS`."""
+    output = Path(tempfile.mkstemp(prefix="opscope-bench-", suffix=".out")[1])
+    command = [sys.executable, "-c", "import sys; from opscope.cli.main import main; sys.exit(main(sys.argv[1:]))",
+               *args, "-o", str(output)]
+    started = time.perf_counter()
+    # stdout/stderr to files: a full pipe would block the command while this loop samples memory
+    errors = tempfile.TemporaryFile()
+    proc = psutil.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=errors)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            tree = [proc, *proc.children(recursive=True)]
+            peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
+        except psutil.Error:
+            pass
+        time.sleep(0.02)
+    elapsed = time.perf_counter() - started
+    errors.seek(0)
+    err = errors.read().decode()
+    out = output.read_text() if output.exists() else ""
+    output.unlink(missing_ok=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"opscope {' '.join(args)} failed: {err.strip()}")
+    return elapsed, peak, out
+
+
+def start_cluster(workers: int) -> tuple[str, list[subprocess.Popen[bytes]]]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dask = str(Path(sys.executable).parent / "dask")
+    address = f"tcp://127.0.0.1:{port}"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": ENV}
+    procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                              **quiet)]  # type: ignore[call-overload]
+    procs += [subprocess.Popen([dask, "worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard",
+                                "--host", "127.0.0.1"], **quiet) for _ in range(workers)]  # type: ignore[call-overload]
+    from distributed import Client
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with Client(address, timeout="5s") as client:
+                client.wait_for_workers(workers, timeout=60)
+            return address, procs
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--traces", default="8,64", help="trace counts, comma-separated (default 8,64)")
+    parser.add_argument("--no-dask", action="store_true", help="skip the Dask comparison")
+    options = parser.parse_args()
+    counts = [int(c) for c in options.traces.split(",")]
+    cores = len(os.sched_getaffinity(0))
+    folder = Path(tempfile.mkdtemp(prefix="opscope-bench-ranks-"))
+    cluster: list[subprocess.Popen[bytes]] = []
+    try:
+        address = None
+        if not options.no_dask:
+            address, cluster = start_cluster(cores)
+        results = {}
+        for count in counts:
+            tiled = tile(folder, count)
+            common = ["ranks", str(tiled), "--no-cache", "--format", "json", "--top", "0"]
+            serial = measure([*common, "--jobs", "1"])
+            parallel = measure([*common, "--jobs", str(cores)])
+            assert json.loads(serial[2]) == json.loads(parallel[2]), "parallel result differs"
+            row = {"serial": serial[:2], "parallel": parallel[:2]}
+            if address:
+                measure([*common, "--scheduler", address])  # warm the workers (imports)
+                dask = measure([*common, "--scheduler", address])
+                assert json.loads(dask[2]) == json.loads(parallel[2]), "Dask result differs"
+                row["dask"] = dask[:2]
+            results[count] = row
+            mb = {k: v[1] / 2**20 for k, v in row.items()}
+            print(f"{count:3d} traces: one process {row['serial'][0]:6.2f} s ({mb['serial']:.0f} MiB), "
+                  f"{cores} processes {row['parallel'][0]:6.2f} s ({mb['parallel']:.0f} MiB)"
+                  + (f", Dask {row['dask'][0]:6.2f} s" if "dask" in row else ""))
+        print(f"cores: {cores}")
+        for count, row in results.items():
+            print(f"speed-up, {count} traces, {cores} processes vs one: {row['serial'][0] / row['parallel'][0]:.2f}x")
+            if "dask" in row:
+                print(f"Dask / local parallel time, {count} traces: {row['dask'][0] / row['parallel'][0]:.2f}x")
+        first, last = results[counts[0]], results[counts[-1]]
+        print(f"peak memory, {counts[-1]} vs {counts[0]} traces (parallel, whole process tree): "
+              f"{last['parallel'][1] / first['parallel'][1]:.2f}x "
+              f"(one process: {last['serial'][1] / first['serial'][1]:.2f}x)")
+    finally:
+        for proc in reversed(cluster):
+            proc.terminate()
+            proc.wait(timeout=30)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
