@@ -48,21 +48,21 @@ def measure(args: list[str]) -> tuple[float, int, str]:
     output = Path(tempfile.mkstemp(prefix="opscope-bench-", suffix=".out")[1])
     command = [sys.executable, "-c", "import sys; from opscope.cli.main import main; sys.exit(main(sys.argv[1:]))",
                *args, "-o", str(output)]
-    started = time.perf_counter()
     # stdout/stderr to files: a full pipe would block the command while this loop samples memory
-    errors = tempfile.TemporaryFile()
-    proc = psutil.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=errors)
-    peak = 0
-    while proc.poll() is None:
-        try:
-            tree = [proc, *proc.children(recursive=True)]
-            peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
-        except psutil.Error:
-            pass
-        time.sleep(0.02)
-    elapsed = time.perf_counter() - started
-    errors.seek(0)
-    err = errors.read().decode()
+    with tempfile.TemporaryFile() as errors:
+        started = time.perf_counter()
+        proc = psutil.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=errors)
+        peak = 0
+        while proc.poll() is None:
+            try:
+                tree = [proc, *proc.children(recursive=True)]
+                peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
+            except psutil.Error:
+                pass
+            time.sleep(0.02)
+        elapsed = time.perf_counter() - started
+        errors.seek(0)
+        err = errors.read().decode()
     out = output.read_text() if output.exists() else ""
     output.unlink(missing_ok=True)
     if proc.returncode != 0:

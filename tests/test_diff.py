@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+
+import opscope
 import raw_kineto as raw
 from conftest import corpus_path
 from handmade_traces import document, training_steps, write
-
-import opscope
 from opscope.analysis.diff import ADDED, REMOVED, SAME, DiffOptions, diff_traces
 from opscope.analysis.headline import CATEGORIES
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from handmade_traces import document, kernel, write
-
 import opscope
+from handmade_traces import document, kernel, write
 from opscope.model.schema import Col
 
 

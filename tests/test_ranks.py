@@ -12,11 +12,11 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+
+import opscope
 import raw_kineto as raw
 from conftest import TRACES, corpus_path
 from handmade_traces import document, kernel, launch, step, write
-
-import opscope
 from opscope.analysis.ranks import RanksOptions, compare_ranks, rank_from_name, rank_partial
 from opscope.cli.main import main
 from opscope.scale.partials import merge_named

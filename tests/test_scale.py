@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -14,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from conftest import REPO, TRACES, corpus_path
 from handmade_traces import die, square
-
 from opscope.errors import ClusterError
 from opscope.scale import executor
 from opscope.scale.executor import default_jobs, run_all
@@ -80,30 +81,36 @@ def dask_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="0")
     logs = tmp_path_factory.mktemp("dask")
     procs: list[subprocess.Popen[bytes]] = []
-    try:
-        procs.append(subprocess.Popen([str(dask), "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                                       "--no-dashboard"], env=env, stdout=subprocess.DEVNULL,
-                                      stderr=open(logs / "scheduler.log", "wb")))
-        for i in range(2):
-            procs.append(subprocess.Popen([str(dask), "worker", address, "--nworkers", "1", "--nthreads", "1",
-                                           "--no-dashboard", "--host", "127.0.0.1"], env=env,
-                                          stdout=subprocess.DEVNULL, stderr=open(logs / f"worker{i}.log", "wb")))
-        from distributed import Client
+    with contextlib.ExitStack() as files:
+        try:
+            procs.append(subprocess.Popen(
+                [str(dask), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"], env=env,
+                stdout=subprocess.DEVNULL, stderr=files.enter_context(open(logs / "scheduler.log", "wb"))))
+            for i in range(2):
+                procs.append(subprocess.Popen(
+                    [str(dask), "worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard", "--host",
+                     "127.0.0.1"], env=env, stdout=subprocess.DEVNULL,
+                    stderr=files.enter_context(open(logs / f"worker{i}.log", "wb"))))
+            _wait_for_workers(address, 2)
+            yield address
+        finally:
+            for proc in reversed(procs):
+                _stop(proc)
 
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with Client(address, timeout="5s", set_as_default=False) as client:
-                    client.wait_for_workers(2, timeout=60)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-        yield address
-    finally:
-        for proc in reversed(procs):
-            _stop(proc)
+
+def _wait_for_workers(address: str, count: int) -> None:
+    from distributed import Client
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with Client(address, timeout="5s", set_as_default=False) as client:
+                client.wait_for_workers(count, timeout=60)
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def _json(cli, *args: object) -> dict:

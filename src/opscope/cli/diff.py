@@ -7,7 +7,16 @@ import logging
 import sys
 
 from opscope.analysis.diff import DiffOptions, diff_profiles
-from opscope.analysis.gates import CATEGORY, GPU_TIME, KERNEL, Gate, check_gates, parse_gate, parse_min_delta, parse_pct
+from opscope.analysis.gates import (
+    CATEGORY,
+    GPU_TIME,
+    KERNEL,
+    Gate,
+    check_gates,
+    parse_gate,
+    parse_min_delta,
+    parse_pct,
+)
 from opscope.cli.common import add_cache_args, add_output_args, emit, render_options
 from opscope.cli.fanout import add_parallel_args, file_tasks, run_tasks
 from opscope.errors import GateFailed, UsageError

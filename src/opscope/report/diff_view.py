@@ -149,7 +149,7 @@ def _row_columns(shape: bool, per_step: bool, means: bool = True) -> tuple[Colum
 def _rows_table(name: str, title: str, rows: tuple[DiffRow, ...], diff: TraceDiff, view: DiffView,
                 shape: bool) -> Table:
     shown, hidden, hidden_delta = _shown(rows, diff, view)
-    footer = ()
+    footer: tuple[str, ...] = ()
     if hidden:
         footer = (f"{hidden:,} more rows not shown (--top / --min-delta); their net delta: "
                   f"{_time_text(hidden_delta)}",)
