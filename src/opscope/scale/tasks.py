@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 from opscope.analysis.profile import TraceProfile, profile_trace
 from opscope.analysis.ranks import RankPartial, rank_partial
-from opscope.errors import InputError
 from opscope.ingest import load
 from opscope.model.trace import Trace
 
@@ -64,9 +63,7 @@ def read(task: FileTask) -> Trace:
     settings = {"OPSCOPE_CACHE_DIR": task.cache_dir,
                 "OPSCOPE_WORKERS": None if task.decode_workers is None else str(task.decode_workers)}
     with _quiet(), _environment(settings):
-        trace = load(task.path, cache=task.cache)
-    if task.strict and trace.meta.warnings:
-        raise InputError(f"{task.label}: {trace.meta.warnings[0]} (--strict)")
+        trace = load(task.path, cache=task.cache, strict=task.strict)
     trace.meta = dataclasses.replace(trace.meta, path=task.label)
     return trace
 
