@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from opscope.analysis.diff import NS, DiffRow, Figure, TraceDiff
+from opscope.analysis.diff import NS, DiffRow, Figure, Side, TraceDiff
 from opscope.analysis.gates import GateResult, MinDelta, visible
 from opscope.report.document import FLOAT, INT, MS, NAME, TEXT, US, Column, Document, Table
 
@@ -158,6 +158,11 @@ def _rows_table(name: str, title: str, rows: tuple[DiffRow, ...], diff: TraceDif
                  rows=tuple(_row_cells(r) for r in shown), footer=footer)
 
 
+def _side_text(side: Side) -> str:
+    steps = "no step markers" if side.steps == 0 else f"{side.steps} step{'s' if side.steps > 1 else ''}"
+    return f"{side.path} ({steps}; {', '.join(side.devices) or 'no GPU activity'})"
+
+
 def diff_document(diff: TraceDiff, gates: tuple[GateResult, ...] = (), view: DiffView | None = None,
                   rows_first: bool = False) -> Document:
     """The diff as a document; `rows_first` puts kernels and operators in one first table (for CSV)."""
@@ -183,11 +188,7 @@ def diff_document(diff: TraceDiff, gates: tuple[GateResult, ...] = (), view: Dif
         columns = (Column("table", "table", TEXT), *_row_columns(True, diff.per_step))
         tables = [Table(name="rows", title="", columns=columns, rows=both)]
     scope = "per step (totals divided by each trace's step count)" if diff.per_step else "whole traces"
-    facts = (
-        ("BASE", f"{diff.base.path} ({diff.base.steps} steps; {', '.join(diff.base.devices) or 'no GPU'})"),
-        ("NEW", f"{diff.new.path} ({diff.new.steps} steps; {', '.join(diff.new.devices) or 'no GPU'})"),
-        ("compared", scope),
-    )
+    facts = (("BASE", _side_text(diff.base)), ("NEW", _side_text(diff.new)), ("compared", scope))
     notes = [f"warning: {w}" for w in diff.warnings]
     if not diff.ops:
         notes.append("No CPU operators in either trace: the operator table is empty.")
