@@ -159,7 +159,7 @@ def _rows_table(name: str, title: str, rows: tuple[DiffRow, ...], diff: TraceDif
 
 
 def _side_text(side: Side) -> str:
-    steps = "no step markers" if side.steps == 0 else f"{side.steps} step{'s' if side.steps > 1 else ''}"
+    steps = "whole trace" if side.steps == 0 else f"{side.steps} step{'s' if side.steps > 1 else ''}"
     return f"{side.path} ({steps}; {', '.join(side.devices) or 'no GPU activity'})"
 
 
