@@ -41,3 +41,11 @@ class ClusterError(OpscopeError):
     """Parallel or distributed execution failed: unreachable scheduler, a worker that died, no workers."""
 
     exit_code = 2
+
+
+class ScriptFailed(OpscopeError):
+    """A script run under `opscope run` raised or exited non-zero; the exit code follows the script's."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code if exit_code > 0 else 1
