@@ -28,7 +28,30 @@ import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 DLRM = Path(os.environ.get("OPSCOPE_TRACES", REPO.parent / "shared" / "traces")) / "param" / "dlrm_kineto"
-ENV = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "src"), str(REPO / "bench")]))
+
+
+def burn(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += i * i
+    return total
+
+
+def calibrate(cores: int) -> float:
+    """Speed-up of pure-Python work in `cores` processes over one, right now: what the machine can give (less
+    than `cores` when other jobs share it). Uses the same executor as opscope."""
+    sys.path.insert(0, str(REPO / "src"))
+    from opscope.scale.executor import run_all
+
+    items = [2_000_000] * (4 * cores)
+    started = time.perf_counter()
+    run_all(burn, items, jobs=1)
+    serial = time.perf_counter() - started
+    run_all(burn, items[:cores], jobs=cores)  # start the worker processes
+    started = time.perf_counter()
+    run_all(burn, items, jobs=cores)
+    return serial / (time.perf_counter() - started)
 
 
 def tile(folder: Path, count: int) -> Path:
@@ -126,7 +149,8 @@ def main() -> None:
             print(f"{count:3d} traces: one process {row['serial'][0]:6.2f} s ({mb['serial']:.0f} MiB), "
                   f"{cores} processes {row['parallel'][0]:6.2f} s ({mb['parallel']:.0f} MiB)"
                   + (f", Dask {row['dask'][0]:6.2f} s" if "dask" in row else ""))
-        print(f"cores: {cores}")
+        print(f"cores: {cores}; pure-Python speed-up available right now (machine load): {calibrate(cores):.2f}x "
+              f"(load average {os.getloadavg()[0]:.1f})")
         for count, row in results.items():
             print(f"speed-up, {count} traces, {cores} processes vs one: {row['serial'][0] / row['parallel'][0]:.2f}x")
             if "dask" in row:
