@@ -202,3 +202,32 @@ def test_categories_cover_all_gpu_time() -> None:
     assert [c for c, _, _ in diff.categories] == list(CATEGORIES)
     assert sum(b for _, b, _ in diff.categories) == diff.figure("gpu_time").before
     assert sum(a for _, _, a in diff.categories) == diff.figure("gpu_time").after
+
+
+def test_key_op_regex_rows_sum_the_matching_ops(cli) -> None:
+    a, b = corpus_path(PT2), corpus_path(PT512)
+    data = json.loads(cli("diff", a, b, "--format", "json", "--key-op", r"^aten::(linear|layer_norm)$").out)
+    rows = [f for f in data["headline"] if f["key"].startswith("key_op:")]
+    assert [f["key"] for f in rows] == [r"key_op:^aten::(linear|layer_norm)$"]
+    for side, name in (("before", PT2), ("after", PT512)):
+        ops = raw.op_totals(raw.load(corpus_path(name)), per_step=False)
+        expected = ops.get("aten::linear", (0, 0))[1] + ops.get("aten::layer_norm", (0, 0))[1]
+        assert rows[0][side] * 1e3 == expected
+    default = json.loads(cli("diff", a, b, "--format", "json").out)
+    top = sorted(raw.op_totals(raw.load(a), per_step=False).items(), key=lambda kv: (-kv[1][1], kv[0]))[:3]
+    assert [f["key"] for f in default["headline"] if f["key"].startswith("key_op:")] == \
+        [f"key_op:{name}" for name, _ in top]
+
+
+def test_a_kernel_new_in_new_trips_its_gate(tmp_path, cli) -> None:
+    # hand-made: NEW runs one more kernel, absent from BASE
+    base = write(tmp_path / "base.json", document(training_steps(2)))
+    events = training_steps(2)
+    events += [{**e, "name": "extra_kernel"} for e in training_steps(2, kernels_per_step=1) if e["cat"] == "kernel"]
+    new = write(tmp_path / "new.json", document(events))
+    result = cli("diff", base, new, "--format", "json", "--fail-kernel", "extra:1000", "--fail-kernel", "nomatch:1")
+    assert result.code == 1 and "kernels /extra/ per step" in result.err
+    assert "--fail-kernel 'nomatch' matches no kernel" in result.err
+    gates = json.loads(result.out)["gates"]
+    assert gates[0]["tripped"] and gates[0]["new"] and gates[0]["change_pct"] is None
+    assert not gates[1]["tripped"] and gates[1]["matched"] == 0
