@@ -20,7 +20,10 @@ MI300 = "tracelens/mi300__gaunernst_bert-small-uncased__1016001.json.gz"
 HTA_BASE = "hta/trace_compare_base_base.json.gz"
 HTA_TEST = "hta/trace_compare_test_test.json.gz"
 DLRM0 = "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json"
-PAIRS = [(PT2, PT512), (H100, MI300), (HTA_BASE, HTA_TEST)]
+TRACELENS_PAIRS = [(f"tracelens/h100__{m}.json.gz", f"tracelens/mi300__{m}.json.gz")
+                   for m in ("gaunernst_bert-small-uncased__1016001", "Falconsai_nsfw_image_detection__1016002",
+                             "Qwen_Qwen1.5-0.5B-Chat__1016005")]
+PAIRS = [(PT2, PT512), (HTA_BASE, HTA_TEST), *TRACELENS_PAIRS]
 
 
 def _diff(a: str, b: str, **options: object):
@@ -89,7 +92,7 @@ def test_whole_trace_figures_match_raw_json() -> None:
         assert diff.figure("utilization").__getattribute__(side) == pytest.approx(busy / window)
 
 
-@pytest.mark.parametrize(("a", "b"), [(HTA_BASE, HTA_TEST), (H100, MI300)])
+@pytest.mark.parametrize(("a", "b"), [(HTA_BASE, HTA_TEST), *TRACELENS_PAIRS])
 def test_per_step_figures_match_raw_json(a: str, b: str) -> None:
     diff = _diff(a, b)
     assert diff.per_step
