@@ -1,19 +1,21 @@
 """Benchmark of `opscope ranks` over many traces: one process vs local worker processes vs a Dask cluster, and
 peak memory as the number of traces grows.
 
-Traces are tiled copies of the 8 DLRM rank files (../shared/traces/param/dlrm_kineto) in a temporary folder,
-each copy given its own rank and the tiled world size. Every run is a fresh `opscope ranks DIR --no-cache`
+Traces are tiled copies of the 8 DLRM rank files (../shared/traces/param/dlrm_kineto; 0.9 MB each) in a
+temporary folder, each copy given its own rank and the tiled world size; then 8 copies of a larger (15 MB)
+trace, where the per-trace work outweighs starting worker processes. Every run is a fresh `opscope ranks DIR --no-cache`
 command (parsing included, the Python start-up too); memory is the peak of the summed RSS of the command and
 all its child processes, sampled every 20 ms. The Dask cluster (scheduler + as many single-threaded workers as
 cores, on 127.0.0.1) is started before timing and warmed with one run, as a long-lived cluster would be.
 
-    python bench/bench_ranks.py                 # 8 and 64 traces (about a minute on 2 cores)
-    python bench/bench_ranks.py --traces 2,4    # quick check of the script itself
+    python bench/bench_ranks.py                           # 8 and 64 DLRM ranks, 8 larger traces (~2 min, 2 cores)
+    python bench/bench_ranks.py --traces 2,4 --no-large   # quick check of the script itself
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -27,7 +29,9 @@ from pathlib import Path
 import psutil
 
 REPO = Path(__file__).resolve().parents[1]
-DLRM = Path(os.environ.get("OPSCOPE_TRACES", REPO.parent / "shared" / "traces")) / "param" / "dlrm_kineto"
+TRACES = Path(os.environ.get("OPSCOPE_TRACES", REPO.parent / "shared" / "traces"))
+DLRM = TRACES / "param" / "dlrm_kineto"
+LARGE = TRACES / "hta" / "ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "src"), str(REPO / "bench")]))
 
 
@@ -54,13 +58,14 @@ def calibrate(cores: int) -> float:
     return serial / (time.perf_counter() - started)
 
 
-def tile(folder: Path, count: int) -> Path:
-    """`count` rank files in `folder`/`count`: copies of the DLRM ranks with ranks 0..count-1."""
-    out = folder / str(count)
-    out.mkdir()
-    sources = sorted(DLRM.glob("*.json"))
+def tile(folder: Path, count: int, sources: list[Path] | None = None) -> Path:
+    """`count` rank files in a new subfolder of `folder`: copies of `sources` (default: the 8 DLRM ranks) with
+    ranks 0..count-1 and world size `count`."""
+    files = sources or sorted(DLRM.glob("*.json"))
+    out = Path(tempfile.mkdtemp(prefix=f"{count}-", dir=folder))
     for rank in range(count):
-        doc = json.loads(sources[rank % len(sources)].read_bytes())
+        data = files[rank % len(files)].read_bytes()
+        doc = json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
         doc["distributedInfo"] = dict(doc.get("distributedInfo", {}), rank=rank, world_size=count)
         (out / f"rank{rank}.json").write_text(json.dumps(doc))
     return out
@@ -118,10 +123,25 @@ def start_cluster(workers: int) -> tuple[str, list[subprocess.Popen[bytes]]]:
             time.sleep(0.5)
 
 
+def run_case(tiled: Path, cores: int, address: str | None) -> dict[str, tuple[float, int]]:
+    common = ["ranks", str(tiled), "--no-cache", "--format", "json", "--top", "0"]
+    serial = measure([*common, "--jobs", "1"])
+    parallel = measure([*common, "--jobs", str(cores)])
+    assert json.loads(serial[2]) == json.loads(parallel[2]), "parallel result differs"
+    row = {"serial": serial[:2], "parallel": parallel[:2]}
+    if address:
+        measure([*common, "--scheduler", address])  # warm the workers (imports)
+        dask = measure([*common, "--scheduler", address])
+        assert json.loads(dask[2]) == json.loads(parallel[2]), "Dask result differs"
+        row["dask"] = dask[:2]
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", default="8,64", help="trace counts, comma-separated (default 8,64)")
     parser.add_argument("--no-dask", action="store_true", help="skip the Dask comparison")
+    parser.add_argument("--no-large", dest="large", action="store_false", help="skip the 8 larger traces")
     options = parser.parse_args()
     counts = [int(c) for c in options.traces.split(",")]
     cores = len(os.sched_getaffinity(0))
@@ -131,32 +151,25 @@ def main() -> None:
         address = None
         if not options.no_dask:
             address, cluster = start_cluster(cores)
+        cases = [(f"{count} DLRM ranks (0.9 MB each)", count, None) for count in counts]
+        if options.large:
+            cases.append((f"8 x {LARGE.name[:24]}… (15 MB each)", 8, [LARGE]))
         results = {}
-        for count in counts:
-            tiled = tile(folder, count)
-            common = ["ranks", str(tiled), "--no-cache", "--format", "json", "--top", "0"]
-            serial = measure([*common, "--jobs", "1"])
-            parallel = measure([*common, "--jobs", str(cores)])
-            assert json.loads(serial[2]) == json.loads(parallel[2]), "parallel result differs"
-            row = {"serial": serial[:2], "parallel": parallel[:2]}
-            if address:
-                measure([*common, "--scheduler", address])  # warm the workers (imports)
-                dask = measure([*common, "--scheduler", address])
-                assert json.loads(dask[2]) == json.loads(parallel[2]), "Dask result differs"
-                row["dask"] = dask[:2]
-            results[count] = row
+        for label, count, sources in cases:
+            row = run_case(tile(folder, count, sources), cores, address)
+            results[label] = row
             mb = {k: v[1] / 2**20 for k, v in row.items()}
-            print(f"{count:3d} traces: one process {row['serial'][0]:6.2f} s ({mb['serial']:.0f} MiB), "
+            print(f"{label}: one process {row['serial'][0]:6.2f} s ({mb['serial']:.0f} MiB), "
                   f"{cores} processes {row['parallel'][0]:6.2f} s ({mb['parallel']:.0f} MiB)"
                   + (f", Dask {row['dask'][0]:6.2f} s" if "dask" in row else ""))
         print(f"cores: {cores}; pure-Python speed-up available right now (machine load): {calibrate(cores):.2f}x "
               f"(load average {os.getloadavg()[0]:.1f})")
-        for count, row in results.items():
-            print(f"speed-up, {count} traces, {cores} processes vs one: {row['serial'][0] / row['parallel'][0]:.2f}x")
+        for label, row in results.items():
+            print(f"speed-up, {label}, {cores} processes vs one: {row['serial'][0] / row['parallel'][0]:.2f}x")
             if "dask" in row:
-                print(f"Dask / local parallel time, {count} traces: {row['dask'][0] / row['parallel'][0]:.2f}x")
-        first, last = results[counts[0]], results[counts[-1]]
-        print(f"peak memory, {counts[-1]} vs {counts[0]} traces (parallel, whole process tree): "
+                print(f"Dask / local parallel time, {label}: {row['dask'][0] / row['parallel'][0]:.2f}x")
+        first, last = results[cases[0][0]], results[cases[len(counts) - 1][0]]
+        print(f"peak memory, {counts[-1]} vs {counts[0]} DLRM ranks (parallel, whole process tree): "
               f"{last['parallel'][1] / first['parallel'][1]:.2f}x "
               f"(one process: {last['serial'][1] / first['serial'][1]:.2f}x)")
     finally:

@@ -16,4 +16,5 @@ def test_tiled_copies_get_their_own_ranks(tmp_path) -> None:
     spec.loader.exec_module(bench)
     folder = bench.tile(tmp_path, 3)
     infos = [json.loads((folder / f"rank{r}.json").read_text())["distributedInfo"] for r in range(3)]
+    assert folder.parent == tmp_path
     assert [(i["rank"], i["world_size"]) for i in infos] == [(0, 3), (1, 3), (2, 3)]
