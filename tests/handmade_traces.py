@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +71,11 @@ def training_steps(steps: int, kernels_per_step: int = 2, step_us: float = 100.0
 
 
 def die(parent_pid: int) -> None:
-    """A task that kills the worker process running it (never the test's own process, which may run tasks too)."""
+    """A task that kills the worker process running it. In the test's own process (which runs tasks too while
+    the workers start) it only waits, so that the workers get tasks."""
     if os.getpid() != parent_pid:
         os._exit(13)
+    time.sleep(0.5)
 
 
 def square(x: int) -> int:

@@ -34,7 +34,7 @@ def test_local_pool_keeps_input_order() -> None:
 
 def test_local_worker_death_is_a_clear_error() -> None:
     with pytest.raises(ClusterError, match="worker process died"):
-        run_all(die, [os.getpid()] * 6, jobs=2)
+        run_all(die, [os.getpid()] * 20, jobs=2)
 
 
 def test_default_jobs_bounded_by_input_cores_and_memory(monkeypatch) -> None:

@@ -8,11 +8,12 @@ a worker that dies, a scheduler that cannot be reached, a cluster without worker
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, wait
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
@@ -84,17 +85,34 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
+def _start_pool(workers: int) -> ProcessPoolExecutor:
+    """A process pool whose workers are up (starting one blocks until the forkserver has imported opscope)."""
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context())
+    try:
+        wait([pool.submit(os.getpid) for _ in range(workers)])
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    return pool
+
+
 def _local(func: Callable[[T], R], items: Sequence[T], jobs: int) -> list[R]:
-    """`jobs` - 1 worker processes plus this one: while the workers start (each needs polars imported, which
-    takes longer than reading a small trace), this process already works through the list, and a core that would
-    only wait for the workers does useful work. Each worker has at most `QUEUED` tasks waiting for it."""
-    pool = ProcessPoolExecutor(max_workers=jobs - 1, mp_context=_pool_context())
+    """`jobs` - 1 worker processes plus this one. The workers start in a background thread (each needs polars
+    imported, which takes longer than reading a small trace) while this process already works through the
+    list; once they are up, each gets at most `QUEUED` tasks waiting, and this process keeps taking the next."""
+    starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="opscope-pool")
+    starting = starter.submit(_start_pool, jobs - 1)
+    pool: ProcessPoolExecutor | None = None
     results: dict[int, R] = {}
     in_flight: dict[Future[R], int] = {}
     upcoming = 0
 
     def top_up() -> None:
-        nonlocal upcoming
+        nonlocal upcoming, pool
+        if pool is None:
+            if not starting.done():
+                return
+            pool = starting.result()
         while upcoming < len(items) and len(in_flight) < QUEUED * (jobs - 1):
             in_flight[pool.submit(func, items[upcoming])] = upcoming
             upcoming += 1
@@ -119,7 +137,9 @@ def _local(func: Callable[[T], R], items: Sequence[T], jobs: int) -> list[R]:
     finally:
         for future in in_flight:
             future.cancel()
-        pool.shutdown(wait=True, cancel_futures=True)
+        starter.shutdown(wait=True)
+        with contextlib.suppress(BrokenProcessPool):
+            (pool or starting.result()).shutdown(wait=True, cancel_futures=True)
 
 
 def _one_line(exc: BaseException) -> str:
