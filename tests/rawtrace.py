@@ -23,12 +23,12 @@ RANK = {"python_function": 0, "user_annotation": 1}  # outer first on identical 
 def load(path: Path) -> list[dict]:
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rb") as handle:
-        doc = json.loads(handle.read())
+        doc = json.loads(handle.read(), parse_float=Decimal)  # exact: epoch-scale us with ns digits
     return doc if isinstance(doc, list) else doc.get("traceEvents", [])
 
 
-def ns(value: float | int | None) -> int:
-    return 0 if value is None else int((Decimal(str(value)) * 1000).to_integral_value())
+def ns(value: Decimal | int | None) -> int:
+    return 0 if value is None else int((Decimal(value) * 1000).to_integral_value())
 
 
 def args(event: dict) -> dict:
@@ -47,19 +47,19 @@ def span(event: dict) -> tuple[int, int]:
 
 def innermost(events: list[dict], containers: list[int], queries: list[int]) -> dict[int, int | None]:
     """For each query index: the latest-starting container on the same pid/tid that contains it (stack sweep)."""
-    by_thread: dict[tuple[str, str], list[tuple[int, int, int, int, bool]]] = defaultdict(list)
-    for idx in set(containers) | set(queries):
-        ev = events[idx]
-        start, end = span(ev)
-        rank = RANK.get(ev.get("cat"), 2) if idx in containers else 3
-        by_thread[(str(ev.get("pid")), str(ev.get("tid")))].append((start, -(end - start), rank, idx, idx in containers))
     contain = set(containers)
     want = set(queries)
+    by_thread: dict[tuple[str, str], list[tuple[int, int, int, int]]] = defaultdict(list)
+    for idx in contain | want:
+        ev = events[idx]
+        start, end = span(ev)
+        rank = RANK.get(ev.get("cat"), 2) if idx in contain else 3
+        by_thread[(str(ev.get("pid")), str(ev.get("tid")))].append((start, -(end - start), rank, idx))
     out: dict[int, int | None] = {}
     for items in by_thread.values():
         items.sort()
         stack: list[tuple[int, int]] = []  # (end, index)
-        for start, neg_len, _rank, idx, _is_container in items:
+        for start, neg_len, _rank, idx in items:
             end = start - neg_len
             while stack and stack[-1][0] < end:
                 stack.pop()
