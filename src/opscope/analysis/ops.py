@@ -10,6 +10,7 @@ Definitions (docs/analysis-attribution.md):
 - gpu_self = GPU time of the GPU events (kernels, memcpys, memsets) whose launch call's innermost enclosing op
   is an instance of this name; gpu_total = GPU time of the GPU events with at least one instance of this name
   among the ops enclosing their launch (each GPU event counted once per name, even when the name recurs).
+- by_shape: rows per (name, Input Dims), the dims JSON text with whitespace removed.
 - kernels / self_kernels: those GPU events, counted; kernels_per_call = kernels / calls.
 - unattributed_share = share of the selected GPU time whose launch has no enclosing op.
 """
@@ -70,7 +71,8 @@ def op_stats(trace: Trace, options: OpOptions | None = None, linkage: Linkage | 
     """The per-op table of `trace` (definitions in the module doc). Pass `linkage` to reuse a `link(trace)`."""
     opts = options or OpOptions()
     linked = linkage or link(trace)
-    scopes = linked.scopes.with_columns(step_label(pl.col(Col.NAME)).alias(Col.NAME))
+    scopes = linked.scopes.with_columns(step_label(pl.col(Col.NAME)).alias(Col.NAME),
+                                        pl.col(Col.INPUT_DIMS).str.replace_all(r"\s+", "").alias(Col.INPUT_DIMS))
     ops = scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS)))
     if opts.steps is not None:
         ops = select.by_steps(ops, trace, opts.steps, clip=False).drop("step")
