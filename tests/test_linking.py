@@ -4,6 +4,7 @@ hand-made fixture, labelled, where it does not)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -87,7 +88,7 @@ def test_stack_is_outermost_first_and_nested() -> None:
     for scope_row, stack in linkage.gpu.select("scope_row", "stack").iter_rows():
         assert stack[-1] == scope_row
         assert parents[stack[0]] is None
-        for outer, inner in zip(stack, stack[1:]):
+        for outer, inner in itertools.pairwise(stack):
             assert parents[inner] == outer
             assert spans[outer][0] <= spans[inner][0] and spans[inner][1] <= spans[outer][1]
 

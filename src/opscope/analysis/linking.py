@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from opscope.analysis import select
-from opscope.analysis.nesting import ancestors, innermost_container
+from opscope.analysis.nesting import ancestors, innermost_container, nearest_of_kind
 from opscope.model.schema import GPU_KINDS, Col, Kind
 from opscope.model.trace import Trace
 
@@ -79,40 +79,44 @@ class Linkage:
 
 
 def _events(trace: Trace, kinds: tuple[str, ...]) -> pl.DataFrame:
-    lazy = trace.lazy().with_row_index(ROW).filter(pl.col(Col.KIND).cast(pl.String).is_in(list(kinds)))
+    """The events of `kinds` with the columns linking needs; text stays Categorical (cheap to filter and join)."""
+    lazy = trace.lazy().with_row_index(ROW).filter(pl.col(Col.KIND).is_in(list(kinds)))
     return lazy.select(
-        pl.col(ROW).cast(pl.Int64),
-        *(pl.col(c).cast(pl.String) for c in (Col.KIND, Col.NAME, Col.PH, Col.PID, Col.TID, Col.INPUT_DIMS)),
-        Col.TS_NS, Col.DUR_NS, Col.DEVICE, Col.STREAM, Col.CORRELATION, Col.FLOW_ID, Col.PY_ID, Col.PY_PARENT_ID,
+        pl.col(ROW).cast(pl.Int64), Col.KIND, Col.NAME, Col.PH, Col.PID, Col.TID, Col.INPUT_DIMS, Col.TS_NS,
+        Col.DUR_NS, Col.DEVICE, Col.STREAM, Col.CORRELATION, Col.FLOW_ID, Col.PY_ID, Col.PY_PARENT_ID,
     ).collect()
 
 
 def _thread_codes(frame: pl.DataFrame) -> np.ndarray:
-    key = pl.concat_str([pl.col(Col.PID).fill_null(""), pl.col(Col.TID).fill_null("")], separator="\x1f")
-    return frame.select(key.rank("dense").cast(pl.Int64)).to_series().to_numpy()
+    """One integer per (pid, tid) pair, from the categorical codes (no string work)."""
+    missing = 2**31 - 1
+    pid = pl.col(Col.PID).to_physical().cast(pl.Int64).fill_null(missing)
+    tid = pl.col(Col.TID).to_physical().cast(pl.Int64).fill_null(missing)
+    return frame.select(pid * 2**32 + tid).to_series().to_numpy()
 
 
 def nest(scopes: pl.DataFrame, queries: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Parents in the CPU call tree. `scopes` (ROW, kind, pid, tid, ts_ns, dur_ns) get parent_row and
-    op_parent_row; each event of `queries` (same columns) gets scope_row and op_row: its innermost enclosing
-    scope of any kind, and of an op kind. Both by time on the same pid/tid."""
-    queries = queries if queries is not None else scopes.clear()
-    cols = [ROW, Col.KIND, Col.PID, Col.TID, Col.TS_NS, Col.DUR_NS]
+    """Parents in the CPU call tree, by time on the same pid/tid. `scopes` (ROW, kind, pid, tid, ts_ns, dur_ns)
+    get parent_row (innermost enclosing scope of any kind) and op_parent_row (innermost enclosing op or
+    annotation); each event of `queries` (ROW, pid, tid, ts_ns, dur_ns) gets scope_row and op_row alike."""
+    cols = [ROW, Col.PID, Col.TID, Col.TS_NS, Col.DUR_NS]
+    queries = queries if queries is not None else scopes.select(cols).clear()
     both = pl.concat([scopes.select(cols), queries.select(cols)])
     n_scopes = scopes.height
     start = both[Col.TS_NS].fill_null(0).to_numpy()
     end = start + np.maximum(both[Col.DUR_NS].fill_null(0).to_numpy(), 0)
-    thread = _thread_codes(both)
-    kind = both[Col.KIND].to_numpy()
+    rank = pl.lit(len(SCOPE_KINDS), dtype=pl.Int64)
+    for i, k in reversed(list(enumerate(SCOPE_KINDS))):
+        rank = pl.when(pl.col(Col.KIND) == k).then(pl.lit(i, dtype=pl.Int64)).otherwise(rank)
+    scope_rank = scopes.select(rank).to_series().to_numpy()
+    tiebreak = np.concatenate([scope_rank, np.full(queries.height, len(SCOPE_KINDS), dtype=np.int64)])
     is_scope = np.arange(both.height) < n_scopes
-    is_op = is_scope & np.isin(kind, list(OP_KINDS))
-    rank = {k: i for i, k in enumerate(SCOPE_KINDS)}
-    tiebreak = np.array([rank.get(k, len(SCOPE_KINDS)) for k in kind], dtype=np.int64)
+    is_op = np.zeros(both.height, dtype=bool)
+    is_op[:n_scopes] = scopes.select(pl.col(Col.KIND).is_in(list(OP_KINDS))).to_series().to_numpy()
+    any_parent = innermost_container(_thread_codes(both), start, end, is_scope, tiebreak)
+    op_parent = nearest_of_kind(any_parent, is_op)  # the innermost op is the nearest op among the ancestors
     rows = both[ROW].to_numpy()
-    any_parent = innermost_container(thread, start, end, is_scope, tiebreak)
-    op_parent = innermost_container(thread, start, end, is_op, tiebreak)
-
-    raw = {name: np.where(idx >= 0, rows[np.clip(idx, 0, None)], -1)
+    raw = {name: np.where(idx >= 0, rows[np.maximum(idx, 0)], -1)
            for name, idx in (("parent_row", any_parent), ("op_parent_row", op_parent))}
     parents = pl.DataFrame(raw).select(pl.when(pl.col(c) >= 0).then(pl.col(c)).alias(c) for c in raw)
     out_scopes = scopes.with_columns(parents.slice(0, n_scopes))
@@ -197,7 +201,7 @@ def link(trace: Trace) -> Linkage:
         .join(launch_cols, on="launch_row", how="left")
         .join(ops, on="op_row", how="left")
         .with_columns(
-            pl.col("launch_name").str.contains(GRAPH_LAUNCH).fill_null(False).alias("from_graph"),
+            pl.col("launch_name").cast(pl.String).str.contains(GRAPH_LAUNCH).fill_null(False).alias("from_graph"),
             pl.col("scope_row").is_not_null().alias("attributed"),
         )
     )
@@ -263,7 +267,7 @@ def _stats(gpu: pl.DataFrame, launches: pl.DataFrame, duplicates: int, dangling:
     missing = gpu.filter(pl.col("launch_row").is_null())
     attributed = int(gpu.filter(pl.col("attributed"))[Col.DUR_NS].sum() or 0)
     gpu_corr = gpu.select(Col.CORRELATION).drop_nulls().unique()
-    api = launches.filter(pl.col(Col.NAME).str.contains(LAUNCH_API))
+    api = launches.filter(pl.col(Col.NAME).cast(pl.String).str.contains(LAUNCH_API))
     idle = api.join(gpu_corr, on=Col.CORRELATION, how="anti")
     graph = gpu.filter(pl.col("from_graph"))
     return LinkStats(

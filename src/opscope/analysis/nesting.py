@@ -16,14 +16,15 @@ import polars as pl
 
 
 def _dense_keys(thread: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Ranks of (thread, end) pairs, equal pairs equal ranks: a single int key ordered by thread, then end."""
+    """Ranks of (thread, end) pairs, equal pairs equal ranks: one small int key ordered by thread, then end."""
     order = np.lexsort((end, thread))
     t_sorted = thread[order]
     e_sorted = end[order]
     new = np.ones(len(order), dtype=bool)
     new[1:] = (t_sorted[1:] != t_sorted[:-1]) | (e_sorted[1:] != e_sorted[:-1])
-    ranks = np.empty(len(order), dtype=np.int64)
-    ranks[order] = np.cumsum(new)  # starts at 1; 0 is free for "can never contain"
+    dtype = np.int32 if len(order) < 2**31 - 1 else np.int64
+    ranks = np.empty(len(order), dtype=dtype)
+    ranks[order] = np.cumsum(new, dtype=dtype)  # starts at 1; 0 is free for "can never contain"
     return ranks
 
 
@@ -39,12 +40,11 @@ def innermost_container(thread: np.ndarray, start: np.ndarray, end: np.ndarray, 
     if n == 0:
         return np.empty(0, dtype=np.int64)
     tb = np.zeros(n, dtype=np.int64) if tiebreak is None else tiebreak
-    order = np.lexsort((np.arange(n), tb, -(end - start), start, thread))
+    order = np.lexsort((np.arange(n), tb, start - end, start, thread))
     s_thread = thread[order]
-    key = _dense_keys(s_thread, end[order])  # comparisons on ranks stay within one thread
-    query = key
-    # A non-container may never be found: rank 0 is below every query. Previous threads have smaller ranks.
-    container = np.where(can_contain[order], key, 0)
+    query = _dense_keys(s_thread, end[order])  # comparisons on ranks stay within one thread
+    # A non-container may never be found: rank 0 is below every query. Earlier threads have smaller ranks.
+    container = np.where(can_contain[order], query, 0).astype(query.dtype)
     levels = [container]
     width = 1
     while width * 2 <= n:
@@ -55,19 +55,28 @@ def innermost_container(thread: np.ndarray, start: np.ndarray, end: np.ndarray, 
     pos = np.arange(n)
     for k in range(len(levels) - 1, -1, -1):
         step = 1 << k
-        level = levels[k]
         cand = pos - step
-        ok = cand >= 0
-        window_max = level[np.clip(cand, 0, len(level) - 1)]
-        move = ok & (window_max < query)
-        pos = np.where(move, cand, pos)
+        ok = np.flatnonzero(cand >= 0)
+        move = levels[k][cand[ok]] < query[ok]
+        pos[ok[move]] = cand[ok[move]]
     found = pos - 1
-    valid = found >= 0
-    valid &= container[np.clip(found, 0, None)] >= query
-    valid &= s_thread[np.clip(found, 0, None)] == s_thread
-    parent_sorted = np.where(valid, order[np.clip(found, 0, None)], -1)
+    safe = np.maximum(found, 0)
+    valid = (found >= 0) & (container[safe] >= query) & (s_thread[safe] == s_thread)
     out = np.empty(n, dtype=np.int64)
-    out[order] = parent_sorted
+    out[order] = np.where(valid, order[safe], -1)
+    return out
+
+
+def nearest_of_kind(parent: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Given parent indices (-1 at roots) and a mask of wanted nodes, each node's nearest strict ancestor
+    that is wanted (-1 if none). Pointer jumping over the unwanted ancestors only, vectorised per step."""
+    out = parent.copy()
+    todo = np.flatnonzero((out >= 0) & ~wanted[np.maximum(out, 0)])
+    steps = 0
+    while len(todo) and steps <= len(parent):  # bounded even on a malformed (cyclic) parent array
+        out[todo] = parent[out[todo]]
+        todo = todo[(out[todo] >= 0) & ~wanted[np.maximum(out[todo], 0)]]
+        steps += 1
     return out
 
 

@@ -24,7 +24,7 @@ import polars as pl
 from opscope.analysis import select
 from opscope.analysis.linking import OP_KINDS, ROW, Linkage, LinkStats, link, selected_gpu
 from opscope.analysis.nesting import ancestors
-from opscope.analysis.windows import step_label
+from opscope.analysis.windows import fold_steps
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
@@ -71,15 +71,16 @@ def op_stats(trace: Trace, options: OpOptions | None = None, linkage: Linkage | 
     """The per-op table of `trace` (definitions in the module doc). Pass `linkage` to reuse a `link(trace)`."""
     opts = options or OpOptions()
     linked = linkage or link(trace)
-    scopes = linked.scopes.with_columns(step_label(pl.col(Col.NAME)).alias(Col.NAME),
-                                        pl.col(Col.INPUT_DIMS).str.replace_all(r"\s+", "").alias(Col.INPUT_DIMS))
-    ops = scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS)))
+    scopes = fold_steps(linked.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS))))
+    if opts.by_shape:
+        scopes = scopes.with_columns(pl.col(Col.INPUT_DIMS).cast(pl.String).str.replace_all(r"\s+", ""))
+    ops = scopes
     if opts.steps is not None:
         ops = select.by_steps(ops, trace, opts.steps, clip=False).drop("step")
     gpu = selected_gpu(trace, linked, opts.devices, opts.streams, opts.steps)
     keys = [Col.NAME, Col.INPUT_DIMS] if opts.by_shape else [Col.NAME]
 
-    child = scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS)) & pl.col("op_parent_row").is_not_null())
+    child = scopes.filter(pl.col("op_parent_row").is_not_null())
     child_ns = child.group_by("op_parent_row").agg(pl.col(Col.DUR_NS).clip(lower_bound=0).sum().alias("_child"))
     cpu = (
         ops.join(child_ns.rename({"op_parent_row": ROW}), on=ROW, how="left")
@@ -95,7 +96,7 @@ def op_stats(trace: Trace, options: OpOptions | None = None, linkage: Linkage | 
         launched.join(op_keys.rename({"ancestor": "op_row"}), on="op_row", how="left")
         .group_by(keys).agg(pl.col(Col.DUR_NS).sum().alias("gpu_self"), pl.len().alias("self_kernels"))
     )
-    tree = scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS))).select(ROW, "op_parent_row")
+    tree = scopes.select(ROW, "op_parent_row")
     pairs = ancestors(tree, launched["op_row"].unique(), up="op_parent_row")
     total_gpu = (
         launched.join(pairs.rename({ROW: "op_row"}), on="op_row", how="inner")
@@ -107,14 +108,14 @@ def op_stats(trace: Trace, options: OpOptions | None = None, linkage: Linkage | 
         cpu.join(total_gpu, on=keys, how="full", coalesce=True, nulls_equal=True)
         .join(self_gpu, on=keys, how="left", nulls_equal=True)
         .with_columns(pl.col("calls", "cpu_total", "cpu_self", "gpu_total", "kernels", "gpu_self", "self_kernels")
-                      .fill_null(0))
+                      .fill_null(0), pl.col(Col.NAME).cast(pl.String), pl.col("kind").cast(pl.String))
         .sort(["gpu_total", "cpu_total", Col.NAME], descending=[True, True, False], nulls_last=True)
     )
     gpu_time = int(gpu[Col.DUR_NS].sum() or 0)
     attributed = int(launched[Col.DUR_NS].sum() or 0)
     rows = [
         OpRow(
-            name=r[Col.NAME] or "",
+            name=str(r[Col.NAME] or ""),
             kind=r["kind"] or "",
             input_dims=r.get(Col.INPUT_DIMS),
             calls=int(r["calls"]),

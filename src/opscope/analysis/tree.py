@@ -3,21 +3,23 @@ instances of the same call path are one node) with GPU time rolled up. This is w
 
 The CPU tree is time nesting on each thread (`analysis.linking`); which scopes are shown is chosen by
 `python`: "modules" keeps only `nn.Module: ...` frames among Python frames, "all" keeps every frame, "none"
-none. A hidden scope's children attach to its nearest shown ancestor. Each GPU event becomes a leaf under the
-innermost shown scope enclosing its launch; GPU events that cannot be attributed hang under one
-"(unattributed)" node, so the root always holds all selected GPU time. Path ids are computed top-down, one
-vectorised join per tree level; roll-up is one join over (node, ancestor) pairs of the path tree.
+none. A hidden scope's children attach to its nearest shown ancestor (pointer jumping on the linked tree, no
+second nesting). Each GPU event becomes a leaf under the innermost shown scope enclosing its launch; GPU
+events with no such scope (launch missing, or inside no shown scope) hang under one "(unattributed)" node, so
+the root always holds all selected GPU time. Path ids are computed top-down, one vectorised join per tree
+level; roll-up is one join over (node, ancestor) pairs of the path tree.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
-from opscope.analysis.linking import ROW, Linkage, link, nest, selected_gpu
-from opscope.analysis.nesting import ancestors
-from opscope.analysis.windows import step_label
+from opscope.analysis.linking import ROW, Linkage, link, selected_gpu
+from opscope.analysis.nesting import ancestors, nearest_of_kind
+from opscope.analysis.windows import fold_steps, names_matching
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
@@ -58,43 +60,49 @@ class OpTree:
     warnings: tuple[str, ...] = field(default=())
 
 
-def _visible(scopes: pl.DataFrame, python: str) -> pl.DataFrame:
-    kind, name = pl.col(Col.KIND), pl.col(Col.NAME)
-    if python == "all":
-        return scopes
-    keep = kind != Kind.PYTHON
-    if python == "modules":
-        keep = keep | name.str.starts_with(MODULE_PREFIX)
-    return scopes.filter(keep)
-
-
 def _hash(parent: pl.Expr, name: pl.Expr) -> pl.Expr:
     return pl.struct(parent.alias("p"), name.alias("n")).hash(seed=7)
 
 
+def _shown(scopes: pl.DataFrame, python: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The scopes shown as nodes, each with `up_row` (its nearest shown ancestor: pointer jumping over the
+    hidden ones in the linked call tree, no new nesting), a display `label` and a `node_kind`; and for every
+    scope the shown node that GPU work launched inside it hangs under (`attach_row`: itself if shown, else its
+    nearest shown ancestor)."""
+    modules = names_matching(scopes, Col.NAME, "^" + MODULE_PREFIX)
+    is_python = pl.col(Col.KIND) == Kind.PYTHON
+    keep = {"all": pl.lit(True), "modules": ~is_python | pl.col(Col.NAME).is_in(modules), "none": ~is_python}[python]
+    frame = scopes.select(ROW, "parent_row", Col.NAME, Col.KIND, keep.alias("_keep")).sort(ROW)
+    rows = frame[ROW].to_numpy()
+    parent = frame["parent_row"].fill_null(-1).to_numpy()
+    position = np.where(parent >= 0, np.searchsorted(rows, parent), -1)
+    up = nearest_of_kind(position, frame["_keep"].to_numpy())
+    frame = frame.with_columns(pl.Series("up_row", np.where(up >= 0, rows[np.maximum(up, 0)], -1)))
+    frame = frame.with_columns(pl.when(pl.col("up_row") >= 0).then(pl.col("up_row")).alias("up_row"))
+    attach = frame.select(pl.col(ROW).alias("scope_row"),
+                          pl.when(pl.col("_keep")).then(pl.col(ROW)).otherwise(pl.col("up_row")).alias("attach_row"))
+    node_kind = pl.when(pl.col(Col.NAME).is_in(modules)).then(pl.lit("nn.Module")).otherwise(
+        pl.col(Col.KIND).cast(pl.String))
+    shown = fold_steps(frame.filter(pl.col("_keep"))).with_columns(pl.col(Col.NAME).alias("label"),
+                                                                   node_kind.alias("node_kind"))
+    return shown, attach
+
+
 def _paths(shown: pl.DataFrame) -> pl.DataFrame:
-    """Path id of every shown scope (hash of its parent's path id and its display name), top-down by level."""
-    base = shown.select(ROW, "parent_row", "label", "node_kind")
-    level = base.filter(pl.col("parent_row").is_null()).with_columns(
+    """Path id of every shown scope (hash of its parent's path id and its label), top-down by level."""
+    base = shown.select(ROW, "up_row", "label", "node_kind")
+    level = base.filter(pl.col("up_row").is_null()).with_columns(
         _hash(pl.lit(0, dtype=pl.UInt64), pl.col("label")).alias("path"), pl.lit(0, dtype=pl.UInt64).alias("up"))
     done = [level]
-    rest = base.filter(pl.col("parent_row").is_not_null())
+    rest = base.filter(pl.col("up_row").is_not_null())
     depth = 0
     while level.height and rest.height and depth <= shown.height:
-        nxt = rest.join(level.select(pl.col(ROW).alias("parent_row"), pl.col("path").alias("up")),
-                        on="parent_row", how="inner")
+        nxt = rest.join(level.select(pl.col(ROW).alias("up_row"), pl.col("path").alias("up")),
+                        on="up_row", how="inner")
         level = nxt.with_columns(_hash(pl.col("up"), pl.col("label")).alias("path"))
         done.append(level)
         depth += 1
     return pl.concat([d.select(ROW, "path", "up", "label", "node_kind") for d in done])
-
-
-def _labels(frame: pl.DataFrame) -> pl.DataFrame:
-    name = pl.col(Col.NAME).fill_null("")
-    label = step_label(name)
-    node_kind = pl.when((pl.col(Col.KIND) == Kind.PYTHON) & name.str.starts_with(MODULE_PREFIX)).then(
-        pl.lit("nn.Module")).otherwise(pl.col(Col.KIND))
-    return frame.with_columns(label.alias("label"), node_kind.alias("node_kind"))
 
 
 def op_tree(trace: Trace, options: TreeOptions | None = None, linkage: Linkage | None = None) -> OpTree:
@@ -102,46 +110,42 @@ def op_tree(trace: Trace, options: TreeOptions | None = None, linkage: Linkage |
     opts = options or TreeOptions()
     linked = linkage or link(trace)
     gpu = selected_gpu(trace, linked, opts.devices, opts.streams, opts.steps)
-    shown = _visible(linked.scopes, opts.python).select(ROW, Col.NAME, Col.KIND, Col.PID, Col.TID, Col.TS_NS,
-                                                        Col.DUR_NS)
-    queries = gpu.filter(pl.col("launch_row").is_not_null()).select(
-        pl.col("launch_row").alias(ROW), pl.lit("launch").alias(Col.KIND), pl.col("launch_pid").alias(Col.PID),
-        pl.col("launch_tid").alias(Col.TID), pl.col("launch_ts_ns").alias(Col.TS_NS),
-        pl.col("launch_dur_ns").alias(Col.DUR_NS)).unique(ROW)
-    shown, placed = nest(shown, queries)
-    paths = _paths(_labels(shown))
-    place = placed.select(pl.col(ROW).alias("launch_row"), pl.col("scope_row").alias(ROW)).join(
-        paths.select(ROW, pl.col("path").alias("scope_path")), on=ROW, how="inner").drop(ROW)
-    unattr = _hash(pl.lit(0, dtype=pl.UInt64), pl.lit(UNATTRIBUTED))
+    shown, attach = _shown(linked.scopes, opts.python)
+    paths = _paths(shown)
+    place = attach.join(paths.select(pl.col(ROW).alias("attach_row"), pl.col("path").alias("scope_path")),
+                        on="attach_row", how="inner").select("scope_row", "scope_path")
+    unattributed_path = _hash(pl.lit(0, dtype=pl.UInt64), pl.lit(UNATTRIBUTED))
     leaves = (
-        gpu.select("launch_row", Col.NAME, Col.KIND, Col.DUR_NS)
-        .join(place, on="launch_row", how="left")
-        .with_columns(pl.col("scope_path").fill_null(unattr).alias("up"))
+        gpu.select("scope_row", pl.col(Col.NAME).cast(pl.String).fill_null(""), pl.col(Col.KIND).cast(pl.String),
+                   Col.DUR_NS)
+        .join(place, on="scope_row", how="left")
+        .with_columns(pl.col("scope_path").fill_null(unattributed_path).alias("up"))
         .with_columns(_hash(pl.col("up"), pl.col(Col.NAME)).alias("path"))
     )
     leaf_nodes = leaves.group_by("path").agg(
-        pl.col("up").first(), pl.col(Col.NAME).first().fill_null("").alias("label"),
-        pl.col(Col.KIND).first().alias("node_kind"), pl.len().alias("calls"), pl.col(Col.DUR_NS).sum().alias("self_ns"))
-    scope_nodes = paths.group_by("path").agg(pl.col("up").first(), pl.col("label").first(),
+        pl.col("up").first(), pl.col(Col.NAME).first().alias("label"), pl.col(Col.KIND).first().alias("node_kind"),
+        pl.len().alias("calls"), pl.col(Col.DUR_NS).sum().alias("self_ns"))
+    scope_nodes = paths.group_by("path").agg(pl.col("up").first(), pl.col("label").first().cast(pl.String),
                                             pl.col("node_kind").first(), pl.len().alias("calls"))
+    outside = leaves.filter(pl.col("scope_path").is_null())
     extra = []
-    if leaves["scope_path"].null_count():
-        extra.append(pl.DataFrame({"path": [int(pl.select(unattr).item())], "up": [0], "label": [UNATTRIBUTED],
-                                   "node_kind": ["unattributed"], "calls": [leaves["scope_path"].null_count()]},
+    if outside.height:
+        extra.append(pl.DataFrame({"path": [int(pl.select(unattributed_path).item())], "up": [0],
+                                   "label": [UNATTRIBUTED], "node_kind": ["unattributed"], "calls": [outside.height]},
                                   schema=scope_nodes.schema))
     nodes = pl.concat([scope_nodes, *extra, leaf_nodes.drop("self_ns")]).unique("path", keep="first")
-    self_ns = leaf_nodes.group_by("up").agg(pl.col("self_ns").sum().alias("direct")).rename({"up": "path"})
+    direct = leaf_nodes.group_by("up").agg(pl.col("self_ns").sum().alias("direct")).rename({"up": "path"})
     pairs = ancestors(nodes.select(pl.col("path").alias(ROW), pl.col("up").alias("parent_row")),
                       leaf_nodes["path"].unique())
-    incl = (leaf_nodes.select(pl.col("path").alias(ROW), "self_ns").join(pairs, on=ROW)
-            .group_by("ancestor").agg(pl.col("self_ns").sum().alias("gpu_ns")).rename({"ancestor": "path"}))
+    inclusive = (leaf_nodes.select(pl.col("path").alias(ROW), "self_ns").join(pairs, on=ROW)
+                 .group_by("ancestor").agg(pl.col("self_ns").sum().alias("gpu_ns")).rename({"ancestor": "path"}))
     is_leaf = pl.col("path").is_in(leaf_nodes["path"].implode())
-    nodes = (nodes.join(incl, on="path", how="left").join(self_ns, on="path", how="left")
+    nodes = (nodes.join(inclusive, on="path", how="left").join(direct, on="path", how="left")
              .with_columns(pl.col("gpu_ns").fill_null(0), pl.col("direct").fill_null(0))
              .with_columns(pl.when(is_leaf).then(pl.col("gpu_ns")).otherwise(pl.col("direct")).alias("self_gpu_ns")))
     total = int(gpu[Col.DUR_NS].sum() or 0)
     root, kept = _build(nodes.filter(pl.col("gpu_ns") > 0), total, opts)
-    unattributed = int(gpu.filter(~pl.col("attributed"))[Col.DUR_NS].sum() or 0)
+    unattributed = int(outside[Col.DUR_NS].sum() or 0)
     return OpTree(path=trace.path, root=root, gpu_time_ns=total,
                   unattributed_share=unattributed / total if total else 0.0, nodes=kept, options=opts,
                   warnings=trace.meta.warnings)

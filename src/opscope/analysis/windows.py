@@ -38,9 +38,21 @@ class StepWindow:
         return self.end_ns - self.start_ns
 
 
-def step_label(name: pl.Expr) -> pl.Expr:
-    """Names with every ProfilerStep#N folded into "ProfilerStep#*" (for tables that aggregate by name)."""
-    return pl.when(name.str.contains(STEP_NAME)).then(pl.lit(STEP_ANY)).otherwise(name)
+def names_matching(frame: pl.DataFrame, column: str, pattern: str) -> list[str]:
+    """The distinct values of a text column that match `pattern` (string work on distinct values only)."""
+    names = frame.get_column(column).unique().drop_nulls().cast(pl.String)
+    return names.filter(names.str.contains(pattern)).to_list()
+
+
+def fold_steps(frame: pl.DataFrame, column: str = Col.NAME) -> pl.DataFrame:
+    """Every ProfilerStep#N in `column` replaced by "ProfilerStep#*" (for tables that aggregate by name).
+    A Categorical column stays Categorical."""
+    steps = names_matching(frame, column, STEP_NAME)
+    if not steps:
+        return frame
+    dtype = frame.schema[column]
+    folded = pl.when(pl.col(column).is_in(steps)).then(pl.lit(STEP_ANY).cast(dtype)).otherwise(pl.col(column))
+    return frame.with_columns(folded.alias(column))
 
 
 def _trace_span(trace: Trace) -> tuple[int, int] | None:
