@@ -7,14 +7,22 @@ script prints its time, its ratio to `kernel_summary` (what `opscope summary` co
 time per million events, which stays flat when nothing is quadratic. Results also go to
 bench/out/attribution_bench.json.
 
+With --files, it instead times whole commands end to end (a fresh interpreter each, warm cache, as a user
+runs them): `opscope summary` against `ops`, `tree` and `steps` on each given trace file (for instance the
+~1 GB trace written by bench/make_big_trace.py).
+
     python bench/bench_attribution.py                  # tiles 1, 4, 16 (82k .. 1.3M events)
     python bench/bench_attribution.py --tiles 1 2 --trace PATH
+    python bench/bench_attribution.py --files bench/out/BIG.pt.trace.json.gz
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -55,12 +63,40 @@ def timed(fn: Callable[[], object], repeat: int) -> float:
     return best
 
 
+def end_to_end(paths: list[str], repeat: int) -> list[dict[str, object]]:
+    """Each command in its own interpreter with a warm cache (one untimed summary run fills it first)."""
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent / "src")}
+    code = "import sys; from opscope.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    out = []
+    for path in paths:
+        def run(*argv: str) -> float:
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code, *argv, path, "--format", "json"], check=True, env=env,
+                           stdout=subprocess.DEVNULL)
+            return time.perf_counter() - start
+
+        run("summary")
+        seconds = {cmd: min(run(cmd) for _ in range(repeat)) for cmd in ("summary", "ops", "tree", "steps")}
+        print(f"{path}")
+        for cmd, value in seconds.items():
+            print(f"  {cmd:>8} {value:8.2f} s  {value / seconds['summary']:6.2f} x summary")
+        out.append({"path": path, "seconds": seconds})
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trace", default=str(DEFAULT))
     parser.add_argument("--tiles", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--repeat", type=int, default=2, help="best of N runs per figure")
+    parser.add_argument("--files", nargs="+", default=None, help="time whole commands on these trace files")
     args = parser.parse_args()
+    if args.files:
+        results_e2e = end_to_end(args.files, args.repeat)
+        (BENCH / "out").mkdir(exist_ok=True)
+        (BENCH / "out" / "attribution_e2e.json").write_text(json.dumps({"schema": "opscope.bench.attribution_e2e/1",
+                                                                         "results": results_e2e}, indent=2))
+        return
     base = opscope.load(args.trace)
     results = []
     print(f"{'events':>10} {'analysis':>8} {'seconds':>8} {'x summary':>10} {'s / M events':>13}")

@@ -78,13 +78,22 @@ class Linkage:
     stats: LinkStats
 
 
-def _events(trace: Trace, kinds: tuple[str, ...]) -> pl.DataFrame:
-    """The events of `kinds` with the columns linking needs; text stays Categorical (cheap to filter and join)."""
-    lazy = trace.lazy().with_row_index(ROW).filter(pl.col(Col.KIND).is_in(list(kinds)))
-    return lazy.select(
-        pl.col(ROW).cast(pl.Int64), Col.KIND, Col.NAME, Col.PH, Col.PID, Col.TID, Col.INPUT_DIMS, Col.TS_NS,
-        Col.DUR_NS, Col.DEVICE, Col.STREAM, Col.CORRELATION, Col.FLOW_ID, Col.PY_ID, Col.PY_PARENT_ID,
-    ).collect()
+def _frames(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """GPU events, launch calls, CPU scopes and launch flows, each with only the columns linking needs, from
+    one scan of the trace (text stays Categorical: cheap to filter and join)."""
+    lazy = trace.lazy().with_row_index(ROW).with_columns(pl.col(ROW).cast(pl.Int64))
+    kind, timed = pl.col(Col.KIND), pl.col(Col.DUR_NS).is_not_null()
+    place = [ROW, Col.NAME, Col.KIND, Col.PID, Col.TID, Col.TS_NS, Col.DUR_NS]
+    queries = [
+        lazy.filter(kind.is_in(list(GPU_KINDS)) & timed).select(*place, Col.DEVICE, Col.STREAM, Col.CORRELATION),
+        lazy.filter(kind.is_in(list(LAUNCH_KINDS)) & timed).select(*place, Col.CORRELATION),
+        lazy.filter(kind.is_in(list(SCOPE_KINDS)) & timed).select(*place, Col.INPUT_DIMS, Col.PY_ID,
+                                                                   Col.PY_PARENT_ID),
+        lazy.filter((kind == Kind.FLOW) & pl.col(Col.FLOW_ID).is_not_null() & pl.col(Col.PH).is_in(["s", "f"]))
+        .select(Col.PH, Col.PID, Col.TID, Col.TS_NS, Col.FLOW_ID),
+    ]
+    gpu, launches, scopes, flows = pl.collect_all(queries)
+    return gpu, launches, scopes, flows
 
 
 def _thread_codes(frame: pl.DataFrame) -> np.ndarray:
@@ -139,7 +148,6 @@ def _bind(points: pl.DataFrame, slices: pl.DataFrame, name: str) -> pl.DataFrame
 
 def _flow_links(flows: pl.DataFrame, gpu: pl.DataFrame, launches: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """(gpu row -> launch row) pairs through launch flows, and the number of dangling flow ids."""
-    flows = flows.filter(pl.col(Col.FLOW_ID).is_not_null() & pl.col(Col.PH).is_in(["s", "f"]))
     finish = _bind(flows.filter(pl.col(Col.PH) == "f"), gpu, "gpu_row")
     start = _bind(flows.filter(pl.col(Col.PH) == "s"), launches, "flow_launch_row")
     ids = flows.select(Col.FLOW_ID).unique()
@@ -165,18 +173,14 @@ def _by_correlation(gpu: pl.DataFrame, launches: pl.DataFrame) -> tuple[pl.DataF
 
 def link(trace: Trace) -> Linkage:
     """Link every GPU event of `trace` to its launch call and CPU call stack (see the module doc)."""
-    base = _events(trace, (*GPU_KINDS, *SCOPE_KINDS, *LAUNCH_KINDS, Kind.FLOW))
-    kind = pl.col(Col.KIND)
-    gpu = base.filter(kind.is_in(list(GPU_KINDS)) & pl.col(Col.DUR_NS).is_not_null())
-    negative = int(gpu.filter(pl.col(Col.DUR_NS) < 0).height)
-    nonpositive = int(gpu.filter(pl.col(Col.DUR_NS) <= 0).height)
-    gpu = gpu.with_columns(pl.col(Col.DUR_NS).clip(lower_bound=0))
-    launches = base.filter(kind.is_in(list(LAUNCH_KINDS)) & pl.col(Col.DUR_NS).is_not_null())
-    scopes = base.filter(kind.is_in(list(SCOPE_KINDS)) & pl.col(Col.DUR_NS).is_not_null())
-    nonpositive_cpu = int(pl.concat([launches, scopes]).filter(pl.col(Col.DUR_NS) <= 0).height)
+    gpu, launches, scopes, flows = _frames(trace)
+    dur = pl.col(Col.DUR_NS)
+    negative, nonpositive = gpu.select((dur < 0).sum().alias("neg"), (dur <= 0).sum().alias("nonpos")).row(0)
+    nonpositive_cpu = int(launches.select((dur <= 0).sum()).item()) + int(scopes.select((dur <= 0).sum()).item())
+    gpu = gpu.with_columns(dur.clip(lower_bound=0))
 
     by_corr, duplicates = _by_correlation(gpu, launches)
-    flow_pairs, dangling = _flow_links(base.filter(kind == Kind.FLOW), gpu, launches)
+    flow_pairs, dangling = _flow_links(flows, gpu, launches)
     linked = (
         by_corr.join(flow_pairs.rename({"gpu_row": ROW}), on=ROW, how="left")
         .with_columns(
@@ -207,8 +211,7 @@ def link(trace: Trace) -> Linkage:
     )
     out = _with_stacks(out, scopes)
     stats = _stats(out, launches, duplicates, dangling, nonpositive, negative, nonpositive_cpu)
-    return Linkage(gpu=out, scopes=scopes.drop(Col.PH, Col.DEVICE, Col.STREAM, Col.CORRELATION, Col.FLOW_ID),
-                   stats=stats)
+    return Linkage(gpu=out, scopes=scopes, stats=stats)
 
 
 def _python_parents(scopes: pl.DataFrame) -> pl.DataFrame:

@@ -45,20 +45,23 @@ def innermost_container(thread: np.ndarray, start: np.ndarray, end: np.ndarray, 
     query = _dense_keys(s_thread, end[order])  # comparisons on ranks stay within one thread
     # A non-container may never be found: rank 0 is below every query. Earlier threads have smaller ranks.
     container = np.where(can_contain[order], query, 0).astype(query.dtype)
-    levels = [container]
+    # levels[k][x] = max(container[x - 2^k + 1 .. x]) (windows ending at x), TOP where the window would start
+    # before 0 and at the extra last slot, so that index pos - 1 = -1 never moves.
+    top = np.iinfo(container.dtype).max
+    levels = [np.append(container, top)]
     width = 1
     while width * 2 <= n:
         prev = levels[-1]
-        levels.append(np.maximum(prev[:-width], prev[width:]))
+        cur = np.full(n + 1, top, dtype=container.dtype)
+        cur[width * 2 - 1:n] = np.maximum(prev[width * 2 - 1:n], prev[width - 1:n - width])
+        levels.append(cur)
         width *= 2
-    # Invariant: every position in [pos, i) holds a non-container or a container ending before i ends.
+    # Binary lifting: pos moves left over windows holding no container of i; invariant: every position in
+    # [pos, i) holds a non-container or a container ending before i ends.
     pos = np.arange(n)
     for k in range(len(levels) - 1, -1, -1):
-        step = 1 << k
-        cand = pos - step
-        ok = np.flatnonzero(cand >= 0)
-        move = levels[k][cand[ok]] < query[ok]
-        pos[ok[move]] = cand[ok[move]]
+        move = levels[k][pos - 1] < query
+        np.subtract(pos, 1 << k, out=pos, where=move)
     found = pos - 1
     safe = np.maximum(found, 0)
     valid = (found >= 0) & (container[safe] >= query) & (s_thread[safe] == s_thread)
