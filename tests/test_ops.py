@@ -172,7 +172,7 @@ def test_cli_json_csv_markdown_table(cli) -> None:
     assert md.code == 0 and md.out.startswith("### GPU time by operator") and "| Op |" in md.out
     rows = list(csv.DictReader(io.StringIO(cli("ops", path, "--format", "csv", "--top", "0").out)))
     addmm = next(r for r in rows if r["name"] == "aten::addmm")
-    assert float(addmm["gpu_self_ns_us"]) == pytest.approx(197.598, abs=0.001)
+    assert float(addmm["gpu_self_us"]) == pytest.approx(197.598, abs=0.001)
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -4,6 +4,8 @@ command's outputs."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 from collections import defaultdict
@@ -146,6 +148,9 @@ def test_cli_outputs(cli) -> None:
     assert data["outside"] == {"gpu_events": 0, "gpu_us": 0.0} and data["unattributed_share"] == 0.0
     only = json.loads(cli("steps", path, "--format", "json", "--steps", "5").out)
     assert [s["step"] for s in only["steps"]] == [5]
+    rows = list(csv.DictReader(io.StringIO(cli("steps", path, "--format", "csv").out)))
+    assert [float(r["busy_us"]) for r in rows] == [s["devices"][0]["busy_us"] for s in data["steps"]]
+    assert rows[-1]["mark"] == "slowest" and float(rows[0]["wall_us"]) == data["steps"][0]["wall_us"]
     table = cli("steps", path, "--width", "140", "--no-color")
     assert table.code == 0 and "slowest" in table.out
     cpu = cli("steps", corpus_path(CPU_ONLY), "--format", "markdown")

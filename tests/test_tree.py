@@ -3,6 +3,8 @@ raw recomputation of per-module GPU time, pruning works, and the command's outpu
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections import defaultdict
 
@@ -117,8 +119,11 @@ def test_cli_outputs(cli) -> None:
     assert top["name"] == "ProfilerStep#*" and top["children"][0]["name"] == "nn.Module: BertLMHeadModel_0"
     table = cli("tree", path, "--width", "120", "--no-color")
     assert table.code == 0 and "  nn.Module: BertLMHeadModel_0" in table.out
-    csv_out = cli("tree", path, "--format", "csv")
-    assert csv_out.out.splitlines()[0] == "name,kind,depth,calls,gpu_ns_us,self_gpu_ns_us,share"
+    csv_rows = list(csv.DictReader(io.StringIO(cli("tree", path, "--format", "csv").out)))
+    assert list(csv_rows[0]) == ["name", "kind", "depth", "calls", "gpu_us", "self_gpu_us", "share"]
+    assert float(csv_rows[0]["gpu_us"]) == pytest.approx(data["gpu_time_us"])  # ProfilerStep#* holds it all
+    md = cli("tree", path, "--format", "markdown", "--depth", "2")
+    assert "| `ProfilerStep#*` | user_annotation | 0 | 1 | 0.309 |" in md.out
 
 
 def test_cli_errors(cli) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from opscope.analysis.linking import ROW, Linkage, link, selected_gpu
+from opscope.analysis.linking import ROW, Linkage, LinkStats, link, selected_gpu
 from opscope.analysis.nesting import ancestors, nearest_of_kind
 from opscope.analysis.windows import fold_steps, names_matching
 from opscope.model.schema import Col, Kind
@@ -54,8 +54,9 @@ class OpTree:
     path: str
     root: TreeNode
     gpu_time_ns: int
-    unattributed_share: float
+    unattributed_share: float  # share of GPU time under "(unattributed)"
     nodes: int  # nodes kept after pruning (root excluded)
+    link: LinkStats
     options: TreeOptions
     warnings: tuple[str, ...] = field(default=())
 
@@ -147,7 +148,8 @@ def op_tree(trace: Trace, options: TreeOptions | None = None, linkage: Linkage |
     root, kept = _build(nodes.filter(pl.col("gpu_ns") > 0), total, opts)
     unattributed = int(outside[Col.DUR_NS].sum() or 0)
     return OpTree(path=trace.path, root=root, gpu_time_ns=total,
-                  unattributed_share=unattributed / total if total else 0.0, nodes=kept, options=opts,
+                  unattributed_share=unattributed / total if total else 0.0, nodes=kept, link=linked.stats,
+                  options=opts,
                   warnings=trace.meta.warnings)
 
 

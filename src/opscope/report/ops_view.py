@@ -43,15 +43,15 @@ def ops_document(result: OpStats) -> Document:
     if by_shape:
         columns.append(Column("input_dims", "Input dims", TEXT))
     columns += [
-        Column("calls", "Calls", INT), Column("cpu_total_ns", "CPU total ms", MS),
-        Column("cpu_self_ns", "CPU self ms", MS), Column("gpu_total_ns", "GPU total ms", MS),
-        Column("gpu_self_ns", "GPU self ms", MS), Column("kernels_per_call", "Kernels/call", FLOAT),
+        Column("calls", "Calls", INT), Column("cpu_total", "CPU total ms", MS),
+        Column("cpu_self", "CPU self ms", MS), Column("gpu_total", "GPU total ms", MS),
+        Column("gpu_self", "GPU self ms", MS), Column("kernels_per_call", "Kernels/call", FLOAT),
         Column("gpu_share", "GPU share", PCT),
     ]
     rows = tuple(
         {"name": r.name, "kind": r.kind, "input_dims": r.input_dims, "calls": r.calls,
-         "cpu_total_ns": r.cpu_total_ns, "cpu_self_ns": r.cpu_self_ns, "gpu_total_ns": r.gpu_total_ns,
-         "gpu_self_ns": r.gpu_self_ns, "kernels_per_call": r.kernels_per_call, "gpu_share": r.gpu_share}
+         "cpu_total": r.cpu_total_ns, "cpu_self": r.cpu_self_ns, "gpu_total": r.gpu_total_ns,
+         "gpu_self": r.gpu_self_ns, "kernels_per_call": r.kernels_per_call, "gpu_share": r.gpu_share}
         for r in result.rows
     )
     hidden = result.total_rows - len(result.rows)

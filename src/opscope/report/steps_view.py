@@ -40,27 +40,28 @@ def steps_data(result: StepStats) -> dict[str, Any]:
 
 def steps_document(result: StepStats) -> Document:
     columns = (
-        Column("step", "Step", TEXT), Column("device", "GPU", TEXT), Column("wall_ns", "Wall ms", MS),
-        Column("busy_ns", "Busy ms", MS), Column("kernel_ns", "Kernel ms", MS), Column("memcpy_ns", "Memcpy ms", MS),
-        Column("memset_ns", "Memset ms", MS), Column("comm_ns", "Comm ms", MS), Column("idle_ns", "Idle ms", MS),
+        Column("step", "Step", TEXT), Column("device", "GPU", TEXT), Column("wall", "Wall ms", MS),
+        Column("busy", "Busy ms", MS), Column("kernel", "Kernel ms", MS), Column("memcpy", "Memcpy ms", MS),
+        Column("memset", "Memset ms", MS), Column("comm", "Comm ms", MS), Column("idle", "Idle ms", MS),
         Column("utilization", "Busy %", PCT), Column("gpu_events", "GPU events", INT), Column("mark", "", TEXT),
     )
     rows: list[dict[str, Any]] = []
     for row in result.rows:
         label = row.window.name if row.window.number is None else str(row.window.number)
-        base = {"step": label, "wall_ns": row.wall_ns, "gpu_events": row.gpu_events,
+        base = {"step": label, "wall": row.wall_ns, "gpu_events": row.gpu_events,
                 "mark": "slowest" if row.slowest else ""}
         if not row.devices:
             rows.append({**base, "device": "—"})
         for d in row.devices:
-            rows.append({**base, "device": "—" if d.device is None else str(d.device), "busy_ns": d.busy_ns,
-                         "kernel_ns": d.kernel_ns, "memcpy_ns": d.memcpy_ns, "memset_ns": d.memset_ns,
-                         "comm_ns": d.comm_ns, "idle_ns": d.idle_ns, "utilization": d.utilization})
+            rows.append({**base, "device": "—" if d.device is None else str(d.device), "busy": d.busy_ns,
+                         "kernel": d.kernel_ns, "memcpy": d.memcpy_ns, "memset": d.memset_ns,
+                         "comm": d.comm_ns, "idle": d.idle_ns, "utilization": d.utilization})
     facts = [("trace", result.path),
              ("windows", f"{len(result.rows)} ProfilerStep window(s)" if result.from_markers
               else "no ProfilerStep markers: one window over the whole trace")]
     if result.options.steps:
         facts.append(("steps", result.options.steps))
+    facts.append(("unattributed", f"{result.unattributed_share * 100:.1f}% of GPU time"))
     notes = []
     if result.outside_events or result.outside_ns:
         notes.append(f"{result.outside_events:,} GPU events lie outside every step window; "

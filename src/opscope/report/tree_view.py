@@ -7,7 +7,7 @@ from typing import Any
 
 from opscope.analysis.tree import OpTree, TreeNode
 from opscope.report.document import INT, MS, NAME, PCT, TEXT, Column, Document, Table
-from opscope.report.linking_view import us
+from opscope.report.linking_view import link_data, link_notes, us
 
 SCHEMA = "opscope.tree/1"
 INDENT = "  "
@@ -27,13 +27,14 @@ def tree_data(result: OpTree) -> dict[str, Any]:
         "gpu_time_us": us(result.gpu_time_ns),
         "unattributed_share": round(result.unattributed_share, 6),
         "root": _node_data(result.root),
+        "linking": link_data(result.link),
         "warnings": list(result.warnings),
     }
 
 
 def _flatten(node: TreeNode, depth: int, total: int, out: list[dict[str, Any]]) -> None:
     out.append({"name": INDENT * depth + node.name, "depth": depth, "kind": node.kind, "calls": node.calls,
-                "gpu_ns": node.gpu_ns, "self_gpu_ns": node.self_gpu_ns,
+                "gpu": node.gpu_ns, "self_gpu": node.self_gpu_ns,
                 "share": node.gpu_ns / total if total else 0.0})
     for child in node.children:
         _flatten(child, depth + 1, total, out)
@@ -45,8 +46,8 @@ def tree_document(result: OpTree) -> Document:
         _flatten(child, 0, result.gpu_time_ns, rows)
     columns = (
         Column("name", "Module / annotation / op / kernel", NAME), Column("kind", "Kind", TEXT),
-        Column("depth", "Depth", INT), Column("calls", "Calls", INT), Column("gpu_ns", "GPU ms", MS),
-        Column("self_gpu_ns", "Self GPU ms", MS), Column("share", "Share", PCT),
+        Column("depth", "Depth", INT), Column("calls", "Calls", INT), Column("gpu", "GPU ms", MS),
+        Column("self_gpu", "Self GPU ms", MS), Column("share", "Share", PCT),
     )
     opts = result.options
     facts = (
@@ -56,8 +57,8 @@ def tree_document(result: OpTree) -> Document:
         ("pruned", f"depth {opts.depth or 'unlimited'}, nodes under {opts.min_share * 100:g}% folded, "
                    f"Python frames: {opts.python}"),
     ) + ((("steps", opts.steps),) if opts.steps else ())
-    notes = []
-    if result.gpu_time_ns == 0:
+    notes = link_notes(result.link, result.unattributed_share)
+    if result.gpu_time_ns == 0 and result.link.gpu_events:
         notes.append("No GPU kernels, memcpys or memsets in this selection: the tree is empty.")
     notes.append("Calls: instances merged into the node (GPU leaves: events). ProfilerStep#N is shown as "
                  "ProfilerStep#*; \"(N more)\" folds siblings below --min-share.")
