@@ -69,9 +69,9 @@ def end_to_end(paths: list[str], repeat: int) -> list[dict[str, object]]:
     code = "import sys; from opscope.cli.main import main; sys.exit(main(sys.argv[1:]))"
     out = []
     for path in paths:
-        def run(*argv: str) -> float:
+        def run(*argv: str, target: str = path) -> float:
             start = time.perf_counter()
-            subprocess.run([sys.executable, "-c", code, *argv, path, "--format", "json"], check=True, env=env,
+            subprocess.run([sys.executable, "-c", code, *argv, target, "--format", "json"], check=True, env=env,
                            stdout=subprocess.DEVNULL)
             return time.perf_counter() - start
 
