@@ -63,7 +63,7 @@ def test_figures_match_raw(relative: str) -> None:
     result = step_stats(opscope.load(corpus_path(relative)))
     assert [(w.window.start_ns, w.window.end_ns) for w in result.rows] == [(lo, hi) for _, lo, hi in raw_windows(events)]
     for row in result.rows:
-        number = row.window.number if row.window.number is not None else -1
+        number = row.window.step if row.window.step is not None else -1
         for d in row.devices:
             e = expected.get((number, d.device), {"wall": row.wall_ns})
             assert d.busy_ns == e.get("busy", 0)
@@ -101,7 +101,7 @@ def test_no_markers_is_one_window() -> None:
     events = rawtrace.load(corpus_path(GPU_ONLY))
     (window,) = step_windows(opscope.load(corpus_path(GPU_ONLY)))
     (_, lo, hi), = raw_windows(events)
-    assert (window.number, window.start_ns, window.end_ns) == (None, lo, hi)
+    assert (window.step, window.start_ns, window.end_ns) == (None, lo, hi)
     result = step_stats(opscope.load(corpus_path(GPU_ONLY)))
     assert not result.from_markers and result.outside_events == 0 and result.unattributed_share == 1.0
 
@@ -133,7 +133,7 @@ def test_overlapping_steps(tmp_path: Path) -> None:
     assert first == [30_000] and second == [30_000]  # b counts in both windows
     assert result.rows[1].devices[0].comm_ns == 5_000
     assert result.outside_events == 1 and result.outside_ns == 5_000
-    assert step_stats(opscope.load(path, cache=False), StepOptions(steps="2")).rows[0].window.number == 2
+    assert step_stats(opscope.load(path, cache=False), StepOptions(steps="2")).rows[0].window.step == 2
 
 
 def test_cli_outputs(cli) -> None:

@@ -55,7 +55,7 @@ def by_steps(frame: pl.DataFrame | pl.LazyFrame, trace: Trace, spec: str | None,
     if not clip:
         event, first = np.unique(event, return_index=True)
         window = window[first]
-    numbers = pl.Series("step", [chosen[w].number for w in window], dtype=pl.Int64)
+    numbers = pl.Series("step", [chosen[w].step for w in window], dtype=pl.Int64)
     out = data[event].with_columns(numbers)
     if not clip:
         return out

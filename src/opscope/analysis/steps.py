@@ -56,7 +56,7 @@ class StepRow:
 
     @property
     def wall_ns(self) -> int:
-        return self.window.wall_ns
+        return self.window.dur_ns
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def step_stats(trace: Trace, options: StepOptions | None = None, linkage: Linkag
     unattributed share; without one, linking runs only when the trace has GPU activity."""
     opts = options or StepOptions()
     chosen = select_windows(trace, opts.steps)
-    from_markers = bool(chosen) and chosen[0].number is not None
+    from_markers = bool(chosen) and chosen[0].step is not None
     gpu_lazy = select.by_streams(select.by_devices(trace.gpu_events(), opts.devices), opts.streams)
     gpu = gpu_lazy.select(pl.col(Col.KIND).cast(pl.String), pl.col(Col.NAME).cast(pl.String), Col.DEVICE,
                           Col.TS_NS, pl.col(Col.DUR_NS).clip(lower_bound=0)).collect()
@@ -109,7 +109,7 @@ def step_stats(trace: Trace, options: StepOptions | None = None, linkage: Linkag
     devices: tuple[int | None, ...] = tuple(sorted(gpu[Col.DEVICE].unique().to_list(), key=lambda d: (d is None, d)))
     figures = _figures(pieces)
     counts = dict(zip(*np.unique(window, return_counts=True))) if len(window) else {}
-    walls = [w.wall_ns for w in chosen]
+    walls = [w.dur_ns for w in chosen]
     slowest = int(np.argmax(walls)) if len(walls) > 1 else -1
     rows = []
     for i, w in enumerate(chosen):
@@ -118,8 +118,8 @@ def step_stats(trace: Trace, options: StepOptions | None = None, linkage: Linkag
             got = figures.get((i, d), {})
             busy = got.get("busy_ns", 0)
             per_device.append(StepDevice(d, busy, got.get("kernel_ns", 0), got.get("memcpy_ns", 0),
-                                         got.get("memset_ns", 0), got.get("comm_ns", 0), max(w.wall_ns - busy, 0),
-                                         busy / w.wall_ns if w.wall_ns > 0 else 0.0))
+                                         got.get("memset_ns", 0), got.get("comm_ns", 0), max(w.dur_ns - busy, 0),
+                                         busy / w.dur_ns if w.dur_ns > 0 else 0.0))
         rows.append(StepRow(w, tuple(per_device), int(counts.get(i, 0)), i == slowest))
     inside = np.zeros(gpu.height, dtype=bool)
     inside[event] = True

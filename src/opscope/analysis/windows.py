@@ -26,15 +26,16 @@ WHOLE_TRACE = "(whole trace)"
 
 @dataclass(frozen=True)
 class StepWindow:
-    """One step: `number` is N of ProfilerStep#N (None for the whole-trace window); times in ns."""
+    """One step: `step` is N of ProfilerStep#N (None for the whole-trace window); times in ns."""
 
-    number: int | None
+    step: int | None
     name: str
     start_ns: int
     end_ns: int
 
     @property
-    def wall_ns(self) -> int:
+    def dur_ns(self) -> int:
+        """The window's wall time."""
         return self.end_ns - self.start_ns
 
 
@@ -117,10 +118,10 @@ def select_windows(trace: Trace, spec: str | None) -> tuple[StepWindow, ...]:
     markers = marker_windows(trace)
     if not markers:
         raise UsageError("--steps: this trace has no ProfilerStep#N markers")
-    chosen = tuple(w for w in markers if w.number in wanted)
-    missing = sorted(set(wanted) - {w.number for w in chosen})
+    chosen = tuple(w for w in markers if w.step in wanted)
+    missing = sorted(set(wanted) - {w.step for w in chosen})
     if missing:
-        have = sorted({w.number for w in markers if w.number is not None})
+        have = sorted({w.step for w in markers if w.step is not None})
         raise UsageError(f"--steps: no step {', '.join(map(str, missing))} in this trace "
                          f"(it has steps {_ranges(have)})")
     return chosen

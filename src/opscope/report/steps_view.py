@@ -14,13 +14,13 @@ def steps_data(result: StepStats) -> dict[str, Any]:
     for row in result.rows:
         w = row.window
         steps.append({
-            "step": w.number, "name": w.name, "start_us": us(w.start_ns), "end_us": us(w.end_ns),
-            "wall_us": us(w.wall_ns), "gpu_events": row.gpu_events, "slowest": row.slowest,
+            "step": w.step, "name": w.name, "start_us": us(w.start_ns), "end_us": us(w.end_ns),
+            "wall_us": us(w.dur_ns), "gpu_events": row.gpu_events, "slowest": row.slowest,
             "devices": [{"device": d.device, "busy_us": us(d.busy_ns), "kernel_us": us(d.kernel_ns),
                          "memcpy_us": us(d.memcpy_ns), "memset_us": us(d.memset_ns), "comm_us": us(d.comm_ns),
                          "idle_us": us(d.idle_ns), "utilization": round(d.utilization, 6)} for d in row.devices],
         })
-    slowest = next((r.window.number for r in result.rows if r.slowest), None)
+    slowest = next((r.window.step for r in result.rows if r.slowest), None)
     return {
         "schema": "opscope.steps/1",
         "trace": {"path": result.path},
@@ -47,7 +47,7 @@ def steps_document(result: StepStats) -> Document:
     )
     rows: list[dict[str, Any]] = []
     for row in result.rows:
-        label = row.window.name if row.window.number is None else str(row.window.number)
+        label = row.window.name if row.window.step is None else str(row.window.step)
         base = {"step": label, "wall": row.wall_ns, "gpu_events": row.gpu_events,
                 "mark": "slowest" if row.slowest else ""}
         if not row.devices:
