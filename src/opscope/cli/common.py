@@ -22,9 +22,12 @@ def add_input_args(parser: argparse.ArgumentParser, nargs: str = "?") -> None:
                         help="treat a damaged trace (cut off, bad UTF-8, oversized integers) as an error")
 
 
-def add_selection_args(parser: argparse.ArgumentParser) -> None:
+def add_selection_args(parser: argparse.ArgumentParser, steps: bool = False) -> None:
+    """--device and --stream; with steps=True also --steps (`add_steps_arg`)."""
     parser.add_argument("--device", type=_int_list, default=None, metavar="N[,N...]", help="only these GPUs")
     parser.add_argument("--stream", type=_int_list, default=None, metavar="N[,N...]", help="only these streams")
+    if steps:
+        add_steps_arg(parser)
 
 
 def add_steps_arg(parser: argparse.ArgumentParser) -> None:

@@ -9,7 +9,6 @@ from opscope.cli.common import (
     add_input_args,
     add_output_args,
     add_selection_args,
-    add_steps_arg,
     add_top_arg,
     check_top,
     emit,
@@ -25,8 +24,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_input_args(parser)
     parser.add_argument("--by-shape", action="store_true", help="one row per (op, Input Dims) (record_shapes)")
     add_top_arg(parser)
-    add_selection_args(parser)
-    add_steps_arg(parser)
+    add_selection_args(parser, steps=True)
     add_output_args(parser)
 
 

@@ -9,7 +9,6 @@ from opscope.cli.common import (
     add_input_args,
     add_output_args,
     add_selection_args,
-    add_steps_arg,
     emit,
     load_trace,
 )
@@ -21,8 +20,7 @@ HELP = "per ProfilerStep: wall, GPU busy, kernel, memcpy, communication and idle
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_input_args(parser)
-    add_selection_args(parser)
-    add_steps_arg(parser)
+    add_selection_args(parser, steps=True)
     add_output_args(parser)
 
 

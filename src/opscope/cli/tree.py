@@ -9,7 +9,6 @@ from opscope.cli.common import (
     add_input_args,
     add_output_args,
     add_selection_args,
-    add_steps_arg,
     emit,
     load_trace,
 )
@@ -27,8 +26,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
                         help="fold nodes under this share of GPU time (default 0.01 = 1%%)")
     parser.add_argument("--python", choices=PYTHON_MODES, default="modules",
                         help="Python frames shown: nn.Module frames only (default), all, or none")
-    add_selection_args(parser)
-    add_steps_arg(parser)
+    add_selection_args(parser, steps=True)
     add_output_args(parser)
 
 
