@@ -62,15 +62,17 @@ class LinkStats:
 
 @dataclass(frozen=True, eq=False)
 class Linkage:
-    """The result of `link`.
+    """The result of `link`. Text columns are Categorical, as in the trace's own event table (cast to
+    pl.String for string operations); `row` is the event's index in `trace.lazy()` / `trace.events`.
 
     `gpu`: one row per GPU event (kernel/memcpy/memset with a duration): row, name, kind, device, stream, ts_ns,
     dur_ns (negative clipped to 0), correlation, link ("correlation" | "flow" | null), launch_row,
-    launch_name, launch_ts_ns, launch_dur_ns, launch_pid, launch_tid, from_graph, scope_row (innermost
-    enclosing op, annotation or Python frame), op_row / op_name / op_kind (innermost op or annotation), stack
-    (rows of the enclosing scopes, outermost first), attributed (scope_row is not null).
+    launch_name, launch_ts_ns, launch_dur_ns, launch_pid, launch_tid, scope_row (innermost enclosing op,
+    annotation or Python frame), op_row / op_name / op_kind (innermost op or annotation), from_graph,
+    attributed (scope_row is not null), stack (rows of the enclosing scopes, outermost first).
     `scopes`: one row per CPU op, user annotation and Python frame: row, name, kind, pid, tid, ts_ns, dur_ns,
-    input_dims, parent_row (time nesting), op_parent_row (nearest enclosing op or annotation).
+    input_dims, python_id, python_parent_id, parent_row (time nesting; Python parent id where nothing
+    encloses a frame), op_parent_row (nearest enclosing op or annotation).
     """
 
     gpu: pl.DataFrame
