@@ -12,6 +12,7 @@ from conftest import corpus_path
 from handmade_traces import document, training_steps, write
 from opscope.analysis.diff import ADDED, REMOVED, SAME, DiffOptions, diff_traces
 from opscope.analysis.headline import CATEGORIES
+from opscope.analysis.ops import OpOptions, op_stats
 
 PT2 = "particle_transformer/run1_chrome_traces__single_epoch_forward_pass_batch_size_2.json"
 PT512 = "particle_transformer/run1_chrome_traces__single_epoch_forward_pass_batch_size_512.json"
@@ -81,8 +82,12 @@ def test_whole_trace_figures_match_raw_json() -> None:
             assert getattr(row, f"calls_{side}") == calls
         assert len([r for r in diff.kernels if getattr(r, f"calls_{side}")]) == len(totals)
         ops = raw.op_totals(doc, per_step=False)
+        gpu = _op_gpu(name, None)
+        assert diff.op_metric == "gpu"
         for row in diff.ops:
-            assert getattr(row, f"total_{side}_ns") == ops.get(row.name, (0, 0))[1]
+            assert getattr(row, f"cpu_{side}_ns") == ops.get(row.name, (0, 0))[1]
+            assert getattr(row, f"calls_{side}") == ops.get(row.name, (0, 0))[0]
+            assert getattr(row, f"total_{side}_ns") == gpu.get(row.name, 0)
         gpu = sum(t for _, t in totals.values())
         assert diff.figure("gpu_time").__getattribute__(side) == gpu
         events = raw.gpu_events(doc)
@@ -112,8 +117,27 @@ def test_per_step_figures_match_raw_json(a: str, b: str) -> None:
         busy = raw.busy_in(raw.gpu_events(doc), windows)
         assert getattr(diff.figure("gpu_busy"), side) == busy / n
         ops = raw.op_totals(doc, per_step=True)
+        gpu = _op_gpu(name, ",".join(str(int(w)) for w in _step_numbers(doc)))
         for row in diff.ops:
-            assert getattr(row, f"total_{side}_ns") == ops.get(row.name, (0, 0))[1] / n
+            cpu = row.cpu_before_ns if side == "before" else row.cpu_after_ns
+            metric = cpu if diff.op_metric == "cpu" else getattr(row, f"total_{side}_ns")
+            if diff.op_metric == "gpu":
+                assert cpu == ops.get(row.name, (0, 0))[1] / n
+                assert metric == gpu.get(row.name, 0) / n
+            else:
+                assert getattr(row, f"total_{side}_ns") == ops.get(row.name, (0, 0))[1] / n
+
+
+def _op_gpu(name: str, steps: str | None) -> dict[str, int]:
+    """GPU time per operator from the attribution analysis (`opscope ops`), which diff must agree with."""
+    stats = op_stats(opscope.load(corpus_path(name)), OpOptions(top=0, steps=steps))
+    return {r.name: r.gpu_total_ns for r in stats.rows}
+
+
+def _step_numbers(doc: dict) -> list[int]:
+    return sorted({int(e["name"].split("#")[1]) for e in doc["traceEvents"]
+                   if e.get("ph") == "X" and e.get("cat") in ("user_annotation", "cpu_op")
+                   and str(e.get("name", "")).startswith("ProfilerStep#")})
 
 
 def test_per_step_normalises_different_step_counts(tmp_path, cli) -> None:
@@ -212,12 +236,12 @@ def test_key_op_regex_rows_sum_the_matching_ops(cli) -> None:
     data = json.loads(cli("diff", a, b, "--format", "json", "--key-op", r"^aten::(linear|layer_norm)$").out)
     rows = [f for f in data["headline"] if f["key"].startswith("key_op:")]
     assert [f["key"] for f in rows] == [r"key_op:^aten::(linear|layer_norm)$"]
+    assert data["ops"]["metric"] == "gpu"
     for side, name in (("before", PT2), ("after", PT512)):
-        ops = raw.op_totals(raw.load(corpus_path(name)), per_step=False)
-        expected = ops.get("aten::linear", (0, 0))[1] + ops.get("aten::layer_norm", (0, 0))[1]
-        assert rows[0][side] * 1e3 == expected
+        gpu = _op_gpu(name, None)
+        assert rows[0][side] * 1e3 == gpu["aten::linear"] + gpu["aten::layer_norm"]
     default = json.loads(cli("diff", a, b, "--format", "json").out)
-    top = sorted(raw.op_totals(raw.load(a), per_step=False).items(), key=lambda kv: (-kv[1][1], kv[0]))[:3]
+    top = sorted(_op_gpu(PT2, None).items(), key=lambda kv: (-kv[1], kv[0]))[:3]
     assert [f["key"] for f in default["headline"] if f["key"].startswith("key_op:")] == \
         [f"key_op:{name}" for name, _ in top]
 

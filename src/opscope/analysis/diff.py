@@ -8,6 +8,7 @@ the two negates every delta exactly and swaps added with removed. Definitions: d
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ class DiffRow:
     mean_after_ns: float | None
     delta_ns: float
     ratio: float | None  # after / before; None when before is 0
+    cpu_before_ns: float | None = None  # operators compared by GPU time: their inclusive CPU time too
+    cpu_after_ns: float | None = None
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,7 @@ class TraceDiff:
     base: Side
     new: Side
     per_step: bool
-    op_metric: str  # "gpu" (linked kernel time) or "cpu" (inclusive CPU time)
+    op_metric: str  # "gpu" (time of the kernels launched inside, when both traces link any) or "cpu" (inclusive)
     figures: tuple[Figure, ...]
     categories: tuple[tuple[str, float, float], ...]  # (category, before ns, after ns), per step when per-step
     kernels: tuple[DiffRow, ...]  # every row, sorted by |delta| (largest first), then name
@@ -125,11 +128,19 @@ def _match(before: dict[tuple[str, str, str | None], tuple[int, int]],
 
 
 def _op_value(op: OpTotal, metric: str) -> int:
-    return op.gpu_ns or 0 if metric == "gpu" else op.cpu_ns
+    return op.gpu_ns if metric == "gpu" else op.cpu_ns
 
 
 def _op_table(scope: ScopeProfile, metric: str) -> dict[tuple[str, str, str | None], tuple[int, int]]:
     return {(o.name, "op", o.shape): (o.calls, _op_value(o, metric)) for o in scope.ops}
+
+
+def _with_cpu(rows: tuple[DiffRow, ...], base: ScopeProfile, new: ScopeProfile, div_b: int,
+              div_a: int) -> tuple[DiffRow, ...]:
+    cpu_b = {(o.name, o.shape): o.cpu_ns for o in base.ops}
+    cpu_a = {(o.name, o.shape): o.cpu_ns for o in new.ops}
+    return tuple(dataclasses.replace(r, cpu_before_ns=cpu_b.get((r.name, r.shape), 0) / div_b,
+                                     cpu_after_ns=cpu_a.get((r.name, r.shape), 0) / div_a) for r in rows)
 
 
 def _key_ops(base: ScopeProfile, new: ScopeProfile, options: DiffOptions, metric: str, div_b: int,
@@ -230,6 +241,8 @@ def diff_profiles(base: TraceProfile, new: TraceProfile, options: DiffOptions | 
     kernels = _match({(k.name, k.kind, None): (k.calls, k.total_ns) for k in b.kernels},
                      {(k.name, k.kind, None): (k.calls, k.total_ns) for k in a.kernels}, div_b, div_a)
     ops = _match(_op_table(b, metric), _op_table(a, metric), div_b, div_a)
+    if metric == "gpu":
+        ops = _with_cpu(ops, b, a, div_b, div_a)
     categories = tuple((name, before / div_b, dict(a.categories)[name] / div_a) for name, before in b.categories)
     figures = _figures(b, a, per_step, div_b, div_a)
     figures += _key_ops(b, a, opts, metric, div_b, div_a)

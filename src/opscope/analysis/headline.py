@@ -1,10 +1,10 @@
 """Figures shared by `diff` and `ranks`: the analysed scope (ProfilerStep windows, or the whole trace), the GPU
 activity and CPU operators inside it, GPU busy time over it, and kernel categories.
 
-These functions are adapters. The attribution work (steps, operators with linked GPU time, timeline
-utilisation, kernel categories) owns the full versions of these figures; until it lands, each adapter computes
-the minimal figure itself, as defined in docs/compare.md, and the comparisons only ever call the adapters, so
-switching them over changes no caller.
+These functions are the one place where the comparisons meet the attribution analyses: step windows come from
+`analysis.windows`, the GPU activity of a step from kernel-to-launch linking (`analysis.linking`), operator
+GPU time from `analysis.ops`; busy time and kernel categories are still computed here (minimal versions, as
+defined in docs/compare.md) until the timeline analyses land. Switching one of them changes no caller.
 """
 
 from __future__ import annotations
@@ -15,18 +15,18 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis import intervals
-from opscope.model.schema import GPU_KINDS, Col, Kind
+from opscope.analysis import intervals, windows
+from opscope.analysis.linking import Linkage, selected_gpu
+from opscope.analysis.ops import OpOptions, op_stats
+from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
 STEP_PREFIX = "ProfilerStep#"
 CPU_SPAN_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
-LAUNCH_KINDS = (Kind.RUNTIME, Kind.DRIVER)
-# Kinds whose spans make up the activity window of a trace without step markers.
-ACTIVITY_KINDS = (*GPU_KINDS, Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.RUNTIME, Kind.DRIVER, Kind.PYTHON)
+# Kinds left out of the whole-trace window (as in `analysis.windows`): metadata and the profiler's own span.
+UNTIMED_KINDS = (Kind.METADATA, Kind.TRACE)
 COMMUNICATION = "communication"
 SHAPE = "shape"
-LAUNCH_NS = "launch_ns"
 
 # Kernel categories, first match wins (lower-cased name, regex). Kept as data; the attribution work's category
 # table replaces it when it lands.
@@ -50,6 +50,7 @@ class Scope:
 
     windows: tuple[tuple[int, int], ...]
     steps: int
+    spec: str | None = None  # a --steps spec naming every step (for `analysis.ops` / `linking`); None: whole
 
     @property
     def length_ns(self) -> int:
@@ -69,25 +70,14 @@ def _name() -> pl.Expr:
     return pl.col(Col.NAME).cast(pl.String)
 
 
-def step_windows(trace: Trace) -> tuple[tuple[str, int, int], ...]:
-    """CPU-side ProfilerStep#N spans (name, start_ns, end_ns), by start; one per step name."""
-    frame = (
-        trace.lazy()
-        .filter(_kind_is(CPU_SPAN_KINDS) & _name().str.starts_with(STEP_PREFIX) & (pl.col(Col.DUR_NS) > 0))
-        .select(_name().alias(Col.NAME), pl.col(Col.TS_NS), (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias("end"))
-        .sort(Col.TS_NS, Col.NAME)
-        .collect()
-        .unique(subset=[Col.NAME], keep="first", maintain_order=True)
-    )
-    return tuple((r[0], int(r[1]), int(r[2])) for r in frame.iter_rows())
-
-
 def activity_window(trace: Trace) -> tuple[int, int] | None:
-    """[first start, last end] over kernels, copies, CPU ops, annotations, launches and Python spans."""
+    """[first start, last end] over every event with a duration but metadata and the profiler's own span (the
+    whole-trace window of `analysis.windows`, also when the trace has step markers)."""
     row = (
         trace.lazy()
-        .filter(_kind_is(ACTIVITY_KINDS) & pl.col(Col.DUR_NS).is_not_null() & (pl.col(Col.DUR_NS) >= 0))
-        .select(pl.col(Col.TS_NS).min().alias("lo"), (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).max().alias("hi"))
+        .filter(~_kind_is(UNTIMED_KINDS) & pl.col(Col.DUR_NS).is_not_null() & pl.col(Col.TS_NS).is_not_null())
+        .select(pl.col(Col.TS_NS).min().alias("lo"),
+                (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).max().alias("hi"))
         .collect()
         .row(0)
     )
@@ -97,13 +87,15 @@ def activity_window(trace: Trace) -> tuple[int, int] | None:
 
 
 def trace_scope(trace: Trace, use_steps: bool) -> Scope:
-    """Step windows (merged where they overlap) when `use_steps` and the trace has them, else the activity window."""
+    """The ProfilerStep#N windows (`analysis.windows`; merged where they overlap) when `use_steps` and the
+    trace has them, else the whole-trace window."""
     if use_steps:
-        steps = step_windows(trace)
-        if steps:
-            merged = intervals.merge(pl.DataFrame({"s": [s[1] for s in steps], "e": [s[2] for s in steps]}),
-                                     "s", "e")
-            return Scope(windows=tuple(merged.iter_rows()), steps=len(steps))
+        markers = windows.marker_windows(trace)
+        if markers:
+            merged = intervals.merge(pl.DataFrame({"s": [w.start_ns for w in markers],
+                                                   "e": [w.end_ns for w in markers]}), "s", "e")
+            spec = ",".join(str(n) for n in sorted({w.step for w in markers if w.step is not None}))
+            return Scope(windows=tuple(merged.iter_rows()), steps=len(markers), spec=spec)
     window = activity_window(trace)
     return Scope(windows=(window,) if window else (), steps=0)
 
@@ -117,30 +109,13 @@ def in_scope(frame: pl.DataFrame, scope: Scope, at: str) -> pl.DataFrame:
     return joined.filter(pl.col("_we").is_not_null() & (pl.col(at) < pl.col("_we"))).drop("_ws", "_we")
 
 
-def gpu_activity(trace: Trace, scope: Scope) -> pl.DataFrame:
-    """GPU activity (kernels, copies, memsets) that belongs to the scope.
-
-    Columns: name, kind, ts_ns, dur_ns, device, launch_ns. With step windows, an activity belongs to the step in
-    which the launch call that queued it (runtime/driver event with the same correlation id) started, else to
-    the step its own start falls in; so work queued late in a step and run after it still counts for that step.
-    """
-    gpu = trace.gpu_events().select(
-        _name().alias(Col.NAME), pl.col(Col.KIND).cast(pl.String), Col.TS_NS, Col.DUR_NS, Col.DEVICE,
-        Col.CORRELATION,
-    ).collect()
-    if scope.steps == 0:
-        return gpu.with_columns(pl.col(Col.TS_NS).alias(LAUNCH_NS)).drop(Col.CORRELATION)
-    launches = (
-        trace.lazy()
-        .filter(_kind_is(LAUNCH_KINDS) & pl.col(Col.CORRELATION).is_not_null())
-        .group_by(Col.CORRELATION)
-        .agg(pl.col(Col.TS_NS).min().alias(LAUNCH_NS))
-        .collect()
-    )
-    gpu = gpu.join(launches, on=Col.CORRELATION, how="left").with_columns(
-        pl.col(LAUNCH_NS).fill_null(pl.col(Col.TS_NS))
-    )
-    return in_scope(gpu, scope, LAUNCH_NS).drop(Col.CORRELATION)
+def gpu_activity(trace: Trace, scope: Scope, linkage: Linkage) -> pl.DataFrame:
+    """GPU activity (kernels, copies, memsets) that belongs to the scope: columns name, kind, ts_ns, dur_ns,
+    device. With step windows, an activity belongs to the step in which the launch call that queued it started
+    (its own start when the launch is missing), as `analysis.linking.selected_gpu` decides; so work queued late
+    in a step and run after it still counts for that step."""
+    gpu = selected_gpu(trace, linkage, steps=scope.spec) if scope.steps else linkage.gpu
+    return gpu.select(_name().alias(Col.NAME), pl.col(Col.KIND).cast(pl.String), Col.TS_NS, Col.DUR_NS, Col.DEVICE)
 
 
 def cpu_ops(trace: Trace, scope: Scope) -> pl.DataFrame:
@@ -158,14 +133,16 @@ def cpu_ops(trace: Trace, scope: Scope) -> pl.DataFrame:
     return in_scope(ops, scope, Col.TS_NS).drop(Col.TS_NS)
 
 
-def op_gpu_time(trace: Trace, scope: Scope, by_shape: bool) -> pl.DataFrame | None:
-    """GPU time of the kernels each operator launched (name[, shape], gpu_ns), or None when unavailable.
-
-    Needs kernel-to-operator linking, which the attribution work provides; until it lands this returns None and
-    operator rows carry CPU time only.
-    """
-    del trace, scope, by_shape
-    return None
+def op_table(trace: Trace, scope: Scope, by_shape: bool, linkage: Linkage) -> pl.DataFrame:
+    """Per operator name (and Input Dims with `by_shape`, whitespace removed) from `analysis.ops`: calls,
+    cpu_ns (inclusive CPU time) and gpu_ns (GPU time of the kernels launched inside it), over the operators
+    starting in the scope and the GPU activity belonging to it. The ProfilerStep spans are left out.
+    Columns: name, shape, calls, cpu_ns, gpu_ns."""
+    stats = op_stats(trace, OpOptions(by_shape=by_shape, top=0, steps=scope.spec if scope.steps else None), linkage)
+    rows = [(r.name, r.input_dims if by_shape else None, r.calls, r.cpu_total_ns, r.gpu_total_ns)
+            for r in stats.rows if r.name != windows.STEP_ANY]
+    return pl.DataFrame(rows, schema={Col.NAME: pl.String, SHAPE: pl.String, "calls": pl.Int64,
+                                      "cpu_ns": pl.Int64, "gpu_ns": pl.Int64}, orient="row")
 
 
 def busy_ns(activity: pl.DataFrame, scope: Scope) -> tuple[int, int]:

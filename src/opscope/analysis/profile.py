@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from opscope.analysis import headline
+from opscope.analysis.linking import Linkage, link
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
@@ -27,10 +28,10 @@ class KernelTotal:
 @dataclass(frozen=True)
 class OpTotal:
     name: str
-    shape: str | None  # `Input Dims` text when grouped by shape, else None
+    shape: str | None  # `Input Dims` text (whitespace removed) when grouped by shape, else None
     calls: int
     cpu_ns: int  # summed inclusive CPU duration
-    gpu_ns: int | None  # GPU time of the kernels it launched; None without kernel-to-operator linking
+    gpu_ns: int  # GPU time of the kernels launched inside it (`analysis.ops` gpu_total)
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class TraceProfile:
     whole: ScopeProfile
     stepped: ScopeProfile | None  # None: no ProfilerStep markers
     by_shape: bool
-    op_gpu: bool  # operator GPU time available
+    op_gpu: bool  # some GPU time is attributed to operators (else operators compare CPU time)
     warnings: tuple[str, ...] = ()
 
     def scope(self, per_step: bool) -> ScopeProfile:
@@ -70,24 +71,10 @@ def _kernels(activity: pl.DataFrame) -> tuple[KernelTotal, ...]:
                  for r in grouped.sort(Col.NAME, Col.KIND).iter_rows())
 
 
-def _ops(trace: Trace, scope: headline.Scope, by_shape: bool) -> tuple[tuple[OpTotal, ...], bool]:
-    ops = headline.cpu_ops(trace, scope)
-    keys = [Col.NAME, headline.SHAPE] if by_shape else [Col.NAME]
-    grouped = ops.group_by(keys).agg(pl.len().alias("calls"), pl.col(Col.DUR_NS).sum().alias("cpu_ns"))
-    gpu = headline.op_gpu_time(trace, scope, by_shape)
-    if gpu is not None:
-        grouped = grouped.join(gpu, on=keys, how="full", coalesce=True).with_columns(
-            pl.col("calls").fill_null(0), pl.col("cpu_ns").fill_null(0), pl.col("gpu_ns").fill_null(0))
-    else:
-        grouped = grouped.with_columns(pl.lit(None, dtype=pl.Int64).alias("gpu_ns"))
-    if not by_shape:
-        grouped = grouped.with_columns(pl.lit(None, dtype=pl.String).alias(headline.SHAPE))
-    rows = grouped.select(Col.NAME, headline.SHAPE, "calls", "cpu_ns", "gpu_ns").sort(Col.NAME, headline.SHAPE)
-    return tuple(
-        OpTotal(name=r[0] or "", shape=r[1], calls=int(r[2]), cpu_ns=int(r[3]),
-                gpu_ns=None if r[4] is None else int(r[4]))
-        for r in rows.iter_rows()
-    ), gpu is not None
+def _ops(table: pl.DataFrame) -> tuple[OpTotal, ...]:
+    rows = table.sort(Col.NAME, headline.SHAPE, nulls_last=False)
+    return tuple(OpTotal(name=r[0] or "", shape=r[1], calls=int(r[2]), cpu_ns=int(r[3]), gpu_ns=int(r[4]))
+                 for r in rows.iter_rows())
 
 
 def _categories(activity: pl.DataFrame) -> tuple[tuple[str, int], ...]:
@@ -98,22 +85,20 @@ def _categories(activity: pl.DataFrame) -> tuple[tuple[str, int], ...]:
     return tuple((c, int(totals.get(c, 0) or 0)) for c in headline.CATEGORIES)
 
 
-def scope_profile(trace: Trace, scope: headline.Scope, by_shape: bool) -> tuple[ScopeProfile, bool]:
-    activity = headline.gpu_activity(trace, scope)
+def scope_profile(trace: Trace, scope: headline.Scope, by_shape: bool, linkage: Linkage) -> ScopeProfile:
+    activity = headline.gpu_activity(trace, scope, linkage)
     all_gpu = trace.gpu_events().select(Col.TS_NS, Col.DUR_NS, Col.DEVICE).collect()
     busy, devices = headline.busy_ns(all_gpu, scope)
-    ops, op_gpu = _ops(trace, scope, by_shape)
-    profile = ScopeProfile(
+    return ScopeProfile(
         steps=scope.steps,
         length_ns=scope.length_ns,
         gpu_ns=int(activity[Col.DUR_NS].sum() or 0),
         busy_ns=busy,
         devices=devices,
         kernels=_kernels(activity),
-        ops=ops,
+        ops=_ops(headline.op_table(trace, scope, by_shape, linkage)),
         categories=_categories(activity),
     )
-    return profile, op_gpu
 
 
 def device_names(trace: Trace) -> tuple[str, ...]:
@@ -132,10 +117,11 @@ def device_names(trace: Trace) -> tuple[str, ...]:
 
 def profile_trace(trace: Trace, by_shape: bool = False) -> TraceProfile:
     """The comparison profile of `trace`: its whole-trace totals, and its step totals when it has steps."""
-    whole, op_gpu = scope_profile(trace, headline.trace_scope(trace, use_steps=False), by_shape)
+    linkage = link(trace)
+    whole = scope_profile(trace, headline.trace_scope(trace, use_steps=False), by_shape, linkage)
     stepped = None
     step_scope = headline.trace_scope(trace, use_steps=True)
     if step_scope.steps:
-        stepped, _ = scope_profile(trace, step_scope, by_shape)
+        stepped = scope_profile(trace, step_scope, by_shape, linkage)
     return TraceProfile(path=trace.path, devices=device_names(trace), whole=whole, stepped=stepped,
-                        by_shape=by_shape, op_gpu=op_gpu, warnings=trace.meta.warnings)
+                        by_shape=by_shape, op_gpu=linkage.stats.attributed_ns > 0, warnings=trace.meta.warnings)

@@ -18,6 +18,7 @@ from pathlib import Path
 import polars as pl
 
 from opscope.analysis import headline
+from opscope.analysis.linking import link
 from opscope.analysis.profile import device_names
 from opscope.errors import InputError
 from opscope.model.schema import Col, Kind
@@ -53,7 +54,7 @@ class RankPartial:
 def rank_partial(trace: Trace) -> RankPartial:
     """Reduce one rank's trace (see `RankPartial`)."""
     scope = headline.trace_scope(trace, use_steps=True)
-    activity = headline.gpu_activity(trace, scope)
+    activity = headline.gpu_activity(trace, scope, link(trace))
     comm = pl.col(Col.NAME).str.to_lowercase().str.contains(headline.CATEGORY_RULES[0][1])
     is_kernel = pl.col(Col.KIND) == Kind.KERNEL
     timed = trace.gpu_events().select(

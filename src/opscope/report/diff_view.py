@@ -73,6 +73,8 @@ def _row_data(row: DiffRow, with_shape: bool) -> dict[str, Any]:
         "mean_before_us": _us(row.mean_before_ns), "mean_after_us": _us(row.mean_after_ns),
         "delta_us": _us(row.delta_ns), "ratio": _rounded(row.ratio),
     })
+    if row.cpu_before_ns is not None:
+        data.update({"cpu_total_before_us": _us(row.cpu_before_ns), "cpu_total_after_us": _us(row.cpu_after_ns)})
     return data
 
 
@@ -167,7 +169,7 @@ def diff_document(diff: TraceDiff, gates: tuple[GateResult, ...] = (), view: Dif
                   rows_first: bool = False) -> Document:
     """The diff as a document; `rows_first` puts kernels and operators in one first table (for CSV)."""
     v = view or DiffView()
-    metric = "GPU time of launched kernels" if diff.op_metric == "gpu" else "inclusive CPU time"
+    metric = "GPU time of the kernels launched inside" if diff.op_metric == "gpu" else "inclusive CPU time"
     kernels = _rows_table("kernels", "Kernels", diff.kernels, diff, v, False)
     ops = _rows_table("ops", f"Operators ({metric})", diff.ops, diff, v, diff.options.by_shape)
     headline = Table(
