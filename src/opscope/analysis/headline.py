@@ -9,7 +9,6 @@ defined in docs/compare.md) until the timeline analyses land. Switching one of t
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -172,8 +171,3 @@ def category_expr() -> pl.Expr:
     for category, pattern in CATEGORY_RULES:
         expr = expr.when(lower.str.contains(pattern)).then(pl.lit(category))
     return expr.otherwise(pl.lit("other"))
-
-
-def is_communication(name: str) -> bool:
-    """Whether a kernel name is a collective / point-to-point communication kernel (NCCL, RCCL)."""
-    return re.search(CATEGORY_RULES[0][1], name.lower()) is not None
