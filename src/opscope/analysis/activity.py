@@ -1,0 +1,60 @@
+"""GPU activity prepared once for every timeline analysis: intervals, category and launch call per event.
+
+`gpu_activity(trace, options)` selects kernels, memcpys and memsets (devices, streams), matches each to its
+launch call (`launches.gpu_launches`), adds its category (`categories`), and the analysed window (`window`).
+Events with a negative duration are dropped and counted (a profiler bug, not work); zero-length events stay
+(they count as calls, add no time). The analyses in timeline / idle / launch_delay / memcpy all take an
+optional `activity=` so `opscope analyze` builds it once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from opscope.analysis import intervals, window
+from opscope.analysis.categories import with_category
+from opscope.analysis.launches import GpuLaunches, gpu_launches
+from opscope.model.schema import Col
+from opscope.model.trace import Trace
+
+
+@dataclass(frozen=True)
+class TimelineOptions:
+    devices: tuple[int, ...] | None = None
+    streams: tuple[int, ...] | None = None
+    # Analysed window pieces, e.g. the chosen steps' spans; None = the whole trace (see analysis/window.py).
+    windows: tuple[tuple[int, int], ...] | None = None
+
+
+@dataclass(frozen=True)
+class Activity:
+    """`events`: one row per GPU activity (all of the selection, not clipped) with kind, name, device,
+    stream, ts_ns, dur_ns, start_ns, end_ns, bytes, category and the launch columns of `launches`."""
+
+    events: pl.DataFrame
+    window: window.Window
+    launches: GpuLaunches
+    negative_durations: int
+    options: TimelineOptions
+
+    def clipped(self) -> pl.DataFrame:
+        """The events cut to the analysed window (start_ns / end_ns clipped; events outside dropped)."""
+        return window.restrict(self.events, self.window)
+
+
+def gpu_activity(trace: Trace, options: TimelineOptions | None = None) -> Activity:
+    opts = options or TimelineOptions()
+    launches = gpu_launches(trace, opts.devices, opts.streams)
+    frame = launches.frame
+    negative = int(frame.filter(pl.col(Col.DUR_NS) < 0).height)
+    frame = frame.filter((pl.col(Col.DUR_NS) >= 0) & pl.col(Col.TS_NS).is_not_null()).with_columns(
+        pl.col(Col.TS_NS).alias(intervals.START), (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(intervals.END)
+    )
+    frame = with_category(frame)
+    if opts.windows is not None:
+        win = window.from_bounds(opts.windows)
+    else:
+        win = window.trace_window(trace, opts.devices, opts.streams)
+    return Activity(events=frame, window=win, launches=launches, negative_durations=negative, options=opts)
