@@ -48,10 +48,12 @@ RULES: Final[tuple[tuple[str, str], ...]] = (
     (GEMM, r"gemm|gemv|^Cijk_|cublas|hipblaslt|matmul|triton_(mm|tem|bmm)|wmma|xmma|tensorop|_ogs_|dot_kernel"
            r"|splitKreduce|mfma_f"),
     (REDUCTION, r"reduce|triton_(red|per)_|sum_kernel|mean_kernel|argmax|argmin|max_pool|avg_pool|adaptive_av"
-                r"|_pool\d?d|pooling|nll_loss|cross_entropy|cumsum|cumprod|scan_kernel|topk|norm_kernel"),
+                r"|_pool\d?d|pooling|nll_loss|NLLCriterion|cross_entropy|cumsum|cumprod|scan_kernel|DeviceScan"
+                r"|scan_config|topk|norm_kernel"),
     (ELEMENTWISE, r"elementwise|triton_poi_|pointwise|vectorized|unrolled|fill|copy|CatArray|index_?kernel"
                   r"|index_put|gather|scatter|embedding|multi_tensor_apply|masked|where_kernel|clamp|transpose"
                   r"|nchwToNhwc|nhwcToNchw|autocast|tril|triu|arange|distribution|random|dropout|gelu|silu"
                   r"|relu|act_and_mul|rotary|rope|quant|cast|bitwise|compare|fused_add|eltwise|scalePacked"
-                  r"|upsample|interpolate|pad_kernel|cat_kernel|roll_kernel|flip_kernel"),
+                  r"|upsample|interpolate|pad_kernel|cat_kernel|roll_kernel|flip_kernel|index_?select|indexSelect"
+                  r"|indexing_backward|kvcache"),
 )
