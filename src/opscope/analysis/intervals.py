@@ -54,7 +54,8 @@ def intersection_ns(a: pl.DataFrame | pl.LazyFrame, b: pl.DataFrame | pl.LazyFra
     both = pl.concat([ma, mb])
     total_a = int(ma.select((pl.col(END) - pl.col(START)).sum()).item() or 0)
     total_b = int(mb.select((pl.col(END) - pl.col(START)).sum()).item() or 0)
-    return total_a + total_b - int(union_ns(both))
+    union = merge(both)
+    return total_a + total_b - int(union.select((pl.col(END) - pl.col(START)).sum()).item() or 0)
 
 
 def clip(frame: pl.DataFrame | pl.LazyFrame, lo: int, hi: int, start: str = START,

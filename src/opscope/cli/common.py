@@ -8,7 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from opscope.errors import InputError, UsageError
+from opscope.errors import UsageError
 from opscope.ingest import load
 from opscope.model.trace import Trace
 from opscope.report import FORMATS, Document, RenderOptions, render
@@ -43,10 +43,8 @@ def _int_list(text: str) -> tuple[int, ...]:
 
 
 def load_trace(args: argparse.Namespace, path: str | None = None) -> Trace:
-    trace = load(path if path is not None else args.trace, cache=not args.no_cache)
-    if getattr(args, "strict", False) and trace.meta.warnings:
-        raise InputError(f"{trace.meta.warnings[0]} (--strict)")
-    return trace
+    return load(path if path is not None else args.trace, cache=not args.no_cache,
+                strict=getattr(args, "strict", False))
 
 
 def render_options(args: argparse.Namespace, to_terminal: bool) -> RenderOptions:

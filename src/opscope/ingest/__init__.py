@@ -6,8 +6,8 @@ import logging
 import os
 from pathlib import Path
 
-import pyarrow as pa
 import polars as pl
+import pyarrow as pa
 
 from opscope.errors import InputError
 from opscope.ingest.cache import CacheWriter, read_cached
@@ -28,11 +28,12 @@ def _to_frame(table: pa.Table) -> pl.DataFrame:
     return frame.with_columns(pl.col(c).cast(t) for c, t in COLUMNS.items())
 
 
-def load(path: str | os.PathLike[str] | None = None, *, cache: bool = True) -> Trace:
+def load(path: str | os.PathLike[str] | None = None, *, cache: bool = True, strict: bool = False) -> Trace:
     """Read a trace (a file, a folder's newest trace, or the default log folder) into a `Trace`.
 
     With `cache=True` the columnar table is kept in the cache folder and reused while the file is unchanged.
-    Warnings (salvaged truncation, replaced bad UTF-8, ...) are logged and kept in `trace.meta.warnings`.
+    Warnings (salvaged truncation, replaced bad UTF-8, ...) are logged and kept in `trace.meta.warnings`;
+    with `strict=True` the first of them is raised as an `InputError` instead.
     """
     source = resolve_input(path)
     display = str(path) if path is not None and not Path(path).is_dir() else str(source)
@@ -40,7 +41,7 @@ def load(path: str | os.PathLike[str] | None = None, *, cache: bool = True) -> T
         hit = read_cached(source)
         if hit is not None:
             meta, parquet = hit
-            _log_warnings(meta)
+            _log_warnings(meta, strict)
             return Trace.from_parquet(meta, parquet)
     reader = detect(source, display)
     batches, finish = reader.read(source, display)
@@ -54,14 +55,14 @@ def load(path: str | os.PathLike[str] | None = None, *, cache: bool = True) -> T
         except BaseException:
             writer.abort()
             raise
-        _log_warnings(meta)
+        _log_warnings(meta, strict)
         return Trace.from_parquet(meta, target)
     collected = [b for b in batches if b.num_rows]
     meta = finish()
     rows = sum(b.num_rows for b in collected)
     _check_nonempty(meta, rows, display)
     table = pa.Table.from_batches(collected, schema=arrow_schema())
-    _log_warnings(meta)
+    _log_warnings(meta, strict)
     return Trace.from_frame(meta, _to_frame(table))
 
 
@@ -70,6 +71,8 @@ def _check_nonempty(meta: TraceMeta, rows: int, display: str) -> None:
         raise InputError(f"{display}: cut off before the first complete event; nothing to salvage")
 
 
-def _log_warnings(meta: TraceMeta) -> None:
+def _log_warnings(meta: TraceMeta, strict: bool) -> None:
+    if strict and meta.warnings:
+        raise InputError(f"{meta.warnings[0]} (--strict)")
     for message in meta.warnings:
         log.warning(message)

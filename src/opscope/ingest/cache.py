@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from opscope.model.meta import TraceMeta
 from opscope.model.schema import arrow_schema
 
-CACHE_VERSION = "3"
+CACHE_VERSION = "4"
 _META_KEY = b"opscope.meta"
 _KEY_KEY = b"opscope.key"
 

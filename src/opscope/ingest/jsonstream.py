@@ -165,9 +165,14 @@ class EventSplitter(Generic[T]):
                 self.report.skipped_elements += 1
 
     def _fast_close(self, body: bytes) -> tuple[int, T | None, int] | None:
-        """At the end of the stream: find the array's closing bracket from the end, verified by decoding."""
+        """At the end of the stream: find the array's closing bracket from the end, verified by decoding.
+
+        The bracket that closes the events array follows an event's `}` (or the opening `[` when empty),
+        which rules out the brackets of lists and strings in the trailing metadata without decoding.
+        """
         limit = len(body)
-        for _ in range(4):
+        tries = 0
+        for _ in range(4096):
             close = body.rfind(b"]", 0, limit)
             if close < 0:
                 return None
@@ -179,10 +184,14 @@ class EventSplitter(Generic[T]):
             content = body[first:close].rstrip()
             if not content:
                 return close, None, first
+            if content[-1:] != b"}":
+                continue
+            tries += 1
             try:
                 return close, self._decode(b"[" + content + b"]"), first + len(content)
             except SyntaxProblem:
-                continue
+                if tries >= 4:
+                    return None
         return None
 
     def __iter__(self) -> Iterator[T]:
@@ -224,8 +233,8 @@ class EventSplitter(Generic[T]):
                     self.report.trailer = body[close + 1 :]
                     return
             # Exact path: the guess failed, or the stream has ended without a clean close.
-            ends, close = scan_elements(body)
-            if close is None and not self._eof:
+            ends, array_close = scan_elements(body)
+            if array_close is None and not self._eof:
                 keep = ends[-1] if ends else 0
                 if keep == 0:
                     continue
@@ -236,13 +245,13 @@ class EventSplitter(Generic[T]):
                 consumed += keep + (len(rest) - len(stripped))
                 body = stripped
                 continue
-            usable = [e for e in ends if close is None or e <= close]
+            usable = [e for e in ends if array_close is None or e <= array_close]
             yield from self._decode_exact(body, usable)
             if usable:
                 self.report.salvaged_up_to = consumed + usable[-1]
-            if close is not None:
+            if array_close is not None:
                 self.report.closed = True
-                trailer = [body[close + 1 :]]
+                trailer = [body[array_close + 1 :]]
                 while not self._eof:
                     trailer.append(self._read())
                 self.report.trailer = b"".join(trailer)

@@ -90,8 +90,8 @@ def _md_escape(text: str) -> str:
 
 def render_markdown(doc: Document, options: RenderOptions) -> str:
     lines = [f"### {_md_escape(doc.title)}", ""]
-    for label, value in doc.facts:
-        lines.append(f"- **{_md_escape(label)}**: {_md_escape(value)}")
+    for label, fact in doc.facts:
+        lines.append(f"- **{_md_escape(label)}**: {_md_escape(fact)}")
     if doc.facts:
         lines.append("")
     for table in doc.tables:
@@ -102,7 +102,7 @@ def render_markdown(doc: Document, options: RenderOptions) -> str:
         for row in table.rows:
             cells = []
             for col in table.columns:
-                value = row.get(col.key)
+                value: Any = row.get(col.key)
                 if col.kind == NAME and not options.wide and isinstance(value, str):
                     value = names.shorten(value, 80)
                 text = fmt(value, col.kind)
