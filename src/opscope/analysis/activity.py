@@ -9,14 +9,17 @@ optional `activity=` so `opscope analyze` builds it once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
 from opscope.analysis import intervals, window
 from opscope.analysis.categories import with_category
-from opscope.analysis.launches import GpuLaunches, gpu_launches
+from opscope.analysis.launches import LAUNCH_DUR, LAUNCH_PID, LAUNCH_TID, LAUNCH_TS, GpuLaunches, gpu_launches
+from opscope.analysis.syncs import cpu_spans, issuing_ops
 from opscope.model.schema import Col
+
+LAUNCH_OP = "launch_op"  # innermost CPU op / annotation around the launch call (null: none or no launch)
 from opscope.model.trace import Trace
 
 
@@ -58,3 +61,16 @@ def gpu_activity(trace: Trace, options: TimelineOptions | None = None) -> Activi
     else:
         win = window.trace_window(trace, opts.devices, opts.streams)
     return Activity(events=frame, window=win, launches=launches, negative_durations=negative, options=opts)
+
+
+def with_launch_ops(trace: Trace, activity: Activity, spans: pl.DataFrame | None = None) -> Activity:
+    """`activity` with a `launch_op` column: the op that launched each GPU event (computed once, reused)."""
+    if LAUNCH_OP in activity.events.columns:
+        return activity
+    events = activity.events
+    calls = events.select(
+        pl.col(LAUNCH_PID).alias(Col.PID), pl.col(LAUNCH_TID).alias(Col.TID), pl.col(LAUNCH_TS).alias(Col.TS_NS),
+        (pl.col(LAUNCH_TS) + pl.col(LAUNCH_DUR).fill_null(0).clip(lower_bound=0)).alias("end_ns"),
+    )
+    ops = issuing_ops(calls, cpu_spans(trace) if spans is None else spans)
+    return replace(activity, events=events.with_columns(ops.alias(LAUNCH_OP)))

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import polars as pl
 
 from opscope.analysis import window as win
-from opscope.analysis.activity import Activity, TimelineOptions, gpu_activity
-from opscope.analysis.launches import FROM_GRAPH, LAUNCH_DUR, LAUNCH_NAME, LAUNCH_PID, LAUNCH_TID, LAUNCH_TS
-from opscope.analysis.syncs import NO_OP, cpu_spans, issuing_ops
+from opscope.analysis.activity import LAUNCH_OP, Activity, TimelineOptions, gpu_activity, with_launch_ops
+from opscope.analysis.launches import FROM_GRAPH, LAUNCH_NAME, LAUNCH_TS
+from opscope.analysis.syncs import NO_OP
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
@@ -70,7 +70,7 @@ def kernel_delays(activity: Activity) -> tuple[pl.DataFrame, int, int]:
 def launch_delay(trace: Trace, options: TimelineOptions | None = None, activity: Activity | None = None,
                  top: int = 10) -> LaunchDelay:
     """Distribution of launch delays and the ops whose kernels waited longest (see the module doc)."""
-    act = activity or gpu_activity(trace, options)
+    act = with_launch_ops(trace, activity or gpu_activity(trace, options))
     measured, missing, graph = kernel_delays(act)
     if measured.height == 0:
         return LaunchDelay(kernels=0, p50_ns=None, p95_ns=None, max_ns=None, mean_ns=None, negative=0,
@@ -81,13 +81,8 @@ def launch_delay(trace: Trace, options: TimelineOptions | None = None, activity:
         delay.max().alias("max"), delay.mean().alias("mean"), (pl.col("raw_ns") < 0).sum().alias("neg"),
         pl.col("raw_ns").min().alias("min_raw"),
     ).row(0, named=True)
-    calls = measured.select(
-        pl.col(LAUNCH_PID).alias(Col.PID), pl.col(LAUNCH_TID).alias(Col.TID), pl.col(LAUNCH_TS).alias(Col.TS_NS),
-        (pl.col(LAUNCH_TS) + pl.col(LAUNCH_DUR).fill_null(0).clip(lower_bound=0)).alias("end_ns"),
-    )
-    ops = issuing_ops(calls, cpu_spans(trace))
     grouped = (
-        measured.with_columns(ops.fill_null(NO_OP).alias("op"))
+        measured.with_columns(pl.col(LAUNCH_OP).fill_null(NO_OP).alias("op"))
         .group_by("op")
         .agg(pl.len().alias("n"), delay.mean().alias("mean"), delay.quantile(0.95, "linear").alias("p95"),
              delay.max().alias("max"))

@@ -60,10 +60,18 @@ def _flow_ids(trace: Trace, phase: str) -> pl.LazyFrame:
     )
 
 
-def _with_flow_fallback(frame: pl.LazyFrame, flows: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.Expr]:
-    joined = frame.join(flows, on=[Col.PID, Col.TID, Col.TS_NS], how="left")
-    via_flow = pl.col(Col.CORRELATION).is_null() & pl.col("_flow").is_not_null()
-    return joined.with_columns(pl.coalesce(Col.CORRELATION, "_flow").alias(Col.CORRELATION)), via_flow
+def _with_flow_fallback(frame: pl.DataFrame, trace: Trace, phase: str) -> pl.DataFrame:
+    """`frame` with correlation filled from launch flows where it is null; `_via_flow` marks those rows.
+    The flow join only runs when some row lacks a correlation (rare in current traces)."""
+    missing = frame[Col.CORRELATION].is_null()
+    if not missing.any():
+        return frame.with_columns(pl.lit(False).alias("_via_flow"))
+    joined = frame.join(_flow_ids(trace, phase).collect(), on=[Col.PID, Col.TID, Col.TS_NS], how="left",
+                        maintain_order="left")
+    return joined.with_columns(
+        (pl.col(Col.CORRELATION).is_null() & pl.col("_flow").is_not_null()).alias("_via_flow"),
+        pl.coalesce(Col.CORRELATION, "_flow").alias(Col.CORRELATION),
+    ).drop("_flow")
 
 
 def gpu_launches(trace: Trace, devices: tuple[int, ...] | None = None,
@@ -73,18 +81,16 @@ def gpu_launches(trace: Trace, devices: tuple[int, ...] | None = None,
         pl.col(Col.KIND).cast(pl.String), pl.col(Col.NAME).cast(pl.String), pl.col(Col.PID).cast(pl.String),
         pl.col(Col.TID).cast(pl.String), Col.DEVICE, Col.STREAM, Col.TS_NS, Col.DUR_NS, Col.CORRELATION,
         Col.BYTES,
-    )
-    gpu, gpu_via_flow = _with_flow_fallback(gpu, _flow_ids(trace, "f"))
-    gpu = gpu.with_columns(gpu_via_flow.alias("_via_flow")).drop("_flow")
-
+    ).collect()
+    gpu = _with_flow_fallback(gpu, trace, "f")
     calls = (
         trace.lazy()
         .filter(pl.col(Col.KIND).cast(pl.String).is_in(list(LAUNCH_KINDS)))
         .select(pl.col(Col.NAME).cast(pl.String), pl.col(Col.PID).cast(pl.String),
                 pl.col(Col.TID).cast(pl.String), Col.TS_NS, Col.DUR_NS, Col.CORRELATION)
+        .collect()
     )
-    calls, _ = _with_flow_fallback(calls, _flow_ids(trace, "s"))
-    calls = calls.drop("_flow").filter(pl.col(Col.CORRELATION).is_not_null()).collect()
+    calls = _with_flow_fallback(calls, trace, "s").drop("_via_flow").filter(pl.col(Col.CORRELATION).is_not_null())
     duplicate_ids = int(calls.group_by(Col.CORRELATION).len().filter(pl.col("len") > 1).height)
     calls = calls.sort(Col.TS_NS).unique(subset=[Col.CORRELATION], keep="first").select(
         Col.CORRELATION,
@@ -94,10 +100,8 @@ def gpu_launches(trace: Trace, devices: tuple[int, ...] | None = None,
         pl.col(Col.PID).alias(LAUNCH_PID),
         pl.col(Col.TID).alias(LAUNCH_TID),
     )
-    frame = (
-        gpu.join(calls.lazy(), on=Col.CORRELATION, how="left")
-        .with_columns(pl.col(LAUNCH_NAME).str.contains(GRAPH_LAUNCH_PATTERN).fill_null(False).alias(FROM_GRAPH))
-        .collect()
+    frame = gpu.join(calls, on=Col.CORRELATION, how="left", maintain_order="left").with_columns(
+        pl.col(LAUNCH_NAME).str.contains(GRAPH_LAUNCH_PATTERN).fill_null(False).alias(FROM_GRAPH)
     )
     linked = frame.filter(pl.col(LAUNCH_TS).is_not_null())
     return GpuLaunches(

@@ -20,13 +20,13 @@ import polars as pl
 
 from opscope.analysis import intervals
 from opscope.analysis import window as win
-from opscope.analysis.activity import Activity, TimelineOptions, gpu_activity
+from opscope.analysis.activity import LAUNCH_OP, Activity, TimelineOptions, gpu_activity, with_launch_ops
 from opscope.analysis.categories import CATEGORY, CategoryBreakdown, category_breakdown
 from opscope.analysis.idle import IdleBreakdown, idle_breakdown
 from opscope.analysis.launch_delay import LaunchDelay, launch_delay
-from opscope.analysis.launches import LAUNCH_DUR, LAUNCH_PID, LAUNCH_TID, LAUNCH_TS
+from opscope.analysis.launches import LAUNCH_TS
 from opscope.analysis.memcpy import MemcpyStats, memcpy_stats
-from opscope.analysis.syncs import NO_OP, SyncStats, cpu_spans, issuing_ops, sync_stats
+from opscope.analysis.syncs import NO_OP, SyncStats, cpu_spans, sync_stats
 from opscope.analysis.timeline import Timeline, timeline
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
@@ -102,18 +102,14 @@ def _kernels(clipped: pl.DataFrame, top: int) -> tuple[KernelLine, ...]:
                  for r in grouped.iter_rows(named=True))
 
 
-def _ops(trace: Trace, act: Activity, top: int) -> tuple[tuple[OpLine, ...], float]:
+def _ops(act: Activity, top: int) -> tuple[tuple[OpLine, ...], float]:
     """GPU time per launching op (self), and the unattributed share (see the module doc)."""
     events = act.events.filter(win.starts_inside(act.window, Col.TS_NS))
     total = int(events[Col.DUR_NS].sum() or 0)
     if total == 0:
         return (), 0.0
-    linked = events.filter(pl.col(LAUNCH_TS).is_not_null())
-    calls = linked.select(
-        pl.col(LAUNCH_PID).alias(Col.PID), pl.col(LAUNCH_TID).alias(Col.TID), pl.col(LAUNCH_TS).alias(Col.TS_NS),
-        (pl.col(LAUNCH_TS) + pl.col(LAUNCH_DUR).fill_null(0).clip(lower_bound=0)).alias("end_ns"),
-    )
-    linked = linked.with_columns(issuing_ops(calls, cpu_spans(trace)).fill_null(NO_OP).alias("op"))
+    linked = events.filter(pl.col(LAUNCH_TS).is_not_null()).with_columns(
+        pl.col(LAUNCH_OP).fill_null(NO_OP).alias("op"))
     per = linked.group_by("op").agg(pl.len().alias("n"), pl.col(Col.DUR_NS).sum().alias("t"))
     attributed = int(per.filter(pl.col("op") != NO_OP)["t"].sum() or 0)
     per = per.filter(pl.col("op") != NO_OP).sort(["t", "op"], descending=[True, False]).head(top if top > 0 else None)
@@ -128,21 +124,25 @@ def _steps(trace: Trace, act: Activity) -> tuple[StepLine, ...]:
                             & pl.col(Col.NAME).cast(pl.String).str.contains(STEP_PATTERN.pattern))
         .select(pl.col(Col.NAME).cast(pl.String), Col.TS_NS, Col.DUR_NS).drop_nulls().sort(Col.TS_NS).collect()
     )
-    rows = []
-    for name, start, dur in marks.iter_rows():
-        piece = win.Window(bounds=((start, start + max(dur, 0)),), source=win.STEPS)
-        inside = win.restrict(act.events, piece)
-        rows.append(StepLine(name=name, start_ns=start, wall_ns=max(dur, 0),
-                             busy_ns=int(intervals.union_ns(inside)) if inside.height else 0))
-    return tuple(rows)
+    if marks.height == 0:
+        return ()
+    # One piece per step, not merged (adjacent steps touch): the piece index is the step's row.
+    pieces = win.Window(bounds=tuple((s, s + max(d, 0)) for s, d in zip(marks[Col.TS_NS], marks[Col.DUR_NS])))
+    inside = win.restrict(act.events, pieces)
+    busy = intervals.union_ns(inside, by=[win.PIECE]) if inside.height else None
+    per_step = dict(busy.iter_rows()) if isinstance(busy, pl.DataFrame) else {}
+    return tuple(StepLine(name=name, start_ns=start, wall_ns=max(dur, 0), busy_ns=int(per_step.get(i, 0)))
+                 for i, (name, start, dur) in enumerate(marks.iter_rows()))
 
 
 def analyze(trace: Trace, options: AnalyzeOptions | None = None) -> Analysis:
     """All timeline analyses of `trace` (see the module doc and docs/analysis-timeline.md)."""
     opts = options or AnalyzeOptions()
     act = gpu_activity(trace, TimelineOptions(devices=opts.devices, streams=opts.streams, windows=opts.windows))
+    spans = cpu_spans(trace)
+    act = with_launch_ops(trace, act, spans)
     clipped = act.clipped()
-    ops, unattributed = _ops(trace, act, opts.top)
+    ops, unattributed = _ops(act, opts.top)
     used = set(clipped[Col.DEVICE].drop_nulls().to_list())
     names = tuple(d.name for d in trace.meta.devices if not used or d.id in used)
     warnings = list(trace.meta.warnings)
@@ -152,7 +152,7 @@ def analyze(trace: Trace, options: AnalyzeOptions | None = None) -> Analysis:
         path=trace.path, device_names=names, timeline=timeline(trace, activity=act),
         idle=idle_breakdown(trace, activity=act), categories=category_breakdown(clipped),
         kernels=_kernels(clipped, opts.top), ops=ops, launch_delay=launch_delay(trace, activity=act, top=opts.top),
-        syncs=sync_stats(trace, act.window), memcpy=memcpy_stats(trace, activity=act), steps=_steps(trace, act),
+        syncs=sync_stats(trace, act.window, spans), memcpy=memcpy_stats(trace, activity=act), steps=_steps(trace, act),
         unattributed_share=unattributed, gpu_events=act.launches.gpu_events, linked=act.launches.linked,
         missing_launch=act.launches.missing, duplicate_ids=act.launches.duplicate_ids, options=opts,
         warnings=tuple(warnings),

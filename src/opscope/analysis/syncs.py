@@ -10,6 +10,7 @@ waits are counted separately (they duplicate the host calls in time, so they are
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import polars as pl
@@ -49,11 +50,12 @@ class SyncStats:
 
 def sync_calls(trace: Trace) -> pl.DataFrame:
     """Every synchronising host call: name, pid, tid, ts_ns, dur_ns, end_ns (durations below 0 count as 0)."""
+    host = trace.lazy().filter(pl.col(Col.KIND).cast(pl.String).is_in([Kind.RUNTIME, Kind.DRIVER]))
+    # Match the pattern on the few distinct call names, not on every event.
+    names = host.select(pl.col(Col.NAME).cast(pl.String).unique()).collect()[Col.NAME]
+    wanted = [n for n in names.drop_nulls().to_list() if re.search(SYNC_CALL_PATTERN, n)]
     return (
-        trace.lazy()
-        .filter(pl.col(Col.KIND).cast(pl.String).is_in([Kind.RUNTIME, Kind.DRIVER])
-                & pl.col(Col.NAME).cast(pl.String).str.contains(SYNC_CALL_PATTERN)
-                & pl.col(Col.TS_NS).is_not_null())
+        host.filter(pl.col(Col.NAME).cast(pl.String).is_in(wanted) & pl.col(Col.TS_NS).is_not_null())
         .select(pl.col(Col.NAME).cast(pl.String), pl.col(Col.PID).cast(pl.String),
                 pl.col(Col.TID).cast(pl.String), Col.TS_NS,
                 pl.col(Col.DUR_NS).fill_null(0).clip(lower_bound=0).alias(Col.DUR_NS))
@@ -103,14 +105,15 @@ def _rows(frame: pl.DataFrame, key: str) -> tuple[SyncRow, ...]:
                  for r in grouped.iter_rows(named=True))
 
 
-def sync_stats(trace: Trace, window: win.Window | None = None) -> SyncStats:
-    """Synchronising calls that start inside the window (whole trace when None), by call and by issuing op."""
+def sync_stats(trace: Trace, window: win.Window | None = None, spans: pl.DataFrame | None = None) -> SyncStats:
+    """Synchronising calls that start inside the window (whole trace when None), by call and by issuing op.
+    `spans`: `cpu_spans(trace)` when the caller already has it."""
     calls = sync_calls(trace)
     gpu = gpu_sync_events(trace)
     if window is not None:
         calls = calls.filter(win.starts_inside(window))
         gpu = gpu.filter(win.starts_inside(window))
-    ops = issuing_ops(calls, cpu_spans(trace)) if calls.height else pl.Series("op", [], dtype=pl.String)
+    ops = issuing_ops(calls, cpu_spans(trace) if spans is None else spans) if calls.height else pl.Series("op", [], dtype=pl.String)
     calls = calls.with_columns(ops.fill_null(NO_OP).alias("op"))
     return SyncStats(
         calls=calls.height,
