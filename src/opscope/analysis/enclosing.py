@@ -42,9 +42,10 @@ def innermost_enclosing(calls: pl.DataFrame, spans: pl.DataFrame, by: Sequence[s
     n = len(ends)
 
     q = calls.select(*keys, start, end).join(threads, on=keys, how="left", nulls_equal=True, maintain_order="left")
+    known = (q[start].is_not_null() & q[end].is_not_null()).to_numpy()  # calls without times match nothing
     q_thr = q["_thr"].to_numpy().astype(np.int64)
-    q_start = q[start].to_numpy().astype(np.int64)
-    q_end = q[end].to_numpy().astype(np.int64)
+    q_start = q[start].fill_null(0).to_numpy().astype(np.int64)
+    q_end = q[end].fill_null(0).to_numpy().astype(np.int64)
 
     # Position of the last span (thread, start order) starting at or before each call; first span of its thread.
     bounds = np.searchsorted(thr, np.arange(len(threads) + 1), side="left")
@@ -66,7 +67,7 @@ def innermost_enclosing(calls: pl.DataFrame, spans: pl.DataFrame, by: Sequence[s
         cur[step:] = np.maximum(prev[step:], prev[:-step])
         table.append(cur)
         k += 1
-    valid = pos >= first
+    valid = (pos >= first) & known
     cur_pos = np.where(valid, pos, 0)
     for level in range(len(table) - 1, -1, -1):
         size = 1 << level

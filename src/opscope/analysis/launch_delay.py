@@ -87,8 +87,8 @@ def launch_delay(trace: Trace, options: TimelineOptions | None = None, activity:
         .agg(pl.len().alias("n"), delay.mean().alias("mean"), delay.quantile(0.95, "linear").alias("p95"),
              delay.max().alias("max"))
         .sort(["max", "mean", "op"], descending=[True, True, False])
-        .head(top if top > 0 else None)
     )
+    grouped = grouped.head(top) if top > 0 else grouped
     worst = tuple(DelayGroup(name=r["op"], kernels=int(r["n"]), mean_ns=float(r["mean"]), p95_ns=float(r["p95"]),
                              max_ns=int(r["max"])) for r in grouped.iter_rows(named=True))
     negative = int(stats["neg"])

@@ -95,8 +95,9 @@ def _kernels(clipped: pl.DataFrame, top: int) -> tuple[KernelLine, ...]:
     total = int(clipped.select(dur.sum()).item() or 0) if clipped.height else 0
     grouped = (
         clipped.group_by(Col.NAME, Col.KIND, CATEGORY).agg(pl.len().alias("calls"), dur.sum().alias("total"))
-        .sort(["total", Col.NAME], descending=[True, False]).head(top if top > 0 else None)
+        .sort(["total", Col.NAME], descending=[True, False])
     )
+    grouped = grouped.head(top) if top > 0 else grouped
     return tuple(KernelLine(name=r[Col.NAME] or "", kind=r[Col.KIND], category=r[CATEGORY], calls=int(r["calls"]),
                             total_ns=int(r["total"]), share=int(r["total"]) / total if total else 0.0)
                  for r in grouped.iter_rows(named=True))
@@ -112,7 +113,8 @@ def _ops(act: Activity, top: int) -> tuple[tuple[OpLine, ...], float]:
         pl.col(LAUNCH_OP).fill_null(NO_OP).alias("op"))
     per = linked.group_by("op").agg(pl.len().alias("n"), pl.col(Col.DUR_NS).sum().alias("t"))
     attributed = int(per.filter(pl.col("op") != NO_OP)["t"].sum() or 0)
-    per = per.filter(pl.col("op") != NO_OP).sort(["t", "op"], descending=[True, False]).head(top if top > 0 else None)
+    per = per.filter(pl.col("op") != NO_OP).sort(["t", "op"], descending=[True, False])
+    per = per.head(top) if top > 0 else per
     rows = tuple(OpLine(name=r["op"], kernels=int(r["n"]), gpu_time_ns=int(r["t"]), share=int(r["t"]) / total)
                  for r in per.iter_rows(named=True))
     return rows, (total - attributed) / total
