@@ -26,9 +26,9 @@ def _stack(rng: random.Random, lo: int, hi: int, depth: int, out: list[tuple[int
 def brute(spans: list[tuple[str, int, int]], thread: str, start: int, end: int) -> int | None:
     best = None
     for i, (th, s, e) in enumerate(spans):
-        if th == thread and s <= start and end <= e:
-            if best is None or (s, -e, i) > (spans[best][1], -spans[best][2], best):
-                best = i
+        inside = th == thread and s <= start and end <= e
+        if inside and (best is None or (s, -e, i) > (spans[best][1], -spans[best][2], best)):
+            best = i
     return best
 
 

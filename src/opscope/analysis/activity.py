@@ -18,9 +18,9 @@ from opscope.analysis.categories import with_category
 from opscope.analysis.launches import LAUNCH_DUR, LAUNCH_PID, LAUNCH_TID, LAUNCH_TS, GpuLaunches, gpu_launches
 from opscope.analysis.syncs import cpu_spans, issuing_ops
 from opscope.model.schema import Col
+from opscope.model.trace import Trace
 
 LAUNCH_OP = "launch_op"  # innermost CPU op / annotation around the launch call (null: none or no launch)
-from opscope.model.trace import Trace
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis import intervals
 from opscope.analysis import window as win
 from opscope.analysis.activity import Activity, TimelineOptions, gpu_activity
 from opscope.analysis.categories import CATEGORY
@@ -106,7 +105,7 @@ def memcpy_stats(trace: Trace, options: TimelineOptions | None = None,
         rows.append(CopyRow(
             direction=str(dir_label), host_memory=host if host is None else str(host), calls=part.height,
             bytes=int(part[Col.BYTES].sum() or 0), calls_without_bytes=int(part[Col.BYTES].null_count()),
-            total_ns=total, busy_ns=int(intervals.union_ns(part)), bandwidth_gbps=_bandwidth(part),
+            total_ns=total, busy_ns=win.covered_ns(part), bandwidth_gbps=_bandwidth(part),
             share=total / gpu_total if gpu_total else 0.0,
         ))
     rows.sort(key=lambda r: (-r.total_ns, r.direction, r.host_memory or ""))
@@ -114,7 +113,7 @@ def memcpy_stats(trace: Trace, options: TimelineOptions | None = None,
     total = int(copies[Col.DUR_NS].sum() or 0)
     return MemcpyStats(
         rows=tuple(rows), calls=copies.height, bytes=int(copies[Col.BYTES].sum() or 0), total_ns=total,
-        busy_ns=int(intervals.union_ns(copies)) if copies.height else 0,
+        busy_ns=win.covered_ns(copies),
         share=total / gpu_total if gpu_total else 0.0, memset_calls=memsets.height,
         memset_bytes=int(memsets[Col.BYTES].sum() or 0), memset_ns=int(memsets[Col.DUR_NS].sum() or 0),
     )

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import polars as pl
 
 from opscope.analysis import intervals
-from opscope.analysis.window import PIECE
 from opscope.analysis.activity import Activity, TimelineOptions, gpu_activity
 from opscope.analysis.categories import CATEGORY
 from opscope.analysis.category_rules import COMMUNICATION, MEMCPY, MEMSET
+from opscope.analysis.window import PIECE, covered_ns
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
@@ -78,10 +78,6 @@ class Timeline:
     negative_durations: int  # GPU events dropped for a negative duration
 
 
-def _union(frame: pl.DataFrame) -> int:
-    return int(intervals.union_ns(frame)) if frame.height else 0
-
-
 def _concurrency(device_events: pl.DataFrame) -> tuple[int, dict[int | None, int]]:
     """(time with >= 2 busy streams, {stream: time it is the only busy stream}) by one sweep."""
     merged = intervals.merge(device_events, by=[Col.STREAM])
@@ -108,12 +104,12 @@ def _concurrency(device_events: pl.DataFrame) -> tuple[int, dict[int | None, int
 
 
 def _device(trace: Trace, device: int | None, events: pl.DataFrame, window_ns: int) -> DeviceTimeline:
-    busy = _union(events)
+    busy = covered_ns(events)
     category = pl.col(CATEGORY)
     compute = events.filter(~category.is_in(list(NOT_COMPUTE)))
     comm = events.filter(category == COMMUNICATION)
     memcpy = events.filter(category == MEMCPY)
-    comm_ns = _union(comm)
+    comm_ns = covered_ns(comm)
     compute_comm = intervals.intersection_ns(compute, comm) if compute.height and comm.height else 0
     compute_memcpy = intervals.intersection_ns(compute, memcpy) if compute.height and memcpy.height else 0
     multi, exclusive = _concurrency(events)
@@ -134,8 +130,8 @@ def _device(trace: Trace, device: int | None, events: pl.DataFrame, window_ns: i
     return DeviceTimeline(
         device=device, name=trace.meta.device_name(device), events=events.height, busy_ns=busy,
         idle_ns=window_ns - busy, utilization=busy / window_ns if window_ns else 0.0, span_ns=span,
-        idle_in_span_ns=span - busy, compute_ns=_union(compute), communication_ns=comm_ns,
-        memcpy_ns=_union(memcpy), memset_ns=_union(events.filter(category == MEMSET)),
+        idle_in_span_ns=span - busy, compute_ns=covered_ns(compute), communication_ns=comm_ns,
+        memcpy_ns=covered_ns(memcpy), memset_ns=covered_ns(events.filter(category == MEMSET)),
         compute_comm_overlap_ns=compute_comm, exposed_comm_ns=comm_ns - compute_comm,
         compute_memcpy_overlap_ns=compute_memcpy, multi_stream_ns=multi,
         streams=tuple(sorted(streams, key=lambda s: (s.stream is None, s.stream or 0))),

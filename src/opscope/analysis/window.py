@@ -97,3 +97,12 @@ def starts_inside(window: Window, start: str = Col.TS_NS) -> pl.Expr:
     for lo, hi in window.bounds:
         inside = inside | pl.col(start).is_between(lo, hi, closed="left")
     return inside
+
+
+def covered_ns(frame: pl.DataFrame) -> int:
+    """Length of the union of the frame's start_ns / end_ns intervals (0 for no rows)."""
+    if frame.height == 0:
+        return 0
+    total = intervals.union_ns(frame)
+    assert isinstance(total, int)
+    return total
