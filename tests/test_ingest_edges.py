@@ -206,3 +206,29 @@ def test_bare_list_schema_2021() -> None:
     kinds = trace.events["kind"].cast(str).value_counts()
     counts = dict(zip(kinds["kind"], kinds["count"]))
     assert counts["kernel"] == 9538 and counts["cpu_op"] == 42438 and counts["runtime"] == 10800
+
+
+def test_parallel_decode_equals_sequential(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = corpus_path("param/et_replay_tests_data_linear_kineto.json.gz")
+    monkeypatch.setenv("OPSCOPE_WORKERS", "0")
+    sequential = opscope.load(path, cache=False).events
+    monkeypatch.setenv("OPSCOPE_WORKERS", "2")
+    parallel = opscope.load(path, cache=False).events
+    assert parallel.height == sequential.height == 86859
+    assert parallel.cast({c: str for c in ("name", "cat", "kind")}).equals(
+        sequential.cast({c: str for c in ("name", "cat", "kind")}))
+
+
+def test_parallel_decode_repairs_wrong_boundary_guesses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # hand-made: args holding lists of objects laid out like top-level events, so that guessed cuts fall
+    # inside events; the workers' failures must be repaired without losing or duplicating anything
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1,
+               "args": {"External id": i, "nested": [{"a": i}, {"b": "},\n{"}]}} for i in range(3000)]
+    text = json.dumps({"traceEvents": events}, indent=1)
+    path = tmp_path / "nested.json"
+    path.write_text(text)
+    monkeypatch.setattr("opscope.ingest.jsonstream.BATCH_BYTES", 3000)
+    monkeypatch.setenv("OPSCOPE_WORKERS", "2")
+    trace = opscope.load(path, cache=False)
+    assert trace.events["external_id"].to_list() == list(range(3000))
+    assert not trace.meta.warnings

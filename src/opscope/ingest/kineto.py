@@ -9,6 +9,7 @@ anything that had to be salvaged or repaired.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,10 @@ from typing import Any
 import msgspec
 import pyarrow as pa
 
-from opscope.ingest.jsonstream import EventSplitter
-from opscope.ingest.kineto_batch import BatchDecoder
-from opscope.ingest.source import ChunkReader
+from opscope.ingest.jsonstream import EventSplitter, SyntaxProblem, scan_elements
+from opscope.ingest.kineto_batch import BatchDecoder, DecodeStats, decode_in_worker, verify_batch
+from opscope.ingest.parallel import ordered_map, plan_workers
+from opscope.ingest.source import ChunkReader, is_gzip
 from opscope.model.meta import DeviceInfo, TraceMeta
 
 # -- the reader --------------------------------------------------------------------------------------------
@@ -27,15 +29,68 @@ _FLAG_KEYS = ("record_shapes", "profile_memory", "with_stack", "with_flops", "wi
 
 
 def read_batches(path: Path, name: str) -> tuple[Iterator[pa.RecordBatch], Any]:
-    """Start reading `path`; returns the batch iterator and a finisher that builds `TraceMeta` afterwards."""
+    """Start reading `path`; returns the batch iterator and a finisher that builds `TraceMeta` afterwards.
+
+    Large traces are decoded by worker processes (see `ingest/parallel.py`); small ones in this process.
+    """
     reader = ChunkReader(path)
     decoder = BatchDecoder()
-    splitter = EventSplitter(reader, decoder, name)
+    workers = plan_workers(_estimated_size(path, reader))
+    if workers:
+        splitter: EventSplitter[Any] = EventSplitter(reader, verify_batch, name)
+        batches = _parallel(splitter, decoder, workers)
+    else:
+        splitter = EventSplitter(reader, decoder, name)
+        batches = iter(splitter)
 
     def finish() -> TraceMeta:
         return _build_meta(path, name, reader, decoder, splitter)
 
-    return iter(splitter), finish
+    return batches, finish
+
+
+def _estimated_size(path: Path, reader: ChunkReader) -> int:
+    size = reader.compressed_size
+    return size * 8 if is_gzip(path) else size
+
+
+def _parallel(splitter: EventSplitter[bytes], decoder: BatchDecoder, workers: int) -> Iterator[pa.RecordBatch]:
+    raw: deque[bytes] = deque()
+
+    def remember(items: Iterator[bytes]) -> Iterator[bytes]:
+        for item in items:
+            raw.append(item)
+            yield item
+
+    results = ordered_map(_decode_or_error, remember(iter(splitter)), workers, "opscope.ingest.kineto_batch")
+    for batch, stats, failed in results:
+        data = raw.popleft()
+        if failed or batch is None or stats is None:  # rare: a batch only the lenient path can read; redo it here, element by element
+            yield from _decode_here(data, decoder, splitter)
+            continue
+        decoder.stats.merge(stats)
+        yield batch
+
+
+def _decode_or_error(data: bytes) -> tuple[pa.RecordBatch | None, DecodeStats | None, bool]:
+    try:
+        batch, stats = decode_in_worker(data)
+        return batch, stats, False
+    except SyntaxProblem:
+        return None, None, True
+
+
+def _decode_here(data: bytes, decoder: BatchDecoder, splitter: EventSplitter[Any]) -> Iterator[pa.RecordBatch]:
+    body = data[1:-1]
+    ends, _ = scan_elements(body)
+    start = 0
+    for end in ends:
+        piece = body[start:end].lstrip(b" \t\r\n,")
+        start = end
+        try:
+            yield decoder(b"[" + piece + b"]")
+        except SyntaxProblem:
+            splitter.report.skipped_elements += 1
 
 
 def _decode_document_meta(header: bytes, trailer: bytes, bare: bool, closed: bool) -> dict[str, Any]:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import gc
 import math
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
 import msgspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from msgspec import field
 
 from opscope.ingest.jsonstream import SyntaxProblem
@@ -34,7 +34,7 @@ class _Event(msgspec.Struct, gc=False):
     name: str | None = None
     pid: int | str | None = None
     tid: int | str | None = None
-    ts: float | None = None
+    ts: Any = None  # float literals arrive as their text (float_hook=str): see `_start_times_ns`
     dur: float | None = None
     id: int | str | None = None
     args: msgspec.Raw = _EMPTY
@@ -60,7 +60,7 @@ class _GpuArgs(msgspec.Struct, gc=False):
 
 
 class _HostArgs(msgspec.Struct, gc=False):
-    """args of everything else (CPU ops, runtime calls, annotations, python functions, metadata)."""
+    """args of CPU ops, annotations and other host events."""
 
     external_id: Num = field(name="External id", default=None)
     external_id_old: Num = field(name="external id", default=None)
@@ -70,10 +70,28 @@ class _HostArgs(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = field(name="Input Dims", default=_EMPTY)
     input_dims_old: msgspec.Raw = field(name="Input dims", default=_EMPTY)
     input_types: msgspec.Raw = field(name="Input type", default=_EMPTY)
+    seq: Num = field(name="Sequence number", default=None)
+
+
+class _LaunchArgs(msgspec.Struct, gc=False):
+    """args of runtime / driver calls (launches, copies, synchronisations)."""
+
+    external_id: Num = field(name="External id", default=None)
+    external_id_old: Num = field(name="external id", default=None)
+    correlation: Num = None
+
+
+class _PythonArgs(msgspec.Struct, gc=False):
+    """args of python_function events (with_stack)."""
+
     py_id: Num = field(name="Python id", default=None)
     py_parent: Num = field(name="Python parent id", default=None)
+
+
+class _MetaArgs(msgspec.Struct, gc=False):
+    """args of metadata events (process and thread names)."""
+
     label: Any = field(name="name", default=None)
-    seq: Num = field(name="Sequence number", default=None)
 
 
 class _LooseEvent(msgspec.Struct, gc=False):
@@ -90,13 +108,15 @@ class _LooseEvent(msgspec.Struct, gc=False):
     args: msgspec.Raw = _EMPTY
 
 
-_STRICT = msgspec.json.Decoder(list[_Event])
+_STRICT = msgspec.json.Decoder(list[_Event], float_hook=str)
 _LOOSE = msgspec.json.Decoder(list[_LooseEvent])
-_GPU_ARGS = msgspec.json.Decoder(list[_GpuArgs])
-_HOST_ARGS = msgspec.json.Decoder(list[_HostArgs])
+_DECODERS: dict[type, msgspec.json.Decoder[Any]] = {
+    struct: msgspec.json.Decoder(list[struct])  # type: ignore[valid-type]
+    for struct in (_GpuArgs, _HostArgs, _LaunchArgs, _PythonArgs, _MetaArgs)
+}
 _LOOSE_ARGS = msgspec.json.Decoder(list[Any])
 _INT64_MAX = 2**63 - 1
-_GPU_CATEGORIES = frozenset(c for c, k in CATEGORY_KINDS.items() if k in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET))
+_FLOAT_EXACT_US = 2.0**53 / 1000 / 8  # below this, float64 microseconds keep every nanosecond
 
 
 @dataclass
@@ -105,6 +125,12 @@ class DecodeStats:
     bad_utf8_batches: int = 0
     loose_batches: int = 0
     clamped_values: int = 0
+
+    def merge(self, other: DecodeStats) -> None:
+        self.events += other.events
+        self.bad_utf8_batches += other.bad_utf8_batches
+        self.loose_batches += other.loose_batches
+        self.clamped_values += other.clamped_values
 
 
 def _as_str(value: Any) -> str | None:
@@ -192,11 +218,11 @@ class BatchDecoder:
         except msgspec.DecodeError as exc:
             raise SyntaxProblem(str(exc)) from None
 
-    def _decode_args(self, raws: list[msgspec.Raw], decoder: msgspec.json.Decoder, struct: type) -> list[Any]:
+    def _decode_args(self, raws: list[msgspec.Raw], struct: type) -> list[Any]:
         if not raws:
             return []
         try:
-            return decoder.decode(b"[" + b",".join(raws) + b"]")  # type: ignore[no-any-return]
+            return _DECODERS[struct].decode(b"[" + b",".join(raws) + b"]")  # type: ignore[no-any-return]
         except msgspec.ValidationError:
             self.stats.loose_batches += 1
             return _loose_args(raws, struct)
@@ -228,7 +254,9 @@ class BatchDecoder:
         return None
 
     @staticmethod
-    def _floats(values: list[Any], dtype: pa.DataType) -> pa.Array:
+    def _floats(values: list[Any] | pa.Array, dtype: pa.DataType) -> pa.Array:
+        if isinstance(values, pa.Array):
+            return values.cast(dtype)
         try:
             return pa.array(values, type=dtype)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
@@ -250,90 +278,132 @@ class BatchDecoder:
 
     @staticmethod
     def _raw_strings(values: list[msgspec.Raw]) -> pa.DictionaryArray:
+        """JSON text of nested values (e.g. Input Dims) as strings; absent values as nulls."""
         return pa.array([bytes(v).decode("utf-8", "replace") if len(v) else None for v in values],
                         type=pa.string()).dictionary_encode()
 
-    def _times_ns(self, values: list[Any]) -> pa.Array:
-        """Microseconds (as Kineto writes them) to integer nanoseconds, keeping sub-microsecond digits."""
+    def _times_ns(self, values: list[Any] | pa.Array) -> pa.Array:
+        """Durations in microseconds (as Kineto writes them) to integer nanoseconds."""
         floats = self._floats(values, pa.float64())
         mask = np.asarray(floats.is_null().to_numpy(zero_copy_only=False))
         us = floats.fill_null(0.0).to_numpy()
         whole = np.floor(us)
-        # Whole and fractional microseconds apart, so that epoch-scale values keep their ns digits.
+        # Whole and fractional microseconds apart, so that large values keep their nanosecond digits.
         ns = whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000).astype(np.int64)
         return pa.array(ns, type=pa.int64(), mask=mask if mask.any() else None)
+
+    def _start_times_ns(self, values: list[Any]) -> pa.Array:
+        """Start times to integer nanoseconds, exactly.
+
+        Float literals arrive as text. Most traces use a monotonic clock (~1e12 us), where float64 keeps every
+        nanosecond; epoch-based traces (~1.7e15 us) would lose up to 0.125 us in a float64, so for those the
+        text is split at the decimal point and both parts are read as integers.
+        """
+        try:
+            text = pa.array(values, type=pa.string())
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return self._times_ns([_as_float(v) if isinstance(v, str) else v for v in values])
+        try:
+            floats = pc.cast(text, pa.float64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return self._times_ns([_as_float(v) for v in values])
+        top = pc.max(pc.abs(floats)).as_py()
+        if top is None or top < _FLOAT_EXACT_US:
+            return self._times_ns(floats)
+        parts = pc.extract_regex(text, r"^(?P<w>-?\d+)(?:\.(?P<f>\d*))?$")
+        if parts.null_count > text.null_count:  # exponents or other forms: keep the float reading
+            return self._times_ns(floats)
+        whole = pc.cast(parts.field("w"), pa.int64())
+        frac = pc.cast(pc.utf8_slice_codeunits(pc.utf8_rpad(parts.field("f"), 3, "0"), 0, 3), pa.int64())
+        sign = pc.if_else(pc.starts_with(parts.field("w"), "-"), -1, 1)
+        return pc.add(pc.multiply(whole, 1000), pc.multiply(frac, sign))
 
     def _columns(self, events: list[_Event]) -> pa.RecordBatch:
         n = len(events)
         if n == 0:
             return pa.RecordBatch.from_pylist([], schema=arrow_schema())
-        ph, cat, name, pid, tid, ts, dur, fid, args = (
-            list(col) for col in zip(*map(attrgetter("ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "args"),
-                                           events))
-        )
+        # One list comprehension per field is faster than transposing tuples.
+        ph = [e.ph for e in events]
+        cat = [e.cat for e in events]
+        pid = [e.pid for e in events]
+        tid = [e.tid for e in events]
+        args = [e.args for e in events]
         cat_arr = self._strings(cat)
         ph_arr = self._strings(ph)
         kind = _kinds(cat_arr, ph_arr)
-        gpu_cats = {i for i, c in enumerate(cat_arr.dictionary.to_pylist()) if c in _GPU_CATEGORIES}
-        cat_codes = cat_arr.indices.fill_null(-1).to_numpy()
-        is_gpu = np.isin(cat_codes, list(gpu_cats)) if gpu_cats else np.zeros(n, dtype=bool)
-        has_args = np.fromiter(map(len, args), dtype=np.int64, count=n) > 0
-        gpu_idx = np.flatnonzero(is_gpu & has_args)
-        host_idx = np.flatnonzero(~is_gpu & has_args)
-        gpu_args = self._decode_args([args[i] for i in gpu_idx], _GPU_ARGS, _GpuArgs)
-        host_args = self._decode_args([args[i] for i in host_idx], _HOST_ARGS, _HostArgs)
         cols: dict[str, pa.Array] = {
             Col.PH: ph_arr,
             Col.CAT: cat_arr,
             Col.KIND: kind,
-            Col.NAME: self._strings(name),
+            Col.NAME: self._strings([e.name for e in events]),
             Col.PID: self._strings(pid),
             Col.TID: self._strings(tid),
-            Col.TS_NS: self._times_ns(ts),
-            Col.DUR_NS: self._times_ns(dur),
-            Col.FLOW_ID: self._ints(fid, pa.int64()),
+            Col.TS_NS: self._start_times_ns([e.ts for e in events]),
+            Col.DUR_NS: self._times_ns([e.dur for e in events]),
+            Col.FLOW_ID: self._ints([e.id for e in events], pa.int64()),
         }
+        kind_codes = kind.indices.to_numpy()
+        has_args = np.fromiter(map(len, args), dtype=np.int64, count=n) > 0
         scatter = _Scatter(n, self)
-        if len(gpu_args):
-            g = list(zip(*map(attrgetter(
-                "external_id", "external_id_old", "correlation", "stream", "device", "grid", "block", "registers",
-                "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy", "nbytes", "bandwidth"), gpu_args)))
-            scatter.add(Col.EXTERNAL_ID, gpu_idx, _coalesce(g[0], g[1]))
-            scatter.add(Col.CORRELATION, gpu_idx, g[2])
-            scatter.add(Col.STREAM, gpu_idx, g[3])
-            scatter.add(Col.DEVICE, gpu_idx, g[4])
-            for axis, (gcol, bcol) in enumerate(((Col.GRID_X, Col.BLOCK_X), (Col.GRID_Y, Col.BLOCK_Y),
-                                                 (Col.GRID_Z, Col.BLOCK_Z))):
-                scatter.add(gcol, gpu_idx, _axis(g[5], axis))
-                scatter.add(bcol, gpu_idx, _axis(g[6], axis))
-            for col, values in zip((Col.REGISTERS, Col.SHARED_MEMORY, Col.BLOCKS_PER_SM, Col.WARPS_PER_SM,
-                                    Col.OCCUPANCY_PCT, Col.BYTES, Col.BANDWIDTH_GBPS), g[7:]):
-                scatter.add(col, gpu_idx, values)
-        if len(host_args):
-            h = list(zip(*map(attrgetter(
-                "external_id", "external_id_old", "correlation", "stream", "device", "input_dims", "input_dims_old",
-                "input_types", "py_id", "py_parent", "label", "seq"), host_args)))
-            scatter.add(Col.EXTERNAL_ID, host_idx, _coalesce(h[0], h[1]))
-            scatter.add(Col.CORRELATION, host_idx, h[2])
-            scatter.add(Col.STREAM, host_idx, h[3])
-            scatter.add(Col.DEVICE, host_idx, h[4])
-            scatter.add_text(Col.INPUT_DIMS, host_idx, self._raw_strings(
-                [a if len(a) else b for a, b in zip(h[5], h[6])]))
-            scatter.add_text(Col.INPUT_TYPES, host_idx, self._raw_strings(list(h[7])))
-            scatter.add(Col.PY_ID, host_idx, h[8])
-            scatter.add(Col.PY_PARENT_ID, host_idx, h[9])
-            scatter.add_text(Col.LABEL, host_idx, self._strings([v if isinstance(v, str) else None for v in h[10]]))
-            scatter.add(Col.SEQ, host_idx, h[11])
+        claimed = np.zeros(n, dtype=bool)
+        for struct, kinds in _GROUPS:
+            member = np.isin(kind_codes, [_KIND_CODE[k] for k in kinds]) if kinds else ~claimed
+            claimed |= member
+            idx = np.flatnonzero(member & has_args)
+            if len(idx):
+                self._scatter_group(scatter, struct, idx, self._decode_args([args[i] for i in idx], struct))
         cols.update(scatter.finish())
-        _fill_gpu_placement(cols, pid, tid, is_gpu)
+        _fill_gpu_placement(cols, pid, tid, np.isin(kind_codes, [_KIND_CODE[k] for k in _GPU_KINDS]))
         return pa.RecordBatch.from_arrays([cols[c] for c in COLUMNS], schema=arrow_schema())
 
+    def _scatter_group(self, scatter: _Scatter, struct: type, idx: np.ndarray, rows: list[Any]) -> None:
+        if struct is _LaunchArgs or struct is _GpuArgs or struct is _HostArgs:
+            scatter.add(Col.EXTERNAL_ID, idx, [r.external_id if r.external_id is not None else r.external_id_old
+                                               for r in rows])
+            scatter.add(Col.CORRELATION, idx, [r.correlation for r in rows])
+        if struct is _GpuArgs or struct is _HostArgs:
+            scatter.add(Col.STREAM, idx, [r.stream for r in rows])
+            scatter.add(Col.DEVICE, idx, [r.device for r in rows])
+        if struct is _GpuArgs:
+            grid = [r.grid for r in rows]
+            block = [r.block for r in rows]
+            for axis, (gcol, bcol) in enumerate(((Col.GRID_X, Col.BLOCK_X), (Col.GRID_Y, Col.BLOCK_Y),
+                                                 (Col.GRID_Z, Col.BLOCK_Z))):
+                scatter.add(gcol, idx, _axis(grid, axis))
+                scatter.add(bcol, idx, _axis(block, axis))
+            scatter.add(Col.REGISTERS, idx, [r.registers for r in rows])
+            scatter.add(Col.SHARED_MEMORY, idx, [r.shared_memory for r in rows])
+            scatter.add(Col.BLOCKS_PER_SM, idx, [r.blocks_per_sm for r in rows])
+            scatter.add(Col.WARPS_PER_SM, idx, [r.warps_per_sm for r in rows])
+            scatter.add(Col.OCCUPANCY_PCT, idx, [r.occupancy for r in rows])
+            scatter.add(Col.BYTES, idx, [r.nbytes for r in rows])
+            scatter.add(Col.BANDWIDTH_GBPS, idx, [r.bandwidth for r in rows])
+        elif struct is _HostArgs:
+            scatter.add_text(Col.INPUT_DIMS, idx, self._raw_strings(
+                [r.input_dims if len(r.input_dims) else r.input_dims_old for r in rows]))
+            scatter.add_text(Col.INPUT_TYPES, idx, self._raw_strings([r.input_types for r in rows]))
+            scatter.add(Col.SEQ, idx, [r.seq for r in rows])
+        elif struct is _PythonArgs:
+            scatter.add(Col.PY_ID, idx, [r.py_id for r in rows])
+            scatter.add(Col.PY_PARENT_ID, idx, [r.py_parent for r in rows])
+        elif struct is _MetaArgs:
+            scatter.add_text(Col.LABEL, idx, self._strings([r.label if isinstance(r.label, str) else None
+                                                            for r in rows]))
 
-def _coalesce(first: tuple[Any, ...], second: tuple[Any, ...]) -> list[Any]:
-    return [a if a is not None else b for a, b in zip(first, second)]
+
+_GPU_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+_KIND_CODE = {k: i for i, k in enumerate(KINDS)}
+# Which args struct decodes which kinds of events; the last group takes every event not claimed before.
+_GROUPS: tuple[tuple[type, tuple[str, ...]], ...] = (
+    (_GpuArgs, _GPU_KINDS),
+    (_LaunchArgs, (Kind.RUNTIME, Kind.DRIVER)),
+    (_PythonArgs, (Kind.PYTHON,)),
+    (_MetaArgs, (Kind.METADATA,)),
+    (_HostArgs, ()),
+)
 
 
-def _axis(values: tuple[Any, ...], axis: int) -> list[Any]:
+def _axis(values: list[Any], axis: int) -> list[Any]:
     return [v[axis] if isinstance(v, list) and len(v) > axis else None for v in values]
 
 
@@ -443,4 +513,29 @@ def _placement_int(value: Any) -> int | None:
         return int(digits) if digits and len(digits) < 18 else None
     return None
 
+
+# -- worker-process entry points (see ingest/parallel.py) ---------------------------------------------------
+
+_WORKER_DECODER: BatchDecoder | None = None
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def decode_in_worker(data: bytes) -> tuple[pa.RecordBatch, DecodeStats]:
+    """Decode one batch in a worker; returns the batch and what this call had to repair."""
+    global _WORKER_DECODER
+    if _WORKER_DECODER is None:
+        _WORKER_DECODER = BatchDecoder()
+    _WORKER_DECODER.stats = DecodeStats()
+    batch = _WORKER_DECODER(data)
+    return batch, _WORKER_DECODER.stats
+
+
+def verify_batch(data: bytes) -> bytes:
+    """Cheap structural check used by the splitter when decoding happens elsewhere: well-formed JSON only."""
+    try:
+        _RAW_LIST.decode(data)
+    except msgspec.DecodeError as exc:
+        if "UTF-8" not in str(exc):
+            raise SyntaxProblem(str(exc)) from None
+    return data
 
