@@ -22,14 +22,14 @@ SYNC_NAMES = re.compile(r"^(cuda|hip)(Device|Stream|Event)Synchronize$|^(cuda|hi
 
 
 def ns(value: float | int) -> int:
-    """Microseconds (the float the JSON parser produced) -> integer nanoseconds, exactly rounded."""
+    """Microseconds as written in the JSON (parsed as Decimal, so digits are exact) -> integer nanoseconds."""
     return int((Decimal(value) * 1000).to_integral_value())
 
 
 def events(path: Path) -> list[dict]:
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rb") as handle:
-        doc = json.loads(handle.read())
+        doc = json.loads(handle.read(), parse_float=Decimal)
     return doc if isinstance(doc, list) else doc.get("traceEvents", [])
 
 

@@ -106,3 +106,12 @@ def test_bad_input_is_one_line(cli, tmp_path) -> None:
     assert result.code == 2 and result.err.count("\n") == 1 and "error" in result.err
     assert cli("analyze", tmp_path / "missing.json").code == 2
     assert cli("analyze", bad, "--top", "-1").code == 2
+
+
+@pytest.mark.corpus
+def test_api_matches_cli(cli) -> None:
+    import opscope
+    from opscope.report.analyze_view import analyze_data
+
+    path = corpus_path(DLRM)
+    assert analyze_data(opscope.analyze(opscope.load(path))) == analyze_json(cli, path)

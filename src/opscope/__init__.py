@@ -4,6 +4,7 @@ The public API is small::
 
     trace = opscope.load("trace.pt.trace.json.gz")     # Trace: events as a polars DataFrame + metadata
     table = opscope.summary(trace, top=20)              # KernelSummary: the `opscope summary` rows
+    report = opscope.analyze(trace)                     # Analysis: the `opscope analyze` diagnosis
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from opscope.analysis.kernels import KernelRow, KernelSummary, SummaryOptions, kernel_summary
+from opscope.analysis.overview import Analysis, AnalyzeOptions
+from opscope.analysis.overview import analyze as _analyze
 from opscope.errors import InputError, OpscopeError, UsageError
 from opscope.ingest import load
 from opscope.model import Trace, TraceMeta
@@ -31,7 +34,21 @@ def summary(
                                                 streams=streams))
 
 
+def analyze(
+    trace: Trace,
+    *,
+    devices: tuple[int, ...] | None = None,
+    streams: tuple[int, ...] | None = None,
+    windows: tuple[tuple[int, int], ...] | None = None,
+    top: int = 10,
+) -> Analysis:
+    """Busy / idle and why, categories, launch delay, syncs, memcpy, top kernels and ops: `opscope analyze`."""
+    return _analyze(trace, AnalyzeOptions(devices=devices, streams=streams, windows=windows, top=top))
+
+
 __all__ = [
+    "Analysis",
+    "AnalyzeOptions",
     "InputError",
     "KernelRow",
     "KernelSummary",
@@ -41,6 +58,7 @@ __all__ = [
     "TraceMeta",
     "UsageError",
     "__version__",
+    "analyze",
     "load",
     "summary",
 ]
