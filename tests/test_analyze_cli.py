@@ -45,7 +45,8 @@ def test_other_formats(cli, fmt: str) -> None:
     assert result.code == 0, result.err
     if fmt == "csv":
         header = result.out.splitlines()[0]
-        assert header.startswith("device,busy_ns_us,idle_ns_us,utilization")
+        assert header == ("device,busy_us,idle_us,utilization,host_wait_us,sync_wait_us,other_idle_us,comm_us,"
+                          "exposed_comm_us,multi_stream_us")
     else:
         for needle in ("Busy and idle per device", "GPU time by kernel category", "Top kernels", "Memory copies",
                        "Synchronisations", "launch delay"):

@@ -111,7 +111,7 @@ def _facts(result: Analysis) -> tuple[tuple[str, str], ...]:
              if ld.kernels else "no kernel with a launch call")
     facts.append(("launch delay", delay))
     facts.append(("synchronisations", f"{sy.calls:,} calls, {_ms(sy.total_ns)}"))
-    facts.append(("memory copies", f"{mc.calls:,} copies, {mc.bytes:,} bytes, {_ms(mc.total_ns)} "
+    facts.append(("memory copies", f"{mc.calls:,} cop{'y' if mc.calls == 1 else 'ies'}, {mc.bytes:,} bytes, {_ms(mc.total_ns)} "
                                    f"({_pct(mc.share)} of GPU time)"))
     facts.append(("unattributed GPU time", _pct(result.unattributed_share)))
     return tuple(facts)
@@ -119,15 +119,16 @@ def _facts(result: Analysis) -> tuple[tuple[str, str], ...]:
 
 def _tables(result: Analysis) -> tuple[Table, ...]:
     idle = _idle(result)
-    devices = Table("devices", "Busy and idle per device", (
-        Column("device", "Device", TEXT), Column("busy_ns", "Busy ms", MS), Column("idle_ns", "Idle ms", MS),
-        Column("utilization", "Util", PCT), Column("host", "Host wait ms", MS), Column("sync", "Sync wait ms", MS),
-        Column("other", "Other idle ms", MS), Column("comm", "Comm ms", MS), Column("exposed", "Exposed comm ms", MS),
-        Column("multi", "Multi-stream ms", MS)), tuple(
-        {"device": str(d.device), "busy_ns": d.busy_ns, "idle_ns": d.idle_ns, "utilization": d.utilization,
-         "host": getattr(idle.get(d.device), "host_wait_ns", 0), "sync": getattr(idle.get(d.device), "sync_wait_ns", 0),
-         "other": getattr(idle.get(d.device), "other_ns", 0), "comm": d.communication_ns, "exposed": d.exposed_comm_ns,
-         "multi": d.multi_stream_ns} for d in result.timeline.devices))
+    devices = Table("devices", "Busy and idle per device (ms)", (
+        Column("device", "GPU", TEXT), Column("busy", "Busy", MS), Column("idle", "Idle", MS),
+        Column("utilization", "Util", PCT), Column("host_wait", "Host wait", MS), Column("sync_wait", "Sync wait", MS),
+        Column("other_idle", "Other idle", MS), Column("comm", "Comm", MS), Column("exposed_comm", "Exposed comm", MS),
+        Column("multi_stream", "Multi-stream", MS)), tuple(
+        {"device": str(d.device), "busy": d.busy_ns, "idle": d.idle_ns, "utilization": d.utilization,
+         "host_wait": getattr(idle.get(d.device), "host_wait_ns", 0),
+         "sync_wait": getattr(idle.get(d.device), "sync_wait_ns", 0),
+         "other_idle": getattr(idle.get(d.device), "other_ns", 0), "comm": d.communication_ns,
+         "exposed_comm": d.exposed_comm_ns, "multi_stream": d.multi_stream_ns} for d in result.timeline.devices))
     categories = Table("categories", "GPU time by kernel category", (
         Column("category", "Category", TEXT), Column("calls", "Calls", INT), Column("total_ns", "Total ms", MS),
         Column("share", "Share", PCT)), tuple(
