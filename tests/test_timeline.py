@@ -130,3 +130,18 @@ def test_device_selection(tmp_path) -> None:
     result = timeline(opscope.load(path, cache=False), TimelineOptions(devices=(1,)))
     assert [d.device for d in result.devices] == [1]
     assert result.window_ns == 100_000 and result.devices[0].busy_ns == 30_000
+
+
+@pytest.mark.corpus
+def test_analyze_steps_busy_equals_raw() -> None:
+    """analyze's per-step rows: wall time of each ProfilerStep#N and the GPU union inside it (2021 schema, where
+    the step markers are Operator events)."""
+    path = corpus_path("kineto/plugin_samples_resnet50_num_workers_0_worker0.pt.trace.json.gz")
+    evs = rawref.events(path)
+    gpu = [(g.start, g.end) for g in rawref.gpu(evs)]
+    marks = sorted((rawref.ns(e["ts"]), rawref.ns(e["dur"]), e["name"]) for e in evs
+                   if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X")
+    result = opscope.analyze(opscope.load(path))
+    assert [(s.name, s.start_ns, s.wall_ns) for s in result.steps] == [(n, t, d) for t, d, n in marks]
+    for step, (t, d, _) in zip(result.steps, marks):
+        assert step.busy_ns == rawref.length(rawref.intersect(gpu, [(t, t + d)]))

@@ -7,7 +7,8 @@ Until the operator and step analyses of the linking work (analysis/ops.py, analy
 `ops` and `steps` are computed here in a simpler form, documented in docs/analysis-timeline.md:
 - ops: GPU time per launching op (the innermost CPU op or annotation around each launch call), self time
   only: a kernel counts for the op that directly contains its launch, not for that op's parents.
-- steps: one row per ProfilerStep#N annotation: its wall time and the GPU busy time inside it.
+- steps: one row per CPU-side ProfilerStep#N event (user annotation, or cpu_op in 2021 traces): its wall time
+  and the GPU busy time inside it.
 - unattributed_share: GPU time whose launch call is missing or lies outside every CPU op, over all GPU time.
 """
 
@@ -122,7 +123,7 @@ def _ops(act: Activity, top: int) -> tuple[tuple[OpLine, ...], float]:
 
 def _steps(trace: Trace, act: Activity) -> tuple[StepLine, ...]:
     marks = (
-        trace.lazy().filter((pl.col(Col.KIND).cast(pl.String) == Kind.USER_ANNOTATION)
+        trace.lazy().filter(pl.col(Col.KIND).cast(pl.String).is_in([Kind.USER_ANNOTATION, Kind.CPU_OP])
                             & pl.col(Col.NAME).cast(pl.String).str.contains(STEP_PATTERN.pattern))
         .select(pl.col(Col.NAME).cast(pl.String), Col.TS_NS, Col.DUR_NS).drop_nulls().sort(Col.TS_NS).collect()
     )
