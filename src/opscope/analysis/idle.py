@@ -80,12 +80,13 @@ def _classified_gaps(events: pl.DataFrame, lo: int, hi: int) -> tuple[pl.DataFra
     return gaps.select(S, E), host, other
 
 
-def idle_breakdown(trace: Trace, options: TimelineOptions | None = None,
-                   activity: Activity | None = None) -> IdleBreakdown:
-    """Idle time per device split into host_wait / sync_wait / other (see the module doc)."""
+def idle_breakdown(trace: Trace, options: TimelineOptions | None = None, activity: Activity | None = None,
+                   syncs: pl.DataFrame | None = None) -> IdleBreakdown:
+    """Idle time per device split into host_wait / sync_wait / other (see the module doc). `syncs`:
+    `syncs.sync_calls(trace)` when the caller already has it."""
     act = activity or gpu_activity(trace, options)
     window = act.window
-    calls = sync_calls(trace).select(pl.col(Col.TS_NS).alias(S), pl.col(END).alias(E))
+    calls = (sync_calls(trace) if syncs is None else syncs).select(pl.col(Col.TS_NS).alias(S), pl.col(END).alias(E))
     gpu_syncs = gpu_sync_events(trace)
     events = act.events
     rows = []

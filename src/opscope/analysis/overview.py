@@ -27,7 +27,7 @@ from opscope.analysis.idle import IdleBreakdown, idle_breakdown
 from opscope.analysis.launch_delay import LaunchDelay, launch_delay
 from opscope.analysis.launches import LAUNCH_TS
 from opscope.analysis.memcpy import MemcpyStats, memcpy_stats
-from opscope.analysis.syncs import NO_OP, SyncStats, cpu_spans, sync_stats
+from opscope.analysis.syncs import NO_OP, SyncStats, cpu_spans, sync_calls, sync_stats
 from opscope.analysis.timeline import Timeline, timeline
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
@@ -142,7 +142,7 @@ def analyze(trace: Trace, options: AnalyzeOptions | None = None) -> Analysis:
     """All timeline analyses of `trace` (see the module doc and docs/analysis-timeline.md)."""
     opts = options or AnalyzeOptions()
     act = gpu_activity(trace, TimelineOptions(devices=opts.devices, streams=opts.streams, windows=opts.windows))
-    spans = cpu_spans(trace)
+    spans, syncs = cpu_spans(trace), sync_calls(trace)
     act = with_launch_ops(trace, act, spans)
     clipped = act.clipped()
     ops, unattributed = _ops(act, opts.top)
@@ -153,9 +153,9 @@ def analyze(trace: Trace, options: AnalyzeOptions | None = None) -> Analysis:
         warnings.append(f"{act.negative_durations:,} GPU events with a negative duration were left out")
     return Analysis(
         path=trace.path, device_names=names, timeline=timeline(trace, activity=act),
-        idle=idle_breakdown(trace, activity=act), categories=category_breakdown(clipped),
+        idle=idle_breakdown(trace, activity=act, syncs=syncs), categories=category_breakdown(clipped),
         kernels=_kernels(clipped, opts.top), ops=ops, launch_delay=launch_delay(trace, activity=act, top=opts.top),
-        syncs=sync_stats(trace, act.window, spans), memcpy=memcpy_stats(trace, activity=act), steps=_steps(trace, act),
+        syncs=sync_stats(trace, act.window, spans, syncs), memcpy=memcpy_stats(trace, activity=act), steps=_steps(trace, act),
         unattributed_share=unattributed, gpu_events=act.launches.gpu_events, linked=act.launches.linked,
         missing_launch=act.launches.missing, duplicate_ids=act.launches.duplicate_ids, options=opts,
         warnings=tuple(warnings),

@@ -105,10 +105,11 @@ def _rows(frame: pl.DataFrame, key: str) -> tuple[SyncRow, ...]:
                  for r in grouped.iter_rows(named=True))
 
 
-def sync_stats(trace: Trace, window: win.Window | None = None, spans: pl.DataFrame | None = None) -> SyncStats:
+def sync_stats(trace: Trace, window: win.Window | None = None, spans: pl.DataFrame | None = None,
+               calls: pl.DataFrame | None = None) -> SyncStats:
     """Synchronising calls that start inside the window (whole trace when None), by call and by issuing op.
-    `spans`: `cpu_spans(trace)` when the caller already has it."""
-    calls = sync_calls(trace)
+    `spans`, `calls`: `cpu_spans(trace)`, `sync_calls(trace)` when the caller already has them."""
+    calls = sync_calls(trace) if calls is None else calls
     gpu = gpu_sync_events(trace)
     if window is not None:
         calls = calls.filter(win.starts_inside(window))
