@@ -27,6 +27,21 @@ def add_selection_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stream", type=_int_list, default=None, metavar="N[,N...]", help="only these streams")
 
 
+def add_steps_arg(parser: argparse.ArgumentParser) -> None:
+    """`--steps 3-5`: restrict to those ProfilerStep#N windows (see `analysis.select.by_steps`)."""
+    parser.add_argument("--steps", default=None, metavar="SPEC",
+                        help="only these ProfilerStep numbers: 3, 3-5 or 2,4 (default: the whole trace)")
+
+
+def add_top_arg(parser: argparse.ArgumentParser, default: int = 30) -> None:
+    parser.add_argument("--top", type=int, default=default, help=f"rows to show (0 = all; default {default})")
+
+
+def check_top(args: argparse.Namespace) -> None:
+    if args.top < 0:
+        raise UsageError("--top must be 0 (all rows) or a positive number")
+
+
 def add_output_args(parser: argparse.ArgumentParser, formats: tuple[str, ...] | None = None) -> None:
     parser.add_argument("--format", choices=formats or tuple(FORMATS), default="table", help="output format")
     parser.add_argument("-o", "--output", default=None, help="write to this file instead of standard output")
