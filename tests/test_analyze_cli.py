@@ -11,7 +11,8 @@ from conftest import corpus_path
 
 DLRM = "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json"
 TOP_KEYS = {"schema", "trace", "window_us", "window", "devices", "categories", "unattributed_share",
-            "launch_delay_us", "launch_delay", "kernels", "ops", "syncs", "memcpy", "steps", "linking", "warnings"}
+            "launch_delay_us", "launch_delay", "kernels", "ops", "syncs", "memcpy", "steps", "steps_spec", "linking",
+            "warnings"}
 
 
 def analyze_json(cli, *args) -> dict:
@@ -59,7 +60,7 @@ def test_cpu_only_trace(cli) -> None:
     assert data["devices"] == [] and data["categories"] == [] and data["window_us"] > 0
     assert data["launch_delay_us"] == {"p50": None, "p95": None, "max": None, "mean": None}
     table = cli("analyze", corpus_path("hta/cpu_only_rank-34.OLDVERSION_b8cce2cd9c.pt.trace.json.gz"))
-    assert table.code == 0 and "CPU-only" in table.out
+    assert table.code == 0 and "No GPU kernels" in table.out
 
 
 @pytest.mark.corpus
@@ -73,7 +74,8 @@ def test_gpu_only_trace(cli) -> None:
 @pytest.mark.corpus
 def test_launches_without_kernels(cli) -> None:
     data = analyze_json(cli, corpus_path("zoology/trace.json"))
-    assert data["devices"] == [] and data["linking"]["gpu_events"] == 0 and data["syncs"]["calls"] >= 0
+    assert data["devices"] == [] and data["linking"]["gpu_events"] == 0
+    assert data["linking"]["launches_without_gpu"] > 0
 
 
 @pytest.mark.corpus
@@ -84,8 +86,8 @@ def test_device_selection_and_top(cli) -> None:
 
 
 def test_negative_and_zero_durations(cli, tmp_path) -> None:
-    """Hand-made: a kernel with a negative duration is left out and reported; a zero-length one counts as a
-    call with no time."""
+    """Hand-made: a kernel with a negative duration counts as zero (like linking) and is reported; a zero-length
+    one counts as a call with no time."""
     evs = [
         {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
         {"ph": "X", "cat": "kernel", "name": "ok", "pid": 0, "tid": 7, "ts": 10, "dur": 10, "args": {"device": 0}},
@@ -95,9 +97,10 @@ def test_negative_and_zero_durations(cli, tmp_path) -> None:
     path = tmp_path / "durations.json"
     path.write_text(json.dumps({"traceEvents": evs}))
     data = analyze_json(cli, path, "--no-cache")
-    assert data["devices"][0]["busy_us"] == 10.0 and data["devices"][0]["events"] == 2
-    assert any("negative duration" in w for w in data["warnings"])
-    assert {k["name"]: k["calls"] for k in data["kernels"]} == {"ok": 1, "zero": 1}
+    assert data["devices"][0]["busy_us"] == 10.0 and data["devices"][0]["events"] == 3
+    assert data["linking"]["negative_gpu_durations"] == 1
+    assert {k["name"]: k["calls"] for k in data["kernels"]} == {"ok": 1, "zero": 1, "bad": 1}
+    assert "negative duration" in cli("analyze", path, "--no-cache").out
 
 
 def test_bad_input_is_one_line(cli, tmp_path) -> None:

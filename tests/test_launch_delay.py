@@ -13,7 +13,7 @@ import opscope
 import rawref
 from conftest import corpus_path
 from opscope.analysis.launch_delay import launch_delay
-from opscope.analysis.launches import gpu_launches
+from opscope.analysis.linking import link
 
 CORPUS = [
     "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json",
@@ -92,7 +92,7 @@ def test_negative_delays_are_clamped_and_counted(tmp_path) -> None:
 
 def test_flow_events_link_gpu_work_without_correlation(tmp_path) -> None:
     """Hand-made: the kernel and the launch carry no correlation; an ac2g flow (s on the launch, f on the
-    kernel) links them. A second launch shares the id of the first (duplicate ids are counted)."""
+    kernel) links them, not the later launch call whose correlation equals the flow id."""
     evs = [
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 2},
         {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": 1, "tid": 1, "ts": 10},
@@ -103,8 +103,8 @@ def test_flow_events_link_gpu_work_without_correlation(tmp_path) -> None:
          "args": {"correlation": 5}},
     ]
     trace = _trace(tmp_path, evs)
-    links = gpu_launches(trace)
-    assert (links.linked, links.via_flow, links.missing, links.duplicate_ids) == (1, 1, 0, 1)
+    stats = link(trace).stats
+    assert (stats.linked_by_flow, stats.linked_by_correlation, stats.missing_launch) == (1, 0, 0)
     assert launch_delay(trace).max_ns == 4000
 
 

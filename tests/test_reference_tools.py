@@ -21,8 +21,7 @@ import pytest
 import opscope
 import rawref
 from conftest import TRACES, corpus_path
-from opscope.analysis.activity import gpu_activity
-from opscope.analysis.launches import LAUNCH_TS
+from opscope.analysis.activity import LAUNCH_TS, gpu_activity
 from opscope.analysis.timeline import timeline
 
 DLRM = {  # rank: file, HTA 0.5.0 (idle, compute, non-compute, kernel time) in us

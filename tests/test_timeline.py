@@ -142,6 +142,7 @@ def test_analyze_steps_busy_equals_raw() -> None:
     marks = sorted((rawref.ns(e["ts"]), rawref.ns(e["dur"]), e["name"]) for e in evs
                    if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X")
     result = opscope.analyze(opscope.load(path))
-    assert [(s.name, s.start_ns, s.wall_ns) for s in result.steps] == [(n, t, d) for t, d, n in marks]
-    for step, (t, d, _) in zip(result.steps, marks):
-        assert step.busy_ns == rawref.length(rawref.intersect(gpu, [(t, t + d)]))
+    rows = result.steps.rows
+    assert [(r.window.name, r.window.start_ns, r.window.dur_ns) for r in rows] == [(n, t, d) for t, d, n in marks]
+    for row, (t, d, _) in zip(rows, marks):
+        assert row.devices[0].busy_ns == rawref.length(rawref.intersect(gpu, [(t, t + d)]))

@@ -1,26 +1,32 @@
 """GPU activity prepared once for every timeline analysis: intervals, category and launch call per event.
 
-`gpu_activity(trace, options)` selects kernels, memcpys and memsets (devices, streams), matches each to its
-launch call (`launches.gpu_launches`), adds its category (`categories`), and the analysed window (`window`).
-Events with a negative duration are dropped and counted (a profiler bug, not work); zero-length events stay
-(they count as calls, add no time). The analyses in timeline / idle / launch_delay / memcpy all take an
-optional `activity=` so `opscope analyze` builds it once.
+`gpu_activity(trace, options)` takes the linked GPU events of `analysis.linking` (every kernel, memcpy and
+memset with its launch call and the innermost CPU op around that call), restricted to the selected devices and
+streams, adds the copy sizes, the intervals and the category (`categories`), and the analysed window
+(`window`). Negative durations count as zero (linking clips them, and they are counted in its stats); zero-length
+events count as calls and add no time. timeline / idle / launch_delay / memcpy all take an optional
+`activity=` so `opscope analyze` builds it once, and the `Linkage` inside is reused by ops and steps.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import polars as pl
 
 from opscope.analysis import intervals, window
 from opscope.analysis.categories import with_category
-from opscope.analysis.launches import LAUNCH_DUR, LAUNCH_PID, LAUNCH_TID, LAUNCH_TS, GpuLaunches, gpu_launches
-from opscope.analysis.syncs import cpu_spans, issuing_ops
-from opscope.model.schema import Col
+from opscope.analysis.linking import ROW, Linkage, LinkStats, link, selected_gpu
+from opscope.model.schema import GPU_KINDS, Col
 from opscope.model.trace import Trace
 
-LAUNCH_OP = "launch_op"  # innermost CPU op / annotation around the launch call (null: none or no launch)
+# Launch columns of `Activity.events` (null when the launch call is not in the trace).
+LAUNCH_NAME = "launch_name"
+LAUNCH_TS = "launch_ts_ns"
+LAUNCH_DUR = "launch_dur_ns"
+FROM_GRAPH = "from_graph"  # launched by cudaGraphLaunch / hipGraphLaunch
+LAUNCH_OP = "launch_op"  # innermost CPU op or annotation around the launch call (null: none, or no launch)
+ATTRIBUTED = "attributed"  # the launch lies inside some CPU op, annotation or Python frame
 
 
 @dataclass(frozen=True)
@@ -31,28 +37,39 @@ class TimelineOptions:
     windows: tuple[tuple[int, int], ...] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Activity:
-    """`events`: one row per GPU activity (all of the selection, not clipped) with kind, name, device,
-    stream, ts_ns, dur_ns, start_ns, end_ns, bytes, category and the launch columns of `launches`."""
+    """`events`: one row per GPU activity of the selection (not clipped) with kind, name, device, stream, ts_ns,
+    dur_ns, start_ns, end_ns, bytes, category, correlation and the launch columns above."""
 
     events: pl.DataFrame
     window: window.Window
-    launches: GpuLaunches
-    negative_durations: int
+    linkage: Linkage
     options: TimelineOptions
+
+    @property
+    def link(self) -> LinkStats:
+        return self.linkage.stats
 
     def clipped(self) -> pl.DataFrame:
         """The events cut to the analysed window (start_ns / end_ns clipped; events outside dropped)."""
         return window.restrict(self.events, self.window)
 
 
-def gpu_activity(trace: Trace, options: TimelineOptions | None = None) -> Activity:
+def gpu_activity(trace: Trace, options: TimelineOptions | None = None, linkage: Linkage | None = None) -> Activity:
     opts = options or TimelineOptions()
-    launches = gpu_launches(trace, opts.devices, opts.streams)
-    frame = launches.frame
-    negative = int(frame.filter(pl.col(Col.DUR_NS) < 0).height)
-    frame = frame.filter((pl.col(Col.DUR_NS) >= 0) & pl.col(Col.TS_NS).is_not_null()).with_columns(
+    linked = linkage or link(trace)
+    gpu = selected_gpu(trace, linked, opts.devices, opts.streams)
+    sizes = (
+        trace.lazy().with_row_index(ROW).filter(pl.col(Col.KIND).cast(pl.String).is_in(list(GPU_KINDS)))
+        .select(pl.col(ROW).cast(pl.Int64), Col.BYTES).collect()
+    )
+    frame = gpu.join(sizes, on=ROW, how="left", maintain_order="left").select(
+        ROW, pl.col(Col.KIND).cast(pl.String), pl.col(Col.NAME).cast(pl.String), Col.DEVICE, Col.STREAM,
+        Col.TS_NS, Col.DUR_NS, Col.CORRELATION, Col.BYTES,
+        pl.col(LAUNCH_NAME).cast(pl.String), LAUNCH_TS, LAUNCH_DUR, FROM_GRAPH,
+        pl.col("op_name").cast(pl.String).alias(LAUNCH_OP), ATTRIBUTED,
+    ).filter(pl.col(Col.TS_NS).is_not_null()).with_columns(
         pl.col(Col.TS_NS).alias(intervals.START), (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(intervals.END)
     )
     frame = with_category(frame)
@@ -60,17 +77,4 @@ def gpu_activity(trace: Trace, options: TimelineOptions | None = None) -> Activi
         win = window.from_bounds(opts.windows)
     else:
         win = window.trace_window(trace, opts.devices, opts.streams)
-    return Activity(events=frame, window=win, launches=launches, negative_durations=negative, options=opts)
-
-
-def with_launch_ops(trace: Trace, activity: Activity, spans: pl.DataFrame | None = None) -> Activity:
-    """`activity` with a `launch_op` column: the op that launched each GPU event (computed once, reused)."""
-    if LAUNCH_OP in activity.events.columns:
-        return activity
-    events = activity.events
-    calls = events.select(
-        pl.col(LAUNCH_PID).alias(Col.PID), pl.col(LAUNCH_TID).alias(Col.TID), pl.col(LAUNCH_TS).alias(Col.TS_NS),
-        (pl.col(LAUNCH_TS) + pl.col(LAUNCH_DUR).fill_null(0).clip(lower_bound=0)).alias("end_ns"),
-    )
-    ops = issuing_ops(calls, cpu_spans(trace) if spans is None else spans)
-    return replace(activity, events=events.with_columns(ops.alias(LAUNCH_OP)))
+    return Activity(events=frame, window=win, linkage=linked, options=opts)

@@ -27,8 +27,7 @@ import polars as pl
 
 from opscope.analysis import intervals
 from opscope.analysis import window as win
-from opscope.analysis.activity import Activity, TimelineOptions, gpu_activity
-from opscope.analysis.launches import LAUNCH_TS
+from opscope.analysis.activity import LAUNCH_TS, Activity, TimelineOptions, gpu_activity
 from opscope.analysis.syncs import END, gpu_sync_events, sync_calls
 from opscope.model.schema import Col
 from opscope.model.trace import Trace

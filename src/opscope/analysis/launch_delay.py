@@ -13,7 +13,7 @@ overhead plus the time spent queued behind earlier work. Definitions (docs/analy
   guess.
 - p50 / p95: linear-interpolation percentiles of the clamped delays; max; mean.
 - worst: groups of kernels by the op that launched them (the innermost CPU op or user annotation containing
-  the launch call, as for synchronisations), ordered by their largest delay.
+  the launch call on its thread, from `analysis.linking`), ordered by their largest delay.
 """
 
 from __future__ import annotations
@@ -23,8 +23,14 @@ from dataclasses import dataclass
 import polars as pl
 
 from opscope.analysis import window as win
-from opscope.analysis.activity import LAUNCH_OP, Activity, TimelineOptions, gpu_activity, with_launch_ops
-from opscope.analysis.launches import FROM_GRAPH, LAUNCH_NAME, LAUNCH_TS
+from opscope.analysis.activity import (
+    FROM_GRAPH,
+    LAUNCH_OP,
+    LAUNCH_TS,
+    Activity,
+    TimelineOptions,
+    gpu_activity,
+)
 from opscope.analysis.syncs import NO_OP
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
@@ -70,7 +76,7 @@ def kernel_delays(activity: Activity) -> tuple[pl.DataFrame, int, int]:
 def launch_delay(trace: Trace, options: TimelineOptions | None = None, activity: Activity | None = None,
                  top: int = 10) -> LaunchDelay:
     """Distribution of launch delays and the ops whose kernels waited longest (see the module doc)."""
-    act = with_launch_ops(trace, activity or gpu_activity(trace, options))
+    act = activity or gpu_activity(trace, options)
     measured, missing, graph = kernel_delays(act)
     if measured.height == 0:
         return LaunchDelay(kernels=0, p50_ns=None, p95_ns=None, max_ns=None, mean_ns=None, negative=0,
@@ -98,6 +104,3 @@ def launch_delay(trace: Trace, options: TimelineOptions | None = None, activity:
         min_raw_ns=int(stats["min_raw"]) if negative else None, missing_launch=missing, graph_kernels=graph,
         worst=worst,
     )
-
-
-__all__ = ["LAUNCH_NAME", "DelayGroup", "LaunchDelay", "kernel_delays", "launch_delay"]

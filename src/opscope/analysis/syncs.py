@@ -3,7 +3,7 @@
 A synchronising call is a runtime or driver call whose name matches `SYNC_CALL_PATTERN`: device / stream /
 event / context synchronize, cudaStreamWaitEvent (and HIP / driver-API equivalents), and blocking
 (non-Async) memcpy such as cudaMemcpy or hipMemcpyWithStream. The issuing operator is the innermost CPU op or
-user annotation on the same thread whose span contains the call (`enclosing.innermost_enclosing`); calls
+user annotation on the same thread whose span contains the call (`nesting.innermost_container`); calls
 outside every op are reported under "(no op)". The GPU-side `cuda_sync` records Kineto writes for the same
 waits are counted separately (they duplicate the host calls in time, so they are never added to them).
 """
@@ -13,10 +13,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from opscope.analysis import window as win
-from opscope.analysis.enclosing import innermost_enclosing
+from opscope.analysis.nesting import innermost_container
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
@@ -88,12 +89,22 @@ def cpu_spans(trace: Trace) -> pl.DataFrame:
     )
 
 
-def issuing_ops(calls: pl.DataFrame, spans: pl.DataFrame, pid: str = Col.PID, tid: str = Col.TID,
-                start: str = Col.TS_NS, end: str = END) -> pl.Series:
-    """Name of the innermost op containing each call (null when none)."""
-    keyed = calls.select(pl.col(pid).alias(Col.PID), pl.col(tid).alias(Col.TID), pl.col(start).alias(Col.TS_NS),
-                         pl.col(end).alias(END))
-    index = innermost_enclosing(keyed, spans)
+def issuing_ops(calls: pl.DataFrame, spans: pl.DataFrame) -> pl.Series:
+    """Name of the innermost op containing each call on its thread (null when none). Both frames have pid, tid,
+    ts_ns and end_ns; `spans` also a name. Uses the call-tree nesting of `analysis.nesting`."""
+    cols = [Col.PID, Col.TID, Col.TS_NS, END]
+    both = pl.concat([spans.select(cols), calls.select(cols)])
+    thread = both.select(
+        pl.concat_str([pl.col(Col.PID).fill_null(""), pl.col(Col.TID).fill_null("")], separator="\x00")
+        .rank("dense").cast(pl.Int64)
+    ).to_series().to_numpy()
+    n = spans.height
+    is_span = np.arange(both.height) < n
+    start = both[Col.TS_NS].fill_null(0).to_numpy()
+    end = np.maximum(both[END].fill_null(0).to_numpy(), start)
+    parent = innermost_container(thread, start, end, is_span, tiebreak=(~is_span).astype(np.int64))[n:]
+    known = calls[Col.TS_NS].is_not_null().to_numpy()
+    index = pl.Series("i", np.where((parent >= 0) & known, parent, -1)).replace(-1, None)
     return spans[Col.NAME].gather(index).alias("op")
 
 

@@ -75,7 +75,7 @@ class Timeline:
     pieces: int  # number of disjoint window pieces
     devices: tuple[DeviceTimeline, ...]
     gpu_events: int
-    negative_durations: int  # GPU events dropped for a negative duration
+    negative_durations: int  # GPU events of the trace with a negative duration (counted as zero)
 
 
 def _concurrency(device_events: pl.DataFrame) -> tuple[int, dict[int | None, int]]:
@@ -150,5 +150,5 @@ def timeline(trace: Trace, options: TimelineOptions | None = None, activity: Act
     return Timeline(
         window_start_ns=win.start_ns, window_end_ns=win.end_ns, window_ns=win.total_ns,
         window_source=win.source, pieces=len(win.bounds), devices=rows, gpu_events=clipped.height,
-        negative_durations=act.negative_durations,
+        negative_durations=act.link.negative_gpu,
     )

@@ -6,8 +6,16 @@ from __future__ import annotations
 import argparse
 
 from opscope.analysis.overview import AnalyzeOptions, analyze
-from opscope.cli.common import add_input_args, add_output_args, add_selection_args, emit, load_trace
-from opscope.errors import UsageError
+from opscope.cli.common import (
+    add_input_args,
+    add_output_args,
+    add_selection_args,
+    add_steps_arg,
+    add_top_arg,
+    check_top,
+    emit,
+    load_trace,
+)
 from opscope.report.analyze_view import analyze_document
 
 NAME = "analyze"
@@ -16,15 +24,15 @@ HELP = "one-page diagnosis: GPU busy/idle and why, kernel categories, launch del
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_input_args(parser)
-    parser.add_argument("--top", type=int, default=10, help="rows per table (0 = all; default 10)")
+    add_top_arg(parser, default=10)
     add_selection_args(parser)
+    add_steps_arg(parser)
     add_output_args(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.top < 0:
-        raise UsageError("--top must be 0 (all rows) or a positive number")
+    check_top(args)
     trace = load_trace(args)
-    options = AnalyzeOptions(devices=args.device, streams=args.stream, top=args.top)
+    options = AnalyzeOptions(devices=args.device, streams=args.stream, steps=args.steps, top=args.top)
     emit(analyze_document(analyze(trace, options)), args)
     return 0

@@ -10,6 +10,9 @@ from typing import Any
 
 from opscope.analysis.overview import Analysis
 from opscope.report.document import FLOAT, INT, MS, NAME, PCT, TEXT, US, Column, Document, Table
+from opscope.report.linking_view import link_data, link_notes
+from opscope.report.ops_view import ops_data
+from opscope.report.steps_view import steps_data
 
 SCHEMA = "opscope.analyze/1"
 
@@ -70,8 +73,7 @@ def analyze_data(result: Analysis) -> dict[str, Any]:
                                         "p95_us": _us(w.p95_ns), "max_us": _us(w.max_ns)} for w in ld.worst]},
         "kernels": [{"name": k.name, "kind": k.kind, "category": k.category, "calls": k.calls,
                      "total_us": _us(k.total_ns), "share": _share(k.share)} for k in result.kernels],
-        "ops": [{"name": o.name, "kernels": o.kernels, "gpu_time_us": _us(o.gpu_time_ns), "share": _share(o.share)}
-                for o in result.ops],
+        "ops": ops_data(result.ops)["rows"],
         "syncs": {"calls": sy.calls, "total_us": _us(sy.total_ns), "gpu_sync_events": sy.gpu_sync_events,
                   "by_call": [{"name": r.name, "calls": r.calls, "total_us": _us(r.total_ns), "max_us": _us(r.max_ns)}
                               for r in sy.by_call],
@@ -85,10 +87,9 @@ def analyze_data(result: Analysis) -> dict[str, Any]:
                              "bandwidth_gbps": None if r.bandwidth_gbps is None else round(r.bandwidth_gbps, 3),
                              "share": _share(r.share)} for r in mc.rows],
                    "memset": {"calls": mc.memset_calls, "bytes": mc.memset_bytes, "total_us": _us(mc.memset_ns)}},
-        "steps": [{"name": s.name, "start_us": _us(s.start_ns), "wall_us": _us(s.wall_ns), "busy_us": _us(s.busy_ns),
-                   "utilization": _share(s.busy_ns / s.wall_ns) if s.wall_ns else 0.0} for s in result.steps],
-        "linking": {"gpu_events": result.gpu_events, "linked": result.linked, "missing_launch": result.missing_launch,
-                    "duplicate_ids": result.duplicate_ids},
+        "steps": steps_data(result.steps)["steps"],
+        "steps_spec": result.options.steps,
+        "linking": link_data(result.link),
         "warnings": list(result.warnings),
     }
 
@@ -139,10 +140,11 @@ def _tables(result: Analysis) -> tuple[Table, ...]:
         Column("total_ns", "Total ms", MS), Column("share", "Share", PCT)), tuple(
         {"name": k.name, "category": k.category, "calls": k.calls, "total_ns": k.total_ns, "share": k.share}
         for k in result.kernels))
-    ops = Table("ops", "Top ops by GPU time launched (self)", (
-        Column("name", "Op", NAME), Column("kernels", "Kernels", INT), Column("gpu", "GPU ms", MS),
-        Column("share", "Share", PCT)), tuple(
-        {"name": o.name, "kernels": o.kernels, "gpu": o.gpu_time_ns, "share": o.share} for o in result.ops))
+    ops = Table("ops", "Top ops by GPU time (kernels launched inside, inclusive)", (
+        Column("name", "Op", NAME), Column("calls", "Calls", INT), Column("kernels", "Kernels", INT),
+        Column("gpu", "GPU ms", MS), Column("self", "GPU self ms", MS), Column("share", "Share", PCT)), tuple(
+        {"name": o.name, "calls": o.calls, "kernels": o.kernels, "gpu": o.gpu_total_ns, "self": o.gpu_self_ns,
+         "share": o.gpu_share} for o in result.ops.rows))
     delays = Table("launch_delay", "Worst launch delays by launching op", (
         Column("name", "Op", NAME), Column("kernels", "Kernels", INT), Column("mean", "Mean us", US),
         Column("p95", "p95 us", US), Column("max", "Max us", US)), tuple(
@@ -160,30 +162,26 @@ def _tables(result: Analysis) -> tuple[Table, ...]:
         {"direction": r.direction, "host": r.host_memory or "—", "calls": r.calls, "bytes": r.bytes,
          "total": r.total_ns, "bw": r.bandwidth_gbps, "share": r.share} for r in result.memcpy.rows))
     steps = Table("steps", "Steps", (
-        Column("name", "Step", TEXT), Column("wall", "Wall ms", MS), Column("busy", "GPU busy ms", MS),
-        Column("util", "Util", PCT)), tuple(
-        {"name": s.name, "wall": s.wall_ns, "busy": s.busy_ns, "util": s.busy_ns / s.wall_ns if s.wall_ns else 0.0}
-        for s in result.steps))
+        Column("name", "Step", TEXT), Column("device", "GPU", TEXT), Column("wall", "Wall ms", MS),
+        Column("busy", "GPU busy ms", MS), Column("util", "Util", PCT)), tuple(
+        {"name": row.window.name + (" (slowest)" if row.slowest else ""), "device": str(d.device),
+         "wall": row.window.dur_ns, "busy": d.busy_ns, "util": d.utilization}
+        for row in result.steps.rows for d in row.devices))
     return tuple(t for t in (devices, categories, kernels, ops, delays, syncs, copies, steps) if t.rows or t is devices)
 
 
 def _notes(result: Analysis) -> tuple[str, ...]:
     notes = []
     ld = result.launch_delay
-    if result.gpu_events == 0:
-        notes.append("No GPU kernels, memcpys or memsets in this selection (a CPU-only capture?): nothing to time.")
-    if result.missing_launch:
-        notes.append(f"{result.missing_launch:,} GPU events have no launch call in the trace (launched before the "
-                     "profiler started, or a GPU-only capture); their idle gaps count as 'other'.")
+    if result.link.missing_launch:
+        notes.append("Idle gaps ended by GPU work whose launch call is not in the trace count as 'other'.")
     if ld.negative:
         notes.append(f"{ld.negative:,} kernels appear to start before their launch call (clock offset up to "
                      f"{_us(-(ld.min_raw_ns or 0))} us); their delay is counted as 0.")
     if ld.graph_kernels:
         notes.append(f"{ld.graph_kernels:,} kernels came from CUDA/HIP graph launches and are left out of the "
                      "launch delay.")
-    if result.duplicate_ids:
-        notes.append(f"{result.duplicate_ids:,} correlation ids were carried by more than one launch call; the "
-                     "earliest was used.")
+    notes.extend(link_notes(result.link, result.unattributed_share))
     notes.append("Definitions: docs/analysis-timeline.md.")
     notes.extend(f"warning: {w}" for w in result.warnings)
     return tuple(notes)
