@@ -1,36 +1,20 @@
 """Independent reference for the timeline tests: raw Kineto JSON read with json/gzip, intervals in plain
-Python (sorted sweeps and loops, no polars, no opscope code), times as exact integer nanoseconds."""
+Python (sorted sweeps and loops, no polars, no opscope code), times as exact integer nanoseconds. Reading,
+time conversion and the innermost-op stack sweep come from `rawtrace` (the linking tests' reference)."""
 
 from __future__ import annotations
 
-import gzip
-import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from decimal import Decimal
-from pathlib import Path
 
-GPU_CATS = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
-            "gpu_memset": "memset", "Memset": "memset"}
+from rawtrace import GPU_CATS, LAUNCH_CATS, OP_CATS, innermost, ns, union_length
+from rawtrace import load as events
+
 CPU_CATS = {"cpu_op", "Operator", "operator", "cuda_runtime", "Runtime", "hip_runtime", "cuda_driver", "hip_driver",
             "user_annotation", "python_function"}
-LAUNCH_CATS = {"cuda_runtime", "Runtime", "hip_runtime", "cuda_driver", "hip_driver"}
-SPAN_CATS = {"cpu_op", "Operator", "operator", "user_annotation"}
 SYNC_NAMES = re.compile(r"^(cuda|hip)(Device|Stream|Event)Synchronize$|^(cuda|hip)StreamWaitEvent$"
                         r"|^(cuda|hip)Memcpy(WithStream)?$")
-
-
-def ns(value: float | int) -> int:
-    """Microseconds as written in the JSON (parsed as Decimal, so digits are exact) -> integer nanoseconds."""
-    return int((Decimal(value) * 1000).to_integral_value())
-
-
-def events(path: Path) -> list[dict]:
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rb") as handle:
-        doc = json.loads(handle.read(), parse_float=Decimal)
-    return doc if isinstance(doc, list) else doc.get("traceEvents", [])
 
 
 def _int(value: object) -> int | None:
@@ -110,7 +94,7 @@ def merge(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def length(pairs: list[tuple[int, int]]) -> int:
-    return sum(e - s for s, e in merge(pairs))
+    return union_length(pairs)
 
 
 def intersect(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -150,17 +134,11 @@ def by_device(items: list[Gpu]) -> dict[int | None, list[Gpu]]:
     return out
 
 
-def spans(evs: list[dict]) -> list[tuple[str, str, int, int, str]]:
-    """(pid, tid, start, end, name) of CPU ops and user annotations."""
-    return [(str(e.get("pid")), str(e.get("tid")), ns(e["ts"]), ns(e["ts"]) + max(ns(e["dur"]), 0), e.get("name"))
-            for e in evs if e.get("cat") in SPAN_CATS and e.get("ph") == "X" and e.get("dur") is not None]
+def issuing_op(evs: list[dict], queries: list[int]) -> dict[int, str | None]:
+    """Name of the innermost CPU op / user annotation around each query event (index into `evs`)."""
+    ops = [i for i, e in enumerate(evs) if e.get("cat") in OP_CATS and e.get("ph") == "X" and e.get("dur") is not None]
+    found = innermost(evs, ops, queries)
+    return {q: None if found.get(q) is None else evs[found[q]].get("name") for q in queries}  # type: ignore[index]
 
 
-def innermost(op_spans: list[tuple[str, str, int, int, str]], pid: str, tid: str, start: int, end: int) -> str | None:
-    """Brute force: the latest-starting (then shortest) span on the thread that contains [start, end]."""
-    best = None
-    for p, t, s, e, name in op_spans:
-        if p == pid and t == tid and s <= start and end <= e and (
-                best is None or (s, -e) > (best[0], -best[1])):
-            best = (s, e, name)
-    return None if best is None else best[2]
+__all__ = ["GPU_CATS", "LAUNCH_CATS", "events", "ns"]

@@ -31,7 +31,8 @@ def test_delays_equal_raw_recomputation(relative: str) -> None:
     evs = rawref.events(path)
     calls = rawref.launches(evs)
     delays, missing, graph, by_op = [], 0, 0, {}
-    op_spans = rawref.spans(evs)
+    call_index = {id(e): i for i, e in enumerate(evs)}
+    ops = rawref.issuing_op(evs, [call_index[id(c)] for c in calls.values()])
     for g in rawref.gpu(evs):
         if g.kind != "kernel":
             continue
@@ -43,9 +44,7 @@ def test_delays_equal_raw_recomputation(relative: str) -> None:
         else:
             delay = max(0, g.start - rawref.ns(call["ts"]))
             delays.append(delay)
-            start = rawref.ns(call["ts"])
-            op = rawref.innermost(op_spans, str(call["pid"]), str(call["tid"]), start, start + rawref.ns(call["dur"]))
-            by_op.setdefault(op or "(no op)", []).append(delay)
+            by_op.setdefault(ops[call_index[id(call)]] or "(no op)", []).append(delay)
     result = launch_delay(opscope.load(path), top=0)
     assert (result.kernels, result.missing_launch, result.graph_kernels) == (len(delays), missing, graph)
     assert result.p50_ns == pytest.approx(np.percentile(delays, 50))

@@ -24,14 +24,15 @@ SYNC_TRACES = [
 def test_syncs_equal_raw_recomputation(relative: str) -> None:
     path = corpus_path(relative)
     evs = rawref.events(path)
-    op_spans = rawref.spans(evs)
+    syncs = [i for i, e in enumerate(evs)
+             if e.get("cat") in rawref.LAUNCH_CATS and rawref.SYNC_NAMES.search(e.get("name") or "")]
+    ops = rawref.issuing_op(evs, syncs)
     by_call: dict[str, list[int]] = defaultdict(list)
     by_op: dict[str, list[int]] = defaultdict(list)
-    for e in evs:
-        if e.get("cat") in rawref.LAUNCH_CATS and rawref.SYNC_NAMES.search(e.get("name") or ""):
-            start, dur = rawref.ns(e["ts"]), max(rawref.ns(e.get("dur") or 0), 0)
-            by_call[e["name"]].append(dur)
-            by_op[rawref.innermost(op_spans, str(e["pid"]), str(e["tid"]), start, start + dur) or NO_OP].append(dur)
+    for i in syncs:
+        dur = max(rawref.ns(evs[i].get("dur") or 0), 0)
+        by_call[evs[i]["name"]].append(dur)
+        by_op[ops[i] or NO_OP].append(dur)
     result = sync_stats(opscope.load(path))
     assert result.calls == sum(len(v) for v in by_call.values()) > 0
     assert {r.name: (r.calls, r.total_ns, r.max_ns) for r in result.by_call} == {
