@@ -120,3 +120,21 @@ def test_direction_and_host_memory_from_names() -> None:
     }
     for name, (d, host) in cases.items():
         assert (direction(name), host_memory(name, direction(name))) == (d, host), name
+
+
+def test_issuing_op_after_a_child_ended(tmp_path) -> None:
+    """Hand-made: a sync call after a child op ended belongs to the parent; inside the child, to the child; on
+    equal starts, to the inner op; outside every op, to "(no op)"."""
+    import json
+
+    def x(cat, name, ts, dur):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+
+    evs = [x("cpu_op", "outer", 0, 100), x("cpu_op", "child", 10, 10), x("cpu_op", "same_start", 40, 20),
+           x("cpu_op", "inner_same_start", 40, 5),
+           x("cuda_runtime", "cudaStreamSynchronize", 30, 5), x("cuda_runtime", "cudaDeviceSynchronize", 12, 3),
+           x("cuda_runtime", "cudaEventSynchronize", 41, 2), x("cuda_runtime", "cudaMemcpy", 150, 5)]
+    path = tmp_path / "syncs.json"
+    path.write_text(json.dumps({"traceEvents": evs}))
+    result = sync_stats(opscope.load(path, cache=False))
+    assert {r.name: r.calls for r in result.by_op} == {"outer": 1, "child": 1, "inner_same_start": 1, NO_OP: 1}

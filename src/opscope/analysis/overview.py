@@ -21,7 +21,7 @@ from opscope.analysis.linking import LinkStats, link
 from opscope.analysis.memcpy import MemcpyStats, memcpy_stats
 from opscope.analysis.ops import OpOptions, OpStats, op_stats
 from opscope.analysis.steps import StepOptions, StepStats, step_stats
-from opscope.analysis.syncs import SyncStats, cpu_spans, sync_calls, sync_stats
+from opscope.analysis.syncs import SyncStats, sync_calls, sync_stats
 from opscope.analysis.timeline import Timeline, timeline
 from opscope.analysis.windows import select_windows
 from opscope.model.schema import Col
@@ -87,7 +87,7 @@ def analyze(trace: Trace, options: AnalyzeOptions | None = None) -> Analysis:
         windows = tuple((w.start_ns, w.end_ns) for w in select_windows(trace, opts.steps))
     linkage = link(trace)
     act = gpu_activity(trace, TimelineOptions(devices=opts.devices, streams=opts.streams, windows=windows), linkage)
-    spans, syncs = cpu_spans(trace), sync_calls(trace)
+    syncs = sync_calls(trace)
     clipped = act.clipped()
     ops = op_stats(trace, OpOptions(top=opts.top, devices=opts.devices, streams=opts.streams, steps=opts.steps),
                    linkage)
@@ -99,7 +99,7 @@ def analyze(trace: Trace, options: AnalyzeOptions | None = None) -> Analysis:
         path=trace.path, device_names=names, timeline=timeline(trace, activity=act),
         idle=idle_breakdown(trace, activity=act, syncs=syncs), categories=category_breakdown(clipped),
         kernels=_kernels(clipped, opts.top), ops=ops, launch_delay=launch_delay(trace, activity=act, top=opts.top),
-        syncs=sync_stats(trace, act.window, spans, syncs), memcpy=memcpy_stats(trace, activity=act), steps=steps,
+        syncs=sync_stats(trace, act.window, linkage, syncs), memcpy=memcpy_stats(trace, activity=act), steps=steps,
         unattributed_share=ops.unattributed_share, link=linkage.stats, options=opts, warnings=tuple(warnings),
     )
 

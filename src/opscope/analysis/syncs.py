@@ -3,7 +3,7 @@
 A synchronising call is a runtime or driver call whose name matches `SYNC_CALL_PATTERN`: device / stream /
 event / context synchronize, cudaStreamWaitEvent (and HIP / driver-API equivalents), and blocking
 (non-Async) memcpy such as cudaMemcpy or hipMemcpyWithStream. The issuing operator is the innermost CPU op or
-user annotation on the same thread whose span contains the call (`nesting.innermost_container`); calls
+user annotation on the same thread whose span contains the call (the call tree of `analysis.linking`); calls
 outside every op are reported under "(no op)". The GPU-side `cuda_sync` records Kineto writes for the same
 waits are counted separately (they duplicate the host calls in time, so they are never added to them).
 """
@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from opscope.analysis import window as win
-from opscope.analysis.nesting import innermost_container
+from opscope.analysis.linking import OP_KINDS, ROW, Linkage, link
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
@@ -27,7 +27,6 @@ SYNC_CALL_PATTERN = (
     r"|^(cuda|hip)Memcpy(2D|3D|ToSymbol|FromSymbol|DtoH|HtoD|DtoD|Peer|WithStream)?$"
     r"|^cuMemcpy(DtoH|HtoD|DtoD|Peer|2D|3D)?(_v2)?$"
 )
-SPAN_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
 NO_OP = "(no op)"
 END = "end_ns"
 
@@ -76,36 +75,44 @@ def gpu_sync_events(trace: Trace) -> pl.DataFrame:
     )
 
 
-def cpu_spans(trace: Trace) -> pl.DataFrame:
-    """CPU ops and user annotations: name, pid, tid, ts_ns, end_ns (the candidates for "issuing op")."""
-    return (
-        trace.lazy()
-        .filter(pl.col(Col.KIND).cast(pl.String).is_in(list(SPAN_KINDS)) & pl.col(Col.DUR_NS).is_not_null()
-                & pl.col(Col.TS_NS).is_not_null())
-        .select(pl.col(Col.NAME).cast(pl.String), pl.col(Col.PID).cast(pl.String),
-                pl.col(Col.TID).cast(pl.String), Col.TS_NS,
-                (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).alias(END))
-        .collect()
+def issuing_ops(calls: pl.DataFrame, linkage: Linkage) -> pl.Series:
+    """Name of the innermost CPU op or user annotation containing each call on its thread (null when none).
+
+    Reuses the call tree `analysis.linking` built: the op that started last at or before the call is the
+    innermost container if it still runs at the call's end; otherwise the container is among its ancestors
+    (`op_parent_row`), which are walked up, all calls at once, until one contains the call."""
+    queries = calls.select(pl.col(Col.PID).cast(pl.Categorical), pl.col(Col.TID).cast(pl.Categorical), Col.TS_NS,
+                           END).with_row_index("_q")
+    ops = (
+        linkage.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS)))
+        .join(queries.select(Col.PID, Col.TID).unique(), on=[Col.PID, Col.TID], how="semi")  # callers' threads
+        .select(ROW, Col.NAME, Col.PID, Col.TID, Col.TS_NS,
+                (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).alias("_end"), "op_parent_row")
+        .sort([Col.TS_NS, "_end"], descending=[False, True])  # on equal starts the inner (shorter) op last
     )
-
-
-def issuing_ops(calls: pl.DataFrame, spans: pl.DataFrame) -> pl.Series:
-    """Name of the innermost op containing each call on its thread (null when none). Both frames have pid, tid,
-    ts_ns and end_ns; `spans` also a name. Uses the call-tree nesting of `analysis.nesting`."""
-    cols = [Col.PID, Col.TID, Col.TS_NS, END]
-    both = pl.concat([spans.select(cols), calls.select(cols)])
-    thread = both.select(
-        pl.concat_str([pl.col(Col.PID).fill_null(""), pl.col(Col.TID).fill_null("")], separator="\x00")
-        .rank("dense").cast(pl.Int64)
-    ).to_series().to_numpy()
-    n = spans.height
-    is_span = np.arange(both.height) < n
-    start = both[Col.TS_NS].fill_null(0).to_numpy()
-    end = np.maximum(both[END].fill_null(0).to_numpy(), start)
-    parent = innermost_container(thread, start, end, is_span, tiebreak=(~is_span).astype(np.int64))[n:]
-    known = calls[Col.TS_NS].is_not_null().to_numpy()
-    index = pl.Series("i", np.where((parent >= 0) & known, parent, -1)).replace(-1, None)
-    return spans[Col.NAME].gather(index).alias("op")
+    if ops.height == 0:
+        return pl.Series("op", [None] * calls.height, dtype=pl.String)
+    found = (
+        queries.filter(pl.col(Col.TS_NS).is_not_null()).sort(Col.TS_NS)
+        .join_asof(ops.select(ROW, Col.PID, Col.TID, Col.TS_NS), on=Col.TS_NS, by=[Col.PID, Col.TID],
+                   strategy="backward", check_sortedness=False)  # both sorted by ts_ns above
+    )
+    by_row = ops.sort(ROW)
+    rows = by_row[ROW].to_numpy()
+    ends = by_row["_end"].to_numpy()
+    parents = by_row["op_parent_row"].fill_null(-1).to_numpy()
+    current = found[ROW].fill_null(-1).to_numpy()
+    need = found[END].to_numpy()
+    while True:  # walk up, every call at once; at most the depth of the tree
+        at = np.searchsorted(rows, np.maximum(current, 0))
+        outside = (current >= 0) & (ends[np.minimum(at, len(ends) - 1)] < need)
+        if not outside.any():
+            break
+        current = np.where(outside, parents[np.minimum(at, len(ends) - 1)], current)
+    names = pl.DataFrame({"_q": found["_q"], ROW: pl.Series(current).replace(-1, None)}).join(
+        by_row.select(ROW, pl.col(Col.NAME).cast(pl.String)), on=ROW, how="left")
+    ordered = queries.select("_q").join(names, on="_q", how="left", maintain_order="left")
+    return ordered[Col.NAME].alias("op")
 
 
 def _rows(frame: pl.DataFrame, key: str) -> tuple[SyncRow, ...]:
@@ -116,16 +123,16 @@ def _rows(frame: pl.DataFrame, key: str) -> tuple[SyncRow, ...]:
                  for r in grouped.iter_rows(named=True))
 
 
-def sync_stats(trace: Trace, window: win.Window | None = None, spans: pl.DataFrame | None = None,
+def sync_stats(trace: Trace, window: win.Window | None = None, linkage: Linkage | None = None,
                calls: pl.DataFrame | None = None) -> SyncStats:
     """Synchronising calls that start inside the window (whole trace when None), by call and by issuing op.
-    `spans`, `calls`: `cpu_spans(trace)`, `sync_calls(trace)` when the caller already has them."""
+    `linkage`, `calls`: `link(trace)`, `sync_calls(trace)` when the caller already has them."""
     calls = sync_calls(trace) if calls is None else calls
     gpu = gpu_sync_events(trace)
     if window is not None:
         calls = calls.filter(win.starts_inside(window))
         gpu = gpu.filter(win.starts_inside(window))
-    ops = issuing_ops(calls, cpu_spans(trace) if spans is None else spans) if calls.height else pl.Series("op", [], dtype=pl.String)
+    ops = issuing_ops(calls, linkage or link(trace)) if calls.height else pl.Series("op", [], dtype=pl.String)
     calls = calls.with_columns(ops.fill_null(NO_OP).alias("op"))
     return SyncStats(
         calls=calls.height,
