@@ -27,7 +27,7 @@ from opscope.analysis import intervals
 from opscope.analysis.activity import Activity, TimelineOptions, gpu_activity
 from opscope.analysis.categories import CATEGORY
 from opscope.analysis.category_rules import COMMUNICATION, MEMCPY, MEMSET
-from opscope.analysis.window import PIECE, covered_ns
+from opscope.analysis.window import PIECE
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
@@ -78,9 +78,18 @@ class Timeline:
     negative_durations: int  # GPU events of the trace with a negative duration (counted as zero)
 
 
-def _concurrency(device_events: pl.DataFrame) -> tuple[int, dict[int | None, int]]:
-    """(time with >= 2 busy streams, {stream: time it is the only busy stream}) by one sweep."""
-    merged = intervals.merge(device_events, by=[Col.STREAM])
+def _length(merged: pl.DataFrame) -> int:
+    return int(merged.select((pl.col(intervals.END) - pl.col(intervals.START)).sum()).item() or 0)
+
+
+def _overlap(a: pl.DataFrame, b: pl.DataFrame) -> int:
+    """|A ∩ B| of two already merged sets."""
+    return intervals.intersection_ns(a, b) if a.height and b.height else 0
+
+
+def _concurrency(merged: pl.DataFrame) -> tuple[int, dict[int | None, int]]:
+    """(time with >= 2 busy streams, {stream: time it is the only busy stream}) by one sweep over the
+    per-stream merged intervals."""
     if merged.height == 0:
         return 0, {}
     streams = merged[Col.STREAM].unique(maintain_order=True).to_list()
@@ -104,36 +113,37 @@ def _concurrency(device_events: pl.DataFrame) -> tuple[int, dict[int | None, int
 
 
 def _device(trace: Trace, device: int | None, events: pl.DataFrame, window_ns: int) -> DeviceTimeline:
-    busy = covered_ns(events)
+    # Each set is merged once; lengths and overlaps are computed on the merged sets.
     category = pl.col(CATEGORY)
-    compute = events.filter(~category.is_in(list(NOT_COMPUTE)))
-    comm = events.filter(category == COMMUNICATION)
-    memcpy = events.filter(category == MEMCPY)
-    comm_ns = covered_ns(comm)
-    compute_comm = intervals.intersection_ns(compute, comm) if compute.height and comm.height else 0
-    compute_memcpy = intervals.intersection_ns(compute, memcpy) if compute.height and memcpy.height else 0
-    multi, exclusive = _concurrency(events)
-    per_stream = intervals.union_ns(events, by=[Col.STREAM]) if events.height else None
+    busy = _length(intervals.merge(events))
+    compute = intervals.merge(events.filter(~category.is_in(list(NOT_COMPUTE))))
+    comm = intervals.merge(events.filter(category == COMMUNICATION))
+    memcpy = intervals.merge(events.filter(category == MEMCPY))
+    comm_ns = _length(comm)
+    compute_comm = _overlap(compute, comm)
+    by_stream = intervals.merge(events, by=[Col.STREAM])
+    multi, exclusive = _concurrency(by_stream)
+    per_stream = by_stream.group_by(Col.STREAM).agg((pl.col(intervals.END) - pl.col(intervals.START)).sum()
+                                                    .alias("busy_ns"))
     counts = events.group_by(Col.STREAM).len()
     streams = []
-    if isinstance(per_stream, pl.DataFrame):
-        for row in per_stream.join(counts, on=Col.STREAM, how="left", nulls_equal=True).iter_rows(named=True):
-            stream_busy = int(row["busy_ns"])
-            only = exclusive.get(row[Col.STREAM], 0)
-            streams.append(StreamTimeline(
-                device=device, stream=row[Col.STREAM], events=int(row["len"]), busy_ns=stream_busy,
-                exclusive_ns=only, overlapped_ns=stream_busy - only,
-                utilization=stream_busy / window_ns if window_ns else 0.0,
-            ))
+    for row in counts.join(per_stream, on=Col.STREAM, how="left", nulls_equal=True).iter_rows(named=True):
+        stream_busy = int(row["busy_ns"] or 0)
+        only = exclusive.get(row[Col.STREAM], 0)
+        streams.append(StreamTimeline(
+            device=device, stream=row[Col.STREAM], events=int(row["len"]), busy_ns=stream_busy,
+            exclusive_ns=only, overlapped_ns=stream_busy - only,
+            utilization=stream_busy / window_ns if window_ns else 0.0,
+        ))
     spans = events.group_by(PIECE).agg((pl.col(intervals.END).max() - pl.col(intervals.START).min()).alias("s"))
     span = int(spans["s"].sum() or 0)
     return DeviceTimeline(
         device=device, name=trace.meta.device_name(device), events=events.height, busy_ns=busy,
         idle_ns=window_ns - busy, utilization=busy / window_ns if window_ns else 0.0, span_ns=span,
-        idle_in_span_ns=span - busy, compute_ns=covered_ns(compute), communication_ns=comm_ns,
-        memcpy_ns=covered_ns(memcpy), memset_ns=covered_ns(events.filter(category == MEMSET)),
+        idle_in_span_ns=span - busy, compute_ns=_length(compute), communication_ns=comm_ns,
+        memcpy_ns=_length(memcpy), memset_ns=_length(intervals.merge(events.filter(category == MEMSET))),
         compute_comm_overlap_ns=compute_comm, exposed_comm_ns=comm_ns - compute_comm,
-        compute_memcpy_overlap_ns=compute_memcpy, multi_stream_ns=multi,
+        compute_memcpy_overlap_ns=_overlap(compute, memcpy), multi_stream_ns=multi,
         streams=tuple(sorted(streams, key=lambda s: (s.stream is None, s.stream or 0))),
     )
 
