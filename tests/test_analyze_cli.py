@@ -119,3 +119,16 @@ def test_api_matches_cli(cli) -> None:
 
     path = corpus_path(DLRM)
     assert analyze_data(opscope.analyze(opscope.load(path))) == analyze_json(cli, path)
+
+
+@pytest.mark.corpus
+def test_steps_option(cli) -> None:
+    path = corpus_path("hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
+    whole = analyze_json(cli, path)
+    data = analyze_json(cli, path, "--steps", "102-103")
+    assert data["window"]["source"] == "steps" and data["steps_spec"] == "102-103"
+    assert [s["name"] for s in data["steps"]] == ["ProfilerStep#102", "ProfilerStep#103"]
+    walls = sum(s["wall_us"] for s in data["steps"])
+    assert data["window_us"] == pytest.approx(walls, abs=0.01)
+    assert data["window_us"] < whole["window_us"] and data["devices"][0]["busy_us"] < whole["devices"][0]["busy_us"]
+    assert cli("analyze", path, "--steps", "99").code == 2
