@@ -49,11 +49,13 @@ def analyze(
     *,
     devices: tuple[int, ...] | None = None,
     streams: tuple[int, ...] | None = None,
+    steps: str | None = None,
     windows: tuple[tuple[int, int], ...] | None = None,
     top: int = 10,
 ) -> Analysis:
-    """Busy / idle and why, categories, launch delay, syncs, memcpy, top kernels and ops: `opscope analyze`."""
-    return _analyze(trace, AnalyzeOptions(devices=devices, streams=streams, windows=windows, top=top))
+    """Busy / idle and why, categories, launch delay, syncs, memcpy, top kernels and ops: `opscope analyze`.
+    `steps`: a --steps spec ("3-5"); `windows`: explicit (start_ns, end_ns) pieces to analyse instead."""
+    return _analyze(trace, AnalyzeOptions(devices=devices, streams=streams, steps=steps, windows=windows, top=top))
 
 
 __all__ = [
