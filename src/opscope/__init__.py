@@ -23,11 +23,21 @@ __version__ = "0.1.0"
 from opscope.analysis.kernels import KernelRow, KernelSummary, SummaryOptions, kernel_summary
 from opscope.analysis.overview import Analysis, AnalyzeOptions
 from opscope.analysis.overview import analyze as _analyze
-from opscope.capture import annotate, compare_strategies, measure_overhead, profile, step
 from opscope.errors import InputError, OpscopeError, UsageError
 from opscope.ingest import load
 from opscope.model import Trace, TraceMeta
 from opscope.model.schema import GPU_KINDS
+
+_CAPTURE = ("annotate", "compare_strategies", "measure_overhead", "profile", "step")
+
+
+def __getattr__(name: str) -> object:
+    """The capture API is imported on first use: most users of opscope analyse traces and never capture."""
+    if name in _CAPTURE:
+        from opscope import capture
+
+        return getattr(capture, name)
+    raise AttributeError(f"module 'opscope' has no attribute {name!r}")
 
 
 def summary(

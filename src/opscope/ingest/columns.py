@@ -8,6 +8,7 @@ assembles whatever columns a reader has and fills the rest with nulls, in schema
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
@@ -15,7 +16,13 @@ import pyarrow as pa
 from opscope.model.schema import COLUMNS, KINDS, arrow_schema
 
 _KIND_INDEX = {k: i for i, k in enumerate(KINDS)}
-_KIND_DICT = pa.array(list(KINDS), type=pa.string())
+
+
+@lru_cache(maxsize=1)
+def _kind_dict() -> pa.Array:
+    # Built on first use: creating an Arrow array at import time makes pyarrow import pandas (~0.3 s).
+    return pa.array(list(KINDS), type=pa.string())
+
 _SCHEMA = arrow_schema()
 
 
@@ -53,18 +60,18 @@ def text_of_ints(values: np.ndarray, valid: np.ndarray | None = None) -> pa.Dict
 
 
 def kinds(kind: str, n: int) -> pa.DictionaryArray:
-    return pa.DictionaryArray.from_arrays(pa.array(np.full(n, _KIND_INDEX[kind], dtype=np.int32)), _KIND_DICT)
+    return pa.DictionaryArray.from_arrays(pa.array(np.full(n, _KIND_INDEX[kind], dtype=np.int32)), _kind_dict())
 
 
 def kinds_of(per_row: Sequence[str]) -> pa.DictionaryArray:
     codes = np.fromiter((_KIND_INDEX[k] for k in per_row), dtype=np.int32, count=len(per_row))
-    return pa.DictionaryArray.from_arrays(pa.array(codes), _KIND_DICT)
+    return pa.DictionaryArray.from_arrays(pa.array(codes), _kind_dict())
 
 
 def kinds_where(condition: np.ndarray, when_true: str, otherwise: str) -> pa.DictionaryArray:
     """Per-row kind chosen between two, vectorised."""
     codes = np.where(condition, _KIND_INDEX[when_true], _KIND_INDEX[otherwise]).astype(np.int32)
-    return pa.DictionaryArray.from_arrays(pa.array(codes), _KIND_DICT)
+    return pa.DictionaryArray.from_arrays(pa.array(codes), _kind_dict())
 
 
 def text_where(condition: np.ndarray, when_true: str, otherwise: str) -> pa.DictionaryArray:

@@ -24,10 +24,14 @@ from opscope.errors import InputError
 NULL_INT = -(2**63)  # stands for SQL NULL inside integer-only queries; see `nullable`
 BATCH_ROWS = 1 << 16
 
-try:  # optional accelerator: Arrow-native SQLite reads
-    import adbc_driver_sqlite.dbapi as _adbc
-except ImportError:  # pragma: no cover - exercised where the wheel is missing
-    _adbc = None  # type: ignore[assignment]
+def _adbc_module() -> Any:
+    """The optional accelerator (Arrow-native SQLite reads), imported on first use: its import pulls in
+    pyarrow.dataset and pandas (~0.3 s), which commands that never read SQLite should not pay for."""
+    try:
+        import adbc_driver_sqlite.dbapi as adbc
+    except ImportError:  # pragma: no cover - exercised where the wheel is missing
+        return None
+    return adbc
 
 
 def _uri(path: Path) -> str:
@@ -50,7 +54,8 @@ class SqliteTrace:
     def __init__(self, path: Path, display: str, use_adbc: bool | None = None) -> None:
         self.path = path
         self.display = display
-        self.use_adbc = (_adbc is not None) if use_adbc is None else (use_adbc and _adbc is not None)
+        available = _adbc_module() is not None
+        self.use_adbc = available if use_adbc is None else (use_adbc and available)
         try:
             self.conn = sqlite3.connect(_uri(path), uri=True, check_same_thread=False)
             rows = self.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
@@ -101,9 +106,10 @@ class SqliteTrace:
             raise self.damaged(exc) from None
 
     def _adbc_batches(self, sql: str, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-        assert _adbc is not None
+        adbc = _adbc_module()
+        assert adbc is not None
         try:
-            with _adbc.connect(_uri(self.path)) as conn, conn.cursor() as cursor:
+            with adbc.connect(_uri(self.path)) as conn, conn.cursor() as cursor:
                 with contextlib.suppress(Exception):  # older drivers: keep their default batch size
                     cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
                 cursor.execute(sql)
