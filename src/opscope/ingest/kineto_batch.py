@@ -126,8 +126,9 @@ class BatchDecoder:
         try:
             arr = pa.array(values, type=pa.string())
         except (pa.ArrowInvalid, pa.ArrowTypeError):
-            try:  # all integers (pid / tid): let Arrow format them
-                arr = pa.array(values, type=pa.int64()).cast(pa.string())
+            try:  # all integers (pid / tid): encode the integers, then format only the distinct ones
+                encoded = pa.array(values, type=pa.int64()).dictionary_encode()
+                return pa.DictionaryArray.from_arrays(encoded.indices, encoded.dictionary.cast(pa.string()))
             except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
                 if None in values:
                     arr = pa.array([as_str(v) for v in values], type=pa.string())
@@ -383,6 +384,8 @@ def decode_in_worker(data: bytes) -> tuple[pa.RecordBatch, DecodeStats]:
     """Decode one batch in a worker; returns the batch and what this call had to repair."""
     global _WORKER_DECODER
     if _WORKER_DECODER is None:
+        # One decode per worker process: Arrow's own thread pool would only compete for the same cores.
+        pa.set_cpu_count(1)
         _WORKER_DECODER = BatchDecoder()
     _WORKER_DECODER.stats = DecodeStats()
     batch = _WORKER_DECODER(data)
