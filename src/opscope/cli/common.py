@@ -58,11 +58,16 @@ def emit(doc: Document, args: argparse.Namespace) -> None:
     to_file = args.output is not None
     to_terminal = not to_file and sys.stdout.isatty()
     text = render(doc, args.format, render_options(args, to_terminal))
-    if to_file:
+    write_text(text, args.output)
+
+
+def write_text(text: str, output: str | None) -> None:
+    """Write `text` to the file `output`, or to standard output when it is None."""
+    if output is not None:
         try:
-            Path(args.output).write_text(text, encoding="utf-8")
+            Path(output).write_text(text, encoding="utf-8")
         except OSError as exc:
-            raise UsageError(f"{args.output}: cannot write: {exc.strerror or exc}") from None
+            raise UsageError(f"{output}: cannot write: {exc.strerror or exc}") from None
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
