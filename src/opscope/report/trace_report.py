@@ -97,7 +97,7 @@ def _headline(events: pl.DataFrame, lo: int, hi: int, names: dict[int, str], gpu
          "utilization": round(b / window_ns, 6) if window_ns else 0.0}
         for d, b in sorted(busy.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))
     ]
-    mean_util = sum(d["utilization"] for d in devices) / len(devices) if devices else 0.0
+    mean_util = sum(b / window_ns for b in busy.values()) / len(busy) if busy and window_ns else 0.0
     cats = _categories(events)
     return {
         "window_start_ns": lo,

@@ -31,28 +31,28 @@ def report_document(data: dict[str, Any]) -> Document:
     tables = [
         Table("kernels", f"Top {min(TOP_KERNELS, len(kernels))} of {len(kernels)} kernels by GPU time",
               (Column("name", "Name", NAME), Column("category", "Category", TEXT), Column("calls", "Calls", INT),
-               Column("total_ns", "Total ms", MS), Column("avg_ns", "Mean us", US), Column("share", "Share", PCT)),
+               Column("total", "Total ms", MS), Column("avg", "Mean us", US), Column("share", "Share", PCT)),
               tuple({"name": strings[r["name"]], "category": r["category"], "calls": r["calls"],
-                     "total_ns": _ns(r["total_us"]), "avg_ns": _ns(r["avg_us"]), "share": r["share"]}
+                     "total": _ns(r["total_us"]), "avg": _ns(r["avg_us"]), "share": r["share"]}
                     for r in kernels[:TOP_KERNELS])),
         Table("categories", "GPU time by category",
               (Column("category", "Category", TEXT), Column("calls", "Calls", INT),
-               Column("total_ns", "Total ms", MS), Column("share", "Share", PCT)),
-              tuple({"category": c["category"], "calls": c["calls"], "total_ns": _ns(c["total_us"]),
+               Column("total", "Total ms", MS), Column("share", "Share", PCT)),
+              tuple({"category": c["category"], "calls": c["calls"], "total": _ns(c["total_us"]),
                      "share": c["share"]} for c in data["categories"])),
     ]
     if data["steps"]:
-        tables.append(Table("steps", "Steps", (Column("name", "Step", TEXT), Column("wall_ns", "Wall ms", MS),
-                                               Column("busy_ns", "GPU busy ms", MS), Column("busy", "Busy", PCT)),
-                            tuple({"name": s["name"], "wall_ns": _ns(s["wall_us"]), "busy_ns": _ns(s["busy_us"]),
-                                   "busy": s["busy_us"] / s["wall_us"] if s["wall_us"] else None}
+        tables.append(Table("steps", "Steps", (Column("name", "Step", TEXT), Column("wall", "Wall ms", MS),
+                                               Column("busy", "GPU busy ms", MS), Column("busy_share", "Busy", PCT)),
+                            tuple({"name": s["name"], "wall": _ns(s["wall_us"]), "busy": _ns(s["busy_us"]),
+                                   "busy_share": s["busy_us"] / s["wall_us"] if s["wall_us"] else None}
                                   for s in data["steps"])))
     if data["memcpy"]:
         tables.append(Table("memcpy", "Memory copies",
                             (Column("direction", "Dir", TEXT), Column("name", "Name", NAME),
                              Column("calls", "Calls", INT), Column("bytes", "Bytes", INT),
-                             Column("total_ns", "Time ms", MS), Column("bandwidth_gbps", "GB/s", FLOAT)),
-                            tuple({**r, "total_ns": _ns(r["total_us"])} for r in data["memcpy"])))
+                             Column("time", "Time ms", MS), Column("bandwidth_gbps", "GB/s", FLOAT)),
+                            tuple({**r, "time": _ns(r["total_us"])} for r in data["memcpy"])))
     delay = data["launch_delay"]
     notes = []
     if delay["kernels"]:
