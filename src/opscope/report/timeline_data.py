@@ -27,10 +27,9 @@ class TimelineOptions:
     max_events: int = 200_000
 
 
-def lane_label(device: int | None, stream: int | None, device_name: str | None) -> str:
+def lane_label(device: int | None, stream: int | None) -> str:
     dev = "GPU ?" if device is None else f"GPU {device}"
-    label = f"{dev} · stream {'?' if stream is None else stream}"
-    return f"{label} ({device_name})" if device_name else label
+    return f"{dev} · stream {'?' if stream is None else stream}"
 
 
 def pack_timeline(events: pl.DataFrame, t0: int, t1: int, intern: Any, device_names: dict[int | None, str | None],
@@ -53,7 +52,8 @@ def pack_timeline(events: pl.DataFrame, t0: int, t1: int, intern: Any, device_na
         "t0_ns": t0,
         "span_ns": max(t1 - t0, 1),
         "lanes": [
-            {"device": d, "stream": s, "label": intern(lane_label(d, s, device_names.get(d)))}
+            {"device": d, "stream": s, "label": intern(lane_label(d, s)),
+             "device_name": intern(device_names.get(d) or "")}
             for d, s in lane_rows
         ],
         "events": total,

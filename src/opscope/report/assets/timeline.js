@@ -78,7 +78,7 @@
       ctx.fillStyle = l % 2 ? "#fafbfc" : "#f3f5f8";
       ctx.fillRect(LABEL_W, y, W, LANE_H);
       ctx.fillStyle = "#1d2330";
-      ctx.fillText(OPS.shortName(S(T.lanes[l].label), 36), 4, y + LANE_H / 2);
+      ctx.fillText(OPS.shortName(S(T.lanes[l].label), 34), 4, y + LANE_H / 2);
       if (T.bins) { // overview of every event (present when not all events were shipped)
         const b = T.bins, fill = b.fill[l];
         ctx.fillStyle = "#9aa5b4";
@@ -160,7 +160,7 @@
       ["launch delay", T.delay[i] >= 0 ? fmtNs(T.delay[i]) : "—"],
       ["start", fmtNs(start[i])],
       ["category", S(T.cat[i])],
-      ["device · stream", `${lane.device} · ${lane.stream}`],
+      ["device · stream", `${lane.device} · ${lane.stream}` + (S(lane.device_name) ? ` (${S(lane.device_name)})` : "")],
     ]];
   }
 
@@ -200,6 +200,8 @@
   view.zoomTo = (a, b) => { clampView(a, b); draw(); return view.lastDraw; };
   view.reset = () => { clampView(full[0], full[1]); draw(); return view.lastDraw; };
   view.hit = hit;
+  view.span = (i) => [start[i], end[i]];
+  view.show = (i) => { const pad = Math.max(T.dur[i] * 4, 20000); return view.zoomTo(start[i] - pad, end[i] + pad); };
   view.describe = (i) => describe(i);
   view.pixelOf = (i) => ({ x: LABEL_W + ((start[i] + end[i]) / 2 - v0) * (cssW - LABEL_W) / (v1 - v0), y: AXIS_H + T.lane[i] * LANE_H + LANE_H / 2 });
   view.count = n;

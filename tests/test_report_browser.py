@@ -1,0 +1,140 @@
+"""The HTML trace report in a real browser (headless Debian Chromium via Playwright): it loads from file://
+with no console errors, shows the same numbers as opscope's other outputs, survives hostile names, and
+stays bounded in what it paints for 100k+ kernels. Screenshots land in test-artifacts/."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from browser import chromium, open_report  # noqa: F401  (fixtures)
+from conftest import corpus_path
+from rawtrace import HOSTILE_KERNEL, HOSTILE_KERNEL_2, HOSTILE_OP, hostile_trace, many_kernels_trace
+
+pytestmark = pytest.mark.browser
+
+V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+
+
+def fmt_ms(us: float) -> str:
+    """The page's formatting of a duration of 1 ms to 1 s (common.js fmtUs)."""
+    return f"{us / 1e3:.3f} ms"
+
+
+def card_value(opened, key: str) -> str:
+    return opened.page.locator(f'[data-card="{key}"] .value').inner_text()
+
+
+def test_trace_report_views_and_numbers(cli, tmp_path, open_report) -> None:  # noqa: F811
+    trace = corpus_path(V100)
+    out = tmp_path / "report.html"
+    assert cli("report", trace, "-o", out).code == 0
+    summary = json.loads(cli("summary", trace, "--top", "3", "--format", "json").out)
+    data = json.loads(cli("report", trace, "--format", "json").out)
+    opened = open_report(out)
+    page = opened.page
+    assert opened.problems() == [] and opened.dialogs == []
+
+    # Numbers on the page equal `opscope summary` and the report's own JSON.
+    first = page.locator("#kernel-table tbody tr").first.locator("td")
+    assert first.nth(0).get_attribute("title") == summary["rows"][0]["name"]
+    assert first.nth(4).inner_text() == fmt_ms(summary["rows"][0]["total_us"])
+    assert card_value(opened, "gpu-time") == fmt_ms(summary["totals"]["gpu_time_us"])
+    assert card_value(opened, "busy") == f"{data['headline']['busy_pct']:.1f}%"
+    assert card_value(opened, "window") == fmt_ms(data["headline"]["window_us"])
+    assert page.locator("#kernels-table .count").inner_text() == f"{len(data['kernels']['rows'])} rows"
+
+    # Every chart drew, the timeline painted, hovering an event describes it.
+    assert page.locator("#kernels-chart canvas, #categories-chart canvas, #steps-chart canvas, "
+                        "#launch-delay-chart canvas").count() >= 4
+    draw = page.evaluate("window.opscopeTimeline.lastDraw")
+    assert draw["lanes"] == len(data["timeline"]["lanes"]) and draw["rects"] + draw["columns"] > 0
+    page.evaluate("window.opscopeTimeline.show(0)")
+    index = page.evaluate("window.opscopeTimeline.hit(window.opscopeTimeline.pixelOf(0).x, "
+                          "window.opscopeTimeline.pixelOf(0).y)")
+    assert index == 0
+    box = page.locator("#timeline-canvas").bounding_box()
+    pixel = page.evaluate("window.opscopeTimeline.pixelOf(0)")
+    page.mouse.move(box["x"] + pixel["x"], box["y"] + pixel["y"])
+    tip = page.locator("#tooltip")
+    assert tip.is_visible()
+    name = data["strings"][data["timeline"]["name"][0]]
+    assert tip.locator(".t-name").inner_text() == name and "launched by" in tip.inner_text()
+    opened.screenshot("trace-timeline-hover.png", "#timeline")
+    page.mouse.move(0, 0)
+    assert page.evaluate("window.opscopeFlame.lastDraw.drawn") > 10
+    opened.screenshot("trace-report.png")
+    assert opened.problems() == []
+
+
+def test_kernel_table_sorts_and_filters(cli, tmp_path, open_report) -> None:  # noqa: F811
+    trace = corpus_path(V100)
+    out = tmp_path / "report.html"
+    assert cli("report", trace, "-o", out).code == 0
+    rows = json.loads(cli("summary", trace, "--top", "0", "--format", "json").out)["rows"]
+    page = open_report(out).page
+    page.locator('#kernel-table th[data-key="calls"]').click()
+    assert page.locator("#kernel-table tbody tr").first.locator("td").nth(3).inner_text() == \
+        f"{max(r['calls'] for r in rows):,}"
+    page.locator("#kernels-table input").fill("sgemm")
+    expected = sum("sgemm" in r["name"].lower() for r in rows)
+    assert page.locator("#kernels-table .count").inner_text() == f"{expected} of {len(rows)} rows"
+    page.locator("#kernels-table input").fill("/^volta_sgemm_64x64_(nn|nt)$/")
+    assert page.locator("#kernel-table tbody tr").count() == 2
+
+
+def test_hostile_names_render_as_text(cli, tmp_path, open_report) -> None:  # noqa: F811
+    path = hostile_trace(tmp_path / "hostile <x>.json")  # hand-made fixture: names are HTML injections
+    out = tmp_path / "hostile.html"
+    assert cli("report", path, "-o", out, "--no-cache").code == 0
+    opened = open_report(out)
+    page = opened.page
+    # The names are visible, as text.
+    cells = page.locator("#kernel-table td.name").all_inner_texts()
+    assert HOSTILE_KERNEL in cells and HOSTILE_KERNEL_2 in cells
+    assert HOSTILE_KERNEL in page.locator("body").inner_text()
+    assert page.locator("img").count() == 0 and page.locator("svg[onload]").count() == 0
+    assert "hostile <x>.json" in page.locator("#report-subtitle").inner_text()
+    # Hover everything that shows names in a tooltip: timeline events, chart bars, flame frames.
+    box = page.locator("#timeline-canvas").bounding_box()
+    for i in range(page.evaluate("window.opscopeTimeline.count")):
+        page.evaluate(f"window.opscopeTimeline.show({i})")
+        pixel = page.evaluate(f"window.opscopeTimeline.pixelOf({i})")
+        page.mouse.move(box["x"] + pixel["x"], box["y"] + pixel["y"])
+        text = page.locator("#tooltip").inner_text()
+        assert HOSTILE_KERNEL in text or HOSTILE_KERNEL_2 in text or "Memcpy" in text
+        if "Memcpy" not in text:
+            assert HOSTILE_OP in text  # the launching op, shown literally
+    chart = page.locator("#kernels-chart").bounding_box()
+    for step in range(1, 20):
+        page.mouse.move(chart["x"] + chart["width"] * 0.4, chart["y"] + chart["height"] * step / 20)
+    flame = page.locator("#flame-canvas").bounding_box()
+    for step in range(1, 20):
+        page.mouse.move(flame["x"] + flame["width"] * step / 20, flame["y"] + 27)
+        page.mouse.move(flame["x"] + flame["width"] * step / 20, flame["y"] + 45)
+    page.wait_for_timeout(200)
+    opened.screenshot("hostile-names.png")
+    assert opened.dialogs == [], f"injected script ran: {opened.dialogs}"
+    assert opened.problems() == []
+
+
+def test_100k_kernels_paint_per_pixel_column(cli, tmp_path, open_report) -> None:  # noqa: F811
+    path = many_kernels_trace(tmp_path / "many.json.gz", 120_000)  # hand-made: the corpus has < 10k kernels
+    out = tmp_path / "many.html"
+    assert cli("report", path, "-o", out, "--no-cache", "--max-events", "60000").code == 0
+    opened = open_report(out)
+    page = opened.page
+    assert opened.problems() == []
+    note = page.locator("#timeline-note").inner_text()
+    assert re.search(r"120,000 GPU events in 4 lanes.*60,000 longest", note)
+    draw = page.evaluate("window.opscopeTimeline.lastDraw")
+    # Painted shapes are bounded by the screen (lanes x pixel columns), not by the 60,000 events visited.
+    assert draw["visited"] == 60_000
+    assert draw["rects"] + draw["columns"] <= 2 * draw["lanes"] * (draw["width"] + 2)
+    zoomed = page.evaluate("window.opscopeTimeline.zoomTo(1e6, 1.2e6)")  # 200 us: events drawn one by one
+    assert zoomed["rects"] > 0 and zoomed["visited"] < 1000
+    opened.screenshot("many-kernels-timeline.png", "#timeline")
+    page.locator("#kernels-table input").fill("kernel_4")
+    assert page.locator("#kernels-table .count").inner_text() == "11 of 50 rows"
