@@ -217,3 +217,18 @@ def test_parallel_decode_equals_sequential(monkeypatch: pytest.MonkeyPatch) -> N
     assert parallel.height == sequential.height == 86859
     assert parallel.cast({c: str for c in ("name", "cat", "kind")}).equals(
         sequential.cast({c: str for c in ("name", "cat", "kind")}))
+
+
+def test_parallel_decode_repairs_wrong_boundary_guesses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # hand-made: args holding lists of objects laid out like top-level events, so that guessed cuts fall
+    # inside events; the workers' failures must be repaired without losing or duplicating anything
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1,
+               "args": {"External id": i, "nested": [{"a": i}, {"b": "},\n{"}]}} for i in range(3000)]
+    text = json.dumps({"traceEvents": events}, indent=1)
+    path = tmp_path / "nested.json"
+    path.write_text(text)
+    monkeypatch.setattr("opscope.ingest.jsonstream.BATCH_BYTES", 3000)
+    monkeypatch.setenv("OPSCOPE_WORKERS", "2")
+    trace = opscope.load(path, cache=False)
+    assert trace.events["external_id"].to_list() == list(range(3000))
+    assert not trace.meta.warnings

@@ -127,7 +127,7 @@ def test_columns_from_args() -> None:
     assert (kernel["block_x"], kernel["registers_per_thread"], kernel["shared_memory"]) == (128, 30, 0)
     assert kernel["external_id"] == 112 and kernel["stream"] == 7 and kernel["device"] == 0
     assert kernel["est_occupancy_pct"] == 33 and kernel["dur_ns"] == 4928
-    assert kernel["ts_ns"] == pytest.approx(1712195495505582988, abs=128)  # float64 µs keeps ±0.125 µs
+    assert kernel["ts_ns"] == 1712195495505582988  # epoch-scale µs with ns digits, read exactly
     memcpy = events.filter(pl.col("kind").cast(str) == "memcpy").row(0, named=True)
     assert memcpy["bytes"] and memcpy["bytes"] > 0
     unknown = opscope.load(corpus_path("hta/cupti_profiler_benchmark_result_924719_1679055439_trace.json.gz")).events
@@ -163,3 +163,18 @@ def test_no_cache_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     trace = opscope.load(corpus_path("hta/triton_example_triton_example.json.gz"), cache=False)
     assert trace.count() == 71
     assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("relative", [V100, "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz",
+                                      "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json"])
+def test_start_times_are_exact_nanoseconds(relative: str) -> None:
+    import gzip
+    from decimal import Decimal
+
+    path = corpus_path(relative)
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as handle:
+        doc = json.loads(handle.read(), parse_float=Decimal)
+    expected = sorted(int(Decimal(e["ts"]) * 1000) for e in doc["traceEvents"] if "ts" in e)
+    got = sorted(opscope.load(path).events["ts_ns"].drop_nulls().to_list())
+    assert got == expected

@@ -103,11 +103,11 @@ class EventSplitter(Generic[T]):
     """Feeds whole-event batches (`b"[ev, ev, ...]"`) to `decode` and yields what it returns."""
 
     def __init__(self, chunks: Iterable[bytes], decode: Callable[[bytes], T], name: str,
-                 batch_bytes: int = BATCH_BYTES) -> None:
+                 batch_bytes: int | None = None) -> None:
         self._chunks = iter(chunks)
         self._decode = decode
         self._name = name
-        self._batch_bytes = batch_bytes
+        self._batch_bytes = batch_bytes or BATCH_BYTES
         self._eof = False
         self.report = StreamReport()
 

@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from msgspec import field
 
 from opscope.ingest.jsonstream import SyntaxProblem
@@ -33,7 +34,7 @@ class _Event(msgspec.Struct, gc=False):
     name: str | None = None
     pid: int | str | None = None
     tid: int | str | None = None
-    ts: float | None = None
+    ts: Any = None  # float literals arrive as their text (float_hook=str): see `_start_times_ns`
     dur: float | None = None
     id: int | str | None = None
     args: msgspec.Raw = _EMPTY
@@ -107,7 +108,7 @@ class _LooseEvent(msgspec.Struct, gc=False):
     args: msgspec.Raw = _EMPTY
 
 
-_STRICT = msgspec.json.Decoder(list[_Event])
+_STRICT = msgspec.json.Decoder(list[_Event], float_hook=str)
 _LOOSE = msgspec.json.Decoder(list[_LooseEvent])
 _DECODERS: dict[type, msgspec.json.Decoder[Any]] = {
     struct: msgspec.json.Decoder(list[struct])  # type: ignore[valid-type]
@@ -115,6 +116,7 @@ _DECODERS: dict[type, msgspec.json.Decoder[Any]] = {
 }
 _LOOSE_ARGS = msgspec.json.Decoder(list[Any])
 _INT64_MAX = 2**63 - 1
+_FLOAT_EXACT_US = 2.0**53 / 1000 / 8  # below this, float64 microseconds keep every nanosecond
 
 
 @dataclass
@@ -252,7 +254,9 @@ class BatchDecoder:
         return None
 
     @staticmethod
-    def _floats(values: list[Any], dtype: pa.DataType) -> pa.Array:
+    def _floats(values: list[Any] | pa.Array, dtype: pa.DataType) -> pa.Array:
+        if isinstance(values, pa.Array):
+            return values.cast(dtype)
         try:
             return pa.array(values, type=dtype)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
@@ -278,15 +282,41 @@ class BatchDecoder:
         return pa.array([bytes(v).decode("utf-8", "replace") if len(v) else None for v in values],
                         type=pa.string()).dictionary_encode()
 
-    def _times_ns(self, values: list[Any]) -> pa.Array:
-        """Microseconds (as Kineto writes them) to integer nanoseconds, keeping sub-microsecond digits."""
+    def _times_ns(self, values: list[Any] | pa.Array) -> pa.Array:
+        """Durations in microseconds (as Kineto writes them) to integer nanoseconds."""
         floats = self._floats(values, pa.float64())
         mask = np.asarray(floats.is_null().to_numpy(zero_copy_only=False))
         us = floats.fill_null(0.0).to_numpy()
         whole = np.floor(us)
-        # Whole and fractional microseconds apart, so that epoch-scale values keep their ns digits.
+        # Whole and fractional microseconds apart, so that large values keep their nanosecond digits.
         ns = whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000).astype(np.int64)
         return pa.array(ns, type=pa.int64(), mask=mask if mask.any() else None)
+
+    def _start_times_ns(self, values: list[Any]) -> pa.Array:
+        """Start times to integer nanoseconds, exactly.
+
+        Float literals arrive as text. Most traces use a monotonic clock (~1e12 us), where float64 keeps every
+        nanosecond; epoch-based traces (~1.7e15 us) would lose up to 0.125 us in a float64, so for those the
+        text is split at the decimal point and both parts are read as integers.
+        """
+        try:
+            text = pa.array(values, type=pa.string())
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return self._times_ns([_as_float(v) if isinstance(v, str) else v for v in values])
+        try:
+            floats = pc.cast(text, pa.float64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return self._times_ns([_as_float(v) for v in values])
+        top = pc.max(pc.abs(floats)).as_py()
+        if top is None or top < _FLOAT_EXACT_US:
+            return self._times_ns(floats)
+        parts = pc.extract_regex(text, r"^(?P<w>-?\d+)(?:\.(?P<f>\d*))?$")
+        if parts.null_count > text.null_count:  # exponents or other forms: keep the float reading
+            return self._times_ns(floats)
+        whole = pc.cast(parts.field("w"), pa.int64())
+        frac = pc.cast(pc.utf8_slice_codeunits(pc.utf8_rpad(parts.field("f"), 3, "0"), 0, 3), pa.int64())
+        sign = pc.if_else(pc.starts_with(parts.field("w"), "-"), -1, 1)
+        return pc.add(pc.multiply(whole, 1000), pc.multiply(frac, sign))
 
     def _columns(self, events: list[_Event]) -> pa.RecordBatch:
         n = len(events)
@@ -308,7 +338,7 @@ class BatchDecoder:
             Col.NAME: self._strings([e.name for e in events]),
             Col.PID: self._strings(pid),
             Col.TID: self._strings(tid),
-            Col.TS_NS: self._times_ns([e.ts for e in events]),
+            Col.TS_NS: self._start_times_ns([e.ts for e in events]),
             Col.DUR_NS: self._times_ns([e.dur for e in events]),
             Col.FLOW_ID: self._ints([e.id for e in events], pa.int64()),
         }
