@@ -18,7 +18,7 @@ CPU_WORK_CATS = {"cpu_op", "Operator", "operator", "cuda_runtime", "Runtime", "h
 def load_doc(path: Path) -> Any:
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rb") as handle:
-        return json.loads(handle.read())
+        return json.loads(handle.read(), parse_float=Decimal)  # exact: epoch-scale us keep their ns digits
 
 
 def raw_events(path: Path) -> list[dict[str, Any]]:
@@ -31,9 +31,8 @@ def gpu_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             and e["dur"] >= 0]
 
 
-def ns(us: float) -> int:
-    """Microseconds as read by `json` (a float) to integer nanoseconds, exactly: Decimal(float) is the float's
-    exact binary value, so epoch-scale timestamps (spaced 0.25 us apart as floats) do not drift in sums."""
+def ns(us: Decimal | int) -> int:
+    """Microseconds as written in the file (read as Decimal, see `load_doc`) to integer nanoseconds."""
     return int((Decimal(us) * 1000).to_integral_value(ROUND_HALF_EVEN))
 
 
