@@ -11,7 +11,7 @@ import pytest
 
 from browser import chromium, open_report  # noqa: F401  (fixtures)
 from conftest import corpus_path
-from rawtrace import HOSTILE_KERNEL, HOSTILE_KERNEL_2, HOSTILE_OP, hostile_trace, many_kernels_trace
+from rawfixtures import HOSTILE_KERNEL, HOSTILE_KERNEL_2, HOSTILE_OP, hostile_trace, many_kernels_trace
 
 pytestmark = pytest.mark.browser
 

@@ -20,7 +20,7 @@ frame), so the cost is linear in the number of CPU spans plus launches.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
@@ -67,6 +67,12 @@ class GpuStacks:
             out.append(self.frames[node])
             node = self.parents[node]
         return tuple(reversed(out))
+
+    def only(self, keep: pl.Expr) -> GpuStacks:
+        """The same stacks for the GPU events where `keep` holds (e.g. those starting in some steps)."""
+        events = self.events.filter(keep)
+        linked = int(events[LAUNCH_TS].is_not_null().sum())
+        return replace(self, events=events, linked=linked, missing_launch=events.height - linked)
 
     def folded(self) -> list[tuple[tuple[str, ...], str, int]]:
         """(frames, GPU event name, total ns) per distinct stack + name, heaviest first."""

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from opscope import __version__
-from opscope.cli import report, summary
+from opscope.cli import export, report, summary
 from opscope.errors import OpscopeError
 
 # Each subcommand module has NAME, HELP, prepare_parser(parser) and run(args) -> int.
-COMMANDS: list[ModuleType] = [summary, report]
+COMMANDS: list[ModuleType] = [summary, report, export]
 
 
 class _OneLine(logging.Formatter):
