@@ -8,6 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from opscope.cli.progress import parse_progress
 from opscope.errors import UsageError
 from opscope.ingest import load
 from opscope.model.trace import Trace
@@ -43,8 +44,10 @@ def _int_list(text: str) -> tuple[int, ...]:
 
 
 def load_trace(args: argparse.Namespace, path: str | None = None) -> Trace:
-    return load(path if path is not None else args.trace, cache=not args.no_cache,
-                strict=getattr(args, "strict", False))
+    """Load the trace named on the command line, with a progress bar for long parses on a terminal."""
+    target = path if path is not None else args.trace
+    with parse_progress(args, f"reading {Path(str(target)).name if target else 'trace'}") as progress:
+        return load(target, cache=not args.no_cache, strict=getattr(args, "strict", False), progress=progress)
 
 
 def render_options(args: argparse.Namespace, to_terminal: bool) -> RenderOptions:
