@@ -4,6 +4,15 @@ The public API is small::
 
     trace = opscope.load("trace.pt.trace.json.gz")     # Trace: events as a polars DataFrame + metadata
     table = opscope.summary(trace, top=20)              # KernelSummary: the `opscope summary` rows
+
+    with opscope.profile(steps=3) as prof:              # capture (needs the torch extra): first 3 steps
+        for batch in loader:
+            train_step(batch)
+            prof.step()
+    print(prof.summary())
+
+`profile`, `annotate`, `step`, `measure_overhead` and `compare_strategies` live in `opscope.capture`, which
+imports torch only when they run, so `import opscope` works without torch.
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from opscope.analysis.kernels import KernelRow, KernelSummary, SummaryOptions, kernel_summary
+from opscope.capture import annotate, compare_strategies, measure_overhead, profile, step
 from opscope.errors import InputError, OpscopeError, UsageError
 from opscope.ingest import load
 from opscope.model import Trace, TraceMeta
@@ -41,6 +51,11 @@ __all__ = [
     "TraceMeta",
     "UsageError",
     "__version__",
+    "annotate",
+    "compare_strategies",
     "load",
+    "measure_overhead",
+    "profile",
+    "step",
     "summary",
 ]

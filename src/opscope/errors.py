@@ -35,3 +35,11 @@ class MissingDependency(OpscopeError):
     """An optional extra (torch, dask, ...) is needed for this feature."""
 
     exit_code = 2
+
+
+class ScriptFailed(OpscopeError):
+    """A script run under `opscope run` raised or exited non-zero; the exit code follows the script's."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code if exit_code > 0 else 1

@@ -7,6 +7,8 @@ Definitions (also in docs/metrics.md):
 - share = row total / sum of the durations of all GPU activity in that device/stream selection (before the
   --kind and --filter options). It is a share of summed GPU time, not of wall time: kernels overlapping on
   two streams both count.
+- stddev = sample standard deviation of the durations (n - 1 in the denominator, as `nsys stats` reports
+  it); 0 for a single call.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class KernelRow:
     max_ns: int
     median_ns: float
     share: float
+    stddev_ns: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ def kernel_summary(trace: Trace, options: SummaryOptions | None = None) -> Kerne
             pl.col(Col.DUR_NS).min().alias("min"),
             pl.col(Col.DUR_NS).max().alias("max"),
             pl.col(Col.DUR_NS).median().alias("median"),
+            pl.col(Col.DUR_NS).std(ddof=1).alias("stddev"),
         )
         .with_columns(pl.col(Col.NAME).cast(pl.String), pl.col(Col.KIND).cast(pl.String))
         .sort(["total", Col.NAME, Col.KIND], descending=[True, False, False])
@@ -111,6 +115,7 @@ def kernel_summary(trace: Trace, options: SummaryOptions | None = None) -> Kerne
             max_ns=int(r["max"]),
             median_ns=float(r["median"]),
             share=int(r["total"]) / denominator if gpu_time > 0 else 0.0,
+            stddev_ns=float(r["stddev"] or 0.0),
         )
         for r in grouped.iter_rows(named=True)
     ]

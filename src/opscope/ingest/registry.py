@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from opscope.errors import InputError
-from opscope.ingest import kineto
+from opscope.ingest import kineto, nsys, rocprof
 from opscope.ingest.source import head_bytes
 from opscope.model.meta import TraceMeta
 
@@ -34,7 +34,38 @@ def _sniff_kineto(head: bytes, path: Path) -> bool:
     return text[:1] == b"{" and (b'"traceEvents"' in head or b'"schemaVersion"' in head or len(head) >= (64 << 10))
 
 
+SQLITE_MAGIC = b"SQLite format 3\x00"
+NCU_COLUMNS = (b'"ID"', b'"Kernel Name"')  # Nsight Compute CSV: not a trace, read by `kernels --metrics`
+
+
+def _sniff_sqlite(head: bytes, path: Path) -> bool:
+    return head.startswith(SQLITE_MAGIC)
+
+
 READERS: list[Reader] = [
+    Reader(
+        name="nsys",
+        description="Nsight Systems SQLite export (nsys export --type sqlite): kernels, memcpy/memset, "
+                    "CUDA API, NVTX ranges",
+        extensions=(".sqlite",),
+        sniff=_sniff_sqlite,
+        read=nsys.read_batches,
+    ),
+    Reader(
+        name="rocprof",
+        description="rocprofv3 / rocprofiler-sdk JSON (--output-format json): kernel dispatches, memory copies",
+        extensions=(".json", ".json.gz"),
+        sniff=rocprof.sniff_json,
+        read=rocprof.read_json,
+    ),
+    Reader(
+        name="rocprof-csv",
+        description="rocprof kernel CSV: v1 results.csv (BeginNs/EndNs), omniperf timestamps.csv, "
+                    "rocprofv3 kernel_trace.csv",
+        extensions=(".csv",),
+        sniff=rocprof.sniff_csv,
+        read=rocprof.read_csv,
+    ),
     Reader(
         name="kineto",
         description="PyTorch profiler / Kineto / Chrome-trace JSON (.json, .json.gz), NVIDIA and AMD",
@@ -67,7 +98,14 @@ def detect(path: Path, display: str) -> Reader:
         if reader.sniff(head, path):
             return reader
     stripped = head.lstrip()
+    if all(col in head[:4096] for col in NCU_COLUMNS):
+        raise InputError(f"{display}: an Nsight Compute CSV (per-launch metrics, not a timeline); "
+                         "use it as `opscope kernels TRACE --metrics FILE`")
     if stripped[:1] in (b"{", b"["):
         raise InputError(f"{display}: JSON, but not a trace format opscope reads (see `opscope formats`)")
+    first_line = stripped.split(b"\n", 1)[0]
+    if first_line.count(b",") >= 2 and not any(ch < 9 for ch in first_line):
+        raise InputError(f"{display}: {rocprof.describe_csv(stripped)}: not a trace format opscope reads "
+                         "(see `opscope formats`)")
     raise InputError(f"{display}: not a trace: unrecognised content (starts with {stripped[:16]!r}); "
                      "see `opscope formats`")

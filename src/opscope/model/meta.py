@@ -23,6 +23,9 @@ class DeviceInfo:
     warp_size: int | None = None
     total_memory: int | None = None
     compute_capability: str | None = None
+    max_warps_per_sm: int | None = None  # nsys TARGET_INFO_GPU, rocprof agents (waves per CU)
+    max_blocks_per_sm: int | None = None  # nsys TARGET_INFO_GPU
+    arch: str | None = None  # "gfx950", "GA100", ... when the profiler names the chip
 
     @classmethod
     def from_kineto(cls, props: dict[str, Any]) -> DeviceInfo:

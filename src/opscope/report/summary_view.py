@@ -24,6 +24,7 @@ def summary_data(result: KernelSummary) -> dict[str, object]:
             "max_us": _us(r.max_ns),
             "median_us": _us(r.median_ns),
             "share": round(r.share, 6),
+            "stddev_us": _us(r.stddev_ns),
         }
         for r in result.rows
     ]
@@ -63,11 +64,12 @@ def summary_document(result: KernelSummary) -> Document:
         Column("min_ns", "Min us", US),
         Column("max_ns", "Max us", US),
         Column("median_ns", "Median us", US),
+        Column("stddev_ns", "StdDev us", US),
         Column("share", "Share", PCT),
     )
     rows = tuple(
         {"name": r.name, "kind": r.kind, "calls": r.calls, "total_ns": r.total_ns, "avg_ns": r.avg_ns,
-         "min_ns": r.min_ns, "max_ns": r.max_ns, "median_ns": r.median_ns, "share": r.share}
+         "min_ns": r.min_ns, "max_ns": r.max_ns, "median_ns": r.median_ns, "stddev_ns": r.stddev_ns, "share": r.share}
         for r in result.rows
     )
     footer = tuple(line for line in (_rest_line(result),) if line)

@@ -1,0 +1,42 @@
+"""`opscope kernels`: per-kernel launch configuration, theoretical occupancy and (with --metrics) ncu metrics."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from opscope.analysis.kernel_metrics import join_metrics
+from opscope.analysis.launch_config import LaunchOptions, launch_config
+from opscope.cli.common import add_input_args, add_output_args, emit, load_trace
+from opscope.errors import InputError, UsageError
+from opscope.ingest.ncu import read_ncu_csv
+from opscope.report.kernels_view import kernels_document
+
+NAME = "kernels"
+HELP = "per-kernel launch configuration, occupancy and limiter; --metrics joins an Nsight Compute CSV"
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    add_input_args(parser)
+    parser.add_argument("--metrics", default=None, metavar="NCU_CSV",
+                        help="Nsight Compute export (ncu --csv --page raw or --page details) to join by kernel "
+                             "name and launch order")
+    parser.add_argument("--top", type=int, default=30, help="rows to show (0 = all; default 30)")
+    parser.add_argument("--filter", default=None, metavar="REGEX", help="only kernel names matching this regex")
+    add_output_args(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.top < 0:
+        raise UsageError("--top must be 0 (all rows) or a positive number")
+    metrics = None
+    if args.metrics is not None:
+        path = Path(args.metrics)
+        if not path.is_file():
+            raise InputError(f"{path}: no such file (--metrics)")
+        metrics = read_ncu_csv(path)
+    trace = load_trace(args)
+    report = launch_config(trace, LaunchOptions(top=args.top, name_filter=args.filter))
+    join = join_metrics(trace, metrics) if metrics is not None else None
+    emit(kernels_document(report, join), args)
+    return 0

@@ -1,0 +1,70 @@
+"""`opscope run [options] -- python SCRIPT.py ARGS...`: profile an unmodified script and print its summary."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from opscope.cli.common import add_output_args, emit
+
+NAME = "run"
+HELP = "profile an unmodified Python script (in this process) and print where the time went"
+log = logging.getLogger("opscope")
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--steps", type=int, default=None, metavar="N",
+                        help="trace only the first N steps (marked by opscope.step() or optimizer steps); "
+                             "default: the whole run")
+    parser.add_argument("--skip-first", type=int, default=0, metavar="N", help="with --steps: skip N steps first")
+    parser.add_argument("--record-shapes", action="store_true", help="record operator input shapes")
+    parser.add_argument("--with-stack", action="store_true", help="record Python source locations")
+    parser.add_argument("--profile-memory", action="store_true", help="record tensor allocations")
+    parser.add_argument("--nvtx", action="store_true", help="NVTX ranges per step (for Nsight Systems)")
+    parser.add_argument("--log-dir", default=None, help="trace folder (default: $PROFILER_LOG_DIR or ./trace_logs)")
+    parser.add_argument("--top", type=int, default=30, help="rows to show (0 = all; default 30)")
+    parser.add_argument("--overhead", action="store_true",
+                        help="first measure the tracing overhead: the script runs untraced and traced, repeatedly")
+    parser.add_argument("--repeats", type=int, default=3, help="with --overhead: traced/untraced pairs (default 3)")
+    add_output_args(parser, formats=("table", "json", "markdown"))
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- python SCRIPT.py ARGS...",
+                        help="the script and its arguments (python -m MODULE also works)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from opscope.capture import ProfileOptions, Schedule, measure_overhead
+    from opscope.capture.runner import execute, parse_command, run_script
+    from opscope.capture.summary import summarize
+    from opscope.errors import ScriptFailed, UsageError
+    from opscope.report.capture_view import run_document
+
+    if args.steps is not None and args.steps < 1:
+        raise UsageError(f"--steps must be a positive number of steps, got {args.steps}")
+    if args.top < 0 or args.repeats < 1:
+        raise UsageError("--top must be 0 or more and --repeats at least 1")
+    command = parse_command(args.command)
+    options = ProfileOptions(schedule=Schedule.build(args.steps, skip_first=args.skip_first),
+                             record_shapes=args.record_shapes, with_stack=args.with_stack,
+                             profile_memory=args.profile_memory, nvtx=args.nvtx, log_dir=args.log_dir)
+    overhead = None
+    if args.overhead:
+        try:
+            overhead = measure_overhead(lambda: execute(command), repeats=args.repeats, options=options)
+        except (Exception, SystemExit) as exc:
+            code = exc.code if isinstance(exc, SystemExit) and isinstance(exc.code, int) else 1
+            raise ScriptFailed(f"{command.display} failed during the overhead runs ({type(exc).__name__}: {exc})",
+                               code) from None
+    result = run_script(command, options)
+    summary = summarize(result.trace_path, device=result.device, top=args.top) if result.trace_path else None
+    if summary is not None or result.exit_status != 0:
+        emit(run_document(result, summary, overhead), args)
+    for warning in result.warnings:
+        log.warning(warning)
+    if result.exit_status != 0:
+        if result.script_traceback:
+            sys.stderr.write(result.script_traceback)
+        raise ScriptFailed(f"{command.display} {result.error}; {result.crash_note}", result.exit_status)
+    if summary is None:
+        raise UsageError(f"no trace was captured ({result.warnings[-1] if result.warnings else 'nothing recorded'})")
+    return 0

@@ -1,0 +1,93 @@
+"""Building blocks for readers that fill the event model column by column (Nsight, rocprof).
+
+Each helper returns an Arrow array of the exact type the schema wants: text columns as dictionary<int32,
+string> (few distinct values, stored once), the kind as a dictionary over every `Kind`. `record_batch`
+assembles whatever columns a reader has and fills the rest with nulls, in schema order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from opscope.model.schema import COLUMNS, KINDS, arrow_schema
+
+_KIND_INDEX = {k: i for i, k in enumerate(KINDS)}
+_KIND_DICT = pa.array(list(KINDS), type=pa.string())
+_SCHEMA = arrow_schema()
+
+
+def text(values: Sequence[str | None]) -> pa.DictionaryArray:
+    """Python strings -> dictionary array."""
+    arr = pa.array(values, type=pa.string()).dictionary_encode()
+    return arr.cast(pa.dictionary(pa.int32(), pa.string()))
+
+
+def const_text(value: str | None, n: int) -> pa.DictionaryArray:
+    """The same string (or null) n times."""
+    if value is None:
+        return pa.nulls(n, pa.dictionary(pa.int32(), pa.string()))
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([value]))
+
+
+def text_by_code(codes: np.ndarray, names: Mapping[int, str | None]) -> pa.DictionaryArray:
+    """Integer codes -> their names (a code missing from `names` gives null), via the distinct codes only."""
+    uniq, inverse = np.unique(codes, return_inverse=True)
+    dictionary = [names.get(int(c)) for c in uniq]
+    indices = pa.array(inverse.astype(np.int32))
+    valid = [d is not None for d in dictionary]
+    if not all(valid):
+        mask = ~np.asarray(valid)[inverse]
+        indices = pa.array(inverse.astype(np.int32), mask=mask)
+        dictionary = [d if d is not None else "" for d in dictionary]
+    return pa.DictionaryArray.from_arrays(indices, pa.array(dictionary, type=pa.string()))
+
+
+def text_of_ints(values: np.ndarray, valid: np.ndarray | None = None) -> pa.DictionaryArray:
+    """Integers -> their decimal text (pid, tid, device as text), nulls where not `valid` (hash-encoded)."""
+    encoded = pa.array(values, type=pa.int64(), mask=None if valid is None else ~valid).dictionary_encode()
+    dictionary = encoded.dictionary.cast(pa.string())
+    return pa.DictionaryArray.from_arrays(encoded.indices.cast(pa.int32()), dictionary)
+
+
+def kinds(kind: str, n: int) -> pa.DictionaryArray:
+    return pa.DictionaryArray.from_arrays(pa.array(np.full(n, _KIND_INDEX[kind], dtype=np.int32)), _KIND_DICT)
+
+
+def kinds_of(per_row: Sequence[str]) -> pa.DictionaryArray:
+    codes = np.fromiter((_KIND_INDEX[k] for k in per_row), dtype=np.int32, count=len(per_row))
+    return pa.DictionaryArray.from_arrays(pa.array(codes), _KIND_DICT)
+
+
+def kinds_where(condition: np.ndarray, when_true: str, otherwise: str) -> pa.DictionaryArray:
+    """Per-row kind chosen between two, vectorised."""
+    codes = np.where(condition, _KIND_INDEX[when_true], _KIND_INDEX[otherwise]).astype(np.int32)
+    return pa.DictionaryArray.from_arrays(pa.array(codes), _KIND_DICT)
+
+
+def text_where(condition: np.ndarray, when_true: str, otherwise: str) -> pa.DictionaryArray:
+    """Per-row text chosen between two strings, vectorised."""
+    return pa.DictionaryArray.from_arrays(pa.array(condition.astype(np.int32)), pa.array([otherwise, when_true]))
+
+
+def ints(values: np.ndarray | pa.Array, dtype: pa.DataType, valid: np.ndarray | None = None) -> pa.Array:
+    if isinstance(values, pa.Array):
+        return values.cast(dtype)
+    return pa.array(values, type=dtype, mask=None if valid is None else ~valid)
+
+
+def record_batch(n: int, columns: Mapping[str, pa.Array]) -> pa.RecordBatch:
+    """A batch with every schema column: the given ones (cast to the schema type), nulls for the rest."""
+    arrays = []
+    for field in _SCHEMA:
+        given = columns.get(field.name)
+        if given is None:
+            arrays.append(pa.nulls(n, field.type))
+        elif given.type != field.type:
+            arrays.append(given.cast(field.type))
+        else:
+            arrays.append(given)
+    assert len(arrays) == len(COLUMNS)
+    return pa.RecordBatch.from_arrays(arrays, schema=_SCHEMA)

@@ -1,0 +1,364 @@
+"""Nsight Systems SQLite reader (`nsys export --type sqlite`): kernels, memcpy, memset, CUDA API, NVTX.
+
+Each activity table is streamed in bounded batches of integer columns (see `ingest.sqlite`) and turned into
+the event model: names are resolved through `StringIds` on the distinct ids of each batch, threads are
+decoded from `globalTid` (pid = (globalTid >> 24) & 0xFFFFFF, tid = globalTid & 0xFFFFFF), and the CUPTI
+`correlationId` goes into `Col.CORRELATION` on both the API call and its GPU work, as in Kineto traces.
+Names follow Kineto so that the same program reads the same from both profilers: kernels by their demangled
+name, copies as "Memcpy HtoD (Pageable -> Device)", fills as "Memset (Device)", API calls without the
+"_v7000" version suffix nsys stores, NVTX push/pop and start/end ranges as `user_annotation` ranges on the
+CPU thread. Absent tables are simply empty: an export without a kernel table has no kernels.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from opscope.errors import InputError
+from opscope.ingest import columns as C
+from opscope.ingest.source import is_gzip
+from opscope.ingest.sqlite import NULL_INT, SqliteTrace, nullable
+from opscope.model.meta import DeviceInfo, TraceMeta
+from opscope.model.schema import Col, Kind
+
+KERNEL, MEMCPY, MEMSET = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
+RUNTIME, NVTX, STRINGS, GPUS = "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU"
+NSYS_TABLES = (KERNEL, MEMCPY, MEMSET, RUNTIME, NVTX, STRINGS, GPUS)
+
+# CUPTI copy kinds as Kineto abbreviates them; nsys adds 11-13 for unified memory.
+COPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+              8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "Unified HtoD", 12: "Unified DtoH", 13: "Unified DtoD"}
+# nsys's ENUM_CUDA_MEM_KIND (note: not CUPTI's numbering); used when the export lacks the enum table.
+MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
+             6: "Managed Static", 7: "Unknown"}
+NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN = 34, 59, 60, 75
+_VERSION_SUFFIX = re.compile(r"_v\d+$")
+_DRIVER_CLASS = 1  # ENUM_NSYS_EVENT_CLASS: 0 CUDA runtime, 1 CUDA driver
+
+
+@dataclass
+class _State:
+    strings: pa.Array
+    devices: dict[int, DeviceInfo]
+    pids: set[int] = field(default_factory=set)
+    tids: set[int] = field(default_factory=set)  # globalTid values seen
+
+
+def _string_table(db: SqliteTrace) -> pa.Array:
+    if STRINGS not in db.tables:
+        return pa.array([], type=pa.string())
+    rows = db.rows(f"SELECT id, value FROM {STRINGS}")
+    if not rows:
+        return pa.array([], type=pa.string())
+    size = max(r[0] for r in rows) + 1
+    values: list[str | None] = [None] * size
+    for key, value in rows:
+        if key is not None and key >= 0:
+            values[key] = value if isinstance(value, str) else None
+    return pa.array(values, type=pa.string())
+
+
+def _names(ids: pa.Array, strings: pa.Array, fix: Callable[[str], str] | None = None) -> pa.DictionaryArray:
+    """StringIds ids -> dictionary array over just the distinct ids of this batch (hash-encoded)."""
+    encoded = ids.dictionary_encode()
+    uniq = encoded.dictionary.to_numpy()
+    in_range = (uniq >= 0) & (uniq < len(strings))
+    dictionary = strings.take(pa.array(np.where(in_range, uniq, 0)))
+    if not in_range.all() or fix is not None or dictionary.null_count:
+        values = [d if ok else None for d, ok in zip(dictionary.to_pylist(), in_range)]
+        if fix is not None:
+            values = [fix(d) if d is not None else None for d in values]
+        names = {i: v for i, v in enumerate(values)}
+        return C.text_by_code(encoded.indices.to_numpy(), names)
+    return pa.DictionaryArray.from_arrays(encoded.indices.cast(pa.int32()), dictionary)
+
+
+def _devices(db: SqliteTrace) -> dict[int, DeviceInfo]:
+    if GPUS not in db.tables:
+        return {}
+    have = db.columns(GPUS)
+    wanted = ["id", "name", "smCount", "maxWarpsPerSm", "threadsPerWarp", "maxThreadsPerBlock",
+              "maxRegistersPerSm", "maxRegistersPerBlock", "maxShmemPerSm", "maxShmemPerBlock",
+              "maxShmemPerBlockOptin", "totalMemory", "computeMajor", "computeMinor", "maxBlocksPerSm", "chipName"]
+    select = ", ".join(c if c in have else "NULL" for c in wanted)
+    out: dict[int, DeviceInfo] = {}
+    for row in db.rows(f"SELECT {select} FROM {GPUS}"):
+        r = dict(zip(wanted, row))
+        if r["id"] is None or int(r["id"]) in out:
+            continue
+        warps, warp = r["maxWarpsPerSm"], r["threadsPerWarp"]
+        cc = f"{r['computeMajor']}.{r['computeMinor']}" if r["computeMajor"] is not None else None
+        out[int(r["id"])] = DeviceInfo(
+            id=int(r["id"]), name=str(r["name"] or f"GPU {r['id']}"), sm_count=r["smCount"],
+            max_threads_per_sm=warps * warp if warps and warp else None,
+            max_threads_per_block=r["maxThreadsPerBlock"], regs_per_sm=r["maxRegistersPerSm"],
+            regs_per_block=r["maxRegistersPerBlock"], shared_mem_per_sm=r["maxShmemPerSm"],
+            shared_mem_per_block=r["maxShmemPerBlock"], shared_mem_per_block_optin=r["maxShmemPerBlockOptin"],
+            warp_size=warp, total_memory=r["totalMemory"], compute_capability=cc, max_warps_per_sm=warps,
+            max_blocks_per_sm=r["maxBlocksPerSm"], arch=r["chipName"])
+    return out
+
+
+def _enum_labels(db: SqliteTrace, table: str, fallback: dict[int, str]) -> dict[int, str]:
+    if table not in db.tables or "label" not in db.columns(table):
+        return dict(fallback)
+    return {int(k): str(v) for k, v in db.rows(f"SELECT id, label FROM {table}") if k is not None and v}
+
+
+def _np(batch: pa.RecordBatch, name: str) -> np.ndarray:
+    return batch.column(name).to_numpy()
+
+
+def _valid(values: np.ndarray) -> np.ndarray:
+    return values != NULL_INT
+
+
+def _gpu_columns(batch: pa.RecordBatch, category: str, kind: str) -> dict[str, pa.Array]:
+    n = batch.num_rows
+    device, stream = _np(batch, "device"), _np(batch, "stream")
+    return {
+        Col.PH: C.const_text("X", n), Col.CAT: C.const_text(category, n), Col.KIND: C.kinds(kind, n),
+        Col.PID: C.text_of_ints(device), Col.TID: C.text_of_ints(stream),
+        Col.TS_NS: batch.column("start"), Col.DUR_NS: batch.column("dur"),
+        Col.DEVICE: C.ints(device, pa.int32()), Col.STREAM: batch.column("stream"),
+        Col.CORRELATION: nullable(batch.column("corr")),
+    }
+
+
+def _kernels(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
+    if KERNEL not in db.tables:
+        return
+    have = db.columns(KERNEL)
+    name = "demangledName" if "demangledName" in have else "shortName"
+    sql = (f"SELECT start, end - start, deviceId, streamId, {db.col(KERNEL, 'correlationId')}, "
+           f"ifnull({name}, {NULL_INT}), gridX, gridY, gridZ, blockX, blockY, blockZ, "
+           f"{db.col(KERNEL, 'registersPerThread')}, "
+           f"{db.col(KERNEL, 'staticSharedMemory', '0')} + {db.col(KERNEL, 'dynamicSharedMemory', '0')} "
+           f"FROM {KERNEL}")
+    names = ["start", "dur", "device", "stream", "corr", "name", "gx", "gy", "gz", "bx", "by", "bz", "regs", "smem"]
+    sm_count = {d: info.sm_count for d, info in state.devices.items() if info.sm_count}
+    warp_size = {d: info.warp_size or 32 for d, info in state.devices.items()}
+    for batch in db.batches(sql, names):
+        cols = _gpu_columns(batch, "kernel", Kind.KERNEL)
+        cols[Col.NAME] = _names(batch.column("name"), state.strings)
+        for key, col in (("gx", Col.GRID_X), ("gy", Col.GRID_Y), ("gz", Col.GRID_Z), ("bx", Col.BLOCK_X),
+                         ("by", Col.BLOCK_Y), ("bz", Col.BLOCK_Z), ("regs", Col.REGISTERS)):
+            cols[col] = nullable(batch.column(key)).cast(pa.int32())
+        cols[Col.SHARED_MEMORY] = batch.column("smem")
+        cols.update(_per_sm(batch, sm_count, warp_size))
+        yield C.record_batch(batch.num_rows, cols)
+
+
+def _per_sm(batch: pa.RecordBatch, sm_count: dict[int, int], warp_size: dict[int, int]) -> dict[str, pa.Array]:
+    """Kineto's "blocks per SM" (grid blocks / SMs) and "warps per SM" (that times warps per block)."""
+    if not sm_count:
+        return {}
+    device = _np(batch, "device")
+    size = max(max(sm_count), int(device.max(initial=0))) + 1
+    sms_lut, warp_lut = np.zeros(size), np.full(size, 32.0)
+    for d, count in sm_count.items():
+        sms_lut[d] = count
+    for d, warp_count in warp_size.items():
+        warp_lut[d] = warp_count
+    safe = np.clip(device, 0, size - 1)
+    sms = np.where(device >= 0, sms_lut[safe], 0.0)
+    warp = warp_lut[safe]
+    blocks = _np(batch, "gx").astype(np.float64) * _np(batch, "gy") * _np(batch, "gz")
+    threads = _np(batch, "bx").astype(np.float64) * _np(batch, "by") * _np(batch, "bz")
+    known = sms > 0
+    per_sm = np.where(known, blocks / np.where(known, sms, 1.0), np.nan)
+    warps = per_sm * np.ceil(threads / warp)
+    return {Col.BLOCKS_PER_SM: pa.array(per_sm.astype(np.float32), mask=~known),
+            Col.WARPS_PER_SM: pa.array(warps.astype(np.float32), mask=~known)}
+
+
+def _bandwidth(batch: pa.RecordBatch) -> pa.Array:
+    nbytes, dur = _np(batch, "bytes").astype(np.float64), _np(batch, "dur").astype(np.float64)
+    ok = dur > 0
+    return pa.array(np.where(ok, nbytes / np.where(ok, dur, 1.0), 0.0), mask=~ok)  # bytes per ns = GB/s
+
+
+def _memcpys(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
+    if MEMCPY not in db.tables:
+        return
+    copy = _enum_labels(db, "ENUM_CUDA_MEMCPY_OPER", {})
+    copy_names = {k: COPY_KINDS.get(k, copy.get(k, "Unknown")) for k in set(COPY_KINDS) | set(copy)}
+    mem = _enum_labels(db, "ENUM_CUDA_MEM_KIND", MEM_KINDS)
+    sql = (f"SELECT start, end - start, deviceId, streamId, {db.col(MEMCPY, 'correlationId')}, bytes, copyKind, "
+           f"{db.col(MEMCPY, 'srcKind')}, {db.col(MEMCPY, 'dstKind')} FROM {MEMCPY}")
+    names = ["start", "dur", "device", "stream", "corr", "bytes", "copy", "src", "dst"]
+    for batch in db.batches(sql, names):
+        cols = _gpu_columns(batch, "gpu_memcpy", Kind.MEMCPY)
+        copy_kind, src, dst = _np(batch, "copy"), _np(batch, "src"), _np(batch, "dst")
+        src, dst = np.where(_valid(src), src, 255), np.where(_valid(dst), dst, 255)
+        codes = copy_kind * 65536 + src * 256 + dst
+        labels = {}
+        for code in np.unique(codes):
+            c, s, d = int(code) // 65536, (int(code) // 256) % 256, int(code) % 256
+            labels[int(code)] = (f"Memcpy {copy_names.get(c, 'Unknown')} "
+                                 f"({mem.get(s, 'Unknown')} -> {mem.get(d, 'Unknown')})")
+        cols[Col.NAME] = C.text_by_code(codes, labels)
+        cols[Col.BYTES] = batch.column("bytes")
+        cols[Col.BANDWIDTH_GBPS] = _bandwidth(batch)
+        yield C.record_batch(batch.num_rows, cols)
+
+
+def _memsets(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
+    if MEMSET not in db.tables:
+        return
+    mem = _enum_labels(db, "ENUM_CUDA_MEM_KIND", MEM_KINDS)
+    sql = (f"SELECT start, end - start, deviceId, streamId, {db.col(MEMSET, 'correlationId')}, bytes, "
+           f"{db.col(MEMSET, 'memKind')} FROM {MEMSET}")
+    for batch in db.batches(sql, ["start", "dur", "device", "stream", "corr", "bytes", "mem"]):
+        cols = _gpu_columns(batch, "gpu_memset", Kind.MEMSET)
+        labels = {k: f"Memset ({v})" for k, v in mem.items()}
+        labels[NULL_INT] = "Memset (Unknown)"
+        cols[Col.NAME] = C.text_by_code(_np(batch, "mem"), labels)
+        cols[Col.BYTES] = batch.column("bytes")
+        cols[Col.BANDWIDTH_GBPS] = _bandwidth(batch)
+        yield C.record_batch(batch.num_rows, cols)
+
+
+def _thread_columns(batch: pa.RecordBatch, state: _State) -> dict[str, pa.Array]:
+    gtid = _np(batch, "gtid")
+    valid = _valid(gtid)
+    pid, tid = (gtid >> 24) & 0xFFFFFF, gtid & 0xFFFFFF
+    state.tids.update(pa.array(gtid[valid]).unique().to_pylist())
+    state.pids.update(pa.array(pid[valid]).unique().to_pylist())
+    return {Col.PID: C.text_of_ints(pid, valid), Col.TID: C.text_of_ints(tid, valid)}
+
+
+def _api_name(name: str) -> str:
+    return _VERSION_SUFFIX.sub("", name)
+
+
+def _runtime(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
+    if RUNTIME not in db.tables:
+        return
+    sql = (f"SELECT start, end - start, {db.col(RUNTIME, 'globalTid')}, {db.col(RUNTIME, 'correlationId')}, "
+           f"nameId, {db.col(RUNTIME, 'eventClass', '0')} FROM {RUNTIME}")
+    for batch in db.batches(sql, ["start", "dur", "gtid", "corr", "name", "cls"]):
+        n = batch.num_rows
+        driver = _np(batch, "cls") == _DRIVER_CLASS
+        cols = _thread_columns(batch, state)
+        cols.update({
+            Col.PH: C.const_text("X", n), Col.TS_NS: batch.column("start"), Col.DUR_NS: batch.column("dur"),
+            Col.NAME: _names(batch.column("name"), state.strings, _api_name),
+            Col.CORRELATION: nullable(batch.column("corr")),
+            Col.CAT: C.text_where(driver, "cuda_driver", "cuda_runtime"),
+            Col.KIND: C.kinds_where(driver, Kind.DRIVER, Kind.RUNTIME),
+        })
+        yield C.record_batch(n, cols)
+
+
+def _nvtx(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
+    """NVTX ranges (push/pop, start/end) as user annotations, marks as instants; names resolved in SQL."""
+    if NVTX not in db.tables:
+        return
+    have = db.columns(NVTX)
+    domains = {int(d): str(t) for d, t in db.rows(
+        f"SELECT domainId, text FROM {NVTX} WHERE eventType = {NVTX_DOMAIN} AND text IS NOT NULL")
+        if d is not None} if "domainId" in have else {}
+    text = "coalesce(n.text, s.value)" if "textId" in have and STRINGS in db.tables else "n.text"
+    join = f"LEFT JOIN {STRINGS} AS s ON s.id = n.textId" if "textId" in have and STRINGS in db.tables else ""
+    domain = "ifnull(n.domainId, 0)" if "domainId" in have else "0"
+    rows = db.rows(f"SELECT n.start, n.end, n.eventType, n.globalTid, {domain}, {text} FROM {NVTX} AS n {join} "
+                   f"WHERE n.eventType IN ({NVTX_MARK}, {NVTX_PUSHPOP}, {NVTX_STARTEND}) ORDER BY n.start")
+    step = 1 << 16
+    for lo in range(0, len(rows), step):
+        chunk = rows[lo:lo + step]
+        n = len(chunk)
+        start, end, etype, gtid, dom, name = zip(*chunk)
+        gtid_np = np.array([g if g is not None else NULL_INT for g in gtid], dtype=np.int64)
+        cols = _thread_columns(pa.record_batch([pa.array(gtid_np)], names=["gtid"]), state)
+        mark = [t == NVTX_MARK for t in etype]
+        dur = [None if m or e is None else e - s for m, s, e in zip(mark, start, end)]
+        cols.update({
+            Col.PH: C.text(["i" if m else "X" for m in mark]),
+            Col.CAT: C.text(["nvtx" if not d else f"nvtx:{domains.get(d, d)}" for d in dom]),
+            Col.KIND: C.kinds_of([Kind.INSTANT if m else Kind.USER_ANNOTATION for m in mark]),
+            Col.NAME: C.text(list(name)), Col.TS_NS: pa.array(start, type=pa.int64()),
+            Col.DUR_NS: pa.array(dur, type=pa.int64()),
+        })
+        yield C.record_batch(n, cols)
+
+
+def _metadata(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
+    """process_name / thread_name events (as Kineto writes them) for the processes and threads seen."""
+    pids: list[str] = []
+    tids: list[str | None] = []
+    names: list[str] = []
+    labels: list[str] = []
+    if "PROCESSES" in db.tables and state.pids:
+        for pid, pname in db.rows("SELECT pid, name FROM PROCESSES"):
+            if pid in state.pids and pname:
+                pids.append(str(pid))
+                tids.append(None)
+                names.append("process_name")
+                labels.append(str(pname))
+    if "ThreadNames" in db.tables and state.tids:
+        for gtid, name_id in db.rows("SELECT globalTid, nameId FROM ThreadNames"):
+            if gtid in state.tids and 0 <= name_id < len(state.strings) and state.strings[name_id].is_valid:
+                pids.append(str((gtid >> 24) & 0xFFFFFF))
+                tids.append(str(gtid & 0xFFFFFF))
+                names.append("thread_name")
+                labels.append(state.strings[name_id].as_py())
+    if not names:
+        return
+    n = len(names)
+    yield C.record_batch(n, {Col.PH: C.const_text("M", n), Col.KIND: C.kinds(Kind.METADATA, n),
+                             Col.NAME: C.text(names), Col.PID: C.text(pids), Col.TID: C.text(tids),
+                             Col.LABEL: C.text(labels)})
+
+
+def _meta(db: SqliteTrace, path: Path, state: _State) -> TraceMeta:
+    extra: dict[str, str | int | float | bool] = {}
+    for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+        if table in db.tables:
+            for key, value in db.rows(f"SELECT name, value FROM {table}"):
+                if key in ("EXPORT_PRODUCT_VERSION", "EXPORT_SCHEMA_VERSION") and value is not None:
+                    extra[f"nsys_{key.removeprefix('EXPORT_').lower()}"] = str(value)
+    base = None
+    if "TARGET_INFO_SESSION_START_TIME" in db.tables and "utcEpochNs" in db.columns("TARGET_INFO_SESSION_START_TIME"):
+        found = db.rows("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1")
+        base = int(found[0][0]) if found and found[0][0] is not None else None
+    # No kernel table is not a problem: such an export (CUDA API only) simply has no kernels.
+    return TraceMeta(path=str(path), format="nsys", devices=tuple(state.devices[k] for k in sorted(state.devices)),
+                     base_time_ns=base, extra=extra)
+
+
+def open_export(path: Path, display: str, use_adbc: bool | None = None) -> SqliteTrace:
+    """Open and validate an nsys export; anything else is a one-line `InputError`."""
+    if is_gzip(path):
+        raise InputError(f"{display}: a compressed SQLite file; decompress it first (gunzip)")
+    db = SqliteTrace(path, display, use_adbc=use_adbc)
+    if not db.tables.intersection(NSYS_TABLES):
+        db.close()
+        raise InputError(f"{display}: an SQLite database, but not an Nsight Systems export "
+                         f"(none of {', '.join(NSYS_TABLES[:5])}, ... tables)")
+    return db
+
+
+def read_batches(path: Path, display: str, use_adbc: bool | None = None
+                 ) -> tuple[Iterator[pa.RecordBatch], Callable[[], TraceMeta]]:
+    """Start reading `path`; returns the batch iterator and a finisher that builds `TraceMeta` afterwards."""
+    db = open_export(path, display, use_adbc)
+    state = _State(strings=_string_table(db), devices=_devices(db))
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for part in (_kernels, _memcpys, _memsets, _runtime, _nvtx, _metadata):
+            yield from part(db, state)
+
+    def finish() -> TraceMeta:
+        try:
+            return _meta(db, path, state)
+        finally:
+            db.close()
+
+    return batches(), finish

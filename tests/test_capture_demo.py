@@ -1,0 +1,62 @@
+"""`opscope demo`: the tiny denoiser end to end on the CPU, its figures recomputed from the raw trace, and the
+diagnosis rules on hand-made inputs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from capture_support import cpu_busy_share, step_windows
+from opscope.capture.demo import diagnose
+
+torch = pytest.importorskip("torch", reason="torch is an optional extra (pip install opscope[torch])")
+
+
+
+
+def test_demo_on_cpu_says_what_ran_and_shows_cpu_operators(cli, tmp_path):
+    result = cli("demo", "--log-dir", tmp_path)  # the defaults: 10 steps, the first 3 profiled
+    assert result.code == 0, result.err
+    out = result.out
+    assert "ran on: cpu (no GPU: the rows are CPU operators)" in out
+    assert "10 denoising steps of a tiny UNet on 1x4x32x32 latents; the first 3 profiled" in out
+    assert "CPU time by operator" in out and "aten::" in out
+    assert "No GPU kernels in this trace: it ran on the CPU" in out
+    assert "diagnosis: " in out
+    traces = list(tmp_path.glob("*.pt.trace.json.gz"))
+    assert len(traces) == 1
+    assert [s for s, _, _ in step_windows(traces[0])] == [0, 1, 2]
+
+
+def test_demo_json_figures_match_the_raw_trace(cli, tmp_path):
+    result = cli("demo", "--log-dir", tmp_path, "--steps", "4", "--profile-steps", "2", "--format", "json")
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    assert data["schema"] == "opscope.demo/1" and data["device"] == "cpu"
+    assert data["total_steps"] == 4 and data["profiled_steps"] == 2 and data["report"] is None
+    trace = data["capture"]["trace"]
+    windows = step_windows(trace)
+    assert data["step_ms"] == [round((hi - lo) / 1e6, 4) for _, lo, hi in windows]
+    assert data["busy"] == pytest.approx(cpu_busy_share(trace), abs=1e-4)
+    assert data["capture"]["gpu_activity"] is False and data["diagnosis"]
+    unet = [r for r in data["capture"]["cpu_ops"]["rows"] if r["name"].startswith("aten::conv")]
+    assert unet, "the UNet's convolutions are in the operator table"
+
+
+def test_demo_rejects_bad_step_counts(cli, tmp_path):
+    result = cli("demo", "--log-dir", tmp_path, "--steps", "2", "--profile-steps", "3")
+    assert result.code == 2 and "profiled steps <= total steps" in result.err
+
+
+def test_diagnosis_rules():
+    cpu = diagnose(False, [("aten::mkldnn_convolution", 0.5), ("aten::add", 0.2), ("aten::mul", 0.1)],
+                   [30_000_000, 10_000_000, 10_000_000], 0.9)
+    assert cpu[0] == "aten::mkldnn_convolution is the largest item: 50.0% of CPU operator self time (top 3: 80.0%)."
+    assert any(f.startswith("Convolutions take 50.0%") for f in cpu)
+    assert any("Step 0 took 30.0 ms vs 10.0 ms" in f and "(3.0x)" in f for f in cpu)
+    assert cpu[-1].startswith("At least one CPU operator was running 90.0%")
+    gpu = diagnose(True, [("gemm", 0.9)], [10, 10], 0.3)
+    assert "The GPU was busy 30.0% of the profiled step time." in gpu
+    assert any("idle more than half the time" in f for f in gpu)
+    assert not any("Step 0" in f for f in gpu) and not any("Convolutions" in f for f in gpu)
