@@ -63,12 +63,13 @@ def _environment() -> Any:
     )
 
 
-def render_html(data: dict[str, Any], title: str) -> str:
-    """The whole page for report data of kind `data["kind"]`."""
-    kind = data.get("kind")
+def render_html(data: dict[str, Any], title: str, kind: str | None = None) -> str:
+    """The whole page for report data: `kind` is trace (`opscope.report/1` data), diff (`opscope.diff/1`)
+    or ranks (`opscope.ranks/1`); by default `data["kind"]`."""
+    kind = kind or data.get("kind")
     if kind not in KINDS:
         raise ValueError(f"unknown report kind: {kind!r}")
-    template = _environment().get_template(f"{kind}.html.j2")
+    template = _environment().get_template(f"{kind}.html.j2")  # type: ignore[str-bytes-safe]
     scripts = [asset(name) for name in (*SHARED, *KINDS[kind])]
     return template.render(
         title=title,
