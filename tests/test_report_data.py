@@ -14,7 +14,16 @@ from conftest import corpus_path
 from opscope.errors import MissingDependency
 from opscope.report.html import json_for_script, render_html
 from opscope.report.trace_report import ReportOptions, trace_report
-from rawfixtures import HOSTILE_KERNEL, HOSTILE_OP, gpu_events, hostile_trace, ns, raw_events, union, window_ns
+from rawfixtures import (
+    HOSTILE_KERNEL,
+    HOSTILE_OP,
+    gpu_events,
+    hostile_trace,
+    ns,
+    raw_events,
+    union,
+    window_ns,
+)
 
 V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 NCCL = "hta/nccl_parser_config_nccl_data.json.gz"

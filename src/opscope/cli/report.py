@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from opscope.cli.common import add_input_args, add_output_args, add_selection_args, emit, load_trace, write_text
+from opscope.cli.common import (
+    add_input_args,
+    add_output_args,
+    add_selection_args,
+    emit,
+    load_trace,
+    write_text,
+)
 from opscope.errors import UsageError
 from opscope.report import FORMATS
 from opscope.report.trace_report import ReportOptions, trace_report

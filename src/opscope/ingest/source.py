@@ -52,7 +52,7 @@ class ChunkReader:
         self._progress = progress.current() if report_progress else None
 
     def _open(self) -> BinaryIO:
-        raw = open(self.path, "rb")
+        raw = open(self.path, "rb")  # noqa: SIM115 (closed by __iter__, with the decompressor on top)
         self._raw = raw
         if raw.read(2) == GZIP_MAGIC:
             raw.seek(0)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any
 
@@ -42,10 +42,10 @@ def json_for_script(data: Any) -> str:
     return _JSON_UNSAFE.sub(lambda m: _JSON_ESCAPES[m.group(0)], text)
 
 
-@lru_cache(maxsize=None)
+@cache
 def asset(name: str) -> str:
     """An inlined script or style sheet. A literal `</script` (none today) would end the element early."""
-    text = resources.files("opscope.report").joinpath("assets", name).read_text(encoding="utf-8")
+    text = resources.files("opscope.report").joinpath("assets").joinpath(name).read_text(encoding="utf-8")
     return _SCRIPT_END.sub(r"<\\/\1", text)
 
 

@@ -9,6 +9,7 @@ writer escapes it for the <script> block and the page puts it into the DOM as te
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,9 +142,15 @@ def _steps(trace: Trace, events: pl.DataFrame) -> list[dict[str, Any]]:
         inside = intervals.clip(gpu, ts, ts + max(dur, 0)).collect()
         per = inside.group_by(CATEGORY).agg((pl.col(intervals.END) - pl.col(intervals.START)).sum().alias("t"))
         out.append({"name": name, "start_ns": ts, "wall_us": _us(dur),
-                    "busy_us": _us(int(intervals.union_ns(inside)) if inside.height else 0),
+                    "busy_us": _us(_union(inside)),
                     "by_category": {c: _us(t) for c, t in per.sort(CATEGORY).iter_rows()}})
     return out
+
+
+def _union(frame: pl.DataFrame) -> int:
+    total = intervals.union_ns(frame) if frame.height else 0
+    assert isinstance(total, int)
+    return total
 
 
 def _timeline(events: pl.DataFrame, stacks: GpuStacks, lo: int, hi: int, strings: Strings,
@@ -155,7 +162,7 @@ def _timeline(events: pl.DataFrame, stacks: GpuStacks, lo: int, hi: int, strings
         _ids(events, LAUNCH_OP, strings).fill_null(-1).alias("op_id"), delay.alias("delay_ns"),
         _ids(events, CATEGORY, strings).alias("cat_id"),
     )
-    names: dict[int | None, str | None] = dict(device_names)
+    names: dict[int | None, str | None] = {d: n for d, n in device_names.items()}
     return pack_timeline(frame, lo, hi, strings, names, TimelineOptions(max_events=opts.max_events))
 
 
@@ -207,7 +214,7 @@ def _launch_delay(events: pl.DataFrame) -> dict[str, Any]:
     top = max(DELAY_EDGES_US[-1], int(delays.max()) // 1000 + 1)  # type: ignore[operator]
     edges = [*DELAY_EDGES_US, top] if top > DELAY_EDGES_US[-1] else list(DELAY_EDGES_US)
     us = delays.cast(pl.Float64) / 1e3
-    counts = [int(((us >= a) & (us < b)).sum()) for a, b in zip(edges, edges[1:])]
+    counts = [int(((us >= a) & (us < b)).sum()) for a, b in itertools.pairwise(edges)]
     counts[-1] += int((us >= edges[-1]).sum())
     return {"kernels": delays.len(), "edges_us": edges, "counts": counts,
             "p50_us": _us(delays.quantile(0.5, "linear")), "p95_us": _us(delays.quantile(0.95, "linear")),
