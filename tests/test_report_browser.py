@@ -138,3 +138,22 @@ def test_100k_kernels_paint_per_pixel_column(cli, tmp_path, open_report) -> None
     opened.screenshot("many-kernels-timeline.png", "#timeline")
     page.locator("#kernels-table input").fill("kernel_4")
     assert page.locator("#kernels-table .count").inner_text() == "11 of 50 rows"
+
+
+@pytest.mark.parametrize("name", [
+    "hta/cpu_only_rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",  # no GPU at all
+    "zoology/trace.json",  # launches but no kernel events
+    "hta/triton_example_triton_example.json.gz",  # one kernel
+    "pipit/cloverleaf-nsys__perlmutter-cloverleaf-cuda.sqlite",  # Nsight Systems, not Kineto
+    "tracelens/mi300__gaunernst_bert-small-uncased__1016001.json.gz",  # AMD
+])
+def test_edge_traces_render_without_errors(cli, tmp_path, open_report, name) -> None:  # noqa: F811
+    out = tmp_path / "edge.html"
+    assert cli("report", corpus_path(name), "-o", out).code == 0
+    opened = open_report(out)
+    opened.page.wait_for_function("window.opscopeReady !== undefined")
+    assert opened.problems() == [] and opened.dialogs == []
+    data = json.loads(cli("report", corpus_path(name), "--format", "json").out)
+    if not data["kernels"]["rows"]:
+        assert "No GPU kernels" in opened.page.locator("#kernels").inner_text()
+    opened.screenshot(f"edge-{name.split('/')[0]}.png")

@@ -188,11 +188,17 @@ const OPS = (function () {
     for (const w of warnings || []) wbox.append(el("p", { class: "warn" }, "warning: " + w));
   }
 
+  // A view with nothing to show says so instead of drawing empty axes.
+  function empty(id, text) {
+    const node = document.getElementById(id);
+    if (node) node.replaceWith(el("p", { class: "note", id }, text));
+  }
+
   // Shared tooltip formatter pieces for ECharts (which renders tooltip strings as HTML: escape everything).
   const tipHtml = (title, rows) => `<b>${esc(title)}</b>` + rows.map(([k, v]) => `<br>${esc(k)}: ${esc(v)}`).join("");
   const shortName = (s, n) => (s.length > n ? s.slice(0, Math.ceil(n / 2) - 1) + "…" + s.slice(s.length - Math.floor(n / 2)) : s);
 
   return { D, S, esc, el, fmtUs, fmtNs, fmtPct, fmtInt, fmtBytes, colorOf, hashColor, table, chart, showTip, hideTip,
-           cards, about, tipHtml, shortName, charts };
+           cards, about, tipHtml, shortName, charts, empty };
 })();
 window.OPS = OPS;

@@ -7,7 +7,8 @@
   const { D, S, fmtNs, fmtPct, showTip, hideTip, colorOf, el } = OPS;
   const F = D.flame;
   const canvas = document.getElementById("flame-canvas");
-  if (!F || !canvas || !F.parent.length) return;
+  if (!F || !canvas) return;
+  if (!F.total_ns) { OPS.empty("flame-canvas", "No GPU time to attribute to operators in this trace."); return; }
   const ROW = 18;
   const n = F.parent.length;
   const children = Array.from({ length: n }, () => []);

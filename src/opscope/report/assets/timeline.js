@@ -13,8 +13,9 @@
   if (!T || !canvas) return;
   const note = document.getElementById("timeline-note");
   const rangeLabel = document.getElementById("timeline-range");
-  const LANE_H = 20, AXIS_H = 24, LABEL_W = 230, PAD = 4;
   const nLanes = T.lanes.length;
+  // Lanes shrink when there are many (down to 6 px: a few hundred streams stay on about one screen).
+  const LANE_H = Math.max(6, Math.min(20, Math.floor(720 / Math.max(nLanes, 1)))), AXIS_H = 24, LABEL_W = 230, PAD = 4;
   const n = T.lane.length;
 
   // Decode the delta-encoded starts; events are sorted by (lane, start).
@@ -73,12 +74,13 @@
     }
     let rects = 0, columns = 0, visited = 0;
     const cov = new Float32Array(Math.ceil(W) + 2);
+    const inset = LANE_H >= 12 ? 2 : 1;
     for (let l = 0; l < nLanes; l++) {
       const y = AXIS_H + l * LANE_H;
       ctx.fillStyle = l % 2 ? "#fafbfc" : "#f3f5f8";
       ctx.fillRect(LABEL_W, y, W, LANE_H);
       ctx.fillStyle = "#1d2330";
-      ctx.fillText(OPS.shortName(S(T.lanes[l].label), 34), 4, y + LANE_H / 2);
+      if (LANE_H >= 11 || l % Math.ceil(11 / LANE_H) === 0) ctx.fillText(OPS.shortName(S(T.lanes[l].label), 34), 4, y + LANE_H / 2);
       if (T.bins) { // overview of every event (present when not all events were shipped)
         const b = T.bins, fill = b.fill[l];
         ctx.fillStyle = "#9aa5b4";
@@ -86,7 +88,7 @@
           const a = Math.floor((v0 + x / scale) / b.width_ns), z = Math.floor((v0 + (x + 1) / scale) / b.width_ns);
           let f = 0;
           for (let k = Math.max(a, 0); k <= Math.min(z, b.count - 1); k++) f = Math.max(f, fill[k]);
-          if (f > 0) { ctx.globalAlpha = 0.35 * f; ctx.fillRect(LABEL_W + x, y + LANE_H - 5, 1, 4); }
+          if (f > 0) { ctx.globalAlpha = 0.35 * f; ctx.fillRect(LABEL_W + x, y + LANE_H - Math.min(5, LANE_H / 3), 1, Math.min(4, LANE_H / 4)); }
         }
         ctx.globalAlpha = 1;
       }
@@ -108,12 +110,12 @@
       }
       for (const [c, xs] of byColor) {
         ctx.fillStyle = c; ctx.beginPath();
-        for (let k = 0; k < xs.length; k += 2) ctx.rect(LABEL_W + xs[k], y + 2, Math.max(xs[k + 1] - 0.5, 1), LANE_H - 4);
+        for (let k = 0; k < xs.length; k += 2) ctx.rect(LABEL_W + xs[k], y + inset, Math.max(xs[k + 1] - 0.5, 1), LANE_H - 2 * inset);
         ctx.fill(); rects += xs.length / 2;
       }
       ctx.fillStyle = "#3b4a5e";
       for (let x = 0; x < cov.length; x++) {
-        if (cov[x] > 0) { ctx.globalAlpha = Math.min(1, 0.25 + cov[x]); ctx.fillRect(LABEL_W + x, y + 2, 1, LANE_H - 4); columns++; }
+        if (cov[x] > 0) { ctx.globalAlpha = Math.min(1, 0.25 + cov[x]); ctx.fillRect(LABEL_W + x, y + inset, 1, LANE_H - 2 * inset); columns++; }
       }
       ctx.globalAlpha = 1;
     }

@@ -2,7 +2,8 @@
 "use strict";
 
 (function () {
-  const { D, S, el, esc, fmtUs, fmtPct, fmtInt, fmtBytes, colorOf, table, chart, cards, tipHtml, shortName } = OPS;
+  const { D, S, el, esc, fmtUs, fmtPct, fmtInt, fmtBytes, colorOf, table, chart, cards, tipHtml, shortName, empty } = OPS;
+  const NO_GPU = "No GPU kernels, memcpys or memsets in this trace (a CPU-only capture?).";
   const H = D.headline;
 
   document.getElementById("report-subtitle").textContent =
@@ -22,7 +23,8 @@
   // Top kernels chart + full table.
   const rows = D.kernels.rows;
   const top = rows.slice(0, 20).reverse();
-  chart("kernels-chart", {
+  if (!rows.length) empty("kernels-chart", NO_GPU);
+  else chart("kernels-chart", {
     grid: { left: 330, right: 90, top: 10, bottom: 30 },
     tooltip: { trigger: "item", formatter: (p) => { const r = top[p.dataIndex];
       return tipHtml(S(r.name), [["total", fmtUs(r.total_us)], ["share", fmtPct(r.share)], ["calls", fmtInt(r.calls)], ["mean", fmtUs(r.avg_us)], ["category", r.category]]); } },
@@ -46,7 +48,8 @@
 
   // Categories.
   const cats = D.categories;
-  chart("categories-chart", {
+  if (!cats.length) empty("categories-chart", NO_GPU);
+  else chart("categories-chart", {
     tooltip: { trigger: "item", formatter: (p) => { const c = cats[p.dataIndex];
       return tipHtml(c.category, [["GPU time", fmtUs(c.total_us)], ["share", fmtPct(c.share)], ["calls", fmtInt(c.calls)]]); } },
     grid: { left: 120, right: 90, top: 10, bottom: 30 },
