@@ -28,6 +28,7 @@ import polars as pl
 
 from opscope.errors import UsageError
 from opscope.ingest.jsonstream import EventSplitter, SyntaxProblem
+from opscope.ingest.kineto_batch import _LooseEvent
 from opscope.ingest.source import ChunkReader
 from opscope.model.schema import CATEGORY_KINDS, Col, Kind
 from opscope.model.trace import Trace
@@ -57,29 +58,18 @@ class TrimResult:
     flows_dropped: int  # flow events left out because another event of their flow was
 
 
-class _Light(msgspec.Struct, gc=False):
-    ph: Any = None
-    cat: Any = None
-    name: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: Any = None
-    dur: Any = None
-    id: Any = None
-    args: msgspec.Raw = msgspec.Raw()
-
-
 class _Placement(msgspec.Struct, gc=False):
     device: Any = None
     stream: Any = None
 
 
-_LIGHT = msgspec.json.Decoder(list[_Light], float_hook=str)
+# Every field untyped (the ingest's fallback struct): the filter must accept whatever the file holds.
+_LIGHT = msgspec.json.Decoder(list[_LooseEvent], float_hook=str)
 _RAW = msgspec.json.Decoder(list[msgspec.Raw])
 _PLACEMENT = msgspec.json.Decoder(_Placement)
 
 
-def _decode(data: bytes) -> list[tuple[bytes, _Light]]:
+def _decode(data: bytes) -> list[tuple[bytes, _LooseEvent]]:
     try:
         return list(zip((bytes(r) for r in _RAW.decode(data)), _LIGHT.decode(data)))
     except msgspec.DecodeError as exc:
@@ -108,7 +98,7 @@ class _Filter:
     def __init__(self, spec: TrimSpec) -> None:
         self.spec = spec
 
-    def placed_out(self, ev: _Light) -> bool:
+    def placed_out(self, ev: _LooseEvent) -> bool:
         """GPU activity on a device or stream that is not selected."""
         spec = self.spec
         if not (spec.devices or spec.streams) or CATEGORY_KINDS.get(ev.cat) not in GPU_EVENT_KINDS:
@@ -121,7 +111,7 @@ class _Filter:
         stream = _int(place.stream) if place.stream is not None else _int(ev.tid)
         return bool((spec.devices and device not in spec.devices) or (spec.streams and stream not in spec.streams))
 
-    def in_window(self, ev: _Light) -> bool:
+    def in_window(self, ev: _LooseEvent) -> bool:
         if self.spec.windows is None:
             return True
         ts = to_ns(ev.ts)
@@ -136,7 +126,7 @@ class _Filter:
                 return True
         return False
 
-    def keep(self, ev: _Light) -> bool:
+    def keep(self, ev: _LooseEvent) -> bool:
         if ev.ph == "M":
             return True
         if self.placed_out(ev):
