@@ -51,11 +51,23 @@ def test_trace_report_views_and_numbers(cli, tmp_path, open_report) -> None:  # 
                         "#launch-delay-chart canvas").count() >= 4
     draw = page.evaluate("window.opscopeTimeline.lastDraw")
     assert draw["lanes"] == len(data["timeline"]["lanes"]) and draw["rects"] + draw["columns"] > 0
+    # Wheel zooms around the cursor, dragging pans, double-click resets.
+    box = page.locator("#timeline-canvas").bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 34)
+    page.mouse.wheel(0, -600)
+    zoomed = page.evaluate("window.opscopeTimeline.lastDraw")
+    assert zoomed["v1"] - zoomed["v0"] < 0.5 * (draw["v1"] - draw["v0"])
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.4, box["y"] + 34, steps=4)
+    page.mouse.up()
+    panned = page.evaluate("window.opscopeTimeline.lastDraw")
+    assert panned["v0"] > zoomed["v0"] and panned["v1"] - panned["v0"] == pytest.approx(zoomed["v1"] - zoomed["v0"])
+    page.mouse.dblclick(box["x"] + box["width"] * 0.5, box["y"] + 34)
+    assert page.evaluate("window.opscopeTimeline.lastDraw.v1") == draw["v1"]
     page.evaluate("window.opscopeTimeline.show(0)")
     index = page.evaluate("window.opscopeTimeline.hit(window.opscopeTimeline.pixelOf(0).x, "
                           "window.opscopeTimeline.pixelOf(0).y)")
     assert index == 0
-    box = page.locator("#timeline-canvas").bounding_box()
     pixel = page.evaluate("window.opscopeTimeline.pixelOf(0)")
     page.mouse.move(box["x"] + pixel["x"], box["y"] + pixel["y"])
     tip = page.locator("#tooltip")
