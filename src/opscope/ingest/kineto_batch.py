@@ -10,174 +10,33 @@ from __future__ import annotations
 
 import gc
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from msgspec import field
 
 from opscope.ingest.jsonstream import SyntaxProblem
+from opscope.ingest.kineto_structs import (
+    ARGS_DECODERS,
+    FLOAT_EXACT_US,
+    INT64_MAX,
+    LOOSE_DECODER,
+    STRICT_DECODER,
+    DecodeStats,
+    Event,
+    GpuArgs,
+    HostArgs,
+    LaunchArgs,
+    MetaArgs,
+    PythonArgs,
+    as_float,
+    as_str,
+    loose_args,
+    loose_to_strict,
+)
 from opscope.model.schema import CATEGORY_KINDS, COLUMNS, KINDS, Col, Kind, arrow_schema
-
-Num = int | float | str | None
-_EMPTY = msgspec.Raw()
-
-
-class _Event(msgspec.Struct, gc=False):
-    """The fields every event may carry. `args` stays raw: it is decoded per kind below, in one call."""
-
-    ph: str | None = None
-    cat: str | None = None
-    name: str | None = None
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: Any = None  # float literals arrive as their text (float_hook=str): see `_start_times_ns`
-    dur: float | None = None
-    id: int | str | None = None
-    args: msgspec.Raw = _EMPTY
-
-
-class _GpuArgs(msgspec.Struct, gc=False):
-    """args of kernels, memcpys and memsets."""
-
-    external_id: Num = field(name="External id", default=None)
-    external_id_old: Num = field(name="external id", default=None)
-    correlation: Num = None
-    stream: Num = None
-    device: Num = None
-    grid: list[Any] | None = None
-    block: list[Any] | None = None
-    registers: Num = field(name="registers per thread", default=None)
-    shared_memory: Num = field(name="shared memory", default=None)
-    blocks_per_sm: Num = field(name="blocks per SM", default=None)
-    warps_per_sm: Num = field(name="warps per SM", default=None)
-    occupancy: Num = field(name="est. achieved occupancy %", default=None)
-    nbytes: Num = field(name="bytes", default=None)
-    bandwidth: Num = field(name="memory bandwidth (GB/s)", default=None)
-
-
-class _HostArgs(msgspec.Struct, gc=False):
-    """args of CPU ops, annotations and other host events."""
-
-    external_id: Num = field(name="External id", default=None)
-    external_id_old: Num = field(name="external id", default=None)
-    correlation: Num = None
-    stream: Num = None
-    device: Num = None
-    input_dims: msgspec.Raw = field(name="Input Dims", default=_EMPTY)
-    input_dims_old: msgspec.Raw = field(name="Input dims", default=_EMPTY)
-    input_types: msgspec.Raw = field(name="Input type", default=_EMPTY)
-    seq: Num = field(name="Sequence number", default=None)
-
-
-class _LaunchArgs(msgspec.Struct, gc=False):
-    """args of runtime / driver calls (launches, copies, synchronisations)."""
-
-    external_id: Num = field(name="External id", default=None)
-    external_id_old: Num = field(name="external id", default=None)
-    correlation: Num = None
-
-
-class _PythonArgs(msgspec.Struct, gc=False):
-    """args of python_function events (with_stack)."""
-
-    py_id: Num = field(name="Python id", default=None)
-    py_parent: Num = field(name="Python parent id", default=None)
-
-
-class _MetaArgs(msgspec.Struct, gc=False):
-    """args of metadata events (process and thread names)."""
-
-    label: Any = field(name="name", default=None)
-
-
-class _LooseEvent(msgspec.Struct, gc=False):
-    """Fallback when a field holds a value of an unexpected type: everything untyped, fixed up in Python."""
-
-    ph: Any = None
-    cat: Any = None
-    name: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: Any = None
-    dur: Any = None
-    id: Any = None
-    args: msgspec.Raw = _EMPTY
-
-
-_STRICT = msgspec.json.Decoder(list[_Event], float_hook=str)
-_LOOSE = msgspec.json.Decoder(list[_LooseEvent])
-_DECODERS: dict[type, msgspec.json.Decoder[Any]] = {
-    struct: msgspec.json.Decoder(list[struct])  # type: ignore[valid-type]
-    for struct in (_GpuArgs, _HostArgs, _LaunchArgs, _PythonArgs, _MetaArgs)
-}
-_LOOSE_ARGS = msgspec.json.Decoder(list[Any])
-_INT64_MAX = 2**63 - 1
-_FLOAT_EXACT_US = 2.0**53 / 1000 / 8  # below this, float64 microseconds keep every nanosecond
-
-
-@dataclass
-class DecodeStats:
-    events: int = 0
-    bad_utf8_batches: int = 0
-    loose_batches: int = 0
-    clamped_values: int = 0
-
-    def merge(self, other: DecodeStats) -> None:
-        self.events += other.events
-        self.bad_utf8_batches += other.bad_utf8_batches
-        self.loose_batches += other.loose_batches
-        self.clamped_values += other.clamped_values
-
-
-def _as_str(value: Any) -> str | None:
-    return value if value is None or isinstance(value, str) else str(value)
-
-
-def _as_float(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
-
-
-def _loose_to_strict(events: list[_LooseEvent]) -> list[_Event]:
-    out = []
-    for ev in events:
-        ident = ev.id if isinstance(ev.id, (int, str)) and not isinstance(ev.id, bool) else None
-        pid = ev.pid if isinstance(ev.pid, (int, str)) and not isinstance(ev.pid, bool) else _as_str(ev.pid)
-        tid = ev.tid if isinstance(ev.tid, (int, str)) and not isinstance(ev.tid, bool) else _as_str(ev.tid)
-        out.append(_Event(_as_str(ev.ph), _as_str(ev.cat), _as_str(ev.name), pid, tid, _as_float(ev.ts),
-                          _as_float(ev.dur), ident, ev.args))
-    return out
-
-
-def _loose_args(raws: list[msgspec.Raw], struct: type[msgspec.Struct]) -> list[Any]:
-    """Decode args one dict at a time, dropping values of the wrong type instead of failing the batch."""
-    out = []
-    names = {f.encode_name: f for f in msgspec.structs.fields(struct)}
-    for item in _LOOSE_ARGS.decode(b"[" + b",".join(raws) + b"]"):
-        values: dict[str, Any] = {}
-        if isinstance(item, dict):
-            for key, spec in names.items():
-                if key not in item:
-                    continue
-                value = item[key]
-                if spec.type is msgspec.Raw:
-                    values[spec.name] = msgspec.Raw(msgspec.json.encode(value))
-                elif spec.name in ("grid", "block"):
-                    values[spec.name] = value if isinstance(value, list) else None
-                elif spec.name == "label" or (isinstance(value, (int, float, str)) and not isinstance(value, bool)):
-                    values[spec.name] = value
-        out.append(struct(**values))
-    return out
 
 
 class BatchDecoder:
@@ -188,7 +47,7 @@ class BatchDecoder:
 
     def __call__(self, data: bytes) -> pa.RecordBatch:
         try:
-            events = _STRICT.decode(data)
+            events = STRICT_DECODER.decode(data)
         except msgspec.ValidationError:
             events = self._loose(data)
         except msgspec.DecodeError as exc:
@@ -197,7 +56,7 @@ class BatchDecoder:
             self.stats.bad_utf8_batches += 1
             data = data.decode("utf-8", "replace").encode("utf-8")
             try:
-                events = _STRICT.decode(data)
+                events = STRICT_DECODER.decode(data)
             except msgspec.ValidationError:
                 events = self._loose(data)
             except msgspec.DecodeError as again:
@@ -211,10 +70,10 @@ class BatchDecoder:
             if enabled:
                 gc.enable()
 
-    def _loose(self, data: bytes) -> list[_Event]:
+    def _loose(self, data: bytes) -> list[Event]:
         self.stats.loose_batches += 1
         try:
-            return _loose_to_strict(_LOOSE.decode(data))
+            return loose_to_strict(LOOSE_DECODER.decode(data))
         except msgspec.DecodeError as exc:
             raise SyntaxProblem(str(exc)) from None
 
@@ -222,10 +81,10 @@ class BatchDecoder:
         if not raws:
             return []
         try:
-            return _DECODERS[struct].decode(b"[" + b",".join(raws) + b"]")  # type: ignore[no-any-return]
+            return ARGS_DECODERS[struct].decode(b"[" + b",".join(raws) + b"]")  # type: ignore[no-any-return]
         except msgspec.ValidationError:
             self.stats.loose_batches += 1
-            return _loose_args(raws, struct)
+            return loose_args(raws, struct)
 
     # -- columns -------------------------------------------------------------------------------------------
 
@@ -248,7 +107,7 @@ class BatchDecoder:
                 value = int(text, 0)
             except ValueError:
                 return None
-        if isinstance(value, int) and -_INT64_MAX <= value <= _INT64_MAX:
+        if isinstance(value, int) and -INT64_MAX <= value <= INT64_MAX:
             return value
         self.stats.clamped_values += 1
         return None
@@ -260,7 +119,7 @@ class BatchDecoder:
         try:
             return pa.array(values, type=dtype)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
-            return pa.array([_as_float(v) for v in values], type=dtype)
+            return pa.array([as_float(v) for v in values], type=dtype)
 
     @staticmethod
     def _strings(values: list[Any]) -> pa.DictionaryArray:
@@ -271,7 +130,7 @@ class BatchDecoder:
                 arr = pa.array(values, type=pa.int64()).cast(pa.string())
             except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
                 if None in values:
-                    arr = pa.array([_as_str(v) for v in values], type=pa.string())
+                    arr = pa.array([as_str(v) for v in values], type=pa.string())
                 else:
                     arr = pa.array(list(map(str, values)), type=pa.string())
         return arr.dictionary_encode()
@@ -302,13 +161,13 @@ class BatchDecoder:
         try:
             text = pa.array(values, type=pa.string())
         except (pa.ArrowInvalid, pa.ArrowTypeError):
-            return self._times_ns([_as_float(v) if isinstance(v, str) else v for v in values])
+            return self._times_ns([as_float(v) if isinstance(v, str) else v for v in values])
         try:
             floats = pc.cast(text, pa.float64())
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            return self._times_ns([_as_float(v) for v in values])
+            return self._times_ns([as_float(v) for v in values])
         top = pc.max(pc.abs(floats)).as_py()
-        if top is None or top < _FLOAT_EXACT_US:
+        if top is None or top < FLOAT_EXACT_US:
             return self._times_ns(floats)
         parts = pc.extract_regex(text, r"^(?P<w>-?\d+)(?:\.(?P<f>\d*))?$")
         if parts.null_count > text.null_count:  # exponents or other forms: keep the float reading
@@ -318,7 +177,7 @@ class BatchDecoder:
         sign = pc.if_else(pc.starts_with(parts.field("w"), "-"), -1, 1)
         return pc.add(pc.multiply(whole, 1000), pc.multiply(frac, sign))
 
-    def _columns(self, events: list[_Event]) -> pa.RecordBatch:
+    def _columns(self, events: list[Event]) -> pa.RecordBatch:
         n = len(events)
         if n == 0:
             return pa.RecordBatch.from_pylist([], schema=arrow_schema())
@@ -357,14 +216,14 @@ class BatchDecoder:
         return pa.RecordBatch.from_arrays([cols[c] for c in COLUMNS], schema=arrow_schema())
 
     def _scatter_group(self, scatter: _Scatter, struct: type, idx: np.ndarray, rows: list[Any]) -> None:
-        if struct is _LaunchArgs or struct is _GpuArgs or struct is _HostArgs:
+        if struct is LaunchArgs or struct is GpuArgs or struct is HostArgs:
             scatter.add(Col.EXTERNAL_ID, idx, [r.external_id if r.external_id is not None else r.external_id_old
                                                for r in rows])
             scatter.add(Col.CORRELATION, idx, [r.correlation for r in rows])
-        if struct is _GpuArgs or struct is _HostArgs:
+        if struct is GpuArgs or struct is HostArgs:
             scatter.add(Col.STREAM, idx, [r.stream for r in rows])
             scatter.add(Col.DEVICE, idx, [r.device for r in rows])
-        if struct is _GpuArgs:
+        if struct is GpuArgs:
             grid = [r.grid for r in rows]
             block = [r.block for r in rows]
             for axis, (gcol, bcol) in enumerate(((Col.GRID_X, Col.BLOCK_X), (Col.GRID_Y, Col.BLOCK_Y),
@@ -378,15 +237,15 @@ class BatchDecoder:
             scatter.add(Col.OCCUPANCY_PCT, idx, [r.occupancy for r in rows])
             scatter.add(Col.BYTES, idx, [r.nbytes for r in rows])
             scatter.add(Col.BANDWIDTH_GBPS, idx, [r.bandwidth for r in rows])
-        elif struct is _HostArgs:
+        elif struct is HostArgs:
             scatter.add_text(Col.INPUT_DIMS, idx, self._raw_strings(
                 [r.input_dims if len(r.input_dims) else r.input_dims_old for r in rows]))
             scatter.add_text(Col.INPUT_TYPES, idx, self._raw_strings([r.input_types for r in rows]))
             scatter.add(Col.SEQ, idx, [r.seq for r in rows])
-        elif struct is _PythonArgs:
+        elif struct is PythonArgs:
             scatter.add(Col.PY_ID, idx, [r.py_id for r in rows])
             scatter.add(Col.PY_PARENT_ID, idx, [r.py_parent for r in rows])
-        elif struct is _MetaArgs:
+        elif struct is MetaArgs:
             scatter.add_text(Col.LABEL, idx, self._strings([r.label if isinstance(r.label, str) else None
                                                             for r in rows]))
 
@@ -395,11 +254,11 @@ _GPU_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
 _KIND_CODE = {k: i for i, k in enumerate(KINDS)}
 # Which args struct decodes which kinds of events; the last group takes every event not claimed before.
 _GROUPS: tuple[tuple[type, tuple[str, ...]], ...] = (
-    (_GpuArgs, _GPU_KINDS),
-    (_LaunchArgs, (Kind.RUNTIME, Kind.DRIVER)),
-    (_PythonArgs, (Kind.PYTHON,)),
-    (_MetaArgs, (Kind.METADATA,)),
-    (_HostArgs, ()),
+    (GpuArgs, _GPU_KINDS),
+    (LaunchArgs, (Kind.RUNTIME, Kind.DRIVER)),
+    (PythonArgs, (Kind.PYTHON,)),
+    (MetaArgs, (Kind.METADATA,)),
+    (HostArgs, ()),
 )
 
 
@@ -507,7 +366,7 @@ def _placement_int(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value if abs(value) <= _INT64_MAX else None
+        return value if abs(value) <= INT64_MAX else None
     if isinstance(value, str):
         digits = "".join(ch for ch in value if ch.isdigit())
         return int(digits) if digits and len(digits) < 18 else None
