@@ -28,7 +28,7 @@ import polars as pl
 
 from opscope.errors import UsageError
 from opscope.ingest.jsonstream import EventSplitter, SyntaxProblem
-from opscope.ingest.kineto_batch import _LooseEvent
+from opscope.ingest.kineto_structs import LooseEvent
 from opscope.ingest.source import ChunkReader
 from opscope.model.schema import CATEGORY_KINDS, Col, Kind
 from opscope.model.trace import Trace
@@ -64,12 +64,12 @@ class _Placement(msgspec.Struct, gc=False):
 
 
 # Every field untyped (the ingest's fallback struct): the filter must accept whatever the file holds.
-_LIGHT = msgspec.json.Decoder(list[_LooseEvent], float_hook=str)
+_LIGHT = msgspec.json.Decoder(list[LooseEvent], float_hook=str)
 _RAW = msgspec.json.Decoder(list[msgspec.Raw])
 _PLACEMENT = msgspec.json.Decoder(_Placement)
 
 
-def _decode(data: bytes) -> list[tuple[bytes, _LooseEvent]]:
+def _decode(data: bytes) -> list[tuple[bytes, LooseEvent]]:
     try:
         return list(zip((bytes(r) for r in _RAW.decode(data)), _LIGHT.decode(data)))
     except msgspec.DecodeError as exc:
@@ -98,7 +98,7 @@ class _Filter:
     def __init__(self, spec: TrimSpec) -> None:
         self.spec = spec
 
-    def placed_out(self, ev: _LooseEvent) -> bool:
+    def placed_out(self, ev: LooseEvent) -> bool:
         """GPU activity on a device or stream that is not selected."""
         spec = self.spec
         if not (spec.devices or spec.streams) or CATEGORY_KINDS.get(ev.cat) not in GPU_EVENT_KINDS:
@@ -111,7 +111,7 @@ class _Filter:
         stream = _int(place.stream) if place.stream is not None else _int(ev.tid)
         return bool((spec.devices and device not in spec.devices) or (spec.streams and stream not in spec.streams))
 
-    def in_window(self, ev: _LooseEvent) -> bool:
+    def in_window(self, ev: LooseEvent) -> bool:
         if self.spec.windows is None:
             return True
         ts = to_ns(ev.ts)
@@ -126,7 +126,7 @@ class _Filter:
                 return True
         return False
 
-    def keep(self, ev: _LooseEvent) -> bool:
+    def keep(self, ev: LooseEvent) -> bool:
         if ev.ph == "M":
             return True
         if self.placed_out(ev):
