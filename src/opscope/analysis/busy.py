@@ -12,55 +12,17 @@ The full timeline analysis (idle causes, per-stream overlap) is a separate analy
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import polars as pl
 
 from opscope.analysis import intervals
-from opscope.model.schema import Col, Kind
+from opscope.analysis.windows import STEP_NAME, StepWindow, step_windows
+from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
-STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
-
-
-@dataclass(frozen=True)
-class StepWindow:
-    step: int | None  # N of ProfilerStep#N; None for the whole-trace window
-    start_ns: int
-    end_ns: int
-
-    @property
-    def dur_ns(self) -> int:
-        return self.end_ns - self.start_ns
-
-
-def step_windows(trace: Trace) -> tuple[StepWindow, ...]:
-    """ProfilerStep#N windows in step order; without markers, one window over every event with a duration."""
-    marks = (
-        trace.lazy()
-        .filter(pl.col(Col.KIND).cast(pl.String).is_in([Kind.USER_ANNOTATION, Kind.CPU_OP])
-                & pl.col(Col.DUR_NS).is_not_null()
-                & pl.col(Col.NAME).cast(pl.String).str.contains(STEP_NAME.pattern))
-        .select(pl.col(Col.NAME).cast(pl.String), Col.TS_NS, Col.DUR_NS)
-        .collect()
-    )
-    windows = []
-    for name, ts, dur in marks.iter_rows():
-        match = STEP_NAME.match(name)
-        assert match is not None
-        windows.append(StepWindow(int(match.group(1)), ts, ts + dur))
-    if windows:
-        return tuple(sorted(windows, key=lambda w: (w.step or 0, w.start_ns)))
-    span = (
-        trace.lazy()
-        .filter(pl.col(Col.DUR_NS).is_not_null() & (pl.col(Col.KIND).cast(pl.String) != Kind.TRACE))
-        .select(pl.col(Col.TS_NS).min().alias("lo"), (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).max().alias("hi"))
-        .collect()
-    )
-    lo, hi = span.row(0)
-    return () if lo is None else (StepWindow(None, int(lo), int(hi)),)
+# Step windows live in `analysis.windows` (shared with `opscope steps`, `ops --steps` and the timeline).
+__all__ = ["StepWindow", "busy_ns", "step_windows"]
 
 
 def busy_ns(trace: Trace, kinds: Sequence[str], windows: Sequence[StepWindow]) -> int:
@@ -69,7 +31,7 @@ def busy_ns(trace: Trace, kinds: Sequence[str], windows: Sequence[StepWindow]) -
     events = (
         trace.lazy()
         .filter(pl.col(Col.KIND).cast(pl.String).is_in(list(kinds)) & pl.col(Col.DUR_NS).is_not_null()
-                & ~pl.col(Col.NAME).cast(pl.String).str.contains(STEP_NAME.pattern))  # old traces: markers are ops
+                & ~pl.col(Col.NAME).cast(pl.String).str.contains(STEP_NAME))  # old traces: markers are ops
         .select(pl.col(Col.TS_NS).alias(intervals.START), (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(intervals.END))
         .collect()
     )

@@ -23,9 +23,27 @@ def add_input_args(parser: argparse.ArgumentParser, nargs: str = "?") -> None:
                         help="treat a damaged trace (cut off, bad UTF-8, oversized integers) as an error")
 
 
-def add_selection_args(parser: argparse.ArgumentParser) -> None:
+def add_selection_args(parser: argparse.ArgumentParser, steps: bool = False) -> None:
+    """--device and --stream; with steps=True also --steps (`add_steps_arg`)."""
     parser.add_argument("--device", type=_int_list, default=None, metavar="N[,N...]", help="only these GPUs")
     parser.add_argument("--stream", type=_int_list, default=None, metavar="N[,N...]", help="only these streams")
+    if steps:
+        add_steps_arg(parser)
+
+
+def add_steps_arg(parser: argparse.ArgumentParser) -> None:
+    """`--steps 3-5`: restrict to those ProfilerStep#N windows (see `analysis.select.by_steps`)."""
+    parser.add_argument("--steps", default=None, metavar="SPEC",
+                        help="only these ProfilerStep numbers: 3, 3-5 or 2,4 (default: the whole trace)")
+
+
+def add_top_arg(parser: argparse.ArgumentParser, default: int = 30) -> None:
+    parser.add_argument("--top", type=int, default=default, help=f"rows to show (0 = all; default {default})")
+
+
+def check_top(args: argparse.Namespace) -> None:
+    if args.top < 0:
+        raise UsageError("--top must be 0 (all rows) or a positive number")
 
 
 def add_output_args(parser: argparse.ArgumentParser, formats: tuple[str, ...] | None = None) -> None:

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from opscope import __version__
-from opscope.cli import bench, demo, export, formats, kernels, report, run, summary
+from opscope.cli import bench, demo, export, formats, kernels, ops, report, run, steps, summary, tree
 from opscope.errors import OpscopeError
 
 # Each subcommand module has NAME, HELP, prepare_parser(parser) and run(args) -> int.
-COMMANDS: list[ModuleType] = [summary, kernels, report, export, run, bench, demo, formats]
+COMMANDS: list[ModuleType] = [summary, kernels, ops, tree, steps, report, export, run, bench, demo, formats]
 
 
 class _OneLine(logging.Formatter):

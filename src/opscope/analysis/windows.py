@@ -1,0 +1,162 @@
+"""Step windows: the time ranges of `ProfilerStep#N`, how `--steps 3-5` picks among them, and which events
+overlap which window.
+
+A step window is the span of the CPU-side `ProfilerStep#N` event (kind cpu_op or user_annotation; the GPU-side
+`gpu_user_annotation` copies that Kineto also writes are ignored). A trace without step markers has one window:
+the span of all its timed events. `overlap_pairs` finds every (event, window) overlap with sorted searches,
+never by comparing every event with every window, so it stays fast with thousands of steps.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from opscope.errors import UsageError
+from opscope.model.schema import Col, Kind
+from opscope.model.trace import Trace
+
+STEP_NAME = r"^ProfilerStep#(\d+)$"
+STEP_ANY = "ProfilerStep#*"
+WHOLE_TRACE = "(whole trace)"
+
+
+@dataclass(frozen=True)
+class StepWindow:
+    """One step: `step` is N of ProfilerStep#N (None for the whole-trace window); times in ns."""
+
+    step: int | None
+    name: str
+    start_ns: int
+    end_ns: int
+
+    @property
+    def dur_ns(self) -> int:
+        """The window's wall time."""
+        return self.end_ns - self.start_ns
+
+
+def names_matching(frame: pl.DataFrame, column: str, pattern: str) -> list[str]:
+    """The distinct values of a text column that match `pattern` (string work on distinct values only)."""
+    names = frame.get_column(column).unique().drop_nulls().cast(pl.String)
+    return names.filter(names.str.contains(pattern)).to_list()
+
+
+def fold_steps(frame: pl.DataFrame, column: str = Col.NAME) -> pl.DataFrame:
+    """Every ProfilerStep#N in `column` replaced by "ProfilerStep#*" (for tables that aggregate by name).
+    A Categorical column stays Categorical."""
+    steps = names_matching(frame, column, STEP_NAME)
+    if not steps:
+        return frame
+    dtype = frame.schema[column]
+    folded = pl.when(pl.col(column).is_in(steps)).then(pl.lit(STEP_ANY).cast(dtype)).otherwise(pl.col(column))
+    return frame.with_columns(folded.alias(column))
+
+
+def _trace_span(trace: Trace) -> tuple[int, int] | None:
+    timed = trace.lazy().filter(
+        pl.col(Col.DUR_NS).is_not_null() & pl.col(Col.TS_NS).is_not_null()
+        & ~pl.col(Col.KIND).cast(pl.String).is_in([Kind.METADATA, Kind.TRACE]))
+    span = timed.select(pl.col(Col.TS_NS).min().alias("lo"),
+                        (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).max().alias("hi")).collect()
+    lo, hi = span.row(0)
+    return None if lo is None else (int(lo), int(hi))
+
+
+def marker_windows(trace: Trace) -> tuple[StepWindow, ...]:
+    """The ProfilerStep#N windows of `trace`, sorted by start (empty when it has none)."""
+    steps = (
+        trace.lazy()
+        .filter(pl.col(Col.KIND).cast(pl.String).is_in([Kind.CPU_OP, Kind.USER_ANNOTATION])
+                & pl.col(Col.DUR_NS).is_not_null())
+        .select(pl.col(Col.NAME).cast(pl.String), Col.TS_NS, Col.DUR_NS)
+        .filter(pl.col(Col.NAME).str.contains(STEP_NAME))
+        .sort([Col.TS_NS, Col.NAME])
+        .collect()
+    )
+    return tuple(
+        StepWindow(int(re.match(STEP_NAME, name).group(1)), name, int(ts),  # type: ignore[union-attr]
+                   int(ts) + max(int(dur), 0))
+        for name, ts, dur in steps.iter_rows()
+    )
+
+
+def step_windows(trace: Trace) -> tuple[StepWindow, ...]:
+    """ProfilerStep windows, or one window spanning every timed event when the trace has no step markers
+    (empty for a trace without timed events)."""
+    markers = marker_windows(trace)
+    if markers:
+        return markers
+    span = _trace_span(trace)
+    return () if span is None else (StepWindow(None, WHOLE_TRACE, span[0], span[1]),)
+
+
+def parse_steps(spec: str) -> tuple[int, ...]:
+    """`"3"`, `"3-5"`, `"2,4"`, `"2,4-6"` -> sorted step numbers."""
+    numbers: set[int] = set()
+    for part in spec.split(","):
+        part = part.strip()
+        match = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", part)
+        if not match:
+            raise UsageError(f"--steps: expected numbers and ranges like 3, 3-5 or 2,4; got {spec!r}")
+        lo = int(match.group(1))
+        hi = int(match.group(2)) if match.group(2) else lo
+        if hi < lo:
+            raise UsageError(f"--steps: range {part!r} goes backwards")
+        numbers.update(range(lo, hi + 1))
+    return tuple(sorted(numbers))
+
+
+def select_windows(trace: Trace, spec: str | None) -> tuple[StepWindow, ...]:
+    """The windows chosen by a `--steps` spec (all windows when `spec` is None)."""
+    if spec is None:
+        return step_windows(trace)
+    wanted = parse_steps(spec)
+    markers = marker_windows(trace)
+    if not markers:
+        raise UsageError("--steps: this trace has no ProfilerStep#N markers")
+    chosen = tuple(w for w in markers if w.step in wanted)
+    missing = sorted(set(wanted) - {w.step for w in chosen})
+    if missing:
+        have = sorted({w.step for w in markers if w.step is not None})
+        raise UsageError(f"--steps: no step {', '.join(map(str, missing))} in this trace "
+                         f"(it has steps {_ranges(have)})")
+    return chosen
+
+
+def _ranges(numbers: list[int]) -> str:
+    """[1, 2, 3, 5] -> "1-3,5"."""
+    groups: list[list[int]] = []
+    for n in numbers:
+        if groups and groups[-1][-1] == n - 1:
+            groups[-1].append(n)
+        else:
+            groups.append([n])
+    return ",".join(str(g[0]) if len(g) == 1 else f"{g[0]}-{g[-1]}" for g in groups)
+
+
+def overlap_pairs(start: np.ndarray, end: np.ndarray, windows: tuple[StepWindow, ...]) -> tuple[np.ndarray,
+                                                                                                 np.ndarray]:
+    """Every (event index, window index) with a non-empty overlap, or with the event's start inside the window
+    for zero-length events. Windows may overlap one another; cost is sorting plus the number of pairs."""
+    if not windows or len(start) == 0:
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty
+    w_start = np.array([w.start_ns for w in windows], dtype=np.int64)
+    w_end = np.array([w.end_ns for w in windows], dtype=np.int64)
+    order = np.argsort(w_start, kind="stable")
+    ws, we = w_start[order], w_end[order]
+    reach = np.maximum.accumulate(we)  # sorted: the first window whose running max end passes s
+    lo = np.searchsorted(reach, start, side="right")
+    point = end <= start
+    hi = np.where(point, np.searchsorted(ws, start, side="right"), np.searchsorted(ws, end, side="left"))
+    counts = np.maximum(hi - lo, 0)
+    event = np.repeat(np.arange(len(start)), counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    win = np.repeat(lo, counts) + offsets
+    s, e = start[event], end[event]
+    real = np.where(point[event], (ws[win] <= s) & (s < we[win]), (s < we[win]) & (e > ws[win]))
+    return event[real], order[win[real]]

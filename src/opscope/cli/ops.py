@@ -1,0 +1,37 @@
+"""`opscope ops`: per operator (aten op, user annotation), CPU time and the GPU time of the kernels it launched."""
+
+from __future__ import annotations
+
+import argparse
+
+from opscope.analysis.ops import OpOptions, op_stats
+from opscope.cli.common import (
+    add_input_args,
+    add_output_args,
+    add_selection_args,
+    add_top_arg,
+    check_top,
+    emit,
+    load_trace,
+)
+from opscope.report.ops_view import ops_document
+
+NAME = "ops"
+HELP = "per operator: calls, CPU total/self time, GPU time of the kernels it launched (inclusive and self)"
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    add_input_args(parser)
+    parser.add_argument("--by-shape", action="store_true", help="one row per (op, Input Dims) (record_shapes)")
+    add_top_arg(parser)
+    add_selection_args(parser, steps=True)
+    add_output_args(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    check_top(args)
+    trace = load_trace(args)
+    options = OpOptions(by_shape=args.by_shape, top=args.top, devices=args.device, streams=args.stream,
+                        steps=args.steps)
+    emit(ops_document(op_stats(trace, options)), args)
+    return 0

@@ -1,0 +1,42 @@
+"""`opscope tree`: GPU time rolled up the module / annotation / op / kernel hierarchy."""
+
+from __future__ import annotations
+
+import argparse
+
+from opscope.analysis.tree import PYTHON_MODES, TreeOptions, op_tree
+from opscope.cli.common import (
+    add_input_args,
+    add_output_args,
+    add_selection_args,
+    emit,
+    load_trace,
+)
+from opscope.errors import UsageError
+from opscope.report.tree_view import tree_document
+
+NAME = "tree"
+HELP = "GPU time by nn.Module / annotation / op / kernel, as a tree"
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    add_input_args(parser)
+    parser.add_argument("--depth", type=int, default=4, help="levels to show (0 = all; default 4)")
+    parser.add_argument("--min-share", type=float, default=0.01, metavar="FRACTION",
+                        help="fold nodes under this share of GPU time (default 0.01 = 1%%)")
+    parser.add_argument("--python", choices=PYTHON_MODES, default="modules",
+                        help="Python frames shown: nn.Module frames only (default), all, or none")
+    add_selection_args(parser, steps=True)
+    add_output_args(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.depth < 0:
+        raise UsageError("--depth must be 0 (all levels) or a positive number")
+    if not 0 <= args.min_share <= 1:
+        raise UsageError("--min-share must be between 0 and 1 (a fraction, e.g. 0.01)")
+    trace = load_trace(args)
+    options = TreeOptions(depth=args.depth, min_share=args.min_share, python=args.python, devices=args.device,
+                          streams=args.stream, steps=args.steps)
+    emit(tree_document(op_tree(trace, options)), args)
+    return 0

@@ -1,0 +1,69 @@
+"""`OpStats` -> `Document` (and the stable `opscope.ops/1` JSON payload)."""
+
+from __future__ import annotations
+
+from opscope.analysis.ops import OpStats
+from opscope.report.document import FLOAT, INT, MS, NAME, PCT, TEXT, Column, Document, Table
+from opscope.report.linking_view import link_data, link_notes, us
+
+SCHEMA = "opscope.ops/1"
+
+
+def ops_data(result: OpStats) -> dict[str, object]:
+    by_shape = result.options.by_shape
+    rows = []
+    for r in result.rows:
+        row: dict[str, object] = {"name": r.name, "kind": r.kind}
+        if by_shape:
+            row["input_dims"] = r.input_dims
+        row.update({
+            "calls": r.calls, "cpu_total_us": us(r.cpu_total_ns), "cpu_self_us": us(r.cpu_self_ns),
+            "gpu_total_us": us(r.gpu_total_ns), "gpu_self_us": us(r.gpu_self_ns), "kernels": r.kernels,
+            "self_kernels": r.self_kernels, "kernels_per_call": round(r.kernels_per_call, 4),
+            "gpu_share": round(r.gpu_share, 6),
+        })
+        rows.append(row)
+    return {
+        "schema": SCHEMA,
+        "trace": {"path": result.path},
+        "by_shape": by_shape,
+        "steps": result.options.steps,
+        "totals": {"gpu_time_us": us(result.gpu_time_ns), "attributed_us": us(result.attributed_ns),
+                   "rows": result.total_rows},
+        "unattributed_share": round(result.unattributed_share, 6),
+        "rows": rows,
+        "linking": link_data(result.link),
+        "warnings": list(result.warnings),
+    }
+
+
+def ops_document(result: OpStats) -> Document:
+    by_shape = result.options.by_shape
+    columns = [Column("name", "Op", NAME), Column("kind", "Kind", TEXT)]
+    if by_shape:
+        columns.append(Column("input_dims", "Input dims", TEXT))
+    columns += [
+        Column("calls", "Calls", INT), Column("cpu_total", "CPU total ms", MS),
+        Column("cpu_self", "CPU self ms", MS), Column("gpu_total", "GPU total ms", MS),
+        Column("gpu_self", "GPU self ms", MS), Column("kernels_per_call", "Kernels/call", FLOAT),
+        Column("gpu_share", "GPU share", PCT),
+    ]
+    rows = tuple(
+        {"name": r.name, "kind": r.kind, "input_dims": r.input_dims, "calls": r.calls,
+         "cpu_total": r.cpu_total_ns, "cpu_self": r.cpu_self_ns, "gpu_total": r.gpu_total_ns,
+         "gpu_self": r.gpu_self_ns, "kernels_per_call": r.kernels_per_call, "gpu_share": r.gpu_share}
+        for r in result.rows
+    )
+    hidden = result.total_rows - len(result.rows)
+    footer = (f"{hidden:,} more rows (--top 0 shows all)",) if hidden > 0 else ()
+    facts = (
+        ("trace", result.path),
+        ("GPU time", f"{result.gpu_time_ns / 1e6:,.3f} ms, {result.attributed_ns / 1e6:,.3f} ms launched inside ops"),
+        ("unattributed", f"{result.unattributed_share * 100:.1f}% of GPU time"),
+    ) + ((("steps", result.options.steps),) if result.options.steps else ())
+    notes = link_notes(result.link, result.unattributed_share)
+    notes.append("GPU total: kernels launched by the op or any op inside it; GPU self: launched directly by it. "
+                 "GPU share = GPU total / all GPU time, so shares of nested ops overlap.")
+    notes.extend(f"warning: {w}" for w in result.warnings)
+    return Document(title="GPU time by operator" + (" and input shape" if by_shape else ""), data=ops_data(result),
+                    facts=facts, tables=(Table("ops", "", tuple(columns), rows, footer),), notes=tuple(notes))

@@ -1,0 +1,67 @@
+"""`OpTree` -> `Document`: an indented table for the terminal, Markdown and CSV, and the nested
+`opscope.tree/1` JSON payload."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opscope.analysis.tree import OpTree, TreeNode
+from opscope.report.document import INT, MS, NAME, PCT, TEXT, Column, Document, Table
+from opscope.report.linking_view import link_data, link_notes, us
+
+SCHEMA = "opscope.tree/1"
+INDENT = "  "
+
+
+def _node_data(node: TreeNode) -> dict[str, Any]:
+    return {"name": node.name, "kind": node.kind, "gpu_us": us(node.gpu_ns), "self_gpu_us": us(node.self_gpu_ns),
+            "calls": node.calls, "children": [_node_data(c) for c in node.children]}
+
+
+def tree_data(result: OpTree) -> dict[str, Any]:
+    opts = result.options
+    return {
+        "schema": SCHEMA,
+        "trace": {"path": result.path},
+        "options": {"depth": opts.depth, "min_share": opts.min_share, "python": opts.python, "steps": opts.steps},
+        "gpu_time_us": us(result.gpu_time_ns),
+        "unattributed_share": round(result.unattributed_share, 6),
+        "root": _node_data(result.root),
+        "linking": link_data(result.link),
+        "warnings": list(result.warnings),
+    }
+
+
+def _flatten(node: TreeNode, depth: int, total: int, out: list[dict[str, Any]]) -> None:
+    out.append({"name": INDENT * depth + node.name, "depth": depth, "kind": node.kind, "calls": node.calls,
+                "gpu": node.gpu_ns, "self_gpu": node.self_gpu_ns,
+                "share": node.gpu_ns / total if total else 0.0})
+    for child in node.children:
+        _flatten(child, depth + 1, total, out)
+
+
+def tree_document(result: OpTree) -> Document:
+    rows: list[dict[str, Any]] = []
+    for child in result.root.children:  # the root is the headline, not a row
+        _flatten(child, 0, result.gpu_time_ns, rows)
+    columns = (
+        Column("name", "Module / annotation / op / kernel", NAME), Column("kind", "Kind", TEXT),
+        Column("depth", "Depth", INT), Column("calls", "Calls", INT), Column("gpu", "GPU ms", MS),
+        Column("self_gpu", "Self GPU ms", MS), Column("share", "Share", PCT),
+    )
+    opts = result.options
+    facts = (
+        ("trace", result.path),
+        ("GPU time", f"{result.gpu_time_ns / 1e6:,.3f} ms"),
+        ("unattributed", f"{result.unattributed_share * 100:.1f}% of GPU time"),
+        ("pruned", f"depth {opts.depth or 'unlimited'}, nodes under {opts.min_share * 100:g}% folded, "
+                   f"Python frames: {opts.python}"),
+    ) + ((("steps", opts.steps),) if opts.steps else ())
+    notes = link_notes(result.link, result.unattributed_share)
+    if result.gpu_time_ns == 0 and result.link.gpu_events:
+        notes.append("No GPU kernels, memcpys or memsets in this selection: the tree is empty.")
+    notes.append("Calls: instances merged into the node (GPU leaves: events). ProfilerStep#N is shown as "
+                 "ProfilerStep#*; \"(N more)\" folds siblings below --min-share.")
+    notes.extend(f"warning: {w}" for w in result.warnings)
+    return Document(title="GPU time by module, annotation, op and kernel", data=tree_data(result), facts=facts,
+                    tables=(Table("tree", "", columns, tuple(rows)),), notes=tuple(notes))

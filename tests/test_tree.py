@@ -1,0 +1,134 @@
+"""`opscope tree`: the hierarchy adds up (children = parent, root = all GPU time), agrees with `ops` and with a
+raw recomputation of per-module GPU time, pruning works, and the command's outputs."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import defaultdict
+
+import pytest
+
+import opscope
+import rawtrace
+from conftest import corpus_path
+from opscope.analysis.ops import OpOptions, op_stats
+from opscope.analysis.tree import TreeNode, TreeOptions, op_tree
+
+BERT = "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
+QWEN = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+RESNET_2021 = "kineto/plugin_samples_resnet50_num_workers_0_worker0.pt.trace.json.gz"
+GPU_ONLY = "tracelens/mi210__gpu_only_trace__gpu_only_trace.json.gz"
+
+
+def walk(node: TreeNode, depth: int = 0):
+    yield node, depth
+    for child in node.children:
+        yield from walk(child, depth + 1)
+
+
+@pytest.mark.parametrize("relative", [BERT, QWEN, RESNET_2021, GPU_ONLY])
+@pytest.mark.parametrize("python", ["modules", "all", "none"])
+def test_tree_adds_up(relative: str, python: str) -> None:
+    trace = opscope.load(corpus_path(relative))
+    tree = op_tree(trace, TreeOptions(depth=0, min_share=0.0, python=python))
+    events = rawtrace.load(corpus_path(relative))
+    total = sum(rawtrace.gpu_dur(events, i) for i, e in enumerate(events)
+                if e.get("cat") in rawtrace.GPU_CATS and rawtrace.is_x(e))
+    assert tree.root.gpu_ns == tree.gpu_time_ns == total
+    for node, _ in walk(tree.root):
+        if node.children:
+            assert sum(c.gpu_ns for c in node.children) == node.gpu_ns, node.name
+        if node.kind in ("kernel", "memcpy", "memset"):
+            assert not node.children and node.self_gpu_ns == node.gpu_ns
+        else:
+            leaves = sum(c.gpu_ns for c in node.children if c.kind in ("kernel", "memcpy", "memset"))
+            assert node.self_gpu_ns == leaves
+    unattributed = [n for n in tree.root.children if n.kind == "unattributed"]
+    assert sum(n.gpu_ns for n in unattributed) == pytest.approx(tree.unattributed_share * total)
+
+
+def test_op_nodes_agree_with_ops() -> None:
+    # Summing the self GPU time of every tree node of an op name gives that name's GPU self time in `ops`.
+    trace = opscope.load(corpus_path(QWEN))
+    tree = op_tree(trace, TreeOptions(depth=0, min_share=0.0, python="all"))
+    by_name: dict[str, int] = defaultdict(int)
+    for node, _ in walk(tree.root):
+        if node.kind in ("cpu_op", "user_annotation"):
+            by_name[node.name] += node.self_gpu_ns
+    ops = {r.name: r.gpu_self_ns for r in op_stats(trace, OpOptions(top=0)).rows if r.gpu_self_ns}
+    assert {k: v for k, v in by_name.items() if v} == ops
+
+
+def test_module_time_matches_raw() -> None:
+    # Raw: GPU time of the kernels whose launch lies inside each `nn.Module: X` frame (time containment).
+    path = corpus_path(BERT)
+    events = rawtrace.load(path)
+    raw = rawtrace.link(events)
+    modules = [i for i, e in enumerate(events) if e.get("cat") == "python_function"
+               and e["name"].startswith("nn.Module: ") and rawtrace.is_x(e)]
+    expected: dict[str, int] = defaultdict(int)
+    for m in modules:
+        lo, hi = rawtrace.span(events[m])
+        pid, tid = events[m]["pid"], events[m]["tid"]
+        for g in raw.gpu:
+            launch = raw.launch[g]
+            if launch is None or (events[launch]["pid"], events[launch]["tid"]) != (pid, tid):
+                continue
+            start, end = rawtrace.span(events[launch])
+            if lo <= start and end <= hi:
+                expected[events[m]["name"]] += rawtrace.gpu_dur(events, g)
+    tree = op_tree(opscope.load(path), TreeOptions(depth=0, min_share=0.0, python="modules"))
+    got: dict[str, int] = defaultdict(int)
+    for node, _ in walk(tree.root):
+        if node.kind == "nn.Module":
+            got[node.name] += node.gpu_ns  # instance names (Linear_3) are unique: one node each
+    assert dict(got) == {k: v for k, v in expected.items() if v}
+
+
+def test_pruning_by_depth_and_share() -> None:
+    trace = opscope.load(corpus_path(QWEN))
+    tree = op_tree(trace, TreeOptions(depth=2, min_share=0.05))
+    for node, depth in walk(tree.root):
+        assert depth <= 2
+        if node.kind != "other" and depth > 0:
+            assert node.gpu_ns >= 0.05 * tree.gpu_time_ns
+        if node.children:
+            assert sum(c.gpu_ns for c in node.children) == node.gpu_ns
+    assert any(n.kind == "other" for n, _ in walk(tree.root))
+    assert tree.nodes == sum(1 for _ in walk(tree.root)) - 1
+
+
+def test_step_markers_fold_into_one_node() -> None:
+    tree = op_tree(opscope.load(corpus_path(RESNET_2021)), TreeOptions(depth=1, min_share=0.0))
+    steps = [n for n in tree.root.children if n.name.startswith("ProfilerStep")]
+    assert [(n.name, n.calls) for n in steps] == [("ProfilerStep#*", 6)]
+
+
+def test_cli_outputs(cli) -> None:
+    path = corpus_path(BERT)
+    result = cli("tree", path, "--format", "json", "--depth", "3")
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    assert data["schema"] == "opscope.tree/1" and data["unattributed_share"] == 0.0
+    root = data["root"]
+    assert set(root) == {"name", "kind", "gpu_us", "self_gpu_us", "calls", "children"}
+    assert root["gpu_us"] == data["gpu_time_us"]
+    top = root["children"][0]
+    assert top["name"] == "ProfilerStep#*" and top["children"][0]["name"] == "nn.Module: BertLMHeadModel_0"
+    table = cli("tree", path, "--width", "120", "--no-color")
+    assert table.code == 0 and "  nn.Module: BertLMHeadModel_0" in table.out
+    csv_rows = list(csv.DictReader(io.StringIO(cli("tree", path, "--format", "csv").out)))
+    assert list(csv_rows[0]) == ["name", "kind", "depth", "calls", "gpu_us", "self_gpu_us", "share"]
+    assert float(csv_rows[0]["gpu_us"]) == pytest.approx(data["gpu_time_us"])  # ProfilerStep#* holds it all
+    md = cli("tree", path, "--format", "markdown", "--depth", "2")
+    assert "| `ProfilerStep#*` | user_annotation | 0 | 1 | 0.309 |" in md.out
+
+
+def test_cli_errors(cli) -> None:
+    path = corpus_path(BERT)
+    for args, message in ((("--depth", "-1"), "--depth"), (("--min-share", "5"), "--min-share"),
+                          (("--steps", "1"), "no step 1")):
+        result = cli("tree", path, *args)
+        assert result.code == 2 and message in result.err, result.err
