@@ -77,6 +77,18 @@ def test_trace_report_views_and_numbers(cli, tmp_path, open_report) -> None:  # 
     opened.screenshot("trace-timeline-hover.png", "#timeline")
     page.mouse.move(0, 0)
     assert page.evaluate("window.opscopeFlame.lastDraw.drawn") > 10
+
+    # The first step's bar tooltip shows the GPU busy time of `opscope steps` for that step.
+    steps = json.loads(cli("steps", trace, "--format", "json").out)["steps"]
+    chart = page.locator("#steps-chart")
+    chart.scroll_into_view_if_needed()
+    bar = chart.bounding_box()
+    first_bar_x = bar["x"] + 80 + (bar["width"] - 100) / (2 * len(steps))  # grid left 80, right 20
+    page.mouse.move(first_bar_x, bar["y"] + bar["height"] / 2)
+    tooltip = chart.locator("div", has_text="GPU busy").last
+    tooltip.wait_for(state="visible")
+    assert f"GPU busy: {fmt_ms(steps[0]['devices'][0]['busy_us'])}" in tooltip.inner_text()
+    assert steps[0]["name"] in tooltip.inner_text()
     opened.screenshot("trace-report.png")
     assert opened.problems() == []
 
@@ -114,7 +126,9 @@ def test_hostile_names_render_as_text(cli, tmp_path, open_report) -> None:  # no
     for i in range(page.evaluate("window.opscopeTimeline.count")):
         page.evaluate(f"window.opscopeTimeline.show({i})")
         pixel = page.evaluate(f"window.opscopeTimeline.pixelOf({i})")
+        page.mouse.move(box["x"] + 2, box["y"] + 2)  # off the event first, so that the next move is a move
         page.mouse.move(box["x"] + pixel["x"], box["y"] + pixel["y"])
+        page.locator("#tooltip").wait_for(state="visible")
         text = page.locator("#tooltip").inner_text()
         assert HOSTILE_KERNEL in text or HOSTILE_KERNEL_2 in text or "Memcpy" in text
         if "Memcpy" not in text:

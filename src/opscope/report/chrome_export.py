@@ -26,6 +26,7 @@ from typing import Any, BinaryIO
 import msgspec
 import polars as pl
 
+from opscope.analysis.windows import select_windows
 from opscope.errors import UsageError
 from opscope.ingest.jsonstream import EventSplitter, SyntaxProblem
 from opscope.ingest.kineto_structs import LooseEvent
@@ -220,22 +221,6 @@ def windows_from_steps(spans: Sequence[tuple[int, int]]) -> tuple[tuple[int, int
     return tuple((lo, hi) for lo, hi in merged)
 
 
-def parse_steps(spec: str) -> tuple[int, ...]:
-    """`3`, `3-5`, `2,4,6-8` -> step numbers."""
-    numbers: list[int] = []
-    for part in spec.split(","):
-        part = part.strip()
-        lo, sep, hi = part.partition("-")
-        try:
-            first, last = (int(lo), int(hi)) if sep else (int(part), int(part))
-        except ValueError:
-            raise UsageError(f"--steps: expected N, N-M or a comma list of those, got {spec!r}") from None
-        if last < first:
-            raise UsageError(f"--steps: {part!r} counts backwards")
-        numbers.extend(range(first, last + 1))
-    return tuple(sorted(set(numbers)))
-
-
 def parse_window(spec: str, origin_ns: int, end_ns: int) -> tuple[int, int]:
     """`START:END` in microseconds relative to `origin_ns` (either side may be empty) -> absolute ns."""
     lo, sep, hi = spec.partition(":")
@@ -251,20 +236,14 @@ def parse_window(spec: str, origin_ns: int, end_ns: int) -> tuple[int, int]:
 
 def trim_spec(trace: Trace, steps: str | None = None, window: str | None = None,
               devices: tuple[int, ...] | None = None, streams: tuple[int, ...] | None = None) -> TrimSpec:
-    """What to keep, decided on the event table: the windows of the chosen steps or of `START:END` (us from
-    the analysed window's start, docs/reports.md), and the (pid, tid) places holding only dropped GPU work."""
+    """What to keep, decided on the event table: the windows of the chosen steps (analysis/windows.py) or of
+    `START:END` (us from the analysed window's start, docs/reports.md), and the (pid, tid) places that hold
+    only dropped GPU work."""
     if steps and window:
         raise UsageError("--steps and --window cannot be combined; pick one")
     windows: tuple[tuple[int, int], ...] | None = None
     if steps:
-        wanted = parse_steps(steps)
-        spans = interim.step_spans(trace)
-        found = spans.filter(pl.col("step").is_in(list(wanted)))
-        if found.height == 0:
-            have = spans["step"].to_list()
-            known = f"steps {have[0]}-{have[-1]}" if have else "no ProfilerStep#N markers"
-            raise UsageError(f"--steps {steps}: no such step in this trace ({known})")
-        windows = windows_from_steps([(ts, ts + max(dur, 0)) for _, _, ts, dur in found.iter_rows()])
+        windows = windows_from_steps([(w.start_ns, w.end_ns) for w in select_windows(trace, steps)])
     elif window:
         span = interim.trace_window(trace)
         if span is None:

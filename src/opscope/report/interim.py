@@ -18,7 +18,6 @@ from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
 CPU_WORK_KINDS = (Kind.CPU_OP, Kind.RUNTIME, Kind.DRIVER, Kind.USER_ANNOTATION, Kind.PYTHON)
-STEP_PATTERN = r"^ProfilerStep#(\d+)$"
 SOURCE = "interim (report/interim.py)"
 
 
@@ -61,23 +60,14 @@ def category_of(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(pl.col(Col.KIND).cast(pl.String).alias("category"))
 
 
-def step_spans(trace: Trace) -> pl.DataFrame:
-    """ProfilerStep#N annotations: columns name, step (N), ts_ns, dur_ns, sorted by start."""
-    return (
-        trace.lazy()
-        .filter((pl.col(Col.KIND).cast(pl.String) == Kind.USER_ANNOTATION)
-                & pl.col(Col.NAME).cast(pl.String).str.contains(STEP_PATTERN))
-        .select(pl.col(Col.NAME).cast(pl.String),
-                pl.col(Col.NAME).cast(pl.String).str.extract(STEP_PATTERN, 1).cast(pl.Int64).alias("step"),
-                Col.TS_NS, Col.DUR_NS)
-        .drop_nulls().sort(Col.TS_NS).unique(subset=["step"], keep="first", maintain_order=True)
-        .collect()
-    )
-
-
-def memcpy_rows(events: pl.DataFrame) -> list[dict[str, object]]:
+def memcpy_rows(trace: Trace, devices: Sequence[int] | None = None,
+                streams: Sequence[int] | None = None) -> list[dict[str, object]]:
     """Stand-in for analysis/memcpy.py: one row per memcpy name (the name carries the direction)."""
-    copies = events.filter(pl.col(Col.KIND) == Kind.MEMCPY)
+    copies = (
+        select.by_streams(select.by_devices(trace.gpu_events(), devices), streams)
+        .filter(pl.col(Col.KIND).cast(pl.String) == Kind.MEMCPY)
+        .select(pl.col(Col.NAME).cast(pl.String), Col.DUR_NS, Col.BYTES).collect()
+    )
     if copies.height == 0:
         return []
     sized = pl.when(pl.col(Col.BYTES).is_not_null() & (pl.col(Col.DUR_NS) > 0))

@@ -13,11 +13,15 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from opscope.analysis import intervals
 from opscope.analysis.kernels import SummaryOptions, kernel_summary
-from opscope.analysis.stacks import LAUNCH_OP, LAUNCH_TS, NODE, GpuStacks, StackOptions, gpu_stacks
+from opscope.analysis.linking import Linkage, link, selected_gpu
+from opscope.analysis.steps import StepOptions, step_stats
+from opscope.analysis.tree import TreeNode, TreeOptions, op_tree
+from opscope.analysis.windows import overlap_pairs
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 from opscope.report import interim
@@ -26,6 +30,8 @@ from opscope.report.timeline_data import TimelineOptions, pack_timeline
 
 SCHEMA = "opscope.report/1"
 CATEGORY = "category"
+LAUNCH_TS = "launch_ts_ns"
+LAUNCH_OP = "launch_op"
 DELAY_EDGES_US = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000)
 FLAME_MIN_SHARE = 1 / 5000  # flame nodes lighter than this share of the total fold into "(other)"
 
@@ -57,19 +63,31 @@ def _us(ns: float | None) -> float | None:
     return None if ns is None else round(ns / 1e3, 3)
 
 
+def report_events(trace: Trace, linkage: Linkage, options: ReportOptions) -> pl.DataFrame:
+    """The selected GPU activity with what the views need: kind, name, device, stream, ts_ns, dur_ns,
+    launch_ts_ns, launch_op (innermost op or annotation around the launch), from_graph, category."""
+    gpu = selected_gpu(trace, linkage, options.devices, options.streams).select(
+        pl.col(Col.KIND).cast(pl.String), pl.col(Col.NAME).cast(pl.String).fill_null(""), Col.DEVICE, Col.STREAM,
+        Col.TS_NS, Col.DUR_NS, LAUNCH_TS, pl.col("op_name").cast(pl.String).alias(LAUNCH_OP), "from_graph")
+    return interim.category_of(gpu)
+
+
 def trace_report(trace: Trace, options: ReportOptions | None = None) -> dict[str, Any]:
     """The report payload of `trace` (see the module doc and docs/reports.md)."""
     opts = options or ReportOptions()
     strings = Strings()
-    stacks = gpu_stacks(trace, StackOptions(devices=opts.devices, streams=opts.streams))
-    events = interim.category_of(stacks.events)
+    linkage = link(trace)
+    events = report_events(trace, linkage, opts)
     window = interim.trace_window(trace, opts.devices, opts.streams)
     lo, hi = window if window else (0, 0)
     summary = kernel_summary(trace, SummaryOptions(top=0, devices=opts.devices, streams=opts.streams))
+    tree = op_tree(trace, TreeOptions(depth=0, min_share=FLAME_MIN_SHARE, devices=opts.devices,
+                                      streams=opts.streams), linkage)
     sources = {"headline": interim.SOURCE, "categories": interim.SOURCE + ": category = kind",
-               "steps": interim.SOURCE, "launch_delay": interim.SOURCE, "memcpy": interim.SOURCE,
-               "kernels": "analysis/kernels.py", "timeline": "analysis/stacks.py + report/timeline_data.py",
-               "flame": "analysis/stacks.py"}
+               "steps": "analysis/steps.py (windows, GPU busy) + category sums here",
+               "launch_delay": interim.SOURCE + " on analysis/linking.py", "memcpy": interim.SOURCE,
+               "kernels": "analysis/kernels.py", "timeline": "analysis/linking.py + report/timeline_data.py",
+               "flame": "analysis/tree.py"}
     device_names = {d.id: d.name for d in trace.meta.devices}
     return {
         "schema": SCHEMA,
@@ -79,11 +97,11 @@ def trace_report(trace: Trace, options: ReportOptions | None = None) -> dict[str
         "headline": _headline(events, lo, hi, device_names, summary.gpu_time_ns),
         "kernels": _kernels(summary_data(summary), events, strings),
         "categories": _categories(events),
-        "steps": _steps(trace, events),
-        "timeline": _timeline(events, stacks, lo, hi, strings, device_names, opts),
-        "flame": _flame(stacks, strings),
+        "steps": _steps(trace, events, linkage, opts),
+        "timeline": _timeline(events, lo, hi, strings, device_names, opts),
+        "flame": _flame(tree.root, tree.gpu_time_ns, strings),
         "launch_delay": _launch_delay(events),
-        "memcpy": interim.memcpy_rows(events),
+        "memcpy": interim.memcpy_rows(trace, opts.devices, opts.streams),
         "sources": sources,
         "warnings": list(trace.meta.warnings),
         "strings": strings.items,
@@ -132,18 +150,29 @@ def _categories(events: pl.DataFrame) -> list[dict[str, Any]]:
             for c, n, t in per.iter_rows()]
 
 
-def _steps(trace: Trace, events: pl.DataFrame) -> list[dict[str, Any]]:
-    spans = interim.step_spans(trace)
-    if spans.height == 0:
+def _steps(trace: Trace, events: pl.DataFrame, linkage: Linkage, opts: ReportOptions) -> list[dict[str, Any]]:
+    """Per ProfilerStep#N: wall and GPU busy time from analysis/steps.py (busy: the mean over the devices),
+    and the summed GPU time per category clipped to the step."""
+    stats = step_stats(trace, StepOptions(devices=opts.devices, streams=opts.streams), linkage)
+    if not stats.from_markers:
         return []
-    gpu = interim.with_interval(events)
+    chosen = tuple(r.window for r in stats.rows)
+    start = events[Col.TS_NS].to_numpy()
+    end = start + np.maximum(events[Col.DUR_NS].to_numpy(), 0)
+    event, window = overlap_pairs(start, end, chosen)
+    lo = np.array([w.start_ns for w in chosen], dtype=np.int64)[window]
+    hi = np.array([w.end_ns for w in chosen], dtype=np.int64)[window]
+    pieces = pl.DataFrame({"win": window, CATEGORY: events[CATEGORY].gather(event),
+                           "t": np.minimum(end[event], hi) - np.maximum(start[event], lo)})
+    per = pieces.group_by("win", CATEGORY).agg(pl.col("t").sum()).sort(CATEGORY)
+    by_window: dict[int, dict[str, float | None]] = {}
+    for win, category, t in per.iter_rows():
+        by_window.setdefault(int(win), {})[category] = _us(t)
     out = []
-    for name, _step, ts, dur in spans.iter_rows():
-        inside = intervals.clip(gpu, ts, ts + max(dur, 0)).collect()
-        per = inside.group_by(CATEGORY).agg((pl.col(intervals.END) - pl.col(intervals.START)).sum().alias("t"))
-        out.append({"name": name, "start_ns": ts, "wall_us": _us(dur),
-                    "busy_us": _us(_union(inside)),
-                    "by_category": {c: _us(t) for c, t in per.sort(CATEGORY).iter_rows()}})
+    for i, row in enumerate(stats.rows):
+        busy = [d.busy_ns for d in row.devices]
+        out.append({"name": row.window.name, "start_ns": row.window.start_ns, "wall_us": _us(row.window.dur_ns),
+                    "busy_us": _us(sum(busy) / len(busy) if busy else 0), "by_category": by_window.get(i, {})})
     return out
 
 
@@ -153,9 +182,9 @@ def _union(frame: pl.DataFrame) -> int:
     return total
 
 
-def _timeline(events: pl.DataFrame, stacks: GpuStacks, lo: int, hi: int, strings: Strings,
-              device_names: dict[int, str], opts: ReportOptions) -> dict[str, Any]:
-    delay = pl.when(pl.col(LAUNCH_TS).is_not_null() & (pl.col(Col.KIND) == Kind.KERNEL)).then(
+def _timeline(events: pl.DataFrame, lo: int, hi: int, strings: Strings, device_names: dict[int, str],
+              opts: ReportOptions) -> dict[str, Any]:
+    delay = pl.when(pl.col(LAUNCH_TS).is_not_null() & (pl.col(Col.KIND) == Kind.KERNEL) & ~pl.col("from_graph")).then(
         (pl.col(Col.TS_NS) - pl.col(LAUNCH_TS)).clip(lower_bound=0))
     frame = events.select(
         Col.DEVICE, Col.STREAM, Col.TS_NS, Col.DUR_NS, _ids(events, Col.NAME, strings).alias("name_id"),
@@ -172,41 +201,25 @@ def _ids(frame: pl.DataFrame, column: str, strings: Strings) -> pl.Expr:
     return pl.col(column).replace_strict(mapping, default=None, return_dtype=pl.Int64)
 
 
-def _flame(stacks: GpuStacks, strings: Strings) -> dict[str, Any]:
-    """Icicle nodes as flat arrays (parent index, name, value ns); leaves are GPU events by name."""
-    folded = stacks.folded()
-    total = sum(w for _, _, w in folded)
-    tree: dict[tuple[str, ...], int] = {}
-    for frames, name, weight in folded:
-        path = (*frames, name)
-        for depth in range(1, len(path) + 1):
-            tree[path[:depth]] = tree.get(path[:depth], 0) + weight
-    floor = total * FLAME_MIN_SHARE
-    parent: list[int] = [-1]
-    name_ids: list[int] = [strings("all GPU time")]
-    value: list[int] = [total]
-    index: dict[tuple[str, ...], int] = {(): 0}
-    other: dict[int, int] = {}
-    for path in sorted(tree, key=lambda p: (len(p), -tree[p], p)):
-        up = index.get(path[:-1])
-        if up is None:
-            continue  # an ancestor was folded away
-        if tree[path] < floor:
-            other[up] = other.get(up, 0) + tree[path]
-            continue
-        index[path] = len(parent)
+def _flame(root: TreeNode, total: int, strings: Strings) -> dict[str, Any]:
+    """The op tree (analysis/tree.py) as flat arrays: parent index, name, GPU ns; node 0 is the root."""
+    parent: list[int] = []
+    name_ids: list[int] = []
+    value: list[int] = []
+    stack: list[tuple[TreeNode, int]] = [(root, -1)]
+    while stack:
+        node, up = stack.pop()
+        index = len(parent)
         parent.append(up)
-        name_ids.append(strings(path[-1]))
-        value.append(tree[path])
-    for up, weight in sorted(other.items()):
-        parent.append(up)
-        name_ids.append(strings("(other)"))
-        value.append(weight)
+        name_ids.append(strings(node.name))
+        value.append(node.gpu_ns)
+        stack.extend((child, index) for child in reversed(node.children))
     return {"parent": parent, "name": name_ids, "value": value, "total_ns": total}
 
 
 def _launch_delay(events: pl.DataFrame) -> dict[str, Any]:
-    kernels = events.filter((pl.col(Col.KIND) == Kind.KERNEL) & pl.col(LAUNCH_TS).is_not_null())
+    kernels = events.filter((pl.col(Col.KIND) == Kind.KERNEL) & pl.col(LAUNCH_TS).is_not_null()
+                            & ~pl.col("from_graph"))
     delays = (kernels[Col.TS_NS] - kernels[LAUNCH_TS]).clip(lower_bound=0)
     if delays.len() == 0:
         return {"kernels": 0, "edges_us": list(DELAY_EDGES_US), "counts": [], "p50_us": None, "p95_us": None,
@@ -221,4 +234,4 @@ def _launch_delay(events: pl.DataFrame) -> dict[str, Any]:
             "max_us": _us(delays.max()), "mean_us": _us(delays.mean())}  # type: ignore[arg-type]
 
 
-__all__ = ["NODE", "SCHEMA", "ReportOptions", "trace_report"]
+__all__ = ["SCHEMA", "ReportOptions", "report_events", "trace_report"]

@@ -59,7 +59,7 @@
     const t0 = performance.now();
     const ctx = canvas.getContext("2d");
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    const W = cssW - LABEL_W;
+    const W = Math.max(cssW - LABEL_W, 1);  // the page may not be laid out yet (width 0): draw nothing wider
     ctx.clearRect(0, 0, cssW, canvas.height / dpr);
     ctx.font = "11px system-ui, sans-serif";
     const scale = W / (v1 - v0);
@@ -131,7 +131,7 @@
     v0 = a; v1 = a + span;
   }
   function zoom(factor, anchorX) {
-    const W = cssW - LABEL_W;
+    const W = Math.max(cssW - LABEL_W, 1);
     const frac = anchorX === undefined ? 0.5 : Math.min(Math.max((anchorX - LABEL_W) / W, 0), 1);
     const t = v0 + (v1 - v0) * frac, span = (v1 - v0) * factor;
     clampView(t - span * frac, t - span * frac + span);
