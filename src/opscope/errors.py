@@ -37,6 +37,12 @@ class MissingDependency(OpscopeError):
     exit_code = 2
 
 
+class ClusterError(OpscopeError):
+    """Parallel or distributed execution failed: unreachable scheduler, a worker that died, no workers."""
+
+    exit_code = 2
+
+
 class ScriptFailed(OpscopeError):
     """A script run under `opscope run` raised or exited non-zero; the exit code follows the script's."""
 

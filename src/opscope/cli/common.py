@@ -18,6 +18,10 @@ from opscope.report import FORMATS, Document, RenderOptions, render
 def add_input_args(parser: argparse.ArgumentParser, nargs: str = "?") -> None:
     parser.add_argument("trace", nargs=nargs, default=None,
                         help="trace file, or a folder (its newest trace); default: $PROFILER_LOG_DIR or ./trace_logs")
+    add_cache_args(parser)
+
+
+def add_cache_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="parse afresh and write no cache file")
     parser.add_argument("--strict", action="store_true",
                         help="treat a damaged trace (cut off, bad UTF-8, oversized integers) as an error")

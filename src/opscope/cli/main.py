@@ -10,11 +10,12 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from opscope import __version__
-from opscope.cli import bench, demo, export, formats, kernels, ops, report, run, steps, summary, tree
+from opscope.cli import bench, demo, diff, export, formats, kernels, ops, ranks, report, run, steps, summary, tree
 from opscope.errors import OpscopeError
 
 # Each subcommand module has NAME, HELP, prepare_parser(parser) and run(args) -> int.
-COMMANDS: list[ModuleType] = [summary, kernels, ops, tree, steps, report, export, run, bench, demo, formats]
+COMMANDS: list[ModuleType] = [summary, kernels, ops, tree, steps, diff, ranks, report, export, run, bench, demo,
+                              formats]
 
 
 class _OneLine(logging.Formatter):

@@ -1,0 +1,173 @@
+"""Figures shared by `diff` and `ranks`: the analysed scope (ProfilerStep windows, or the whole trace), the GPU
+activity and CPU operators inside it, GPU busy time over it, and kernel categories.
+
+These functions are the one place where the comparisons meet the attribution analyses: step windows come from
+`analysis.windows`, the GPU activity of a step from kernel-to-launch linking (`analysis.linking`), operator
+GPU time from `analysis.ops`; busy time and kernel categories are still computed here (minimal versions, as
+defined in docs/compare.md) until the timeline analyses land. Switching one of them changes no caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import polars as pl
+
+from opscope.analysis import intervals, windows
+from opscope.analysis.linking import Linkage, selected_gpu
+from opscope.analysis.ops import OpOptions, op_stats
+from opscope.model.schema import Col, Kind
+from opscope.model.trace import Trace
+
+STEP_PREFIX = "ProfilerStep#"
+CPU_SPAN_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
+# Kinds left out of the whole-trace window (as in `analysis.windows`): metadata and the profiler's own span.
+UNTIMED_KINDS = (Kind.METADATA, Kind.TRACE)
+COMMUNICATION = "communication"
+SHAPE = "shape"
+
+# Kernel categories, first match wins (lower-cased name, regex). Kept as data; the attribution work's category
+# table replaces it when it lands.
+CATEGORY_RULES: tuple[tuple[str, str], ...] = (
+    (COMMUNICATION, r"nccl|rccl|allreduce|all_reduce|allgather|reducescatter|alltoall"),
+    ("attention", r"flash|fmha|attention|attn|sdpa|_mha"),
+    ("gemm", r"gemm|cublas|cutlass|xmma|cijk_|hipblaslt|matmul|_mm_|wgmma|^ampere_|^volta_|^turing_|^sm\d+_"),
+    ("convolution", r"conv|cudnn|winograd|implicit_|fprop|dgrad|wgrad"),
+    ("normalization", r"norm"),
+    ("softmax", r"softmax"),
+    ("reduction", r"reduce|triton_red|_sum_|argmax|argmin"),
+    ("elementwise", r"elementwise|vectorized|unrolled|pointwise|triton_poi|copy_kernel|fill"),
+)
+CATEGORIES: tuple[str, ...] = (*(c for c, _ in CATEGORY_RULES), "memcpy", "memset", "other")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The part of a trace the figures cover: disjoint, sorted [start, end) windows, and how many steps they are
+    (0: no step markers, one window over all activity)."""
+
+    windows: tuple[tuple[int, int], ...]
+    steps: int
+    spec: str | None = None  # a --steps spec naming every step (for `analysis.ops` / `linking`); None: whole
+
+    @property
+    def length_ns(self) -> int:
+        return sum(end - start for start, end in self.windows)
+
+    def frame(self) -> pl.DataFrame:
+        return pl.DataFrame({intervals.START: [w[0] for w in self.windows],
+                             intervals.END: [w[1] for w in self.windows]},
+                            schema={intervals.START: pl.Int64, intervals.END: pl.Int64})
+
+
+def _kind_is(kinds: Sequence[str]) -> pl.Expr:
+    return pl.col(Col.KIND).cast(pl.String).is_in(list(kinds))
+
+
+def _name() -> pl.Expr:
+    return pl.col(Col.NAME).cast(pl.String)
+
+
+def activity_window(trace: Trace) -> tuple[int, int] | None:
+    """[first start, last end] over every event with a duration but metadata and the profiler's own span (the
+    whole-trace window of `analysis.windows`, also when the trace has step markers)."""
+    row = (
+        trace.lazy()
+        .filter(~_kind_is(UNTIMED_KINDS) & pl.col(Col.DUR_NS).is_not_null() & pl.col(Col.TS_NS).is_not_null())
+        .select(pl.col(Col.TS_NS).min().alias("lo"),
+                (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).max().alias("hi"))
+        .collect()
+        .row(0)
+    )
+    if row[0] is None or row[1] is None:
+        return None
+    return int(row[0]), int(row[1])
+
+
+def trace_scope(trace: Trace, use_steps: bool) -> Scope:
+    """The ProfilerStep#N windows (`analysis.windows`; merged where they overlap) when `use_steps` and the
+    trace has them, else the whole-trace window."""
+    if use_steps:
+        markers = windows.marker_windows(trace)
+        if markers:
+            merged = intervals.merge(pl.DataFrame({"s": [w.start_ns for w in markers],
+                                                   "e": [w.end_ns for w in markers]}), "s", "e")
+            spec = ",".join(str(n) for n in sorted({w.step for w in markers if w.step is not None}))
+            return Scope(windows=tuple(merged.iter_rows()), steps=len(markers), spec=spec)
+    window = activity_window(trace)
+    return Scope(windows=(window,) if window else (), steps=0)
+
+
+def in_scope(frame: pl.DataFrame, scope: Scope, at: str) -> pl.DataFrame:
+    """Rows whose time `at` falls inside a window of the scope. A whole-trace scope keeps every row."""
+    if scope.steps == 0:
+        return frame
+    windows = scope.frame().rename({intervals.START: "_ws", intervals.END: "_we"})
+    joined = frame.sort(at).join_asof(windows, left_on=at, right_on="_ws", strategy="backward")
+    return joined.filter(pl.col("_we").is_not_null() & (pl.col(at) < pl.col("_we"))).drop("_ws", "_we")
+
+
+def gpu_activity(trace: Trace, scope: Scope, linkage: Linkage) -> pl.DataFrame:
+    """GPU activity (kernels, copies, memsets) that belongs to the scope: columns name, kind, ts_ns, dur_ns,
+    device. With step windows, an activity belongs to the step in which the launch call that queued it started
+    (its own start when the launch is missing), as `analysis.linking.selected_gpu` decides; so work queued late
+    in a step and run after it still counts for that step."""
+    gpu = selected_gpu(trace, linkage, steps=scope.spec) if scope.steps else linkage.gpu
+    return gpu.select(_name().alias(Col.NAME), pl.col(Col.KIND).cast(pl.String), Col.TS_NS, Col.DUR_NS, Col.DEVICE)
+
+
+def cpu_ops(trace: Trace, scope: Scope) -> pl.DataFrame:
+    """CPU operators and user annotations (not the ProfilerStep spans) that start inside the scope.
+
+    Columns: name, shape (the `Input Dims` text, null when not recorded), dur_ns.
+    """
+    ops = (
+        trace.lazy()
+        .filter(_kind_is(CPU_SPAN_KINDS) & pl.col(Col.DUR_NS).is_not_null()
+                & ~_name().str.starts_with(STEP_PREFIX))
+        .select(_name().alias(Col.NAME), pl.col(Col.INPUT_DIMS).cast(pl.String).alias(SHAPE), Col.TS_NS, Col.DUR_NS)
+        .collect()
+    )
+    return in_scope(ops, scope, Col.TS_NS).drop(Col.TS_NS)
+
+
+def op_table(trace: Trace, scope: Scope, by_shape: bool, linkage: Linkage) -> pl.DataFrame:
+    """Per operator name (and Input Dims with `by_shape`, whitespace removed) from `analysis.ops`: calls,
+    cpu_ns (inclusive CPU time) and gpu_ns (GPU time of the kernels launched inside it), over the operators
+    starting in the scope and the GPU activity belonging to it. The ProfilerStep spans are left out.
+    Columns: name, shape, calls, cpu_ns, gpu_ns."""
+    stats = op_stats(trace, OpOptions(by_shape=by_shape, top=0, steps=scope.spec if scope.steps else None), linkage)
+    rows = [(r.name, r.input_dims if by_shape else None, r.calls, r.cpu_total_ns, r.gpu_total_ns)
+            for r in stats.rows if r.name != windows.STEP_ANY]
+    return pl.DataFrame(rows, schema={Col.NAME: pl.String, SHAPE: pl.String, "calls": pl.Int64,
+                                      "cpu_ns": pl.Int64, "gpu_ns": pl.Int64}, orient="row")
+
+
+def busy_ns(activity: pl.DataFrame, scope: Scope) -> tuple[int, int]:
+    """(busy time summed over devices, number of devices) of GPU intervals, each device's intervals merged
+    (overlaps count once) and cut to the scope's windows. `activity` needs ts_ns, dur_ns, device."""
+    if activity.is_empty() or not scope.windows:
+        return 0, 0
+    spans = activity.select(
+        pl.col(Col.DEVICE).fill_null(-1),
+        pl.col(Col.TS_NS).alias(intervals.START),
+        (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(intervals.END),
+    )
+    windows = scope.frame()
+    total = 0
+    devices = spans[Col.DEVICE].unique().to_list()
+    for device in devices:
+        own = spans.filter(pl.col(Col.DEVICE) == device)
+        total += intervals.intersection_ns(own, windows)
+    return total, len(devices)
+
+
+def category_expr() -> pl.Expr:
+    """A polars expression giving each GPU activity row (name, kind) its category."""
+    lower = pl.col(Col.NAME).cast(pl.String).str.to_lowercase()
+    kind = pl.col(Col.KIND).cast(pl.String)
+    expr = pl.when(kind == Kind.MEMCPY).then(pl.lit("memcpy")).when(kind == Kind.MEMSET).then(pl.lit("memset"))
+    for category, pattern in CATEGORY_RULES:
+        expr = expr.when(lower.str.contains(pattern)).then(pl.lit(category))
+    return expr.otherwise(pl.lit("other"))

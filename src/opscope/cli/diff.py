@@ -1,0 +1,86 @@
+"""`opscope diff BASE NEW`: what changed between two traces, biggest first, with optional regression gates."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from opscope.analysis.diff import DiffOptions, diff_profiles
+from opscope.analysis.gates import (
+    CATEGORY,
+    GPU_TIME,
+    KERNEL,
+    Gate,
+    check_gates,
+    parse_gate,
+    parse_min_delta,
+    parse_pct,
+)
+from opscope.cli.common import add_cache_args, add_output_args, emit, render_options
+from opscope.cli.fanout import add_parallel_args, file_tasks, run_tasks
+from opscope.errors import GateFailed, UsageError
+from opscope.report.diff_view import DiffView, diff_document
+from opscope.scale.tasks import profile_file
+
+NAME = "diff"
+HELP = "compare two traces (NEW - BASE): headline figures, kernels, operators; regression gates for CI"
+log = logging.getLogger("opscope")
+WIDE = 140  # terminal width from which the tables also show means per call
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("base", help="the trace before (file, or a folder: its newest trace)")
+    parser.add_argument("new", help="the trace after")
+    add_cache_args(parser)
+    parser.add_argument("--per-step", action=argparse.BooleanOptionalAction, default=None,
+                        help="divide totals by each trace's step count (default: when both have ProfilerStep markers)")
+    parser.add_argument("--by-shape", action="store_true", help="match operators by name and input shapes")
+    parser.add_argument("--min-delta", default=None, metavar="TIME|PCT",
+                        help="hide rows changing less than this (50us, 1ms, or 2%% of BASE's step time)")
+    parser.add_argument("--top", type=int, default=30, help="rows per table (0 = all; default 30)")
+    parser.add_argument("--key-op", action="append", default=None, metavar="REGEX",
+                        help="headline row for the ops matching REGEX (repeatable; default: BASE's top 3 ops)")
+    parser.add_argument("--fail-above", default=None, metavar="PCT",
+                        help="exit 1 if GPU time (per step) grew by more than PCT percent")
+    parser.add_argument("--fail-kernel", action="append", default=[], metavar="REGEX:PCT",
+                        help="exit 1 if the kernels matching REGEX grew by more than PCT percent (repeatable)")
+    parser.add_argument("--fail-category", action="append", default=[], metavar="NAME:PCT",
+                        help="exit 1 if a kernel category's GPU time grew by more than PCT percent (repeatable)")
+    add_parallel_args(parser)
+    add_output_args(parser)
+
+
+def _gates(args: argparse.Namespace) -> tuple[Gate, ...]:
+    gates = []
+    if args.fail_above is not None:
+        gates.append(Gate(GPU_TIME, None, parse_pct(args.fail_above, "--fail-above")))
+    gates.extend(parse_gate(text, KERNEL) for text in args.fail_kernel)
+    gates.extend(parse_gate(text, CATEGORY) for text in args.fail_category)
+    return tuple(gates)
+
+
+def _width(args: argparse.Namespace) -> int:
+    return render_options(args, args.output is None and sys.stdout.isatty()).width or 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.top < 0:
+        raise UsageError("--top must be 0 (all rows) or a positive number")
+    gates = _gates(args)
+    view = DiffView(top=args.top, min_delta=parse_min_delta(args.min_delta) if args.min_delta else None,
+                    means=args.format != "table" or args.wide or _width(args) >= WIDE)
+    options = DiffOptions(per_step=args.per_step, by_shape=args.by_shape, key_ops=tuple(args.key_op or ()))
+    base, new = run_tasks(profile_file, file_tasks([args.base, args.new], args, args.by_shape), args)
+    diff = diff_profiles(base, new, options)
+    results = check_gates(diff, gates)
+    for warning in diff.warnings:
+        log.warning(warning)
+    for result in results:
+        if result.gate.target == KERNEL and result.matched == 0:
+            log.warning(f"--fail-kernel {result.gate.pattern!r} matches no kernel in either trace")
+    emit(diff_document(diff, results, view, rows_first=args.format == "csv"), args)
+    tripped = [r.reason(diff.per_step) for r in results if r.tripped]
+    if tripped:
+        raise GateFailed(f"regression gate failed: {'; '.join(tripped)}")
+    return 0

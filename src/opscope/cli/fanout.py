@@ -1,0 +1,64 @@
+"""Options and helpers shared by the subcommands that read several traces (`diff`, `ranks`): which files, how
+many worker processes, or which Dask scheduler."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from opscope.errors import UsageError
+from opscope.ingest.cache import cache_dir, cache_path
+from opscope.ingest.inputs import resolve_input
+from opscope.scale.executor import CONNECT_TIMEOUT_S, default_jobs, input_bytes, run_all
+from opscope.scale.tasks import FileTask
+
+R = TypeVar("R")
+
+
+def add_parallel_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+                        help="worker processes (default: by cores, memory and input size; 1 = this process)")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                        help="run the per-trace work on this Dask scheduler (tcp://host:8786; needs opscope[dask]; "
+                             "the workers must see the trace paths)")
+    parser.add_argument("--connect-timeout", type=float, default=CONNECT_TIMEOUT_S, metavar="SECONDS",
+                        help=f"how long to wait for the scheduler and its workers (default {CONNECT_TIMEOUT_S:g})")
+
+
+def file_tasks(paths: Sequence[str | Path], args: argparse.Namespace, by_shape: bool = False) -> list[FileTask]:
+    """One task per trace file; each path as `resolve_input` understands it (a folder: its newest trace)."""
+    tasks = []
+    for given in paths:
+        source = resolve_input(given)
+        label = str(given) if not Path(given).is_dir() else str(source)
+        tasks.append(FileTask(path=str(source.resolve()), label=label, cache=not args.no_cache,
+                              cache_dir=None if args.scheduler else str(cache_dir()), strict=args.strict,
+                              by_shape=by_shape))
+    return tasks
+
+
+def _work_bytes(task: FileTask) -> int:
+    """What reading the trace costs, in bytes of input: its cache file when there is one (a fraction of the
+    trace's size, and quick to read), else the trace's uncompressed size."""
+    if task.cache:
+        cached = cache_path(Path(task.path))
+        with contextlib.suppress(OSError):
+            if cached.stat().st_mtime_ns >= Path(task.path).stat().st_mtime_ns:
+                return cached.stat().st_size
+    return input_bytes(task.path)
+
+
+def run_tasks(func: Callable[[FileTask], R], tasks: Sequence[FileTask], args: argparse.Namespace) -> list[R]:
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("--jobs must be 1 or more")
+    if args.connect_timeout <= 0:
+        raise UsageError("--connect-timeout must be positive")
+    jobs = args.jobs if args.jobs is not None else default_jobs([_work_bytes(t) for t in tasks])
+    if args.scheduler or (jobs > 1 and len(tasks) > 1):
+        # Each trace already has a process (Dask workers cannot even start one): the reader decodes in it.
+        tasks = [dataclasses.replace(t, decode_workers=1) for t in tasks]
+    return run_all(func, tasks, jobs=jobs, scheduler=args.scheduler, timeout_s=args.connect_timeout)

@@ -1,0 +1,56 @@
+"""`opscope ranks DIR|FILES...`: one trace per rank of a multi-GPU job, compared rank by rank."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from opscope.analysis.gates import parse_pct
+from opscope.analysis.ranks import RanksOptions, compare_ranks
+from opscope.cli.common import add_cache_args, add_output_args, emit
+from opscope.cli.fanout import add_parallel_args, file_tasks, run_tasks
+from opscope.errors import InputError, UsageError
+from opscope.ingest.inputs import trace_files
+from opscope.report.ranks_view import ranks_document
+from opscope.scale.tasks import rank_file
+
+NAME = "ranks"
+HELP = "compare the per-rank traces of a multi-GPU job: time per rank, spread, straggler, collective skew"
+log = logging.getLogger("opscope")
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="DIR|FILE", help="trace files, or folders of them (all traces in each)")
+    add_cache_args(parser)
+    parser.add_argument("--top", type=int, default=10, help="kernels and operators compared across ranks (0 = all)")
+    parser.add_argument("--threshold", default="30%", metavar="PCT",
+                        help="flag a worst rank this far above the median (default 30%%)")
+    add_parallel_args(parser)
+    add_output_args(parser)
+
+
+def _files(paths: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            found = sorted(trace_files(path))
+            if not found:
+                raise InputError(f"{path}: no trace files in this folder")
+            files.extend(found)
+        else:
+            files.append(path)
+    return files
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.top < 0:
+        raise UsageError("--top must be 0 (all rows) or a positive number")
+    options = RanksOptions(top=args.top, threshold=parse_pct(args.threshold, "--threshold") / 100.0)
+    partials = run_tasks(rank_file, file_tasks(_files(args.paths), args), args)
+    report = compare_ranks(partials, options)
+    for warning in report.warnings:
+        log.warning(warning)
+    emit(ranks_document(report), args)
+    return 0

@@ -1,0 +1,112 @@
+"""`RanksReport` -> `Document`, and the stable `opscope.ranks/1` JSON payload (times in microseconds)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from opscope.analysis.ranks import RanksReport, Spread
+from opscope.report.document import INT, NAME, PCT, TEXT, US, Column, Document, Table
+
+SCHEMA = "opscope.ranks/1"
+
+
+def _us(ns: float | None) -> float | None:
+    return None if ns is None or (isinstance(ns, float) and math.isnan(ns)) else round(ns / 1e3, 3)
+
+
+def _frac(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def _spread_data(s: Spread) -> dict[str, Any]:
+    return {"name": s.name, "per_rank_us": [_us(v) for v in s.per_rank], "mean_us": _us(s.mean_ns),
+            "min_us": _us(s.min_ns), "max_us": _us(s.max_ns), "median_us": _us(s.median_ns),
+            "worst_rank": s.worst_rank, "excess": _frac(s.excess), "flagged": s.flagged,
+            "calls": s.calls, "total_us": _us(s.total_ns), "call_min_us": _us(s.call_min_ns),
+            "call_max_us": _us(s.call_max_ns), "call_p50_us": _us(s.call_p50_ns), "call_p99_us": _us(s.call_p99_ns)}
+
+
+def ranks_data(report: RanksReport) -> dict[str, Any]:
+    straggler = report.straggler
+    skew = report.skew
+    return {
+        "schema": SCHEMA,
+        "world_size": report.world_size,
+        "ranks_found": len(report.ranks),
+        "missing_ranks": list(report.missing),
+        "complete": report.complete,
+        "per_step": report.per_step,
+        "threshold": report.options.threshold,
+        "ranks": [
+            {"rank": r.rank, "rank_source": r.rank_source, "path": r.path, "devices": list(r.devices),
+             "steps": r.steps, "step_us": _us(r.step_ns), "busy_us": _us(r.busy_ns), "compute_us": _us(r.compute_ns),
+             "communication_us": _us(r.comm_ns), "overlap_us": _us(r.overlap_ns), "idle_us": _us(r.idle_ns),
+             "utilization": _frac(r.utilization)}
+            for r in report.ranks
+        ],
+        "kernels": [_spread_data(s) for s in report.kernels],
+        "ops": [_spread_data(s) for s in report.ops],
+        "straggler": None if straggler is None else {
+            "rank": straggler.rank, "reason": straggler.reason,
+            "shortest_wait_rank": straggler.shortest_wait_rank, "wait_deficit": _frac(straggler.wait_deficit),
+            "latest_rank": straggler.latest_rank, "latest_share": _frac(straggler.latest_share),
+            "slowest_compute_rank": straggler.slowest_compute_rank,
+            "compute_excess": _frac(straggler.compute_excess)},
+        "collective_skew": None if skew is None else {
+            "matched": skew.matched, "unmatched": skew.unmatched, "p50_us": _us(skew.p50_ns),
+            "max_us": _us(skew.max_ns), "worst": skew.worst, "aligned_with_base_time": skew.aligned,
+            "latest_rank_counts": [{"rank": r, "count": c} for r, c in skew.latest_rank_counts]},
+        "warnings": list(report.warnings),
+    }
+
+
+def _spread_table(name: str, title: str, spreads: tuple[Spread, ...], unit: str) -> Table:
+    columns = (
+        Column("name", "Name", NAME), Column("mean", f"Mean {unit}", US), Column("min", f"Min {unit}", US),
+        Column("max", f"Max {unit}", US), Column("worst", "Worst rank", INT), Column("excess", "Over median", PCT),
+        Column("flag", "", TEXT), Column("calls", "Calls (all)", INT), Column("p50", "p50/call us", US),
+        Column("p99", "p99/call us", US),
+    )
+    rows = tuple({"name": s.name, "mean": s.mean_ns, "min": s.min_ns, "max": s.max_ns, "worst": s.worst_rank,
+                  "excess": s.excess, "flag": "!" if s.flagged else "", "calls": s.calls, "p50": s.call_p50_ns,
+                  "p99": s.call_p99_ns} for s in spreads)
+    return Table(name=name, title=title, columns=columns, rows=rows)
+
+
+def ranks_document(report: RanksReport) -> Document:
+    unit = "us/step" if report.per_step else "us"
+    per_rank = Table(
+        name="ranks", title="Per rank" + (" (per step)" if report.per_step else " (whole trace)"),
+        columns=(Column("rank", "Rank", INT), Column("steps", "Steps", INT), Column("step", "Step/window us", US),
+                 Column("busy", "GPU busy us", US), Column("compute", "Compute us", US),
+                 Column("comm", "Comm us", US), Column("overlap", "Overlap us", US), Column("idle", "Idle us", US),
+                 Column("util", "Util", PCT), Column("source", "Rank from", TEXT)),
+        rows=tuple({"rank": r.rank, "steps": r.steps, "step": r.step_ns, "busy": r.busy_ns, "compute": r.compute_ns,
+                    "comm": r.comm_ns, "overlap": r.overlap_ns, "idle": r.idle_ns, "util": r.utilization,
+                    "source": r.rank_source} for r in report.ranks),
+    )
+    threshold = f"{report.options.threshold:.0%}"
+    tables = (
+        per_rank,
+        _spread_table("kernels", f"Top kernels across ranks (! = worst rank > {threshold} over the median)",
+                      report.kernels, unit),
+        _spread_table("ops", "Top operators across ranks (CPU time)", report.ops, unit),
+    )
+    facts = [("ranks", f"{len(report.ranks)} of world size {report.world_size}"
+              + ("" if report.complete else f" (missing: {', '.join(map(str, report.missing))})"))]
+    if report.straggler is not None:
+        facts.append(("straggler", report.straggler.reason))
+    skew = report.skew
+    if skew is not None and skew.matched:
+        clock = "baseTimeNanoseconds" if skew.aligned else "timestamps as written (host clocks assumed in sync)"
+        facts.append(("collective skew", f"p50 {_us(skew.p50_ns) or 0:,.1f} us, max {_us(skew.max_ns) or 0:,.1f} us "
+                      f"over {skew.matched} collectives ({skew.worst} worst); clock: {clock}"))
+    notes = [f"warning: {w}" for w in report.warnings]
+    if not report.complete:
+        notes.insert(0, "INCOMPLETE: not every rank of the job was given; cross-rank figures cover the ranks found.")
+    return Document(title="opscope ranks: one trace per rank", data=ranks_data(report), facts=tuple(facts),
+                    tables=tables, notes=tuple(notes))
+
+
+__all__ = ["SCHEMA", "ranks_data", "ranks_document"]

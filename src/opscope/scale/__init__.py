@@ -1,0 +1,2 @@
+"""Fan-out over many traces: per-file work in parallel processes (or on a Dask cluster), merged from small
+partial results (`partials`, `sketch`). See `executor.run_all` and `tasks`."""

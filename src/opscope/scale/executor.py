@@ -1,0 +1,196 @@
+"""Run one function over many inputs: in this process, in local worker processes (the default for several
+traces), or on a Dask distributed cluster (`--scheduler ADDRESS`, the `opscope[dask]` extra).
+
+Whatever the mode, results come back in input order and either all of them come back or an error is raised:
+a worker that dies, a scheduler that cannot be reached, a cluster without workers end the run with a one-line
+`ClusterError`, never with a partial result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, TypeVar
+
+from opscope.errors import ClusterError, MissingDependency, UsageError
+
+T = TypeVar("T")
+R = TypeVar("R")
+log = logging.getLogger("opscope")
+
+CONNECT_TIMEOUT_S = 5.0
+DASK_SCHEMES = ("tcp", "tls", "ucx", "ws", "wss", "inproc")
+# Below this much input, starting worker processes (each imports polars) costs more than it saves.
+SMALL_INPUT_BYTES = 16 << 20
+# Memory one worker needs per trace: a fixed part plus a multiple of the (uncompressed) file size.
+WORKER_BASE_BYTES = 256 << 20
+WORKER_BYTES_PER_INPUT_BYTE = 12
+GZIP_EXPANSION = 10
+QUEUED = 2  # tasks waiting per worker process, so that a worker never idles between two
+
+
+def available_memory() -> int | None:
+    """MemAvailable from /proc/meminfo (bytes), None where unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def input_bytes(path: str) -> int:
+    """Estimated uncompressed size of a trace file."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return 0
+    return size * GZIP_EXPANSION if path.endswith(".gz") else size
+
+
+def default_jobs(sizes: Sequence[int]) -> int:
+    """Worker processes for inputs of these (uncompressed) sizes: bounded by cores, inputs and memory; 1 (this
+    process) when the input is small."""
+    if len(sizes) <= 1 or sum(sizes) < SMALL_INPUT_BYTES:
+        return 1
+    jobs = min(cores(), len(sizes))
+    memory = available_memory()
+    if memory is not None:
+        per_worker = WORKER_BASE_BYTES + WORKER_BYTES_PER_INPUT_BYTE * max(sizes)
+        jobs = min(jobs, max(1, memory // per_worker))
+    return max(1, jobs)
+
+
+def _pool_context() -> multiprocessing.context.BaseContext:
+    # Never plain fork: polars' thread pool does not survive it. A forkserver imports opscope once and forks
+    # workers from that clean process; elsewhere spawn.
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["opscope.scale.tasks"])
+        return context
+    return multiprocessing.get_context("spawn")
+
+
+def _start_pool(workers: int) -> ProcessPoolExecutor:
+    """A process pool whose workers are up (starting one blocks until the forkserver has imported opscope)."""
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context())
+    try:
+        wait([pool.submit(os.getpid) for _ in range(workers)])
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    return pool
+
+
+def _local(func: Callable[[T], R], items: Sequence[T], jobs: int) -> list[R]:
+    """`jobs` - 1 worker processes plus this one. The workers start in a background thread (each needs polars
+    imported, which takes longer than reading a small trace) while this process already works through the
+    list; once they are up, each gets at most `QUEUED` tasks waiting, and this process keeps taking the next."""
+    starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="opscope-pool")
+    starting = starter.submit(_start_pool, jobs - 1)
+    pool: ProcessPoolExecutor | None = None
+    results: dict[int, R] = {}
+    in_flight: dict[Future[R], int] = {}
+    upcoming = 0
+
+    def top_up() -> None:
+        nonlocal upcoming, pool
+        if pool is None:
+            if not starting.done():
+                return
+            pool = starting.result()
+        while upcoming < len(items) and len(in_flight) < QUEUED * (jobs - 1):
+            in_flight[pool.submit(func, items[upcoming])] = upcoming
+            upcoming += 1
+
+    def collect(finished: Iterable[Future[R]]) -> None:
+        for future in finished:
+            results[in_flight.pop(future)] = future.result()
+
+    try:
+        top_up()
+        while upcoming < len(items):
+            mine = upcoming
+            upcoming += 1
+            results[mine] = func(items[mine])
+            collect([f for f in in_flight if f.done()])
+            top_up()
+        collect(list(wait(in_flight).done))
+        return [results[i] for i in range(len(items))]
+    except BrokenProcessPool:
+        raise ClusterError(f"a worker process died (killed, or out of memory?) after {len(results)} of "
+                           f"{len(items)} traces; no result (rerun with --jobs 1 to see which trace)") from None
+    finally:
+        for future in in_flight:
+            future.cancel()
+        starter.shutdown(wait=True)
+        with contextlib.suppress(BrokenProcessPool):
+            (pool or starting.result()).shutdown(wait=True, cancel_futures=True)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _dask(func: Callable[[T], R], items: Sequence[T], address: str, timeout_s: float) -> list[R]:
+    try:
+        from distributed import Client
+        from distributed.scheduler import KilledWorker
+    except ImportError:
+        raise MissingDependency("--scheduler needs Dask: pip install 'opscope[dask]'") from None
+    scheme = address.split("://", 1)[0] if "://" in address else "tcp"
+    if scheme not in DASK_SCHEMES:
+        raise UsageError(f"--scheduler: unknown address scheme {scheme!r} in {address!r} "
+                         f"(expected {', '.join(s + '://' for s in DASK_SCHEMES)})")
+    try:
+        client = Client(address, timeout=f"{timeout_s}s", set_as_default=False)
+    except Exception as exc:  # OSError, TimeoutError, ValueError for a malformed address, ...
+        raise ClusterError(f"cannot reach the Dask scheduler at {address} within {timeout_s:g}s "
+                           f"({_one_line(exc)})") from None
+    try:
+        try:
+            client.wait_for_workers(1, timeout=timeout_s)
+        except Exception:
+            raise ClusterError(f"the Dask scheduler at {address} has no workers (waited {timeout_s:g}s)") from None
+        futures = client.map(func, list(items), pure=False)
+        try:
+            results: list[Any] = client.gather(futures)
+        except KilledWorker as exc:
+            raise ClusterError(f"Dask workers died running a task ({_one_line(exc)}); no result") from None
+        except (ModuleNotFoundError, ImportError) as exc:
+            raise ClusterError(f"the Dask workers cannot import opscope ({_one_line(exc)}): install opscope on "
+                               "every worker") from None
+        except OSError as exc:
+            raise ClusterError(f"lost the Dask cluster while running ({_one_line(exc)}); no result") from None
+        if len(results) != len(items):
+            raise ClusterError(f"the Dask cluster returned {len(results)} results for {len(items)} traces")
+        return results
+    finally:
+        client.close()
+
+
+def run_all(func: Callable[[T], R], items: Sequence[T], *, jobs: int = 1, scheduler: str | None = None,
+            timeout_s: float = CONNECT_TIMEOUT_S) -> list[R]:
+    """`[func(item) for item in items]`, on a Dask cluster when `scheduler` is given, else in `jobs` local
+    processes (1: in this process). `func` must be a module-level function and items picklable."""
+    if scheduler:
+        return _dask(func, items, scheduler, timeout_s)
+    if jobs <= 1 or len(items) <= 1:
+        return [func(item) for item in items]
+    log.debug("running %d tasks in %d worker processes", len(items), jobs)
+    return _local(func, items, min(jobs, len(items)))

@@ -1,0 +1,76 @@
+"""Per-file work sent to worker processes or Dask workers: read one trace, reduce it to a small partial result.
+
+Each task is a module-level function of one picklable `FileTask`, so local processes and Dask workers run
+exactly the same code on exactly the same input and return the same result. Warnings met while reading travel
+back inside the result instead of being logged in the worker, where nobody would see them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from opscope.analysis.profile import TraceProfile, profile_trace
+from opscope.analysis.ranks import RankPartial, rank_partial
+from opscope.ingest import load
+from opscope.model.trace import Trace
+
+
+@dataclass(frozen=True)
+class FileTask:
+    path: str  # absolute, so that workers with another working directory find it
+    label: str  # the path as the user gave it, shown in the output
+    cache: bool = True
+    cache_dir: str | None = None  # the parent's cache folder for local workers; None on a cluster
+    strict: bool = False
+    by_shape: bool = False
+    decode_workers: int | None = None  # $OPSCOPE_WORKERS for the reader; 1 in worker processes (no nesting)
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    logger = logging.getLogger("opscope")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def _environment(settings: dict[str, str | None]) -> Iterator[None]:
+    """Set the environment variables that are not None, and restore them after (tasks may run in the parent)."""
+    saved = {key: os.environ.get(key) for key, value in settings.items() if value is not None}
+    for key in saved:
+        os.environ[key] = settings[key]  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def read(task: FileTask) -> Trace:
+    """Load the task's trace (warnings kept in its metadata, not logged), labelled with the user's path."""
+    settings = {"OPSCOPE_CACHE_DIR": task.cache_dir,
+                "OPSCOPE_WORKERS": None if task.decode_workers is None else str(task.decode_workers)}
+    with _quiet(), _environment(settings):
+        trace = load(task.path, cache=task.cache, strict=task.strict)
+    trace.meta = dataclasses.replace(trace.meta, path=task.label)
+    return trace
+
+
+def profile_file(task: FileTask) -> TraceProfile:
+    return profile_trace(read(task), task.by_shape)
+
+
+def rank_file(task: FileTask) -> RankPartial:
+    return rank_partial(read(task))
