@@ -183,3 +183,69 @@ def test_edge_traces_render_without_errors(cli, tmp_path, open_report, name) -> 
     if not data["kernels"]["rows"]:
         assert "No GPU kernels" in opened.page.locator("#kernels").inner_text()
     opened.screenshot(f"edge-{name.split('/')[0]}.png")
+
+
+QWEN_H100 = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+QWEN_MI300 = "tracelens/mi300__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+
+
+def test_diff_report(cli, tmp_path, open_report) -> None:  # noqa: F811
+    base, new = corpus_path(QWEN_H100), corpus_path(QWEN_MI300)
+    out = tmp_path / "diff.html"
+    assert cli("diff", base, new, "--html", out).code == 0
+    data = json.loads(cli("diff", base, new, "--top", "0", "--format", "json").out)
+    opened = open_report(out)
+    page = opened.page
+    page.wait_for_function("window.opscopeReady !== undefined")
+    assert opened.problems() == [] and opened.dialogs == []
+    figures = {f["key"]: f for f in data["headline"]}
+    assert card_value(opened, "gpu_time") == fmt_ms(figures["gpu_time"]["after"])
+    # The waterfall runs from BASE's GPU time to NEW's: the kernel rows add up to the headline figure.
+    rows = data["kernels"]["rows"]
+    before, after = (sum(r[k] or 0 for r in rows) for k in ("total_before_us", "total_after_us"))
+    assert before == pytest.approx(figures["gpu_time"]["before"], abs=0.01)
+    assert after == pytest.approx(figures["gpu_time"]["after"], abs=0.01)
+    note = page.locator("#waterfall-note").inner_text()
+    assert f"{fmt_ms(before)} → {fmt_ms(after)}" in note
+    first = page.locator("#kernel-diff tbody tr").first.locator("td")
+    assert first.nth(0).get_attribute("title") == rows[0]["name"]
+    assert page.locator("#kernels-table .count").inner_text() == f"{len(rows)} rows"
+    assert page.locator("#headline-rows tbody tr").count() == len(data["headline"])
+    opened.screenshot("diff-report.png")
+
+
+def test_diff_report_of_hostile_names(cli, tmp_path, open_report) -> None:  # noqa: F811
+    path = hostile_trace(tmp_path / "hostile.json")  # hand-made fixture
+    out = tmp_path / "diff.html"
+    assert cli("diff", path, path, "--html", out, "--no-cache").code == 0
+    opened = open_report(out)
+    chart = opened.page.locator("#waterfall-chart").bounding_box()
+    for step in range(1, 12):
+        opened.page.mouse.move(chart["x"] + chart["width"] * 0.5, chart["y"] + chart["height"] * step / 12)
+    assert HOSTILE_KERNEL in opened.page.locator("#kernel-diff").inner_text()
+    assert opened.dialogs == [] and opened.problems() == []
+    assert opened.page.locator("img").count() == 0
+
+
+def test_ranks_report(cli, tmp_path, open_report) -> None:  # noqa: F811
+    folder = corpus_path("param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json").parent
+    out = tmp_path / "ranks.html"
+    assert cli("ranks", folder, "--html", out).code == 0
+    data = json.loads(cli("ranks", folder, "--format", "json").out)
+    opened = open_report(out)
+    page = opened.page
+    page.wait_for_function("window.opscopeReady !== undefined")
+    assert opened.problems() == [] and opened.dialogs == []
+    assert card_value(opened, "ranks") == f"{data['ranks_found']} / {data['world_size']}"
+    if data["straggler"]:
+        assert card_value(opened, "straggler") == f"rank {data['straggler']['rank']}"
+    table_rows = page.locator("#rank-rows tbody tr")
+    assert table_rows.count() == len(data["ranks"])
+    busy = [r["busy_us"] for r in sorted(data["ranks"], key=lambda r: r["rank"])]
+    assert [table_rows.nth(i).locator("td").nth(3).inner_text() for i in range(len(busy))] == \
+        [fmt_ms(b) if b >= 1000 else f"{b:.1f} µs" for b in busy]
+    for rank in data["ranks"]:  # the stacked parts add up to busy + idle
+        union = rank["compute_us"] + rank["communication_us"] - rank["overlap_us"]
+        assert union <= rank["busy_us"] + 1e-3
+    assert page.locator("#heatmap-chart canvas").count() >= 1
+    opened.screenshot("ranks-report.png")

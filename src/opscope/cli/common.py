@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 from opscope.cli.progress import parse_progress
 from opscope.errors import UsageError
@@ -96,3 +97,15 @@ def write_text(text: str, output: str | None) -> None:
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
+
+
+def add_html_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--html", default=None, metavar="FILE",
+                        help="also write a self-contained interactive HTML report to FILE (needs opscope[html])")
+
+
+def write_html(data: dict[str, Any], kind: str, title: str, path: str) -> None:
+    """Write the HTML report of `kind` (trace, diff, ranks) for `data` to `path`."""
+    from opscope.report.html import render_html  # jinja2 is an extra: import only when asked for HTML
+
+    write_text(render_html(data, title, kind), path)

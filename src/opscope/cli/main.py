@@ -10,7 +10,21 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from opscope import __version__
-from opscope.cli import bench, demo, diff, export, formats, kernels, ops, ranks, report, run, steps, summary, tree
+from opscope.cli import (
+    bench,
+    demo,
+    diff,
+    export,
+    formats,
+    kernels,
+    ops,
+    ranks,
+    report,
+    run,
+    steps,
+    summary,
+    tree,
+)
 from opscope.errors import OpscopeError
 
 # Each subcommand module has NAME, HELP, prepare_parser(parser) and run(args) -> int.
