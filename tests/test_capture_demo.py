@@ -40,8 +40,10 @@ def test_demo_json_figures_match_the_raw_trace(cli, tmp_path):
     assert data["step_ms"] == [round((hi - lo) / 1e6, 4) for _, lo, hi in windows]
     assert data["busy"] == pytest.approx(cpu_busy_share(trace), abs=1e-4)
     assert data["capture"]["gpu_activity"] is False and data["diagnosis"]
-    unet = [r for r in data["capture"]["cpu_ops"]["rows"] if r["name"].startswith("aten::conv")]
-    assert unet, "the UNet's convolutions are in the operator table"
+    # by self time the convolution shows as aten::mkldnn_convolution / aten::_convolution / aten::conv2d,
+    # depending on the build; which wrapper ranks in the top rows varies with load, so match any of them
+    unet = [r for r in data["capture"]["cpu_ops"]["rows"] if "conv" in r["name"]]
+    assert unet, [r["name"] for r in data["capture"]["cpu_ops"]["rows"]]
 
 
 def test_demo_rejects_bad_step_counts(cli, tmp_path):

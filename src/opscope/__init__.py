@@ -4,6 +4,7 @@ The public API is small::
 
     trace = opscope.load("trace.pt.trace.json.gz")     # Trace: events as a polars DataFrame + metadata
     table = opscope.summary(trace, top=20)              # KernelSummary: the `opscope summary` rows
+    report = opscope.analyze(trace)                     # Analysis: the `opscope analyze` diagnosis
 
     with opscope.profile(steps=3) as prof:              # capture (needs the torch extra): first 3 steps
         for batch in loader:
@@ -20,6 +21,8 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from opscope.analysis.kernels import KernelRow, KernelSummary, SummaryOptions, kernel_summary
+from opscope.analysis.overview import Analysis, AnalyzeOptions
+from opscope.analysis.overview import analyze as _analyze
 from opscope.capture import annotate, compare_strategies, measure_overhead, profile, step
 from opscope.errors import InputError, OpscopeError, UsageError
 from opscope.ingest import load
@@ -41,7 +44,23 @@ def summary(
                                                 streams=streams))
 
 
+def analyze(
+    trace: Trace,
+    *,
+    devices: tuple[int, ...] | None = None,
+    streams: tuple[int, ...] | None = None,
+    steps: str | None = None,
+    windows: tuple[tuple[int, int], ...] | None = None,
+    top: int = 10,
+) -> Analysis:
+    """Busy / idle and why, categories, launch delay, syncs, memcpy, top kernels and ops: `opscope analyze`.
+    `steps`: a --steps spec ("3-5"); `windows`: explicit (start_ns, end_ns) pieces to analyse instead."""
+    return _analyze(trace, AnalyzeOptions(devices=devices, streams=streams, steps=steps, windows=windows, top=top))
+
+
 __all__ = [
+    "Analysis",
+    "AnalyzeOptions",
     "InputError",
     "KernelRow",
     "KernelSummary",
@@ -51,6 +70,7 @@ __all__ = [
     "TraceMeta",
     "UsageError",
     "__version__",
+    "analyze",
     "annotate",
     "compare_strategies",
     "load",

@@ -3,8 +3,7 @@ activity and CPU operators inside it, GPU busy time over it, and kernel categori
 
 These functions are the one place where the comparisons meet the attribution analyses: step windows come from
 `analysis.windows`, the GPU activity of a step from kernel-to-launch linking (`analysis.linking`), operator
-GPU time from `analysis.ops`; busy time and kernel categories are still computed here (minimal versions, as
-defined in docs/compare.md) until the timeline analyses land. Switching one of them changes no caller.
+GPU time from `analysis.ops`, kernel categories from `analysis.categories` (the one rule table).
 """
 
 from __future__ import annotations
@@ -26,21 +25,6 @@ CPU_SPAN_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
 UNTIMED_KINDS = (Kind.METADATA, Kind.TRACE)
 COMMUNICATION = "communication"
 SHAPE = "shape"
-
-# Kernel categories, first match wins (lower-cased name, regex). Kept as data; the attribution work's category
-# table replaces it when it lands.
-CATEGORY_RULES: tuple[tuple[str, str], ...] = (
-    (COMMUNICATION, r"nccl|rccl|allreduce|all_reduce|allgather|reducescatter|alltoall"),
-    ("attention", r"flash|fmha|attention|attn|sdpa|_mha"),
-    ("gemm", r"gemm|cublas|cutlass|xmma|cijk_|hipblaslt|matmul|_mm_|wgmma|^ampere_|^volta_|^turing_|^sm\d+_"),
-    ("convolution", r"conv|cudnn|winograd|implicit_|fprop|dgrad|wgrad"),
-    ("normalization", r"norm"),
-    ("softmax", r"softmax"),
-    ("reduction", r"reduce|triton_red|_sum_|argmax|argmin"),
-    ("elementwise", r"elementwise|vectorized|unrolled|pointwise|triton_poi|copy_kernel|fill"),
-)
-CATEGORIES: tuple[str, ...] = (*(c for c, _ in CATEGORY_RULES), "memcpy", "memset", "other")
-
 
 @dataclass(frozen=True)
 class Scope:
@@ -161,13 +145,3 @@ def busy_ns(activity: pl.DataFrame, scope: Scope) -> tuple[int, int]:
         own = spans.filter(pl.col(Col.DEVICE) == device)
         total += intervals.intersection_ns(own, windows)
     return total, len(devices)
-
-
-def category_expr() -> pl.Expr:
-    """A polars expression giving each GPU activity row (name, kind) its category."""
-    lower = pl.col(Col.NAME).cast(pl.String).str.to_lowercase()
-    kind = pl.col(Col.KIND).cast(pl.String)
-    expr = pl.when(kind == Kind.MEMCPY).then(pl.lit("memcpy")).when(kind == Kind.MEMSET).then(pl.lit("memset"))
-    for category, pattern in CATEGORY_RULES:
-        expr = expr.when(lower.str.contains(pattern)).then(pl.lit(category))
-    return expr.otherwise(pl.lit("other"))

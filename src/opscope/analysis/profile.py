@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from opscope.analysis import headline
+from opscope.analysis.categories import CATEGORY, with_category
+from opscope.analysis.category_rules import CATEGORIES
 from opscope.analysis.linking import Linkage, link
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
@@ -78,11 +80,8 @@ def _ops(table: pl.DataFrame) -> tuple[OpTotal, ...]:
 
 
 def _categories(activity: pl.DataFrame) -> tuple[tuple[str, int], ...]:
-    totals = dict(
-        activity.with_columns(headline.category_expr().alias("category"))
-        .group_by("category").agg(pl.col(Col.DUR_NS).sum()).iter_rows()
-    )
-    return tuple((c, int(totals.get(c, 0) or 0)) for c in headline.CATEGORIES)
+    totals = dict(with_category(activity).group_by(CATEGORY).agg(pl.col(Col.DUR_NS).sum()).iter_rows())
+    return tuple((c, int(totals.get(c, 0) or 0)) for c in CATEGORIES)
 
 
 def scope_profile(trace: Trace, scope: headline.Scope, by_shape: bool, linkage: Linkage) -> ScopeProfile:

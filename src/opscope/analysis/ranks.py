@@ -18,6 +18,8 @@ from pathlib import Path
 import polars as pl
 
 from opscope.analysis import headline
+from opscope.analysis.categories import CATEGORY, with_category
+from opscope.analysis.category_rules import COMMUNICATION
 from opscope.analysis.linking import link
 from opscope.analysis.profile import device_names
 from opscope.errors import InputError
@@ -55,17 +57,17 @@ def rank_partial(trace: Trace) -> RankPartial:
     """Reduce one rank's trace (see `RankPartial`)."""
     scope = headline.trace_scope(trace, use_steps=True)
     activity = headline.gpu_activity(trace, scope, link(trace))
-    comm = pl.col(Col.NAME).str.to_lowercase().str.contains(headline.CATEGORY_RULES[0][1])
+    comm = pl.col(CATEGORY) == COMMUNICATION
     is_kernel = pl.col(Col.KIND) == Kind.KERNEL
-    timed = trace.gpu_events().select(
+    timed = with_category(trace.gpu_events().select(
         pl.col(Col.NAME).cast(pl.String), pl.col(Col.KIND).cast(pl.String), Col.TS_NS, Col.DUR_NS, Col.DEVICE
-    ).collect()
+    ).collect())
     busy, devices = headline.busy_ns(timed, scope)
     compute, _ = headline.busy_ns(timed.filter(is_kernel & ~comm), scope)
     comm_ns, _ = headline.busy_ns(timed.filter(is_kernel & comm), scope)
     kernels_busy, _ = headline.busy_ns(timed.filter(is_kernel), scope)
     base = trace.meta.base_time_ns or 0
-    collectives = activity.filter(is_kernel & comm).sort(Col.TS_NS, Col.NAME)
+    collectives = with_category(activity).filter(is_kernel & comm).drop(CATEGORY).sort(Col.TS_NS, Col.NAME)
     ops = headline.cpu_ops(trace, scope)
     return RankPartial(
         path=trace.path, rank=trace.meta.rank, world_size=trace.meta.world_size, devices=device_names(trace),

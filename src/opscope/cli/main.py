@@ -11,6 +11,7 @@ from types import ModuleType
 
 from opscope import __version__
 from opscope.cli import (
+    analyze,
     bench,
     demo,
     diff,
@@ -28,8 +29,8 @@ from opscope.cli import (
 from opscope.errors import OpscopeError
 
 # Each subcommand module has NAME, HELP, prepare_parser(parser) and run(args) -> int.
-COMMANDS: list[ModuleType] = [summary, kernels, ops, tree, steps, diff, ranks, report, export, run, bench, demo,
-                              formats]
+COMMANDS: list[ModuleType] = [summary, analyze, kernels, ops, tree, steps, diff, ranks, report, export, run, bench,
+                              demo, formats]
 
 
 class _OneLine(logging.Formatter):

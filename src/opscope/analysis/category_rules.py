@@ -1,0 +1,59 @@
+"""The kernel-category rule table, kept as data: (category, regular expression) pairs, first match wins.
+
+Patterns are matched (case-insensitively, `re.search`) against the full kernel name. The order matters:
+communication before everything (NCCL kernel names contain "Reduce"), the semantic families (attention,
+softmax, normalization) before the generic building blocks they are made of (GEMM, reduction, elementwise),
+convolution before GEMM (cuDNN's implicit-GEMM and `*_convolve_sgemm` kernels are convolutions).
+GPU events of kind memcpy / memset are categorised by kind before these rules are consulted.
+
+Each rule is unit-tested with real kernel names from the trace corpus (tests/test_categories.py); add the
+name that motivated a new rule to that test.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+GEMM: Final = "gemm"
+CONVOLUTION: Final = "convolution"
+ATTENTION: Final = "attention"
+ELEMENTWISE: Final = "elementwise"
+REDUCTION: Final = "reduction"
+NORMALIZATION: Final = "normalization"
+SOFTMAX: Final = "softmax"
+COMMUNICATION: Final = "communication"
+MEMCPY: Final = "memcpy"
+MEMSET: Final = "memset"
+OTHER: Final = "other"
+
+CATEGORIES: Final[tuple[str, ...]] = (GEMM, CONVOLUTION, ATTENTION, ELEMENTWISE, REDUCTION, NORMALIZATION,
+                                      SOFTMAX, COMMUNICATION, MEMCPY, MEMSET, OTHER)
+
+RULES: Final[tuple[tuple[str, str], ...]] = (
+    # NCCL / RCCL / MSCCL collectives and vLLM-style custom all-reduce.
+    (COMMUNICATION, r"\bnccl|^nccl|rccl|msccl|cross_device_reduce|custom_?all_?reduce|all_?reduce_kernel"
+                    r"|all_?gather_kernel|reduce_?scatter_kernel|alltoall|all_to_all"),
+    # ROCm's blit kernels that implement hipMemcpy / hipMemset on older runtimes.
+    (MEMCPY, r"__amd_rocclr_copy"),
+    (MEMSET, r"__amd_rocclr_fill"),
+    (ATTENTION, r"flash|fmha|attention|attn|sdpa|mha_(fwd|bwd)|_mha_|xformers|paged_?attn|decode_?attention"
+                r"|prefill_?attention|mla_(decode|prefill)|fused_multi_head"),
+    (SOFTMAX, r"softmax"),
+    (NORMALIZATION, r"(layer|rms|batch|group|instance)_?norm|bn_(fw|bw)|RowwiseMoments|ComputeFusedParams"
+                    r"|cuApplyLayerNorm|cuApplyRMSNorm|cuComputeGradInput|cuComputePartGradGammaBeta|welford"
+                    r"|norm_(fwd|bwd)_kernel|normalize_kernel"),
+    (CONVOLUTION, r"conv(?!ert)|convolve|cudnn|scudnn|implicit_?gemm|winograd|dgrad|wgrad|fprop|fft[12]d"
+                  r"|im2col|col2im|igemm_(fwd|bwd|wrw)|MIOpen|naive_conv|cask_|flip_filter"
+                  r"|pointwise_mult_and_sum_complex"),
+    (GEMM, r"gemm|gemv|^Cijk_|cublas|hipblaslt|matmul|triton_(mm|tem|bmm)|wmma|xmma|tensorop|_ogs_|dot_kernel"
+           r"|splitKreduce|mfma_f"),
+    (REDUCTION, r"reduce|triton_(red|per)_|sum_kernel|mean_kernel|argmax|argmin|max_pool|avg_pool|adaptive_av"
+                r"|_pool\d?d|pooling|nll_loss|NLLCriterion|cross_entropy|cumsum|cumprod|scan_kernel|DeviceScan"
+                r"|scan_config|topk|norm_kernel"),
+    (ELEMENTWISE, r"elementwise|triton_poi_|pointwise|vectorized|unrolled|fill|copy|CatArray|index_?kernel"
+                  r"|index_put|gather|scatter|embedding|multi_tensor_apply|masked|where_kernel|clamp|transpose"
+                  r"|nchwToNhwc|nhwcToNchw|autocast|tril|triu|arange|distribution|random|dropout|gelu|silu"
+                  r"|relu|act_and_mul|rotary|rope|quant|cast|bitwise|compare|fused_add|eltwise|scalePacked"
+                  r"|upsample|interpolate|pad_kernel|cat_kernel|roll_kernel|flip_kernel|index_?select|indexSelect"
+                  r"|indexing_backward|kvcache"),
+)

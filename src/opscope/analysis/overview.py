@@ -1,0 +1,105 @@
+"""`analyze`: every timeline analysis of one trace in one result, the data behind `opscope analyze`.
+
+It links the trace once (`analysis.linking`), prepares the GPU activity once (analysis/activity.py) and hands
+both to timeline, idle, categories, launch delay, memcpy, syncs, the operator table (`analysis.ops`) and the
+step table (`analysis.steps`). With `steps` ("3-5"), the analysed window is the union of those steps' spans
+and ops / steps are restricted as their own commands do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from opscope.analysis import intervals
+from opscope.analysis.activity import TimelineOptions, gpu_activity
+from opscope.analysis.categories import CATEGORY, CategoryBreakdown, category_breakdown
+from opscope.analysis.idle import IdleBreakdown, idle_breakdown
+from opscope.analysis.launch_delay import LaunchDelay, launch_delay
+from opscope.analysis.linking import LinkStats, link
+from opscope.analysis.memcpy import MemcpyStats, memcpy_stats
+from opscope.analysis.ops import OpOptions, OpStats, op_stats
+from opscope.analysis.steps import StepOptions, StepStats, step_stats
+from opscope.analysis.syncs import SyncStats, sync_calls, sync_stats
+from opscope.analysis.timeline import Timeline, timeline
+from opscope.analysis.windows import select_windows
+from opscope.model.schema import Col
+from opscope.model.trace import Trace
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    devices: tuple[int, ...] | None = None
+    streams: tuple[int, ...] | None = None
+    steps: str | None = None  # a --steps spec ("3", "3-5", "2,4"); None = the whole trace
+    windows: tuple[tuple[int, int], ...] | None = None  # explicit window pieces (API); overrides `steps`' spans
+    top: int = 10  # rows of the kernel, op, launch-delay and sync tables
+
+
+@dataclass(frozen=True)
+class KernelLine:
+    name: str
+    kind: str
+    category: str
+    calls: int
+    total_ns: int
+    share: float  # of the summed GPU time in the window
+
+
+@dataclass(frozen=True)
+class Analysis:
+    path: str
+    device_names: tuple[str, ...]
+    timeline: Timeline
+    idle: IdleBreakdown
+    categories: CategoryBreakdown
+    kernels: tuple[KernelLine, ...]
+    ops: OpStats
+    launch_delay: LaunchDelay
+    syncs: SyncStats
+    memcpy: MemcpyStats
+    steps: StepStats
+    unattributed_share: float  # of the selected GPU time, launched outside every CPU op (= ops.unattributed_share)
+    link: LinkStats
+    options: AnalyzeOptions
+    warnings: tuple[str, ...] = ()
+
+
+def _kernels(clipped: pl.DataFrame, top: int) -> tuple[KernelLine, ...]:
+    dur = pl.col(intervals.END) - pl.col(intervals.START)
+    total = int(clipped.select(dur.sum()).item() or 0) if clipped.height else 0
+    grouped = (
+        clipped.group_by(Col.NAME, Col.KIND, CATEGORY).agg(pl.len().alias("calls"), dur.sum().alias("total"))
+        .sort(["total", Col.NAME], descending=[True, False])
+    )
+    grouped = grouped.head(top) if top > 0 else grouped
+    return tuple(KernelLine(name=r[Col.NAME] or "", kind=r[Col.KIND], category=r[CATEGORY], calls=int(r["calls"]),
+                            total_ns=int(r["total"]), share=int(r["total"]) / total if total else 0.0)
+                 for r in grouped.iter_rows(named=True))
+
+
+def analyze(trace: Trace, options: AnalyzeOptions | None = None) -> Analysis:
+    """All timeline analyses of `trace` (see the module doc and docs/analysis-timeline.md)."""
+    opts = options or AnalyzeOptions()
+    windows = opts.windows
+    if windows is None and opts.steps is not None:
+        windows = tuple((w.start_ns, w.end_ns) for w in select_windows(trace, opts.steps))
+    linkage = link(trace)
+    act = gpu_activity(trace, TimelineOptions(devices=opts.devices, streams=opts.streams, windows=windows), linkage)
+    syncs = sync_calls(trace)
+    clipped = act.clipped()
+    ops = op_stats(trace, OpOptions(top=opts.top, devices=opts.devices, streams=opts.streams, steps=opts.steps),
+                   linkage)
+    steps = step_stats(trace, StepOptions(devices=opts.devices, streams=opts.streams, steps=opts.steps), linkage)
+    used = set(clipped[Col.DEVICE].drop_nulls().to_list())
+    names = tuple(d.name for d in trace.meta.devices if not used or d.id in used)
+    warnings = list(trace.meta.warnings)
+    return Analysis(
+        path=trace.path, device_names=names, timeline=timeline(trace, activity=act),
+        idle=idle_breakdown(trace, activity=act, syncs=syncs), categories=category_breakdown(clipped),
+        kernels=_kernels(clipped, opts.top), ops=ops, launch_delay=launch_delay(trace, activity=act, top=opts.top),
+        syncs=sync_stats(trace, act.window, linkage, syncs), memcpy=memcpy_stats(trace, activity=act), steps=steps,
+        unattributed_share=ops.unattributed_share, link=linkage.stats, options=opts, warnings=tuple(warnings),
+    )
+

@@ -1,0 +1,38 @@
+"""`opscope analyze`: one-page diagnosis: busy / idle and why, categories, top kernels and ops, launch delay,
+synchronisations and memory copies."""
+
+from __future__ import annotations
+
+import argparse
+
+from opscope.analysis.overview import AnalyzeOptions, analyze
+from opscope.cli.common import (
+    add_input_args,
+    add_output_args,
+    add_selection_args,
+    add_steps_arg,
+    add_top_arg,
+    check_top,
+    emit,
+    load_trace,
+)
+from opscope.report.analyze_view import analyze_document
+
+NAME = "analyze"
+HELP = "one-page diagnosis: GPU busy/idle and why, kernel categories, launch delay, syncs, memcpy"
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    add_input_args(parser)
+    add_top_arg(parser, default=10)
+    add_selection_args(parser)
+    add_steps_arg(parser)
+    add_output_args(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    check_top(args)
+    trace = load_trace(args)
+    options = AnalyzeOptions(devices=args.device, streams=args.stream, steps=args.steps, top=args.top)
+    emit(analyze_document(analyze(trace, options)), args)
+    return 0
