@@ -42,8 +42,10 @@ def test_trace_report_views_and_numbers(cli, tmp_path, open_report) -> None:  # 
     assert first.nth(0).get_attribute("title") == summary["rows"][0]["name"]
     assert first.nth(4).inner_text() == fmt_ms(summary["rows"][0]["total_us"])
     assert card_value(opened, "gpu-time") == fmt_ms(summary["totals"]["gpu_time_us"])
-    assert card_value(opened, "busy") == f"{data['headline']['busy_pct']:.1f}%"
-    assert card_value(opened, "window") == fmt_ms(data["headline"]["window_us"])
+    analysis = json.loads(cli("analyze", trace, "--format", "json").out)
+    assert card_value(opened, "busy") == f"{analysis['devices'][0]['utilization'] * 100:.1f}%"
+    assert card_value(opened, "window") == fmt_ms(analysis["window_us"])
+    assert card_value(opened, "top-category") == analysis["categories"][0]["category"]
     assert page.locator("#kernels-table .count").inner_text() == f"{len(data['kernels']['rows'])} rows"
 
     # Every chart drew, the timeline painted, hovering an event describes it.

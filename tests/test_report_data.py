@@ -155,3 +155,24 @@ def test_report_formats(cli, tmp_path) -> None:
     assert csv_out.code == 0 and csv_out.out.splitlines()[0] == "name,category,calls,total_us,avg_us,share"
     bad = cli("report", path, "--max-events", "0", "--no-cache")
     assert bad.code == 2 and "--max-events" in bad.err
+
+
+@pytest.mark.parametrize("name", [V100, NCCL])
+def test_report_equals_analyze(cli, name) -> None:
+    """The report's headline, categories, launch delay and memcpy rows are `opscope analyze`'s figures."""
+    path = corpus_path(name)
+    report = json.loads(cli("report", path, "--format", "json").out)
+    analysis = json.loads(cli("analyze", path, "--format", "json", "--top", "0").out)
+    head = report["headline"]
+    assert head["window_us"] == analysis["window_us"]
+    devices = analysis["devices"]
+    assert [d["busy_us"] for d in head["devices"]] == [d["busy_us"] for d in devices]
+    assert head["busy_pct"] == pytest.approx(100 * sum(d["utilization"] for d in devices) / len(devices), abs=1e-3)
+    assert [(c["category"], c["total_us"], c["calls"]) for c in report["categories"]] == \
+        [(c["category"], c["total_us"], c["calls"]) for c in analysis["categories"]]
+    assert head["top_category"] == analysis["categories"][0]["category"]
+    delay = report["launch_delay"]
+    assert delay["kernels"] == analysis["launch_delay"]["kernels"] == sum(delay["counts"])
+    assert (delay["p50_us"], delay["p95_us"], delay["max_us"]) == tuple(
+        analysis["launch_delay_us"][k] for k in ("p50", "p95", "max"))
+    assert report["memcpy"] == analysis["memcpy"]["rows"]

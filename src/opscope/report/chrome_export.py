@@ -26,6 +26,7 @@ from typing import Any, BinaryIO
 import msgspec
 import polars as pl
 
+from opscope.analysis.window import trace_window
 from opscope.analysis.windows import select_windows
 from opscope.errors import UsageError
 from opscope.ingest.jsonstream import EventSplitter, SyntaxProblem
@@ -33,7 +34,6 @@ from opscope.ingest.kineto_structs import LooseEvent
 from opscope.ingest.source import ChunkReader
 from opscope.model.schema import CATEGORY_KINDS, Col, Kind
 from opscope.model.trace import Trace
-from opscope.report import interim
 
 GPU_EVENT_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.GPU_ANNOTATION)
 FLOW_PHASES = ("s", "t", "f")
@@ -245,10 +245,10 @@ def trim_spec(trace: Trace, steps: str | None = None, window: str | None = None,
     if steps:
         windows = windows_from_steps([(w.start_ns, w.end_ns) for w in select_windows(trace, steps)])
     elif window:
-        span = interim.trace_window(trace)
-        if span is None:
+        span = trace_window(trace)
+        if span.start_ns is None or span.end_ns is None:
             raise UsageError("--window: this trace has no timed events")
-        windows = (parse_window(window, span[0], span[1]),)
+        windows = (parse_window(window, span.start_ns, span.end_ns),)
     dropped: frozenset[tuple[str, str]] = frozenset()
     if devices or streams:
         gpu = trace.lazy().filter(pl.col(Col.KIND).cast(pl.String).is_in(list(GPU_EVENT_KINDS))).select(

@@ -49,10 +49,12 @@ def report_document(data: dict[str, Any]) -> Document:
                                   for s in data["steps"])))
     if data["memcpy"]:
         tables.append(Table("memcpy", "Memory copies",
-                            (Column("direction", "Dir", TEXT), Column("name", "Name", NAME),
+                            (Column("direction", "Dir", TEXT), Column("host_memory", "Host", TEXT),
                              Column("calls", "Calls", INT), Column("bytes", "Bytes", INT),
-                             Column("time", "Time ms", MS), Column("bandwidth_gbps", "GB/s", FLOAT)),
-                            tuple({**r, "time": _ns(r["total_us"])} for r in data["memcpy"])))
+                             Column("time", "Time ms", MS), Column("bandwidth_gbps", "GB/s", FLOAT),
+                             Column("share", "Share", PCT)),
+                            tuple({**r, "host_memory": r["host_memory"] or "", "time": _ns(r["total_us"])}
+                                  for r in data["memcpy"])))
     delay = data["launch_delay"]
     notes = []
     if delay["kernels"]:

@@ -107,9 +107,11 @@
   const memBox = document.getElementById("memcpy-table");
   if (!D.memcpy.length) memBox.append(el("p", { class: "note" }, "No memory copies in this trace."));
   else table(memBox, [
-    { key: "direction", label: "Direction", kind: "text" }, { key: "name", label: "Name", kind: "name" },
+    { key: "direction", label: "Direction", kind: "text" },
+    { key: "host_memory", label: "Host memory", kind: "text", get: (r) => r.host_memory || "—" },
     { key: "calls", label: "Calls", kind: "int" }, { key: "bytes", label: "Bytes", kind: "bytes" },
-    { key: "total_us", label: "Time", kind: "us" }, { key: "bandwidth_gbps", label: "GB/s", kind: "float" },
+    { key: "total_us", label: "Time", kind: "us" }, { key: "busy_us", label: "Busy", kind: "us" },
+    { key: "bandwidth_gbps", label: "GB/s", kind: "float" }, { key: "share", label: "Share of GPU time", kind: "pct" },
   ], D.memcpy, { filter: false, id: "memcpy-rows", sortKey: "total_us" });
 
   OPS.about(D.sources, D.warnings);
