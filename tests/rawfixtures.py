@@ -1,29 +1,30 @@
-"""Test helpers that read traces with plain `json` (no opscope code), for independent recomputations, and
-build HAND-MADE Kineto traces for edge cases (hostile names, huge kernel counts) that no real trace has."""
+"""Test helpers for the report and export tests: raw-JSON recomputation on top of `rawtrace` (plain `json`, no
+opscope code), and HAND-MADE Kineto traces for edge cases (hostile names, huge kernel counts) that no real
+trace has."""
 
 from __future__ import annotations
 
 import gzip
 import json
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-GPU_CATS = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
-            "gpu_memset": "memset", "Memset": "memset"}
+from rawtrace import GPU_CATS, is_x, ns, span
+from rawtrace import load as raw_events
+from rawtrace import union_length as union
+
+__all__ = ["GPU_CATS", "load_doc", "ns", "raw_events", "union"]
+
 CPU_WORK_CATS = {"cpu_op", "Operator", "operator", "cuda_runtime", "Runtime", "hip_runtime", "cuda_driver",
                  "hip_driver", "user_annotation", "python_function"}
 
 
 def load_doc(path: Path) -> Any:
+    """The whole document (for its keys besides traceEvents), numbers as Decimal like `rawtrace.load`."""
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rb") as handle:
-        return json.loads(handle.read(), parse_float=Decimal)  # exact: epoch-scale us keep their ns digits
-
-
-def raw_events(path: Path) -> list[dict[str, Any]]:
-    doc = load_doc(path)
-    return doc if isinstance(doc, list) else doc.get("traceEvents", [])
+        return json.loads(handle.read(), parse_float=Decimal)
 
 
 def gpu_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -31,33 +32,11 @@ def gpu_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             and e["dur"] >= 0]
 
 
-def ns(us: Decimal | int) -> int:
-    """Microseconds as written in the file (read as Decimal, see `load_doc`) to integer nanoseconds."""
-    return int((Decimal(us) * 1000).to_integral_value(ROUND_HALF_EVEN))
-
-
 def window_ns(events: list[dict[str, Any]]) -> tuple[int, int]:
     """First start to last end of GPU activity and CPU work with a duration (the report's window)."""
-    spans = [(ns(e["ts"]), ns(e["ts"]) + max(ns(e["dur"]), 0)) for e in events
-             if e.get("ph") == "X" and e.get("dur") is not None and e.get("ts") is not None
+    spans = [span(e) for e in events if is_x(e) and e.get("ts") is not None
              and (e.get("cat") in GPU_CATS or e.get("cat") in CPU_WORK_CATS)]
     return min(s for s, _ in spans), max(e for _, e in spans)
-
-
-def union(spans: list[tuple[int, int]]) -> int:
-    total, cur_s, cur_e = 0, None, None
-    for s, e in sorted(spans):
-        if e <= s:
-            continue
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
-        total += cur_e - cur_s
-    return total
 
 
 HOSTILE_KERNEL = "<img src=x onerror=alert(1)>"
