@@ -7,7 +7,9 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
+from opscope.cli.progress import parse_progress
 from opscope.errors import UsageError
 from opscope.ingest import load
 from opscope.model.trace import Trace
@@ -65,8 +67,10 @@ def _int_list(text: str) -> tuple[int, ...]:
 
 
 def load_trace(args: argparse.Namespace, path: str | None = None) -> Trace:
-    return load(path if path is not None else args.trace, cache=not args.no_cache,
-                strict=getattr(args, "strict", False))
+    """Load the trace named on the command line, with a progress bar for long parses on a terminal."""
+    target = path if path is not None else args.trace
+    with parse_progress(args, f"reading {Path(str(target)).name if target else 'trace'}") as progress:
+        return load(target, cache=not args.no_cache, strict=getattr(args, "strict", False), progress=progress)
 
 
 def render_options(args: argparse.Namespace, to_terminal: bool) -> RenderOptions:
@@ -80,11 +84,28 @@ def emit(doc: Document, args: argparse.Namespace) -> None:
     to_file = args.output is not None
     to_terminal = not to_file and sys.stdout.isatty()
     text = render(doc, args.format, render_options(args, to_terminal))
-    if to_file:
+    write_text(text, args.output)
+
+
+def write_text(text: str, output: str | None) -> None:
+    """Write `text` to the file `output`, or to standard output when it is None."""
+    if output is not None:
         try:
-            Path(args.output).write_text(text, encoding="utf-8")
+            Path(output).write_text(text, encoding="utf-8")
         except OSError as exc:
-            raise UsageError(f"{args.output}: cannot write: {exc.strerror or exc}") from None
+            raise UsageError(f"{output}: cannot write: {exc.strerror or exc}") from None
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
+
+
+def add_html_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--html", default=None, metavar="FILE",
+                        help="also write a self-contained interactive HTML report to FILE (needs opscope[html])")
+
+
+def write_html(data: dict[str, Any], kind: str, title: str, path: str) -> None:
+    """Write the HTML report of `kind` (trace, diff, ranks) for `data` to `path`."""
+    from opscope.report.html import render_html  # jinja2 is an extra: import only when asked for HTML
+
+    write_text(render_html(data, title, kind), path)

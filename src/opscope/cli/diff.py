@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from dataclasses import replace
 
 from opscope.analysis.diff import DiffOptions, diff_profiles
 from opscope.analysis.gates import (
@@ -17,10 +18,10 @@ from opscope.analysis.gates import (
     parse_min_delta,
     parse_pct,
 )
-from opscope.cli.common import add_cache_args, add_output_args, emit, render_options
+from opscope.cli.common import add_cache_args, add_html_arg, add_output_args, emit, render_options, write_html
 from opscope.cli.fanout import add_parallel_args, file_tasks, run_tasks
 from opscope.errors import GateFailed, UsageError
-from opscope.report.diff_view import DiffView, diff_document
+from opscope.report.diff_view import DiffView, diff_data, diff_document
 from opscope.scale.tasks import profile_file
 
 NAME = "diff"
@@ -49,6 +50,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
                         help="exit 1 if a kernel category's GPU time grew by more than PCT percent (repeatable)")
     add_parallel_args(parser)
     add_output_args(parser)
+    add_html_arg(parser)
 
 
 def _gates(args: argparse.Namespace) -> tuple[Gate, ...]:
@@ -80,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
         if result.gate.target == KERNEL and result.matched == 0:
             log.warning(f"--fail-kernel {result.gate.pattern!r} matches no kernel in either trace")
     emit(diff_document(diff, results, view, rows_first=args.format == "csv"), args)
+    if args.html:  # every row, so that the waterfall and the tables are complete
+        write_html(diff_data(diff, results, replace(view, top=0)), "diff", "opscope diff: NEW vs BASE", args.html)
     tripped = [r.reason(diff.per_step) for r in results if r.tripped]
     if tripped:
         raise GateFailed(f"regression gate failed: {'; '.join(tripped)}")

@@ -10,11 +10,27 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from opscope import __version__
-from opscope.cli import analyze, bench, demo, diff, formats, kernels, ops, ranks, run, steps, summary, tree
+from opscope.cli import (
+    analyze,
+    bench,
+    demo,
+    diff,
+    export,
+    formats,
+    kernels,
+    ops,
+    ranks,
+    report,
+    run,
+    steps,
+    summary,
+    tree,
+)
 from opscope.errors import OpscopeError
 
 # Each subcommand module has NAME, HELP, prepare_parser(parser) and run(args) -> int.
-COMMANDS: list[ModuleType] = [summary, analyze, kernels, ops, tree, steps, diff, ranks, run, bench, demo, formats]
+COMMANDS: list[ModuleType] = [summary, analyze, kernels, ops, tree, steps, diff, ranks, report, export, run, bench,
+                              demo, formats]
 
 
 class _OneLine(logging.Formatter):

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from opscope.analysis.gates import parse_pct
 from opscope.analysis.ranks import RanksOptions, compare_ranks
-from opscope.cli.common import add_cache_args, add_output_args, emit
+from opscope.cli.common import add_cache_args, add_html_arg, add_output_args, emit, write_html
 from opscope.cli.fanout import add_parallel_args, file_tasks, run_tasks
 from opscope.errors import InputError, UsageError
 from opscope.ingest.inputs import trace_files
-from opscope.report.ranks_view import ranks_document
+from opscope.report.ranks_view import ranks_data, ranks_document
 from opscope.scale.tasks import rank_file
 
 NAME = "ranks"
@@ -28,6 +28,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
                         help="flag a worst rank this far above the median (default 30%%)")
     add_parallel_args(parser)
     add_output_args(parser)
+    add_html_arg(parser)
 
 
 def _files(paths: list[str]) -> list[Path]:
@@ -53,4 +54,6 @@ def run(args: argparse.Namespace) -> int:
     for warning in report.warnings:
         log.warning(warning)
     emit(ranks_document(report), args)
+    if args.html:
+        write_html(ranks_data(report), "ranks", f"opscope ranks: {len(report.ranks)} ranks", args.html)
     return 0

@@ -12,6 +12,7 @@ import pyarrow as pa
 from opscope.errors import InputError
 from opscope.ingest.cache import CacheWriter, read_cached
 from opscope.ingest.inputs import resolve_input
+from opscope.ingest.progress import ProgressCallback, reporting
 from opscope.ingest.registry import READERS, Reader, detect, register
 from opscope.model.meta import TraceMeta
 from opscope.model.schema import COLUMNS, arrow_schema
@@ -28,12 +29,14 @@ def _to_frame(table: pa.Table) -> pl.DataFrame:
     return frame.with_columns(pl.col(c).cast(t) for c, t in COLUMNS.items())
 
 
-def load(path: str | os.PathLike[str] | None = None, *, cache: bool = True, strict: bool = False) -> Trace:
+def load(path: str | os.PathLike[str] | None = None, *, cache: bool = True, strict: bool = False,
+         progress: ProgressCallback | None = None) -> Trace:
     """Read a trace (a file, a folder's newest trace, or the default log folder) into a `Trace`.
 
     With `cache=True` the columnar table is kept in the cache folder and reused while the file is unchanged.
     Warnings (salvaged truncation, replaced bad UTF-8, ...) are logged and kept in `trace.meta.warnings`;
-    with `strict=True` the first of them is raised as an `InputError` instead.
+    with `strict=True` the first of them is raised as an `InputError` instead. `progress(done, total)` is
+    called while the file is parsed (bytes of the file on disk; not called on a cache hit).
     """
     source = resolve_input(path)
     display = str(path) if path is not None and not Path(path).is_dir() else str(source)
@@ -44,6 +47,11 @@ def load(path: str | os.PathLike[str] | None = None, *, cache: bool = True, stri
             _log_warnings(meta, strict)
             return Trace.from_parquet(meta, parquet)
     reader = detect(source, display)
+    with reporting(progress):
+        return _parse(reader, source, display, cache, strict)
+
+
+def _parse(reader: Reader, source: Path, display: str, cache: bool, strict: bool) -> Trace:
     batches, finish = reader.read(source, display)
     if cache:
         writer = CacheWriter(source)

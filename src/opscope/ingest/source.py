@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from opscope.errors import InputError
+from opscope.ingest import progress
 
 try:  # ISA-L's gzip is 2-4x faster than zlib's; optional so that a missing wheel is not fatal
     from isal import igzip as _gzip
@@ -31,7 +32,7 @@ def is_gzip(path: Path) -> bool:
 
 def head_bytes(path: Path, size: int = 64 << 10) -> bytes:
     """The first `size` bytes of the (decompressed) content, for format detection."""
-    reader = ChunkReader(path, chunk_bytes=size)
+    reader = ChunkReader(path, chunk_bytes=size, report_progress=False)
     for chunk in reader:
         return chunk
     return b""
@@ -40,25 +41,31 @@ def head_bytes(path: Path, size: int = 64 << 10) -> bytes:
 class ChunkReader:
     """Iterates over the decompressed content of a file in chunks; remembers whether it ended early."""
 
-    def __init__(self, path: Path, chunk_bytes: int = CHUNK_BYTES) -> None:
+    def __init__(self, path: Path, chunk_bytes: int = CHUNK_BYTES, report_progress: bool = True) -> None:
         self.path = path
         self.chunk_bytes = chunk_bytes
         self.truncated = False
         self.error: str | None = None
         self.bytes_read = 0  # decompressed bytes delivered so far
         self.compressed_size = os.path.getsize(path)
+        self._raw: BinaryIO | None = None  # the file on disk, under the decompressor when gzip
+        self._progress = progress.current() if report_progress else None
 
     def _open(self) -> BinaryIO:
-        if is_gzip(self.path):
-            return _gzip.open(self.path, "rb")  # type: ignore[return-value]
-        return open(self.path, "rb")
+        raw = open(self.path, "rb")  # noqa: SIM115 (closed by __iter__, with the decompressor on top)
+        self._raw = raw
+        if raw.read(2) == GZIP_MAGIC:
+            raw.seek(0)
+            return _gzip.open(raw, "rb")  # type: ignore[return-value]
+        raw.seek(0)
+        return raw
 
     def __iter__(self) -> Iterator[bytes]:
         try:
             handle = self._open()
         except OSError as exc:
             raise InputError(f"{self.path}: cannot open: {exc.strerror or exc}") from None
-        with handle:
+        with handle, self._raw or handle:
             while True:
                 try:
                     chunk = handle.read(self.chunk_bytes)
@@ -70,7 +77,12 @@ class ChunkReader:
                 if not chunk:
                     return
                 self.bytes_read += len(chunk)
+                if self._progress is not None:
+                    self._progress(self.compressed_position() or 0, self.compressed_size)
                 yield chunk
 
     def compressed_position(self) -> int | None:
-        return None
+        """Bytes of the file on disk consumed so far (read-ahead included), None before opening."""
+        if self._raw is None or self._raw.closed:
+            return None
+        return min(self._raw.tell(), self.compressed_size)

@@ -1,0 +1,49 @@
+"""`opscope export`: folded stacks for flame-graph tools, or a trimmed trace for Perfetto / chrome://tracing."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from opscope.analysis.tree import TreeOptions, op_tree
+from opscope.cli.common import add_input_args, add_selection_args, load_trace, write_text
+from opscope.errors import UsageError
+from opscope.ingest import resolve_input
+from opscope.report.chrome_export import trim_spec, trim_trace
+from opscope.report.folded import UNITS, folded_stacks, folded_text
+
+NAME = "export"
+HELP = "export folded op -> kernel stacks (--folded) or a trimmed trace (-o FILE.json[.gz]) for Perfetto"
+log = logging.getLogger("opscope")
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    add_input_args(parser)
+    parser.add_argument("--folded", action="store_true",
+                        help="folded stacks `op;op;kernel weight` (GPU time) for flamegraph.pl / speedscope")
+    parser.add_argument("--unit", choices=tuple(UNITS), default="ns", help="weight unit of --folded (default ns)")
+    parser.add_argument("--window", default=None, metavar="START:END",
+                        help="only this time window, microseconds from the start of the trace's analysed window")
+    add_selection_args(parser, steps=True)
+    parser.add_argument("-o", "--output", default=None, help="output file (.json or .json.gz for a trace)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.folded and args.output is None:
+        raise UsageError("export needs --folded (stacks to standard output or -o) or -o FILE.json[.gz] (trace)")
+    if args.folded and args.window:
+        raise UsageError("--window applies to trimmed traces; with --folded, choose steps with --steps")
+    trace = load_trace(args)
+    if args.folded:
+        options = TreeOptions(depth=0, min_share=0.0, devices=args.device, streams=args.stream, steps=args.steps)
+        write_text(folded_text(folded_stacks(op_tree(trace, options).root), args.unit), args.output)
+        return 0
+    spec = trim_spec(trace, args.steps, args.window, args.device, args.stream)
+    source = resolve_input(args.trace)
+    target = Path(args.output)
+    if target.resolve() == source.resolve():
+        raise UsageError(f"{args.output}: would overwrite the trace being read")
+    result = trim_trace(source, target, spec, str(args.trace))
+    log.info("kept %d of %d events", result.events_out, result.events_in)
+    return 0

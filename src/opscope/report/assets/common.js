@@ -1,0 +1,204 @@
+/* opscope report: shared helpers. Trace text (kernel, op, file names) is untrusted: it goes into the DOM with
+   textContent only, and into chart tooltips (which ECharts sets as HTML) through esc(). Never innerHTML. */
+"use strict";
+
+const OPS = (function () {
+  const D = JSON.parse(document.getElementById("opscope-data").textContent);
+  const STR = D.strings || [];
+  const S = (i) => (i === null || i === undefined || i < 0 ? "" : STR[i]);
+
+  function esc(text) {
+    return String(text).replace(/[&<>"'`=\/]/g, (c) => "&#" + c.charCodeAt(0) + ";");
+  }
+
+  function el(tag, attrs, text) {
+    const node = document.createElement(tag);
+    if (attrs) for (const k of Object.keys(attrs)) node.setAttribute(k, attrs[k]);
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  // Durations arrive in microseconds (tables) or nanoseconds (timeline); one formatter each.
+  function fmtUs(us) {
+    if (us === null || us === undefined || Number.isNaN(us)) return "—";
+    const a = Math.abs(us);
+    if (a >= 1e6) return (us / 1e6).toFixed(3) + " s";
+    if (a >= 1e3) return (us / 1e3).toFixed(3) + " ms";
+    return us.toFixed(a >= 100 ? 1 : 2) + " µs";
+  }
+  const fmtNs = (ns) => (ns === null || ns === undefined ? "—" : fmtUs(ns / 1e3));
+  const fmtPct = (share, digits) => (share === null || share === undefined ? "—" : (share * 100).toFixed(digits === undefined ? 1 : digits) + "%");
+  const fmtInt = (n) => (n === null || n === undefined ? "—" : Math.round(n).toLocaleString("en-US"));
+  function fmtBytes(b) {
+    if (b === null || b === undefined) return "—";
+    const units = ["B", "KB", "MB", "GB", "TB"];
+    let i = 0, v = b;
+    while (Math.abs(v) >= 1000 && i < units.length - 1) { v /= 1000; i++; }
+    return (i ? v.toFixed(2) : String(v)) + " " + units[i];
+  }
+  const FORMAT = { text: String, name: String, int: fmtInt, us: fmtUs, pct: fmtPct, bytes: fmtBytes,
+                   float: (v) => (v === null || v === undefined ? "—" : Number(v).toFixed(3)),
+                   signed_us: (v) => (v === null || v === undefined ? "—" : (v > 0 ? "+" : "") + fmtUs(v)),
+                   signed_pct: (v) => (v === null || v === undefined ? "—" : (v > 0 ? "+" : "") + fmtPct(v)) };
+  const NUMERIC = new Set(["int", "us", "pct", "bytes", "float", "signed_us", "signed_pct"]);
+
+  const CATEGORY_COLORS = { gemm: "#4e79a7", convolution: "#f28e2b", attention: "#e15759", elementwise: "#76b7b2",
+    reduction: "#59a14f", normalization: "#edc948", softmax: "#b07aa1", communication: "#ff9da7",
+    memcpy: "#9c755f", memset: "#bab0ac", other: "#8c8c8c", kernel: "#4e79a7", idle: "#d9dde3" };
+  const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
+  function hashColor(text) {
+    let h = 2166136261;
+    for (let i = 0; i < text.length; i++) { h ^= text.charCodeAt(i); h = Math.imul(h, 16777619); }
+    return PALETTE[(h >>> 0) % PALETTE.length];
+  }
+  const colorOf = (category) => CATEGORY_COLORS[category] || hashColor(String(category));
+
+  /* Sortable, filterable table. columns: [{key, label, kind, get?}]; rows: objects. Filter: substring, or a
+     regular expression when written /like this/. Shows `pageSize` rows, then a "show more" button. */
+  function table(container, columns, rows, opts) {
+    opts = opts || {};
+    const pageSize = opts.pageSize || 100;
+    const value = (row, col) => (col.get ? col.get(row) : row[col.key]);
+    let sortCol = opts.sortKey ? columns.findIndex((c) => c.key === opts.sortKey) : -1;
+    let sortDir = opts.sortDir || -1;
+    let shown = pageSize;
+    let filtered = rows.slice();
+    const tools = el("div", { class: "table-tools" });
+    const input = el("input", { type: "search", placeholder: opts.placeholder || "filter names (text or /regex/)", "aria-label": "filter" });
+    const count = el("span", { class: "count" });
+    if (opts.filter !== false) tools.append(input);
+    tools.append(count);
+    const tbl = el("table", { class: "data" });
+    if (opts.id) tbl.id = opts.id;
+    const thead = el("thead"), tbody = el("tbody"), headRow = el("tr");
+    columns.forEach((col, i) => {
+      const th = el("th", { class: NUMERIC.has(col.kind) ? "num" : "", "data-key": col.key }, col.label);
+      th.addEventListener("click", () => {
+        sortDir = sortCol === i ? -sortDir : (NUMERIC.has(col.kind) ? -1 : 1);
+        sortCol = i;
+        render();
+      });
+      headRow.append(th);
+    });
+    thead.append(headRow);
+    tbl.append(thead, tbody);
+    const more = el("button", { type: "button", class: "more" }, "show more");
+    more.addEventListener("click", () => { shown += pageSize * 5; render(); });
+    const scroll = el("div", { class: "table-scroll" });
+    scroll.append(tbl);
+    container.append(tools, scroll, more);
+
+    function matcher(text) {
+      const t = text.trim();
+      if (!t) return null;
+      if (t.length > 2 && t.startsWith("/") && t.endsWith("/")) {
+        try { const re = new RegExp(t.slice(1, -1), "i"); return (s) => re.test(s); } catch (e) { /* fall through */ }
+      }
+      const low = t.toLowerCase();
+      return (s) => s.toLowerCase().includes(low);
+    }
+    function applyFilter() {
+      const m = matcher(input.value);
+      const textCols = columns.filter((c) => !NUMERIC.has(c.kind));
+      filtered = m ? rows.filter((r) => textCols.some((c) => m(String(value(r, c))))) : rows.slice();
+      shown = pageSize;
+      render();
+    }
+    input.addEventListener("input", applyFilter);
+
+    function render() {
+      if (sortCol >= 0) {
+        const col = columns[sortCol];
+        filtered.sort((a, b) => {
+          const x = value(a, col), y = value(b, col);
+          if (x === y) return 0;
+          if (x === null || x === undefined) return 1;
+          if (y === null || y === undefined) return -1;
+          return (x < y ? -1 : 1) * sortDir;
+        });
+      }
+      headRow.childNodes.forEach((th, i) => {
+        if (i === sortCol) th.setAttribute("aria-sort", sortDir > 0 ? "ascending" : "descending");
+        else th.removeAttribute("aria-sort");
+      });
+      tbody.textContent = "";
+      const frag = document.createDocumentFragment();
+      for (const row of filtered.slice(0, shown)) {
+        const tr = el("tr");
+        for (const col of columns) {
+          const v = value(row, col);
+          const cls = NUMERIC.has(col.kind) ? "num" : col.kind === "name" ? "name" : "";
+          const td = el("td", { class: cls }, (FORMAT[col.kind] || String)(v));
+          if (col.kind === "name") td.title = String(v);
+          if (col.kind === "signed_us" || col.kind === "signed_pct") td.classList.add(v > 0 ? "pos" : v < 0 ? "neg" : "zero");
+          tr.append(td);
+        }
+        frag.append(tr);
+      }
+      tbody.append(frag);
+      count.textContent = filtered.length === rows.length ? `${fmtInt(rows.length)} rows` : `${fmtInt(filtered.length)} of ${fmtInt(rows.length)} rows`;
+      more.hidden = filtered.length <= shown;
+    }
+    render();
+    return { render, input, table: tbl };
+  }
+
+  const charts = [];
+  function chart(id, option) {
+    const node = document.getElementById(id);
+    const c = echarts.init(node, null, { renderer: "canvas" });
+    option.animation = false;
+    c.setOption(option);
+    charts.push(c);
+    return c;
+  }
+  window.addEventListener("resize", () => charts.forEach((c) => c.resize()));
+
+  // One tooltip element for the canvas views; its content is built with text nodes.
+  const tip = document.getElementById("tooltip");
+  function showTip(x, y, title, rows) {
+    tip.textContent = "";
+    tip.append(el("div", { class: "t-name" }, title));
+    for (const [k, v] of rows) tip.append(el("div", { class: "t-row" }, `${k}: ${v}`));
+    tip.hidden = false;
+    const w = tip.offsetWidth, h = tip.offsetHeight;
+    tip.style.left = Math.min(x + 14, window.innerWidth - w - 8) + "px";
+    tip.style.top = (y + 16 + h > window.innerHeight ? y - h - 10 : y + 16) + "px";
+  }
+  const hideTip = () => { tip.hidden = true; };
+
+  function cards(containerId, items) {
+    const box = document.getElementById(containerId);
+    for (const item of items) {
+      const card = el("div", { class: "card", "data-card": item.key });
+      card.append(el("div", { class: "label" }, item.label), el("div", { class: "value" }, item.value));
+      if (item.detail) card.append(el("div", { class: "detail" }, item.detail));
+      box.append(card);
+    }
+  }
+
+  function about(sources, warnings) {
+    const box = document.getElementById("sources");
+    if (sources && Object.keys(sources).length) {
+      box.append(el("h3", null, "Which analysis produced each view"));
+      const rows = Object.keys(sources).map((k) => ({ view: k, source: sources[k] }));
+      table(box, [{ key: "view", label: "View", kind: "text" }, { key: "source", label: "Source", kind: "text" }], rows, { filter: false });
+    }
+    const wbox = document.getElementById("warnings");
+    for (const w of warnings || []) wbox.append(el("p", { class: "warn" }, "warning: " + w));
+  }
+
+  // A view with nothing to show says so instead of drawing empty axes.
+  function empty(id, text) {
+    const node = document.getElementById(id);
+    if (node) node.replaceWith(el("p", { class: "note", id }, text));
+  }
+
+  // Shared tooltip formatter pieces for ECharts (which renders tooltip strings as HTML: escape everything).
+  const tipHtml = (title, rows) => `<b>${esc(title)}</b>` + rows.map(([k, v]) => `<br>${esc(k)}: ${esc(v)}`).join("");
+  const shortName = (s, n) => (s.length > n ? s.slice(0, Math.ceil(n / 2) - 1) + "…" + s.slice(s.length - Math.floor(n / 2)) : s);
+
+  return { D, S, esc, el, fmtUs, fmtNs, fmtPct, fmtInt, fmtBytes, colorOf, hashColor, table, chart, showTip, hideTip,
+           cards, about, tipHtml, shortName, charts, empty };
+})();
+window.OPS = OPS;

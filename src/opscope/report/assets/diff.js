@@ -1,0 +1,96 @@
+/* Diff report (opscope.diff/1 data): headline before/after, a waterfall of the kernel changes ranked by size,
+   categories before/after, and the kernel and operator tables. */
+"use strict";
+
+(function () {
+  const { D, el, fmtUs, fmtPct, table, chart, cards, tipHtml, shortName } = OPS;
+  const scope = D.per_step ? "per step" : "whole traces";
+  document.getElementById("report-subtitle").textContent = `BASE ${D.base.path} → NEW ${D.new.path} · ${scope}`;
+
+  const value = (f, v) => (f.unit === "us" ? fmtUs(v) : fmtPct(v));
+  const change = (f) => (f.unit === "us"
+    ? (f.change_pct === null ? "—" : (f.change_pct > 0 ? "+" : "") + f.change_pct.toFixed(1) + "%")
+    : (f.delta === null ? "—" : (f.delta > 0 ? "+" : "") + (f.delta * 100).toFixed(1) + " pp"));
+  const main = D.headline.filter((f) => ["time", "gpu_time", "gpu_busy", "utilization"].includes(f.key));
+  cards("diff-cards", main.map((f) => ({ key: f.key, label: f.label, value: value(f, f.after),
+    detail: `before ${value(f, f.before)} · change ${change(f)}` })));
+  table(document.getElementById("headline-table"), [
+    { key: "label", label: "Figure", kind: "text" },
+    { key: "before", label: "Before", kind: "text", get: (f) => value(f, f.before) },
+    { key: "after", label: "After", kind: "text", get: (f) => value(f, f.after) },
+    { key: "change", label: "Change", kind: "text", get: change },
+  ], D.headline, { filter: false, id: "headline-rows" });
+
+  // Waterfall: BASE GPU time, the largest changes one by one, the rest together, NEW GPU time.
+  const rows = D.kernels.rows;
+  const TOP = 15;
+  const sum = (xs) => xs.reduce((a, b) => a + (b || 0), 0);
+  const before = sum(rows.map((r) => r.total_before_us)), after = sum(rows.map((r) => r.total_after_us));
+  const top = rows.slice(0, TOP);
+  const rest = sum(rows.slice(TOP).map((r) => r.delta_us)) + (D.kernels.hidden_delta_us || 0);
+  const steps = [{ label: "BASE", total: before }];
+  for (const r of top) steps.push({ label: r.name, delta: r.delta_us, row: r });
+  if (rows.length > TOP || D.kernels.rows_hidden) steps.push({ label: `${rows.length - TOP + (D.kernels.rows_hidden || 0)} other changes`, delta: rest });
+  steps.push({ label: "NEW", total: after });
+  let running = 0, low = Infinity;
+  const hidden = [], shown = [];
+  for (const s of steps) {
+    if (s.total !== undefined) { hidden.push(0); shown.push({ value: s.total, itemStyle: { color: "#7b8794" } }); running = s.total; }
+    else {
+      const next = running + s.delta;
+      hidden.push(Math.min(running, next));
+      shown.push({ value: Math.abs(s.delta), itemStyle: { color: s.delta > 0 ? "#c5221f" : "#1e8e3e" } });
+      running = next;
+    }
+    low = Math.min(low, running);
+  }
+  document.getElementById("waterfall-note").textContent =
+    `GPU time ${scope}: ${fmtUs(before)} → ${fmtUs(after)} (${after >= before ? "+" : ""}${fmtUs(after - before)}). Red: more time in NEW; green: less.`;
+  const axisMin = Math.max(0, Math.floor(low - (before - low + Math.abs(after - before)) * 0.5 - before * 0.02));
+  chart("waterfall-chart", {
+    grid: { left: 320, right: 40, top: 10, bottom: 30 },
+    tooltip: { trigger: "item", formatter: (p) => { const s = steps[p.dataIndex];
+      if (s.total !== undefined) return tipHtml(s.label, [["GPU time", fmtUs(s.total)]]);
+      const rows2 = [["change", (s.delta > 0 ? "+" : "") + fmtUs(s.delta)]];
+      if (s.row) rows2.push(["before", fmtUs(s.row.total_before_us)], ["after", fmtUs(s.row.total_after_us)], ["status", s.row.status]);
+      return tipHtml(s.label, rows2); } },
+    xAxis: { type: "value", min: axisMin, axisLabel: { formatter: (v) => fmtUs(v) } },
+    yAxis: { type: "category", inverse: true, data: steps.map((s) => shortName(s.label, 50)), axisLabel: { fontSize: 11 } },
+    series: [
+      { type: "bar", stack: "w", silent: true, itemStyle: { color: "transparent" }, data: hidden },
+      { type: "bar", stack: "w", data: shown },
+    ],
+  });
+
+  const cats = D.categories.filter((c) => c.before_us || c.after_us);
+  chart("categories-chart", {
+    legend: { top: 0 },
+    grid: { left: 110, right: 30, top: 30, bottom: 30 },
+    tooltip: { trigger: "axis", axisPointer: { type: "shadow" }, formatter: (ps) => { const c = cats[ps[0].dataIndex];
+      return tipHtml(c.category, [["before", fmtUs(c.before_us)], ["after", fmtUs(c.after_us)], ["change", (c.delta_us > 0 ? "+" : "") + fmtUs(c.delta_us)]]); } },
+    xAxis: { type: "value", axisLabel: { formatter: (v) => fmtUs(v) } },
+    yAxis: { type: "category", inverse: true, data: cats.map((c) => c.category) },
+    series: [{ name: "BASE", type: "bar", data: cats.map((c) => c.before_us), itemStyle: { color: "#9aa5b4" } },
+             { name: "NEW", type: "bar", data: cats.map((c) => c.after_us), itemStyle: { color: "#2f6fdb" } }],
+  });
+
+  const rowColumns = (extra) => [
+    { key: "name", label: "Name", kind: "name" }, ...extra,
+    { key: "status", label: "Status", kind: "text" },
+    { key: "calls_before", label: "Calls B", kind: "float" }, { key: "calls_after", label: "Calls N", kind: "float" },
+    { key: "total_before_us", label: "Total B", kind: "us" }, { key: "total_after_us", label: "Total N", kind: "us" },
+    { key: "delta_us", label: "Delta", kind: "signed_us" }, { key: "ratio", label: "Ratio", kind: "float" },
+  ];
+  table(document.getElementById("kernels-table"), rowColumns([{ key: "kind", label: "Kind", kind: "text" }]), rows, { id: "kernel-diff" });
+  const opsBox = document.getElementById("ops-table");
+  opsBox.append(el("p", { class: "note" }, D.ops.metric === "gpu" ? "Operators compared by the GPU time of the kernels they launched." : "Operators compared by inclusive CPU time."));
+  const shapeCol = D.ops.rows.some((r) => r.shape !== undefined) ? [{ key: "shape", label: "Shape", kind: "text" }] : [];
+  table(opsBox, rowColumns(shapeCol), D.ops.rows, { id: "op-diff" });
+
+  const gates = document.getElementById("gates-table");
+  if (!D.gates.length) gates.append(el("p", { class: "note" }, "No regression gates were given (--fail-above, --fail-kernel, --fail-category)."));
+  else table(gates, [{ key: "result", label: "Result", kind: "text", get: (g) => (g.tripped ? "FAIL" : "pass") },
+                     { key: "reason", label: "Gate", kind: "text" }], D.gates, { filter: false, id: "gate-rows" });
+  OPS.about(D.sources, D.warnings);
+  window.opscopeReady = performance.now();
+})();

@@ -1,0 +1,211 @@
+/* GPU timeline on a canvas: one lane per (device, stream), wheel zoom, drag pan, hover details.
+
+   A redraw costs O(visible events) in arithmetic but at most one rectangle per lane and pixel column is
+   painted: an event wider than ~1.5 px is drawn as itself, narrower ones are summed into their pixel column
+   and the column is drawn once with an opacity equal to its busy fraction. So 100k+ kernels stay responsive
+   at any zoom. `window.opscopeTimeline.lastDraw` tells how much was painted (used by the browser tests). */
+"use strict";
+
+(function () {
+  const { D, S, el, fmtNs, fmtInt, showTip, hideTip, colorOf } = OPS;
+  const T = D.timeline;
+  const canvas = document.getElementById("timeline-canvas");
+  if (!T || !canvas) return;
+  const note = document.getElementById("timeline-note");
+  const rangeLabel = document.getElementById("timeline-range");
+  const nLanes = T.lanes.length;
+  // Lanes shrink when there are many (down to 6 px: a few hundred streams stay on about one screen).
+  const LANE_H = Math.max(6, Math.min(20, Math.floor(720 / Math.max(nLanes, 1)))), AXIS_H = 24, LABEL_W = 230, PAD = 4;
+  const n = T.lane.length;
+
+  // Decode the delta-encoded starts; events are sorted by (lane, start).
+  const start = new Float64Array(n), end = new Float64Array(n);
+  let acc = 0;
+  for (let i = 0; i < n; i++) { acc += T.start[i]; start[i] = acc; end[i] = acc + T.dur[i]; }
+  const laneFrom = new Int32Array(nLanes + 1).fill(n), maxDur = new Float64Array(nLanes);
+  for (let i = n - 1; i >= 0; i--) laneFrom[T.lane[i]] = i;
+  for (let l = nLanes - 1; l >= 0; l--) if (laneFrom[l] > laneFrom[l + 1]) laneFrom[l] = laneFrom[l + 1];
+  laneFrom[nLanes] = n;
+  for (let i = 0; i < n; i++) { const l = T.lane[i]; if (T.dur[i] > maxDur[l]) maxDur[l] = T.dur[i]; }
+  const catColor = new Map();
+  const colorFor = (i) => { const c = T.cat[i]; if (!catColor.has(c)) catColor.set(c, colorOf(S(c))); return catColor.get(c); };
+
+  const full = [0, T.span_ns];
+  let v0 = full[0], v1 = full[1];
+  let cssW = 0, dpr = 1;
+  const view = { lastDraw: null };
+
+  function lowerBound(lo, hi, t) { // first index in [lo, hi) with start >= t
+    while (lo < hi) { const mid = (lo + hi) >> 1; if (start[mid] < t) lo = mid + 1; else hi = mid; }
+    return lo;
+  }
+
+  function resize() {
+    dpr = window.devicePixelRatio || 1;
+    cssW = canvas.parentElement.clientWidth;
+    const cssH = AXIS_H + nLanes * LANE_H + PAD;
+    canvas.width = Math.round(cssW * dpr); canvas.height = Math.round(cssH * dpr);
+    canvas.style.height = cssH + "px";
+    draw();
+  }
+
+  function niceStep(span, px) {
+    const raw = span / Math.max(px / 110, 1), p = Math.pow(10, Math.floor(Math.log10(raw)));
+    for (const m of [1, 2, 5, 10]) if (m * p >= raw) return m * p;
+    return 10 * p;
+  }
+
+  function draw() {
+    const t0 = performance.now();
+    const ctx = canvas.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    const W = Math.max(cssW - LABEL_W, 1);  // the page may not be laid out yet (width 0): draw nothing wider
+    ctx.clearRect(0, 0, cssW, canvas.height / dpr);
+    ctx.font = "11px system-ui, sans-serif";
+    const scale = W / (v1 - v0);
+    // time axis
+    ctx.fillStyle = "#5f6b7a"; ctx.strokeStyle = "#e3e7ee"; ctx.textBaseline = "middle";
+    const step = niceStep(v1 - v0, W);
+    for (let t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
+      const x = LABEL_W + (t - v0) * scale;
+      ctx.fillRect(x, AXIS_H - 6, 1, 6);
+      ctx.beginPath(); ctx.moveTo(x + 0.5, AXIS_H); ctx.lineTo(x + 0.5, AXIS_H + nLanes * LANE_H); ctx.stroke();
+      ctx.fillText(fmtNs(t), x + 3, AXIS_H / 2);
+    }
+    let rects = 0, columns = 0, visited = 0;
+    const cov = new Float32Array(Math.ceil(W) + 2);
+    const inset = LANE_H >= 12 ? 2 : 1;
+    for (let l = 0; l < nLanes; l++) {
+      const y = AXIS_H + l * LANE_H;
+      ctx.fillStyle = l % 2 ? "#fafbfc" : "#f3f5f8";
+      ctx.fillRect(LABEL_W, y, W, LANE_H);
+      ctx.fillStyle = "#1d2330";
+      if (LANE_H >= 11 || l % Math.ceil(11 / LANE_H) === 0) ctx.fillText(OPS.shortName(S(T.lanes[l].label), 34), 4, y + LANE_H / 2);
+      if (T.bins) { // overview of every event (present when not all events were shipped)
+        const b = T.bins, fill = b.fill[l];
+        ctx.fillStyle = "#9aa5b4";
+        for (let x = 0; x < W; x++) {
+          const a = Math.floor((v0 + x / scale) / b.width_ns), z = Math.floor((v0 + (x + 1) / scale) / b.width_ns);
+          let f = 0;
+          for (let k = Math.max(a, 0); k <= Math.min(z, b.count - 1); k++) f = Math.max(f, fill[k]);
+          if (f > 0) { ctx.globalAlpha = 0.35 * f; ctx.fillRect(LABEL_W + x, y + LANE_H - Math.min(5, LANE_H / 3), 1, Math.min(4, LANE_H / 4)); }
+        }
+        ctx.globalAlpha = 1;
+      }
+      cov.fill(0);
+      const lo = laneFrom[l], hi = laneFrom[l + 1];
+      let i = lowerBound(lo, hi, v0 - maxDur[l]);
+      const byColor = new Map();
+      for (; i < hi && start[i] < v1; i++) {
+        if (end[i] <= v0) continue;
+        visited++;
+        const x0 = (Math.max(start[i], v0) - v0) * scale, x1 = (Math.min(end[i], v1) - v0) * scale;
+        if (x1 - x0 >= 1.5) {
+          const c = colorFor(i);
+          if (!byColor.has(c)) byColor.set(c, []);
+          byColor.get(c).push(x0, x1 - x0);
+        } else {
+          cov[Math.floor(x0)] += Math.max(x1 - x0, 0.02);
+        }
+      }
+      for (const [c, xs] of byColor) {
+        ctx.fillStyle = c; ctx.beginPath();
+        for (let k = 0; k < xs.length; k += 2) ctx.rect(LABEL_W + xs[k], y + inset, Math.max(xs[k + 1] - 0.5, 1), LANE_H - 2 * inset);
+        ctx.fill(); rects += xs.length / 2;
+      }
+      ctx.fillStyle = "#3b4a5e";
+      for (let x = 0; x < cov.length; x++) {
+        if (cov[x] > 0) { ctx.globalAlpha = Math.min(1, 0.25 + cov[x]); ctx.fillRect(LABEL_W + x, y + inset, 1, LANE_H - 2 * inset); columns++; }
+      }
+      ctx.globalAlpha = 1;
+    }
+    rangeLabel.textContent = `${fmtNs(v0)} – ${fmtNs(v1)} (${fmtNs(v1 - v0)} shown)`;
+    view.lastDraw = { rects, columns, visited, width: W, lanes: nLanes, ms: performance.now() - t0, v0, v1 };
+  }
+
+  function clampView(a, b) {
+    const minSpan = 1000; // 1 µs
+    let span = Math.max(b - a, minSpan);
+    span = Math.min(span, full[1] - full[0]);
+    a = Math.min(Math.max(a, full[0]), full[1] - span);
+    v0 = a; v1 = a + span;
+  }
+  function zoom(factor, anchorX) {
+    const W = Math.max(cssW - LABEL_W, 1);
+    const frac = anchorX === undefined ? 0.5 : Math.min(Math.max((anchorX - LABEL_W) / W, 0), 1);
+    const t = v0 + (v1 - v0) * frac, span = (v1 - v0) * factor;
+    clampView(t - span * frac, t - span * frac + span);
+    draw();
+  }
+  function pan(fraction) { const span = v1 - v0; clampView(v0 + span * fraction, v1 + span * fraction); draw(); }
+
+  function hit(x, y) {
+    const l = Math.floor((y - AXIS_H) / LANE_H);
+    if (l < 0 || l >= nLanes || x < LABEL_W) return -1;
+    const scale = (cssW - LABEL_W) / (v1 - v0);
+    const t = v0 + (x - LABEL_W) / scale, slack = 3 / scale;
+    let best = -1, bestScore = -Infinity;
+    const hi = laneFrom[l + 1];
+    for (let i = lowerBound(laneFrom[l], hi, t - slack - maxDur[l]); i < hi && start[i] <= t + slack; i++) {
+      if (end[i] < t - slack) continue;
+      const inside = start[i] <= t && t <= end[i];
+      const score = (inside ? 1e18 : 0) + T.dur[i];
+      if (score > bestScore) { bestScore = score; best = i; }
+    }
+    return best;
+  }
+  function describe(i) {
+    const lane = T.lanes[T.lane[i]];
+    return [S(T.name[i]), [
+      ["launched by", T.op[i] >= 0 ? S(T.op[i]) : "(no op recorded)"],
+      ["duration", fmtNs(T.dur[i])],
+      ["launch delay", T.delay[i] >= 0 ? fmtNs(T.delay[i]) : "—"],
+      ["start", fmtNs(start[i])],
+      ["category", S(T.cat[i])],
+      ["device · stream", `${lane.device} · ${lane.stream}` + (S(lane.device_name) ? ` (${S(lane.device_name)})` : "")],
+    ]];
+  }
+
+  let drag = null;
+  canvas.addEventListener("wheel", (e) => { e.preventDefault(); const r = canvas.getBoundingClientRect(); zoom(Math.pow(1.0015, e.deltaY), e.clientX - r.left); }, { passive: false });
+  canvas.addEventListener("mousedown", (e) => { drag = { x: e.clientX, v0, v1 }; });
+  window.addEventListener("mouseup", () => { drag = null; });
+  canvas.addEventListener("mousemove", (e) => {
+    const r = canvas.getBoundingClientRect(), x = e.clientX - r.left, y = e.clientY - r.top;
+    if (drag) {
+      const dt = (e.clientX - drag.x) / (cssW - LABEL_W) * (drag.v1 - drag.v0);
+      clampView(drag.v0 - dt, drag.v1 - dt); draw(); hideTip(); return;
+    }
+    const i = hit(x, y);
+    if (i < 0) { hideTip(); return; }
+    const [title, rows] = describe(i);
+    showTip(e.clientX, e.clientY, title, rows);
+  });
+  canvas.addEventListener("mouseleave", hideTip);
+  canvas.addEventListener("dblclick", () => { clampView(full[0], full[1]); draw(); });
+  canvas.addEventListener("keydown", (e) => {
+    const k = e.key.toLowerCase();
+    if (k === "w") zoom(0.7); else if (k === "s") zoom(1 / 0.7); else if (k === "a") pan(-0.2); else if (k === "d") pan(0.2);
+  });
+  document.querySelectorAll("#timeline .controls button").forEach((b) => b.addEventListener("click", () => {
+    const act = b.getAttribute("data-act");
+    if (act === "in") zoom(0.5); else if (act === "out") zoom(2); else if (act === "left") pan(-0.25);
+    else if (act === "right") pan(0.25); else { clampView(full[0], full[1]); draw(); }
+  }));
+
+  let text = `${fmtInt(T.events)} GPU events in ${fmtInt(nLanes)} lanes; times relative to the window start.`;
+  if (T.shipped < T.events) text += ` The ${fmtInt(T.shipped)} longest are drawn one by one; the grey strip under each lane shows every event's busy fraction.`;
+  note.textContent = text;
+  window.addEventListener("resize", resize);
+  resize();
+
+  view.zoomTo = (a, b) => { clampView(a, b); draw(); return view.lastDraw; };
+  view.reset = () => { clampView(full[0], full[1]); draw(); return view.lastDraw; };
+  view.hit = hit;
+  view.span = (i) => [start[i], end[i]];
+  view.show = (i) => { const pad = Math.max(T.dur[i] * 4, 20000); return view.zoomTo(start[i] - pad, end[i] + pad); };
+  view.describe = (i) => describe(i);
+  view.pixelOf = (i) => ({ x: LABEL_W + ((start[i] + end[i]) / 2 - v0) * (cssW - LABEL_W) / (v1 - v0), y: AXIS_H + T.lane[i] * LANE_H + LANE_H / 2 });
+  view.count = n;
+  window.opscopeTimeline = view;
+})();

@@ -1,0 +1,81 @@
+"""Self-contained HTML reports: one file with the data, the page code and the charting library inlined.
+
+A report is plain data (a JSON-ready dict with a `kind`: trace, diff or ranks) rendered through a Jinja2
+template (report/templates/) into one page that opens from file:// with no network access: Apache ECharts
+(vendored under report/assets/, licence beside it) draws the charts, the report's own scripts draw the GPU
+timeline and the flame graph on canvas.
+
+Untrusted text (kernel, op and file names come from whoever wrote the trace) never reaches the page as
+markup: the data travels inside `<script type="application/json">` with `<`, `>` and `&` written as
+`\\u003c`, `\\u003e`, `\\u0026` (so a name containing `</script>` cannot end the block), and the scripts put
+it into the DOM with `textContent` or escape it for chart tooltips. Everything the template itself prints is
+autoescaped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from opscope import __version__
+from opscope.errors import MissingDependency
+
+LIBRARY = "echarts.min.js"
+KINDS: dict[str, tuple[str, ...]] = {
+    # report kind -> page scripts (after the shared ones), in load order
+    "trace": ("timeline.js", "flame.js", "trace.js"),
+    "diff": ("diff.js",),
+    "ranks": ("ranks.js",),
+}
+SHARED = ("common.js",)
+_JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_JSON_UNSAFE = re.compile("[<>&\u2028\u2029]")
+_SCRIPT_END = re.compile(r"</(script)", re.IGNORECASE)
+
+
+def json_for_script(data: Any) -> str:
+    """`data` as JSON that is safe inside a <script> element: no `<`, `>` or `&` appear literally."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return _JSON_UNSAFE.sub(lambda m: _JSON_ESCAPES[m.group(0)], text)
+
+
+@cache
+def asset(name: str) -> str:
+    """An inlined script or style sheet. A literal `</script` (none today) would end the element early."""
+    text = resources.files("opscope.report").joinpath("assets").joinpath(name).read_text(encoding="utf-8")
+    return _SCRIPT_END.sub(r"<\\/\1", text)
+
+
+def _environment() -> Any:
+    try:
+        import jinja2
+    except ImportError:
+        raise MissingDependency("HTML reports need jinja2: pip install 'opscope[html]'") from None
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("opscope.report", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+
+
+def render_html(data: dict[str, Any], title: str, kind: str | None = None) -> str:
+    """The whole page for report data: `kind` is trace (`opscope.report/1` data), diff (`opscope.diff/1`)
+    or ranks (`opscope.ranks/1`); by default `data["kind"]`."""
+    kind = kind or data.get("kind")
+    if kind not in KINDS:
+        raise ValueError(f"unknown report kind: {kind!r}")
+    template = _environment().get_template(f"{kind}.html.j2")  # type: ignore[str-bytes-safe]
+    scripts = [asset(name) for name in (*SHARED, *KINDS[kind])]
+    return template.render(
+        title=title,
+        version=__version__,
+        data_json=json_for_script(data),
+        library=asset(LIBRARY),
+        style=asset("report.css"),
+        scripts=scripts,
+    )

@@ -1,0 +1,226 @@
+"""One trace -> the plain data of its HTML report (`opscope.report/1`): headline, kernels, categories, steps,
+timeline, operator -> kernel flame graph, launch-delay histogram and memcpy table.
+
+This module only gathers results of the analyses (linking, activity, timeline, categories, steps, tree, launch
+delay, memcpy, kernels) into JSON-ready dicts; the browser code in report/assets/*.js draws them, and tests
+check these dicts against independent recomputations. Text that comes from the trace (kernel, op, file names)
+lives once in `strings` and is referenced by index; the HTML writer escapes it for the <script> block and the
+page puts it into the DOM as text only.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from opscope.analysis.activity import LAUNCH_OP, Activity, TimelineOptions, gpu_activity
+from opscope.analysis.categories import CATEGORY, category_breakdown, classify
+from opscope.analysis.kernels import SummaryOptions, kernel_summary
+from opscope.analysis.launch_delay import DELAY, kernel_delays, launch_delay
+from opscope.analysis.linking import ROW, Linkage, link
+from opscope.analysis.memcpy import memcpy_stats
+from opscope.analysis.steps import StepOptions, step_stats
+from opscope.analysis.timeline import timeline
+from opscope.analysis.tree import TreeNode, TreeOptions, op_tree
+from opscope.analysis.windows import overlap_pairs
+from opscope.model.schema import Col
+from opscope.model.trace import Trace
+from opscope.report.summary_view import summary_data
+from opscope.report.timeline_data import TimelineOptions as LaneOptions
+from opscope.report.timeline_data import pack_timeline
+
+SCHEMA = "opscope.report/1"
+DELAY_EDGES_US = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000)
+FLAME_MIN_SHARE = 1 / 5000  # flame siblings lighter than this share of the total fold into "(N more)"
+SOURCES = {
+    "headline": "analysis/window.py, analysis/timeline.py, analysis/categories.py (as opscope analyze)",
+    "kernels": "analysis/kernels.py (as opscope summary), category from analysis/categories.py",
+    "categories": "analysis/categories.py (as opscope analyze)",
+    "steps": "analysis/steps.py (as opscope steps); category sums per step here",
+    "timeline": "analysis/activity.py (linking, categories) + report/timeline_data.py",
+    "flame": "analysis/tree.py (as opscope tree)",
+    "launch_delay": "analysis/launch_delay.py (as opscope analyze)",
+    "memcpy": "analysis/memcpy.py (as opscope analyze)",
+}
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    devices: tuple[int, ...] | None = None
+    streams: tuple[int, ...] | None = None
+    max_events: int = 200_000  # timeline rectangles shipped (see timeline_data.py)
+
+
+class Strings:
+    """The report's string table: each distinct text once, referenced by index."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self._index: dict[str, int] = {}
+
+    def __call__(self, text: str | None) -> int:
+        key = text or ""
+        found = self._index.get(key)
+        if found is None:
+            found = self._index[key] = len(self.items)
+            self.items.append(key)
+        return found
+
+
+def _us(ns: float | None) -> float | None:
+    return None if ns is None else round(ns / 1e3, 3)
+
+
+def trace_report(trace: Trace, options: ReportOptions | None = None) -> dict[str, Any]:
+    """The report payload of `trace` (see the module doc and docs/reports.md)."""
+    opts = options or ReportOptions()
+    strings = Strings()
+    linkage = link(trace)
+    act = gpu_activity(trace, TimelineOptions(devices=opts.devices, streams=opts.streams), linkage)
+    summary = kernel_summary(trace, SummaryOptions(top=0, devices=opts.devices, streams=opts.streams))
+    tree = op_tree(trace, TreeOptions(depth=0, min_share=FLAME_MIN_SHARE, devices=opts.devices,
+                                      streams=opts.streams), linkage)
+    device_names = {d.id: d.name for d in trace.meta.devices}
+    return {
+        "schema": SCHEMA,
+        "kind": "trace",
+        "trace": {"path": trace.path, "format": trace.meta.format, "events": summary.events,
+                  "kernels": summary.kernels, "devices": list(summary.devices), "rank": trace.meta.rank},
+        "headline": _headline(trace, act, device_names, summary.gpu_time_ns),
+        "kernels": _kernels(summary_data(summary), strings),
+        "categories": _categories(act),
+        "steps": _steps(trace, act.events, linkage, opts),
+        "timeline": _timeline(act, strings, device_names, opts),
+        "flame": _flame(tree.root, tree.gpu_time_ns, strings),
+        "launch_delay": _launch_delay(trace, act),
+        "memcpy": _memcpy(trace, act),
+        "sources": dict(SOURCES),
+        "warnings": list(trace.meta.warnings),
+        "strings": strings.items,
+    }
+
+
+def _headline(trace: Trace, act: Activity, names: dict[int, str], gpu_time_ns: int) -> dict[str, Any]:
+    tl = timeline(trace, activity=act)
+    devices = [{"device": d.device, "name": names.get(d.device) if d.device is not None else None,
+                "busy_us": _us(d.busy_ns), "utilization": round(d.utilization, 6)} for d in tl.devices]
+    mean_util = sum(d.utilization for d in tl.devices) / len(tl.devices) if tl.devices else 0.0
+    cats = _categories(act)
+    return {
+        "window_start_ns": act.window.start_ns or 0,
+        "window_us": _us(tl.window_ns),
+        "gpu_time_us": _us(gpu_time_ns),
+        "busy_pct": round(mean_util * 100, 3),
+        "idle_pct": round((1 - mean_util) * 100, 3) if tl.devices else 100.0,
+        "devices": devices,
+        "top_category": cats[0]["category"] if cats else None,
+        "top_category_share": cats[0]["share"] if cats else None,
+    }
+
+
+def _kernels(data: dict[str, Any], strings: Strings) -> dict[str, Any]:
+    rows = [{**row, "name": strings(row["name"]), CATEGORY: classify(row["name"], row["kind"])}
+            for row in data["rows"]]
+    return {"totals": data["totals"], "rows": rows}
+
+
+def _categories(act: Activity) -> list[dict[str, Any]]:
+    breakdown = category_breakdown(act.clipped())
+    return [{"category": r.category, "calls": r.calls, "total_us": _us(r.total_ns), "busy_us": _us(r.busy_ns),
+             "share": round(r.share, 6)} for r in breakdown.rows]
+
+
+def _steps(trace: Trace, events: pl.DataFrame, linkage: Linkage, opts: ReportOptions) -> list[dict[str, Any]]:
+    """Per ProfilerStep#N: wall and GPU busy time from analysis/steps.py (busy: the mean over the devices),
+    and the summed GPU time per category clipped to the step."""
+    stats = step_stats(trace, StepOptions(devices=opts.devices, streams=opts.streams), linkage)
+    if not stats.from_markers:
+        return []
+    chosen = tuple(r.window for r in stats.rows)
+    start = events[Col.TS_NS].to_numpy()
+    end = start + np.maximum(events[Col.DUR_NS].to_numpy(), 0)
+    event, window = overlap_pairs(start, end, chosen)
+    lo = np.array([w.start_ns for w in chosen], dtype=np.int64)[window]
+    hi = np.array([w.end_ns for w in chosen], dtype=np.int64)[window]
+    pieces = pl.DataFrame({"win": window, CATEGORY: events[CATEGORY].gather(event),
+                           "t": np.minimum(end[event], hi) - np.maximum(start[event], lo)})
+    per = pieces.group_by("win", CATEGORY).agg(pl.col("t").sum()).sort(CATEGORY)
+    by_window: dict[int, dict[str, float | None]] = {}
+    for window_index, category, t in per.iter_rows():
+        by_window.setdefault(int(window_index), {})[category] = _us(t)
+    out = []
+    for i, row in enumerate(stats.rows):
+        busy = [d.busy_ns for d in row.devices]
+        out.append({"name": row.window.name, "start_ns": row.window.start_ns, "wall_us": _us(row.window.dur_ns),
+                    "busy_us": _us(sum(busy) / len(busy) if busy else 0), "by_category": by_window.get(i, {})})
+    return out
+
+
+def _ids(frame: pl.DataFrame, column: str, strings: Strings) -> pl.Expr:
+    """The string-table index of each value of `column` (null stays null); one lookup per distinct value."""
+    mapping = {v: strings(v) for v in frame[column].drop_nulls().unique().sort().to_list()}
+    return pl.col(column).replace_strict(mapping, default=None, return_dtype=pl.Int64)
+
+
+def _timeline(act: Activity, strings: Strings, device_names: dict[int, str], opts: ReportOptions) -> dict[str, Any]:
+    """Every selected GPU event with its launch op and launch delay (analysis/launch_delay.py's measure)."""
+    measured, _, _ = kernel_delays(act)
+    events = act.events.join(measured.select(ROW, DELAY), on=ROW, how="left", maintain_order="left")
+    frame = events.select(
+        Col.DEVICE, Col.STREAM, Col.TS_NS, Col.DUR_NS, _ids(events, Col.NAME, strings).alias("name_id"),
+        _ids(events, LAUNCH_OP, strings).fill_null(-1).alias("op_id"), pl.col(DELAY).alias("delay_ns"),
+        _ids(events, CATEGORY, strings).alias("cat_id"),
+    )
+    lo, hi = act.window.start_ns or 0, act.window.end_ns or 0
+    names: dict[int | None, str | None] = {d: n for d, n in device_names.items()}
+    return pack_timeline(frame, lo, hi, strings, names, LaneOptions(max_events=opts.max_events))
+
+
+def _flame(root: TreeNode, total: int, strings: Strings) -> dict[str, Any]:
+    """The op tree (analysis/tree.py) as flat arrays: parent index, name, GPU ns; node 0 is the root."""
+    parent: list[int] = []
+    name_ids: list[int] = []
+    value: list[int] = []
+    stack: list[tuple[TreeNode, int]] = [(root, -1)]
+    while stack:
+        node, up = stack.pop()
+        index = len(parent)
+        parent.append(up)
+        name_ids.append(strings(node.name))
+        value.append(node.gpu_ns)
+        stack.extend((child, index) for child in reversed(node.children))
+    return {"parent": parent, "name": name_ids, "value": value, "total_ns": total}
+
+
+def _launch_delay(trace: Trace, act: Activity) -> dict[str, Any]:
+    """analysis/launch_delay.py's figures plus a histogram of the same per-kernel delays."""
+    stats = launch_delay(trace, activity=act)
+    delays = kernel_delays(act)[0][DELAY]
+    out: dict[str, Any] = {"kernels": stats.kernels, "p50_us": _us(stats.p50_ns), "p95_us": _us(stats.p95_ns),
+                           "max_us": _us(stats.max_ns), "mean_us": _us(stats.mean_ns),
+                           "missing_launch": stats.missing_launch, "graph_kernels": stats.graph_kernels,
+                           "edges_us": list(DELAY_EDGES_US), "counts": []}
+    if delays.len() == 0:
+        return out
+    top = int(delays.max()) // 1000 + 1  # type: ignore[arg-type]
+    edges = [*DELAY_EDGES_US, top] if top > DELAY_EDGES_US[-1] else list(DELAY_EDGES_US)
+    us = delays.cast(pl.Float64) / 1e3
+    counts = [int(((us >= a) & (us < b)).sum()) for a, b in itertools.pairwise(edges)]
+    counts[-1] += int((us >= edges[-1]).sum())
+    out.update(edges_us=edges, counts=counts)
+    return out
+
+
+def _memcpy(trace: Trace, act: Activity) -> list[dict[str, Any]]:
+    stats = memcpy_stats(trace, activity=act)
+    return [{"direction": r.direction, "host_memory": r.host_memory, "calls": r.calls, "bytes": r.bytes,
+             "calls_without_bytes": r.calls_without_bytes, "total_us": _us(r.total_ns), "busy_us": _us(r.busy_ns),
+             "bandwidth_gbps": None if r.bandwidth_gbps is None else round(r.bandwidth_gbps, 3),
+             "share": round(r.share, 6)} for r in stats.rows]
+
+
+__all__ = ["SCHEMA", "ReportOptions", "trace_report"]

@@ -1,0 +1,178 @@
+"""The HTML report's data (`opscope.report/1`) against independent recomputations from the raw JSON, the JSON
+escaping of the embedded data, and the `report` command's other formats."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+
+import pytest
+
+import opscope
+from conftest import corpus_path
+from opscope.errors import MissingDependency
+from opscope.report.html import json_for_script, render_html
+from opscope.report.trace_report import ReportOptions, trace_report
+from rawfixtures import (
+    HOSTILE_KERNEL,
+    HOSTILE_OP,
+    gpu_events,
+    hostile_trace,
+    ns,
+    raw_events,
+    union,
+    window_ns,
+)
+
+V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+NCCL = "hta/nccl_parser_config_nccl_data.json.gz"
+
+
+@pytest.fixture(scope="module")
+def v100() -> tuple[dict, list[dict]]:
+    path = corpus_path(V100)
+    return trace_report(opscope.load(path)), raw_events(path)
+
+
+def test_headline_against_raw_json(v100) -> None:
+    data, events = v100
+    head = data["headline"]
+    lo, hi = window_ns(events)
+    assert head["window_start_ns"] == lo
+    assert head["window_us"] == pytest.approx((hi - lo) / 1e3, abs=1e-3)
+    gpu = gpu_events(events)
+    busy = union([(max(ns(e["ts"]), lo), min(ns(e["ts"]) + ns(e["dur"]), hi)) for e in gpu])
+    assert head["busy_pct"] == pytest.approx(100 * busy / (hi - lo), abs=1e-3)
+    assert head["devices"][0]["busy_us"] == pytest.approx(busy / 1e3, abs=1e-3)
+    assert head["idle_pct"] == pytest.approx(100 - head["busy_pct"], abs=1e-3)
+    assert head["gpu_time_us"] == pytest.approx(sum(ns(e["dur"]) for e in gpu) / 1e3, abs=1e-3)
+
+
+def test_kernel_rows_and_flame_total_against_raw_json(v100) -> None:
+    data, events = v100
+    strings = data["strings"]
+    totals: dict[str, int] = defaultdict(int)
+    calls: dict[str, int] = defaultdict(int)
+    for e in gpu_events(events):
+        totals[e["name"]] += ns(e["dur"])
+        calls[e["name"]] += 1
+    rows = data["kernels"]["rows"]
+    assert len(rows) == len(totals)  # every row, not just the top
+    for row in rows:
+        name = strings[row["name"]]
+        assert row["calls"] == calls[name]
+        assert row["total_us"] == pytest.approx(totals[name] / 1e3, abs=1e-3)
+    flame = data["flame"]
+    assert flame["total_ns"] == sum(totals.values())
+    assert flame["value"][0] == flame["total_ns"]
+    children: dict[int, int] = defaultdict(int)
+    for parent, value in zip(flame["parent"][1:], flame["value"][1:]):
+        children[parent] += value
+    for node, total in children.items():  # a frame's time is the sum of its children's (leaves are events)
+        assert total == flame["value"][node]
+
+
+def test_timeline_arrays(v100) -> None:
+    data, events = v100
+    tl = data["timeline"]
+    gpu = gpu_events(events)
+    assert tl["events"] == tl["shipped"] == len(gpu) == len(tl["lane"]) == len(tl["dur"])
+    starts, acc = [], 0
+    for delta in tl["start"]:
+        acc += delta
+        starts.append(acc)
+    lo, _ = window_ns(events)
+    assert tl["t0_ns"] == lo
+    assert sorted(zip(starts, tl["dur"])) == sorted((ns(e["ts"]) - lo, ns(e["dur"])) for e in gpu)
+
+
+def test_steps_and_launch_delay_against_raw_json(v100) -> None:
+    data, events = v100
+    steps = sorted((e for e in events if e.get("cat") == "user_annotation"
+                    and e.get("name", "").startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    assert [s["name"] for s in data["steps"]] == [e["name"] for e in steps]
+    gpu = gpu_events(events)
+    spans = [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in gpu]
+    for shown, raw in zip(data["steps"], steps):
+        lo, hi = ns(raw["ts"]), ns(raw["ts"]) + ns(raw["dur"])
+        busy = union([(max(s, lo), min(e, hi)) for s, e in spans if s < hi and e > lo])
+        assert shown["busy_us"] == pytest.approx(busy / 1e3, abs=1e-3)
+        assert shown["wall_us"] == pytest.approx(ns(raw["dur"]) / 1e3, abs=1e-3)
+    launches = {e["args"]["correlation"]: e["ts"] for e in sorted(events, key=lambda e: e.get("ts", 0))[::-1]
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    delays = sorted(max(ns(e["ts"]) - ns(launches[e["args"]["correlation"]]), 0) for e in gpu
+                    if e["cat"] == "kernel" and e["args"].get("correlation") in launches)
+    delay = data["launch_delay"]
+    assert delay["kernels"] == len(delays) == sum(delay["counts"])
+    assert delay["max_us"] == pytest.approx(delays[-1] / 1e3, abs=1e-3)
+    median = (delays[(len(delays) - 1) // 2] + delays[len(delays) // 2]) / 2
+    assert delay["p50_us"] == pytest.approx(median / 1e3, abs=1e-3)
+
+
+def test_device_selection_and_max_events() -> None:
+    trace = opscope.load(corpus_path(NCCL))
+    data = trace_report(trace, ReportOptions(max_events=500))
+    tl = data["timeline"]
+    assert tl["shipped"] == 500 < tl["events"]
+    assert len(tl["bins"]["fill"]) == len(tl["lanes"])
+    shipped = sorted(tl["dur"], reverse=True)
+    assert shipped[-1] >= 0 and len(shipped) == 500
+
+
+def test_json_for_script_escapes_markup() -> None:
+    text = json_for_script({"name": "</script><script>alert(1)</script>", "amp": "a&b", "ls": "\u2028"})
+    assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
+    assert json.loads(text) == {"name": "</script><script>alert(1)</script>", "amp": "a&b", "ls": "\u2028"}
+
+
+def test_hostile_names_never_appear_as_markup(tmp_path) -> None:
+    path = hostile_trace(tmp_path / "hostile.json")  # hand-made fixture
+    page = render_html(trace_report(opscope.load(path, cache=False)), title=f"report <{path.name}>")
+    assert HOSTILE_KERNEL not in page and HOSTILE_OP not in page and "<svg onload" not in page
+    assert "report &lt;hostile.json&gt;" in page
+    assert page.count("</script>") == page.count("<script")  # every script element closes where it should
+
+
+def test_missing_jinja2_is_one_line_hint(tmp_path, cli, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "jinja2", None)
+    with pytest.raises(MissingDependency, match=r"pip install 'opscope\[html\]'"):
+        render_html({"kind": "trace"}, "t")
+    path = hostile_trace(tmp_path / "t.json")
+    result = cli("report", path, "-o", tmp_path / "r.html", "--no-cache")
+    assert result.code == 2 and result.err.count("\n") == 1 and "opscope[html]" in result.err
+
+
+def test_report_formats(cli, tmp_path) -> None:
+    path = hostile_trace(tmp_path / "t.json")
+    md = cli("report", path, "--format", "markdown", "--no-cache")
+    assert md.code == 0 and md.out.startswith("### opscope report") and "| Name |" in md.out
+    js = cli("report", path, "--format", "json", "--no-cache")
+    data = json.loads(js.out)
+    assert data["schema"] == "opscope.report/1" and data["kind"] == "trace"
+    assert HOSTILE_KERNEL in data["strings"]
+    csv_out = cli("report", path, "--format", "csv", "--no-cache")
+    assert csv_out.code == 0 and csv_out.out.splitlines()[0] == "name,category,calls,total_us,avg_us,share"
+    bad = cli("report", path, "--max-events", "0", "--no-cache")
+    assert bad.code == 2 and "--max-events" in bad.err
+
+
+@pytest.mark.parametrize("name", [V100, NCCL])
+def test_report_equals_analyze(cli, name) -> None:
+    """The report's headline, categories, launch delay and memcpy rows are `opscope analyze`'s figures."""
+    path = corpus_path(name)
+    report = json.loads(cli("report", path, "--format", "json").out)
+    analysis = json.loads(cli("analyze", path, "--format", "json", "--top", "0").out)
+    head = report["headline"]
+    assert head["window_us"] == analysis["window_us"]
+    devices = analysis["devices"]
+    assert [d["busy_us"] for d in head["devices"]] == [d["busy_us"] for d in devices]
+    assert head["busy_pct"] == pytest.approx(100 * sum(d["utilization"] for d in devices) / len(devices), abs=1e-3)
+    assert [(c["category"], c["total_us"], c["calls"]) for c in report["categories"]] == \
+        [(c["category"], c["total_us"], c["calls"]) for c in analysis["categories"]]
+    assert head["top_category"] == analysis["categories"][0]["category"]
+    delay = report["launch_delay"]
+    assert delay["kernels"] == analysis["launch_delay"]["kernels"] == sum(delay["counts"])
+    assert (delay["p50_us"], delay["p95_us"], delay["max_us"]) == tuple(
+        analysis["launch_delay_us"][k] for k in ("p50", "p95", "max"))
+    assert report["memcpy"] == analysis["memcpy"]["rows"]
