@@ -87,7 +87,7 @@ def test_table_has_rest_line_and_short_names(cli) -> None:
 def test_csv_and_markdown(cli) -> None:
     out = cli("summary", corpus_path(V100), "--top", "4", "--format", "csv").out
     rows = list(csv.DictReader(io.StringIO(out)))
-    assert len(rows) == 4 and float(rows[0]["total_ns_us"]) > 0 and "(" in rows[0]["name"]
+    assert len(rows) == 4 and float(rows[0]["total_us"]) > 0 and "(" in rows[0]["name"]
     md = cli("summary", corpus_path(V100), "--top", "4", "--format", "markdown").out
     assert md.count("\n|") >= 6 and "more rows" in md
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from opscope.analysis.busy import busy_ns, step_windows
@@ -40,9 +41,22 @@ class DemoResult:
 
 
 def _html_report(trace_path: str) -> str | None:
-    """HOOK (HTML reports, not built yet): when `opscope.report` can write an HTML report, write one for
-    `trace_path` here and return its path; the demo then prints where it is. Until then: None."""
-    return None
+    """Write the self-contained HTML report of the demo's trace next to it; None when jinja2 (the `html`
+    extra) is missing, so the demo still runs on a minimal install."""
+    try:
+        from opscope.report.html import render_html
+    except ImportError:
+        return None
+    from opscope.ingest import load
+    from opscope.report.trace_report import ReportOptions, trace_report
+
+    try:
+        page = render_html(trace_report(load(trace_path), ReportOptions()), title="opscope demo report")
+    except ImportError:
+        return None
+    target = Path(trace_path).with_name("opscope-demo-report.html")
+    target.write_text(page, encoding="utf-8")
+    return str(target)
 
 
 def diagnose(gpu: bool, shares: Sequence[tuple[str, float]], step_ns: Sequence[int], busy: float | None) -> list[str]:

@@ -124,7 +124,10 @@ def render_csv(doc: Document, options: RenderOptions) -> str:
     table = doc.tables[0]
     header = []
     for col in table.columns:
-        header.append(col.key + ("_us" if col.kind in (MS, US) and not col.key.endswith("_us") else ""))
+        key = col.key
+        if col.kind in (MS, US):  # values are written in microseconds: say so in the header
+            key = key[:-3] + "_us" if key.endswith("_ns") else key if key.endswith("_us") else key + "_us"
+        header.append(key)
     writer.writerow(header)
     for row in table.rows:
         out = []
