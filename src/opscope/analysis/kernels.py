@@ -70,13 +70,39 @@ class KernelSummary:
     rest: RestLine | None
     options: SummaryOptions
     warnings: tuple[str, ...] = field(default=())
+    traces: tuple[str, ...] = ()  # with several traces merged (`opscope summary A B ...`): their paths
+    median_estimated: bool = False  # True when medians come from a merged quantile sketch (1% accuracy)
 
 
-def _device_names(trace: Trace, used: list[int]) -> tuple[str, ...]:
+def device_names(trace: Trace, used: list[int]) -> tuple[str, ...]:
     if trace.meta.devices:
         chosen = [d for d in trace.meta.devices if not used or d.id in used] or list(trace.meta.devices)
         return tuple(d.name for d in chosen)
     return tuple(f"device {d}" for d in used)
+
+
+def finish_summary(*, path: str, devices: tuple[str, ...], events: int, kernels: int, gpu_time_ns: int,
+                   gpu_calls: int, all_rows: list[KernelRow], options: SummaryOptions,
+                   warnings: tuple[str, ...], traces: tuple[str, ...] = (),
+                   median_estimated: bool = False) -> KernelSummary:
+    """Cut the sorted rows at --top and account for everything below the cut."""
+    shown = all_rows if options.top <= 0 else all_rows[: options.top]
+    hidden = all_rows[len(shown) :]
+    rest = None
+    if hidden:
+        hidden_total = sum(r.total_ns for r in hidden)
+        rest = RestLine(
+            rows=len(hidden),
+            calls=sum(r.calls for r in hidden),
+            total_ns=hidden_total,
+            share=hidden_total / gpu_time_ns if gpu_time_ns > 0 else 0.0,
+        )
+    return KernelSummary(
+        path=path, devices=devices, events=events, kernels=kernels, gpu_time_ns=gpu_time_ns, gpu_calls=gpu_calls,
+        selected_total_ns=sum(r.total_ns for r in all_rows), selected_calls=sum(r.calls for r in all_rows),
+        selected_rows=len(all_rows), rows=tuple(shown), rest=rest, options=options, warnings=warnings,
+        traces=traces, median_estimated=median_estimated,
+    )
 
 
 def kernel_summary(trace: Trace, options: SummaryOptions | None = None) -> KernelSummary:
@@ -119,31 +145,9 @@ def kernel_summary(trace: Trace, options: SummaryOptions | None = None) -> Kerne
         )
         for r in grouped.iter_rows(named=True)
     ]
-    shown = all_rows if opts.top <= 0 else all_rows[: opts.top]
-    hidden = all_rows[len(shown) :]
-    rest = None
-    if hidden:
-        hidden_total = sum(r.total_ns for r in hidden)
-        rest = RestLine(
-            rows=len(hidden),
-            calls=sum(r.calls for r in hidden),
-            total_ns=hidden_total,
-            share=hidden_total / denominator if gpu_time > 0 else 0.0,
-        )
     kernels = int(trace.lazy().filter(pl.col(Col.KIND).cast(pl.String) == Kind.KERNEL).select(pl.len()).collect().item())
     used = sorted(int(d) for d in frame[Col.DEVICE].drop_nulls().unique().to_list())
-    return KernelSummary(
-        path=trace.path,
-        devices=_device_names(trace, used),
-        events=trace.count(),
-        kernels=kernels,
-        gpu_time_ns=gpu_time,
-        gpu_calls=gpu_calls,
-        selected_total_ns=sum(r.total_ns for r in all_rows),
-        selected_calls=sum(r.calls for r in all_rows),
-        selected_rows=len(all_rows),
-        rows=tuple(shown),
-        rest=rest,
-        options=opts,
-        warnings=trace.meta.warnings,
+    return finish_summary(
+        path=trace.path, devices=device_names(trace, used), events=trace.count(), kernels=kernels,
+        gpu_time_ns=gpu_time, gpu_calls=gpu_calls, all_rows=all_rows, options=opts, warnings=trace.meta.warnings,
     )

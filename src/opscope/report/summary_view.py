@@ -42,6 +42,8 @@ def summary_data(result: KernelSummary) -> dict[str, object]:
         "rows": rows,
         "rest": rest,
         "warnings": list(result.warnings),
+        "traces": list(result.traces),  # several traces merged into one table: their paths (else empty)
+        "median_estimated": result.median_estimated,  # medians from a merged sketch (1% relative accuracy)
     }
 
 
@@ -75,12 +77,15 @@ def summary_document(result: KernelSummary) -> Document:
     footer = tuple(line for line in (_rest_line(result),) if line)
     devices = ", ".join(result.devices) if result.devices else "none recorded"
     facts = (
-        ("trace", result.path),
+        ("traces" if result.traces else "trace", result.path),
         ("devices", devices),
         ("GPU time (sum of activity durations)", f"{result.gpu_time_ns / 1e6:,.3f} ms in {result.gpu_calls:,} calls"),
         ("events", f"{result.events:,} ({result.kernels:,} kernels)"),
     )
     notes = []
+    if result.traces:
+        notes.append(f"{len(result.traces)} traces merged into one table; medians are sketch estimates "
+                     "(1% relative accuracy), every other column is exact.")
     if result.gpu_calls == 0:
         notes.append("No GPU kernels, memcpys or memsets in this trace (a CPU-only capture?).")
     notes.extend(f"warning: {w}" for w in result.warnings)

@@ -14,6 +14,8 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from opscope.analysis.kernel_merge import SummaryPartial, summary_partial
+from opscope.analysis.kernels import SummaryOptions
 from opscope.analysis.profile import TraceProfile, profile_trace
 from opscope.analysis.ranks import RankPartial, rank_partial
 from opscope.ingest import load
@@ -29,6 +31,7 @@ class FileTask:
     strict: bool = False
     by_shape: bool = False
     decode_workers: int | None = None  # $OPSCOPE_WORKERS for the reader; 1 in worker processes (no nesting)
+    summary: SummaryOptions | None = None  # for `summary_file`
 
 
 @contextlib.contextmanager
@@ -70,6 +73,10 @@ def read(task: FileTask) -> Trace:
 
 def profile_file(task: FileTask) -> TraceProfile:
     return profile_trace(read(task), task.by_shape)
+
+
+def summary_file(task: FileTask) -> SummaryPartial:
+    return summary_partial(read(task), task.summary or SummaryOptions())
 
 
 def rank_file(task: FileTask) -> RankPartial:
