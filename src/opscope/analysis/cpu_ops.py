@@ -21,10 +21,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from opscope.analysis.windows import STEP_NAME
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
-
-STEP_MARKER = r"^ProfilerStep#\d+$"  # step markers are cpu ops in 2021-schema traces; they are not operators
 
 
 @dataclass(frozen=True)
@@ -85,7 +84,7 @@ def cpu_op_table(trace: Trace, top: int = 30) -> CpuOpTable:
     ops = (
         trace.lazy()
         .filter((pl.col(Col.KIND).cast(pl.String) == Kind.CPU_OP) & pl.col(Col.DUR_NS).is_not_null()
-                & ~pl.col(Col.NAME).cast(pl.String).str.contains(STEP_MARKER))
+                & ~pl.col(Col.NAME).cast(pl.String).str.contains(STEP_NAME))  # 2021 traces: step markers are ops
         .select(pl.col(Col.NAME).cast(pl.String), pl.col(Col.PID).cast(pl.String), pl.col(Col.TID).cast(pl.String),
                 Col.TS_NS, Col.DUR_NS)
         .collect()

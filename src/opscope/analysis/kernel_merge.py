@@ -15,9 +15,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis import select
-from opscope.analysis.kernels import KernelRow, KernelSummary, SummaryOptions, device_names, finish_summary
-from opscope.model.schema import Col, Kind
+from opscope.analysis.kernels import KernelRow, KernelSummary, SummaryOptions, finish_summary, select_gpu
+from opscope.model.schema import Col
 from opscope.model.trace import Trace
 from opscope.scale.partials import Durations, durations_by_name, quantile_ns
 
@@ -52,22 +51,18 @@ class SummaryPartial:
 
 
 def summary_partial(trace: Trace, options: SummaryOptions) -> SummaryPartial:
-    gpu = select.by_streams(select.by_devices(trace.gpu_events(), options.devices), options.streams)
-    frame = gpu.select(Col.NAME, Col.KIND, Col.DUR_NS, Col.DEVICE).collect()
-    chosen = select.by_name(select.by_kinds(frame.lazy(), options.kinds), options.name_filter).collect()
-    keyed = chosen.select(
+    selection = select_gpu(trace, options)
+    keyed = selection.chosen.select(
         pl.concat_str(pl.col(Col.NAME).cast(pl.String).fill_null(""), pl.lit(_SEP), pl.col(Col.KIND).cast(pl.String))
         .alias("key"),
         pl.col(Col.DUR_NS),
-    ).filter(pl.col(Col.DUR_NS) >= 0)
+    ).filter(pl.col(Col.DUR_NS) >= 0).collect()
     stats = durations_by_name(keyed, "key", Col.DUR_NS)
     m2 = dict(keyed.group_by("key").agg(
         ((pl.col(Col.DUR_NS) - pl.col(Col.DUR_NS).mean()) ** 2).sum().alias("m2")).iter_rows())
-    kernels = int(trace.lazy().filter(pl.col(Col.KIND).cast(pl.String) == Kind.KERNEL).select(pl.len()).collect().item())
-    used = sorted(int(d) for d in frame[Col.DEVICE].drop_nulls().unique().to_list())
     return SummaryPartial(
-        path=trace.path, devices=device_names(trace, used), events=trace.count(), kernels=kernels,
-        gpu_time_ns=int(frame[Col.DUR_NS].sum() or 0), gpu_calls=frame.height,
+        path=trace.path, devices=selection.devices, events=selection.events, kernels=selection.kernels,
+        gpu_time_ns=selection.gpu_time_ns, gpu_calls=selection.frame.height,
         rows={key: RowPartial(durations=value, m2=float(m2.get(key) or 0.0)) for key, value in stats.items()},
         warnings=trace.meta.warnings,
     )

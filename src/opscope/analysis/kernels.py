@@ -105,17 +105,43 @@ def finish_summary(*, path: str, devices: tuple[str, ...], events: int, kernels:
     )
 
 
+@dataclass(frozen=True)
+class GpuSelection:
+    """What the per-kernel table is computed from: the GPU activity on the selected devices and streams
+    (`frame`, the share denominator), the rows --kind and --filter keep (`chosen`), and trace-wide counts."""
+
+    frame: pl.DataFrame  # name, kind, dur_ns, device
+    chosen: pl.LazyFrame
+    events: int
+    kernels: int
+    devices: tuple[str, ...]
+
+    @property
+    def gpu_time_ns(self) -> int:
+        return int(self.frame[Col.DUR_NS].sum() or 0)
+
+
+def select_gpu(trace: Trace, opts: SummaryOptions) -> GpuSelection:
+    """The selection shared by the one-trace table and the per-trace partials of a merged table."""
+    gpu = select.by_streams(select.by_devices(trace.gpu_events(), opts.devices), opts.streams)
+    frame = gpu.select(Col.NAME, Col.KIND, Col.DUR_NS, Col.DEVICE).collect()
+    chosen = select.by_name(select.by_kinds(frame.lazy(), opts.kinds), opts.name_filter)
+    # Both trace-wide counts in one scan of the table.
+    events, kernels = trace.lazy().select(
+        pl.len(), (pl.col(Col.KIND).cast(pl.String) == Kind.KERNEL).sum()).collect().row(0)
+    used = sorted(int(d) for d in frame[Col.DEVICE].drop_nulls().unique().to_list())
+    return GpuSelection(frame=frame, chosen=chosen, events=int(events), kernels=int(kernels or 0),
+                        devices=device_names(trace, used))
+
+
 def kernel_summary(trace: Trace, options: SummaryOptions | None = None) -> KernelSummary:
     """The per-kernel table of `trace` (see the module doc for definitions)."""
     opts = options or SummaryOptions()
-    gpu = select.by_streams(select.by_devices(trace.gpu_events(), opts.devices), opts.streams)
-    gpu = gpu.select(Col.NAME, Col.KIND, Col.DUR_NS, Col.DEVICE)
-    frame = gpu.collect()
-    gpu_time = int(frame[Col.DUR_NS].sum() or 0)
-    gpu_calls = frame.height
-    chosen = select.by_name(select.by_kinds(frame.lazy(), opts.kinds), opts.name_filter)
+    selection = select_gpu(trace, opts)
+    gpu_time = selection.gpu_time_ns
     grouped = (
-        chosen.group_by(Col.NAME, Col.KIND)
+        selection.chosen
+        .group_by(Col.NAME, Col.KIND)
         .agg(
             pl.len().alias("calls"),
             pl.col(Col.DUR_NS).sum().alias("total"),
@@ -145,9 +171,8 @@ def kernel_summary(trace: Trace, options: SummaryOptions | None = None) -> Kerne
         )
         for r in grouped.iter_rows(named=True)
     ]
-    kernels = int(trace.lazy().filter(pl.col(Col.KIND).cast(pl.String) == Kind.KERNEL).select(pl.len()).collect().item())
-    used = sorted(int(d) for d in frame[Col.DEVICE].drop_nulls().unique().to_list())
     return finish_summary(
-        path=trace.path, devices=device_names(trace, used), events=trace.count(), kernels=kernels,
-        gpu_time_ns=gpu_time, gpu_calls=gpu_calls, all_rows=all_rows, options=opts, warnings=trace.meta.warnings,
+        path=trace.path, devices=selection.devices, events=selection.events, kernels=selection.kernels,
+        gpu_time_ns=gpu_time, gpu_calls=selection.frame.height, all_rows=all_rows, options=opts,
+        warnings=trace.meta.warnings,
     )
