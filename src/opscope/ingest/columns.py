@@ -13,15 +13,20 @@ from functools import lru_cache
 import numpy as np
 import pyarrow as pa
 
-from opscope.model.schema import COLUMNS, KINDS, arrow_schema
+from opscope.model.schema import COLUMNS, KIND_CODES, KINDS, arrow_schema
 
-_KIND_INDEX = {k: i for i, k in enumerate(KINDS)}
+_KIND_INDEX = KIND_CODES
 
 
 @lru_cache(maxsize=1)
 def _kind_dict() -> pa.Array:
     # Built on first use: creating an Arrow array at import time makes pyarrow import pandas (~0.3 s).
     return pa.array(list(KINDS), type=pa.string())
+
+
+def kinds_from_codes(codes: np.ndarray) -> pa.DictionaryArray:
+    """The `kind` column from per-row codes (positions in KINDS)."""
+    return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32, copy=False)), _kind_dict())
 
 _SCHEMA = arrow_schema()
 
@@ -60,18 +65,16 @@ def text_of_ints(values: np.ndarray, valid: np.ndarray | None = None) -> pa.Dict
 
 
 def kinds(kind: str, n: int) -> pa.DictionaryArray:
-    return pa.DictionaryArray.from_arrays(pa.array(np.full(n, _KIND_INDEX[kind], dtype=np.int32)), _kind_dict())
+    return kinds_from_codes(np.full(n, _KIND_INDEX[kind], dtype=np.int32))
 
 
 def kinds_of(per_row: Sequence[str]) -> pa.DictionaryArray:
-    codes = np.fromiter((_KIND_INDEX[k] for k in per_row), dtype=np.int32, count=len(per_row))
-    return pa.DictionaryArray.from_arrays(pa.array(codes), _kind_dict())
+    return kinds_from_codes(np.fromiter((_KIND_INDEX[k] for k in per_row), dtype=np.int32, count=len(per_row)))
 
 
 def kinds_where(condition: np.ndarray, when_true: str, otherwise: str) -> pa.DictionaryArray:
     """Per-row kind chosen between two, vectorised."""
-    codes = np.where(condition, _KIND_INDEX[when_true], _KIND_INDEX[otherwise]).astype(np.int32)
-    return pa.DictionaryArray.from_arrays(pa.array(codes), _kind_dict())
+    return kinds_from_codes(np.where(condition, _KIND_INDEX[when_true], _KIND_INDEX[otherwise]))
 
 
 def text_where(condition: np.ndarray, when_true: str, otherwise: str) -> pa.DictionaryArray:

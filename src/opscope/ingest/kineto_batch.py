@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opscope.ingest.columns import kinds_from_codes
 from opscope.ingest.jsonstream import SyntaxProblem
 from opscope.ingest.kineto_structs import (
     ARGS_DECODERS,
@@ -36,7 +37,7 @@ from opscope.ingest.kineto_structs import (
     loose_args,
     loose_to_strict,
 )
-from opscope.model.schema import CATEGORY_KINDS, COLUMNS, KINDS, Col, Kind, arrow_schema
+from opscope.model.schema import CATEGORY_KINDS, COLUMNS, KIND_CODES, Col, Kind, arrow_schema
 
 
 class BatchDecoder:
@@ -207,13 +208,13 @@ class BatchDecoder:
         scatter = _Scatter(n, self)
         claimed = np.zeros(n, dtype=bool)
         for struct, kinds in _GROUPS:
-            member = np.isin(kind_codes, [_KIND_CODE[k] for k in kinds]) if kinds else ~claimed
+            member = np.isin(kind_codes, [KIND_CODES[k] for k in kinds]) if kinds else ~claimed
             claimed |= member
             idx = np.flatnonzero(member & has_args)
             if len(idx):
                 self._scatter_group(scatter, struct, idx, self._decode_args([args[i] for i in idx], struct))
         cols.update(scatter.finish())
-        _fill_gpu_placement(cols, pid, tid, np.isin(kind_codes, [_KIND_CODE[k] for k in _GPU_KINDS]))
+        _fill_gpu_placement(cols, pid, tid, np.isin(kind_codes, [KIND_CODES[k] for k in _GPU_KINDS]))
         return pa.RecordBatch.from_arrays([cols[c] for c in COLUMNS], schema=arrow_schema())
 
     def _scatter_group(self, scatter: _Scatter, struct: type, idx: np.ndarray, rows: list[Any]) -> None:
@@ -252,7 +253,6 @@ class BatchDecoder:
 
 
 _GPU_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
-_KIND_CODE = {k: i for i, k in enumerate(KINDS)}
 # Which args struct decodes which kinds of events; the last group takes every event not claimed before.
 _GROUPS: tuple[tuple[type, tuple[str, ...]], ...] = (
     (GpuArgs, _GPU_KINDS),
@@ -332,20 +332,17 @@ _ARROW: dict[str, pa.DataType] = {
 
 def _kinds(cat: pa.DictionaryArray, ph: pa.DictionaryArray) -> pa.DictionaryArray:
     """Normalised kind per event, computed on the dictionaries (few distinct values), not per event."""
-    cat_dict = cat.dictionary.to_pylist()
-    kinds = list(KINDS)
-    index = {k: i for i, k in enumerate(kinds)}
-    mapped = np.array([index[CATEGORY_KINDS.get(c, Kind.OTHER)] if c is not None else index[Kind.OTHER]
-                       for c in cat_dict] or [0], dtype=np.int32)
+    other = KIND_CODES[Kind.OTHER]
+    mapped = np.array([KIND_CODES[CATEGORY_KINDS.get(c, Kind.OTHER)] if c is not None else other
+                       for c in cat.dictionary.to_pylist()] or [0], dtype=np.int32)
     cat_idx = cat.indices.to_numpy(zero_copy_only=False)
     cat_valid = ~np.asarray(cat.is_null().to_numpy(zero_copy_only=False))
-    out = np.where(cat_valid, mapped[np.where(cat_valid, cat_idx, 0).astype(np.int64)], index[Kind.OTHER])
+    out = np.where(cat_valid, mapped[np.where(cat_valid, cat_idx, 0).astype(np.int64)], other)
     ph_dict = ph.dictionary.to_pylist()
     ph_idx = ph.indices.to_numpy(zero_copy_only=False)
     ph_valid = ~np.asarray(ph.is_null().to_numpy(zero_copy_only=False))
     is_meta = np.array([p == "M" for p in ph_dict] or [False])[np.where(ph_valid, ph_idx, 0).astype(np.int64)]
-    out = np.where(ph_valid & is_meta, index[Kind.METADATA], out)
-    return pa.DictionaryArray.from_arrays(pa.array(out.astype(np.int32)), pa.array(kinds, type=pa.string()))
+    return kinds_from_codes(np.where(ph_valid & is_meta, KIND_CODES[Kind.METADATA], out))
 
 
 def _fill_gpu_placement(columns: dict[str, pa.Array], pid: list[Any], tid: list[Any], is_gpu: np.ndarray) -> None:

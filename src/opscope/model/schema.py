@@ -90,6 +90,9 @@ KINDS: Final[tuple[str, ...]] = (
     Kind.OTHER,
 )
 
+# The position of each kind in KINDS: the code under the `kind` dictionary column.
+KIND_CODES: Final[dict[str, int]] = {kind: code for code, kind in enumerate(KINDS)}
+
 GPU_KINDS: Final[tuple[str, ...]] = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
 
 # Raw category -> kind, across schema generations (2021 capitalised names, current lower-case names, AMD).
