@@ -18,8 +18,9 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from _timing import best_of  # bench/_timing.py; bench scripts run with bench/ on sys.path
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "traces" / "hta" / \
     "ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
@@ -67,14 +68,12 @@ def _tile(source: Path, target_mb: float, out: Path) -> tuple[int, int]:
 def _time(argv: list[str], repeat: int) -> float:
     from opscope.cli.main import main
 
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
+    def once() -> None:
         code = main(argv)
-        best = min(best, time.perf_counter() - start)
         if code != 0:
             raise SystemExit(f"opscope {' '.join(argv)} failed with {code}")
-    return best
+
+    return best_of(once, repeat)
 
 
 def main() -> None:

@@ -24,12 +24,12 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
 
 import opscope
+from _timing import best_of  # bench/_timing.py; bench scripts run with bench/ on sys.path
 from opscope.analysis.kernels import SummaryOptions, kernel_summary
 from opscope.analysis.linking import link
 from opscope.analysis.ops import OpOptions, op_stats
@@ -52,15 +52,6 @@ def tile(trace: Trace, copies: int) -> Trace:
     parts = [frame.with_columns(pl.col(Col.TS_NS) + k * span, *((pl.col(c) + k * shift) for c in ids))
              for k in range(copies)]
     return Trace.from_frame(trace.meta, pl.concat(parts))
-
-
-def timed(fn: Callable[[], object], repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def end_to_end(paths: list[str], repeat: int) -> list[dict[str, object]]:
@@ -112,7 +103,7 @@ def main() -> None:
             "steps": lambda t=trace, lk=linkage: step_stats(t, None, lk),
             "ops+link": lambda t=trace: op_stats(t, OpOptions(top=0)),
         }
-        seconds = {name: timed(fn, args.repeat) for name, fn in runs.items()}
+        seconds = {name: best_of(fn, args.repeat) for name, fn in runs.items()}
         for name, value in seconds.items():
             ratio = value / seconds["summary"]
             print(f"{events:>10,} {name:>8} {value:>8.3f} {ratio:>10.2f} {value / events * 1e6:>13.3f}")

@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _timing import best_of  # bench/_timing.py; bench scripts run with bench/ on sys.path
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = REPO.parent / "shared" / "traces" / "pipit" / "cloverleaf-nsys__perlmutter-cloverleaf-cuda.sqlite"
 TILED_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
@@ -81,15 +83,6 @@ def tile(source: Path, target: Path, size_mb: float) -> int:
     return copies
 
 
-def _time(fn, repeat: int = 1) -> float:  # type: ignore[no-untyped-def]
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=float, default=1024.0, help="size of the tiled file (default 1024)")
@@ -131,10 +124,10 @@ def main(argv: list[str] | None = None) -> int:
             if code != 0:
                 raise SystemExit(f"opscope summary failed with exit code {code}")
 
-        t_floor = _time(floor, repeat=2)
-        t_cold = _time(lambda: summary("--no-cache"), repeat=2)
+        t_floor = best_of(floor, repeat=2)
+        t_cold = best_of(lambda: summary("--no-cache"), repeat=2)
         summary()  # writes the cache
-        t_warm = _time(summary, repeat=2)
+        t_warm = best_of(summary, repeat=2)
         print(f"(a) sqlite3 GROUP BY          {t_floor:8.2f} s")
         print(f"(b) opscope summary, cold     {t_cold:8.2f} s   ratio b/a = {t_cold / t_floor:5.2f}x  (target <= 3x)")
         print(f"(c) opscope summary, warm     {t_warm:8.2f} s   ratio c/a = {t_warm / t_floor:5.2f}x")

@@ -16,13 +16,13 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "tests")]
 
 import opscope  # noqa: E402
+from _timing import best_of  # noqa: E402  (bench/_timing.py; bench/ is on sys.path)
 from opscope.report.html import render_html  # noqa: E402
 from opscope.report.trace_report import trace_report  # noqa: E402
 
@@ -45,13 +45,11 @@ def largest_trace() -> tuple[Path, int]:
 
 
 def build(path: Path, out: Path) -> float:
-    best = float("inf")
-    for _ in range(2):
-        start = time.perf_counter()
+    def once() -> None:
         data = trace_report(opscope.load(path))
         out.write_text(render_html(data, title=path.name), encoding="utf-8")
-        best = min(best, time.perf_counter() - start)
-    return best
+
+    return best_of(once, 2)
 
 
 def render(out: Path) -> tuple[float, float]:
