@@ -86,8 +86,8 @@ def test_device_selection_and_top(cli) -> None:
 
 
 def test_negative_and_zero_durations(cli, tmp_path) -> None:
-    """Hand-made: a kernel with a negative duration counts as zero (like linking) and is reported; a zero-length
-    one counts as a call with no time."""
+    """Hand-made: a negative duration is left empty at ingest and counted in a warning (an error with
+    --strict), so the kernel has no GPU time; a zero-length one counts as a call with no time."""
     evs = [
         {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
         {"ph": "X", "cat": "kernel", "name": "ok", "pid": 0, "tid": 7, "ts": 10, "dur": 10, "args": {"device": 0}},
@@ -97,10 +97,11 @@ def test_negative_and_zero_durations(cli, tmp_path) -> None:
     path = tmp_path / "durations.json"
     path.write_text(json.dumps({"traceEvents": evs}))
     data = analyze_json(cli, path, "--no-cache")
-    assert data["devices"][0]["busy_us"] == 10.0 and data["devices"][0]["events"] == 3
-    assert data["linking"]["negative_gpu_durations"] == 1
-    assert {k["name"]: k["calls"] for k in data["kernels"]} == {"ok": 1, "zero": 1, "bad": 1}
-    assert "negative duration" in cli("analyze", path, "--no-cache").out
+    assert data["devices"][0]["busy_us"] == 10.0 and data["devices"][0]["events"] == 2
+    assert data["linking"]["negative_gpu_durations"] == 0
+    assert {k["name"]: k["calls"] for k in data["kernels"]} == {"ok": 1, "zero": 1}
+    assert "1 negative durations were left empty" in cli("analyze", path, "--no-cache").err
+    assert cli("analyze", path, "--no-cache", "--strict").code == 2
 
 
 def test_bad_input_is_one_line(cli, tmp_path) -> None:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from pathlib import Path
-
-import polars as pl
-import pyarrow as pa
 
 from opscope.errors import InputError
 from opscope.ingest.cache import CacheWriter, read_cached
@@ -15,18 +13,11 @@ from opscope.ingest.inputs import resolve_input
 from opscope.ingest.progress import ProgressCallback, reporting
 from opscope.ingest.registry import READERS, Reader, detect, register
 from opscope.model.meta import TraceMeta
-from opscope.model.schema import COLUMNS, arrow_schema
 from opscope.model.trace import Trace
 
 log = logging.getLogger("opscope")
 
 __all__ = ["READERS", "Reader", "load", "register", "resolve_input"]
-
-
-def _to_frame(table: pa.Table) -> pl.DataFrame:
-    frame = pl.from_arrow(table)
-    assert isinstance(frame, pl.DataFrame)
-    return frame.with_columns(pl.col(c).cast(t) for c, t in COLUMNS.items())
 
 
 def load(path: str | os.PathLike[str] | None = None, *, cache: bool = True, strict: bool = False,
@@ -53,25 +44,23 @@ def load(path: str | os.PathLike[str] | None = None, *, cache: bool = True, stri
 
 def _parse(reader: Reader, source: Path, display: str, cache: bool, strict: bool) -> Trace:
     batches, finish = reader.read(source, display)
-    if cache:
-        writer = CacheWriter(source)
-        try:
-            writer.write_all(batches)
-            meta = finish()
-            _check_nonempty(meta, writer.rows, display)
-            target = writer.finish(meta)
-        except BaseException:
-            writer.abort()
-            raise
-        _log_warnings(meta, strict)
-        return Trace.from_parquet(meta, target)
-    collected = [b for b in batches if b.num_rows]
-    meta = finish()
-    rows = sum(b.num_rows for b in collected)
-    _check_nonempty(meta, rows, display)
-    table = pa.Table.from_batches(collected, schema=arrow_schema())
+    # Without the cache the table still goes to a Parquet file (a temporary one, removed with the Trace), so
+    # memory stays as bounded as with the cache whatever the trace size.
+    scratch = None if cache else tempfile.TemporaryDirectory(prefix="opscope-")
+    target = None if scratch is None else Path(scratch.name) / "events.parquet"
+    writer = CacheWriter(source, target)
+    try:
+        writer.write_all(batches)
+        meta = finish()
+        _check_nonempty(meta, writer.rows, display)
+        written = writer.finish(meta)
+    except BaseException:
+        writer.abort()
+        if scratch is not None:
+            scratch.cleanup()
+        raise
     _log_warnings(meta, strict)
-    return Trace.from_frame(meta, _to_frame(table))
+    return Trace.from_parquet(meta, written, keepalive=scratch)
 
 
 def _check_nonempty(meta: TraceMeta, rows: int, display: str) -> None:

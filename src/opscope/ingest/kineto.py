@@ -1,131 +1,160 @@
 """Kineto / Chrome-trace JSON reader (`.json`, `.json.gz`; every schema generation, NVIDIA and AMD).
 
-`jsonstream` cuts the events array into batches of whole events, `kineto_batch` turns each batch into an
-Arrow record batch, and this module builds the trace metadata (`deviceProperties`, `distributedInfo`,
-`baseTimeNanoseconds`, profiler flags) from the document text around the array, plus the warnings for
-anything that had to be salvaged or repaired.
+Two readers implement the same rules (`docs/ingest.md`): the native one (`opscope._native`, Rust: parallel
+decoding with the GIL released, the default) and the Python reference (`ingest/pyreader.py`), chosen with
+`$OPSCOPE_READER` (`native` or `python`). Both stream record batches and end with the same report; this module
+turns that report into the trace metadata (`deviceProperties`, `distributedInfo`, `baseTimeNanoseconds`,
+profiler flags) and the warnings, so metadata and messages are built by one piece of code for both.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pyarrow as pa
 
-from opscope.ingest.jsonstream import EventSplitter, SyntaxProblem, scan_elements
-from opscope.ingest.kineto_batch import BatchDecoder, DecodeStats, decode_in_worker, verify_batch
-from opscope.ingest.parallel import ordered_map, plan_workers
-from opscope.ingest.source import ChunkReader, is_gzip
+from opscope.errors import InputError
+from opscope.ingest import progress
 from opscope.model.meta import DeviceInfo, TraceMeta
 
-# -- the reader --------------------------------------------------------------------------------------------
-
 _FLAG_KEYS = ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules")
+READERS = ("native", "python")
 
 
-def read_batches(path: Path, name: str) -> tuple[Iterator[pa.RecordBatch], Any]:
-    """Start reading `path`; returns the batch iterator and a finisher that builds `TraceMeta` afterwards.
+def reader_name() -> str:
+    """The reader in use: `$OPSCOPE_READER` (native / python), else native."""
+    wanted = os.environ.get("OPSCOPE_READER", "").strip().lower() or "native"
+    if wanted not in READERS:
+        raise InputError(f"OPSCOPE_READER={wanted!r}: expected one of {', '.join(READERS)}")
+    return wanted
 
-    Large traces are decoded by worker processes (see `ingest/parallel.py`); small ones in this process.
-    """
-    reader = ChunkReader(path)
-    decoder = BatchDecoder()
-    workers = plan_workers(_estimated_size(path, reader))
-    if workers:
-        splitter: EventSplitter[Any] = EventSplitter(reader, verify_batch, name)
-        batches = _parallel(splitter, decoder, workers)
-    else:
-        splitter = EventSplitter(reader, decoder, name)
-        batches = iter(splitter)
+
+def open_reader(path: Path, batch_bytes: int | None = None) -> Any:
+    """A reader object: iterate for record batches, then `finish()` for the report dict."""
+    if reader_name() == "python":
+        from opscope.ingest.pyreader import Reader
+
+        return Reader(path, batch_bytes)
+    from opscope import _native
+
+    try:
+        return _native.Reader(str(path), batch_bytes)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot open: {exc}") from None
+
+
+def read_batches(path: Path, name: str) -> tuple[Iterator[pa.RecordBatch], Callable[[], TraceMeta]]:
+    """Start reading `path`; returns the batch iterator and a finisher that builds `TraceMeta` afterwards."""
+    reader = open_reader(path)
+    report = progress.current()
+    size = path.stat().st_size
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            for batch in reader:
+                if report is not None:
+                    report(min(reader.position(), size), size)
+                yield batch
+        except RuntimeError as exc:  # a failure inside the native reader: one line naming the file
+            raise InputError(f"{name}: {exc}") from None
+        if report is not None:
+            report(min(reader.position(), size), size)
 
     def finish() -> TraceMeta:
-        return _build_meta(path, name, reader, decoder, splitter)
-
-    return batches, finish
-
-
-def _estimated_size(path: Path, reader: ChunkReader) -> int:
-    size = reader.compressed_size
-    return size * 8 if is_gzip(path) else size
-
-
-def _parallel(splitter: EventSplitter[bytes], decoder: BatchDecoder, workers: int) -> Iterator[pa.RecordBatch]:
-    raw: deque[bytes] = deque()
-
-    def remember(items: Iterator[bytes]) -> Iterator[bytes]:
-        for item in items:
-            raw.append(item)
-            yield item
-
-    results = ordered_map(_decode_or_error, remember(iter(splitter)), workers, "opscope.ingest.kineto_batch")
-    for batch, stats, failed in results:
-        data = raw.popleft()
-        if failed or batch is None or stats is None:  # rare: a batch only the lenient path can read; redo it here, element by element
-            yield from _decode_here(data, decoder, splitter)
-            continue
-        decoder.stats.merge(stats)
-        yield batch
-
-
-def _decode_or_error(data: bytes) -> tuple[pa.RecordBatch | None, DecodeStats | None, bool]:
-    try:
-        batch, stats = decode_in_worker(data)
-        return batch, stats, False
-    except SyntaxProblem:
-        return None, None, True
-
-
-def _decode_here(data: bytes, decoder: BatchDecoder, splitter: EventSplitter[Any]) -> Iterator[pa.RecordBatch]:
-    body = data[1:-1]
-    ends, _ = scan_elements(body)
-    start = 0
-    for end in ends:
-        piece = body[start:end].lstrip(b" \t\r\n,")
-        start = end
         try:
-            yield decoder(b"[" + piece + b"]")
-        except SyntaxProblem:
-            splitter.report.skipped_elements += 1
+            report = reader.finish()
+        except RuntimeError as exc:
+            raise InputError(f"{name}: {exc}") from None
+        return build_meta(path, name, report)
+
+    return batches(), finish
 
 
-def _decode_document_meta(header: bytes, trailer: bytes, bare: bool, closed: bool) -> dict[str, Any]:
-    if bare:
-        return {}
-    text = header + b"[]" + (trailer if closed else b"}")
-    try:
-        doc = msgspec.json.decode(text)
-    except msgspec.DecodeError:
-        try:
-            doc = msgspec.json.decode(header + b"[]}")
-        except msgspec.DecodeError:
-            return {}
-    return doc if isinstance(doc, dict) else {}
+def _fatal(name: str, fatal: tuple[Any, ...]) -> InputError:
+    what = fatal[0]
+    if what == "empty":
+        return InputError(f"{name}: the file is empty")
+    if what == "not_json":
+        return InputError(f"{name}: not JSON (starts with {bytes(fatal[1])!r})")
+    if what == "malformed":
+        return InputError(f"{name}: malformed JSON before the events array (at byte {fatal[1]:,})")
+    return InputError(f'{name}: JSON, but not a trace (no "traceEvents" array)')
 
 
-def _build_meta(path: Path, name: str, reader: ChunkReader, decoder: BatchDecoder,
-                splitter: EventSplitter[pa.RecordBatch]) -> TraceMeta:
-    report = splitter.report
-    doc = _decode_document_meta(report.header, report.trailer, report.bare_list, report.closed)
-    warnings: list[str] = []
-    truncated = reader.truncated or not report.closed
+def warnings_of(name: str, report: dict[str, Any]) -> list[str]:
+    """The warnings for a finished read, in a fixed order (the same for both readers)."""
+    stats = report["stats"]
+    out: list[str] = []
+    problem = report["gzip_problem"]
+    truncated = problem == "truncated" or not report["closed"]
     if truncated:
-        where = "gzip stream" if reader.truncated else "JSON document"
-        warnings.append(
-            f"{name}: trace cut off mid-write ({where} ends at byte {report.bytes_total:,} of the decompressed "
-            f"data); salvaged {decoder.stats.events:,} complete events up to byte {report.salvaged_up_to:,}"
-        )
-    if report.skipped_elements:
-        warnings.append(f"{name}: skipped {report.skipped_elements:,} malformed events")
-    if decoder.stats.bad_utf8_batches:
-        warnings.append(f"{name}: invalid UTF-8 in event text was replaced with U+FFFD "
-                        f"({decoder.stats.bad_utf8_batches} batch(es) affected)")
-    if decoder.stats.clamped_values:
-        warnings.append(f"{name}: {decoder.stats.clamped_values:,} integer values beyond 64 bits were left empty")
+        where = "gzip stream" if problem == "truncated" else "JSON document"
+        out.append(f"{name}: trace cut off mid-write ({where} ends at byte {report['bytes_total']:,} of the "
+                   f"decompressed data); salvaged {stats['events']:,} complete events up to byte "
+                   f"{report['salvaged_up_to']:,}")
+    if problem == "corrupt":
+        out.append(f"{name}: damaged gzip data after {report['bytes_total']:,} decompressed bytes; "
+                   "kept everything before it")
+    elif problem == "bad_checksum":
+        out.append(f"{name}: gzip checksum or length does not match the data (the file may be damaged)")
+    elif problem == "trailing_junk":
+        out.append(f"{name}: bytes after the end of the gzip data were ignored")
+    skipped = [(stats["malformed"], "malformed"), (stats["not_objects"], "not JSON objects"),
+               (stats["too_deep"], "nested deeper than 64 levels"), (stats["too_large"], "larger than 64 MiB")]
+    for count, why in skipped:
+        if count:
+            out.append(f"{name}: skipped {count:,} events: {why}")
+    if stats["bad_utf8"]:
+        out.append(f"{name}: invalid UTF-8 in event text was replaced with U+FFFD "
+                   f"({stats['bad_utf8']:,} events affected)")
+    if stats["out_of_range"]:
+        out.append(f"{name}: {stats['out_of_range']:,} integer values beyond 64 bits (or beyond their column's "
+                   "range) were left empty")
+    if stats["wrong_type"]:
+        out.append(f"{name}: {stats['wrong_type']:,} values of an unexpected type were left empty")
+    if stats["negative_durations"]:
+        out.append(f"{name}: {stats['negative_durations']:,} negative durations were left empty")
+    if report["skipped_meta_values"] or report["skipped_deep_meta_values"]:
+        count = report["skipped_meta_values"] + report["skipped_deep_meta_values"]
+        out.append(f"{name}: skipped {count:,} top-level metadata values larger than 16 MiB or nested deeper "
+                   "than 64 levels")
+    if report["closed"] and not truncated:
+        if report["malformed_after_events_at"] is not None:
+            out.append(f"{name}: malformed metadata after the events (at byte "
+                       f"{report['malformed_after_events_at']:,}); the rest of the document was ignored")
+        elif not report["document_closed"]:
+            out.append(f"{name}: the document ends inside the metadata after the events; some metadata "
+                       "(e.g. deviceProperties) may be missing")
+        if report["trailing_data_at"] is not None:
+            out.append(f"{name}: unexpected data after the end of the JSON document (at byte "
+                       f"{report['trailing_data_at']:,}) was ignored")
+    return out
+
+
+def _members(report: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    doc: dict[str, Any] = {}
+    bad = 0
+    for key, value in report["members"]:
+        try:
+            name = msgspec.json.decode(b'"' + bytes(key) + b'"', type=str)
+            doc[name] = msgspec.json.decode(bytes(value))
+        except (msgspec.DecodeError, RecursionError):
+            bad += 1
+    return doc, bad
+
+
+def build_meta(path: Path, name: str, report: dict[str, Any]) -> TraceMeta:
+    fatal = report["fatal"]
+    if fatal is not None:
+        raise _fatal(name, tuple(fatal))
+    doc, _ = _members(report)
+    warnings = warnings_of(name, report)
+    truncated = report["gzip_problem"] == "truncated" or not report["closed"]
     devices = tuple(DeviceInfo.from_kineto(p) for p in doc.get("deviceProperties", []) or [] if isinstance(p, dict))
     dist_raw = doc.get("distributedInfo")
     dist: dict[str, Any] = dist_raw if isinstance(dist_raw, dict) else {}

@@ -1,8 +1,10 @@
 """Byte sources: open a trace file (plain or gzip, told apart by magic bytes) and read it in chunks.
 
-Decompression uses ISA-L (`isal`) when installed, else zlib. A gzip stream cut off mid-write ends the
-iteration early and is reported through `ChunkReader.truncated` instead of raising, so that everything
-before the cut can be salvaged.
+Gzip is decoded member by member with zlib's streaming decompressor, so that nothing already decodable is
+lost: a stream cut off mid-write, damaged data, a checksum that does not match or bytes after the last member
+end the iteration with every byte decoded before the problem delivered, and the problem is recorded in
+`ChunkReader.problem` ("truncated", "corrupt", "bad_checksum", "trailing_junk"), the same categories the
+native reader reports. This is the reference reader's source; the native core has its own (`source.rs`).
 """
 
 from __future__ import annotations
@@ -15,11 +17,6 @@ from typing import BinaryIO
 
 from opscope.errors import InputError
 from opscope.ingest import progress
-
-try:  # ISA-L's gzip is 2-4x faster than zlib's; optional so that a missing wheel is not fatal
-    from isal import igzip as _gzip
-except ImportError:  # pragma: no cover - exercised only where isal has no wheel
-    import gzip as _gzip  # type: ignore[no-redef]
 
 GZIP_MAGIC = b"\x1f\x8b"
 CHUNK_BYTES = 4 << 20
@@ -39,50 +36,97 @@ def head_bytes(path: Path, size: int = 64 << 10) -> bytes:
 
 
 class ChunkReader:
-    """Iterates over the decompressed content of a file in chunks; remembers whether it ended early."""
+    """Iterates over the decompressed content of a file in chunks; remembers how the gzip stream ended."""
 
     def __init__(self, path: Path, chunk_bytes: int = CHUNK_BYTES, report_progress: bool = True) -> None:
         self.path = path
         self.chunk_bytes = chunk_bytes
-        self.truncated = False
-        self.error: str | None = None
+        self.problem: str | None = None
+        self.gzip = False
         self.bytes_read = 0  # decompressed bytes delivered so far
         self.compressed_size = os.path.getsize(path)
-        self._raw: BinaryIO | None = None  # the file on disk, under the decompressor when gzip
+        self._consumed = 0
         self._progress = progress.current() if report_progress else None
 
-    def _open(self) -> BinaryIO:
-        raw = open(self.path, "rb")  # noqa: SIM115 (closed by __iter__, with the decompressor on top)
-        self._raw = raw
-        if raw.read(2) == GZIP_MAGIC:
-            raw.seek(0)
-            return _gzip.open(raw, "rb")  # type: ignore[return-value]
-        raw.seek(0)
-        return raw
+    @property
+    def truncated(self) -> bool:
+        return self.problem is not None
+
+    @property
+    def error(self) -> str | None:
+        return self.problem
 
     def __iter__(self) -> Iterator[bytes]:
         try:
-            handle = self._open()
+            raw = open(self.path, "rb")  # noqa: SIM115 (closed below)
         except OSError as exc:
             raise InputError(f"{self.path}: cannot open: {exc.strerror or exc}") from None
-        with handle, self._raw or handle:
-            while True:
-                try:
-                    chunk = handle.read(self.chunk_bytes)
-                except (EOFError, zlib.error, OSError, ValueError) as exc:
-                    # A gzip member cut off mid-write (EOFError) or damaged (zlib/isal errors): keep what came.
-                    self.truncated = True
-                    self.error = str(exc) or type(exc).__name__
-                    return
-                if not chunk:
-                    return
+        with raw:
+            head = raw.read(2)
+            raw.seek(0)
+            chunks = self._gzip(raw) if head == GZIP_MAGIC else self._plain(raw)
+            for chunk in chunks:
                 self.bytes_read += len(chunk)
                 if self._progress is not None:
-                    self._progress(self.compressed_position() or 0, self.compressed_size)
+                    self._progress(min(self._consumed, self.compressed_size), self.compressed_size)
                 yield chunk
 
+    def _plain(self, raw: BinaryIO) -> Iterator[bytes]:
+        while chunk := raw.read(self.chunk_bytes):
+            self._consumed += len(chunk)
+            yield chunk
+
+    def _gzip(self, raw: BinaryIO) -> Iterator[bytes]:
+        self.gzip = True
+        pending = b""  # compressed bytes read but not yet given to a decompressor
+        while True:
+            decomp = zlib.decompressobj(zlib.MAX_WBITS | 16)
+            while not decomp.eof:
+                data = pending or raw.read(1 << 20)
+                pending = b""
+                if not data:
+                    self.problem = "truncated"
+                    return
+                self._consumed += len(data)
+                snapshot = decomp.copy()
+                try:
+                    out = decomp.decompress(data)
+                except zlib.error as exc:
+                    yield from _split(_salvage(snapshot, data), self.chunk_bytes)
+                    self.problem = "bad_checksum" if "check" in str(exc) and "header" not in str(exc) else "corrupt"
+                    return
+                yield from _split(out, self.chunk_bytes)
+            pending = decomp.unused_data
+            if not pending:
+                pending = raw.read(1 << 20)
+                self._consumed += len(pending)
+            if not pending:
+                return
+            if pending[:2] != GZIP_MAGIC or len(pending) < 2:
+                self.problem = "trailing_junk"
+                return
+
     def compressed_position(self) -> int | None:
-        """Bytes of the file on disk consumed so far (read-ahead included), None before opening."""
-        if self._raw is None or self._raw.closed:
-            return None
-        return min(self._raw.tell(), self.compressed_size)
+        """Bytes of the file on disk consumed so far."""
+        return min(self._consumed, self.compressed_size)
+
+
+def _split(data: bytes, size: int) -> Iterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
+def _salvage(decomp: zlib._Decompress, data: bytes) -> bytes:
+    """The output of the longest prefix of `data` that decompresses without error (the decompressor failed on
+    the whole of it; zlib gives no partial output with its error, so the prefix is found by bisection on
+    copies of the decompressor's state)."""
+    good, bad, out = 0, len(data), b""
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        try:
+            attempt = decomp.copy().decompress(data[:mid])
+        except zlib.error:
+            bad = mid
+            continue
+        good, out = mid, attempt
+    return out

@@ -1,0 +1,520 @@
+//! A batch of elements -> an Arrow record batch in the event table's schema, and what had to be repaired.
+//!
+//! The conversions are the ones `docs/ingest.md` lists (and the Python reference reader implements):
+//! which `args` keys are read depends on the event's kind; numbers are read from their text exactly; a
+//! value of the wrong type, an integer that does not fit its column and a negative duration are left
+//! empty and counted; GPU work without `args.device` / `args.stream` takes them from `pid` / `tid`.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    Float32Builder, Float64Builder, Int32Builder, Int64Builder, StringDictionaryBuilder,
+};
+use arrow_array::types::Int32Type;
+use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
+use serde_json::value::RawValue;
+
+use crate::event::{array_items, classify, parse_event, Arg, Args, RawEvent, Text, Val};
+use crate::number::{self, Parsed};
+use crate::scan::{flag, Batch};
+use crate::schema::{self, col, kind};
+
+/// Counts of what a batch had to skip or repair (summed over batches into the reader's report).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    pub events: u64,
+    pub not_objects: u64,
+    pub too_deep: u64,
+    pub too_large: u64,
+    pub malformed: u64,
+    pub bad_utf8: u64,
+    pub wrong_type: u64,
+    pub out_of_range: u64,
+    pub negative_durations: u64,
+}
+
+impl Stats {
+    pub fn add(&mut self, o: &Stats) {
+        self.events += o.events;
+        self.not_objects += o.not_objects;
+        self.too_deep += o.too_deep;
+        self.too_large += o.too_large;
+        self.malformed += o.malformed;
+        self.bad_utf8 += o.bad_utf8;
+        self.wrong_type += o.wrong_type;
+        self.out_of_range += o.out_of_range;
+        self.negative_durations += o.negative_durations;
+    }
+}
+
+struct Columns {
+    text: Vec<StringDictionaryBuilder<Int32Type>>, // ph, cat, name, pid, tid, input_dims, input_types, label
+    kind: Vec<i32>,
+    i64s: Vec<Int64Builder>, // by position in I64_COLS
+    i32s: Vec<Int32Builder>,
+    f32s: Vec<Float32Builder>,
+    bandwidth: Float64Builder,
+}
+
+const TEXT_COLS: [usize; 8] = [
+    col::PH,
+    col::CAT,
+    col::NAME,
+    col::PID,
+    col::TID,
+    col::INPUT_DIMS,
+    col::INPUT_TYPES,
+    col::LABEL,
+];
+const I64_COLS: [usize; 11] = [
+    col::TS_NS,
+    col::DUR_NS,
+    col::STREAM,
+    col::CORRELATION,
+    col::EXTERNAL_ID,
+    col::FLOW_ID,
+    col::SHARED_MEMORY,
+    col::BYTES,
+    col::PY_ID,
+    col::PY_PARENT_ID,
+    col::SEQ,
+];
+const I32_COLS: [usize; 8] = [
+    col::DEVICE,
+    col::GRID_X,
+    col::GRID_X + 1,
+    col::GRID_X + 2,
+    col::BLOCK_X,
+    col::BLOCK_X + 1,
+    col::BLOCK_X + 2,
+    col::REGISTERS,
+];
+const F32_COLS: [usize; 3] = [col::BLOCKS_PER_SM, col::WARPS_PER_SM, col::OCCUPANCY_PCT];
+
+fn slot(cols: &[usize], c: usize) -> usize {
+    cols.iter().position(|&x| x == c).unwrap_or(0)
+}
+
+/// One row's values before they go into the builders.
+struct Row<'a> {
+    text: [Option<Cow<'a, str>>; 8],
+    kind: i32,
+    i64s: [Option<i64>; 11],
+    i32s: [Option<i32>; 8],
+    f32s: [Option<f32>; 3],
+    bandwidth: Option<f64>,
+}
+
+impl Columns {
+    fn new(n: usize) -> Self {
+        Columns {
+            text: (0..TEXT_COLS.len())
+                .map(|_| StringDictionaryBuilder::<Int32Type>::new())
+                .collect(),
+            kind: Vec::with_capacity(n),
+            i64s: (0..I64_COLS.len())
+                .map(|_| Int64Builder::with_capacity(n))
+                .collect(),
+            i32s: (0..I32_COLS.len())
+                .map(|_| Int32Builder::with_capacity(n))
+                .collect(),
+            f32s: (0..F32_COLS.len())
+                .map(|_| Float32Builder::with_capacity(n))
+                .collect(),
+            bandwidth: Float64Builder::with_capacity(n),
+        }
+    }
+
+    fn push(&mut self, row: Row<'_>) {
+        for (b, v) in self.text.iter_mut().zip(row.text.iter()) {
+            match v {
+                Some(s) => {
+                    b.append_value(s.as_ref());
+                }
+                None => b.append_null(),
+            }
+        }
+        self.kind.push(row.kind);
+        for (b, v) in self.i64s.iter_mut().zip(row.i64s) {
+            b.append_option(v);
+        }
+        for (b, v) in self.i32s.iter_mut().zip(row.i32s) {
+            b.append_option(v);
+        }
+        for (b, v) in self.f32s.iter_mut().zip(row.f32s) {
+            b.append_option(v);
+        }
+        self.bandwidth.append_option(row.bandwidth);
+    }
+
+    fn finish(mut self) -> Result<RecordBatch, arrow_schema::ArrowError> {
+        let mut arrays: Vec<Option<ArrayRef>> = vec![None; schema::COLUMNS.len()];
+        for (i, b) in self.text.iter_mut().enumerate() {
+            arrays[TEXT_COLS[i]] = Some(Arc::new(b.finish()));
+        }
+        let kinds = DictionaryArray::<Int32Type>::try_new(
+            Int32Array::from(std::mem::take(&mut self.kind)),
+            Arc::new(StringArray::from(schema::KINDS.to_vec())),
+        )?;
+        arrays[col::KIND] = Some(Arc::new(kinds));
+        for (i, b) in self.i64s.iter_mut().enumerate() {
+            arrays[I64_COLS[i]] = Some(Arc::new(b.finish()));
+        }
+        for (i, b) in self.i32s.iter_mut().enumerate() {
+            arrays[I32_COLS[i]] = Some(Arc::new(b.finish()));
+        }
+        for (i, b) in self.f32s.iter_mut().enumerate() {
+            arrays[F32_COLS[i]] = Some(Arc::new(b.finish()));
+        }
+        arrays[col::BANDWIDTH_GBPS] = Some(Arc::new(self.bandwidth.finish()));
+        let columns: Vec<ArrayRef> = arrays
+            .into_iter()
+            .map(|a| a.expect("every column is built"))
+            .collect();
+        RecordBatch::try_new(schema::schema(), columns)
+    }
+}
+
+/// Decode the elements of one batch.
+pub fn decode_batch(batch: &Batch) -> Result<(RecordBatch, Stats), arrow_schema::ArrowError> {
+    let mut stats = Stats::default();
+    let mut cols = Columns::new(batch.elements.len());
+    let all_utf8 = simdutf8::basic::from_utf8(&batch.data).is_ok();
+    for e in &batch.elements {
+        if e.flags & flag::TOO_LARGE != 0 {
+            stats.too_large += 1;
+            continue;
+        }
+        if e.flags & flag::NOT_OBJECT != 0 {
+            stats.not_objects += 1;
+            continue;
+        }
+        if e.flags & flag::TOO_DEEP != 0 {
+            stats.too_deep += 1;
+            continue;
+        }
+        if e.flags & flag::JUNK != 0 {
+            stats.malformed += 1;
+            continue;
+        }
+        let bytes = &batch.data[e.start..e.end];
+        let text: Cow<'_, str> = if all_utf8 {
+            // SAFETY-free: checked above for the whole buffer, and elements start and end on ASCII bytes.
+            match std::str::from_utf8(bytes) {
+                Ok(s) => Cow::Borrowed(s),
+                Err(_) => Cow::Owned(String::from_utf8_lossy(bytes).into_owned()),
+            }
+        } else {
+            match std::str::from_utf8(bytes) {
+                Ok(s) => Cow::Borrowed(s),
+                Err(_) => {
+                    stats.bad_utf8 += 1;
+                    Cow::Owned(String::from_utf8_lossy(bytes).into_owned())
+                }
+            }
+        };
+        match parse_event(&text) {
+            Ok(ev) => {
+                let row = to_row(&ev, &mut stats);
+                cols.push(row);
+                stats.events += 1;
+            }
+            Err(_) => stats.malformed += 1,
+        }
+    }
+    Ok((cols.finish()?, stats))
+}
+
+fn count<T>(p: Parsed<T>, stats: &mut Stats) -> Option<T> {
+    match p {
+        Parsed::Value(v) => Some(v),
+        Parsed::Null => None,
+        Parsed::WrongType => {
+            stats.wrong_type += 1;
+            None
+        }
+        Parsed::OutOfRange => {
+            stats.out_of_range += 1;
+            None
+        }
+        Parsed::Negative => {
+            stats.negative_durations += 1;
+            None
+        }
+    }
+}
+
+fn int_of(raw: Option<&RawValue>) -> Parsed<i64> {
+    match classify(raw) {
+        Val::Null => Parsed::Null,
+        Val::Num(t) => number::integer(t.as_bytes(), false),
+        Val::Str(s) => number::integer(s.as_bytes(), true),
+        Val::Other => Parsed::WrongType,
+    }
+}
+
+fn int32_of(raw: Option<&RawValue>) -> Parsed<i32> {
+    match int_of(raw) {
+        Parsed::Value(v) => i32::try_from(v).map_or(Parsed::OutOfRange, Parsed::Value),
+        Parsed::Null => Parsed::Null,
+        Parsed::WrongType => Parsed::WrongType,
+        Parsed::OutOfRange => Parsed::OutOfRange,
+        Parsed::Negative => Parsed::Negative,
+    }
+}
+
+fn float_of(raw: Option<&RawValue>) -> Parsed<f64> {
+    match classify(raw) {
+        Val::Null => Parsed::Null,
+        Val::Num(t) => number::float(t.as_bytes(), false),
+        Val::Str(s) => number::float(s.as_bytes(), true),
+        Val::Other => Parsed::WrongType,
+    }
+}
+
+fn float32_of(raw: Option<&RawValue>) -> Parsed<f32> {
+    match float_of(raw) {
+        Parsed::Value(v) if v.abs() <= f64::from(f32::MAX) => Parsed::Value(v as f32),
+        Parsed::Value(_) => Parsed::OutOfRange,
+        Parsed::Null => Parsed::Null,
+        Parsed::WrongType => Parsed::WrongType,
+        Parsed::OutOfRange => Parsed::OutOfRange,
+        Parsed::Negative => Parsed::Negative,
+    }
+}
+
+fn time_of(raw: Option<&RawValue>) -> Parsed<i64> {
+    match classify(raw) {
+        Val::Null => Parsed::Null,
+        Val::Num(t) => number::micros_to_ns(t.as_bytes()),
+        Val::Str(s) => number::micros_to_ns(number::trim_ws(s.as_bytes())),
+        Val::Other => Parsed::WrongType,
+    }
+}
+
+/// pid / tid as text: a string as it is, an integer as written; anything else is the wrong type.
+fn id_text<'a>(raw: Option<&'a RawValue>, stats: &mut Stats) -> Option<Cow<'a, str>> {
+    match classify(raw) {
+        Val::Null => None,
+        Val::Str(s) => Some(s),
+        Val::Num(t) if !t.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) => {
+            Some(Cow::Borrowed(t))
+        }
+        _ => {
+            stats.wrong_type += 1;
+            None
+        }
+    }
+}
+
+fn text_of<'a>(t: &Text<'a>, stats: &mut Stats) -> Option<Cow<'a, str>> {
+    match t {
+        Text::Str(s) => Some(s.clone()),
+        Text::Wrong => {
+            stats.wrong_type += 1;
+            None
+        }
+        _ => None,
+    }
+}
+
+/// GPU placement from pid / tid text: an integer as written, else the digits in the text (1 to 17 of them).
+fn placement(text: Option<&str>) -> Option<i64> {
+    let text = text?;
+    if let Parsed::Value(v) = number::integer(text.as_bytes(), false) {
+        return Some(v);
+    }
+    let digits: String = text.chars().filter(char::is_ascii_digit).collect();
+    if digits.is_empty() || digits.len() > 17 {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Raw value of a key, or of its older spelling when the key is absent or null.
+fn either<'a>(args: &Args<'a>, key: Arg, old: Arg) -> Option<&'a RawValue> {
+    match args.get(key) {
+        Some(raw) if raw.get() != "null" => Some(raw),
+        _ => args.get(old),
+    }
+}
+
+fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
+    let ph = text_of(&ev.ph, stats);
+    let cat = text_of(&ev.cat, stats);
+    let name = text_of(&ev.name, stats);
+    let pid = id_text(ev.pid, stats);
+    let tid = id_text(ev.tid, stats);
+    let mut k = cat.as_deref().map_or(kind::OTHER, schema::kind_code);
+    if ph.as_deref() == Some("M") {
+        k = kind::METADATA;
+    }
+    let mut row = Row {
+        text: [ph, cat, name, pid, tid, None, None, None],
+        kind: k,
+        i64s: [None; 11],
+        i32s: [None; 8],
+        f32s: [None; 3],
+        bandwidth: None,
+    };
+    row.i64s[slot(&I64_COLS, col::TS_NS)] = count(time_of(ev.ts), stats);
+    let dur = match time_of(ev.dur) {
+        Parsed::Value(v) if v < 0 => Parsed::Negative,
+        other => other,
+    };
+    row.i64s[slot(&I64_COLS, col::DUR_NS)] = count(dur, stats);
+    row.i64s[slot(&I64_COLS, col::FLOW_ID)] = count(int_of(ev.id), stats);
+
+    let args = &ev.args;
+    if matches!(args, Args::Wrong) {
+        stats.wrong_type += 1;
+    }
+    let gpu = matches!(k, kind::KERNEL | kind::MEMCPY | kind::MEMSET);
+    let launch = matches!(k, kind::RUNTIME | kind::DRIVER);
+    let set64 = |row: &mut Row<'a>, c: usize, v: Option<i64>| row.i64s[slot(&I64_COLS, c)] = v;
+    if k == kind::PYTHON {
+        set64(
+            &mut row,
+            col::PY_ID,
+            count(int_of(args.get(Arg::PythonId)), stats),
+        );
+        set64(
+            &mut row,
+            col::PY_PARENT_ID,
+            count(int_of(args.get(Arg::PythonParentId)), stats),
+        );
+    } else if k == kind::METADATA {
+        row.text[7] = match classify(args.get(Arg::Name)) {
+            Val::Str(s) => Some(s),
+            Val::Null => None,
+            _ => {
+                stats.wrong_type += 1;
+                None
+            }
+        };
+    } else {
+        set64(
+            &mut row,
+            col::EXTERNAL_ID,
+            count(
+                int_of(either(args, Arg::ExternalId, Arg::ExternalIdOld)),
+                stats,
+            ),
+        );
+        set64(
+            &mut row,
+            col::CORRELATION,
+            count(int_of(args.get(Arg::Correlation)), stats),
+        );
+        if !launch {
+            set64(
+                &mut row,
+                col::STREAM,
+                count(int_of(args.get(Arg::Stream)), stats),
+            );
+            row.i32s[slot(&I32_COLS, col::DEVICE)] = count(int32_of(args.get(Arg::Device)), stats);
+        }
+        if gpu {
+            for (axis_col, key) in [(col::GRID_X, Arg::Grid), (col::BLOCK_X, Arg::Block)] {
+                if let Some(raw) = args.get(key) {
+                    match array_items(raw) {
+                        Some(items) => {
+                            for axis in 0..3 {
+                                let v = items
+                                    .get(axis)
+                                    .map_or(Parsed::Null, |item| int32_of(Some(item)));
+                                row.i32s[slot(&I32_COLS, axis_col + axis)] = count(v, stats);
+                            }
+                        }
+                        None if raw.get() == "null" => {}
+                        None => stats.wrong_type += 1,
+                    }
+                }
+            }
+            row.i32s[slot(&I32_COLS, col::REGISTERS)] =
+                count(int32_of(args.get(Arg::Registers)), stats);
+            set64(
+                &mut row,
+                col::SHARED_MEMORY,
+                count(int_of(args.get(Arg::SharedMemory)), stats),
+            );
+            row.f32s[0] = count(float32_of(args.get(Arg::BlocksPerSm)), stats);
+            row.f32s[1] = count(float32_of(args.get(Arg::WarpsPerSm)), stats);
+            row.f32s[2] = count(float32_of(args.get(Arg::Occupancy)), stats);
+            set64(
+                &mut row,
+                col::BYTES,
+                count(int_of(args.get(Arg::Bytes)), stats),
+            );
+            row.bandwidth = count(float_of(args.get(Arg::Bandwidth)), stats);
+        } else if !launch {
+            let dims = either(args, Arg::InputDims, Arg::InputDimsOld);
+            row.text[5] = dims
+                .filter(|r| r.get() != "null")
+                .map(|r| Cow::Borrowed(r.get()));
+            row.text[6] = args
+                .get(Arg::InputTypes)
+                .filter(|r| r.get() != "null")
+                .map(|r| Cow::Borrowed(r.get()));
+            set64(
+                &mut row,
+                col::SEQ,
+                count(int_of(args.get(Arg::Sequence)), stats),
+            );
+        }
+    }
+    if gpu {
+        let dev = slot(&I32_COLS, col::DEVICE);
+        if row.i32s[dev].is_none() {
+            row.i32s[dev] = placement(row.text[3].as_deref()).and_then(|v| i32::try_from(v).ok());
+        }
+        let stream = slot(&I64_COLS, col::STREAM);
+        if row.i64s[stream].is_none() {
+            row.i64s[stream] = placement(row.text[4].as_deref());
+        }
+    }
+    row
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scan::Scanner;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+
+    fn decode(doc: &str) -> (RecordBatch, Stats) {
+        let mut s = Scanner::new(1 << 20);
+        s.feed(doc.as_bytes());
+        s.finish();
+        let batches = s.take_batches();
+        decode_batch(&batches[0]).unwrap()
+    }
+
+    #[test]
+    fn kernel_row() {
+        let (b, st) = decode(
+            r#"[{"ph":"X","cat":"kernel","name":"k\u0041","pid":0,"tid":7,"ts":1712192699123456.789,"dur":2.5,
+            "args":{"stream":7,"device":0,"grid":[2,1,1],"block":[128,1,1],"correlation":99,"x":[{"y":1}]}},
+            {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":"1","tid":"2","ts":"3","dur":-1,
+            "args":{"Input Dims":[[1, 2], []],"External id":5}}, 7]"#,
+        );
+        assert_eq!(b.num_rows(), 2);
+        assert_eq!(st.not_objects, 1);
+        assert_eq!(st.negative_durations, 1);
+        let ts = b.column(col::TS_NS).as_primitive::<Int64Type>();
+        assert_eq!(ts.value(0), 1_712_192_699_123_456_789);
+        assert_eq!(ts.value(1), 3000);
+        let names = b.column(col::NAME).as_dictionary::<Int32Type>();
+        let values = names.values().as_string::<i32>();
+        assert_eq!(values.value(names.keys().value(0) as usize), "kA");
+        let dims = b.column(col::INPUT_DIMS).as_dictionary::<Int32Type>();
+        assert_eq!(
+            dims.values()
+                .as_string::<i32>()
+                .value(dims.keys().value(1) as usize),
+            "[[1, 2], []]"
+        );
+    }
+}

@@ -1,0 +1,317 @@
+//! One event object -> one row of the event table.
+//!
+//! serde_json parses each element the scanner cut out, with visitors that keep only the fields the table
+//! needs: text fields borrowed from the input where they have no escapes, every other field as its raw
+//! JSON text (`RawValue`), converted afterwards by the exact rules of `number.rs`. Unknown keys are
+//! validated and skipped without building anything. Duplicate keys: the last one wins.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+
+/// A text field as found: absent / null, a string, or something else.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub enum Text<'a> {
+    #[default]
+    Absent,
+    Null,
+    Str(Cow<'a, str>),
+    Wrong,
+}
+
+impl<'a> Text<'a> {
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Text::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+struct TextVisitor;
+
+impl<'de> Visitor<'de> for TextVisitor {
+    type Value = Text<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Text::Str(Cow::Borrowed(v)))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Text::Str(Cow::Owned(v.to_owned())))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Text::Str(Cow::Owned(v)))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Text::Null)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Text::Null)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Text::Wrong)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Text::Wrong)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Text::Wrong)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Text::Wrong)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Text::Wrong)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Text::Wrong)
+    }
+}
+
+struct TextSeed;
+
+impl<'de> DeserializeSeed<'de> for TextSeed {
+    type Value = Text<'de>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(TextVisitor)
+    }
+}
+
+/// The `args` keys the table reads.
+#[derive(Clone, Copy)]
+pub enum Arg {
+    ExternalId = 0,
+    ExternalIdOld,
+    Correlation,
+    Stream,
+    Device,
+    Grid,
+    Block,
+    Registers,
+    SharedMemory,
+    BlocksPerSm,
+    WarpsPerSm,
+    Occupancy,
+    Bytes,
+    Bandwidth,
+    InputDims,
+    InputDimsOld,
+    InputTypes,
+    Sequence,
+    PythonId,
+    PythonParentId,
+    Name,
+}
+
+pub const N_ARGS: usize = 21;
+
+fn arg_of(key: &str) -> Option<Arg> {
+    Some(match key {
+        "External id" => Arg::ExternalId,
+        "external id" => Arg::ExternalIdOld,
+        "correlation" => Arg::Correlation,
+        "stream" => Arg::Stream,
+        "device" => Arg::Device,
+        "grid" => Arg::Grid,
+        "block" => Arg::Block,
+        "registers per thread" => Arg::Registers,
+        "shared memory" => Arg::SharedMemory,
+        "blocks per SM" => Arg::BlocksPerSm,
+        "warps per SM" => Arg::WarpsPerSm,
+        "est. achieved occupancy %" => Arg::Occupancy,
+        "bytes" => Arg::Bytes,
+        "memory bandwidth (GB/s)" => Arg::Bandwidth,
+        "Input Dims" => Arg::InputDims,
+        "Input dims" => Arg::InputDimsOld,
+        "Input type" => Arg::InputTypes,
+        "Sequence number" => Arg::Sequence,
+        "Python id" => Arg::PythonId,
+        "Python parent id" => Arg::PythonParentId,
+        "name" => Arg::Name,
+        _ => return None,
+    })
+}
+
+/// `args` as found: absent, an object (the known keys' raw values), or another type.
+#[derive(Default)]
+#[allow(clippy::large_enum_variant)] // one per event, on the stack: boxing would only add an allocation
+pub enum Args<'a> {
+    #[default]
+    Absent,
+    Object([Option<&'a RawValue>; N_ARGS]),
+    Wrong,
+}
+
+impl<'a> Args<'a> {
+    pub fn get(&self, arg: Arg) -> Option<&'a RawValue> {
+        match self {
+            Args::Object(values) => values[arg as usize],
+            _ => None,
+        }
+    }
+}
+
+struct ArgsVisitor;
+
+/// A key, borrowed where possible (keys with escapes are decoded into a String).
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> de::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+impl<'de> Visitor<'de> for ArgsVisitor {
+    type Value = Args<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut values: [Option<&'de RawValue>; N_ARGS] = [None; N_ARGS];
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match arg_of(&key.0) {
+                Some(arg) => values[arg as usize] = Some(map.next_value::<&'de RawValue>()?),
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Args::Object(values))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Args::Absent)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Args::Wrong)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Args::Wrong)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Args::Wrong)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Args::Wrong)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Args::Wrong)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Args::Wrong)
+    }
+}
+
+struct ArgsSeed;
+
+impl<'de> DeserializeSeed<'de> for ArgsSeed {
+    type Value = Args<'de>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(ArgsVisitor)
+    }
+}
+
+/// The fields of one event, as found.
+#[derive(Default)]
+pub struct RawEvent<'a> {
+    pub ph: Text<'a>,
+    pub cat: Text<'a>,
+    pub name: Text<'a>,
+    pub pid: Option<&'a RawValue>,
+    pub tid: Option<&'a RawValue>,
+    pub ts: Option<&'a RawValue>,
+    pub dur: Option<&'a RawValue>,
+    pub id: Option<&'a RawValue>,
+    pub args: Args<'a>,
+}
+
+struct EventVisitor;
+
+impl<'de> Visitor<'de> for EventVisitor {
+    type Value = RawEvent<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an event object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut ev = RawEvent::default();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.0.as_ref() {
+                "ph" => ev.ph = map.next_value_seed(TextSeed)?,
+                "cat" => ev.cat = map.next_value_seed(TextSeed)?,
+                "name" => ev.name = map.next_value_seed(TextSeed)?,
+                "pid" => ev.pid = Some(map.next_value()?),
+                "tid" => ev.tid = Some(map.next_value()?),
+                "ts" => ev.ts = Some(map.next_value()?),
+                "dur" => ev.dur = Some(map.next_value()?),
+                "id" => ev.id = Some(map.next_value()?),
+                "args" => ev.args = map.next_value_seed(ArgsSeed)?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(ev)
+    }
+}
+
+/// Parse one element (a JSON object, valid UTF-8) into its fields; Err when it is not valid JSON.
+pub fn parse_event(text: &str) -> Result<RawEvent<'_>, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let ev = de.deserialize_map(EventVisitor)?;
+    de.end()?;
+    Ok(ev)
+}
+
+/// A raw JSON value, classified.
+pub enum Val<'a> {
+    Null,
+    Num(&'a str),
+    Str(Cow<'a, str>),
+    Other,
+}
+
+pub fn classify(raw: Option<&RawValue>) -> Val<'_> {
+    let Some(raw) = raw else { return Val::Null };
+    let text = raw.get();
+    match text.as_bytes().first() {
+        Some(b'"') => {
+            let mut de = serde_json::Deserializer::from_str(text);
+            match de.deserialize_any(TextVisitor) {
+                Ok(Text::Str(s)) => Val::Str(s),
+                _ => Val::Other,
+            }
+        }
+        Some(b'n') => Val::Null,
+        Some(b'-' | b'0'..=b'9') => Val::Num(text),
+        _ => Val::Other,
+    }
+}
+
+/// The elements of a raw JSON array (None when it is not an array).
+pub fn array_items(raw: &RawValue) -> Option<Vec<&RawValue>> {
+    if !raw.get().starts_with('[') {
+        return None;
+    }
+    serde_json::from_str::<Vec<&RawValue>>(raw.get()).ok()
+}
