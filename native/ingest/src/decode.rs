@@ -180,7 +180,9 @@ impl Columns {
 pub fn decode_batch(batch: &Batch) -> Result<(RecordBatch, Stats), arrow_schema::ArrowError> {
     let mut stats = Stats::default();
     let mut cols = Columns::new(batch.elements.len());
-    let all_utf8 = simdutf8::basic::from_utf8(&batch.data).is_ok();
+    // One UTF-8 check for the whole batch; elements start and end on ASCII bytes, so slices of a valid
+    // buffer are valid too. Only when the batch is not valid is each element checked (and repaired).
+    let whole = simdutf8::basic::from_utf8(&batch.data).ok();
     for e in &batch.elements {
         if e.flags & flag::TOO_LARGE != 0 {
             stats.too_large += 1;
@@ -199,20 +201,15 @@ pub fn decode_batch(batch: &Batch) -> Result<(RecordBatch, Stats), arrow_schema:
             continue;
         }
         let bytes = &batch.data[e.start..e.end];
-        let text: Cow<'_, str> = if all_utf8 {
-            // SAFETY-free: checked above for the whole buffer, and elements start and end on ASCII bytes.
-            match std::str::from_utf8(bytes) {
-                Ok(s) => Cow::Borrowed(s),
-                Err(_) => Cow::Owned(String::from_utf8_lossy(bytes).into_owned()),
-            }
-        } else {
-            match std::str::from_utf8(bytes) {
+        let text: Cow<'_, str> = match whole.and_then(|s| s.get(e.start..e.end)) {
+            Some(s) => Cow::Borrowed(s),
+            None => match std::str::from_utf8(bytes) {
                 Ok(s) => Cow::Borrowed(s),
                 Err(_) => {
                     stats.bad_utf8 += 1;
                     Cow::Owned(String::from_utf8_lossy(bytes).into_owned())
                 }
-            }
+            },
         };
         match parse_event(&text) {
             Ok(ev) => {

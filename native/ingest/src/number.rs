@@ -102,43 +102,43 @@ fn split_decimal(text: &[u8]) -> Option<Decimal<'_>> {
 
 /// The decimal scaled by 10^`scale`, rounded half to even, as an i64 (None when out of range).
 fn scaled_integer(dec: &Decimal<'_>, scale: i64) -> Option<i64> {
-    // All significant digits, and the power of ten that applies to the last one.
+    // The significant digits (leading zeros dropped) and the power of ten that applies to the last one.
     let digits = dec.int_digits.iter().chain(dec.frac_digits.iter()).copied();
-    let power = dec.exponent + scale - dec.frac_digits.len() as i64;
-    let all: Vec<u8> = digits.skip_while(|&d| d == b'0').collect();
-    if all.is_empty() {
+    let total = dec.int_digits.len() + dec.frac_digits.len();
+    let leading = digits.clone().take_while(|&d| d == b'0').count();
+    let count = total - leading;
+    if count == 0 {
         return Some(0);
     }
-    let (keep, dropped): (&[u8], &[u8]) = if power >= 0 {
-        (&all, &[])
+    let power = dec.exponent + scale - dec.frac_digits.len() as i64;
+    // Digits kept (before the decimal point of the scaled value) and the first dropped one.
+    let keep = if power >= 0 {
+        count
     } else {
-        let cut = (all.len() as i64 + power).max(0) as usize;
-        all.split_at(cut.min(all.len()))
+        (count as i64 + power).max(0) as usize
     };
+    if power < 0 && (count as i64 + power) < 0 {
+        return Some(0); // below a tenth of a unit: rounds to zero
+    }
     let mut magnitude: u128 = 0;
-    for &d in keep {
-        magnitude = magnitude
-            .checked_mul(10)?
-            .checked_add(u128::from(d - b'0'))?;
+    let mut significant = digits.skip(leading);
+    for d in significant.by_ref().take(keep) {
+        magnitude = magnitude * 10 + u128::from(d - b'0');
         if magnitude > u128::from(u64::MAX) {
             return None;
         }
     }
     if power > 0 {
         for _ in 0..power {
-            magnitude = magnitude.checked_mul(10)?;
+            magnitude *= 10;
             if magnitude > u128::from(u64::MAX) {
                 return None;
             }
         }
     }
-    // Dropped digits: fewer than needed means leading zeros were dropped too (value < 0.1 of a unit).
-    let missing_zeros = (-power).max(0) as usize - dropped.len().min((-power).max(0) as usize);
-    if !dropped.is_empty() && missing_zeros == 0 {
-        let first = dropped[0];
-        let rest_nonzero = dropped[1..].iter().any(|&d| d != b'0');
-        let round_up = first > b'5' || (first == b'5' && (rest_nonzero || magnitude % 2 == 1));
-        if round_up {
+    if let Some(first) = significant.next() {
+        let rest_nonzero = significant.any(|d| d != b'0');
+        if first > b'5' || (first == b'5' && (rest_nonzero || magnitude % 2 == 1)) {
             magnitude += 1;
         }
     }

@@ -120,6 +120,29 @@ pub struct Scanner {
     pub outline: Outline,
 }
 
+const QUOTE: u8 = 1;
+const OPEN: u8 = 2;
+const CLOSE: u8 = 3;
+
+/// Bytes that matter outside strings, inside an element.
+static OUTSIDE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    t[b'"' as usize] = QUOTE;
+    t[b'{' as usize] = OPEN;
+    t[b'[' as usize] = OPEN;
+    t[b'}' as usize] = CLOSE;
+    t[b']' as usize] = CLOSE;
+    t
+};
+
+/// Bytes that matter inside strings.
+static IN_STRING: [bool; 256] = {
+    let mut t = [false; 256];
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
 fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
@@ -412,59 +435,70 @@ impl Scanner {
 
     fn scan_events(&mut self, chunk: &[u8], mut i: usize) -> usize {
         let n = chunk.len();
+        let base = self.offset;
         // Start of the part of this chunk that belongs to the open element (copied at the end).
         let mut copy_from = if self.elem_open { Some(i) } else { None };
+        // The hot state lives in locals inside the loop and goes back into `self` around the rare calls.
+        let (mut depth, mut in_str, mut escape) = (self.depth, self.in_str, self.escape);
+        let (mut flags, mut closed, mut last_end) =
+            (self.elem_flags, self.elem_closed, self.elem_last_end);
         while i < n {
-            if self.in_str {
-                // Jump to the next quote or backslash.
-                if self.escape {
-                    self.escape = false;
+            if in_str {
+                if escape {
+                    escape = false;
                     i += 1;
                     continue;
                 }
-                match memchr::memchr2(b'"', b'\\', &chunk[i..]) {
-                    None => break,
-                    Some(p) => {
-                        i += p;
-                        if chunk[i] == b'\\' {
-                            self.escape = true;
-                        } else {
-                            self.in_str = false;
-                            if self.depth == 0 {
-                                self.elem_last_end = self.offset + i as u64 + 1;
-                            }
-                        }
-                        i += 1;
-                        continue;
+                while i < n && !IN_STRING[chunk[i] as usize] {
+                    i += 1;
+                }
+                if i == n {
+                    break;
+                }
+                if chunk[i] == b'\\' {
+                    escape = true;
+                } else {
+                    in_str = false;
+                    if depth == 0 {
+                        last_end = base + i as u64 + 1;
                     }
                 }
+                i += 1;
+                continue;
             }
-            let b = chunk[i];
-            if self.depth > 0 {
-                match b {
-                    b'"' => self.in_str = true,
-                    b'{' | b'[' => {
-                        self.depth += 1;
-                        if self.depth > MAX_DEPTH {
-                            self.elem_flags |= flag::TOO_DEEP;
+            if depth > 0 {
+                while i < n && OUTSIDE[chunk[i] as usize] == 0 {
+                    i += 1;
+                }
+                if i == n {
+                    break;
+                }
+                match OUTSIDE[chunk[i] as usize] {
+                    QUOTE => in_str = true,
+                    OPEN => {
+                        depth += 1;
+                        if depth > MAX_DEPTH {
+                            flags |= flag::TOO_DEEP;
                         }
                     }
-                    b'}' | b']' => {
-                        self.depth -= 1;
-                        if self.depth == 0 {
-                            self.elem_closed = true;
-                            self.elem_last_end = self.offset + i as u64 + 1;
+                    _ => {
+                        depth -= 1;
+                        if depth == 0 {
+                            closed = true;
+                            last_end = base + i as u64 + 1;
                         }
                     }
-                    _ => {}
                 }
                 i += 1;
                 continue;
             }
             // depth 0: between elements, or in a scalar / after a closed container
+            let b = chunk[i];
             match b {
                 b' ' | b'\t' | b'\n' | b'\r' => {}
                 b',' | b']' => {
+                    (self.elem_flags, self.elem_closed, self.elem_last_end) =
+                        (flags, closed, last_end);
                     if let Some(from) = copy_from.take() {
                         self.copy_element_bytes(&chunk[from..i]);
                     }
@@ -477,34 +511,40 @@ impl Scanner {
                         } else {
                             State::ObjAfterValue
                         };
+                        (self.depth, self.in_str, self.escape) = (depth, in_str, escape);
                         return i + 1;
                     }
+                    (flags, closed) = (self.elem_flags, self.elem_closed);
                 }
                 _ => {
-                    self.elem_last_end = self.offset + i as u64 + 1;
+                    last_end = base + i as u64 + 1;
                     if !self.elem_open {
                         self.open_element(b);
+                        (flags, closed) = (self.elem_flags, self.elem_closed);
                         copy_from = Some(i);
-                    } else if self.elem_closed || self.elem_first != b'{' && self.elem_first != b'['
+                    } else if closed
+                        || (self.elem_first != b'{'
+                            && self.elem_first != b'['
+                            && matches!(b, b'{' | b'[' | b'"' | b'}'))
                     {
                         // something after a closed container, or a second token in a scalar
-                        if self.elem_closed || matches!(b, b'{' | b'[' | b'"' | b'}') {
-                            self.elem_flags |= flag::JUNK;
-                        }
+                        flags |= flag::JUNK;
                     }
                     match b {
-                        b'"' => self.in_str = true,
+                        b'"' => in_str = true,
                         b'{' | b'[' => {
-                            self.depth = 1;
-                            self.elem_closed = false;
+                            depth = 1;
+                            closed = false;
                         }
-                        b'}' => self.elem_flags |= flag::JUNK,
+                        b'}' => flags |= flag::JUNK,
                         _ => {}
                     }
                 }
             }
             i += 1;
         }
+        (self.depth, self.in_str, self.escape) = (depth, in_str, escape);
+        (self.elem_flags, self.elem_closed, self.elem_last_end) = (flags, closed, last_end);
         if let Some(from) = copy_from {
             self.copy_element_bytes(&chunk[from..n]);
         }

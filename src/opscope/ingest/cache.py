@@ -73,7 +73,7 @@ class CacheWriter:
         self.tmp = Path(tmp)
         self.key = source_key(source)
         self.rows = 0
-        self._writer = pq.ParquetWriter(self.tmp, arrow_schema(), compression="lz4", use_dictionary=True,
+        self._writer = pq.ParquetWriter(self.tmp, arrow_schema(), compression="none", use_dictionary=True,
                                         write_statistics=False)
 
     def write_all(self, batches: Iterable[pa.RecordBatch]) -> None:

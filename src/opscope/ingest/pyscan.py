@@ -363,8 +363,7 @@ class Scanner:
                         continue
                 self._open_element(b)
                 copy_from = i
-            elif (self.elem_closed or self.elem_first not in _OPEN) and \
-                    (self.elem_closed or b in (0x7B, 0x5B, 0x22, 0x7D)):
+            elif self.elem_closed or (self.elem_first not in _OPEN and b in (0x7B, 0x5B, 0x22, 0x7D)):
                 self.elem_flags |= JUNK
             if b == 0x22:
                 self.in_str = True

@@ -92,6 +92,7 @@ def detect(path: Path, display: str) -> Reader:
         head = head_bytes(path)
     except OSError as exc:
         raise InputError(f"{display}: cannot read: {exc.strerror or exc}") from None
+    head = head.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 BOM is not content (the readers skip it too)
     if not head.strip():
         raise InputError(f"{display}: the file is empty")
     for reader in READERS:

@@ -1,0 +1,78 @@
+//! Times each stage of the reader on one file: decompression alone, + scanning, + decoding (one thread),
+//! and the whole threaded pipeline. `cargo run --release --example stages -- FILE`
+use std::sync::Arc;
+use std::time::Instant;
+
+use opscope_ingest::{decode, scan, source, KinetoReader, Options};
+
+fn main() {
+    let path = std::path::PathBuf::from(std::env::args().nth(1).expect("FILE"));
+    let t = Instant::now();
+    let mut total = 0usize;
+    source::read_chunks(&path, 4 << 20, Arc::default(), &mut |c| {
+        total += c.len();
+        true
+    })
+    .unwrap();
+    println!(
+        "decompress      {:6.3} s  {} MB",
+        t.elapsed().as_secs_f64(),
+        total >> 20
+    );
+
+    let t = Instant::now();
+    let mut scanner = scan::Scanner::new(4 << 20);
+    let mut elements = 0usize;
+    source::read_chunks(&path, 4 << 20, Arc::default(), &mut |c| {
+        scanner.feed(c);
+        for b in scanner.take_batches() {
+            elements += b.elements.len();
+        }
+        true
+    })
+    .unwrap();
+    println!(
+        "+ scan          {:6.3} s  {} elements",
+        t.elapsed().as_secs_f64(),
+        elements
+    );
+
+    let t = Instant::now();
+    let mut scanner = scan::Scanner::new(4 << 20);
+    let mut rows = 0usize;
+    source::read_chunks(&path, 4 << 20, Arc::default(), &mut |c| {
+        scanner.feed(c);
+        for b in scanner.take_batches() {
+            rows += decode::decode_batch(&b).unwrap().0.num_rows();
+        }
+        true
+    })
+    .unwrap();
+    println!(
+        "+ decode (1 th) {:6.3} s  {} rows",
+        t.elapsed().as_secs_f64(),
+        rows
+    );
+
+    for workers in [1, 2, 4] {
+        let t = Instant::now();
+        let mut r = KinetoReader::open(
+            path.clone(),
+            Options {
+                workers,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        let mut rows = 0usize;
+        while let Some(b) = r.next_batch() {
+            rows += b.num_rows();
+        }
+        r.finish().unwrap();
+        println!(
+            "pipeline w={workers}    {:6.3} s  {} rows",
+            t.elapsed().as_secs_f64(),
+            rows
+        );
+    }
+}
