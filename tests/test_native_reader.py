@@ -87,8 +87,8 @@ EDGE_DOCS: dict[str, bytes] = {
         {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": ["x"]}},
         {"ph": "X", "cat": "python_function", "name": "f", "pid": 1, "tid": 1, "ts": 1, "dur": 1,
          "args": {"Python id": 3, "Python parent id": "4"}},
-        {"ph": "X", "cat": "kernel", "name": "dup", "name2": 1, "pid": 0, "tid": 7, "ts": 1, "ts": 2, "dur": 1},
-    ]}).encode().replace(b'"ts": 1, "ts": 2', b'"ts": 1, "ts": 2'),
+        {"ph": "X", "cat": "kernel", "name": "dup", "name2": 1, "pid": 0, "tid": 7, "ts": 1, "tz": 2, "dur": 1},
+    ]}).encode().replace(b'"ts": 1, "tz": 2', b'"ts": 1, "ts": 2'),  # a duplicate key
     "scalars": b'{"traceEvents": [null, {"ph": "X", "name": "a", "ts": 1, "dur": 1}, 5, true, "s", [1], '
                b'{"ph": "X", "name": "b", "ts": 2, "dur": 1}, {"a": 1} {"b": 2}, {"c": 1}}, {"d": [1}, ]}',
     "times": b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1712192699123456.789, "dur": 1e400},'

@@ -145,13 +145,13 @@ def test_cache_reused_rebuilt_when_stale_or_corrupt(tmp_path: Path, monkeypatch:
         raise AssertionError("parsed although the cache is valid")
 
     with monkeypatch.context() as patch:
-        patch.setattr("opscope.ingest.detect", no_parse)
+        patch.setattr("opscope.ingest.loader.detect", no_parse)
         assert opscope.load(path).count() == 71  # served from the cache
     stat = path.stat()
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
     calls = []
     real_read = cache_mod.read_cached
-    monkeypatch.setattr("opscope.ingest.read_cached", lambda p: calls.append(p) or real_read(p))
+    monkeypatch.setattr("opscope.ingest.loader.read_cached", lambda p: calls.append(p) or real_read(p))
     assert opscope.load(path).count() == 71  # stale key: rebuilt
     target.write_bytes(b"garbage, not parquet")
     assert opscope.load(path).count() == 71  # corrupt: rebuilt, not trusted

@@ -20,36 +20,62 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from opscope.analysis.kernels import KernelRow, KernelSummary, SummaryOptions, kernel_summary
-from opscope.analysis.overview import Analysis, AnalyzeOptions
-from opscope.analysis.overview import analyze as _analyze
-from opscope.errors import InputError, OpscopeError, UsageError
-from opscope.ingest import load
-from opscope.model import Trace, TraceMeta
-from opscope.model.schema import GPU_KINDS
+from typing import TYPE_CHECKING
 
-_CAPTURE = ("annotate", "compare_strategies", "measure_overhead", "profile", "step")
+from opscope.errors import InputError, OpscopeError, UsageError
+
+if TYPE_CHECKING:
+    from opscope.analysis.kernels import KernelRow, KernelSummary, SummaryOptions
+    from opscope.analysis.overview import Analysis, AnalyzeOptions
+    from opscope.ingest import load
+    from opscope.model import Trace, TraceMeta
+
+# Everything else is imported on first use, so that `import opscope` (and the CLI's start-up, `--help`,
+# `formats`) does not pay for polars and pyarrow: name -> module that defines it.
+_LAZY = {
+    "KernelRow": "opscope.analysis.kernels",
+    "KernelSummary": "opscope.analysis.kernels",
+    "SummaryOptions": "opscope.analysis.kernels",
+    "Analysis": "opscope.analysis.overview",
+    "AnalyzeOptions": "opscope.analysis.overview",
+    "load": "opscope.ingest",
+    "Trace": "opscope.model",
+    "TraceMeta": "opscope.model",
+    # the capture API: most users of opscope analyse traces and never capture (and it needs torch)
+    "annotate": "opscope.capture",
+    "compare_strategies": "opscope.capture",
+    "measure_overhead": "opscope.capture",
+    "profile": "opscope.capture",
+    "step": "opscope.capture",
+}
 
 
 def __getattr__(name: str) -> object:
-    """The capture API is imported on first use: most users of opscope analyse traces and never capture."""
-    if name in _CAPTURE:
-        from opscope import capture
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'opscope' has no attribute {name!r}")
+    import importlib
 
-        return getattr(capture, name)
-    raise AttributeError(f"module 'opscope' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
 def summary(
     trace: Trace,
     *,
     top: int = 30,
-    kinds: tuple[str, ...] = GPU_KINDS,
+    kinds: tuple[str, ...] | None = None,
     name_filter: str | None = None,
     devices: tuple[int, ...] | None = None,
     streams: tuple[int, ...] | None = None,
 ) -> KernelSummary:
     """The per-kernel table, with the same rows as `opscope summary` (top=0 for all rows)."""
+    from opscope.analysis.kernels import SummaryOptions, kernel_summary
+    from opscope.model.schema import GPU_KINDS
+
+    if kinds is None:
+        kinds = GPU_KINDS
     return kernel_summary(trace, SummaryOptions(top=top, kinds=kinds, name_filter=name_filter, devices=devices,
                                                 streams=streams))
 
@@ -65,6 +91,9 @@ def analyze(
 ) -> Analysis:
     """Busy / idle and why, categories, launch delay, syncs, memcpy, top kernels and ops: `opscope analyze`.
     `steps`: a --steps spec ("3-5"); `windows`: explicit (start_ns, end_ns) pieces to analyse instead."""
+    from opscope.analysis.overview import AnalyzeOptions
+    from opscope.analysis.overview import analyze as _analyze
+
     return _analyze(trace, AnalyzeOptions(devices=devices, streams=streams, steps=steps, windows=windows, top=top))
 
 

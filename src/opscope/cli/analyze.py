@@ -19,7 +19,6 @@ from opscope.cli.common import (
 from opscope.report.analyze_view import analyze_document
 
 NAME = "analyze"
-HELP = "one-page diagnosis: GPU busy/idle and why, kernel categories, launch delay, syncs, memcpy"
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:

@@ -7,7 +7,6 @@ import argparse
 from opscope.cli.common import _int_list, add_output_args, emit
 
 NAME = "bench"
-HELP = "compare strategies (torch.compile, autocast, channels_last) for a model: latency, key op, utilization"
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:

@@ -7,13 +7,14 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opscope.cli.progress import parse_progress
 from opscope.errors import UsageError
-from opscope.ingest import load
-from opscope.model.trace import Trace
 from opscope.report import FORMATS, Document, RenderOptions, render
+
+if TYPE_CHECKING:
+    from opscope.model.trace import Trace
 
 
 def add_input_args(parser: argparse.ArgumentParser, nargs: str = "?") -> None:
@@ -67,6 +68,8 @@ def _int_list(text: str) -> tuple[int, ...]:
 
 
 def load_trace(args: argparse.Namespace, path: str | None = None) -> Trace:
+    from opscope.ingest import load  # here, not at import time: polars and pyarrow only when a trace is read
+
     """Load the trace named on the command line, with a progress bar for long parses on a terminal."""
     target = path if path is not None else args.trace
     with parse_progress(args, f"reading {Path(str(target)).name if target else 'trace'}") as progress:

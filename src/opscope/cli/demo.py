@@ -7,7 +7,6 @@ import argparse
 from opscope.cli.common import add_output_args, emit
 
 NAME = "demo"
-HELP = "the main job on a built-in example: profile a tiny diffusion denoiser, print summary and diagnosis"
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:

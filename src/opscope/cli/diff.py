@@ -25,7 +25,6 @@ from opscope.report.diff_view import DiffView, diff_data, diff_document
 from opscope.scale.tasks import profile_file
 
 NAME = "diff"
-HELP = "compare two traces (NEW - BASE): headline figures, kernels, operators; regression gates for CI"
 log = logging.getLogger("opscope")
 WIDE = 140  # terminal width from which the tables also show means per call
 

@@ -14,7 +14,6 @@ from opscope.report.chrome_export import trim_spec, trim_trace
 from opscope.report.folded import UNITS, folded_stacks, folded_text
 
 NAME = "export"
-HELP = "export folded op -> kernel stacks (--folded) or a trimmed trace (-o FILE.json[.gz]) for Perfetto"
 log = logging.getLogger("opscope")
 
 

@@ -13,7 +13,7 @@ from typing import TypeVar
 from opscope.errors import UsageError
 from opscope.ingest.cache import cache_dir, cache_path
 from opscope.ingest.inputs import resolve_input
-from opscope.scale.executor import CONNECT_TIMEOUT_S, default_jobs, input_bytes, run_all
+from opscope.scale.executor import CONNECT_TIMEOUT_S, default_jobs, input_bytes, parallel_mode, run_all
 from opscope.scale.tasks import FileTask
 
 R = TypeVar("R")
@@ -58,7 +58,7 @@ def run_tasks(func: Callable[[FileTask], R], tasks: Sequence[FileTask], args: ar
     if args.connect_timeout <= 0:
         raise UsageError("--connect-timeout must be positive")
     jobs = args.jobs if args.jobs is not None else default_jobs([_work_bytes(t) for t in tasks])
-    if args.scheduler or (jobs > 1 and len(tasks) > 1):
+    if args.scheduler or (jobs > 1 and len(tasks) > 1 and parallel_mode() == "processes"):
         # Each trace already has a process (Dask workers cannot even start one): the reader decodes in it.
         tasks = [dataclasses.replace(t, decode_workers=1) for t in tasks]
     return run_all(func, tasks, jobs=jobs, scheduler=args.scheduler, timeout_s=args.connect_timeout)

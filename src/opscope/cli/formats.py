@@ -9,7 +9,6 @@ from opscope.ingest.registry import READERS
 from opscope.report.document import TEXT, Column, Document, Table
 
 NAME = "formats"
-HELP = "list the trace formats opscope reads"
 SCHEMA = "opscope.formats/1"
 
 

@@ -13,7 +13,6 @@ from opscope.ingest.ncu import read_ncu_csv
 from opscope.report.kernels_view import kernels_document
 
 NAME = "kernels"
-HELP = "per-kernel launch configuration, occupancy and limiter; --metrics joins an Nsight Compute CSV"
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
@@ -10,27 +11,31 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from opscope import __version__
-from opscope.cli import (
-    analyze,
-    bench,
-    demo,
-    diff,
-    export,
-    formats,
-    kernels,
-    ops,
-    ranks,
-    report,
-    run,
-    steps,
-    summary,
-    tree,
-)
 from opscope.errors import OpscopeError
 
-# Each subcommand module has NAME, HELP, prepare_parser(parser) and run(args) -> int.
-COMMANDS: list[ModuleType] = [summary, analyze, kernels, ops, tree, steps, diff, ranks, report, export, run, bench,
-                              demo, formats]
+# Subcommands, in the order `--help` lists them: name -> one-line help. Each lives in `opscope.cli.<name>`
+# (NAME, prepare_parser(parser), run(args) -> int) and is imported only when it runs, so that `--help`,
+# `formats` and argument errors start fast (no polars, no pyarrow).
+COMMANDS: dict[str, str] = {
+    "summary": "per-kernel GPU time table (calls, total, mean, min, max, median, share)",
+    "analyze": "one-page diagnosis: GPU busy/idle and why, kernel categories, launch delay, syncs, memcpy",
+    "kernels": "per-kernel launch configuration, occupancy and limiter; --metrics joins an Nsight Compute CSV",
+    "ops": "per operator: calls, CPU total/self time, GPU time of the kernels it launched (inclusive and self)",
+    "tree": "GPU time by nn.Module / annotation / op / kernel, as a tree",
+    "steps": "per ProfilerStep: wall, GPU busy, kernel, memcpy, communication and idle time; slowest step marked",
+    "diff": "compare two traces (NEW - BASE): headline figures, kernels, operators; regression gates for CI",
+    "ranks": "compare the per-rank traces of a multi-GPU job: time per rank, spread, straggler, collective skew",
+    "report": "self-contained HTML report: timeline, kernels, categories, steps, ops -> kernels, launch delay, memcpy",
+    "export": "export folded op -> kernel stacks (--folded) or a trimmed trace (-o FILE.json[.gz]) for Perfetto",
+    "run": "profile an unmodified Python script (in this process) and print where the time went",
+    "bench": "compare strategies (torch.compile, autocast, channels_last) for a model: latency, key op, utilization",
+    "demo": "the main job on a built-in example: profile a tiny diffusion denoiser, print summary and diagnosis",
+    "formats": "list the trace formats opscope reads",
+}
+
+
+def command_module(name: str) -> ModuleType:
+    return importlib.import_module(f"opscope.cli.{name}")
 
 
 class _OneLine(logging.Formatter):
@@ -48,21 +53,35 @@ def _setup_logging(quiet: bool) -> None:
     logger.propagate = False
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; only the subcommand named in `argv` (if any) is imported and given its options."""
     parser = argparse.ArgumentParser(prog="opscope", description="Where does the GPU time go? Operator by "
                                      "operator, kernel by kernel.")
     parser.add_argument("--version", action="version", version=f"opscope {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="no warnings on standard error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in COMMANDS:
-        child = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
-        module.prepare_parser(child)
-        child.set_defaults(_run=module.run)
+    wanted = _command_in(argv)
+    for name, text in COMMANDS.items():
+        child = sub.add_parser(name, help=text, description=text)
+        if name == wanted:
+            module = command_module(name)
+            module.prepare_parser(child)
+            child.set_defaults(_run=module.run)
     return parser
 
 
+def _command_in(argv: Sequence[str] | None) -> str | None:
+    """The subcommand argparse will pick: the first argument that is not a global option."""
+    for arg in sys.argv[1:] if argv is None else argv:
+        if arg in COMMANDS:
+            return arg
+        if not arg.startswith("-"):
+            return None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse prints its own one-line usage error

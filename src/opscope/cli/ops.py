@@ -17,7 +17,6 @@ from opscope.cli.common import (
 from opscope.report.ops_view import ops_document
 
 NAME = "ops"
-HELP = "per operator: calls, CPU total/self time, GPU time of the kernels it launched (inclusive and self)"
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:

@@ -16,7 +16,6 @@ from opscope.report.ranks_view import ranks_data, ranks_document
 from opscope.scale.tasks import rank_file
 
 NAME = "ranks"
-HELP = "compare the per-rank traces of a multi-GPU job: time per rank, spread, straggler, collective skew"
 log = logging.getLogger("opscope")
 
 

@@ -19,7 +19,6 @@ from opscope.report.trace_report import ReportOptions, trace_report
 from opscope.report.trace_view import report_document
 
 NAME = "report"
-HELP = "self-contained HTML report: timeline, kernels, categories, steps, ops -> kernels, launch delay, memcpy"
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:

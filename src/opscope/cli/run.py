@@ -9,7 +9,6 @@ import sys
 from opscope.cli.common import add_output_args, emit
 
 NAME = "run"
-HELP = "profile an unmodified Python script (in this process) and print where the time went"
 log = logging.getLogger("opscope")
 
 

@@ -15,7 +15,6 @@ from opscope.cli.common import (
 from opscope.report.steps_view import steps_document
 
 NAME = "steps"
-HELP = "per ProfilerStep: wall, GPU busy, kernel, memcpy, communication and idle time; slowest step marked"
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:

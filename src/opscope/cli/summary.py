@@ -15,7 +15,6 @@ from opscope.report.summary_view import summary_document
 from opscope.scale.tasks import summary_file
 
 NAME = "summary"
-HELP = "per-kernel GPU time table (calls, total, mean, min, max, median, share)"
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:

@@ -16,7 +16,6 @@ from opscope.errors import UsageError
 from opscope.report.tree_view import tree_document
 
 NAME = "tree"
-HELP = "GPU time by nn.Module / annotation / op / kernel, as a tree"
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:

@@ -1,75 +1,29 @@
-"""Ingest: turn a trace file into a `Trace` (events in the columnar model + metadata), through the cache."""
+"""Ingest: turn a trace file into a `Trace` (events in the columnar model + metadata), through the cache.
+
+Readers (one module per format: `kineto` with the native core `opscope._native` and the Python reference
+`pyreader`, `nsys`, `rocprof`) are chosen by content in `registry`; `loader.load` runs one and writes the
+cache (`cache`). The names below are imported on first use, so that listing the formats or parsing the
+command line does not import pyarrow or polars.
+"""
 
 from __future__ import annotations
 
-import logging
-import os
-import tempfile
-from pathlib import Path
+import importlib
+from typing import TYPE_CHECKING
 
-from opscope.errors import InputError
-from opscope.ingest.cache import CacheWriter, read_cached
-from opscope.ingest.inputs import resolve_input
-from opscope.ingest.progress import ProgressCallback, reporting
-from opscope.ingest.registry import READERS, Reader, detect, register
-from opscope.model.meta import TraceMeta
-from opscope.model.trace import Trace
+if TYPE_CHECKING:
+    from opscope.ingest.inputs import resolve_input
+    from opscope.ingest.loader import load
+    from opscope.ingest.registry import READERS, Reader, register
 
-log = logging.getLogger("opscope")
+_LAZY = {"load": "loader", "resolve_input": "inputs", "READERS": "registry", "Reader": "registry",
+         "register": "registry"}
 
 __all__ = ["READERS", "Reader", "load", "register", "resolve_input"]
 
 
-def load(path: str | os.PathLike[str] | None = None, *, cache: bool = True, strict: bool = False,
-         progress: ProgressCallback | None = None) -> Trace:
-    """Read a trace (a file, a folder's newest trace, or the default log folder) into a `Trace`.
-
-    With `cache=True` the columnar table is kept in the cache folder and reused while the file is unchanged.
-    Warnings (salvaged truncation, replaced bad UTF-8, ...) are logged and kept in `trace.meta.warnings`;
-    with `strict=True` the first of them is raised as an `InputError` instead. `progress(done, total)` is
-    called while the file is parsed (bytes of the file on disk; not called on a cache hit).
-    """
-    source = resolve_input(path)
-    display = str(path) if path is not None and not Path(path).is_dir() else str(source)
-    if cache:
-        hit = read_cached(source)
-        if hit is not None:
-            meta, parquet = hit
-            _log_warnings(meta, strict)
-            return Trace.from_parquet(meta, parquet)
-    reader = detect(source, display)
-    with reporting(progress):
-        return _parse(reader, source, display, cache, strict)
-
-
-def _parse(reader: Reader, source: Path, display: str, cache: bool, strict: bool) -> Trace:
-    batches, finish = reader.read(source, display)
-    # Without the cache the table still goes to a Parquet file (a temporary one, removed with the Trace), so
-    # memory stays as bounded as with the cache whatever the trace size.
-    scratch = None if cache else tempfile.TemporaryDirectory(prefix="opscope-")
-    target = None if scratch is None else Path(scratch.name) / "events.parquet"
-    writer = CacheWriter(source, target)
-    try:
-        writer.write_all(batches)
-        meta = finish()
-        _check_nonempty(meta, writer.rows, display)
-        written = writer.finish(meta)
-    except BaseException:
-        writer.abort()
-        if scratch is not None:
-            scratch.cleanup()
-        raise
-    _log_warnings(meta, strict)
-    return Trace.from_parquet(meta, written, keepalive=scratch)
-
-
-def _check_nonempty(meta: TraceMeta, rows: int, display: str) -> None:
-    if rows == 0 and meta.truncated:
-        raise InputError(f"{display}: cut off before the first complete event; nothing to salvage")
-
-
-def _log_warnings(meta: TraceMeta, strict: bool) -> None:
-    if strict and meta.warnings:
-        raise InputError(f"{meta.warnings[0]} (--strict)")
-    for message in meta.warnings:
-        log.warning(message)
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'opscope.ingest' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"opscope.ingest.{module}"), name)

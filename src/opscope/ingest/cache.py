@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from opscope.model.meta import TraceMeta
 from opscope.model.schema import arrow_schema
 
-CACHE_VERSION = "4"
+CACHE_VERSION = "5"  # 5: native reader rules (negative durations and wrong types left empty)
 _META_KEY = b"opscope.meta"
 _KEY_KEY = b"opscope.key"
 

@@ -42,8 +42,9 @@ def open_reader(path: Path, batch_bytes: int | None = None) -> Any:
         return Reader(path, batch_bytes)
     from opscope import _native
 
+    workers = os.environ.get("OPSCOPE_WORKERS", "").strip()
     try:
-        return _native.Reader(str(path), batch_bytes)
+        return _native.Reader(str(path), batch_bytes, int(workers) if workers.isdigit() and int(workers) > 0 else None)
     except OSError as exc:
         raise InputError(f"{path}: cannot open: {exc}") from None
 

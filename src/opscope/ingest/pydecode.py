@@ -114,8 +114,8 @@ def micros_to_ns(text: bytes) -> Any:
     parts = _split(text)
     if parts is None:
         return WRONG
-    value = _scaled(*parts, 3)
-    return RANGE if value is None else value
+    scaled = _scaled(*parts, 3)
+    return RANGE if scaled is None else scaled
 
 
 def _whole(int_digits: bytes, frac_digits: bytes, exponent: int) -> bool | None:
@@ -150,15 +150,15 @@ def integer(text: bytes, from_string: bool) -> Any:
         return WRONG
     neg, int_digits, frac_digits, exponent = parts
     if frac_digits.strip(b"0") == b"" and exponent == 0:
-        value = _scaled(neg, int_digits, frac_digits, exponent, 0)
-        return RANGE if value is None else value
+        scaled = _scaled(neg, int_digits, frac_digits, exponent, 0)
+        return RANGE if scaled is None else scaled
     whole = _whole(int_digits, frac_digits, exponent)
     if whole is None:
         return RANGE
     if not whole:
         return WRONG
-    value = _scaled(neg, int_digits, frac_digits, exponent, 0)
-    return RANGE if value is None else value
+    scaled = _scaled(neg, int_digits, frac_digits, exponent, 0)
+    return RANGE if scaled is None else scaled
 
 
 def floating(text: bytes, from_string: bool) -> Any:
@@ -301,8 +301,7 @@ class Decoder:
             else:
                 texts.append(text)
         events = self._parse(texts)
-        rows = [self._row(ev) for ev in events]
-        rows = [r for r in rows if r is not None]
+        rows = [row for row in map(self._row, events) if row is not None]
         self.stats["events"] += len(rows)
         return _record_batch(rows)
 

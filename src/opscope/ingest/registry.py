@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from opscope.errors import InputError
-from opscope.ingest import kineto, nsys, rocprof
 from opscope.ingest.source import head_bytes
-from opscope.model.meta import TraceMeta
 
-BatchStream = tuple[Iterator[pa.RecordBatch], Callable[[], TraceMeta]]
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from opscope.model.meta import TraceMeta
+
+    BatchStream = tuple[Iterator[pa.RecordBatch], Callable[[], TraceMeta]]
+
+
+def _lazy(target: str) -> Callable[..., Any]:
+    """`module:function`, imported when first called (listing the formats must not import pyarrow)."""
+    module, function = target.split(":")
+
+    def call(*args: Any) -> Any:
+        return getattr(importlib.import_module(f"opscope.ingest.{module}"), function)(*args)
+
+    call.__name__ = function
+    return call
 
 
 @dataclass(frozen=True)
@@ -24,7 +38,7 @@ class Reader:
     description: str
     extensions: tuple[str, ...]
     sniff: Callable[[bytes, Path], bool]
-    read: Callable[[Path, str], BatchStream]
+    read: Callable[[Path, str], BatchStream]  # type: ignore[name-defined]
 
 
 def _sniff_kineto(head: bytes, path: Path) -> bool:
@@ -49,29 +63,29 @@ READERS: list[Reader] = [
                     "CUDA API, NVTX ranges",
         extensions=(".sqlite",),
         sniff=_sniff_sqlite,
-        read=nsys.read_batches,
+        read=_lazy("nsys:read_batches"),
     ),
     Reader(
         name="rocprof",
         description="rocprofv3 / rocprofiler-sdk JSON (--output-format json): kernel dispatches, memory copies",
         extensions=(".json", ".json.gz"),
-        sniff=rocprof.sniff_json,
-        read=rocprof.read_json,
+        sniff=_lazy("rocprof:sniff_json"),
+        read=_lazy("rocprof:read_json"),
     ),
     Reader(
         name="rocprof-csv",
         description="rocprof kernel CSV: v1 results.csv (BeginNs/EndNs), omniperf timestamps.csv, "
                     "rocprofv3 kernel_trace.csv",
         extensions=(".csv",),
-        sniff=rocprof.sniff_csv,
-        read=rocprof.read_csv,
+        sniff=_lazy("rocprof:sniff_csv"),
+        read=_lazy("rocprof:read_csv"),
     ),
     Reader(
         name="kineto",
         description="PyTorch profiler / Kineto / Chrome-trace JSON (.json, .json.gz), NVIDIA and AMD",
         extensions=(".json", ".json.gz"),
         sniff=_sniff_kineto,
-        read=kineto.read_batches,
+        read=_lazy("kineto:read_batches"),
     ),
 ]
 
@@ -106,7 +120,7 @@ def detect(path: Path, display: str) -> Reader:
         raise InputError(f"{display}: JSON, but not a trace format opscope reads (see `opscope formats`)")
     first_line = stripped.split(b"\n", 1)[0]
     if first_line.count(b",") >= 2 and not any(ch < 9 for ch in first_line):
-        raise InputError(f"{display}: {rocprof.describe_csv(stripped)}: not a trace format opscope reads "
+        raise InputError(f"{display}: {_lazy('rocprof:describe_csv')(stripped)}: not a trace format opscope reads "
                          "(see `opscope formats`)")
     raise InputError(f"{display}: not a trace: unrecognised content (starts with {stripped[:16]!r}); "
                      "see `opscope formats`")

@@ -63,9 +63,9 @@ def input_bytes(path: str) -> int:
 
 
 def default_jobs(sizes: Sequence[int]) -> int:
-    """Worker processes for inputs of these (uncompressed) sizes: bounded by cores, inputs and memory; 1 (this
-    process) when the input is small."""
-    if len(sizes) <= 1 or sum(sizes) < SMALL_INPUT_BYTES:
+    """Workers for inputs of these (uncompressed) sizes: bounded by cores, inputs and memory; 1 (this thread)
+    for one input, and for small inputs when the workers would be processes."""
+    if len(sizes) <= 1 or (sum(sizes) < SMALL_INPUT_BYTES and parallel_mode() == "processes"):
         return 1
     jobs = min(cores(), len(sizes))
     memory = available_memory()
@@ -184,13 +184,32 @@ def _dask(func: Callable[[T], R], items: Sequence[T], address: str, timeout_s: f
         client.close()
 
 
+def _threads(func: Callable[[T], R], items: Sequence[T], jobs: int) -> list[R]:
+    """`jobs` threads of this process. The native reader decodes with the GIL released and polars and
+    pyarrow release it too, so threads share the cores without the start-up cost of worker processes."""
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="opscope-task") as pool:
+        return list(pool.map(func, items))
+
+
+def parallel_mode() -> str:
+    """How local fan-out runs: `$OPSCOPE_PARALLEL` (threads / processes), else threads."""
+    wanted = os.environ.get("OPSCOPE_PARALLEL", "").strip().lower() or "threads"
+    if wanted not in ("threads", "processes"):
+        raise UsageError(f"OPSCOPE_PARALLEL={wanted!r}: expected threads or processes")
+    return wanted
+
+
 def run_all(func: Callable[[T], R], items: Sequence[T], *, jobs: int = 1, scheduler: str | None = None,
-            timeout_s: float = CONNECT_TIMEOUT_S) -> list[R]:
+            timeout_s: float = CONNECT_TIMEOUT_S, mode: str | None = None) -> list[R]:
     """`[func(item) for item in items]`, on a Dask cluster when `scheduler` is given, else in `jobs` local
-    processes (1: in this process). `func` must be a module-level function and items picklable."""
+    threads or processes (`mode`, default `parallel_mode()`; 1 job: in this thread). `func` must be a
+    module-level function and items picklable."""
     if scheduler:
         return _dask(func, items, scheduler, timeout_s)
     if jobs <= 1 or len(items) <= 1:
         return [func(item) for item in items]
-    log.debug("running %d tasks in %d worker processes", len(items), jobs)
+    mode = mode or parallel_mode()
+    log.debug("running %d tasks in %d worker %s", len(items), jobs, mode)
+    if mode == "threads":
+        return _threads(func, items, min(jobs, len(items)))
     return _local(func, items, min(jobs, len(items)))

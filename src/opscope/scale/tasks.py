@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -34,15 +35,29 @@ class FileTask:
     summary: SummaryOptions | None = None  # for `summary_file`
 
 
+_QUIET_LOCK = threading.Lock()
+_quiet_depth = 0
+_quiet_saved = logging.NOTSET
+
+
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
+    """Warnings off while tasks run (they are kept in each trace's metadata); counted, so that tasks running
+    in threads at the same time restore the level only when the last one ends."""
+    global _quiet_depth, _quiet_saved
     logger = logging.getLogger("opscope")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
+    with _QUIET_LOCK:
+        if _quiet_depth == 0:
+            _quiet_saved = logger.level
+            logger.setLevel(logging.ERROR)
+        _quiet_depth += 1
     try:
         yield
     finally:
-        logger.setLevel(level)
+        with _QUIET_LOCK:
+            _quiet_depth -= 1
+            if _quiet_depth == 0:
+                logger.setLevel(_quiet_saved)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,138 @@
+//! Property tests of the scanner and decoder (run by `cargo test`, bounded case counts, so CI runs them):
+//! any chunking gives the same result, any prefix salvages exactly the complete events before the cut, and
+//! arbitrary bytes never panic.
+
+use opscope_ingest::decode::decode_batch;
+use opscope_ingest::number::{micros_to_ns, Parsed};
+use opscope_ingest::scan::Scanner;
+use proptest::prelude::*;
+
+fn scan(doc: &[u8], chunk: usize) -> (Vec<(Vec<u8>, u8)>, opscope_ingest::Outline) {
+    let mut s = Scanner::new(64);
+    for piece in doc.chunks(chunk.max(1)) {
+        s.feed(piece);
+    }
+    s.finish();
+    let mut out = Vec::new();
+    for batch in s.take_batches() {
+        for e in &batch.elements {
+            out.push((batch.data[e.start..e.end].to_vec(), e.flags));
+        }
+        // decoding any batch must not panic
+        let _ = decode_batch(&batch);
+    }
+    (out, s.outline)
+}
+
+fn event() -> impl Strategy<Value = String> {
+    (
+        "[a-z:<> ]{0,12}",
+        prop_oneof![Just("kernel"), Just("cpu_op"), Just("cuda_runtime"), Just("ac2g")],
+        0u64..2_000_000_000_000_000,
+        0u32..1000,
+        0i64..100_000,
+        prop::bool::ANY,
+    )
+        .prop_map(|(name, cat, ts, frac, dur, args)| {
+            let args = if args {
+                format!(r#", "args": {{"External id": {dur}, "grid": [1, 2, 3], "s": "}},{{\"", "l": [[{{}}]]}}"#)
+            } else {
+                String::new()
+            };
+            format!(
+                r#"{{"ph": "X", "cat": "{cat}", "name": "{name}", "pid": 0, "tid": 7, "ts": {ts}.{frac:03}, "dur": {dur}{args}}}"#
+            )
+        })
+}
+
+fn document() -> impl Strategy<Value = String> {
+    prop::collection::vec(event(), 0..20).prop_map(|events| {
+        format!(
+            r#"{{"schemaVersion": 1, "traceEvents": [{}], "deviceProperties": [{{"id": 0}}]}}"#,
+            events.join(",\n  ")
+        )
+    })
+}
+
+/// Independent count: objects of the events array whose closing brace lies before `limit`.
+fn complete_events(doc: &[u8], limit: usize) -> usize {
+    let start = doc
+        .windows(15)
+        .position(|w| w == b"\"traceEvents\": ")
+        .map_or(0, |p| p + 16);
+    let (mut depth, mut count, mut in_str, mut esc) = (0i32, 0usize, false, false);
+    for &ch in &doc[start..limit.max(start)] {
+        if in_str {
+            if esc {
+                esc = false;
+            } else if ch == b'\\' {
+                esc = true;
+            } else if ch == b'"' {
+                in_str = false;
+            }
+        } else if ch == b'"' {
+            in_str = true;
+        } else if ch == b'{' || ch == b'[' {
+            depth += 1;
+        } else if ch == b'}' || ch == b']' {
+            depth -= 1;
+            if depth == 0 {
+                count += 1;
+            }
+            if depth < 0 {
+                break;
+            }
+        }
+    }
+    count
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn any_chunking_gives_the_same_elements(doc in document(), chunk in 1usize..97) {
+        let (one, outline) = scan(doc.as_bytes(), doc.len());
+        let (many, o2) = scan(doc.as_bytes(), chunk);
+        prop_assert_eq!(&one, &many);
+        prop_assert_eq!(outline.members, o2.members);
+        prop_assert_eq!(outline.salvaged_up_to, o2.salvaged_up_to);
+        prop_assert!(outline.closed && outline.document_closed);
+        prop_assert!(one.iter().all(|(_, flags)| *flags == 0));
+    }
+
+    #[test]
+    fn a_prefix_keeps_exactly_the_complete_events(doc in document(), cut in 0.0f64..1.0, chunk in 1usize..4096) {
+        let limit = ((doc.len() as f64) * cut) as usize;
+        let prefix = &doc.as_bytes()[..limit];
+        let (elements, _) = scan(prefix, chunk);
+        let kept = elements.iter().filter(|(_, flags)| *flags == 0).count();
+        prop_assert_eq!(kept, complete_events(doc.as_bytes(), limit));
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..400), chunk in 1usize..50) {
+        let _ = scan(&bytes, chunk);
+        let mut doc = b"{\"traceEvents\": [".to_vec();
+        doc.extend_from_slice(&bytes);
+        let _ = scan(&doc, chunk);
+    }
+
+    #[test]
+    fn flipped_bytes_never_panic(doc in document(), at in 0usize..10_000, byte in any::<u8>()) {
+        let mut bytes = doc.into_bytes();
+        if !bytes.is_empty() {
+            let i = at % bytes.len();
+            bytes[i] = byte;
+        }
+        let _ = scan(&bytes, 13);
+    }
+
+    #[test]
+    fn times_match_integer_arithmetic(whole in 0u64..9_000_000_000_000_000, frac in 0u32..1000) {
+        let text = format!("{}.{:03}", whole / 1000, frac);
+        let expected = i64::try_from(u128::from(whole / 1000) * 1000 + u128::from(frac)).ok();
+        let got = match micros_to_ns(text.as_bytes()) { Parsed::Value(v) => Some(v), _ => None };
+        prop_assert_eq!(got, expected);
+    }
+}

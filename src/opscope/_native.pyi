@@ -1,0 +1,23 @@
+"""Type stub of the native ingest core (native/python/src/lib.rs), built by maturin."""
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+__version__: str
+
+class Reader:
+    """Reads one Kineto / Chrome-trace JSON file (plain or gzip) into record batches of the event table."""
+
+    def __init__(self, path: str, batch_bytes: int | None = None, workers: int | None = None) -> None: ...
+    def __iter__(self) -> Iterator[pa.RecordBatch]: ...
+    def __next__(self) -> pa.RecordBatch: ...
+    def position(self) -> int:
+        """Bytes of the file read so far (compressed bytes for gzip)."""
+    def finish(self) -> dict[str, Any]:
+        """The report: document outline, metadata members, counts, gzip problem."""
+
+def columns() -> list[tuple[str, str]]: ...
+def kinds() -> tuple[list[str], list[tuple[str, str]]]: ...
+def limits() -> tuple[int, int, int]: ...

@@ -1,0 +1,72 @@
+"""`load`: a trace file -> a `Trace` (events in the columnar model + metadata), through the cache."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+from opscope.errors import InputError
+from opscope.ingest.cache import CacheWriter, read_cached
+from opscope.ingest.inputs import resolve_input
+from opscope.ingest.progress import ProgressCallback, reporting
+from opscope.ingest.registry import Reader, detect
+from opscope.model.meta import TraceMeta
+from opscope.model.trace import Trace
+
+log = logging.getLogger("opscope")
+
+def load(path: str | os.PathLike[str] | None = None, *, cache: bool = True, strict: bool = False,
+         progress: ProgressCallback | None = None) -> Trace:
+    """Read a trace (a file, a folder's newest trace, or the default log folder) into a `Trace`.
+
+    With `cache=True` the columnar table is kept in the cache folder and reused while the file is unchanged.
+    Warnings (salvaged truncation, replaced bad UTF-8, ...) are logged and kept in `trace.meta.warnings`;
+    with `strict=True` the first of them is raised as an `InputError` instead. `progress(done, total)` is
+    called while the file is parsed (bytes of the file on disk; not called on a cache hit).
+    """
+    source = resolve_input(path)
+    display = str(path) if path is not None and not Path(path).is_dir() else str(source)
+    if cache:
+        hit = read_cached(source)
+        if hit is not None:
+            meta, parquet = hit
+            _log_warnings(meta, strict)
+            return Trace.from_parquet(meta, parquet)
+    reader = detect(source, display)
+    with reporting(progress):
+        return _parse(reader, source, display, cache, strict)
+
+
+def _parse(reader: Reader, source: Path, display: str, cache: bool, strict: bool) -> Trace:
+    batches, finish = reader.read(source, display)
+    # Without the cache the table still goes to a Parquet file (a temporary one, removed with the Trace), so
+    # memory stays as bounded as with the cache whatever the trace size.
+    scratch = None if cache else tempfile.TemporaryDirectory(prefix="opscope-")
+    target = None if scratch is None else Path(scratch.name) / "events.parquet"
+    writer = CacheWriter(source, target)
+    try:
+        writer.write_all(batches)
+        meta = finish()
+        _check_nonempty(meta, writer.rows, display)
+        written = writer.finish(meta)
+    except BaseException:
+        writer.abort()
+        if scratch is not None:
+            scratch.cleanup()
+        raise
+    _log_warnings(meta, strict)
+    return Trace.from_parquet(meta, written, keepalive=scratch)
+
+
+def _check_nonempty(meta: TraceMeta, rows: int, display: str) -> None:
+    if rows == 0 and meta.truncated:
+        raise InputError(f"{display}: cut off before the first complete event; nothing to salvage")
+
+
+def _log_warnings(meta: TraceMeta, strict: bool) -> None:
+    if strict and meta.warnings:
+        raise InputError(f"{meta.warnings[0]} (--strict)")
+    for message in meta.warnings:
+        log.warning(message)
