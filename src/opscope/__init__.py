@@ -18,8 +18,7 @@ imports torch only when they run, so `import opscope` works without torch.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+from opscope._version import __version__
 from opscope.analysis.kernels import KernelRow, KernelSummary, SummaryOptions, kernel_summary
 from opscope.analysis.overview import Analysis, AnalyzeOptions
 from opscope.analysis.overview import analyze as _analyze
@@ -35,7 +34,10 @@ def __getattr__(name: str) -> object:
     """The capture API is imported on first use: most users of opscope analyse traces and never capture."""
     if name in _CAPTURE:
         from opscope import capture
+        from opscope.capture.summary import show_with
+        from opscope.report.capture_view import capture_text
 
+        show_with(capture_text)  # capture returns results, report renders them: wired here, above both
         return getattr(capture, name)
     raise AttributeError(f"module 'opscope' has no attribute {name!r}")
 

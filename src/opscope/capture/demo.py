@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from opscope.analysis.busy import busy_ns, step_windows
@@ -37,26 +36,7 @@ class DemoResult:
     step_ns: tuple[int, ...]  # duration of each profiled step (ProfilerStep markers)
     busy: float | None  # GPU busy (GPU run) or CPU-operator busy (CPU run) share of the profiled steps
     diagnosis: tuple[str, ...]
-    report_path: str | None  # the HTML report, once opscope writes them
-
-
-def _html_report(trace_path: str) -> str | None:
-    """Write the self-contained HTML report of the demo's trace next to it; None when jinja2 (the `html`
-    extra) is missing, so the demo still runs on a minimal install."""
-    try:
-        from opscope.report.html import render_html
-    except ImportError:
-        return None
-    from opscope.ingest import load
-    from opscope.report.trace_report import ReportOptions, trace_report
-
-    try:
-        page = render_html(trace_report(load(trace_path), ReportOptions()), title="opscope demo report")
-    except ImportError:
-        return None
-    target = Path(trace_path).with_name("opscope-demo-report.html")
-    target.write_text(page, encoding="utf-8")
-    return str(target)
+    report_path: str | None = None  # the HTML report, when the caller (the CLI) writes one
 
 
 def diagnose(gpu: bool, shares: Sequence[tuple[str, float]], step_ns: Sequence[int], busy: float | None) -> list[str]:
@@ -127,5 +107,4 @@ def run_demo(device: str | None = None, total_steps: int = 10, profiled_steps: i
     return DemoResult(device=describe_device(chosen), total_steps=total_steps, profiled_steps=profiled_steps,
                       latent_shape=tuple(latents.shape), seconds=seconds,
                       summary=summarize(prof.trace_path, device=describe_device(chosen), top=top), step_ns=step_ns,
-                      busy=busy, diagnosis=tuple(diagnose(gpu, shares, step_ns, busy)),
-                      report_path=_html_report(str(prof.trace_path)))
+                      busy=busy, diagnosis=tuple(diagnose(gpu, shares, step_ns, busy)))

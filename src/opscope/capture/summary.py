@@ -2,18 +2,21 @@
 
 The kernel table is exactly `opscope.summary(opscope.load(path))`. A CPU-only capture has no GPU kernels, so the
 per-CPU-operator table (`analysis.cpu_ops`) comes with it, and the rendering shows that one instead, saying why.
+
+Capture returns results; `report` (a layer above) renders them. So that `print(prof.summary())` still shows the
+table, the package's top level hands report's text view in through `show_with`; capture never imports report.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from opscope.analysis.busy import step_windows
 from opscope.analysis.cpu_ops import CpuOpTable, cpu_op_table
 from opscope.analysis.kernels import KernelSummary, SummaryOptions, kernel_summary
 from opscope.ingest import load
-from opscope.report.document import Document
 
 
 @dataclass(frozen=True)
@@ -28,15 +31,18 @@ class CaptureSummary:
     def has_gpu_activity(self) -> bool:
         return self.kernels.gpu_calls > 0
 
-    def document(self) -> Document:
-        from opscope.report.capture_view import capture_document
-
-        return capture_document(self)
-
     def __str__(self) -> str:
-        from opscope.report import RenderOptions, render
+        if _text_view:
+            return _text_view[0](self)
+        return f"CaptureSummary of {self.trace_path} ({self.device}; render it with opscope.report.capture_view)"
 
-        return render(self.document(), "table", RenderOptions(width=100))
+
+_text_view: list[Callable[[CaptureSummary], str]] = []  # set once by the top-level package (`show_with`)
+
+
+def show_with(view: Callable[[CaptureSummary], str]) -> None:
+    """Make `str(summary)` use `view` (the top level passes `report.capture_view.capture_text`)."""
+    _text_view[:] = [view]
 
 
 def summarize(path: str | os.PathLike[str], device: str = "cpu", top: int = 30) -> CaptureSummary:

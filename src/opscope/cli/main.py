@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from opscope import __version__
+from opscope._version import __version__
 from opscope.cli import (
     analyze,
     bench,
