@@ -8,9 +8,9 @@ import pytest
 import opscope
 import rawref
 from conftest import TRACES, corpus_path
-from opscope.analysis import category_rules
-from opscope.analysis.activity import gpu_activity
-from opscope.analysis.categories import category_breakdown, classify
+from opscope.analysis.kernels import category_rules
+from opscope.analysis.kernels.categories import category_breakdown, classify
+from opscope.analysis.timeline.activity import gpu_activity
 
 # Real names, copied from the traces named in the comment (trimmed after the template arguments when long).
 REAL = {

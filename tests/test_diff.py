@@ -10,9 +10,9 @@ import opscope
 import raw_kineto as raw
 from conftest import corpus_path
 from handmade_traces import document, training_steps, write
-from opscope.analysis.category_rules import CATEGORIES
-from opscope.analysis.diff import ADDED, REMOVED, SAME, DiffOptions, diff_traces
-from opscope.analysis.ops import OpOptions, op_stats
+from opscope.analysis.attribution.ops import OpOptions, op_stats
+from opscope.analysis.compare.diff import ADDED, REMOVED, SAME, DiffOptions, diff_traces
+from opscope.analysis.kernels.category_rules import CATEGORIES
 
 PT2 = "particle_transformer/run1_chrome_traces__single_epoch_forward_pass_batch_size_2.json"
 PT512 = "particle_transformer/run1_chrome_traces__single_epoch_forward_pass_batch_size_512.json"

@@ -10,8 +10,8 @@ import pytest
 import opscope
 import rawref
 from conftest import corpus_path
-from opscope.analysis.idle import idle_breakdown
-from opscope.analysis.timeline import timeline
+from opscope.analysis.timeline.busy import timeline
+from opscope.analysis.timeline.idle import idle_breakdown
 
 
 def _write(tmp_path, evs):

@@ -12,8 +12,8 @@ import pytest
 import opscope
 import rawref
 from conftest import corpus_path
-from opscope.analysis.launch_delay import launch_delay
-from opscope.analysis.linking import link
+from opscope.analysis.attribution.linking import link
+from opscope.analysis.timeline.launch_delay import launch_delay
 
 CORPUS = [
     "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json",

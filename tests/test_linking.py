@@ -14,7 +14,7 @@ import pytest
 import opscope
 import rawtrace
 from conftest import corpus_path
-from opscope.analysis.linking import LAUNCH_API, link
+from opscope.analysis.attribution.linking import LAUNCH_API, link
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 

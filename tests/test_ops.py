@@ -14,7 +14,7 @@ import pytest
 import opscope
 import rawtrace
 from conftest import TRACES, corpus_path
-from opscope.analysis.ops import OpOptions, op_stats
+from opscope.analysis.attribution.ops import OpOptions, op_stats
 
 BERT = "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
 V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
@@ -128,7 +128,7 @@ def test_tracelens_ops_summary(stem: str, reference: str) -> None:
     with open(TRACES / "tracelens_reference" / reference, newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert {r["name"] for r in rows} == {r.name for r in result.rows if r.kind == "cpu_op" and r.gpu_self_ns > 0}
-    from opscope.analysis.linking import link
+    from opscope.analysis.attribution.linking import link
 
     launching = link(trace).gpu.group_by("op_name").agg(__import__("polars").col("op_row").n_unique())
     instances = dict(zip(launching["op_name"], launching["op_row"]))

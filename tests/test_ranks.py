@@ -17,9 +17,9 @@ import opscope
 import raw_kineto as raw
 from conftest import TRACES, corpus_path
 from handmade_traces import document, kernel, launch, step, write
-from opscope.analysis.ranks import RanksOptions, compare_ranks, rank_from_name, rank_partial
+from opscope.analysis.compare.ranks import RanksOptions, compare_ranks, rank_from_name, rank_partial
+from opscope.analysis.partials.durations import merge_named
 from opscope.cli.main import main
-from opscope.scale.partials import merge_named
 
 DLRM = "param/dlrm_kineto"
 

@@ -21,8 +21,8 @@ import pytest
 import opscope
 import rawref
 from conftest import TRACES, corpus_path
-from opscope.analysis.activity import LAUNCH_TS, gpu_activity
-from opscope.analysis.timeline import timeline
+from opscope.analysis.timeline.activity import LAUNCH_TS, gpu_activity
+from opscope.analysis.timeline.busy import timeline
 
 DLRM = {  # rank: file, HTA 0.5.0 (idle, compute, non-compute, kernel time) in us
     0: ("worker0_step_12.1694128201545.pt.trace.json", (6419, 1034, 5556, 13009)),

@@ -16,7 +16,7 @@ import pytest
 import opscope
 import rawtrace
 from conftest import corpus_path
-from opscope.analysis.steps import StepOptions, step_stats, step_windows
+from opscope.analysis.attribution.steps import StepOptions, step_stats, step_windows
 
 V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 NCCL = "hta/nccl_parser_config_nccl_data.json.gz"

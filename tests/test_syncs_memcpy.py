@@ -9,8 +9,8 @@ import pytest
 import opscope
 import rawref
 from conftest import corpus_path
-from opscope.analysis.memcpy import direction, host_memory, memcpy_stats
-from opscope.analysis.syncs import NO_OP, SYNC_CALL_PATTERN, sync_stats
+from opscope.analysis.timeline.memcpy import direction, host_memory, memcpy_stats
+from opscope.analysis.timeline.syncs import NO_OP, SYNC_CALL_PATTERN, sync_stats
 
 SYNC_TRACES = [
     "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz",  # stream syncs, cuda_sync

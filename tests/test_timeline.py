@@ -11,8 +11,8 @@ import pytest
 import opscope
 import rawref
 from conftest import corpus_path
-from opscope.analysis.activity import TimelineOptions
-from opscope.analysis.timeline import timeline
+from opscope.analysis.timeline.activity import TimelineOptions
+from opscope.analysis.timeline.busy import timeline
 
 TRACES = [
     "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json",  # 4 streams, NCCL overlapping compute

@@ -13,8 +13,8 @@ import pytest
 import opscope
 import rawtrace
 from conftest import corpus_path
-from opscope.analysis.ops import OpOptions, op_stats
-from opscope.analysis.tree import TreeNode, TreeOptions, op_tree
+from opscope.analysis.attribution.ops import OpOptions, op_stats
+from opscope.analysis.attribution.tree import TreeNode, TreeOptions, op_tree
 
 BERT = "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
 QWEN = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"

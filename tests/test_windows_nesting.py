@@ -11,9 +11,9 @@ import pytest
 import opscope
 import rawtrace
 from conftest import corpus_path
-from opscope.analysis import select
-from opscope.analysis.nesting import ancestors, innermost_container
-from opscope.analysis.windows import StepWindow, overlap_pairs, parse_steps
+from opscope.analysis.attribution.nesting import ancestors, innermost_container
+from opscope.analysis.timeline import select
+from opscope.analysis.timeline.windows import StepWindow, overlap_pairs, parse_steps
 from opscope.errors import UsageError
 from opscope.model.schema import Col
 

@@ -19,7 +19,7 @@ imports torch only when they run, so `import opscope` works without torch.
 from __future__ import annotations
 
 from opscope._version import __version__
-from opscope.analysis.kernels import KernelRow, KernelSummary, SummaryOptions, kernel_summary
+from opscope.analysis.kernels.summary import KernelRow, KernelSummary, SummaryOptions, kernel_summary
 from opscope.analysis.overview import Analysis, AnalyzeOptions
 from opscope.analysis.overview import analyze as _analyze
 from opscope.errors import InputError, OpscopeError, UsageError

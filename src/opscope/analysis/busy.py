@@ -16,12 +16,12 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from opscope.analysis import intervals
-from opscope.analysis.windows import STEP_NAME, StepWindow, step_windows
+from opscope.analysis.timeline import intervals
+from opscope.analysis.timeline.windows import STEP_NAME, StepWindow, step_windows
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
-# Step windows live in `analysis.windows` (shared with `opscope steps`, `ops --steps` and the timeline).
+# Step windows live in `analysis.timeline.windows` (shared with `opscope steps`, `ops --steps` and the timeline).
 __all__ = ["StepWindow", "busy_ns", "step_windows"]
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis.windows import STEP_NAME
+from opscope.analysis.timeline.windows import STEP_NAME
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 

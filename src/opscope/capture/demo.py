@@ -12,7 +12,7 @@ from typing import Any
 
 from opscope.analysis.busy import busy_ns, step_windows
 from opscope.analysis.cpu_ops import cpu_op_table
-from opscope.analysis.kernels import SummaryOptions, kernel_summary
+from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
 from opscope.capture._torch import describe_device, pick_device, require_torch, synchronize
 from opscope.capture.demo_model import build_denoiser, denoise
 from opscope.capture.profiler import annotate, profile

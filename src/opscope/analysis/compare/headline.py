@@ -2,8 +2,8 @@
 activity and CPU operators inside it, GPU busy time over it, and kernel categories.
 
 These functions are the one place where the comparisons meet the attribution analyses: step windows come from
-`analysis.windows`, the GPU activity of a step from kernel-to-launch linking (`analysis.linking`), operator
-GPU time from `analysis.ops`, kernel categories from `analysis.categories` (the one rule table).
+`analysis.timeline.windows`, the GPU activity of a step from kernel-to-launch linking (`analysis.attribution.linking`), operator
+GPU time from `analysis.attribution.ops`, kernel categories from `analysis.kernels.categories` (the one rule table).
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis import intervals, windows
-from opscope.analysis.linking import Linkage, selected_gpu
-from opscope.analysis.ops import OpOptions, op_stats
+from opscope.analysis.attribution.linking import Linkage, selected_gpu
+from opscope.analysis.attribution.ops import OpOptions, op_stats
+from opscope.analysis.timeline import intervals, windows
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
 STEP_PREFIX = "ProfilerStep#"
 CPU_SPAN_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
-# Kinds left out of the whole-trace window (as in `analysis.windows`): metadata and the profiler's own span.
+# Kinds left out of the whole-trace window (as in `analysis.timeline.windows`): metadata and the profiler's own span.
 UNTIMED_KINDS = (Kind.METADATA, Kind.TRACE)
 COMMUNICATION = "communication"
 SHAPE = "shape"
@@ -33,7 +33,7 @@ class Scope:
 
     windows: tuple[tuple[int, int], ...]
     steps: int
-    spec: str | None = None  # a --steps spec naming every step (for `analysis.ops` / `linking`); None: whole
+    spec: str | None = None  # a --steps spec naming every step (for `analysis.attribution.ops` / `linking`); None: whole
 
     @property
     def length_ns(self) -> int:
@@ -55,7 +55,7 @@ def _name() -> pl.Expr:
 
 def activity_window(trace: Trace) -> tuple[int, int] | None:
     """[first start, last end] over every event with a duration but metadata and the profiler's own span (the
-    whole-trace window of `analysis.windows`, also when the trace has step markers)."""
+    whole-trace window of `analysis.timeline.windows`, also when the trace has step markers)."""
     row = (
         trace.lazy()
         .filter(~_kind_is(UNTIMED_KINDS) & pl.col(Col.DUR_NS).is_not_null() & pl.col(Col.TS_NS).is_not_null())
@@ -70,7 +70,7 @@ def activity_window(trace: Trace) -> tuple[int, int] | None:
 
 
 def trace_scope(trace: Trace, use_steps: bool) -> Scope:
-    """The ProfilerStep#N windows (`analysis.windows`; merged where they overlap) when `use_steps` and the
+    """The ProfilerStep#N windows (`analysis.timeline.windows`; merged where they overlap) when `use_steps` and the
     trace has them, else the whole-trace window."""
     if use_steps:
         markers = windows.marker_windows(trace)
@@ -95,7 +95,7 @@ def in_scope(frame: pl.DataFrame, scope: Scope, at: str) -> pl.DataFrame:
 def gpu_activity(trace: Trace, scope: Scope, linkage: Linkage) -> pl.DataFrame:
     """GPU activity (kernels, copies, memsets) that belongs to the scope: columns name, kind, ts_ns, dur_ns,
     device. With step windows, an activity belongs to the step in which the launch call that queued it started
-    (its own start when the launch is missing), as `analysis.linking.selected_gpu` decides; so work queued late
+    (its own start when the launch is missing), as `analysis.attribution.linking.selected_gpu` decides; so work queued late
     in a step and run after it still counts for that step."""
     gpu = selected_gpu(trace, linkage, steps=scope.spec) if scope.steps else linkage.gpu
     return gpu.select(_name().alias(Col.NAME), pl.col(Col.KIND).cast(pl.String), Col.TS_NS, Col.DUR_NS, Col.DEVICE)
@@ -117,7 +117,7 @@ def cpu_ops(trace: Trace, scope: Scope) -> pl.DataFrame:
 
 
 def op_table(trace: Trace, scope: Scope, by_shape: bool, linkage: Linkage) -> pl.DataFrame:
-    """Per operator name (and Input Dims with `by_shape`, whitespace removed) from `analysis.ops`: calls,
+    """Per operator name (and Input Dims with `by_shape`, whitespace removed) from `analysis.attribution.ops`: calls,
     cpu_ns (inclusive CPU time) and gpu_ns (GPU time of the kernels launched inside it), over the operators
     starting in the scope and the GPU activity belonging to it. The ProfilerStep spans are left out.
     Columns: name, shape, calls, cpu_ns, gpu_ns."""

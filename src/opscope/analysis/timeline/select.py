@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from opscope.analysis import windows
+from opscope.analysis.timeline import windows
 from opscope.errors import UsageError
 from opscope.model.schema import Col
 from opscope.model.trace import Trace

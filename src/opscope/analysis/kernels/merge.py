@@ -4,7 +4,7 @@ the shape of a one-trace `KernelSummary`.
 
 Counts, totals, minima and maxima are integers and merge exactly in any order; the standard deviation merges
 exactly too (Chan et al.'s pairwise update of the sum of squared deviations); the median comes from the
-mergeable sketch of `opscope.scale.sketch` (1% relative accuracy) and is flagged as an estimate. Events with a
+mergeable sketch of `opscope.analysis.partials.sketch` (1% relative accuracy) and is flagged as an estimate. Events with a
 negative duration are left out of the merged rows (the one-trace table keeps them as they are).
 """
 
@@ -15,10 +15,16 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis.kernels import KernelRow, KernelSummary, SummaryOptions, finish_summary, select_gpu
+from opscope.analysis.kernels.summary import (
+    KernelRow,
+    KernelSummary,
+    SummaryOptions,
+    finish_summary,
+    select_gpu,
+)
+from opscope.analysis.partials.durations import Durations, durations_by_name, quantile_ns
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
-from opscope.scale.partials import Durations, durations_by_name, quantile_ns
 
 _SEP = "\x1f"  # joins name and kind into one key; never appears in kernel names
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.scale.sketch import Sketch, bucket_index
+from opscope.analysis.partials.sketch import Sketch, bucket_index
 
 
 @dataclass(frozen=True)

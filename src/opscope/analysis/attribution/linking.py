@@ -6,7 +6,7 @@ its launch by correlation id (`args.correlation`, on both sides in every Kineto 
 where that fails by flow events (`ac2g`, `async`, `async_gpu`: a start `s` bound to the launch call, a finish
 `f` bound to the GPU event, same id). One graph launch (`cudaGraphLaunch`, `hipGraphLaunch`) carries the
 correlation id of all the kernels of the graph; they are linked to it and marked `from_graph`. The launch is
-then placed in the CPU call tree of its thread (`analysis.nesting`, no loop over events). Nothing is dropped:
+then placed in the CPU call tree of its thread (`analysis.attribution.nesting`, no loop over events). Nothing is dropped:
 GPU events that cannot be attributed stay in the table with `attributed = False`, and their share of GPU
 time is reported. Definitions: docs/analysis-attribution.md.
 """
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from opscope.analysis import select
-from opscope.analysis.nesting import ancestors, innermost_container, nearest_of_kind
+from opscope.analysis.attribution.nesting import ancestors, innermost_container, nearest_of_kind
+from opscope.analysis.timeline import select
 from opscope.model.schema import GPU_KINDS, Col, Kind
 from opscope.model.trace import Trace
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis import intervals, select
+from opscope.analysis.timeline import intervals, select
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 

@@ -3,7 +3,7 @@
 Direction and host-memory kind come from the copy's name, e.g. Kineto's "Memcpy HtoD (Pageable -> Device)",
 "Memcpy DtoH (Device -> Pinned)", "Memcpy DtoD (Device -> Device)", "Memcpy PtoP (Device -> Device)"; AMD and
 rocprof spellings (CopyHostToDevice, MEMORY_COPY_DEVICE_TO_HOST, ...) are covered by the same table. ROCm blit
-kernels that implement copies (category memcpy, analysis/category_rules.py) have direction "unknown".
+kernels that implement copies (category memcpy, analysis/kernels/category_rules.py) have direction "unknown".
 
 Definitions (docs/analysis-timeline.md), over copies that start inside the analysed window:
 - bytes: sum of the recorded sizes (copies without a size are counted in `calls_without_bytes`).
@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis import window as win
-from opscope.analysis.activity import Activity, TimelineOptions, gpu_activity
-from opscope.analysis.categories import CATEGORY
-from opscope.analysis.category_rules import MEMCPY, MEMSET
+from opscope.analysis.kernels.categories import CATEGORY
+from opscope.analysis.kernels.category_rules import MEMCPY, MEMSET
+from opscope.analysis.timeline import window as win
+from opscope.analysis.timeline.activity import Activity, TimelineOptions, gpu_activity
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 

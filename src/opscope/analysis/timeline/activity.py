@@ -1,6 +1,6 @@
 """GPU activity prepared once for every timeline analysis: intervals, category and launch call per event.
 
-`gpu_activity(trace, options)` takes the linked GPU events of `analysis.linking` (every kernel, memcpy and
+`gpu_activity(trace, options)` takes the linked GPU events of `analysis.attribution.linking` (every kernel, memcpy and
 memset with its launch call and the innermost CPU op around that call), restricted to the selected devices and
 streams, adds the copy sizes, the intervals and the category (`categories`), and the analysed window
 (`window`). Negative durations count as zero (linking clips them, and they are counted in its stats); zero-length
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis import intervals, window
-from opscope.analysis.categories import with_category
-from opscope.analysis.linking import ROW, Linkage, LinkStats, link, selected_gpu
+from opscope.analysis.attribution.linking import ROW, Linkage, LinkStats, link, selected_gpu
+from opscope.analysis.kernels.categories import with_category
+from opscope.analysis.timeline import intervals, window
 from opscope.model.schema import GPU_KINDS, Col
 from opscope.model.trace import Trace
 
@@ -33,7 +33,7 @@ ATTRIBUTED = "attributed"  # the launch lies inside some CPU op, annotation or P
 class TimelineOptions:
     devices: tuple[int, ...] | None = None
     streams: tuple[int, ...] | None = None
-    # Analysed window pieces, e.g. the chosen steps' spans; None = the whole trace (see analysis/window.py).
+    # Analysed window pieces, e.g. the chosen steps' spans; None = the whole trace (see analysis/timeline/window.py).
     windows: tuple[tuple[int, int], ...] | None = None
 
 

@@ -1,6 +1,6 @@
 """Per-operator table: one row per op name (aten ops, user annotations / record_function), or per (name, Input
 Dims) with `by_shape`, with CPU total and self time and the GPU time of the kernels each op launched. This is
-what `opscope ops` prints; it reads the `Linkage` of `analysis.linking`.
+what `opscope ops` prints; it reads the `Linkage` of `analysis.attribution.linking`.
 
 Definitions (docs/analysis-attribution.md):
 - op instance: an event of kind cpu_op or user_annotation. calls = instances. Every ProfilerStep#N is one
@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from opscope.analysis import select
-from opscope.analysis.linking import OP_KINDS, ROW, Linkage, LinkStats, link, selected_gpu
-from opscope.analysis.nesting import ancestors
-from opscope.analysis.windows import fold_steps
+from opscope.analysis.attribution.linking import OP_KINDS, ROW, Linkage, LinkStats, link, selected_gpu
+from opscope.analysis.attribution.nesting import ancestors
+from opscope.analysis.timeline import select
+from opscope.analysis.timeline.windows import fold_steps
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 

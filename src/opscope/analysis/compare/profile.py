@@ -2,7 +2,7 @@
 for the whole trace and, when it has ProfilerStep markers, for its steps.
 
 A `TraceProfile` is small (a few hundred rows) and plain data, so it is what worker processes send back when
-`opscope diff` reads its two traces in parallel; `analysis.diff` compares two of them.
+`opscope diff` reads its two traces in parallel; `analysis.compare.diff` compares two of them.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis import headline
-from opscope.analysis.categories import CATEGORY, with_category
-from opscope.analysis.category_rules import CATEGORIES
-from opscope.analysis.linking import Linkage, link
+from opscope.analysis.attribution.linking import Linkage, link
+from opscope.analysis.compare import headline
+from opscope.analysis.kernels.categories import CATEGORY, with_category
+from opscope.analysis.kernels.category_rules import CATEGORIES
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
@@ -33,7 +33,7 @@ class OpTotal:
     shape: str | None  # `Input Dims` text (whitespace removed) when grouped by shape, else None
     calls: int
     cpu_ns: int  # summed inclusive CPU duration
-    gpu_ns: int  # GPU time of the kernels launched inside it (`analysis.ops` gpu_total)
+    gpu_ns: int  # GPU time of the kernels launched inside it (`analysis.attribution.ops` gpu_total)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """GPU busy / idle time, utilization and overlaps per device and per stream, over the analysed window.
 
 All figures are interval unions (two kernels running at once on two streams count once), computed with
-`analysis.intervals` and one vectorised sweep for stream concurrency. Definitions (docs/analysis-timeline.md):
+`analysis.timeline.intervals` and one vectorised sweep for stream concurrency. Definitions (docs/analysis-timeline.md):
 
-- window_ns: length of the analysed window (analysis/window.py).
+- window_ns: length of the analysed window (analysis/timeline/window.py).
 - busy_ns: union of the device's GPU activity (kernels, memcpys, memsets) clipped to the window.
 - idle_ns = window_ns - busy_ns; utilization = busy_ns / window_ns.
 - span_ns: first start to last end of the device's activity inside the window (what HTA and TraceLens call
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis import intervals
-from opscope.analysis.activity import Activity, TimelineOptions, gpu_activity
-from opscope.analysis.categories import CATEGORY
-from opscope.analysis.category_rules import COMMUNICATION, MEMCPY, MEMSET
-from opscope.analysis.window import PIECE
+from opscope.analysis.kernels.categories import CATEGORY
+from opscope.analysis.kernels.category_rules import COMMUNICATION, MEMCPY, MEMSET
+from opscope.analysis.timeline import intervals
+from opscope.analysis.timeline.activity import Activity, TimelineOptions, gpu_activity
+from opscope.analysis.timeline.window import PIECE
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 

@@ -2,7 +2,7 @@
 each GPU, the wall time, GPU busy time, kernel / memcpy / memset / communication time and idle time. This is
 what `opscope steps` prints, and what `analyze` and `diff` read through `step_stats` and `step_windows`.
 
-Every time is a union of intervals clipped to the window (`analysis.intervals`), so two kernels overlapping on
+Every time is a union of intervals clipped to the window (`analysis.timeline.intervals`), so two kernels overlapping on
 two streams count once: busy = |union of all GPU activity|, kernel = |union of kernels| (communication
 kernels included), comm = |union of nccl/rccl kernels|, memcpy, memset likewise, idle = wall - busy. GPU time
 is cut at window edges: a kernel launched in step N that runs after step N ends counts in the window it runs
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from opscope.analysis import intervals, select
-from opscope.analysis.linking import Linkage, LinkStats, link, selected_gpu, unattributed_share
-from opscope.analysis.windows import StepWindow, overlap_pairs, select_windows, step_windows
+from opscope.analysis.attribution.linking import Linkage, LinkStats, link, selected_gpu, unattributed_share
+from opscope.analysis.timeline import intervals, select
+from opscope.analysis.timeline.windows import StepWindow, overlap_pairs, select_windows, step_windows
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
@@ -70,7 +70,7 @@ class StepStats:
     overlap_ns: int  # sum of window lengths minus the length of their union
     outside_events: int  # GPU events overlapping no window
     outside_ns: int  # GPU time (summed durations) outside every window
-    unattributed_share: float  # of the selected GPU time, see `analysis.linking`
+    unattributed_share: float  # of the selected GPU time, see `analysis.attribution.linking`
     link: LinkStats | None
     options: StepOptions
     warnings: tuple[str, ...] = field(default=())

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from opscope.analysis import select
+from opscope.analysis.timeline import select
 from opscope.model.schema import GPU_KINDS, Col, Kind
 from opscope.model.trace import Trace
 

@@ -1,7 +1,7 @@
 """Hierarchy of GPU time: Python frames / nn.Module / user annotations -> ops -> kernels, merged by path (all
 instances of the same call path are one node) with GPU time rolled up. This is what `opscope tree` prints.
 
-The CPU tree is time nesting on each thread (`analysis.linking`); which scopes are shown is chosen by
+The CPU tree is time nesting on each thread (`analysis.attribution.linking`); which scopes are shown is chosen by
 `python`: "modules" keeps only `nn.Module: ...` frames among Python frames, "all" keeps every frame, "none"
 none. A hidden scope's children attach to its nearest shown ancestor (pointer jumping on the linked tree, no
 second nesting). Each GPU event becomes a leaf under the innermost shown scope enclosing its launch; GPU
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from opscope.analysis.linking import ROW, Linkage, LinkStats, link, selected_gpu
-from opscope.analysis.nesting import ancestors, nearest_of_kind
-from opscope.analysis.windows import fold_steps, names_matching
+from opscope.analysis.attribution.linking import ROW, Linkage, LinkStats, link, selected_gpu
+from opscope.analysis.attribution.nesting import ancestors, nearest_of_kind
+from opscope.analysis.timeline.windows import fold_steps, names_matching
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 

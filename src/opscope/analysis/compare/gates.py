@@ -12,8 +12,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from opscope.analysis.category_rules import CATEGORIES
-from opscope.analysis.diff import DiffRow, TraceDiff
+from opscope.analysis.compare.diff import DiffRow, TraceDiff
+from opscope.analysis.kernels.category_rules import CATEGORIES
 from opscope.errors import UsageError
 
 GPU_TIME, KERNEL, CATEGORY = "gpu_time", "kernel", "category"

@@ -13,7 +13,7 @@ overhead plus the time spent queued behind earlier work. Definitions (docs/analy
   guess.
 - p50 / p95: linear-interpolation percentiles of the clamped delays; max; mean.
 - worst: groups of kernels by the op that launched them (the innermost CPU op or user annotation containing
-  the launch call on its thread, from `analysis.linking`), ordered by their largest delay.
+  the launch call on its thread, from `analysis.attribution.linking`), ordered by their largest delay.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis import window as win
-from opscope.analysis.activity import (
+from opscope.analysis.timeline import window as win
+from opscope.analysis.timeline.activity import (
     FROM_GRAPH,
     LAUNCH_OP,
     LAUNCH_TS,
@@ -31,7 +31,7 @@ from opscope.analysis.activity import (
     TimelineOptions,
     gpu_activity,
 )
-from opscope.analysis.syncs import NO_OP
+from opscope.analysis.timeline.syncs import NO_OP
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 

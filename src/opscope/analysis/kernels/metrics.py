@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis.launch_config import LAUNCH_KEY, kernel_launches
+from opscope.analysis.kernels.launch_config import LAUNCH_KEY, kernel_launches
 from opscope.ingest.ncu import NcuMetrics
 from opscope.model.schema import Col
 from opscope.model.trace import Trace

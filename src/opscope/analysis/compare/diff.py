@@ -1,6 +1,6 @@
 """Before/after comparison of two traces: headline figures, then kernels and operators matched by name.
 
-Input is two `TraceProfile`s (see `analysis.profile`), so the traces can be read in parallel processes. Every
+Input is two `TraceProfile`s (see `analysis.compare.profile`), so the traces can be read in parallel processes. Every
 total is divided by the number of steps when comparing per step (the default when both traces have ProfilerStep
 markers), so traces holding different numbers of steps compare fairly. Every delta is NEW minus BASE; swapping
 the two negates every delta exactly and swaps added with removed. Definitions: docs/compare.md.
@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from opscope.analysis.profile import OpTotal, ScopeProfile, TraceProfile, profile_trace
+from opscope.analysis.compare.profile import OpTotal, ScopeProfile, TraceProfile, profile_trace
 from opscope.errors import UsageError
 from opscope.model.trace import Trace
 

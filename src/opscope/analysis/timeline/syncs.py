@@ -3,7 +3,7 @@
 A synchronising call is a runtime or driver call whose name matches `SYNC_CALL_PATTERN`: device / stream /
 event / context synchronize, cudaStreamWaitEvent (and HIP / driver-API equivalents), and blocking
 (non-Async) memcpy such as cudaMemcpy or hipMemcpyWithStream. The issuing operator is the innermost CPU op or
-user annotation on the same thread whose span contains the call (the call tree of `analysis.linking`); calls
+user annotation on the same thread whose span contains the call (the call tree of `analysis.attribution.linking`); calls
 outside every op are reported under "(no op)". The GPU-side `cuda_sync` records Kineto writes for the same
 waits are counted separately (they duplicate the host calls in time, so they are never added to them).
 """
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from opscope.analysis import window as win
-from opscope.analysis.linking import OP_KINDS, ROW, Linkage, link
+from opscope.analysis.attribution.linking import OP_KINDS, ROW, Linkage, link
+from opscope.analysis.timeline import window as win
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
@@ -78,7 +78,7 @@ def gpu_sync_events(trace: Trace) -> pl.DataFrame:
 def issuing_ops(calls: pl.DataFrame, linkage: Linkage) -> pl.Series:
     """Name of the innermost CPU op or user annotation containing each call on its thread (null when none).
 
-    Reuses the call tree `analysis.linking` built: the op that started last at or before the call is the
+    Reuses the call tree `analysis.attribution.linking` built: the op that started last at or before the call is the
     innermost container if it still runs at the call's end; otherwise the container is among its ancestors
     (`op_parent_row`), which are walked up, all calls at once, until one contains the call."""
     queries = calls.select(pl.col(Col.PID).cast(pl.Categorical), pl.col(Col.TID).cast(pl.Categorical), Col.TS_NS,

@@ -21,8 +21,8 @@ from functools import lru_cache
 
 import polars as pl
 
-from opscope.analysis import intervals
-from opscope.analysis.category_rules import CATEGORIES, MEMCPY, MEMSET, OTHER, RULES
+from opscope.analysis.kernels.category_rules import CATEGORIES, MEMCPY, MEMSET, OTHER, RULES
+from opscope.analysis.timeline import intervals
 from opscope.model.schema import Col, Kind
 
 CATEGORY = "category"

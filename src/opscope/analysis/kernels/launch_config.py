@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 import polars as pl
 
-from opscope.analysis import select
+from opscope.analysis.timeline import select
 from opscope.model.meta import DeviceInfo
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace

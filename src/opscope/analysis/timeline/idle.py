@@ -3,7 +3,7 @@
 A gap is a stretch of the device's timeline with no kernel, memcpy or memset running (the complement of the
 union of its activity). Every instant t of a gap gets exactly one cause, in this order:
 
-1. sync_wait: a synchronising host call (analysis/syncs.py: device/stream/event synchronize, stream wait
+1. sync_wait: a synchronising host call (analysis/timeline/syncs.py: device/stream/event synchronize, stream wait
    event, blocking memcpy; any thread of the trace) or a Kineto `cuda_sync` record of this device is in
    progress at t. The GPU had nothing to do while the host was blocked waiting on it.
 2. host_wait: t is before the start of the launch call of the work that ends the gap (when several
@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis import intervals
-from opscope.analysis import window as win
-from opscope.analysis.activity import LAUNCH_TS, Activity, TimelineOptions, gpu_activity
-from opscope.analysis.syncs import END, gpu_sync_events, sync_calls
+from opscope.analysis.timeline import intervals
+from opscope.analysis.timeline import window as win
+from opscope.analysis.timeline.activity import LAUNCH_TS, Activity, TimelineOptions, gpu_activity
+from opscope.analysis.timeline.syncs import END, gpu_sync_events, sync_calls
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 

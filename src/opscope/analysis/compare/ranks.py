@@ -17,15 +17,15 @@ from pathlib import Path
 
 import polars as pl
 
-from opscope.analysis import headline
-from opscope.analysis.categories import CATEGORY, with_category
-from opscope.analysis.category_rules import COMMUNICATION
-from opscope.analysis.linking import link
-from opscope.analysis.profile import device_names
+from opscope.analysis.attribution.linking import link
+from opscope.analysis.compare import headline
+from opscope.analysis.compare.profile import device_names
+from opscope.analysis.kernels.categories import CATEGORY, with_category
+from opscope.analysis.kernels.category_rules import COMMUNICATION
+from opscope.analysis.partials.durations import Durations, durations_by_name, merge_named
 from opscope.errors import InputError
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
-from opscope.scale.partials import Durations, durations_by_name, merge_named
 
 _RANK_PATTERNS = (re.compile(r"rank[-_ ]?(\d+)", re.I), re.compile(r"worker[-_ ]?(\d+)", re.I),
                   re.compile(r"_(\d+)\."))
