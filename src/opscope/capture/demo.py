@@ -10,16 +10,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from opscope.analysis.busy import busy_ns, step_windows
-from opscope.analysis.cpu_ops import cpu_op_table
+from opscope.analysis.attribution.cpu_ops import cpu_op_table
+from opscope.analysis.attribution.linking import link
 from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
+from opscope.analysis.timeline.windows import step_windows
 from opscope.capture._torch import describe_device, pick_device, require_torch, synchronize
 from opscope.capture.demo_model import build_denoiser, denoise
 from opscope.capture.profiler import annotate, profile
-from opscope.capture.summary import CaptureSummary, summarize
+from opscope.capture.summary import CaptureSummary, summarize, utilization
 from opscope.errors import UsageError
 from opscope.ingest import load
-from opscope.model.schema import GPU_KINDS, Kind
 
 SLOW_FIRST_STEP = 1.5  # step 0 at least this many times the later steps' mean: call it warm-up cost
 LOW_BUSY = 0.5
@@ -94,15 +94,15 @@ def run_demo(device: str | None = None, total_steps: int = 10, profiled_steps: i
     if prof.trace_path is None:
         raise UsageError("the demo wrote no trace")
     trace = load(prof.trace_path)
+    linkage = link(trace)
     windows = step_windows(trace)
     kernels = kernel_summary(trace, SummaryOptions(top=0))
     gpu = kernels.gpu_calls > 0
     if gpu:
         shares = [(r.name, r.share) for r in kernels.rows]
     else:
-        shares = [(r.name, r.share) for r in cpu_op_table(trace, top=0).rows]
-    window_ns = sum(w.dur_ns for w in windows)
-    busy = busy_ns(trace, GPU_KINDS if gpu else (Kind.CPU_OP,), windows) / window_ns if window_ns else None
+        shares = [(r.name, r.share) for r in cpu_op_table(trace, top=0, linkage=linkage).rows]
+    busy = utilization(trace, gpu, linkage)
     step_ns = tuple(w.dur_ns for w in windows if w.step is not None)
     return DemoResult(device=describe_device(chosen), total_steps=total_steps, profiled_steps=profiled_steps,
                       latent_shape=tuple(latents.shape), seconds=seconds,

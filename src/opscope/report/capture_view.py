@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from opscope.analysis.cpu_ops import CpuOpTable
+from opscope.analysis.attribution.cpu_ops import CpuOpTable
 from opscope.capture.timing import Spread
 from opscope.report.document import INT, MS, NAME, PCT, US, Column, Document, Table
 from opscope.report.render import RenderOptions, render

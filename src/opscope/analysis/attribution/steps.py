@@ -12,6 +12,7 @@ outside every window is counted and reported too. Definitions: docs/analysis-att
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,7 +24,8 @@ from opscope.analysis.timeline.windows import StepWindow, overlap_pairs, select_
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
-__all__ = ["StepDevice", "StepOptions", "StepRow", "StepStats", "StepWindow", "step_stats", "step_windows"]
+__all__ = ["StepDevice", "StepOptions", "StepRow", "StepStats", "StepWindow", "busy_ns", "step_stats", "step_windows",
+           "window_pieces"]
 
 COMM_KERNEL = r"(?i)nccl|rccl"  # NCCL and RCCL kernels: ncclKernel_*, ncclDevKernel_*
 
@@ -75,6 +77,15 @@ class StepStats:
     options: StepOptions
     warnings: tuple[str, ...] = field(default=())
 
+    @property
+    def busy_share(self) -> float | None:
+        """GPU busy time summed over the rows and devices / (their wall time x the number of devices): the
+        devices' utilization over all the steps (what `opscope demo` and `opscope bench` report); None when
+        there is no GPU activity or no wall time."""
+        capacity = sum(row.wall_ns for row in self.rows) * len(self.devices)
+        busy = sum(d.busy_ns for row in self.rows for d in row.devices)
+        return busy / capacity if capacity > 0 else None
+
 
 def _window_frame(chosen: tuple[StepWindow, ...]) -> pl.DataFrame:
     return pl.DataFrame({intervals.START: [w.start_ns for w in chosen], intervals.END: [w.end_ns for w in chosen]},
@@ -95,17 +106,8 @@ def step_stats(trace: Trace, options: StepOptions | None = None, linkage: Linkag
     gpu_lazy = select.by_streams(select.by_devices(trace.gpu_events(), opts.devices), opts.streams)
     gpu = gpu_lazy.select(pl.col(Col.KIND).cast(pl.String), pl.col(Col.NAME).cast(pl.String), Col.DEVICE,
                           Col.TS_NS, pl.col(Col.DUR_NS).clip(lower_bound=0)).collect()
-    start = gpu[Col.TS_NS].to_numpy()
-    end = start + gpu[Col.DUR_NS].to_numpy()
-    event, window = overlap_pairs(start, end, chosen)
-    w_lo = np.array([w.start_ns for w in chosen], dtype=np.int64)[window] if chosen else np.empty(0, np.int64)
-    w_hi = np.array([w.end_ns for w in chosen], dtype=np.int64)[window] if chosen else np.empty(0, np.int64)
-    pieces = gpu[event].with_columns(
-        pl.Series("ev", event, dtype=pl.Int64),
-        pl.Series("win", window, dtype=pl.Int64),
-        pl.Series(intervals.START, np.maximum(start[event], w_lo), dtype=pl.Int64),
-        pl.Series(intervals.END, np.minimum(end[event], w_hi), dtype=pl.Int64),
-    )
+    pieces = window_pieces(gpu, chosen)
+    event, window = pieces["ev"].to_numpy(), pieces["win"].to_numpy()
     devices: tuple[int | None, ...] = tuple(sorted(gpu[Col.DEVICE].unique().to_list(), key=lambda d: (d is None, d)))
     figures = _figures(pieces)
     counts = dict(zip(*np.unique(window, return_counts=True))) if len(window) else {}
@@ -139,18 +141,46 @@ def step_stats(trace: Trace, options: StepOptions | None = None, linkage: Linkag
         warnings=trace.meta.warnings)
 
 
+def window_pieces(events: pl.DataFrame, chosen: tuple[StepWindow, ...]) -> pl.DataFrame:
+    """Each event of `events` (ts_ns, dur_ns >= 0, any other columns) cut to every window it overlaps: the
+    event's columns plus ev (its row in `events`), win (the window's index) and start_ns / end_ns (the piece)."""
+    start = events[Col.TS_NS].to_numpy()
+    end = start + events[Col.DUR_NS].to_numpy()
+    event, window = overlap_pairs(start, end, chosen)
+    w_lo = np.array([w.start_ns for w in chosen], dtype=np.int64)[window] if chosen else np.empty(0, np.int64)
+    w_hi = np.array([w.end_ns for w in chosen], dtype=np.int64)[window] if chosen else np.empty(0, np.int64)
+    return events[event].with_columns(
+        pl.Series("ev", event, dtype=pl.Int64),
+        pl.Series("win", window, dtype=pl.Int64),
+        pl.Series(intervals.START, np.maximum(start[event], w_lo), dtype=pl.Int64),
+        pl.Series(intervals.END, np.minimum(end[event], w_hi), dtype=pl.Int64),
+    )
+
+
+def busy_ns(events: pl.DataFrame, chosen: tuple[StepWindow, ...], by: Sequence[str] = ()) -> dict[tuple, int]:
+    """The busy time of `opscope steps` for any set of events (ts_ns, dur_ns >= 0): per window and `by` group,
+    the length of the union of the events' intervals cut to the window. Keys: (window index, *group values);
+    windows and groups without events are absent. `step_stats` measures GPU activity per device with it, a
+    CPU-only capture its CPU operators (`attribution.cpu_ops`)."""
+    return _union_per_window(window_pieces(events, chosen), by)
+
+
+def _union_per_window(pieces: pl.DataFrame, by: Sequence[str]) -> dict[tuple, int]:
+    if pieces.height == 0:
+        return {}
+    keys = ["win", *by]
+    busy = intervals.union_ns(pieces, by=keys)
+    assert isinstance(busy, pl.DataFrame)
+    return {tuple(row[:-1]): int(row[-1]) for row in busy.select(*keys, "busy_ns").iter_rows()}
+
+
 def _figures(pieces: pl.DataFrame) -> dict[tuple[int, int | None], dict[str, int]]:
     out: dict[tuple[int, int | None], dict[str, int]] = {}
-    keys = ["win", Col.DEVICE]
     parts = [("busy_ns", pieces)]
     parts += [(name, pieces.filter(cond)) for name, cond in _category(pl.col(Col.KIND), pl.col(Col.NAME))]
     for name, frame in parts:
-        if frame.height == 0:
-            continue
-        busy = intervals.union_ns(frame, by=keys)
-        assert isinstance(busy, pl.DataFrame)
-        for win, device, ns in busy.select("win", Col.DEVICE, "busy_ns").iter_rows():
-            out.setdefault((int(win), device), {})[name] = int(ns)
+        for (win, device), ns in _union_per_window(frame, [Col.DEVICE]).items():
+            out.setdefault((int(win), device), {})[name] = ns
     return out
 
 

@@ -2,8 +2,9 @@
 activity and CPU operators inside it, GPU busy time over it, and kernel categories.
 
 These functions are the one place where the comparisons meet the attribution analyses: step windows come from
-`analysis.timeline.windows`, the GPU activity of a step from kernel-to-launch linking (`analysis.attribution.linking`), operator
-GPU time from `analysis.attribution.ops`, kernel categories from `analysis.kernels.categories` (the one rule table).
+`analysis.timeline.windows`, the GPU activity of a step from kernel-to-launch linking
+(`analysis.attribution.linking`), operator GPU time from `analysis.attribution.ops`, busy time from
+`analysis.attribution.steps`, kernel categories from `analysis.kernels.categories` (the one rule table).
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from opscope.analysis.attribution import steps
 from opscope.analysis.attribution.linking import Linkage, selected_gpu
 from opscope.analysis.attribution.ops import OpOptions, op_stats
 from opscope.analysis.timeline import intervals, windows
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
-STEP_PREFIX = "ProfilerStep#"
 CPU_SPAN_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
 # Kinds left out of the whole-trace window (as in `analysis.timeline.windows`): metadata and the profiler's own span.
 UNTIMED_KINDS = (Kind.METADATA, Kind.TRACE)
@@ -102,14 +103,15 @@ def gpu_activity(trace: Trace, scope: Scope, linkage: Linkage) -> pl.DataFrame:
 
 
 def cpu_ops(trace: Trace, scope: Scope) -> pl.DataFrame:
-    """CPU operators and user annotations (not the ProfilerStep spans) that start inside the scope.
+    """CPU operators and user annotations that start inside the scope, without the step markers (names matching
+    `windows.STEP_NAME`, the one pattern; an op merely named "ProfilerStep#..." is an operator).
 
     Columns: name, shape (the `Input Dims` text, null when not recorded), dur_ns.
     """
     ops = (
         trace.lazy()
         .filter(_kind_is(CPU_SPAN_KINDS) & pl.col(Col.DUR_NS).is_not_null()
-                & ~_name().str.starts_with(STEP_PREFIX))
+                & ~_name().str.contains(windows.STEP_NAME))
         .select(_name().alias(Col.NAME), pl.col(Col.INPUT_DIMS).cast(pl.String).alias(SHAPE), Col.TS_NS, Col.DUR_NS)
         .collect()
     )
@@ -129,19 +131,11 @@ def op_table(trace: Trace, scope: Scope, by_shape: bool, linkage: Linkage) -> pl
 
 
 def busy_ns(activity: pl.DataFrame, scope: Scope) -> tuple[int, int]:
-    """(busy time summed over devices, number of devices) of GPU intervals, each device's intervals merged
-    (overlaps count once) and cut to the scope's windows. `activity` needs ts_ns, dur_ns, device."""
+    """(busy time summed over devices, number of devices) of GPU intervals: the busy time of `opscope steps`
+    (`attribution.steps.busy_ns`, per device the union of its intervals cut to each window) over the scope's
+    disjoint windows. `activity` needs ts_ns, dur_ns, device."""
     if activity.is_empty() or not scope.windows:
         return 0, 0
-    spans = activity.select(
-        pl.col(Col.DEVICE).fill_null(-1),
-        pl.col(Col.TS_NS).alias(intervals.START),
-        (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(intervals.END),
-    )
-    windows = scope.frame()
-    total = 0
-    devices = spans[Col.DEVICE].unique().to_list()
-    for device in devices:
-        own = spans.filter(pl.col(Col.DEVICE) == device)
-        total += intervals.intersection_ns(own, windows)
-    return total, len(devices)
+    spans = tuple(windows.StepWindow(None, windows.WHOLE_TRACE, lo, hi) for lo, hi in scope.windows)
+    per_device = steps.busy_ns(activity.select(Col.DEVICE, Col.TS_NS, Col.DUR_NS), spans, by=[Col.DEVICE])
+    return sum(per_device.values()), activity[Col.DEVICE].n_unique()
