@@ -39,6 +39,13 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def is_module(name: str) -> bool:
+    """A module or package of the source tree, or an extension module (`opscope._native`, built or not)."""
+    path = ROOT.parent / name.replace(".", "/")
+    return path.with_suffix(".py").exists() or path.is_dir() or any(name in group for group in LAYERS) or \
+        any(path.parent.glob(f"{path.name}.*.so")) or any(path.parent.glob(f"{path.name}*.pyd"))
+
+
 def imported(source: str, name: str, is_package: bool = False) -> list[tuple[int, str]]:
     """(line, module) of every opscope import in the source of module `name`, relative imports resolved.
     `from opscope import x` counts as importing `opscope.x` when x is a submodule, else the package itself."""
@@ -56,9 +63,7 @@ def imported(source: str, name: str, is_package: bool = False) -> list[tuple[int
                 continue
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
-                is_module = (ROOT.parent / (sub.replace(".", "/") + ".py")).exists() or \
-                    (ROOT.parent / sub.replace(".", "/")).is_dir()
-                out.append((node.lineno, sub if is_module else base))
+                out.append((node.lineno, sub if is_module(sub) else base))
     return out
 
 
@@ -76,10 +81,10 @@ def test_the_checker_sees_lazy_type_checking_and_relative_imports():
     # The walk must not miss imports hidden inside functions or under TYPE_CHECKING.
     text = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from opscope.report import Document\n"
             "def f():\n    from ..cli import main\n    import opscope.scale.executor\n"
-            "    from opscope import __version__\n")
+            "    from opscope import __version__\n    from opscope import _native\n")
     found = [target for _, target in imported(text, "opscope.capture.probe")]
-    assert found == ["opscope.report", "opscope.cli.main", "opscope.scale.executor", "opscope"]
-    assert [layer(t) > layer("opscope.capture.probe") for t in found] == [True, True, False, True]
+    assert found == ["opscope.report", "opscope.cli.main", "opscope.scale.executor", "opscope", "opscope._native"]
+    assert [layer(t) > layer("opscope.capture.probe") for t in found] == [True, True, False, True, False]
 
 
 def test_layers_are_ordered_as_documented():
