@@ -30,11 +30,11 @@ import polars as pl
 
 import opscope
 from _timing import best_of  # bench/_timing.py; bench scripts run with bench/ on sys.path
-from opscope.analysis.kernels import SummaryOptions, kernel_summary
-from opscope.analysis.linking import link
-from opscope.analysis.ops import OpOptions, op_stats
-from opscope.analysis.steps import step_stats
-from opscope.analysis.tree import TreeOptions, op_tree
+from opscope.analysis.attribution.linking import link
+from opscope.analysis.attribution.ops import OpOptions, op_stats
+from opscope.analysis.attribution.steps import step_stats
+from opscope.analysis.attribution.tree import TreeOptions, op_tree
+from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 

@@ -71,7 +71,7 @@ def tile(folder: Path, count: int, sources: list[Path] | None = None) -> Path:
     return out
 
 
-def measure(args: list[str]) -> tuple[float, int, str]:
+def measure(args: list[str], env: dict[str, str] | None = None) -> tuple[float, int, str]:
     """Wall seconds, peak summed RSS (bytes) of the process tree, and stdout of `opscope ARGS`."""
     output = Path(tempfile.mkstemp(prefix="opscope-bench-", suffix=".out")[1])
     command = [sys.executable, "-c", "import sys; from opscope.cli.main import main; sys.exit(main(sys.argv[1:]))",
@@ -79,7 +79,7 @@ def measure(args: list[str]) -> tuple[float, int, str]:
     # stdout/stderr to files: a full pipe would block the command while this loop samples memory
     with tempfile.TemporaryFile() as errors:
         started = time.perf_counter()
-        proc = psutil.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=errors)
+        proc = psutil.Popen(command, env=dict(ENV, **(env or {})), stdout=subprocess.DEVNULL, stderr=errors)
         peak = 0
         while proc.poll() is None:
             try:
@@ -123,10 +123,10 @@ def start_cluster(workers: int) -> tuple[str, list[subprocess.Popen[bytes]]]:
             time.sleep(0.5)
 
 
-def best(args: list[str], repeat: int) -> tuple[float, int, str]:
+def best(args: list[str], repeat: int, env: dict[str, str] | None = None) -> tuple[float, int, str]:
     """The fastest of `repeat` runs (the least disturbed by other jobs on a shared machine), with the highest
     memory peak seen."""
-    runs = [measure(args) for _ in range(repeat)]
+    runs = [measure(args, env) for _ in range(repeat)]
     fastest = min(runs, key=lambda r: r[0])
     return fastest[0], max(r[1] for r in runs), fastest[2]
 
@@ -134,9 +134,10 @@ def best(args: list[str], repeat: int) -> tuple[float, int, str]:
 def run_case(tiled: Path, cores: int, address: str | None, repeat: int) -> dict[str, tuple[float, int]]:
     common = ["ranks", str(tiled), "--no-cache", "--format", "json", "--top", "0"]
     serial = best([*common, "--jobs", "1"], repeat)
-    parallel = best([*common, "--jobs", str(cores)], repeat)
-    assert json.loads(serial[2]) == json.loads(parallel[2]), "parallel result differs"
-    row = {"serial": serial[:2], "parallel": parallel[:2]}
+    parallel = best([*common, "--jobs", str(cores)], repeat)  # threads, the default
+    processes = best([*common, "--jobs", str(cores)], repeat, {"OPSCOPE_PARALLEL": "processes"})
+    assert json.loads(serial[2]) == json.loads(parallel[2]) == json.loads(processes[2]), "parallel result differs"
+    row = {"serial": serial[:2], "parallel": parallel[:2], "processes": processes[:2]}
     if address:
         measure([*common, "--scheduler", address])  # warm the workers (imports)
         dask = best([*common, "--scheduler", address], repeat)
@@ -169,13 +170,15 @@ def main() -> None:
             row = run_case(tile(folder, count, sources), cores, address, options.repeat)
             results[label] = row
             mb = {k: v[1] / 2**20 for k, v in row.items()}
-            print(f"{label}: one process {row['serial'][0]:6.2f} s ({mb['serial']:.0f} MiB), "
-                  f"{cores} processes {row['parallel'][0]:6.2f} s ({mb['parallel']:.0f} MiB)"
+            print(f"{label}: one thread {row['serial'][0]:6.2f} s ({mb['serial']:.0f} MiB), "
+                  f"{cores} threads {row['parallel'][0]:6.2f} s ({mb['parallel']:.0f} MiB), "
+                  f"{cores} processes {row['processes'][0]:6.2f} s ({mb['processes']:.0f} MiB)"
                   + (f", Dask {row['dask'][0]:6.2f} s" if "dask" in row else ""))
         print(f"cores: {cores}; pure-Python speed-up available right now (machine load): {calibrate(cores):.2f}x "
               f"(load average {os.getloadavg()[0]:.1f})")
         for label, row in results.items():
-            print(f"speed-up, {label}, {cores} processes vs one: {row['serial'][0] / row['parallel'][0]:.2f}x")
+            print(f"speed-up, {label}, {cores} threads vs one: {row['serial'][0] / row['parallel'][0]:.2f}x; "
+                  f"{cores} processes vs one: {row['serial'][0] / row['processes'][0]:.2f}x")
             if "dask" in row:
                 print(f"Dask / local parallel time, {label}: {row['dask'][0] / row['parallel'][0]:.2f}x")
         # The last two counts: with few small traces this process finishes before the workers have taken any.

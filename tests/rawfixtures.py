@@ -1,43 +1,12 @@
-"""Test helpers for the report and export tests: raw-JSON recomputation on top of `rawtrace` (plain `json`, no
-opscope code), and HAND-MADE Kineto traces for edge cases (hostile names, huge kernel counts) that no real
-trace has."""
+"""HAND-MADE Kineto traces for the report and export tests: edge cases (hostile names, huge kernel counts) that
+no real trace has. Reading traces back is the reference reader's job (tests/reference.py)."""
 
 from __future__ import annotations
 
 import gzip
 import json
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
-
-from rawtrace import GPU_CATS, is_x, ns, span
-from rawtrace import load as raw_events
-from rawtrace import union_length as union
-
-__all__ = ["GPU_CATS", "load_doc", "ns", "raw_events", "union"]
-
-CPU_WORK_CATS = {"cpu_op", "Operator", "operator", "cuda_runtime", "Runtime", "hip_runtime", "cuda_driver",
-                 "hip_driver", "user_annotation", "python_function"}
-
-
-def load_doc(path: Path) -> Any:
-    """The whole document (for its keys besides traceEvents), numbers as Decimal like `rawtrace.load`."""
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rb") as handle:
-        return json.loads(handle.read(), parse_float=Decimal)
-
-
-def gpu_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATS and e.get("dur") is not None
-            and e["dur"] >= 0]
-
-
-def window_ns(events: list[dict[str, Any]]) -> tuple[int, int]:
-    """First start to last end of GPU activity and CPU work with a duration (the report's window)."""
-    spans = [span(e) for e in events if is_x(e) and e.get("ts") is not None
-             and (e.get("cat") in GPU_CATS or e.get("cat") in CPU_WORK_CATS)]
-    return min(s for s, _ in spans), max(e for _, e in spans)
-
 
 HOSTILE_KERNEL = "<img src=x onerror=alert(1)>"
 HOSTILE_OP = "</script><script>alert(2)</script>"

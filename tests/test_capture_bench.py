@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 import opscope
-from capture_support import cpu_busy_share, cpu_op_stats, step_windows
+import reference as ref
 from opscope.capture.compare import check_outputs
 from opscope.capture.strategies import Strategy, resolve
 from opscope.errors import UsageError
@@ -61,13 +61,13 @@ def test_outputs_match_with_dtype_tolerances_and_the_error_is_recomputed(compari
 
 def test_key_op_and_utilization_match_the_raw_traces(comparison):
     for run in comparison.runs:
-        stats = cpu_op_stats(run.trace_path)
+        stats = ref.cpu_op_stats(ref.load(run.trace_path))
         top = max(stats, key=lambda name: (stats[name]["self_ns"], [-ord(c) for c in name]))
         assert run.figures.key_op == top
-        steps = len(step_windows(run.trace_path))
+        steps = len(ref.step_windows(ref.load(run.trace_path)))
         assert steps == 2
         assert run.figures.key_op_ns == pytest.approx(stats[top]["self_ns"] / steps)
-        assert run.figures.utilization == pytest.approx(cpu_busy_share(run.trace_path))
+        assert run.figures.utilization == pytest.approx(ref.cpu_busy_share(ref.load(run.trace_path)))
 
 
 def test_document_and_json(comparison):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from capture_support import cpu_busy_share, step_windows
+import reference as ref
 from opscope.capture.demo import diagnose
 
 torch = pytest.importorskip("torch", reason="torch is an optional extra (pip install opscope[torch])")
@@ -27,7 +27,7 @@ def test_demo_on_cpu_says_what_ran_and_shows_cpu_operators(cli, tmp_path):
     assert "diagnosis: " in out
     traces = list(tmp_path.glob("*.pt.trace.json.gz"))
     assert len(traces) == 1
-    assert [s for s, _, _ in step_windows(traces[0])] == [0, 1, 2]
+    assert [s for s, _, _ in ref.step_windows(ref.load(traces[0]))] == [0, 1, 2]
 
 
 def test_demo_json_figures_match_the_raw_trace(cli, tmp_path):
@@ -40,10 +40,15 @@ def test_demo_json_figures_match_the_raw_trace(cli, tmp_path):
         page = Path(data["report"]).read_text()
         assert page.startswith("<!DOCTYPE html>") or "<html" in page[:500]
     trace = data["capture"]["trace"]
-    windows = step_windows(trace)
+    windows = ref.step_windows(ref.load(trace))
     assert data["step_ms"] == [round((hi - lo) / 1e6, 4) for _, lo, hi in windows]
-    assert data["busy"] == pytest.approx(cpu_busy_share(trace), abs=1e-4)
+    assert data["busy"] == pytest.approx(ref.cpu_busy_share(ref.load(trace)), abs=1e-4)
     assert data["capture"]["gpu_activity"] is False and data["diagnosis"]
+    # one definition of CPU self time: the demo's operator rows are the rows `opscope ops` prints for its trace
+    ops = json.loads(cli("ops", trace, "--top", "0", "--format", "json").out)
+    by_name = {r["name"]: (r["calls"], r["cpu_total_us"], r["cpu_self_us"]) for r in ops["rows"]}
+    shown = data["capture"]["cpu_ops"]["rows"]
+    assert shown and all(by_name[r["name"]] == (r["calls"], r["total_us"], r["self_us"]) for r in shown)
     # by self time the convolution shows as aten::mkldnn_convolution / aten::_convolution / aten::conv2d,
     # depending on the build; which wrapper ranks in the top rows varies with load, so match any of them
     unet = [r for r in data["capture"]["cpu_ops"]["rows"] if "conv" in r["name"]]

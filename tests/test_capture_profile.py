@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 import opscope
-from capture_support import cpu_op_stats, step_windows
+import reference as ref
 from opscope.capture import CaptureSummary, Profile
 from opscope.errors import MissingDependency, UsageError
 from opscope.model.schema import Col, Kind
@@ -76,7 +76,7 @@ def test_summary_is_the_summary_table_plus_cpu_operators(captured):
     assert isinstance(result, CaptureSummary)
     assert result.kernels == opscope.summary(opscope.load(prof.trace_path), top=0)  # the `opscope summary` table
     assert not result.has_gpu_activity and result.device == "cpu" and result.steps == 3
-    expected = cpu_op_stats(prof.trace_path)
+    expected = ref.cpu_op_stats(ref.load(prof.trace_path))
     assert {r.name: (r.calls, r.total_ns, r.self_ns) for r in result.cpu_ops.rows} == {
         name: (s["calls"], s["total_ns"], s["self_ns"]) for name, s in expected.items()}
     text = str(result)
@@ -111,7 +111,7 @@ def test_decorator_profiles_each_call_and_module_step_marks_steps(tmp_path):
     files = traces_in(tmp_path)
     assert len(files) == 2
     for path in files:
-        assert [s for s, _, _ in step_windows(path)] == [0, 1]
+        assert [s for s, _, _ in ref.step_windows(ref.load(path))] == [0, 1]
 
 
 def test_step_outside_a_profile_is_a_no_op_but_prof_step_is_an_error():
@@ -127,7 +127,7 @@ def test_repeat_cycles_write_one_trace_each(tmp_path):
             model(torch.randn(4, 32))
             prof.step()
     assert prof.cycles == 2 and prof.warnings == []
-    assert [[s for s, _, _ in step_windows(p)] for p in prof.trace_paths] == [[2, 3], [6, 7]]
+    assert [[s for s, _, _ in ref.step_windows(ref.load(p))] for p in prof.trace_paths] == [[2, 3], [6, 7]]
 
 
 def test_schedule_longer_than_the_run_warns_and_keeps_what_ran(tmp_path):
@@ -137,7 +137,7 @@ def test_schedule_longer_than_the_run_warns_and_keeps_what_ran(tmp_path):
             model(torch.randn(4, 32))
             prof.step()
     assert len(prof.warnings) == 1 and "needs 5" in prof.warnings[0]
-    assert [s for s, _, _ in step_windows(prof.trace_path)] == [0, 1, 2]  # 2 steps, then the tail until exit
+    assert [s for s, _, _ in ref.step_windows(ref.load(prof.trace_path))] == [0, 1, 2]  # 2 steps, then the tail until exit
 
 
 def test_run_ending_before_recording_writes_nothing_and_says_so(tmp_path):
@@ -153,7 +153,7 @@ def test_never_stepping_warns_that_the_block_was_one_step(tmp_path):
     with opscope.profile(steps=3, log_dir=tmp_path) as prof:
         tiny_model()(torch.randn(4, 32))
     assert any("step() was never called" in w for w in prof.warnings)
-    assert [s for s, _, _ in step_windows(prof.trace_path)] == [0]
+    assert [s for s, _, _ in ref.step_windows(ref.load(prof.trace_path))] == [0]
 
 
 def test_error_inside_the_block_still_leaves_a_readable_trace(tmp_path):
@@ -165,7 +165,7 @@ def test_error_inside_the_block_still_leaves_a_readable_trace(tmp_path):
                 raise ZeroDivisionError("boom")
             prof.step()
     assert prof.crash_note is not None and "was saved" in prof.crash_note
-    assert [s for s, _, _ in step_windows(prof.trace_path)] == [0, 1, 2]
+    assert [s for s, _, _ in ref.step_windows(ref.load(prof.trace_path))] == [0, 1, 2]
     assert "aten::linear" in names_of(opscope.load(prof.trace_path), Kind.CPU_OP)
 
 

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 import opscope
-from capture_support import step_windows
+import reference as ref
 
 torch = pytest.importorskip("torch", reason="torch is an optional extra (pip install opscope[torch])")
 
@@ -68,7 +68,7 @@ def test_steps_marked_by_the_script(cli, script, tmp_path):
     assert "CPU time by operator" in result.out and "6 from opscope.step() calls" in result.out
     traces = list((tmp_path / "logs").glob("*.pt.trace.json.gz"))
     assert len(traces) == 1
-    assert [s for s, _, _ in step_windows(traces[0])] == [0, 1]
+    assert [s for s, _, _ in ref.step_windows(ref.load(traces[0]))] == [0, 1]
 
 
 def test_json_output(cli, script, tmp_path):
@@ -91,7 +91,7 @@ def test_optimizer_steps_mark_steps_when_the_script_does_not(cli, script, tmp_pa
     assert result.code == 0, result.err
     data = json.loads(result.out)
     assert data["step_source"] == "optimizer" and data["steps_marked"] == 5
-    assert [s for s, _, _ in step_windows(data["trace"])] == [0, 1, 2]
+    assert [s for s, _, _ in ref.step_windows(ref.load(data["trace"]))] == [0, 1, 2]
 
 
 def test_explicit_steps_win_over_optimizer_steps(cli, script, tmp_path):
@@ -109,7 +109,7 @@ def test_module_form(cli, tmp_path, monkeypatch):
     result = cli("run", "--log-dir", tmp_path / "logs", "--", "python", "-m", "job_module", "2")
     assert result.code == 0, result.err
     assert "argv ['2']" in result.out
-    assert [s for s, _, _ in step_windows(next((tmp_path / "logs").glob("*.gz")))] == [0, 1, 2]
+    assert [s for s, _, _ in ref.step_windows(ref.load(next((tmp_path / "logs").glob("*.gz"))))] == [0, 1, 2]
 
 
 def test_crash_leaves_a_readable_trace_and_says_so(cli, script, tmp_path):
@@ -123,7 +123,7 @@ def test_crash_leaves_a_readable_trace_and_says_so(cli, script, tmp_path):
     assert "runpy" not in result.err and 'crash.py", line 10' in result.err  # the script's own traceback
     trace = next(tmp_path.glob("*.pt.trace.json.gz"))
     assert str(trace) in last
-    assert [s for s, _, _ in step_windows(trace)] == [0, 1, 2, 3]
+    assert [s for s, _, _ in ref.step_windows(ref.load(trace))] == [0, 1, 2, 3]
     assert opscope.load(trace).count() > 0
 
 

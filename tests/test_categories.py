@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 import opscope
-import rawref
+import reference as ref
 from conftest import TRACES, corpus_path
-from opscope.analysis import category_rules
-from opscope.analysis.activity import gpu_activity
-from opscope.analysis.categories import category_breakdown, classify
+from opscope.analysis.kernels import category_rules
+from opscope.analysis.kernels.categories import category_breakdown, classify
+from opscope.analysis.timeline.activity import gpu_activity
 
 # Real names, copied from the traces named in the comment (trimmed after the template arguments when long).
 REAL = {
@@ -129,7 +129,7 @@ def test_other_share_stays_low_and_totals_match(relative: str) -> None:
     trace = opscope.load(path)
     result = category_breakdown(gpu_activity(trace).clipped())
     assert result.other_share <= OTHER_ALLOWED.get(relative, 0.05), [r for r in result.rows if r.category == "other"]
-    expected = sum(g.end - g.start for g in rawref.gpu(rawref.events(path)))
+    expected = sum(g.end - g.start for g in ref.gpu(ref.load(path)))
     assert result.total_ns == expected
     if result.total_ns:
         assert sum(r.share for r in result.rows) == pytest.approx(1.0)

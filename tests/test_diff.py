@@ -7,12 +7,12 @@ import json
 import pytest
 
 import opscope
-import raw_kineto as raw
+import reference as ref
 from conftest import corpus_path
 from handmade_traces import document, training_steps, write
-from opscope.analysis.category_rules import CATEGORIES
-from opscope.analysis.diff import ADDED, REMOVED, SAME, DiffOptions, diff_traces
-from opscope.analysis.ops import OpOptions, op_stats
+from opscope.analysis.attribution.ops import OpOptions, op_stats
+from opscope.analysis.compare.diff import ADDED, REMOVED, SAME, DiffOptions, diff_traces
+from opscope.analysis.kernels.category_rules import CATEGORIES
 
 PT2 = "particle_transformer/run1_chrome_traces__single_epoch_forward_pass_batch_size_2.json"
 PT512 = "particle_transformer/run1_chrome_traces__single_epoch_forward_pass_batch_size_512.json"
@@ -74,14 +74,14 @@ def test_whole_trace_figures_match_raw_json() -> None:
     diff = _diff(PT2, PT512)
     assert not diff.per_step  # no ProfilerStep markers in these traces
     for side, name in (("before", PT2), ("after", PT512)):
-        doc = raw.load(corpus_path(name))
-        totals = raw.kernel_totals(raw.gpu_events(doc))
+        events = ref.load(corpus_path(name))
+        totals = ref.kernel_totals(ref.gpu_events(events))
         for row in diff.kernels:
             calls, total = totals.get((row.name, row.kind), (0, 0))
             assert getattr(row, f"total_{side}_ns") == total
             assert getattr(row, f"calls_{side}") == calls
         assert len([r for r in diff.kernels if getattr(r, f"calls_{side}")]) == len(totals)
-        ops = raw.op_totals(doc, per_step=False)
+        ops = ref.op_totals(events, per_step=False)
         gpu = _op_gpu(name, None)
         assert diff.op_metric == "gpu"
         for row in diff.ops:
@@ -90,9 +90,8 @@ def test_whole_trace_figures_match_raw_json() -> None:
             assert getattr(row, f"total_{side}_ns") == gpu.get(row.name, 0)
         gpu = sum(t for _, t in totals.values())
         assert diff.figure("gpu_time").__getattribute__(side) == gpu
-        events = raw.gpu_events(doc)
         window = diff.figure("time").__getattribute__(side)
-        busy = raw.busy_in(events, [(0, 2**62)])
+        busy = ref.busy_in(ref.gpu_events(events), [(0, 2**62)])
         assert diff.figure("gpu_busy").__getattribute__(side) == busy
         assert diff.figure("utilization").__getattribute__(side) == pytest.approx(busy / window)
 
@@ -102,22 +101,22 @@ def test_per_step_figures_match_raw_json(a: str, b: str) -> None:
     diff = _diff(a, b)
     assert diff.per_step
     for side, name in (("before", a), ("after", b)):
-        doc = raw.load(corpus_path(name))
-        windows = raw.steps(doc)
+        events = ref.load(corpus_path(name))
+        windows = ref.steps(events)
         n = len(windows)
         assert getattr(diff, "base" if side == "before" else "new").steps == n
-        scoped = raw.scoped_gpu(doc, per_step=True)
-        totals = raw.kernel_totals(scoped)
+        scoped = ref.scoped_gpu(events, per_step=True)
+        totals = ref.kernel_totals(scoped)
         for row in diff.kernels:
             calls, total = totals.get((row.name, row.kind), (0, 0))
             assert getattr(row, f"total_{side}_ns") == total / n
             assert getattr(row, f"calls_{side}") == calls / n
         assert getattr(diff.figure("gpu_time"), side) == sum(t for _, t in totals.values()) / n
         assert getattr(diff.figure("time"), side) == sum(hi - lo for lo, hi in windows) / n
-        busy = raw.busy_in(raw.gpu_events(doc), windows)
+        busy = ref.busy_in(ref.gpu_events(events), windows)
         assert getattr(diff.figure("gpu_busy"), side) == busy / n
-        ops = raw.op_totals(doc, per_step=True)
-        gpu = _op_gpu(name, ",".join(str(int(w)) for w in _step_numbers(doc)))
+        ops = ref.op_totals(events, per_step=True)
+        gpu = _op_gpu(name, ",".join(str(int(w)) for w in _step_numbers(events)))
         for row in diff.ops:
             cpu = row.cpu_before_ns if side == "before" else row.cpu_after_ns
             metric = cpu if diff.op_metric == "cpu" else getattr(row, f"total_{side}_ns")
@@ -134,10 +133,8 @@ def _op_gpu(name: str, steps: str | None) -> dict[str, int]:
     return {r.name: r.gpu_total_ns for r in stats.rows}
 
 
-def _step_numbers(doc: dict) -> list[int]:
-    return sorted({int(e["name"].split("#")[1]) for e in doc["traceEvents"]
-                   if e.get("ph") == "X" and e.get("cat") in ("user_annotation", "cpu_op")
-                   and str(e.get("name", "")).startswith("ProfilerStep#")})
+def _step_numbers(events: list[dict]) -> list[int]:
+    return sorted({step for step, _, _ in ref.step_windows(events)})
 
 
 def test_per_step_normalises_different_step_counts(tmp_path, cli) -> None:

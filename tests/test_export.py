@@ -14,7 +14,9 @@ import pytest
 
 import opscope
 from conftest import corpus_path
-from rawfixtures import GPU_CATS, hostile_trace, load_doc, ns, raw_events, window_ns
+from rawfixtures import hostile_trace
+from reference import GPU_CATS, load_doc, ns, window
+from reference import load as raw_events
 
 V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 NCCL = "hta/nccl_parser_config_nccl_data.json.gz"
@@ -99,7 +101,7 @@ def test_export_window_relative_to_trace_start(cli, tmp_path) -> None:
     events = raw_events(source)
     out = tmp_path / "window.json"
     assert cli("export", source, "--window", "1000:2500.5", "-o", out).code == 0
-    start, _ = window_ns(events)
+    start, _ = window(events)
     expected = expected_events(events, [(start + 1_000_000, start + 2_500_500)])
     check_trimmed(out, source, expected)
 

@@ -1,5 +1,5 @@
 """Idle breakdown: a hand-made trace with every case worked out by hand, the partition property on real traces,
-and an independent gap-by-gap recomputation from the raw JSON (tests/rawref.py)."""
+and an independent gap-by-gap recomputation from the raw JSON (tests/ref.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import json
 import pytest
 
 import opscope
-import rawref
+import reference as ref
 from conftest import corpus_path
-from opscope.analysis.idle import idle_breakdown
-from opscope.analysis.timeline import timeline
+from opscope.analysis.timeline.busy import timeline
+from opscope.analysis.timeline.idle import idle_breakdown
 
 
 def _write(tmp_path, evs):
@@ -63,14 +63,14 @@ def test_launch_after_gap_start_but_kernel_still_late(tmp_path) -> None:
 
 def reference(path) -> dict:
     """Gap-by-gap classification from the raw events, loops only."""
-    evs = rawref.events(path)
-    wlo, whi = rawref.window(evs)
-    calls = rawref.launches(evs)
-    syncs_cpu = [(rawref.ns(e["ts"]), rawref.ns(e["ts"]) + max(rawref.ns(e.get("dur") or 0), 0)) for e in evs
-                 if e.get("cat") in rawref.LAUNCH_CATS and rawref.SYNC_NAMES.search(e.get("name") or "")]
+    evs = ref.load(path)
+    wlo, whi = ref.window(evs)
+    calls = ref.launches(evs)
+    syncs_cpu = [(ref.ns(e["ts"]), ref.ns(e["ts"]) + max(ref.ns(e.get("dur") or 0), 0)) for e in evs
+                 if e.get("cat") in ref.LAUNCH_CATS and ref.SYNC_NAMES.search(e.get("name") or "")]
     out = {}
-    for device, items in rawref.by_device(rawref.gpu(evs)).items():
-        merged = rawref.merge([(g.start, g.end) for g in items])
+    for device, items in ref.by_device(ref.gpu(evs)).items():
+        merged = ref.merge([(g.start, g.end) for g in items])
         lo, hi = min(wlo, merged[0][0]), max(whi, merged[-1][1])
         edges = [lo] + [p for m in merged for p in m] + [hi]
         gaps = [(edges[i], edges[i + 1]) for i in range(0, len(edges), 2) if edges[i + 1] > edges[i]]
@@ -80,23 +80,23 @@ def reference(path) -> dict:
             if not starting:
                 host.append((g0, g1))
                 continue
-            launch_ts = [rawref.ns(calls[g.correlation]["ts"]) for g in starting if g.correlation in calls]
+            launch_ts = [ref.ns(calls[g.correlation]["ts"]) for g in starting if g.correlation in calls]
             if not launch_ts:
                 other.append((g0, g1))
                 continue
             cut = min(max(min(launch_ts), g0), g1)
             host.append((g0, cut))
             other.append((cut, g1))
-        syncs = syncs_cpu + [(rawref.ns(e["ts"]), rawref.ns(e["ts"]) + rawref.ns(e.get("dur") or 0)) for e in evs
+        syncs = syncs_cpu + [(ref.ns(e["ts"]), ref.ns(e["ts"]) + ref.ns(e.get("dur") or 0)) for e in evs
                              if e.get("cat") == "cuda_sync" and (e.get("args") or {}).get("device", device) == device]
         win = [(wlo, whi)]
-        gaps_w = rawref.intersect(gaps, win)
-        host_w, other_w = rawref.intersect(host, win), rawref.intersect(other, win)
+        gaps_w = ref.intersect(gaps, win)
+        host_w, other_w = ref.intersect(host, win), ref.intersect(other, win)
         out[device] = {
-            "idle": rawref.length(gaps_w),
-            "sync": rawref.length(rawref.intersect(gaps_w, syncs)),
-            "host": rawref.length(host_w) - rawref.length(rawref.intersect(host_w, syncs)),
-            "other": rawref.length(other_w) - rawref.length(rawref.intersect(other_w, syncs)),
+            "idle": ref.length(gaps_w),
+            "sync": ref.length(ref.intersect(gaps_w, syncs)),
+            "host": ref.length(host_w) - ref.length(ref.intersect(host_w, syncs)),
+            "other": ref.length(other_w) - ref.length(ref.intersect(other_w, syncs)),
         }
     return out
 

@@ -6,7 +6,7 @@ import random
 
 import polars as pl
 
-from opscope.analysis import intervals
+from opscope.analysis.timeline import intervals
 
 
 def brute_union(pairs: list[tuple[int, int]]) -> int:

@@ -10,7 +10,7 @@ import pytest
 
 import opscope
 from conftest import corpus_path
-from opscope.analysis.launch_config import LaunchOptions, arch_limits, launch_config, occupancy
+from opscope.analysis.kernels.launch_config import LaunchOptions, arch_limits, launch_config, occupancy
 from opscope.model.meta import DeviceInfo
 
 V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import opscope
-import rawref
+import reference as ref
 from conftest import corpus_path
-from opscope.analysis.launch_delay import launch_delay
-from opscope.analysis.linking import link
+from opscope.analysis.attribution.linking import link
+from opscope.analysis.timeline.launch_delay import launch_delay
 
 CORPUS = [
     "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json",
@@ -28,12 +28,12 @@ CORPUS = [
 @pytest.mark.parametrize("relative", CORPUS)
 def test_delays_equal_raw_recomputation(relative: str) -> None:
     path = corpus_path(relative)
-    evs = rawref.events(path)
-    calls = rawref.launches(evs)
+    evs = ref.load(path)
+    calls = ref.launches(evs)
     delays, missing, graph, by_op = [], 0, 0, {}
     call_index = {id(e): i for i, e in enumerate(evs)}
-    ops = rawref.issuing_op(evs, [call_index[id(c)] for c in calls.values()])
-    for g in rawref.gpu(evs):
+    ops = ref.issuing_op(evs, [call_index[id(c)] for c in calls.values()])
+    for g in ref.gpu(evs):
         if g.kind != "kernel":
             continue
         call = calls.get(g.correlation)
@@ -42,7 +42,7 @@ def test_delays_equal_raw_recomputation(relative: str) -> None:
         elif "graphlaunch" in call["name"].lower():
             graph += 1
         else:
-            delay = max(0, g.start - rawref.ns(call["ts"]))
+            delay = max(0, g.start - ref.ns(call["ts"]))
             delays.append(delay)
             by_op.setdefault(ops[call_index[id(call)]] or "(no op)", []).append(delay)
     result = launch_delay(opscope.load(path), top=0)

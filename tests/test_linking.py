@@ -1,5 +1,5 @@
 """Linking GPU work -> launch call -> enclosing ops, checked against an independent recomputation from the raw
-JSON (tests/rawtrace.py) on real traces, plus each edge case of the issue (real trace where the corpus has one,
+JSON (tests/ref.py) on real traces, plus each edge case of the issue (real trace where the corpus has one,
 hand-made fixture, labelled, where it does not)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import polars as pl
 import pytest
 
 import opscope
-import rawtrace
+import reference as ref
 from conftest import corpus_path
-from opscope.analysis.linking import LAUNCH_API, link
+from opscope.analysis.attribution.linking import LAUNCH_API, link
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
@@ -49,8 +49,8 @@ def _rows(frame: pl.DataFrame, key: str, value: str) -> dict[int, int | None]:
 @pytest.mark.parametrize("relative", RAW_CHECKED)
 def test_launch_and_ops_match_raw_recomputation(relative: str) -> None:
     path = corpus_path(relative)
-    events = rawtrace.load(path)
-    raw = rawtrace.link(events)
+    events = ref.load(path)
+    raw = ref.link(events)
     linkage = link(opscope.load(path))
     gpu = linkage.gpu
     assert sorted(gpu["row"].to_list()) == raw.gpu
@@ -59,8 +59,8 @@ def test_launch_and_ops_match_raw_recomputation(relative: str) -> None:
     assert _rows(gpu, "row", "scope_row") == raw.scope
     assert _rows(gpu, "row", "attributed") == {g: raw.scope[g] is not None for g in raw.gpu}
     # Every GPU event's time is attributed or counted as unattributed, and the two make the total.
-    total = sum(rawtrace.gpu_dur(events, g) for g in raw.gpu)
-    attributed = sum(rawtrace.gpu_dur(events, g) for g in raw.gpu if raw.scope[g] is not None)
+    total = sum(ref.gpu_dur(events, g) for g in raw.gpu)
+    attributed = sum(ref.gpu_dur(events, g) for g in raw.gpu if raw.scope[g] is not None)
     stats = linkage.stats
     assert stats.gpu_time_ns == total
     assert stats.attributed_ns == attributed
@@ -124,7 +124,7 @@ def test_nccl_annotation_inside_op_is_innermost() -> None:
 
 def test_graph_launch_kernels_go_to_the_launching_op() -> None:
     for relative, kernels in ((VLLM_GRAPH, 421), (SGLANG_GRAPH, 544)):
-        events = rawtrace.load(corpus_path(relative))
+        events = ref.load(corpus_path(relative))
         linkage = link(opscope.load(corpus_path(relative)))
         graph = linkage.gpu.filter(pl.col("from_graph"))
         assert graph.height == kernels == linkage.stats.from_graph
@@ -133,8 +133,8 @@ def test_graph_launch_kernels_go_to_the_launching_op() -> None:
         (op_row,) = set(graph["op_row"])
         launch = events[graph["launch_row"][0]]
         op = events[op_row]
-        start, end = rawtrace.span(launch)
-        assert rawtrace.span(op)[0] <= start and end <= rawtrace.span(op)[1]
+        start, end = ref.span(launch)
+        assert ref.span(op)[0] <= start and end <= ref.span(op)[1]
         assert graph["attributed"].all()
 
 
@@ -149,10 +149,10 @@ def test_gpu_only_capture() -> None:
 def test_launches_without_kernels(relative: str) -> None:
     import re
 
-    events = rawtrace.load(corpus_path(relative))
-    gpu_corr = {rawtrace.args(e).get("correlation") for e in events if e.get("cat") in rawtrace.GPU_CATS}
-    expected = sum(1 for e in events if e.get("cat") in rawtrace.LAUNCH_CATS and rawtrace.is_x(e)
-                   and re.search(LAUNCH_API, e.get("name", "")) and rawtrace.args(e).get("correlation") not in gpu_corr)
+    events = ref.load(corpus_path(relative))
+    gpu_corr = {ref.args(e).get("correlation") for e in events if e.get("cat") in ref.GPU_CATS}
+    expected = sum(1 for e in events if e.get("cat") in ref.LAUNCH_CATS and ref.is_x(e)
+                   and re.search(LAUNCH_API, e.get("name", "")) and ref.args(e).get("correlation") not in gpu_corr)
     stats = link(opscope.load(corpus_path(relative))).stats
     assert stats.gpu_events == 0 and stats.unattributed_share == 0.0
     assert stats.launches_without_gpu == expected > 0
@@ -188,16 +188,16 @@ def test_flows_reproduce_correlation_links(relative: str) -> None:
 def test_dangling_flows_match_raw(relative: str) -> None:
     # A flow id is dangling unless its start lands on a launch call and its finish on GPU activity (raw check
     # by exact timestamp on the same pid/tid, which is where Kineto writes flow ends).
-    events = rawtrace.load(corpus_path(relative))
+    events = ref.load(corpus_path(relative))
     at = {}
     for e in events:
-        if rawtrace.is_x(e):
-            at.setdefault((str(e.get("pid")), str(e.get("tid")), rawtrace.ns(e.get("ts"))), set()).add(e.get("cat"))
+        if ref.is_x(e):
+            at.setdefault((str(e.get("pid")), str(e.get("tid")), ref.ns(e.get("ts"))), set()).add(e.get("cat"))
     ends: dict[object, set[str]] = {}
     for e in events:
-        if e.get("cat") in rawtrace.FLOW_CATS and e.get("ph") in ("s", "f") and e.get("id") is not None:
-            cats = at.get((str(e.get("pid")), str(e.get("tid")), rawtrace.ns(e.get("ts"))), set())
-            wanted = rawtrace.LAUNCH_CATS if e["ph"] == "s" else set(rawtrace.GPU_CATS)
+        if e.get("cat") in ref.FLOW_CATS and e.get("ph") in ("s", "f") and e.get("id") is not None:
+            cats = at.get((str(e.get("pid")), str(e.get("tid")), ref.ns(e.get("ts"))), set())
+            wanted = ref.LAUNCH_CATS if e["ph"] == "s" else set(ref.GPU_CATS)
             ends.setdefault(e["id"], set())
             if cats & wanted:
                 ends[e["id"]].add(e["ph"])
@@ -231,10 +231,10 @@ def test_duplicate_correlation_ids(tmp_path: Path) -> None:
 
 
 def test_zero_durations_on_real_trace() -> None:
-    events = rawtrace.load(corpus_path(ZERO_KERNELS))
-    zero_gpu = sum(1 for e in events if e.get("cat") in rawtrace.GPU_CATS and rawtrace.is_x(e) and e["dur"] <= 0)
-    zero_cpu = sum(1 for e in events if e.get("cat") in rawtrace.SCOPE_CATS | rawtrace.LAUNCH_CATS
-                   and rawtrace.is_x(e) and e["dur"] <= 0)
+    events = ref.load(corpus_path(ZERO_KERNELS))
+    zero_gpu = sum(1 for e in events if e.get("cat") in ref.GPU_CATS and ref.is_x(e) and e["dur"] <= 0)
+    zero_cpu = sum(1 for e in events if e.get("cat") in ref.SCOPE_CATS | ref.LAUNCH_CATS
+                   and ref.is_x(e) and e["dur"] <= 0)
     stats = link(opscope.load(corpus_path(ZERO_KERNELS))).stats
     assert stats.nonpositive_gpu == zero_gpu == 259 and stats.negative_gpu == 0
     assert stats.nonpositive_cpu == zero_cpu

@@ -65,7 +65,7 @@ def test_details_page_matches_base_names(cli):
 
 
 def test_memory_bound_flag_from_a_hand_made_launch(tmp_path):
-    from opscope.analysis.kernel_metrics import MetricsOptions, _flags
+    from opscope.analysis.kernels.metrics import MetricsOptions, _flags
 
     bound, _, flags = _flags({"sm_throughput_pct": 21.3, "dram_throughput_pct": 88.4,
                               "achieved_occupancy_pct": 81.2, "l1_hit_rate_pct": 12.5,

@@ -12,9 +12,9 @@ from collections import defaultdict
 import pytest
 
 import opscope
-import rawtrace
+import reference as ref
 from conftest import TRACES, corpus_path
-from opscope.analysis.ops import OpOptions, op_stats
+from opscope.analysis.attribution.ops import OpOptions, op_stats
 
 BERT = "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
 V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
@@ -24,13 +24,13 @@ STEP = re.compile(r"^ProfilerStep#\d+$")
 
 def raw_ops(relative: str, steps: set[int] | None = None) -> dict[str, dict[str, float]]:
     """Per op name from the raw JSON: calls, cpu_total, cpu_self, gpu_self, gpu_total, kernels (ns / counts)."""
-    events = rawtrace.load(corpus_path(relative))
-    raw = rawtrace.link(events)
+    events = ref.load(corpus_path(relative))
+    raw = ref.link(events)
 
     def name(i: int) -> str:
         return "ProfilerStep#*" if STEP.match(events[i]["name"]) else events[i]["name"]
 
-    windows = [rawtrace.span(e) for e in events if e.get("cat") in rawtrace.OP_CATS and rawtrace.is_x(e)
+    windows = [ref.span(e) for e in events if e.get("cat") in ref.OP_CATS and ref.is_x(e)
                and STEP.match(e["name"]) and (steps is None or int(e["name"].split("#")[1]) in steps)]
 
     def inside(ts: int) -> bool:
@@ -40,22 +40,22 @@ def raw_ops(relative: str, steps: set[int] | None = None) -> dict[str, dict[str,
     children: dict[int, int] = defaultdict(int)
     for op, parent in raw.op_parent.items():
         if parent is not None:
-            children[parent] += max(rawtrace.ns(events[op]["dur"]), 0)
+            children[parent] += max(ref.ns(events[op]["dur"]), 0)
     for op in raw.op_parent:
-        if not inside(rawtrace.span(events[op])[0]):
+        if not inside(ref.span(events[op])[0]):
             continue
         row = out[name(op)]
-        dur = max(rawtrace.ns(events[op]["dur"]), 0)
+        dur = max(ref.ns(events[op]["dur"]), 0)
         row["calls"] += 1
         row["cpu_total"] += dur
         row["cpu_self"] += max(dur - children[op], 0)
     for g in raw.gpu:
         launch = raw.launch[g]
-        at = rawtrace.span(events[launch] if launch is not None else events[g])[0]
+        at = ref.span(events[launch] if launch is not None else events[g])[0]
         op = raw.op[g]
         if op is None or not inside(at):
             continue
-        dur = rawtrace.gpu_dur(events, g)
+        dur = ref.gpu_dur(events, g)
         out[name(op)]["gpu_self"] += dur
         seen = set()
         while op is not None:  # walk up the op tree: each name once per GPU event
@@ -128,7 +128,7 @@ def test_tracelens_ops_summary(stem: str, reference: str) -> None:
     with open(TRACES / "tracelens_reference" / reference, newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert {r["name"] for r in rows} == {r.name for r in result.rows if r.kind == "cpu_op" and r.gpu_self_ns > 0}
-    from opscope.analysis.linking import link
+    from opscope.analysis.attribution.linking import link
 
     launching = link(trace).gpu.group_by("op_name").agg(__import__("polars").col("op_row").n_unique())
     instances = dict(zip(launching["op_name"], launching["op_row"]))

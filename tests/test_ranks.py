@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 
 import opscope
-import raw_kineto as raw
+import reference as ref
 from conftest import TRACES, corpus_path
-from handmade_traces import document, kernel, launch, step, write
-from opscope.analysis.ranks import RanksOptions, compare_ranks, rank_from_name, rank_partial
+from handmade_traces import cpu_op, document, kernel, launch, step, write
+from opscope.analysis.compare.diff import DiffOptions, diff_traces
+from opscope.analysis.compare.ranks import RanksOptions, compare_ranks, rank_from_name, rank_partial
+from opscope.analysis.partials.durations import merge_named
 from opscope.cli.main import main
-from opscope.scale.partials import merge_named
 
 DLRM = "param/dlrm_kineto"
 
@@ -47,22 +48,22 @@ def test_dlrm_ranks_found_from_distributed_info(dlrm_json) -> None:
 
 def test_dlrm_per_rank_figures_match_raw_json(dlrm_json) -> None:
     for path, row in zip(_dlrm_files(), dlrm_json["ranks"]):
-        doc = raw.load(path)
-        assert doc["distributedInfo"]["rank"] == row["rank"]
-        windows = raw.steps(doc)
+        events = ref.load(path)
+        assert ref.load_doc(path)["distributedInfo"]["rank"] == row["rank"]
+        windows = ref.steps(events)
         steps = len(windows)
-        gpu = raw.gpu_events(doc)
+        gpu = ref.gpu_events(events)
         kernels = [e for e in gpu if e["cat"] == "kernel"]
-        comm = [e for e in kernels if raw.COMM.search(e["name"].lower())]
-        compute = [e for e in kernels if not raw.COMM.search(e["name"].lower())]
-        busy = raw.busy_in(gpu, windows)
+        comm = [e for e in kernels if ref.COMM.search(e["name"].lower())]
+        compute = [e for e in kernels if not ref.COMM.search(e["name"].lower())]
+        busy = ref.busy_in(gpu, windows)
         length = sum(hi - lo for lo, hi in windows)
         assert row["steps"] == steps
         assert row["step_us"] * 1e3 == length / steps
         assert row["busy_us"] * 1e3 == busy / steps
-        assert row["communication_us"] * 1e3 == raw.busy_in(comm, windows) / steps
-        assert row["compute_us"] * 1e3 == raw.busy_in(compute, windows) / steps
-        overlap = raw.busy_in(comm, windows) + raw.busy_in(compute, windows) - raw.busy_in(kernels, windows)
+        assert row["communication_us"] * 1e3 == ref.busy_in(comm, windows) / steps
+        assert row["compute_us"] * 1e3 == ref.busy_in(compute, windows) / steps
+        overlap = ref.busy_in(comm, windows) + ref.busy_in(compute, windows) - ref.busy_in(kernels, windows)
         assert row["overlap_us"] * 1e3 == overlap / steps
         assert row["idle_us"] * 1e3 == (length - busy) / steps  # one GPU per rank
         assert row["utilization"] == pytest.approx(busy / length, abs=1e-6)
@@ -71,10 +72,10 @@ def test_dlrm_per_rank_figures_match_raw_json(dlrm_json) -> None:
 def test_dlrm_cross_rank_kernels_equal_per_file_results_merged_by_hand(dlrm_json) -> None:
     per_file = []
     for path in _dlrm_files():
-        doc = raw.load(path)
+        events = ref.load(path)
         by_name: dict[str, list[int]] = defaultdict(list)
-        for e in raw.scoped_gpu(doc, per_step=True):
-            by_name[e["name"]].append(raw.ns(e["dur"]))
+        for e in ref.scoped_gpu(events, per_step=True):
+            by_name[e["name"]].append(ref.ns(e["dur"]))
         per_file.append(by_name)
     names = set().union(*per_file)
     assert {k["name"] for k in dlrm_json["kernels"]} == names
@@ -187,3 +188,20 @@ def test_copies_of_one_rank_are_reported_as_duplicates(tmp_path, cli) -> None:
         shutil.copy(source, tmp_path / f"copy{i}.json")
     result = cli("ranks", tmp_path, "--jobs", "1")
     assert result.code == 2 and "appears twice" in result.err
+
+
+def test_step_lookalikes_are_operators_in_ranks_as_in_diff_and_ops(tmp_path) -> None:
+    # One step-marker pattern everywhere (`windows.STEP_NAME`, ^ProfilerStep#\d+$): an op whose name only starts
+    # with "ProfilerStep#" is an operator. Before issue 17 `ranks` dropped it by prefix while `diff` and `ops`
+    # counted it; now all three count it, and the real marker stays out of all three.
+    doc = _rank_doc(0, 1, 100, [(1200, 50)])
+    doc["traceEvents"] += [cpu_op("ProfilerStep#warmup", 1000.5, 10), cpu_op("aten::mm", 1100, 20)]
+    trace = opscope.load(write(tmp_path / "r0.json", doc), cache=False)
+    ops = dict(rank_partial(trace).ops)
+    assert (ops["ProfilerStep#warmup"].count, ops["ProfilerStep#warmup"].total_ns) == (1, 10_000)
+    assert set(ops) == {"ProfilerStep#warmup", "aten::mm"}
+    diff = diff_traces(trace, trace, DiffOptions())
+    rows = {r.name: (r.calls_before, r.cpu_before_ns) for r in diff.ops}
+    assert rows == {"ProfilerStep#warmup": (1, 10_000), "aten::mm": (1, 20_000)}
+    assert ref.op_totals(ref.load(tmp_path / "r0.json"), per_step=True) == {
+        "ProfilerStep#warmup": (1, 10_000), "aten::mm": (1, 20_000)}

@@ -19,10 +19,10 @@ import polars as pl
 import pytest
 
 import opscope
-import rawref
+import reference as raw
 from conftest import TRACES, corpus_path
-from opscope.analysis.activity import LAUNCH_TS, gpu_activity
-from opscope.analysis.timeline import timeline
+from opscope.analysis.timeline.activity import LAUNCH_TS, gpu_activity
+from opscope.analysis.timeline.busy import timeline
 
 DLRM = {  # rank: file, HTA 0.5.0 (idle, compute, non-compute, kernel time) in us
     0: ("worker0_step_12.1694128201545.pt.trace.json", (6419, 1034, 5556, 13009)),
@@ -92,9 +92,9 @@ def test_tracelens_gpu_timeline_relation(stem: str) -> None:
     assert abs(device.memcpy_ns - ref["total_memcpy_time"]) <= tolerance
     assert abs(device.communication_ns - ref["total_comm_time"]) <= tolerance
     # TraceLens computation = compute kernels plus memsets (union); opscope keeps memsets apart.
-    evs = rawref.events(path)
-    corr = set(rawref.launches(evs))
-    compute_and_memset = rawref.length([(g.start, g.end) for g in rawref.gpu(evs)
+    evs = raw.load(path)
+    corr = set(raw.launches(evs))
+    compute_and_memset = raw.length([(g.start, g.end) for g in raw.gpu(evs)
                                         if g.kind in ("kernel", "memset") and g.correlation in corr])
     assert device.compute_ns <= compute_and_memset <= device.compute_ns + device.memset_ns
     assert abs(compute_and_memset - ref["computation_time"]) <= tolerance

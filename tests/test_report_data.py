@@ -14,16 +14,10 @@ from conftest import corpus_path
 from opscope.errors import MissingDependency
 from opscope.report.html import json_for_script, render_html
 from opscope.report.trace_report import ReportOptions, trace_report
-from rawfixtures import (
-    HOSTILE_KERNEL,
-    HOSTILE_OP,
-    gpu_events,
-    hostile_trace,
-    ns,
-    raw_events,
-    union,
-    window_ns,
-)
+from rawfixtures import HOSTILE_KERNEL, HOSTILE_OP, hostile_trace
+from reference import gpu_events, ns, window
+from reference import load as raw_events
+from reference import union_length as union
 
 V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 NCCL = "hta/nccl_parser_config_nccl_data.json.gz"
@@ -38,7 +32,7 @@ def v100() -> tuple[dict, list[dict]]:
 def test_headline_against_raw_json(v100) -> None:
     data, events = v100
     head = data["headline"]
-    lo, hi = window_ns(events)
+    lo, hi = window(events)
     assert head["window_start_ns"] == lo
     assert head["window_us"] == pytest.approx((hi - lo) / 1e3, abs=1e-3)
     gpu = gpu_events(events)
@@ -82,7 +76,7 @@ def test_timeline_arrays(v100) -> None:
     for delta in tl["start"]:
         acc += delta
         starts.append(acc)
-    lo, _ = window_ns(events)
+    lo, _ = window(events)
     assert tl["t0_ns"] == lo
     assert sorted(zip(starts, tl["dur"])) == sorted((ns(e["ts"]) - lo, ns(e["dur"])) for e in gpu)
 

@@ -34,13 +34,17 @@ def test_local_pool_keeps_input_order() -> None:
 
 def test_local_worker_death_is_a_clear_error() -> None:
     with pytest.raises(ClusterError, match="worker process died"):
-        run_all(die, [os.getpid()] * 20, jobs=2)
+        run_all(die, [os.getpid()] * 20, jobs=2, mode="processes")
 
 
 def test_default_jobs_bounded_by_input_cores_and_memory(monkeypatch) -> None:
     big = 64 << 20
     assert default_jobs([100]) == 1
+    monkeypatch.setenv("OPSCOPE_PARALLEL", "processes")
     assert default_jobs([1 << 20] * 3) == 1  # small input: not worth starting processes
+    monkeypatch.setenv("OPSCOPE_PARALLEL", "threads")
+    monkeypatch.setattr(executor, "cores", lambda: 2)
+    assert default_jobs([1 << 20] * 3) == 2  # threads start for free
     monkeypatch.setattr(executor, "cores", lambda: 8)
     monkeypatch.setattr(executor, "available_memory", lambda: None)
     assert default_jobs([big] * 3) == 3

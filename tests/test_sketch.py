@@ -8,8 +8,8 @@ import random
 import polars as pl
 import pytest
 
-from opscope.scale.partials import Durations, durations_by_name, merge_named
-from opscope.scale.sketch import RELATIVE_ACCURACY, Sketch, merge_all
+from opscope.analysis.partials.durations import Durations, durations_by_name, merge_named
+from opscope.analysis.partials.sketch import RELATIVE_ACCURACY, Sketch, merge_all
 
 QUANTILES = (0.0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999, 1.0)
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 import opscope
-import rawtrace
+import reference as ref
 from conftest import corpus_path
-from opscope.analysis.steps import StepOptions, step_stats, step_windows
+from opscope.analysis.attribution.steps import StepOptions, step_stats, step_windows
 
 V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 NCCL = "hta/nccl_parser_config_nccl_data.json.gz"
@@ -27,38 +27,38 @@ STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
 def raw_windows(events: list[dict]) -> list[tuple[int, int, int]]:
-    out = [(int(STEP.match(e["name"]).group(1)), *rawtrace.span(e)) for e in events
-           if e.get("cat") in rawtrace.OP_CATS and rawtrace.is_x(e) and STEP.match(e.get("name", ""))]
+    out = [(int(STEP.match(e["name"]).group(1)), *ref.span(e)) for e in events
+           if e.get("cat") in ref.OP_CATS and ref.is_x(e) and STEP.match(e.get("name", ""))]
     if out:
         return sorted(out, key=lambda w: w[1])
-    timed = [rawtrace.span(e) for e in events if rawtrace.is_x(e) and e.get("cat") != "Trace"]
+    timed = [ref.span(e) for e in events if ref.is_x(e) and e.get("cat") != "Trace"]
     return [(-1, min(s for s, _ in timed), max(e for _, e in timed))]
 
 
 def raw_step_figures(events: list[dict]) -> dict[tuple[int, object], dict[str, int]]:
-    gpu = [e for e in events if e.get("cat") in rawtrace.GPU_CATS and rawtrace.is_x(e)]
+    gpu = [e for e in events if e.get("cat") in ref.GPU_CATS and ref.is_x(e)]
     out: dict[tuple[int, object], dict[str, int]] = {}
     for number, lo, hi in raw_windows(events):
         parts: dict[object, dict[str, list[tuple[int, int]]]] = defaultdict(lambda: defaultdict(list))
         for e in gpu:
-            start, end = rawtrace.span(e)
+            start, end = ref.span(e)
             if start < hi and end > lo:
-                device = rawtrace.args(e).get("device", e.get("pid"))
+                device = ref.args(e).get("device", e.get("pid"))
                 piece = (max(start, lo), min(end, hi))
-                kind = rawtrace.GPU_CATS[e["cat"]]
+                kind = ref.GPU_CATS[e["cat"]]
                 parts[device]["busy"].append(piece)
                 parts[device][kind].append(piece)
                 if kind == "kernel" and re.search("(?i)nccl|rccl", e["name"]):
                     parts[device]["comm"].append(piece)
         for device, groups in parts.items():
-            out[(number, device)] = {k: rawtrace.union_length(v) for k, v in groups.items()}
+            out[(number, device)] = {k: ref.union_length(v) for k, v in groups.items()}
             out[(number, device)]["wall"] = hi - lo
     return out
 
 
 @pytest.mark.parametrize("relative", [V100, NCCL, RESNET_2021, GPU_ONLY, "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"])
 def test_figures_match_raw(relative: str) -> None:
-    events = rawtrace.load(corpus_path(relative))
+    events = ref.load(corpus_path(relative))
     expected = raw_step_figures(events)
     result = step_stats(opscope.load(corpus_path(relative)))
     assert [(w.window.start_ns, w.window.end_ns) for w in result.rows] == [(lo, hi) for _, lo, hi in raw_windows(events)]
@@ -81,16 +81,16 @@ def test_communication_time_on_nccl_trace() -> None:
 
 
 def test_events_outside_every_step_on_real_trace() -> None:
-    events = rawtrace.load(corpus_path(V100))
+    events = ref.load(corpus_path(V100))
     windows = raw_windows(events)
     outside_events, inside_ns, total = 0, 0, 0
     for e in events:
-        if e.get("cat") in rawtrace.GPU_CATS and rawtrace.is_x(e):
-            start, end = rawtrace.span(e)
+        if e.get("cat") in ref.GPU_CATS and ref.is_x(e):
+            start, end = ref.span(e)
             total += end - start
             pieces = [(max(start, lo), min(end, hi)) for _, lo, hi in windows if start < hi and end > lo]
             outside_events += not pieces
-            inside_ns += rawtrace.union_length(pieces)
+            inside_ns += ref.union_length(pieces)
     result = step_stats(opscope.load(corpus_path(V100)))
     assert result.outside_events == outside_events == 1021
     assert result.outside_ns == total - inside_ns > 0
@@ -98,7 +98,7 @@ def test_events_outside_every_step_on_real_trace() -> None:
 
 
 def test_no_markers_is_one_window() -> None:
-    events = rawtrace.load(corpus_path(GPU_ONLY))
+    events = ref.load(corpus_path(GPU_ONLY))
     (window,) = step_windows(opscope.load(corpus_path(GPU_ONLY)))
     (_, lo, hi), = raw_windows(events)
     assert (window.step, window.start_ns, window.end_ns) == (None, lo, hi)

@@ -7,10 +7,10 @@ from collections import defaultdict
 import pytest
 
 import opscope
-import rawref
+import reference as ref
 from conftest import corpus_path
-from opscope.analysis.memcpy import direction, host_memory, memcpy_stats
-from opscope.analysis.syncs import NO_OP, SYNC_CALL_PATTERN, sync_stats
+from opscope.analysis.timeline.memcpy import direction, host_memory, memcpy_stats
+from opscope.analysis.timeline.syncs import NO_OP, SYNC_CALL_PATTERN, sync_stats
 
 SYNC_TRACES = [
     "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz",  # stream syncs, cuda_sync
@@ -23,14 +23,14 @@ SYNC_TRACES = [
 @pytest.mark.parametrize("relative", SYNC_TRACES)
 def test_syncs_equal_raw_recomputation(relative: str) -> None:
     path = corpus_path(relative)
-    evs = rawref.events(path)
+    evs = ref.load(path)
     syncs = [i for i, e in enumerate(evs)
-             if e.get("cat") in rawref.LAUNCH_CATS and rawref.SYNC_NAMES.search(e.get("name") or "")]
-    ops = rawref.issuing_op(evs, syncs)
+             if e.get("cat") in ref.LAUNCH_CATS and ref.SYNC_NAMES.search(e.get("name") or "")]
+    ops = ref.issuing_op(evs, syncs)
     by_call: dict[str, list[int]] = defaultdict(list)
     by_op: dict[str, list[int]] = defaultdict(list)
     for i in syncs:
-        dur = max(rawref.ns(evs[i].get("dur") or 0), 0)
+        dur = max(ref.ns(evs[i].get("dur") or 0), 0)
         by_call[evs[i]["name"]].append(dur)
         by_op[ops[i] or NO_OP].append(dur)
     result = sync_stats(opscope.load(path))
@@ -64,16 +64,16 @@ MEMCPY_TRACES = [
 @pytest.mark.parametrize("relative", MEMCPY_TRACES)
 def test_memcpy_equal_raw_recomputation(relative: str) -> None:
     path = corpus_path(relative)
-    evs = rawref.events(path)
+    evs = ref.load(path)
     rows: dict[tuple[str, str | None], list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
     gpu_total = 0
     recorded = []
     for e in evs:
-        if rawref.GPU_CATS.get(e.get("cat")) is None or e.get("dur") is None:
+        if ref.GPU_CATS.get(e.get("cat")) is None or e.get("dur") is None:
             continue
-        dur = rawref.ns(e["dur"])
+        dur = ref.ns(e["dur"])
         gpu_total += dur
-        if rawref.GPU_CATS[e["cat"]] != "memcpy":
+        if ref.GPU_CATS[e["cat"]] != "memcpy":
             continue
         name = e["name"]
         d = "H2D" if "HtoD" in name else "D2H" if "DtoH" in name else "D2D" if "DtoD" in name else "P2P"

@@ -1,5 +1,5 @@
 """Timeline figures (window, busy, idle, spans, streams, compute / communication / memcpy overlaps) against an
-independent recomputation from the raw JSON of real traces (tests/rawref.py: plain Python sweeps)."""
+independent recomputation from the raw JSON of real traces (tests/ref.py: plain Python sweeps)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from collections import defaultdict
 import pytest
 
 import opscope
-import rawref
+import reference as ref
 from conftest import corpus_path
-from opscope.analysis.activity import TimelineOptions
-from opscope.analysis.timeline import timeline
+from opscope.analysis.timeline.activity import TimelineOptions
+from opscope.analysis.timeline.busy import timeline
 
 TRACES = [
     "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json",  # 4 streams, NCCL overlapping compute
@@ -29,10 +29,10 @@ COMM = re.compile(r"nccl|rccl", re.IGNORECASE)
 
 
 def reference(path) -> dict:
-    evs = rawref.events(path)
-    lo, hi = rawref.window(evs)
+    evs = ref.load(path)
+    lo, hi = ref.window(evs)
     out = {"window": (lo, hi), "devices": {}}
-    for device, items in rawref.by_device(rawref.gpu(evs)).items():
+    for device, items in ref.by_device(ref.gpu(evs)).items():
         pairs = [(g.start, g.end) for g in items]
         comm = [(g.start, g.end) for g in items if g.kind == "kernel" and COMM.search(g.name)]
         compute = [(g.start, g.end) for g in items if g.kind == "kernel" and not COMM.search(g.name)]
@@ -41,16 +41,16 @@ def reference(path) -> dict:
         for g in items:
             streams[g.stream].append((g.start, g.end))
         out["devices"][device] = {
-            "busy": rawref.length(pairs),
+            "busy": ref.length(pairs),
             "span": max(e for _, e in pairs) - min(s for s, _ in pairs),
-            "compute": rawref.length(compute),
-            "comm": rawref.length(comm),
-            "memcpy": rawref.length(memcpy),
-            "memset": rawref.length([(g.start, g.end) for g in items if g.kind == "memset"]),
-            "compute_comm": rawref.length(rawref.intersect(compute, comm)),
-            "compute_memcpy": rawref.length(rawref.intersect(compute, memcpy)),
-            "multi": rawref.at_least_two(streams),
-            "streams": {s: rawref.length(p) for s, p in streams.items()},
+            "compute": ref.length(compute),
+            "comm": ref.length(comm),
+            "memcpy": ref.length(memcpy),
+            "memset": ref.length([(g.start, g.end) for g in items if g.kind == "memset"]),
+            "compute_comm": ref.length(ref.intersect(compute, comm)),
+            "compute_memcpy": ref.length(ref.intersect(compute, memcpy)),
+            "multi": ref.at_least_two(streams),
+            "streams": {s: ref.length(p) for s, p in streams.items()},
             "events": sum(1 for g in items if g.end > g.start or g.kind),
         }
     return out
@@ -95,13 +95,13 @@ def test_overlapping_streams_and_communication_on_dlrm() -> None:
 def test_step_windows_clip_everything() -> None:
     """With explicit window pieces, busy time is the union clipped to them and the window is their length."""
     path = corpus_path("hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
-    evs = rawref.events(path)
-    steps = sorted((rawref.ns(e["ts"]), rawref.ns(e["ts"]) + rawref.ns(e["dur"])) for e in evs
+    evs = ref.load(path)
+    steps = sorted((ref.ns(e["ts"]), ref.ns(e["ts"]) + ref.ns(e["dur"])) for e in evs
                    if str(e.get("name", "")).startswith("ProfilerStep#"))
     pieces = (steps[1], steps[3])  # two disjoint steps
     result = timeline(opscope.load(path), TimelineOptions(windows=pieces))
-    gpu = [(g.start, g.end) for g in rawref.gpu(evs)]
-    expected = rawref.length(rawref.intersect(gpu, list(pieces)))
+    gpu = [(g.start, g.end) for g in ref.gpu(evs)]
+    expected = ref.length(ref.intersect(gpu, list(pieces)))
     assert result.window_ns == sum(e - s for s, e in pieces) and result.pieces == 2
     assert result.window_source == "steps"
     (device,) = result.devices
@@ -137,12 +137,12 @@ def test_analyze_steps_busy_equals_raw() -> None:
     """analyze's per-step rows: wall time of each ProfilerStep#N and the GPU union inside it (2021 schema, where
     the step markers are Operator events)."""
     path = corpus_path("kineto/plugin_samples_resnet50_num_workers_0_worker0.pt.trace.json.gz")
-    evs = rawref.events(path)
-    gpu = [(g.start, g.end) for g in rawref.gpu(evs)]
-    marks = sorted((rawref.ns(e["ts"]), rawref.ns(e["dur"]), e["name"]) for e in evs
+    evs = ref.load(path)
+    gpu = [(g.start, g.end) for g in ref.gpu(evs)]
+    marks = sorted((ref.ns(e["ts"]), ref.ns(e["dur"]), e["name"]) for e in evs
                    if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X")
     result = opscope.analyze(opscope.load(path))
     rows = result.steps.rows
     assert [(r.window.name, r.window.start_ns, r.window.dur_ns) for r in rows] == [(n, t, d) for t, d, n in marks]
     for row, (t, d, _) in zip(rows, marks):
-        assert row.devices[0].busy_ns == rawref.length(rawref.intersect(gpu, [(t, t + d)]))
+        assert row.devices[0].busy_ns == ref.length(ref.intersect(gpu, [(t, t + d)]))

@@ -11,10 +11,10 @@ from collections import defaultdict
 import pytest
 
 import opscope
-import rawtrace
+import reference as ref
 from conftest import corpus_path
-from opscope.analysis.ops import OpOptions, op_stats
-from opscope.analysis.tree import TreeNode, TreeOptions, op_tree
+from opscope.analysis.attribution.ops import OpOptions, op_stats
+from opscope.analysis.attribution.tree import TreeNode, TreeOptions, op_tree
 
 BERT = "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
 QWEN = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
@@ -33,9 +33,9 @@ def walk(node: TreeNode, depth: int = 0):
 def test_tree_adds_up(relative: str, python: str) -> None:
     trace = opscope.load(corpus_path(relative))
     tree = op_tree(trace, TreeOptions(depth=0, min_share=0.0, python=python))
-    events = rawtrace.load(corpus_path(relative))
-    total = sum(rawtrace.gpu_dur(events, i) for i, e in enumerate(events)
-                if e.get("cat") in rawtrace.GPU_CATS and rawtrace.is_x(e))
+    events = ref.load(corpus_path(relative))
+    total = sum(ref.gpu_dur(events, i) for i, e in enumerate(events)
+                if e.get("cat") in ref.GPU_CATS and ref.is_x(e))
     assert tree.root.gpu_ns == tree.gpu_time_ns == total
     for node, _ in walk(tree.root):
         if node.children:
@@ -64,21 +64,21 @@ def test_op_nodes_agree_with_ops() -> None:
 def test_module_time_matches_raw() -> None:
     # Raw: GPU time of the kernels whose launch lies inside each `nn.Module: X` frame (time containment).
     path = corpus_path(BERT)
-    events = rawtrace.load(path)
-    raw = rawtrace.link(events)
+    events = ref.load(path)
+    raw = ref.link(events)
     modules = [i for i, e in enumerate(events) if e.get("cat") == "python_function"
-               and e["name"].startswith("nn.Module: ") and rawtrace.is_x(e)]
+               and e["name"].startswith("nn.Module: ") and ref.is_x(e)]
     expected: dict[str, int] = defaultdict(int)
     for m in modules:
-        lo, hi = rawtrace.span(events[m])
+        lo, hi = ref.span(events[m])
         pid, tid = events[m]["pid"], events[m]["tid"]
         for g in raw.gpu:
             launch = raw.launch[g]
             if launch is None or (events[launch]["pid"], events[launch]["tid"]) != (pid, tid):
                 continue
-            start, end = rawtrace.span(events[launch])
+            start, end = ref.span(events[launch])
             if lo <= start and end <= hi:
-                expected[events[m]["name"]] += rawtrace.gpu_dur(events, g)
+                expected[events[m]["name"]] += ref.gpu_dur(events, g)
     tree = op_tree(opscope.load(path), TreeOptions(depth=0, min_share=0.0, python="modules"))
     got: dict[str, int] = defaultdict(int)
     for node, _ in walk(tree.root):

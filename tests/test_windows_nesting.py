@@ -9,11 +9,11 @@ import polars as pl
 import pytest
 
 import opscope
-import rawtrace
+import reference as ref
 from conftest import corpus_path
-from opscope.analysis import select
-from opscope.analysis.nesting import ancestors, innermost_container
-from opscope.analysis.windows import StepWindow, overlap_pairs, parse_steps
+from opscope.analysis.attribution.nesting import ancestors, innermost_container
+from opscope.analysis.timeline import select
+from opscope.analysis.timeline.windows import StepWindow, overlap_pairs, parse_steps
 from opscope.errors import UsageError
 from opscope.model.schema import Col
 
@@ -34,10 +34,10 @@ def test_parse_steps_rejects(spec: str) -> None:
 
 def test_by_steps_clips_real_trace() -> None:
     path = corpus_path(RESNET_2021)
-    events = rawtrace.load(path)
-    windows = {int(e["name"].split("#")[1]): rawtrace.span(e) for e in events
+    events = ref.load(path)
+    windows = {int(e["name"].split("#")[1]): ref.span(e) for e in events
                if e.get("cat") == "Operator" and e.get("name", "").startswith("ProfilerStep#")}
-    gpu = [rawtrace.span(e) for e in events if e.get("cat") in rawtrace.GPU_CATS and rawtrace.is_x(e)]
+    gpu = [ref.span(e) for e in events if e.get("cat") in ref.GPU_CATS and ref.is_x(e)]
     chosen = [windows[6], windows[8]]
     expected = sum(max(min(e, hi) - max(s, lo), 0) for s, e in gpu for lo, hi in chosen)
     starts = sum(1 for s, _ in gpu for lo, hi in chosen if lo <= s < hi)

@@ -18,14 +18,13 @@ imports torch only when they run, so `import opscope` works without torch.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from typing import TYPE_CHECKING
 
+from opscope._version import __version__
 from opscope.errors import InputError, OpscopeError, UsageError
 
 if TYPE_CHECKING:
-    from opscope.analysis.kernels import KernelRow, KernelSummary, SummaryOptions
+    from opscope.analysis.kernels.summary import KernelRow, KernelSummary, SummaryOptions
     from opscope.analysis.overview import Analysis, AnalyzeOptions
     from opscope.ingest import load
     from opscope.model import Trace, TraceMeta
@@ -33,9 +32,9 @@ if TYPE_CHECKING:
 # Everything else is imported on first use, so that `import opscope` (and the CLI's start-up, `--help`,
 # `formats`) does not pay for polars and pyarrow: name -> module that defines it.
 _LAZY = {
-    "KernelRow": "opscope.analysis.kernels",
-    "KernelSummary": "opscope.analysis.kernels",
-    "SummaryOptions": "opscope.analysis.kernels",
+    "KernelRow": "opscope.analysis.kernels.summary",
+    "KernelSummary": "opscope.analysis.kernels.summary",
+    "SummaryOptions": "opscope.analysis.kernels.summary",
     "Analysis": "opscope.analysis.overview",
     "AnalyzeOptions": "opscope.analysis.overview",
     "load": "opscope.ingest",
@@ -56,6 +55,11 @@ def __getattr__(name: str) -> object:
         raise AttributeError(f"module 'opscope' has no attribute {name!r}")
     import importlib
 
+    if module == "opscope.capture":
+        from opscope.capture.summary import show_with
+        from opscope.report.capture_view import capture_text
+
+        show_with(capture_text)  # capture returns results, report renders them: wired here, above both
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
@@ -71,7 +75,7 @@ def summary(
     streams: tuple[int, ...] | None = None,
 ) -> KernelSummary:
     """The per-kernel table, with the same rows as `opscope summary` (top=0 for all rows)."""
-    from opscope.analysis.kernels import SummaryOptions, kernel_summary
+    from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
     from opscope.model.schema import GPU_KINDS
 
     if kinds is None:

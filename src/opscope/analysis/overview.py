@@ -1,8 +1,8 @@
 """`analyze`: every timeline analysis of one trace in one result, the data behind `opscope analyze`.
 
-It links the trace once (`analysis.linking`), prepares the GPU activity once (analysis/activity.py) and hands
-both to timeline, idle, categories, launch delay, memcpy, syncs, the operator table (`analysis.ops`) and the
-step table (`analysis.steps`). With `steps` ("3-5"), the analysed window is the union of those steps' spans
+It links the trace once (`analysis.attribution.linking`), prepares the GPU activity once (analysis/timeline/activity.py) and hands
+both to timeline, idle, categories, launch delay, memcpy, syncs, the operator table (`analysis.attribution.ops`) and the
+step table (`analysis.attribution.steps`). With `steps` ("3-5"), the analysed window is the union of those steps' spans
 and ops / steps are restricted as their own commands do.
 """
 
@@ -12,18 +12,18 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis import intervals
-from opscope.analysis.activity import TimelineOptions, gpu_activity
-from opscope.analysis.categories import CATEGORY, CategoryBreakdown, category_breakdown
-from opscope.analysis.idle import IdleBreakdown, idle_breakdown
-from opscope.analysis.launch_delay import LaunchDelay, launch_delay
-from opscope.analysis.linking import LinkStats, link
-from opscope.analysis.memcpy import MemcpyStats, memcpy_stats
-from opscope.analysis.ops import OpOptions, OpStats, op_stats
-from opscope.analysis.steps import StepOptions, StepStats, step_stats
-from opscope.analysis.syncs import SyncStats, sync_calls, sync_stats
-from opscope.analysis.timeline import Timeline, timeline
-from opscope.analysis.windows import select_windows
+from opscope.analysis.attribution.linking import LinkStats, link
+from opscope.analysis.attribution.ops import OpOptions, OpStats, op_stats
+from opscope.analysis.attribution.steps import StepOptions, StepStats, step_stats
+from opscope.analysis.kernels.categories import CATEGORY, CategoryBreakdown, category_breakdown
+from opscope.analysis.timeline import intervals
+from opscope.analysis.timeline.activity import TimelineOptions, gpu_activity
+from opscope.analysis.timeline.busy import Timeline, timeline
+from opscope.analysis.timeline.idle import IdleBreakdown, idle_breakdown
+from opscope.analysis.timeline.launch_delay import LaunchDelay, launch_delay
+from opscope.analysis.timeline.memcpy import MemcpyStats, memcpy_stats
+from opscope.analysis.timeline.syncs import SyncStats, sync_calls, sync_stats
+from opscope.analysis.timeline.windows import select_windows
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 

@@ -5,7 +5,8 @@ and every variant run the same weights (each variant on its own copy). Per varia
 against the baseline's with dtype-dependent tolerances (`strategies.py`); (b) end-to-end latency of one forward
 pass (inference, `torch.no_grad`) is timed `repeats` times after `warmup` calls; (c) `trace_steps` more calls are
 profiled with `opscope.profile` and the trace gives the key operator's time per step (the top kernel by total
-time on a GPU trace, the top CPU operator by self time on a CPU trace) and utilization (`analysis.busy`).
+time on a GPU trace, the top CPU operator by self time on a CPU trace) and utilization (`summary.utilization`,
+the busy time of `opscope steps`).
 A variant that fails (say torch.compile without a compiler) is reported with its error; the others still run.
 """
 
@@ -23,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opscope.analysis.busy import busy_ns, step_windows
-from opscope.analysis.cpu_ops import cpu_op_table
-from opscope.analysis.kernels import SummaryOptions, kernel_summary
+from opscope.analysis.attribution.cpu_ops import cpu_op_table
+from opscope.analysis.attribution.linking import link
+from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
+from opscope.analysis.timeline.windows import step_windows
 from opscope.capture import export
 from opscope.capture._torch import describe_device, pick_device, require_torch, synchronize
 from opscope.capture.profiler import profile
@@ -38,10 +40,10 @@ from opscope.capture.strategies import (
     tensors,
     tolerance,
 )
+from opscope.capture.summary import utilization
 from opscope.capture.timing import Spread, time_call, timing_method
 from opscope.errors import InputError, UsageError
 from opscope.ingest import load
-from opscope.model.schema import GPU_KINDS, Kind
 from opscope.model.trace import Trace
 
 GPU_BUSY, CPU_OP_BUSY = "gpu_busy", "cpu_op_busy"
@@ -100,22 +102,20 @@ class StrategyComparison:
 
 def trace_figures(trace: Trace) -> TraceFigures:
     """Key operator time per step and utilization of one captured trace (see the module doc)."""
-    windows = step_windows(trace)
-    steps = sum(1 for w in windows if w.step is not None) or 1
-    window_ns = sum(w.dur_ns for w in windows)
+    steps = sum(1 for w in step_windows(trace) if w.step is not None) or 1
     kernels = kernel_summary(trace, SummaryOptions(top=1))
+    linkage = link(trace)
     name: str | None = None
     key_ns = 0.0
     if kernels.gpu_calls:
-        name, key_ns, kinds, metric = kernels.rows[0].name, float(kernels.rows[0].total_ns), GPU_KINDS, GPU_BUSY
+        name, key_ns, metric = kernels.rows[0].name, float(kernels.rows[0].total_ns), GPU_BUSY
     else:
-        ops = cpu_op_table(trace, top=1)
+        ops = cpu_op_table(trace, top=1, linkage=linkage)
         if ops.rows:
             name, key_ns = ops.rows[0].name, float(ops.rows[0].self_ns)
-        kinds, metric = (Kind.CPU_OP,), CPU_OP_BUSY
-    busy = busy_ns(trace, kinds, windows)
+        metric = CPU_OP_BUSY
     return TraceFigures(key_op=name, key_op_ns=key_ns / steps if name else None,
-                        utilization=busy / window_ns if window_ns else None, metric=metric, steps=steps)
+                        utilization=utilization(trace, bool(kernels.gpu_calls), linkage), metric=metric, steps=steps)
 
 
 def check_outputs(strategy: Strategy, baseline: Any, output: Any, autocast: str | None) -> Accuracy:

@@ -8,19 +8,18 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from opscope.analysis.busy import busy_ns, step_windows
-from opscope.analysis.cpu_ops import cpu_op_table
-from opscope.analysis.kernels import SummaryOptions, kernel_summary
+from opscope.analysis.attribution.cpu_ops import cpu_op_table
+from opscope.analysis.attribution.linking import link
+from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
+from opscope.analysis.timeline.windows import step_windows
 from opscope.capture._torch import describe_device, pick_device, require_torch, synchronize
 from opscope.capture.demo_model import build_denoiser, denoise
 from opscope.capture.profiler import annotate, profile
-from opscope.capture.summary import CaptureSummary, summarize
+from opscope.capture.summary import CaptureSummary, summarize, utilization
 from opscope.errors import UsageError
 from opscope.ingest import load
-from opscope.model.schema import GPU_KINDS, Kind
 
 SLOW_FIRST_STEP = 1.5  # step 0 at least this many times the later steps' mean: call it warm-up cost
 LOW_BUSY = 0.5
@@ -37,26 +36,7 @@ class DemoResult:
     step_ns: tuple[int, ...]  # duration of each profiled step (ProfilerStep markers)
     busy: float | None  # GPU busy (GPU run) or CPU-operator busy (CPU run) share of the profiled steps
     diagnosis: tuple[str, ...]
-    report_path: str | None  # the HTML report, once opscope writes them
-
-
-def _html_report(trace_path: str) -> str | None:
-    """Write the self-contained HTML report of the demo's trace next to it; None when jinja2 (the `html`
-    extra) is missing, so the demo still runs on a minimal install."""
-    try:
-        from opscope.report.html import render_html
-    except ImportError:
-        return None
-    from opscope.ingest import load
-    from opscope.report.trace_report import ReportOptions, trace_report
-
-    try:
-        page = render_html(trace_report(load(trace_path), ReportOptions()), title="opscope demo report")
-    except ImportError:
-        return None
-    target = Path(trace_path).with_name("opscope-demo-report.html")
-    target.write_text(page, encoding="utf-8")
-    return str(target)
+    report_path: str | None = None  # the HTML report, when the caller (the CLI) writes one
 
 
 def diagnose(gpu: bool, shares: Sequence[tuple[str, float]], step_ns: Sequence[int], busy: float | None) -> list[str]:
@@ -114,18 +94,17 @@ def run_demo(device: str | None = None, total_steps: int = 10, profiled_steps: i
     if prof.trace_path is None:
         raise UsageError("the demo wrote no trace")
     trace = load(prof.trace_path)
+    linkage = link(trace)
     windows = step_windows(trace)
     kernels = kernel_summary(trace, SummaryOptions(top=0))
     gpu = kernels.gpu_calls > 0
     if gpu:
         shares = [(r.name, r.share) for r in kernels.rows]
     else:
-        shares = [(r.name, r.share) for r in cpu_op_table(trace, top=0).rows]
-    window_ns = sum(w.dur_ns for w in windows)
-    busy = busy_ns(trace, GPU_KINDS if gpu else (Kind.CPU_OP,), windows) / window_ns if window_ns else None
+        shares = [(r.name, r.share) for r in cpu_op_table(trace, top=0, linkage=linkage).rows]
+    busy = utilization(trace, gpu, linkage)
     step_ns = tuple(w.dur_ns for w in windows if w.step is not None)
     return DemoResult(device=describe_device(chosen), total_steps=total_steps, profiled_steps=profiled_steps,
                       latent_shape=tuple(latents.shape), seconds=seconds,
                       summary=summarize(prof.trace_path, device=describe_device(chosen), top=top), step_ns=step_ns,
-                      busy=busy, diagnosis=tuple(diagnose(gpu, shares, step_ns, busy)),
-                      report_path=_html_report(str(prof.trace_path)))
+                      busy=busy, diagnosis=tuple(diagnose(gpu, shares, step_ns, busy)))

@@ -38,7 +38,7 @@ def add_selection_args(parser: argparse.ArgumentParser, steps: bool = False) -> 
 
 
 def add_steps_arg(parser: argparse.ArgumentParser) -> None:
-    """`--steps 3-5`: restrict to those ProfilerStep#N windows (see `analysis.select.by_steps`)."""
+    """`--steps 3-5`: restrict to those ProfilerStep#N windows (see `analysis.timeline.select.by_steps`)."""
     parser.add_argument("--steps", default=None, metavar="SPEC",
                         help="only these ProfilerStep numbers: 3, 3-5 or 2,4 (default: the whole trace)")
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
+from pathlib import Path
 
 from opscope.cli.common import add_output_args, emit
 
@@ -27,5 +29,24 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--top must be 0 (all rows) or a positive number")
     result = run_demo(device=args.device, total_steps=args.steps, profiled_steps=args.profile_steps,
                       log_dir=args.log_dir, top=args.top)
-    emit(demo_document(result), args)
+    emit(demo_document(replace(result, report_path=_html_report(result.summary.trace_path))), args)
     return 0
+
+
+def _html_report(trace_path: str) -> str | None:
+    """Write the self-contained HTML report of the demo's trace next to it; None when jinja2 (the `html`
+    extra) is missing, so the demo still runs on a minimal install."""
+    try:
+        from opscope.report.html import render_html
+    except ImportError:
+        return None
+    from opscope.ingest import load
+    from opscope.report.trace_report import ReportOptions, trace_report
+
+    try:
+        page = render_html(trace_report(load(trace_path), ReportOptions()), title="opscope demo report")
+    except ImportError:
+        return None
+    target = Path(trace_path).with_name("opscope-demo-report.html")
+    target.write_text(page, encoding="utf-8")
+    return str(target)

@@ -7,8 +7,8 @@ import logging
 import sys
 from dataclasses import replace
 
-from opscope.analysis.diff import DiffOptions, diff_profiles
-from opscope.analysis.gates import (
+from opscope.analysis.compare.diff import DiffOptions, diff_profiles
+from opscope.analysis.compare.gates import (
     CATEGORY,
     GPU_TIME,
     KERNEL,

@@ -6,7 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from opscope.analysis.tree import TreeOptions, op_tree
+from opscope.analysis.attribution.tree import TreeOptions, op_tree
 from opscope.cli.common import add_input_args, add_selection_args, load_trace, write_text
 from opscope.errors import UsageError
 from opscope.ingest import resolve_input

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from opscope.analysis.kernel_metrics import join_metrics
-from opscope.analysis.launch_config import LaunchOptions, launch_config
+from opscope.analysis.kernels.launch_config import LaunchOptions, launch_config
+from opscope.analysis.kernels.metrics import join_metrics
 from opscope.cli.common import add_input_args, add_output_args, emit, load_trace
 from opscope.errors import InputError, UsageError
 from opscope.ingest.ncu import read_ncu_csv

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from opscope import __version__
+from opscope._version import __version__
 from opscope.errors import OpscopeError
 
 # Subcommands, in the order `--help` lists them: name -> one-line help. Each lives in `opscope.cli.<name>`

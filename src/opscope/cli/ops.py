@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from opscope.analysis.ops import OpOptions, op_stats
+from opscope.analysis.attribution.ops import OpOptions, op_stats
 from opscope.cli.common import (
     add_input_args,
     add_output_args,

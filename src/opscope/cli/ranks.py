@@ -6,8 +6,8 @@ import argparse
 import logging
 from pathlib import Path
 
-from opscope.analysis.gates import parse_pct
-from opscope.analysis.ranks import RanksOptions, compare_ranks
+from opscope.analysis.compare.gates import parse_pct
+from opscope.analysis.compare.ranks import RanksOptions, compare_ranks
 from opscope.cli.common import add_cache_args, add_html_arg, add_output_args, emit, write_html
 from opscope.cli.fanout import add_parallel_args, file_tasks, run_tasks
 from opscope.errors import InputError, UsageError

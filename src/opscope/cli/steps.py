@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from opscope.analysis.steps import StepOptions, step_stats
+from opscope.analysis.attribution.steps import StepOptions, step_stats
 from opscope.cli.common import (
     add_input_args,
     add_output_args,

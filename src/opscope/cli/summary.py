@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from opscope.analysis.kernel_merge import merge_summaries
-from opscope.analysis.kernels import SummaryOptions, kernel_summary
+from opscope.analysis.kernels.merge import merge_summaries
+from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
 from opscope.cli.common import add_input_args, add_output_args, add_selection_args, emit, load_trace
 from opscope.cli.fanout import add_parallel_args, file_tasks, run_tasks
 from opscope.errors import UsageError

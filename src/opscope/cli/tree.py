@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from opscope.analysis.tree import PYTHON_MODES, TreeOptions, op_tree
+from opscope.analysis.attribution.tree import PYTHON_MODES, TreeOptions, op_tree
 from opscope.cli.common import (
     add_input_args,
     add_output_args,

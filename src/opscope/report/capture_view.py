@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from opscope.analysis.cpu_ops import CpuOpTable
+from opscope.analysis.attribution.cpu_ops import CpuOpTable
 from opscope.capture.timing import Spread
 from opscope.report.document import INT, MS, NAME, PCT, US, Column, Document, Table
+from opscope.report.render import RenderOptions, render
 from opscope.report.summary_view import summary_data, summary_document
 
 if TYPE_CHECKING:
@@ -76,6 +77,11 @@ def capture_document(result: CaptureSummary) -> Document:
     warnings = tuple(f"warning: {w}" for w in result.kernels.warnings)
     return Document(title="CPU time by operator", data=capture_data(result), facts=facts,
                     tables=(cpu_ops_table(table),), notes=(CPU_ONLY_NOTE, *warnings))
+
+
+def capture_text(result: CaptureSummary) -> str:
+    """`str(prof.summary())`: the capture document as a 100-column terminal table (wired in by the top level)."""
+    return render(capture_document(result), "table", RenderOptions(width=100))
 
 
 _STEP_SOURCES = {"user": "opscope.step() calls", "optimizer": "torch.optim optimizer steps", None: "none"}

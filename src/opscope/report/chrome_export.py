@@ -26,8 +26,8 @@ from typing import Any, BinaryIO
 import msgspec
 import polars as pl
 
-from opscope.analysis.window import trace_window
-from opscope.analysis.windows import select_windows
+from opscope.analysis.timeline.window import trace_window
+from opscope.analysis.timeline.windows import select_windows
 from opscope.errors import UsageError
 from opscope.ingest.jsonstream import EventSplitter, SyntaxProblem
 from opscope.ingest.kineto_structs import LooseEvent
@@ -236,7 +236,7 @@ def parse_window(spec: str, origin_ns: int, end_ns: int) -> tuple[int, int]:
 
 def trim_spec(trace: Trace, steps: str | None = None, window: str | None = None,
               devices: tuple[int, ...] | None = None, streams: tuple[int, ...] | None = None) -> TrimSpec:
-    """What to keep, decided on the event table: the windows of the chosen steps (analysis/windows.py) or of
+    """What to keep, decided on the event table: the windows of the chosen steps (analysis/timeline/windows.py) or of
     `START:END` (us from the analysed window's start, docs/reports.md), and the (pid, tid) places that hold
     only dropped GPU work."""
     if steps and window:

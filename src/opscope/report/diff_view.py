@@ -10,8 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from opscope.analysis.diff import NS, DiffRow, Figure, Side, TraceDiff
-from opscope.analysis.gates import GateResult, MinDelta, visible
+from opscope.analysis.compare.diff import NS, DiffRow, Figure, Side, TraceDiff
+from opscope.analysis.compare.gates import GateResult, MinDelta, visible
 from opscope.report.document import FLOAT, INT, MS, NAME, TEXT, US, Column, Document, Table
 
 SCHEMA = "opscope.diff/1"

@@ -1,5 +1,5 @@
 """Folded stacks (`frame1;frame2;...;kernel weight`, one line per distinct stack) for flamegraph.pl, speedscope,
-inferno and other flame-graph tools, from the GPU-time hierarchy of `analysis.tree.op_tree`.
+inferno and other flame-graph tools, from the GPU-time hierarchy of `analysis.attribution.tree.op_tree`.
 
 Each line is the path from the tree's root (left out) to one GPU leaf (kernel, memcpy, memset), so the weights
 add up to the selection's GPU time. Weights are integers: GPU nanoseconds by default, or microseconds (rounded;
@@ -10,7 +10,7 @@ sorted heaviest first.
 
 from __future__ import annotations
 
-from opscope.analysis.tree import TreeNode
+from opscope.analysis.attribution.tree import TreeNode
 
 UNITS = {"ns": 1, "us": 1000}
 LEAF_KINDS = ("kernel", "memcpy", "memset")

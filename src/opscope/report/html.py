@@ -20,7 +20,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from opscope import __version__
+from opscope._version import __version__
 from opscope.errors import MissingDependency
 
 LIBRARY = "echarts.min.js"

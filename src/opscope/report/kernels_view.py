@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from opscope.analysis.kernel_metrics import LaunchMetrics, MetricsJoin
-from opscope.analysis.launch_config import LaunchReport, LaunchRow, launch_key
+from opscope.analysis.kernels.launch_config import LaunchReport, LaunchRow, launch_key
+from opscope.analysis.kernels.metrics import LaunchMetrics, MetricsJoin
 from opscope.report.document import FLOAT, INT, MS, NAME, TEXT, Column, Document, Table
 
 SCHEMA = "opscope.kernels/1"

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from opscope.analysis.linking import LinkStats
+from opscope.analysis.attribution.linking import LinkStats
 
 
 def us(ns: float) -> float:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from opscope.analysis.ops import OpStats
+from opscope.analysis.attribution.ops import OpStats
 from opscope.report.document import FLOAT, INT, MS, NAME, PCT, TEXT, Column, Document, Table
 from opscope.report.linking_view import link_data, link_notes, us
 

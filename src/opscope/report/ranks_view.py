@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from opscope.analysis.ranks import RanksReport, Spread
+from opscope.analysis.compare.ranks import RanksReport, Spread
 from opscope.report.document import INT, NAME, PCT, TEXT, US, Column, Document, Table
 
 SCHEMA = "opscope.ranks/1"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from opscope.analysis.steps import StepStats
+from opscope.analysis.attribution.steps import StepStats
 from opscope.report.document import INT, MS, PCT, TEXT, Column, Document, Table
 from opscope.report.linking_view import link_data, link_notes, us
 

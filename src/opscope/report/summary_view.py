@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from opscope.analysis.kernels import KernelSummary
+from opscope.analysis.kernels.summary import KernelSummary
 from opscope.report.document import INT, MS, NAME, PCT, TEXT, US, Column, Document, Table
 
 SCHEMA = "opscope.summary/1"

@@ -17,16 +17,16 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from opscope.analysis.activity import LAUNCH_OP, Activity, TimelineOptions, gpu_activity
-from opscope.analysis.categories import CATEGORY, category_breakdown, classify
-from opscope.analysis.kernels import SummaryOptions, kernel_summary
-from opscope.analysis.launch_delay import DELAY, kernel_delays, launch_delay
-from opscope.analysis.linking import ROW, Linkage, link
-from opscope.analysis.memcpy import memcpy_stats
-from opscope.analysis.steps import StepOptions, step_stats
-from opscope.analysis.timeline import timeline
-from opscope.analysis.tree import TreeNode, TreeOptions, op_tree
-from opscope.analysis.windows import overlap_pairs
+from opscope.analysis.attribution.linking import ROW, Linkage, link
+from opscope.analysis.attribution.steps import StepOptions, step_stats
+from opscope.analysis.attribution.tree import TreeNode, TreeOptions, op_tree
+from opscope.analysis.kernels.categories import CATEGORY, category_breakdown, classify
+from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
+from opscope.analysis.timeline.activity import LAUNCH_OP, Activity, TimelineOptions, gpu_activity
+from opscope.analysis.timeline.busy import timeline
+from opscope.analysis.timeline.launch_delay import DELAY, kernel_delays, launch_delay
+from opscope.analysis.timeline.memcpy import memcpy_stats
+from opscope.analysis.timeline.windows import overlap_pairs
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 from opscope.report.summary_view import summary_data
@@ -37,14 +37,14 @@ SCHEMA = "opscope.report/1"
 DELAY_EDGES_US = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000)
 FLAME_MIN_SHARE = 1 / 5000  # flame siblings lighter than this share of the total fold into "(N more)"
 SOURCES = {
-    "headline": "analysis/window.py, analysis/timeline.py, analysis/categories.py (as opscope analyze)",
-    "kernels": "analysis/kernels.py (as opscope summary), category from analysis/categories.py",
-    "categories": "analysis/categories.py (as opscope analyze)",
-    "steps": "analysis/steps.py (as opscope steps); category sums per step here",
-    "timeline": "analysis/activity.py (linking, categories) + report/timeline_data.py",
-    "flame": "analysis/tree.py (as opscope tree)",
-    "launch_delay": "analysis/launch_delay.py (as opscope analyze)",
-    "memcpy": "analysis/memcpy.py (as opscope analyze)",
+    "headline": "analysis/timeline/window.py, analysis/timeline/busy.py, analysis/kernels/categories.py (as opscope analyze)",
+    "kernels": "analysis/kernels/summary.py (as opscope summary), category from analysis/kernels/categories.py",
+    "categories": "analysis/kernels/categories.py (as opscope analyze)",
+    "steps": "analysis/attribution/steps.py (as opscope steps); category sums per step here",
+    "timeline": "analysis/timeline/activity.py (linking, categories) + report/timeline_data.py",
+    "flame": "analysis/attribution/tree.py (as opscope tree)",
+    "launch_delay": "analysis/timeline/launch_delay.py (as opscope analyze)",
+    "memcpy": "analysis/timeline/memcpy.py (as opscope analyze)",
 }
 
 
@@ -135,7 +135,7 @@ def _categories(act: Activity) -> list[dict[str, Any]]:
 
 
 def _steps(trace: Trace, events: pl.DataFrame, linkage: Linkage, opts: ReportOptions) -> list[dict[str, Any]]:
-    """Per ProfilerStep#N: wall and GPU busy time from analysis/steps.py (busy: the mean over the devices),
+    """Per ProfilerStep#N: wall and GPU busy time from analysis/attribution/steps.py (busy: the mean over the devices),
     and the summed GPU time per category clipped to the step."""
     stats = step_stats(trace, StepOptions(devices=opts.devices, streams=opts.streams), linkage)
     if not stats.from_markers:
@@ -167,7 +167,7 @@ def _ids(frame: pl.DataFrame, column: str, strings: Strings) -> pl.Expr:
 
 
 def _timeline(act: Activity, strings: Strings, device_names: dict[int, str], opts: ReportOptions) -> dict[str, Any]:
-    """Every selected GPU event with its launch op and launch delay (analysis/launch_delay.py's measure)."""
+    """Every selected GPU event with its launch op and launch delay (analysis/timeline/launch_delay.py's measure)."""
     measured, _, _ = kernel_delays(act)
     events = act.events.join(measured.select(ROW, DELAY), on=ROW, how="left", maintain_order="left")
     frame = events.select(
@@ -181,7 +181,7 @@ def _timeline(act: Activity, strings: Strings, device_names: dict[int, str], opt
 
 
 def _flame(root: TreeNode, total: int, strings: Strings) -> dict[str, Any]:
-    """The op tree (analysis/tree.py) as flat arrays: parent index, name, GPU ns; node 0 is the root."""
+    """The op tree (analysis/attribution/tree.py) as flat arrays: parent index, name, GPU ns; node 0 is the root."""
     parent: list[int] = []
     name_ids: list[int] = []
     value: list[int] = []
@@ -197,7 +197,7 @@ def _flame(root: TreeNode, total: int, strings: Strings) -> dict[str, Any]:
 
 
 def _launch_delay(trace: Trace, act: Activity) -> dict[str, Any]:
-    """analysis/launch_delay.py's figures plus a histogram of the same per-kernel delays."""
+    """analysis/timeline/launch_delay.py's figures plus a histogram of the same per-kernel delays."""
     stats = launch_delay(trace, activity=act)
     delays = kernel_delays(act)[0][DELAY]
     out: dict[str, Any] = {"kernels": stats.kernels, "p50_us": _us(stats.p50_ns), "p95_us": _us(stats.p95_ns),

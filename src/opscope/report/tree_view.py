@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from opscope.analysis.tree import OpTree, TreeNode
+from opscope.analysis.attribution.tree import OpTree, TreeNode
 from opscope.report.document import INT, MS, NAME, PCT, TEXT, Column, Document, Table
 from opscope.report.linking_view import link_data, link_notes, us
 

@@ -1,2 +1,2 @@
 """Fan-out over many traces: per-file work in parallel processes (or on a Dask cluster), merged from small
-partial results (`partials`, `sketch`). See `executor.run_all` and `tasks`."""
+partial results (`opscope.analysis.partials`). See `executor.run_all` and `tasks`."""

@@ -15,10 +15,10 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from opscope.analysis.kernel_merge import SummaryPartial, summary_partial
-from opscope.analysis.kernels import SummaryOptions
-from opscope.analysis.profile import TraceProfile, profile_trace
-from opscope.analysis.ranks import RankPartial, rank_partial
+from opscope.analysis.compare.profile import TraceProfile, profile_trace
+from opscope.analysis.compare.ranks import RankPartial, rank_partial
+from opscope.analysis.kernels.merge import SummaryPartial, summary_partial
+from opscope.analysis.kernels.summary import SummaryOptions
 from opscope.ingest import load
 from opscope.model.trace import Trace
 

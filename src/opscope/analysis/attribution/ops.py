@@ -1,0 +1,143 @@
+"""Per-operator table: one row per op name (aten ops, user annotations / record_function), or per (name, Input
+Dims) with `by_shape`, with CPU total and self time and the GPU time of the kernels each op launched. This is
+what `opscope ops` prints; it reads the `Linkage` of `analysis.attribution.linking`.
+
+Definitions (docs/analysis-attribution.md):
+- op instance: an event of kind cpu_op or user_annotation. calls = instances. Every ProfilerStep#N is one
+  row, "ProfilerStep#*".
+- cpu_total = sum of instance durations; cpu_self = sum of (duration - durations of its direct child ops on the
+  same thread, Python frames skipped), each instance clipped at 0.
+- gpu_self = GPU time of the GPU events (kernels, memcpys, memsets) whose launch call's innermost enclosing op
+  is an instance of this name; gpu_total = GPU time of the GPU events with at least one instance of this name
+  among the ops enclosing their launch (each GPU event counted once per name, even when the name recurs).
+- by_shape: rows per (name, Input Dims), the dims JSON text with whitespace removed.
+- kernels / self_kernels: those GPU events, counted; kernels_per_call = kernels / calls.
+- unattributed_share = share of the selected GPU time whose launch has no enclosing op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from opscope.analysis.attribution.linking import OP_KINDS, ROW, Linkage, LinkStats, link, selected_gpu
+from opscope.analysis.attribution.nesting import ancestors
+from opscope.analysis.timeline import select
+from opscope.analysis.timeline.windows import fold_steps
+from opscope.model.schema import Col
+from opscope.model.trace import Trace
+
+
+@dataclass(frozen=True)
+class OpOptions:
+    by_shape: bool = False
+    top: int = 30  # rows to show; 0 = all
+    devices: tuple[int, ...] | None = None
+    streams: tuple[int, ...] | None = None
+    steps: str | None = None  # a --steps spec: "3", "3-5", "2,4"
+
+
+@dataclass(frozen=True)
+class OpRow:
+    name: str
+    kind: str  # cpu_op or user_annotation
+    input_dims: str | None  # only with by_shape
+    calls: int
+    cpu_total_ns: int
+    cpu_self_ns: int
+    gpu_total_ns: int
+    gpu_self_ns: int
+    kernels: int
+    self_kernels: int
+    kernels_per_call: float
+    gpu_share: float  # gpu_total / selected GPU time
+
+
+@dataclass(frozen=True)
+class OpStats:
+    path: str
+    rows: tuple[OpRow, ...]
+    total_rows: int
+    gpu_time_ns: int  # all selected GPU activity
+    attributed_ns: int  # of which launched inside some op
+    unattributed_share: float
+    link: LinkStats
+    options: OpOptions
+    warnings: tuple[str, ...] = field(default=())
+
+
+def op_stats(trace: Trace, options: OpOptions | None = None, linkage: Linkage | None = None) -> OpStats:
+    """The per-op table of `trace` (definitions in the module doc). Pass `linkage` to reuse a `link(trace)`."""
+    opts = options or OpOptions()
+    linked = linkage or link(trace)
+    scopes = fold_steps(linked.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS))))
+    if opts.by_shape:
+        scopes = scopes.with_columns(pl.col(Col.INPUT_DIMS).cast(pl.String).str.replace_all(r"\s+", ""))
+    ops = scopes
+    if opts.steps is not None:
+        ops = select.by_steps(ops, trace, opts.steps, clip=False).drop("step")
+    gpu = selected_gpu(trace, linked, opts.devices, opts.streams, opts.steps)
+    keys = [Col.NAME, Col.INPUT_DIMS] if opts.by_shape else [Col.NAME]
+
+    child = scopes.filter(pl.col("op_parent_row").is_not_null())
+    child_ns = child.group_by("op_parent_row").agg(pl.col(Col.DUR_NS).clip(lower_bound=0).sum().alias("_child"))
+    cpu = (
+        ops.join(child_ns.rename({"op_parent_row": ROW}), on=ROW, how="left")
+        .with_columns(pl.col(Col.DUR_NS).clip(lower_bound=0).alias("_dur"))
+        .with_columns((pl.col("_dur") - pl.col("_child").fill_null(0)).clip(lower_bound=0).alias("_self"))
+        .group_by(keys)
+        .agg(pl.len().alias("calls"), pl.col(Col.KIND).first().alias("kind"),
+             pl.col("_dur").sum().alias("cpu_total"), pl.col("_self").sum().alias("cpu_self"))
+    )
+    op_keys = scopes.select(pl.col(ROW).alias("ancestor"), *keys)
+    launched = gpu.filter(pl.col("op_row").is_not_null()).select(pl.col(ROW).alias("gpu_row"), "op_row", Col.DUR_NS)
+    self_gpu = (
+        launched.join(op_keys.rename({"ancestor": "op_row"}), on="op_row", how="left")
+        .group_by(keys).agg(pl.col(Col.DUR_NS).sum().alias("gpu_self"), pl.len().alias("self_kernels"))
+    )
+    tree = scopes.select(ROW, "op_parent_row")
+    pairs = ancestors(tree, launched["op_row"].unique(), up="op_parent_row")
+    total_gpu = (
+        launched.join(pairs.rename({ROW: "op_row"}), on="op_row", how="inner")
+        .join(op_keys, on="ancestor", how="left")
+        .unique(["gpu_row", *keys])
+        .group_by(keys).agg(pl.col(Col.DUR_NS).sum().alias("gpu_total"), pl.len().alias("kernels"))
+    )
+    table = (
+        cpu.join(total_gpu, on=keys, how="full", coalesce=True, nulls_equal=True)
+        .join(self_gpu, on=keys, how="left", nulls_equal=True)
+        .with_columns(pl.col("calls", "cpu_total", "cpu_self", "gpu_total", "kernels", "gpu_self", "self_kernels")
+                      .fill_null(0), pl.col(Col.NAME).cast(pl.String), pl.col("kind").cast(pl.String))
+        .sort(["gpu_total", "cpu_total", Col.NAME], descending=[True, True, False], nulls_last=True)
+    )
+    gpu_time = int(gpu[Col.DUR_NS].sum() or 0)
+    attributed = int(launched[Col.DUR_NS].sum() or 0)
+    rows = [
+        OpRow(
+            name=str(r[Col.NAME] or ""),
+            kind=r["kind"] or "",
+            input_dims=r.get(Col.INPUT_DIMS),
+            calls=int(r["calls"]),
+            cpu_total_ns=int(r["cpu_total"]),
+            cpu_self_ns=int(r["cpu_self"]),
+            gpu_total_ns=int(r["gpu_total"]),
+            gpu_self_ns=int(r["gpu_self"]),
+            kernels=int(r["kernels"]),
+            self_kernels=int(r["self_kernels"]),
+            kernels_per_call=int(r["kernels"]) / int(r["calls"]) if r["calls"] else 0.0,
+            gpu_share=int(r["gpu_total"]) / gpu_time if gpu_time else 0.0,
+        )
+        for r in (table if opts.top <= 0 else table.head(opts.top)).iter_rows(named=True)
+    ]
+    return OpStats(
+        path=trace.path,
+        rows=tuple(rows),
+        total_rows=table.height,
+        gpu_time_ns=gpu_time,
+        attributed_ns=attributed,
+        unattributed_share=(gpu_time - attributed) / gpu_time if gpu_time else 0.0,
+        link=linked.stats,
+        options=opts,
+        warnings=trace.meta.warnings,
+    )

@@ -1,0 +1,6 @@
+"""Kernels: per-kernel figures.
+
+The `opscope summary` table (`summary`) and its exact merge over many traces (`merge`), launch configuration,
+occupancy and waves (`launch_config`), the Nsight Compute metrics join (`metrics`), and kernel categories
+(`categories`) with their rule table kept as data (`category_rules`). Definitions: README, docs/readers.md.
+"""

@@ -1,0 +1,106 @@
+"""Kernel categories: GPU time per family (GEMM, convolution, attention, ..., communication, memcpy, other).
+
+The rules are data (`category_rules.RULES`); this module applies them. Each distinct kernel name is classified
+once in Python (`re`), then the mapping is joined back onto the events, so the cost grows with the number of
+distinct names, not of events.
+
+Definitions (docs/analysis-timeline.md):
+- category of a GPU event: `memcpy` / `memset` by kind; a kernel takes the first rule whose pattern matches
+  its name, `other` when none does.
+- total_ns: sum of the durations of the category's events within the analysed windows (clipped to them).
+- share: total_ns / the sum over all categories (so shares add up to 1; overlapping kernels both count,
+  like `summary`'s share).
+- busy_ns: the union of the category's intervals (its wall-clock footprint; <= total_ns).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+import polars as pl
+
+from opscope.analysis.kernels.category_rules import CATEGORIES, MEMCPY, MEMSET, OTHER, RULES
+from opscope.analysis.timeline import intervals
+from opscope.model.schema import Col, Kind
+
+CATEGORY = "category"
+
+
+@lru_cache(maxsize=1)
+def _compiled() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    return tuple((category, re.compile(pattern, re.IGNORECASE)) for category, pattern in RULES)
+
+
+def classify(name: str, kind: str = Kind.KERNEL) -> str:
+    """The category of one GPU event."""
+    if kind == Kind.MEMCPY:
+        return MEMCPY
+    if kind == Kind.MEMSET:
+        return MEMSET
+    for category, pattern in _compiled():
+        if pattern.search(name):
+            return category
+    return OTHER
+
+
+def with_category(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` (with name and kind columns, any string-like dtype) plus a `category` column."""
+    if frame.height == 0:
+        return frame.with_columns(pl.lit(None, dtype=pl.String).alias(CATEGORY))
+    pairs = frame.select(pl.col(Col.NAME).cast(pl.String), pl.col(Col.KIND).cast(pl.String)).unique()
+    mapping = pairs.with_columns(
+        pl.struct(Col.NAME, Col.KIND).map_elements(
+            lambda r: classify(r[Col.NAME] or "", r[Col.KIND] or Kind.KERNEL), return_dtype=pl.String
+        ).alias(CATEGORY)
+    )
+    keyed = frame.with_columns(pl.col(Col.NAME).cast(pl.String).alias("_n"), pl.col(Col.KIND).cast(pl.String).alias("_k"))
+    return keyed.join(mapping.rename({Col.NAME: "_n", Col.KIND: "_k"}), on=["_n", "_k"], how="left",
+                      nulls_equal=True, maintain_order="left").drop("_n", "_k")
+
+
+@dataclass(frozen=True)
+class CategoryRow:
+    category: str
+    calls: int
+    total_ns: int
+    busy_ns: int
+    share: float
+    top_kernel: str | None  # the kernel with the most time in this category
+
+
+@dataclass(frozen=True)
+class CategoryBreakdown:
+    rows: tuple[CategoryRow, ...]  # every category with time, largest first
+    total_ns: int
+    other_share: float  # share of time left as "other": how well the rules cover this trace
+
+
+def category_breakdown(gpu: pl.DataFrame) -> CategoryBreakdown:
+    """Time per category of `gpu` (GPU activity already restricted to the analysed windows, with
+    start_ns / end_ns columns and a `category` column)."""
+    if gpu.height == 0:
+        return CategoryBreakdown(rows=(), total_ns=0, other_share=0.0)
+    dur = pl.col(intervals.END) - pl.col(intervals.START)
+    per = gpu.group_by(CATEGORY).agg(pl.len().alias("calls"), dur.sum().alias("total"))
+    busy = intervals.union_ns(gpu, by=[CATEGORY])
+    assert isinstance(busy, pl.DataFrame)
+    top = (
+        gpu.group_by(CATEGORY, Col.NAME).agg(dur.sum().alias("t"))
+        .sort(["t", Col.NAME], descending=[True, False]).group_by(CATEGORY, maintain_order=True).first()
+    )
+    table = per.join(busy, on=CATEGORY, how="left").join(top.select(CATEGORY, Col.NAME), on=CATEGORY, how="left")
+    total = int(table["total"].sum() or 0)
+    order = {c: i for i, c in enumerate(CATEGORIES)}
+    rows = sorted(
+        (
+            CategoryRow(category=r[CATEGORY], calls=int(r["calls"]), total_ns=int(r["total"]),
+                        busy_ns=int(r["busy_ns"] or 0), share=int(r["total"]) / total if total else 0.0,
+                        top_kernel=r[Col.NAME])
+            for r in table.iter_rows(named=True)
+        ),
+        key=lambda row: (-row.total_ns, order.get(row.category, len(order))),
+    )
+    other = next((r.share for r in rows if r.category == OTHER), 0.0)
+    return CategoryBreakdown(rows=tuple(rows), total_ns=total, other_share=other)

@@ -1,0 +1,178 @@
+"""Per-kernel time table: one row per (name, kind) of GPU activity, with calls, total, mean, min, max, median
+and share of all GPU time. This is what `opscope summary` prints.
+
+Definitions (also in docs/metrics.md):
+- GPU activity = events of kind kernel, memcpy or memset that have a duration, on the selected devices and
+  streams.
+- share = row total / sum of the durations of all GPU activity in that device/stream selection (before the
+  --kind and --filter options). It is a share of summed GPU time, not of wall time: kernels overlapping on
+  two streams both count.
+- stddev = sample standard deviation of the durations (n - 1 in the denominator, as `nsys stats` reports
+  it); 0 for a single call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from opscope.analysis.timeline import select
+from opscope.model.schema import GPU_KINDS, Col, Kind
+from opscope.model.trace import Trace
+
+
+@dataclass(frozen=True)
+class SummaryOptions:
+    top: int = 30  # rows to show; 0 = all
+    kinds: tuple[str, ...] = GPU_KINDS
+    name_filter: str | None = None
+    devices: tuple[int, ...] | None = None
+    streams: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    name: str
+    kind: str
+    calls: int
+    total_ns: int
+    avg_ns: float
+    min_ns: int
+    max_ns: int
+    median_ns: float
+    share: float
+    stddev_ns: float = 0.0
+
+
+@dataclass(frozen=True)
+class RestLine:
+    """Everything below the --top cut, so that nothing is silently folded away."""
+
+    rows: int
+    calls: int
+    total_ns: int
+    share: float
+
+
+@dataclass(frozen=True)
+class KernelSummary:
+    path: str
+    devices: tuple[str, ...]
+    events: int
+    kernels: int
+    gpu_time_ns: int
+    gpu_calls: int
+    selected_total_ns: int
+    selected_calls: int
+    selected_rows: int
+    rows: tuple[KernelRow, ...]
+    rest: RestLine | None
+    options: SummaryOptions
+    warnings: tuple[str, ...] = field(default=())
+    traces: tuple[str, ...] = ()  # with several traces merged (`opscope summary A B ...`): their paths
+    median_estimated: bool = False  # True when medians come from a merged quantile sketch (1% accuracy)
+
+
+def device_names(trace: Trace, used: list[int]) -> tuple[str, ...]:
+    if trace.meta.devices:
+        chosen = [d for d in trace.meta.devices if not used or d.id in used] or list(trace.meta.devices)
+        return tuple(d.name for d in chosen)
+    return tuple(f"device {d}" for d in used)
+
+
+def finish_summary(*, path: str, devices: tuple[str, ...], events: int, kernels: int, gpu_time_ns: int,
+                   gpu_calls: int, all_rows: list[KernelRow], options: SummaryOptions,
+                   warnings: tuple[str, ...], traces: tuple[str, ...] = (),
+                   median_estimated: bool = False) -> KernelSummary:
+    """Cut the sorted rows at --top and account for everything below the cut."""
+    shown = all_rows if options.top <= 0 else all_rows[: options.top]
+    hidden = all_rows[len(shown) :]
+    rest = None
+    if hidden:
+        hidden_total = sum(r.total_ns for r in hidden)
+        rest = RestLine(
+            rows=len(hidden),
+            calls=sum(r.calls for r in hidden),
+            total_ns=hidden_total,
+            share=hidden_total / gpu_time_ns if gpu_time_ns > 0 else 0.0,
+        )
+    return KernelSummary(
+        path=path, devices=devices, events=events, kernels=kernels, gpu_time_ns=gpu_time_ns, gpu_calls=gpu_calls,
+        selected_total_ns=sum(r.total_ns for r in all_rows), selected_calls=sum(r.calls for r in all_rows),
+        selected_rows=len(all_rows), rows=tuple(shown), rest=rest, options=options, warnings=warnings,
+        traces=traces, median_estimated=median_estimated,
+    )
+
+
+@dataclass(frozen=True)
+class GpuSelection:
+    """What the per-kernel table is computed from: the GPU activity on the selected devices and streams
+    (`frame`, the share denominator), the rows --kind and --filter keep (`chosen`), and trace-wide counts."""
+
+    frame: pl.DataFrame  # name, kind, dur_ns, device
+    chosen: pl.LazyFrame
+    events: int
+    kernels: int
+    devices: tuple[str, ...]
+
+    @property
+    def gpu_time_ns(self) -> int:
+        return int(self.frame[Col.DUR_NS].sum() or 0)
+
+
+def select_gpu(trace: Trace, opts: SummaryOptions) -> GpuSelection:
+    """The selection shared by the one-trace table and the per-trace partials of a merged table."""
+    gpu = select.by_streams(select.by_devices(trace.gpu_events(), opts.devices), opts.streams)
+    frame = gpu.select(Col.NAME, Col.KIND, Col.DUR_NS, Col.DEVICE).collect()
+    chosen = select.by_name(select.by_kinds(frame.lazy(), opts.kinds), opts.name_filter)
+    # Both trace-wide counts in one scan of the table.
+    events, kernels = trace.lazy().select(
+        pl.len(), (pl.col(Col.KIND).cast(pl.String) == Kind.KERNEL).sum()).collect().row(0)
+    used = sorted(int(d) for d in frame[Col.DEVICE].drop_nulls().unique().to_list())
+    return GpuSelection(frame=frame, chosen=chosen, events=int(events), kernels=int(kernels or 0),
+                        devices=device_names(trace, used))
+
+
+def kernel_summary(trace: Trace, options: SummaryOptions | None = None) -> KernelSummary:
+    """The per-kernel table of `trace` (see the module doc for definitions)."""
+    opts = options or SummaryOptions()
+    selection = select_gpu(trace, opts)
+    gpu_time = selection.gpu_time_ns
+    grouped = (
+        selection.chosen
+        .group_by(Col.NAME, Col.KIND)
+        .agg(
+            pl.len().alias("calls"),
+            pl.col(Col.DUR_NS).sum().alias("total"),
+            pl.col(Col.DUR_NS).mean().alias("avg"),
+            pl.col(Col.DUR_NS).min().alias("min"),
+            pl.col(Col.DUR_NS).max().alias("max"),
+            pl.col(Col.DUR_NS).median().alias("median"),
+            pl.col(Col.DUR_NS).std(ddof=1).alias("stddev"),
+        )
+        .with_columns(pl.col(Col.NAME).cast(pl.String), pl.col(Col.KIND).cast(pl.String))
+        .sort(["total", Col.NAME, Col.KIND], descending=[True, False, False])
+        .collect()
+    )
+    denominator = gpu_time if gpu_time > 0 else 1
+    all_rows = [
+        KernelRow(
+            name=r[Col.NAME] or "",
+            kind=r[Col.KIND],
+            calls=int(r["calls"]),
+            total_ns=int(r["total"]),
+            avg_ns=float(r["avg"]),
+            min_ns=int(r["min"]),
+            max_ns=int(r["max"]),
+            median_ns=float(r["median"]),
+            share=int(r["total"]) / denominator if gpu_time > 0 else 0.0,
+            stddev_ns=float(r["stddev"] or 0.0),
+        )
+        for r in grouped.iter_rows(named=True)
+    ]
+    return finish_summary(
+        path=trace.path, devices=selection.devices, events=selection.events, kernels=selection.kernels,
+        gpu_time_ns=gpu_time, gpu_calls=selection.frame.height, all_rows=all_rows, options=opts,
+        warnings=trace.meta.warnings,
+    )

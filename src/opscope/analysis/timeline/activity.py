@@ -1,0 +1,80 @@
+"""GPU activity prepared once for every timeline analysis: intervals, category and launch call per event.
+
+`gpu_activity(trace, options)` takes the linked GPU events of `analysis.attribution.linking` (every kernel, memcpy and
+memset with its launch call and the innermost CPU op around that call), restricted to the selected devices and
+streams, adds the copy sizes, the intervals and the category (`categories`), and the analysed window
+(`window`). Negative durations count as zero (linking clips them, and they are counted in its stats); zero-length
+events count as calls and add no time. timeline / idle / launch_delay / memcpy all take an optional
+`activity=` so `opscope analyze` builds it once, and the `Linkage` inside is reused by ops and steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from opscope.analysis.attribution.linking import ROW, Linkage, LinkStats, link, selected_gpu
+from opscope.analysis.kernels.categories import with_category
+from opscope.analysis.timeline import intervals, window
+from opscope.model.schema import GPU_KINDS, Col
+from opscope.model.trace import Trace
+
+# Launch columns of `Activity.events` (null when the launch call is not in the trace).
+LAUNCH_NAME = "launch_name"
+LAUNCH_TS = "launch_ts_ns"
+LAUNCH_DUR = "launch_dur_ns"
+FROM_GRAPH = "from_graph"  # launched by cudaGraphLaunch / hipGraphLaunch
+LAUNCH_OP = "launch_op"  # innermost CPU op or annotation around the launch call (null: none, or no launch)
+ATTRIBUTED = "attributed"  # the launch lies inside some CPU op, annotation or Python frame
+
+
+@dataclass(frozen=True)
+class TimelineOptions:
+    devices: tuple[int, ...] | None = None
+    streams: tuple[int, ...] | None = None
+    # Analysed window pieces, e.g. the chosen steps' spans; None = the whole trace (see analysis/timeline/window.py).
+    windows: tuple[tuple[int, int], ...] | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Activity:
+    """`events`: one row per GPU activity of the selection (not clipped) with kind, name, device, stream, ts_ns,
+    dur_ns, start_ns, end_ns, bytes, category, correlation and the launch columns above."""
+
+    events: pl.DataFrame
+    window: window.Window
+    linkage: Linkage
+    options: TimelineOptions
+
+    @property
+    def link(self) -> LinkStats:
+        return self.linkage.stats
+
+    def clipped(self) -> pl.DataFrame:
+        """The events cut to the analysed window (start_ns / end_ns clipped; events outside dropped)."""
+        return window.restrict(self.events, self.window)
+
+
+def gpu_activity(trace: Trace, options: TimelineOptions | None = None, linkage: Linkage | None = None) -> Activity:
+    opts = options or TimelineOptions()
+    linked = linkage or link(trace)
+    gpu = selected_gpu(trace, linked, opts.devices, opts.streams)
+    sizes = (
+        trace.lazy().with_row_index(ROW).filter(pl.col(Col.KIND).cast(pl.String).is_in(list(GPU_KINDS)))
+        .select(pl.col(ROW).cast(pl.Int64), Col.BYTES).collect()
+    )
+    frame = gpu.join(sizes, on=ROW, how="left", maintain_order="left").select(
+        ROW, pl.col(Col.KIND).cast(pl.String), pl.col(Col.NAME).cast(pl.String), Col.DEVICE, Col.STREAM,
+        Col.TS_NS, Col.DUR_NS, Col.CORRELATION, Col.BYTES,
+        pl.col(LAUNCH_NAME).cast(pl.String), LAUNCH_TS, LAUNCH_DUR, FROM_GRAPH,
+        pl.col("op_name").cast(pl.String).alias(LAUNCH_OP), ATTRIBUTED,
+    ).filter(pl.col(Col.TS_NS).is_not_null()).with_columns(
+        pl.col(Col.TS_NS).alias(intervals.START), (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(intervals.END)
+    )
+    frame = with_category(frame)
+    if opts.windows is not None:
+        win = window.from_bounds(opts.windows)
+    else:
+        win = window.trace_window(trace, opts.devices, opts.streams)
+    return Activity(events=frame, window=win, linkage=linked, options=opts)
