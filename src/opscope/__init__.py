@@ -20,6 +20,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+import logging
+
 from opscope.analysis.kernels import KernelRow, KernelSummary, SummaryOptions, kernel_summary
 from opscope.analysis.overview import Analysis, AnalyzeOptions
 from opscope.analysis.overview import analyze as _analyze
@@ -27,6 +29,11 @@ from opscope.errors import InputError, OpscopeError, UsageError
 from opscope.ingest import load
 from opscope.model import Trace, TraceMeta
 from opscope.model.schema import GPU_KINDS
+from opscope.untrusted import install_log_filter
+
+# Log records quote paths and names from traces: the filter writes their control characters as visible escapes,
+# whatever handler the application or the CLI attaches.
+install_log_filter(logging.getLogger("opscope"))
 
 _CAPTURE = ("annotate", "compare_strategies", "measure_overhead", "profile", "step")
 
