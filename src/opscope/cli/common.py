@@ -11,7 +11,7 @@ from typing import Any
 
 from opscope.cli.progress import parse_progress
 from opscope.errors import UsageError
-from opscope.ingest import load
+from opscope.ingest import load, resolve_input
 from opscope.model.trace import Trace
 from opscope.report import FORMATS, Document, RenderOptions, render
 
@@ -66,9 +66,35 @@ def _int_list(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
 
 
+OUTPUT_OPTIONS = (("output", "-o"), ("html", "--html"))
+
+
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether two paths are the same file (device and inode: through links, `..`, hard links); False when
+    either does not exist."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def check_outputs(args: argparse.Namespace, *inputs: str | os.PathLike[str]) -> None:
+    """Refuse (before any work) to write an output over one of the command's inputs: `-o trace.json` must never
+    destroy the trace. Called wherever a subcommand learns which files it reads."""
+    for attribute, flag in OUTPUT_OPTIONS:
+        output = getattr(args, attribute, None)
+        if output is None:
+            continue
+        for source in inputs:
+            if same_file(output, source):
+                raise UsageError(f"{flag} {output}: is an input of this command ({source}); "
+                                 "refusing to overwrite it")
+
+
 def load_trace(args: argparse.Namespace, path: str | None = None) -> Trace:
     """Load the trace named on the command line, with a progress bar for long parses on a terminal."""
     target = path if path is not None else args.trace
+    check_outputs(args, resolve_input(target))
     with parse_progress(args, f"reading {Path(str(target)).name if target else 'trace'}") as progress:
         return load(target, cache=not args.no_cache, strict=getattr(args, "strict", False), progress=progress)
 

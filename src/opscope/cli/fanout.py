@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from opscope.cli.common import check_outputs
 from opscope.errors import UsageError
 from opscope.ingest.cache import cache_dir, cache_path
 from opscope.ingest.inputs import resolve_input
@@ -34,6 +35,7 @@ def file_tasks(paths: Sequence[str | Path], args: argparse.Namespace, by_shape: 
     tasks = []
     for given in paths:
         source = resolve_input(given)
+        check_outputs(args, source)
         label = str(given) if not Path(given).is_dir() else str(source)
         tasks.append(FileTask(path=str(source.resolve()), label=label, cache=not args.no_cache,
                               cache_dir=None if args.scheduler else str(cache_dir()), strict=args.strict,
