@@ -26,7 +26,7 @@ from opscope.analysis.kernels import KernelRow, KernelSummary, SummaryOptions, k
 from opscope.analysis.overview import Analysis, AnalyzeOptions
 from opscope.analysis.overview import analyze as _analyze
 from opscope.errors import InputError, OpscopeError, UsageError
-from opscope.ingest import load
+from opscope.loading import load
 from opscope.model import Trace, TraceMeta
 from opscope.model.schema import GPU_KINDS
 from opscope.untrusted import install_log_filter

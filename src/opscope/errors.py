@@ -32,6 +32,12 @@ class UsageError(OpscopeError):
     exit_code = 2
 
 
+class OutputError(OpscopeError):
+    """An output cannot be written: a full disk or device, a closed or read-only destination."""
+
+    exit_code = 2
+
+
 class GateFailed(OpscopeError):
     """A regression gate tripped (`opscope diff --fail-above`)."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import shutil
 import sys
@@ -10,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from opscope.cli.progress import parse_progress
-from opscope.errors import UsageError
-from opscope.ingest import load, resolve_input
+from opscope.errors import OutputError, UsageError
+from opscope.loading import load, resolve
 from opscope.model.trace import Trace
 from opscope.report import FORMATS, Document, RenderOptions, render
 
@@ -94,12 +95,17 @@ def check_outputs(args: argparse.Namespace, *inputs: str | os.PathLike[str]) -> 
 def load_trace(args: argparse.Namespace, path: str | None = None) -> Trace:
     """Load the trace named on the command line, with a progress bar for long parses on a terminal."""
     target = path if path is not None else args.trace
-    check_outputs(args, resolve_input(target))
+    check_outputs(args, resolve(target))
     with parse_progress(args, f"reading {Path(str(target)).name if target else 'trace'}") as progress:
         return load(target, cache=not args.no_cache, strict=getattr(args, "strict", False), progress=progress)
 
 
+MIN_WIDTH = 20  # narrower, a table is one character per line
+
+
 def render_options(args: argparse.Namespace, to_terminal: bool) -> RenderOptions:
+    if args.width is not None and args.width < MIN_WIDTH:
+        raise UsageError(f"--width must be at least {MIN_WIDTH} columns, got {args.width}")
     color = to_terminal and not args.no_color and "NO_COLOR" not in os.environ
     width = args.width or (shutil.get_terminal_size((100, 24)).columns if to_terminal else 100)
     return RenderOptions(width=width, wide=args.wide, color=color)
@@ -114,15 +120,34 @@ def emit(doc: Document, args: argparse.Namespace) -> None:
 
 
 def write_text(text: str, output: str | None) -> None:
-    """Write `text` to the file `output`, or to standard output when it is None."""
+    """Write `text` to the file `output`, or to standard output when it is None. A destination that cannot take
+    it (a full disk, /dev/full, a read-only file) is an `OutputError`: one line, exit 2."""
     if output is not None:
         try:
             Path(output).write_text(text, encoding="utf-8")
         except OSError as exc:
-            raise UsageError(f"{output}: cannot write: {exc.strerror or exc}") from None
-    else:
+            raise OutputError(f"{output}: cannot write: {exc.strerror or exc}") from None
+        return
+    try:
         sys.stdout.write(text)
         sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+        raise
+    except OSError as exc:
+        _discard_stdout()
+        raise OutputError(f"cannot write to standard output: {exc.strerror or exc}") from None
+
+
+def _discard_stdout() -> None:
+    """Point standard output at /dev/null, so that the interpreter's last flush of what is still buffered
+    neither fails again nor prints "Exception ignored" on the way out."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass  # not a real file (tests capture it): nothing is flushed at exit
 
 
 def add_html_arg(parser: argparse.ArgumentParser) -> None:

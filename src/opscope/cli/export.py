@@ -9,7 +9,7 @@ from pathlib import Path
 from opscope.analysis.tree import TreeOptions, op_tree
 from opscope.cli.common import add_input_args, add_selection_args, load_trace, write_text
 from opscope.errors import UsageError
-from opscope.ingest import resolve_input
+from opscope.loading import resolve
 from opscope.report.chrome_export import trim_spec, trim_trace
 from opscope.report.folded import UNITS, folded_stacks, folded_text
 
@@ -40,6 +40,6 @@ def run(args: argparse.Namespace) -> int:
         write_text(folded_text(folded_stacks(op_tree(trace, options).root), args.unit), args.output)
         return 0
     spec = trim_spec(trace, args.steps, args.window, args.device, args.stream)
-    result = trim_trace(resolve_input(args.trace), Path(args.output), spec, str(args.trace))
+    result = trim_trace(resolve(args.trace), Path(args.output), spec, str(args.trace))
     log.info("kept %d of %d events", result.events_out, result.events_in)
     return 0

@@ -18,7 +18,7 @@ from opscope.analysis.kernel_merge import SummaryPartial, summary_partial
 from opscope.analysis.kernels import SummaryOptions
 from opscope.analysis.profile import TraceProfile, profile_trace
 from opscope.analysis.ranks import RankPartial, rank_partial
-from opscope.ingest import load
+from opscope.loading import load
 from opscope.model.trace import Trace
 
 

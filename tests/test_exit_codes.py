@@ -1,0 +1,151 @@
+"""Broken environments and bad input end with one line on standard error and exit 2, and every failure of
+`opscope.load` is an `OpscopeError` (issue 14): unreadable folders, a full standard output, bad options, an
+empty path, traces nested too deeply, out-of-range numbers (no numpy RuntimeWarning), odd file names."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+import opscope
+from conftest import REPO, corpus_path
+from handmade_traces import document, kernel, write
+from opscope.cli.parser import OneLineParser
+from opscope.errors import InputError, OpscopeError
+
+REAL = "hta/trace_compare_base_base.json.gz"
+
+
+def one_line_error(result, code: int = 2) -> None:
+    assert result.code == code, result
+    assert result.err.startswith("opscope") and result.err.count("\n") == 1, result.err
+    assert "Traceback" not in result.err and result.out == "", result
+
+
+def unreadable(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make `folder` unlistable: chmod where that binds (not as root), else make listing it fail the same way."""
+    if os.geteuid() != 0:
+        folder.chmod(0)
+        return
+    listing = pathlib.Path.iterdir
+
+    def denied(self: Path):  # type: ignore[no-untyped-def]
+        if self == folder:
+            raise PermissionError(13, "Permission denied", str(self))
+        return listing(self)
+
+    monkeypatch.setattr(pathlib.Path, "iterdir", denied)
+
+
+def test_unreadable_folder(cli, tmp_path, monkeypatch) -> None:
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    shutil.copyfile(corpus_path(REAL), folder / "t.json.gz")
+    unreadable(folder, monkeypatch)
+    try:
+        for command in (("summary", folder), ("report", folder, "-o", tmp_path / "r.html"), ("ranks", folder),
+                        ("diff", folder, folder)):
+            result = cli(*command)
+            one_line_error(result)
+            assert "Permission denied" in result.err, result.err
+        with pytest.raises(InputError, match="Permission denied"):
+            opscope.load(folder)
+    finally:
+        folder.chmod(0o755)
+
+
+def test_bad_paths_are_input_errors(cli, tmp_path) -> None:
+    too_long = tmp_path / ("a" * 300)  # ENAMETOOLONG: not "no such file", an OSError of its own
+    one_line_error(cli("summary", too_long))
+    with pytest.raises(InputError):
+        opscope.load(too_long)
+    deep = tmp_path / "deep.json"  # HAND-MADE: args nested 100,000 deep
+    deep.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "args": '
+                    + '{"a": ' * 100_000 + "1" + "}" * 100_000 + "}]}")
+    with pytest.raises(InputError, match="nested too deeply"):
+        opscope.load(deep, cache=False)
+    one_line_error(cli("summary", deep, "--no-cache"))
+
+
+def test_load_of_an_empty_path_is_an_error(tmp_path, monkeypatch) -> None:
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    shutil.copyfile(corpus_path(REAL), folder / "t.json.gz")
+    monkeypatch.setenv("PROFILER_LOG_DIR", str(folder))
+    assert opscope.load(None).meta.path.endswith("t.json.gz")  # None: the default folder, on purpose
+    with pytest.raises(InputError, match="empty trace path"):
+        opscope.load("")
+
+
+def test_odd_file_names_and_cache_folders_load_or_fail_typed(tmp_path, monkeypatch) -> None:
+    """Whatever the cache does with them (its own issue), `load` never raises anything but OpscopeError."""
+    odd = Path(os.fsdecode(bytes(tmp_path) + b"/bad\xffname.json"))  # not UTF-8
+    write(odd, document([kernel("k", 10, 5, 1)]))
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    for cache_dir in (None, blocker):
+        if cache_dir is not None:
+            monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(cache_dir))
+        for path in (odd, corpus_path(REAL)):
+            try:
+                trace = opscope.load(path)
+            except OpscopeError:
+                continue
+            assert len(trace.events) > 0
+
+
+def test_out_of_range_times_raise_no_runtime_warning(cli, tmp_path) -> None:
+    path = write(tmp_path / "huge.json",  # HAND-MADE: times far beyond 64-bit nanoseconds
+                 document([kernel("huge", 1e300, 1e300, 1), kernel("k", 10, 5, 2), kernel("k2", 1e20, 5, 3)]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        opscope.load(path, cache=False)
+        for command in ("summary", "analyze", "steps", "tree", "ops"):
+            assert cli(command, path, "--no-cache").code == 0, command
+
+
+def test_width_out_of_range(cli) -> None:
+    for width in ("-5", "0", "3"):
+        result = cli("summary", corpus_path(REAL), "--width", width)
+        one_line_error(result)
+        assert "--width" in result.err
+
+
+def test_stdout_on_a_full_device() -> None:
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-c", "import sys; from opscope.cli.main import main; "
+                               "sys.exit(main(sys.argv[1:]))", "summary", str(corpus_path(REAL)), "--no-cache"],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "opscope: error: cannot write to standard output: No space left on device\n"
+
+
+def test_one_line_parser(capsys) -> None:
+    parser = OneLineParser(prog="opscope")
+    sub = parser.add_subparsers(dest="command")
+    child = sub.add_parser("summary")
+    child.add_argument("--top", type=int)
+    assert type(child) is OneLineParser
+    for argv, message in ((["summary", "--top", "x"], "opscope summary: error: argument --top: invalid int value"),
+                          (["summary", "--bogus\x1b[2J"], "opscope: error: unrecognized arguments: --bogus\\x1b[2J"),
+                          (["nope"], "opscope: error: argument command: invalid choice")):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exc:
+            parser.parse_args(argv)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.startswith(message) and err.count("\n") == 1, err
+
+
+@pytest.mark.xfail(reason="cli/main.py (being reworked for lazy imports) must build its parser with "
+                          "opscope.cli.parser.OneLineParser", strict=False)
+def test_cli_option_errors_are_one_line(cli) -> None:
+    for argv in (("summary", "--top", "x"), ("summary", "--bogus"), ("nope",), ("diff", "a")):
+        one_line_error(cli(*argv))
