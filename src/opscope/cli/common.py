@@ -84,12 +84,14 @@ def check_outputs(args: argparse.Namespace, *inputs: str | os.PathLike[str]) -> 
     destroy the trace. Called wherever a subcommand learns which files it reads."""
     for attribute, flag in OUTPUT_OPTIONS:
         output = getattr(args, attribute, None)
-        if output is None:
-            continue
-        for source in inputs:
-            if same_file(output, source):
-                raise UsageError(f"{flag} {output}: is an input of this command ({source}); "
-                                 "refusing to overwrite it")
+        if output is not None:
+            check_output(output, flag, inputs)
+
+
+def check_output(output: str | os.PathLike[str], flag: str, inputs: tuple[str | os.PathLike[str], ...]) -> None:
+    for source in inputs:
+        if same_file(output, source):
+            raise UsageError(f"{flag} {output}: is an input of this command ({source}); refusing to overwrite it")
 
 
 def load_trace(args: argparse.Namespace, path: str | None = None) -> Trace:

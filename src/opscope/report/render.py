@@ -142,7 +142,7 @@ def render_csv(doc: Document, options: RenderOptions) -> str:
             value = row.get(col.key)
             if value is not None and col.kind in (MS, US):
                 value = round(value / 1e3, 3)
-            out.append("" if value is None else csv_cell(value))
+            out.append("" if value is None else csv_cell(value) if isinstance(value, str) else value)
         writer.writerow(out)
     return buf.getvalue()
 
