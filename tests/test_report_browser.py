@@ -267,3 +267,13 @@ def test_capped_kernel_table_says_what_it_left_out(cli, tmp_path, open_report) -
     assert [links.nth(i).get_attribute("href") for i in range(links.count())] == ["capped.kernels.csv",
                                                                                  "capped.kernels.json"]
     assert (tmp_path / "capped.kernels.csv").exists() and (tmp_path / "capped.kernels.json").exists()
+
+
+def test_capped_diff_tables_say_what_they_left_out(cli, tmp_path, open_report) -> None:  # noqa: F811
+    base = many_kernels_trace(tmp_path / "base.json.gz", 6_000, names=6_000)  # hand-made: 6,000 distinct names
+    new = many_kernels_trace(tmp_path / "new.json.gz", 5_500, names=6_000)  # 500 kernels gone
+    out = tmp_path / "diff.html"
+    assert cli("diff", base, new, "--html", out, "--no-cache").code == 0
+    opened = open_report(out)
+    assert opened.problems() == []
+    assert opened.page.locator("#kernel-hidden").inner_text().startswith("1,000 more kernel rows not shown")

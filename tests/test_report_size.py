@@ -60,3 +60,18 @@ def test_small_reports_ship_every_row(cli, tmp_path) -> None:
     assert len(capped["kernels"]["rows"]) == 100 and capped["kernels"]["rest"]["rows"] == 200
     assert capped["kernels"]["full"] is None  # no page, no files beside it
     assert cli("report", path, "--max-rows", "0").code == 2
+
+
+def test_diff_page_carries_the_biggest_changes(cli, tmp_path) -> None:
+    base = many_kernels_trace(tmp_path / "base.json.gz", 6_000, names=6_000)  # hand-made: 6,000 distinct names
+    new = many_kernels_trace(tmp_path / "new.json.gz", 5_500, names=6_000)  # 500 kernels gone
+    out = tmp_path / "diff.html"
+    assert cli("diff", base, new, "--html", out, "--no-cache").code == 0
+    data = json.loads(re.search(r'<script type="application/json" id="opscope-data">(.*?)</script>',
+                                out.read_text(encoding="utf-8"), re.S).group(1))
+    kernels = data["kernels"]
+    assert len(kernels["rows"]) == 5_000 and kernels["rows_total"] == 6_000 and kernels["rows_hidden"] == 1_000
+    everything = json.loads(cli("diff", base, new, "--top", "0", "--format", "json").out)["kernels"]
+    assert len(everything["rows"]) == 6_000
+    shown = sum(r["delta_us"] for r in kernels["rows"]) + kernels["hidden_delta_us"]
+    assert shown == pytest.approx(sum(r["delta_us"] for r in everything["rows"]), abs=1e-3)
