@@ -149,3 +149,14 @@ def test_one_line_parser(capsys) -> None:
 def test_cli_option_errors_are_one_line(cli) -> None:
     for argv in (("summary", "--top", "x"), ("summary", "--bogus"), ("nope",), ("diff", "a")):
         one_line_error(cli(*argv))
+
+
+def test_files_on_a_full_device(cli) -> None:
+    """Every writer: a full device is one line, exit 2 (a trimmed trace failed with exit 3)."""
+    trace = corpus_path(REAL)
+    for command in (("summary", trace, "-o", "/dev/full"), ("report", trace, "-o", "/dev/full"),
+                    ("export", trace, "--folded", "-o", "/dev/full"), ("export", trace, "-o", "/dev/full"),
+                    ("diff", trace, trace, "--html", "/dev/full")):
+        result = cli(*command)
+        assert result.code == 2 and result.err == "opscope: error: /dev/full: cannot write: No space left on device\n", \
+            (command, result.err)
