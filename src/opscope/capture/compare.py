@@ -40,7 +40,7 @@ from opscope.capture.strategies import (
 )
 from opscope.capture.timing import Spread, time_call, timing_method
 from opscope.errors import InputError, UsageError
-from opscope.ingest import load
+from opscope.loading import load
 from opscope.model.schema import GPU_KINDS, Kind
 from opscope.model.trace import Trace
 

@@ -19,7 +19,7 @@ from opscope.capture.demo_model import build_denoiser, denoise
 from opscope.capture.profiler import annotate, profile
 from opscope.capture.summary import CaptureSummary, summarize
 from opscope.errors import UsageError
-from opscope.ingest import load
+from opscope.loading import load
 from opscope.model.schema import GPU_KINDS, Kind
 
 SLOW_FIRST_STEP = 1.5  # step 0 at least this many times the later steps' mean: call it warm-up cost
@@ -47,7 +47,7 @@ def _html_report(trace_path: str) -> str | None:
         from opscope.report.html import render_html
     except ImportError:
         return None
-    from opscope.ingest import load
+    from opscope.loading import load
     from opscope.report.trace_report import ReportOptions, trace_report
 
     try:

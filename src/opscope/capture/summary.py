@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from opscope.analysis.busy import step_windows
 from opscope.analysis.cpu_ops import CpuOpTable, cpu_op_table
 from opscope.analysis.kernels import KernelSummary, SummaryOptions, kernel_summary
-from opscope.ingest import load
+from opscope.loading import load
 from opscope.report.document import Document
 
 
