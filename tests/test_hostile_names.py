@@ -167,7 +167,7 @@ def test_markdown_cells_are_text(cli, hostile) -> None:
 
 def test_markdown_helpers() -> None:
     for text in [*HOSTILE, "", "plain", "|", "\\", "a\\", "`", " x ", "12. x", "_a_", "# h", "- item"]:
-        cell = f"| {md_text(text)} | {md_code(text)} |\n|---|---|\n"
+        cell = f"{md_text(text, line_start=True)}\n\n| {md_text(text)} | {md_code(text)} |\n|---|---|\n"
         html = MarkdownIt("commonmark").enable("table").render(cell)
         assert len(re.findall("<th[ >]", html)) == 2, (text, html)
         assert "<a " not in html and "<strong>" not in html and "<em>" not in html and "<b>" not in html

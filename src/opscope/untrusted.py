@@ -39,10 +39,6 @@ def visible(text: str) -> str:
     return UNSAFE.sub(_escape, text)
 
 
-def has_unsafe(text: str) -> bool:
-    return UNSAFE.search(text) is not None
-
-
 class VisibleLogText(logging.Filter):
     """Makes the package's log records safe for a terminal: the message, with its arguments, through `visible`.
     Attached to the `opscope` logger, so whatever handler an application or the CLI installs gets safe text."""

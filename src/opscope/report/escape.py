@@ -18,14 +18,13 @@ import re
 
 from opscope.untrusted import visible
 
-# What can make GFM markup of plain text, escaped with a backslash (any ASCII punctuation may be): code spans,
+# What can make GFM markup of inline text, escaped with a backslash (any ASCII punctuation may be): code spans,
 # emphasis, strikethrough, links and images, raw HTML and autolinks, table cell borders, math, escapes; `&` only
 # where it would start an entity; `_` only where it can open or close emphasis (not inside a word); the `:` of
-# `scheme://` and the `.` of `www.` (GFM links bare URLs); `#`, `+`, `-`, `=` and `1.` only at the start, where
-# they would make a heading or a list item.
-_MD_SPECIAL = re.compile(
-    r"[\\`*\[\]<>|$~@]|&(?=#?\w+;)|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|:(?=//)|(?<=www)\.|^[#+\-=]|^\d{1,9}[.)]"
-)
+# `scheme://` and the `.` of `www.` (GFM links bare URLs).
+_MD_INLINE = re.compile(r"[\\`*\[\]<>|$~@]|&(?=#?\w+;)|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|:(?=//)|(?<=www)\.")
+# At the start of a line also what would make a heading, a list item or a thematic break.
+_MD_LINE = re.compile(_MD_INLINE.pattern + r"|^[#+\-=]|^\d{1,9}[.)]")
 # Characters a spreadsheet treats as the start of a formula (OWASP "CSV Injection").
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # What JSON encoders leave raw of `untrusted.UNSAFE`: DEL, C1, the separators and bidi controls (C0 controls are
@@ -33,9 +32,10 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _JSON_RAW = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
-def md_text(text: str) -> str:
-    """Plain text for a GFM paragraph or table cell: nothing in it is markup, links, HTML or a cell border."""
-    return _MD_SPECIAL.sub(_md_escape, visible(text))
+def md_text(text: str, line_start: bool = False) -> str:
+    """Plain text for a GFM table cell or inside a line: nothing in it is markup, links, HTML or a cell border.
+    `line_start`: the text begins a line of its own, where `#`, `-`, `+`, `=` or `1.` would start a block."""
+    return (_MD_LINE if line_start else _MD_INLINE).sub(_md_escape, visible(text))
 
 
 def _md_escape(match: re.Match[str]) -> str:

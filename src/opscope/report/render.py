@@ -114,7 +114,7 @@ def render_markdown(doc: Document, options: RenderOptions) -> str:
                 text = fmt(value, col.kind)
                 cells.append(md_code(text) if col.kind == NAME else text if col.kind in NUMERIC else md_text(text))
             lines.append("| " + " | ".join(cells) + " |")
-        lines.extend(["", *[md_text(f) for f in table.footer]])
+        lines.extend(["", *[md_text(f, line_start=True) for f in table.footer]])
         lines.append("")
     for note in doc.notes:
         lines.append(f"_{md_text(note)}_")
