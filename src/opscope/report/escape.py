@@ -53,7 +53,10 @@ def md_code(text: str) -> str:
         return md_text(text)
     longest = max((len(run) for run in re.findall(r"`+", shown)), default=0)
     fence = "`" * (longest + 1)
-    pad = " " if shown.startswith(("`", " ")) or shown.endswith(("`", " ")) else ""
+    # CommonMark strips one space from each end when both ends have one, and a backtick at an end would join the
+    # fence: pad with a space on each side exactly then.
+    both_spaces = shown.startswith(" ") and shown.endswith(" ") and shown.strip(" ")
+    pad = " " if shown.startswith("`") or shown.endswith("`") or both_spaces else ""
     return f"{fence}{pad}{shown.replace('|', chr(92) + '|')}{pad}{fence}"
 
 
