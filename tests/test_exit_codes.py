@@ -74,6 +74,25 @@ def test_bad_paths_are_input_errors(cli, tmp_path) -> None:
     one_line_error(cli("summary", deep, "--no-cache"))
 
 
+def test_reader_surprises_are_input_errors(tmp_path, monkeypatch) -> None:
+    import polars as pl
+
+    from opscope import loading
+
+    path = write(tmp_path / "t.json", document([kernel("k", 10, 5, 1)]))  # hand-made
+    for raised in (pl.exceptions.ComputeError("bad\nthing"), KeyError("x"), AssertionError(), PermissionError(13, "no")):
+        def fail(*args, error=raised, **kwargs):  # type: ignore[no-untyped-def]
+            raise error
+
+        monkeypatch.setattr(loading, "_ingest_load", fail)
+        with pytest.raises(InputError) as caught:
+            opscope.load(path)
+        assert "\n" not in str(caught.value), str(caught.value)
+    monkeypatch.setattr(loading, "_ingest_load", lambda *a, **k: (_ for _ in ()).throw(MemoryError()))
+    with pytest.raises(MemoryError):
+        opscope.load(path)
+
+
 def test_load_of_an_empty_path_is_an_error(tmp_path, monkeypatch) -> None:
     folder = tmp_path / "logs"
     folder.mkdir()

@@ -2,8 +2,9 @@
 
 Every failure of `load` is an `OpscopeError` (an `InputError` unless the reader raised a more specific one), so
 a caller catches one type and the CLI prints one line: operating-system errors (permissions, a file where a
-folder should be), decoding errors (`UnicodeError`) and nesting too deep to decode (`RecursionError`) are turned
-into `InputError`s that name the path. An empty path is an error, not a request for the default folder (that is
+folder should be), decoding errors (`UnicodeError`), nesting too deep to decode (`RecursionError`) and whatever
+else a reader raises (a polars, pyarrow, sqlite3 or msgspec error) are turned into `InputError`s that name the
+path; only `MemoryError` and `KeyboardInterrupt` pass through. An empty path is an error, not a request for the default folder (that is
 `None`). Numeric warnings from numpy while decoding (`RuntimeWarning: invalid value encountered in cast` for
 out-of-range times) are never shown as Python warnings.
 """
@@ -55,7 +56,7 @@ def input_errors(path: str | os.PathLike[str] | None) -> Iterator[None]:
     where = "the default trace folder" if path is None else str(os.fspath(path))
     try:
         yield
-    except OpscopeError:
+    except (OpscopeError, MemoryError):
         raise
     except RecursionError:
         raise InputError(f"{where}: nested too deeply to read (a hostile or damaged trace?)") from None
@@ -63,9 +64,11 @@ def input_errors(path: str | os.PathLike[str] | None) -> Iterator[None]:
         raise InputError(f"{where}: cannot read: {type(exc).__name__}: {exc}") from None
     except OSError as exc:
         raise InputError(f"{_os_error_path(exc, where)}: cannot read: {exc.strerror or exc}") from None
-    except (ValueError, TypeError, LookupError, ArithmeticError) as exc:
-        # A reader met input it did not expect (a bug to report, but the user's input, not their code).
-        raise InputError(f"{where}: cannot read this trace ({type(exc).__name__}: {exc})") from None
+    except Exception as exc:
+        # A reader met input it did not expect (polars, pyarrow, sqlite3, msgspec errors...): still the input,
+        # not the caller's code. The cause stays chained for whoever debugs it from Python.
+        text = " ".join(str(exc).split())
+        raise InputError(f"{where}: cannot read this trace ({type(exc).__name__}: {text})") from exc
 
 
 def _os_error_path(exc: OSError, where: str) -> str:
