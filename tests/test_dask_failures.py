@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -93,6 +94,28 @@ def _kill_later(procs: list[subprocess.Popen[bytes]], after_s: float) -> threadi
     return thread
 
 
+def _done_tasks(dask_scheduler) -> int:  # type: ignore[no-untyped-def]
+    return sum(task.state == "memory" for task in dask_scheduler.tasks.values())
+
+
+def _kill_mid_run(cluster: Cluster, procs: list[subprocess.Popen[bytes]]) -> threading.Thread:
+    """Kill `procs` once the scheduler holds the first finished task of a run: mid-run, whatever the load."""
+
+    def watch_then_kill() -> None:
+        from distributed import Client
+
+        deadline = time.monotonic() + 90
+        with Client(cluster.address, timeout="10s", set_as_default=False) as client:
+            while time.monotonic() < deadline and client.run_on_scheduler(_done_tasks) < 1:
+                time.sleep(0.05)
+        for proc in procs:
+            proc.send_signal(signal.SIGKILL)
+
+    thread = threading.Thread(target=watch_then_kill, daemon=True)
+    thread.start()
+    return thread
+
+
 def _many_traces(tmp_path: Path, copies: int = 64) -> Path:
     """A folder of `copies` links to the 8 real DLRM rank traces: with --no-cache, a run of several seconds."""
     corpus_path(f"{DLRM}/worker0_step_12.1694128201545.pt.trace.json")
@@ -122,18 +145,19 @@ def _one_line(done: subprocess.CompletedProcess[str], message: str) -> None:
 @pytest.mark.slow
 def test_every_worker_killed_mid_run(cluster: Cluster, tmp_path: Path) -> None:
     folder = _many_traces(tmp_path)
-    _kill_later(cluster.workers, after_s=4)
+    _kill_mid_run(cluster, cluster.workers)
     started = time.monotonic()
     done = _ranks(folder, cluster.address)
     _one_line(done, f"every Dask worker of {cluster.address} was lost after ")
     assert f"none came back within {TIMEOUT_S}s" in done.stderr
+    assert re.search(r"after [1-9]\d* of 64 traces", done.stderr), done.stderr  # killed mid-run, and it says so
     assert time.monotonic() - started < 60
 
 
 @pytest.mark.slow
 def test_scheduler_killed_mid_run(cluster: Cluster, tmp_path: Path) -> None:
     folder = _many_traces(tmp_path)
-    _kill_later([cluster.scheduler], after_s=4)
+    _kill_mid_run(cluster, [cluster.scheduler])
     done = _ranks(folder, cluster.address)
     _one_line(done, f"lost the connection to the Dask scheduler at {cluster.address} after ")
 
