@@ -24,6 +24,12 @@ def corpus_path(relative: str) -> Path:
     return path
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # numpy's RuntimeWarnings (overflow, invalid value in a cast, ...) must never reach a user (issue 14): over
+    # the real corpus and every hand-made edge case, one is a failing test.
+    config.addinivalue_line("filterwarnings", "error::RuntimeWarning")
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["OPSCOPE_CACHE_DIR"] = str(tmp_path_factory.mktemp("opscope-cache"))

@@ -80,3 +80,9 @@ def die(parent_pid: int) -> None:
 
 def square(x: int) -> int:
     return x * x
+
+
+def nap(seconds: float) -> float:
+    """A task that takes `seconds` (for killing a cluster while it runs)."""
+    time.sleep(seconds)
+    return seconds

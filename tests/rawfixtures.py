@@ -47,9 +47,10 @@ def hostile_trace(path: Path) -> Path:
     return path
 
 
-def many_kernels_trace(path: Path, kernels: int, streams: int = 4) -> Path:
+def many_kernels_trace(path: Path, kernels: int, streams: int = 4, names: int = 50) -> Path:
     """HAND-MADE: `kernels` short kernels on one GPU, round-robin over `streams`, each with a launch call; a
-    stand-in for the 100k+-kernel traces the corpus does not have. Written gzipped."""
+    stand-in for the 100k+-kernel traces the corpus does not have. `names` distinct kernel names (as a JIT
+    compiler or a heavily templated library can produce). Written gzipped."""
     parts = ['{"traceEvents": [']
     step = 3.0
     for i in range(kernels):
@@ -59,7 +60,7 @@ def many_kernels_trace(path: Path, kernels: int, streams: int = 4) -> Path:
         parts.append(
             f'{sep}{{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":{ts - 2},'
             f'"dur":1,"args":{{"correlation":{i}}}}},'
-            f'{{"ph":"X","cat":"kernel","name":"kernel_{i % 50}","pid":0,"tid":{stream},"ts":{ts},'
+            f'{{"ph":"X","cat":"kernel","name":"kernel_{i % names}","pid":0,"tid":{stream},"ts":{ts},'
             f'"dur":{1 + (i % 7)},"args":{{"device":0,"stream":{stream},"correlation":{i}}}}}'
         )
     parts.append("]}")

@@ -12,8 +12,9 @@ import opscope
 ROOT = Path(opscope.__file__).parent
 # Lowest first. A module's layer is that of the longest prefix listed here; `opscope` alone is the top-level API.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("opscope.errors", "opscope.model", "opscope._version"),
-    ("opscope.ingest", "opscope._native"),  # the native (Rust) reader is part of ingest
+    ("opscope.errors", "opscope.model", "opscope._version", "opscope.untrusted"),  # untrusted: escaping text
+    # the native (Rust) reader is part of ingest; `loading` is ingest's `load` behind the API's error boundary
+    ("opscope.ingest", "opscope._native", "opscope.loading"),
     ("opscope.analysis",),
     ("opscope.scale",),
     ("opscope.capture",),

@@ -251,3 +251,29 @@ def test_ranks_report(cli, tmp_path, open_report) -> None:  # noqa: F811
         assert union <= rank["busy_us"] + 1e-3
     assert page.locator("#heatmap-chart canvas").count() >= 1
     opened.screenshot("ranks-report.png")
+
+
+def test_capped_kernel_table_says_what_it_left_out(cli, tmp_path, open_report) -> None:  # noqa: F811
+    path = many_kernels_trace(tmp_path / "names.json.gz", 3_000, names=3_000)  # hand-made: 3,000 distinct names
+    out = tmp_path / "capped.html"
+    assert cli("report", path, "-o", out, "--no-cache", "--max-rows", "100").code == 0
+    opened = open_report(out)
+    page = opened.page
+    assert opened.problems() == []
+    assert page.locator("#kernels-table .count").inner_text() == "100 rows"
+    note = page.locator("#kernels-capped")
+    assert re.match(r"Showing the 100 rows with the most GPU time of 3,000; the other 2,900 hold ", note.inner_text())
+    links = note.locator("a")
+    assert [links.nth(i).get_attribute("href") for i in range(links.count())] == ["capped.kernels.csv",
+                                                                                 "capped.kernels.json"]
+    assert (tmp_path / "capped.kernels.csv").exists() and (tmp_path / "capped.kernels.json").exists()
+
+
+def test_capped_diff_tables_say_what_they_left_out(cli, tmp_path, open_report) -> None:  # noqa: F811
+    base = many_kernels_trace(tmp_path / "base.json.gz", 6_000, names=6_000)  # hand-made: 6,000 distinct names
+    new = many_kernels_trace(tmp_path / "new.json.gz", 5_500, names=6_000)  # 500 kernels gone
+    out = tmp_path / "diff.html"
+    assert cli("diff", base, new, "--html", out, "--no-cache").code == 0
+    opened = open_report(out)
+    assert opened.problems() == []
+    assert opened.page.locator("#kernel-hidden").inner_text().startswith("1,000 more kernel rows not shown")

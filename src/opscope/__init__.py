@@ -18,15 +18,21 @@ imports torch only when they run, so `import opscope` works without torch.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from opscope._version import __version__
 from opscope.errors import InputError, OpscopeError, UsageError
+from opscope.untrusted import install_log_filter
+
+# Log records quote paths and names from traces: the filter writes their control characters as visible escapes,
+# whatever handler the application or the CLI attaches.
+install_log_filter(logging.getLogger("opscope"))
 
 if TYPE_CHECKING:
     from opscope.analysis.kernels.summary import KernelRow, KernelSummary, SummaryOptions
     from opscope.analysis.overview import Analysis, AnalyzeOptions
-    from opscope.ingest import load
+    from opscope.loading import load
     from opscope.model import Trace, TraceMeta
 
 # Everything else is imported on first use, so that `import opscope` (and the CLI's start-up, `--help`,
@@ -37,7 +43,7 @@ _LAZY = {
     "SummaryOptions": "opscope.analysis.kernels.summary",
     "Analysis": "opscope.analysis.overview",
     "AnalyzeOptions": "opscope.analysis.overview",
-    "load": "opscope.ingest",
+    "load": "opscope.loading",
     "Trace": "opscope.model",
     "TraceMeta": "opscope.model",
     # the capture API: most users of opscope analyse traces and never capture (and it needs torch)

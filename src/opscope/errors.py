@@ -1,16 +1,23 @@
 """The one exception hierarchy of opscope.
 
 Library code raises these; the CLI turns them into a one-line message and an exit code in exactly one place
-(`opscope.cli.main`). Nothing else in the package prints tracebacks or calls `sys.exit`.
+(`opscope.cli.main`). Messages are safe to print: control characters in quoted paths and names come out as
+visible escapes (`opscope.untrusted.visible`). Nothing else in the package prints tracebacks or calls `sys.exit`.
 """
 
 from __future__ import annotations
+
+from opscope.untrusted import visible
 
 
 class OpscopeError(Exception):
     """Base class: a problem the user can act on. `exit_code` is what the CLI returns."""
 
     exit_code: int = 2
+
+    def __str__(self) -> str:
+        # Messages quote paths and names from traces: never let them carry terminal control sequences.
+        return visible(super().__str__())
 
 
 class InputError(OpscopeError):
@@ -21,6 +28,12 @@ class InputError(OpscopeError):
 
 class UsageError(OpscopeError):
     """Options that contradict each other or are out of range."""
+
+    exit_code = 2
+
+
+class OutputError(OpscopeError):
+    """An output cannot be written: a full disk or device, a closed or read-only destination."""
 
     exit_code = 2
 

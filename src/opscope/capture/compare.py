@@ -43,7 +43,7 @@ from opscope.capture.strategies import (
 from opscope.capture.summary import utilization
 from opscope.capture.timing import Spread, time_call, timing_method
 from opscope.errors import InputError, UsageError
-from opscope.ingest import load
+from opscope.loading import load
 from opscope.model.trace import Trace
 
 GPU_BUSY, CPU_OP_BUSY = "gpu_busy", "cpu_op_busy"

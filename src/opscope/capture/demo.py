@@ -19,7 +19,7 @@ from opscope.capture.demo_model import build_denoiser, denoise
 from opscope.capture.profiler import annotate, profile
 from opscope.capture.summary import CaptureSummary, summarize, utilization
 from opscope.errors import UsageError
-from opscope.ingest import load
+from opscope.loading import load
 
 SLOW_FIRST_STEP = 1.5  # step 0 at least this many times the later steps' mean: call it warm-up cost
 LOW_BUSY = 0.5

@@ -18,7 +18,7 @@ from opscope.analysis.attribution.linking import Linkage, link
 from opscope.analysis.attribution.steps import step_stats
 from opscope.analysis.kernels.summary import KernelSummary, SummaryOptions, kernel_summary
 from opscope.analysis.timeline.windows import step_windows
-from opscope.ingest import load
+from opscope.loading import load
 from opscope.model.trace import Trace
 
 

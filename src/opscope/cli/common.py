@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import shutil
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from opscope.cli.progress import parse_progress
-from opscope.errors import UsageError
+from opscope.errors import OutputError, UsageError
 from opscope.report import FORMATS, Document, RenderOptions, render
 
 if TYPE_CHECKING:
@@ -67,16 +68,49 @@ def _int_list(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
 
 
-def load_trace(args: argparse.Namespace, path: str | None = None) -> Trace:
-    from opscope.ingest import load  # here, not at import time: polars and pyarrow only when a trace is read
+OUTPUT_OPTIONS = (("output", "-o"), ("html", "--html"))
 
+
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether two paths are the same file (device and inode: through links, `..`, hard links); False when
+    either does not exist."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def check_outputs(args: argparse.Namespace, *inputs: str | os.PathLike[str]) -> None:
+    """Refuse (before any work) to write an output over one of the command's inputs: `-o trace.json` must never
+    destroy the trace. Called wherever a subcommand learns which files it reads."""
+    for attribute, flag in OUTPUT_OPTIONS:
+        output = getattr(args, attribute, None)
+        if output is not None:
+            check_output(output, flag, inputs)
+
+
+def check_output(output: str | os.PathLike[str], flag: str, inputs: tuple[str | os.PathLike[str], ...]) -> None:
+    for source in inputs:
+        if same_file(output, source):
+            raise UsageError(f"{flag} {output}: is an input of this command ({source}); refusing to overwrite it")
+
+
+def load_trace(args: argparse.Namespace, path: str | None = None) -> Trace:
     """Load the trace named on the command line, with a progress bar for long parses on a terminal."""
+    from opscope.loading import load, resolve  # here, not at import time: polars and pyarrow only to read
+
     target = path if path is not None else args.trace
+    check_outputs(args, resolve(target))
     with parse_progress(args, f"reading {Path(str(target)).name if target else 'trace'}") as progress:
         return load(target, cache=not args.no_cache, strict=getattr(args, "strict", False), progress=progress)
 
 
+MIN_WIDTH = 20  # narrower, a table is one character per line
+
+
 def render_options(args: argparse.Namespace, to_terminal: bool) -> RenderOptions:
+    if args.width is not None and args.width < MIN_WIDTH:
+        raise UsageError(f"--width must be at least {MIN_WIDTH} columns, got {args.width}")
     color = to_terminal and not args.no_color and "NO_COLOR" not in os.environ
     width = args.width or (shutil.get_terminal_size((100, 24)).columns if to_terminal else 100)
     return RenderOptions(width=width, wide=args.wide, color=color)
@@ -91,15 +125,34 @@ def emit(doc: Document, args: argparse.Namespace) -> None:
 
 
 def write_text(text: str, output: str | None) -> None:
-    """Write `text` to the file `output`, or to standard output when it is None."""
+    """Write `text` to the file `output`, or to standard output when it is None. A destination that cannot take
+    it (a full disk, /dev/full, a read-only file) is an `OutputError`: one line, exit 2."""
     if output is not None:
         try:
             Path(output).write_text(text, encoding="utf-8")
         except OSError as exc:
-            raise UsageError(f"{output}: cannot write: {exc.strerror or exc}") from None
-    else:
+            raise OutputError(f"{output}: cannot write: {exc.strerror or exc}") from None
+        return
+    try:
         sys.stdout.write(text)
         sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+        raise
+    except OSError as exc:
+        _discard_stdout()
+        raise OutputError(f"cannot write to standard output: {exc.strerror or exc}") from None
+
+
+def _discard_stdout() -> None:
+    """Point standard output at /dev/null, so that the interpreter's last flush of what is still buffered
+    neither fails again nor prints "Exception ignored" on the way out."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass  # not a real file (tests capture it): nothing is flushed at exit
 
 
 def add_html_arg(parser: argparse.ArgumentParser) -> None:

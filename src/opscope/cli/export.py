@@ -9,7 +9,7 @@ from pathlib import Path
 from opscope.analysis.attribution.tree import TreeOptions, op_tree
 from opscope.cli.common import add_input_args, add_selection_args, load_trace, write_text
 from opscope.errors import UsageError
-from opscope.ingest import resolve_input
+from opscope.loading import resolve
 from opscope.report.chrome_export import trim_spec, trim_trace
 from opscope.report.folded import UNITS, folded_stacks, folded_text
 
@@ -33,16 +33,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("export needs --folded (stacks to standard output or -o) or -o FILE.json[.gz] (trace)")
     if args.folded and args.window:
         raise UsageError("--window applies to trimmed traces; with --folded, choose steps with --steps")
-    trace = load_trace(args)
+    trace = load_trace(args)  # refuses an -o that is the trace itself
     if args.folded:
         options = TreeOptions(depth=0, min_share=0.0, devices=args.device, streams=args.stream, steps=args.steps)
         write_text(folded_text(folded_stacks(op_tree(trace, options).root), args.unit), args.output)
         return 0
     spec = trim_spec(trace, args.steps, args.window, args.device, args.stream)
-    source = resolve_input(args.trace)
-    target = Path(args.output)
-    if target.resolve() == source.resolve():
-        raise UsageError(f"{args.output}: would overwrite the trace being read")
-    result = trim_trace(source, target, spec, str(args.trace))
+    result = trim_trace(resolve(args.trace), Path(args.output), spec, str(args.trace))
     log.info("kept %d of %d events", result.events_out, result.events_in)
     return 0

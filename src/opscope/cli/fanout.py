@@ -10,9 +10,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from opscope.cli.common import check_outputs
 from opscope.errors import UsageError
 from opscope.ingest.cache import cache_dir, cache_path
-from opscope.ingest.inputs import resolve_input
+from opscope.loading import resolve
 from opscope.scale.executor import CONNECT_TIMEOUT_S, default_jobs, input_bytes, parallel_mode, run_all
 from opscope.scale.tasks import FileTask
 
@@ -33,7 +34,8 @@ def file_tasks(paths: Sequence[str | Path], args: argparse.Namespace, by_shape: 
     """One task per trace file; each path as `resolve_input` understands it (a folder: its newest trace)."""
     tasks = []
     for given in paths:
-        source = resolve_input(given)
+        source = resolve(given)
+        check_outputs(args, source)
         label = str(given) if not Path(given).is_dir() else str(source)
         tasks.append(FileTask(path=str(source.resolve()), label=label, cache=not args.no_cache,
                               cache_dir=None if args.scheduler else str(cache_dir()), strict=args.strict,

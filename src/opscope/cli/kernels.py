@@ -7,7 +7,7 @@ from pathlib import Path
 
 from opscope.analysis.kernels.launch_config import LaunchOptions, launch_config
 from opscope.analysis.kernels.metrics import join_metrics
-from opscope.cli.common import add_input_args, add_output_args, emit, load_trace
+from opscope.cli.common import add_input_args, add_output_args, check_outputs, emit, load_trace
 from opscope.errors import InputError, UsageError
 from opscope.ingest.ncu import read_ncu_csv
 from opscope.report.kernels_view import kernels_document
@@ -33,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
         path = Path(args.metrics)
         if not path.is_file():
             raise InputError(f"{path}: no such file (--metrics)")
+        check_outputs(args, path)
         metrics = read_ncu_csv(path)
     trace = load_trace(args)
     report = launch_config(trace, LaunchOptions(top=args.top, name_filter=args.filter))

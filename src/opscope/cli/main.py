@@ -11,7 +11,9 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from opscope._version import __version__
+from opscope.cli.parser import OneLineParser
 from opscope.errors import OpscopeError
+from opscope.untrusted import visible
 
 # Subcommands, in the order `--help` lists them: name -> one-line help. Each lives in `opscope.cli.<name>`
 # (NAME, prepare_parser(parser), run(args) -> int) and is imported only when it runs, so that `--help`,
@@ -55,8 +57,8 @@ def _setup_logging(quiet: bool) -> None:
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; only the subcommand named in `argv` (if any) is imported and given its options."""
-    parser = argparse.ArgumentParser(prog="opscope", description="Where does the GPU time go? Operator by "
-                                     "operator, kernel by kernel.")
+    parser = OneLineParser(prog="opscope", description="Where does the GPU time go? Operator by "
+                           "operator, kernel by kernel.")
     parser.add_argument("--version", action="version", version=f"opscope {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="no warnings on standard error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -103,7 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug: still one line, with a way to get the traceback
         if os.environ.get("OPSCOPE_DEBUG"):
             raise
-        print(f"opscope: internal error: {type(exc).__name__}: {exc} (set OPSCOPE_DEBUG=1 for the traceback)",
+        print(f"opscope: internal error: {type(exc).__name__}: {visible(str(exc))} (set OPSCOPE_DEBUG=1 for the "
+              "traceback)",
               file=sys.stderr)
         return 3
 

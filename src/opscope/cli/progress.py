@@ -25,13 +25,15 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from opscope.untrusted import visible
+
 
 class ParseProgress:
     """A `progress(done, total)` callback for `opscope.load` that draws a rich progress bar once it is due."""
 
     def __init__(self, console: Console, label: str, delay_s: float = 1.0) -> None:
         self.console = console
-        self.label = label
+        self.label = visible(label)
         self.delay_s = delay_s
         self.started = time.monotonic()
         self.bar: Progress | None = None
@@ -41,7 +43,7 @@ class ParseProgress:
         if self.bar is None:
             if time.monotonic() - self.started < self.delay_s:
                 return
-            self.bar = Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
+            self.bar = Progress(TextColumn("{task.description}", style="progress.description", markup=False), BarColumn(),
                                 DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
                                 console=self.console, transient=True)
             self.bar.start()

@@ -12,6 +12,7 @@ from opscope.cli.common import add_cache_args, add_html_arg, add_output_args, em
 from opscope.cli.fanout import add_parallel_args, file_tasks, run_tasks
 from opscope.errors import InputError, UsageError
 from opscope.ingest.inputs import trace_files
+from opscope.loading import input_errors
 from opscope.report.ranks_view import ranks_data, ranks_document
 from opscope.scale.tasks import rank_file
 
@@ -35,7 +36,8 @@ def _files(paths: list[str]) -> list[Path]:
     for given in paths:
         path = Path(given)
         if path.is_dir():
-            found = sorted(trace_files(path))
+            with input_errors(path):  # an unreadable folder is one line, exit 2
+                found = sorted(trace_files(path))
             if not found:
                 raise InputError(f"{path}: no trace files in this folder")
             files.extend(found)

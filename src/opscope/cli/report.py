@@ -5,16 +5,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
 from opscope.cli.common import (
     add_input_args,
     add_output_args,
     add_selection_args,
+    check_output,
     emit,
     load_trace,
     write_text,
 )
 from opscope.errors import UsageError
-from opscope.report import FORMATS
+from opscope.model.trace import Trace
+from opscope.report import FORMATS, render
+from opscope.report.summary_view import summary_document
 from opscope.report.trace_report import ReportOptions, trace_report
 from opscope.report.trace_view import report_document
 
@@ -28,17 +32,37 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(format="html")
     parser.add_argument("--max-events", type=int, default=200_000, metavar="N",
                         help="timeline rectangles embedded in the page (default 200000; beyond, the longest)")
+    parser.add_argument("--max-rows", type=int, default=5_000, metavar="N",
+                        help="kernel-table rows embedded in the page (default 5000; beyond, the heaviest, and every "
+                             "row in OUTPUT.kernels.csv / .json beside the page)")
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.max_events < 1:
-        raise UsageError("--max-events must be a positive number")
+    if args.max_events < 1 or args.max_rows < 1:
+        raise UsageError("--max-events and --max-rows must be positive numbers")
     trace = load_trace(args)
-    data = trace_report(trace, ReportOptions(devices=args.device, streams=args.stream, max_events=args.max_events))
+    data = trace_report(trace, ReportOptions(devices=args.device, streams=args.stream, max_events=args.max_events,
+                                             max_rows=args.max_rows))
     if args.format != "html":
         emit(report_document(data), args)
         return 0
     from opscope.report.html import render_html
 
+    if data["kernels"]["rest"] is not None and args.output is not None:
+        data["kernels"]["full"] = _write_full_kernels(trace, args)
     write_text(render_html(data, title=f"opscope report: {Path(trace.path).name}"), args.output)
     return 0
+
+
+def _write_full_kernels(trace: Trace, args: argparse.Namespace) -> list[str]:
+    """Every kernel-table row, as `opscope summary --top 0` writes them (CSV and JSON), beside the page; their
+    names relative to it, for the page's links."""
+    page = Path(args.output)
+    doc = summary_document(kernel_summary(trace, SummaryOptions(top=0, devices=args.device, streams=args.stream)))
+    names = []
+    for fmt, suffix in (("csv", ".kernels.csv"), ("json", ".kernels.json")):
+        target = page.with_name(page.stem + suffix)
+        check_output(target, "-o", (trace.path,))
+        write_text(render(doc, fmt), str(target))
+        names.append(target.name)
+    return names

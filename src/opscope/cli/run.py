@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from opscope.cli.common import add_output_args, emit
+from opscope.cli.common import add_output_args, check_outputs, emit
 
 NAME = "run"
 log = logging.getLogger("opscope")
@@ -43,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
     if args.top < 0 or args.repeats < 1:
         raise UsageError("--top must be 0 or more and --repeats at least 1")
     command = parse_command(args.command)
+    if not command.is_module:
+        check_outputs(args, command.target)  # `-o train.py` must not replace the script with its summary
     options = ProfileOptions(schedule=Schedule.build(args.steps, skip_first=args.skip_first),
                              record_shapes=args.record_shapes, with_stack=args.with_stack,
                              profile_memory=args.profile_memory, nvtx=args.nvtx, log_dir=args.log_dir)

@@ -28,7 +28,7 @@ import polars as pl
 
 from opscope.analysis.timeline.window import trace_window
 from opscope.analysis.timeline.windows import select_windows
-from opscope.errors import UsageError
+from opscope.errors import OutputError, UsageError
 from opscope.ingest.jsonstream import EventSplitter, SyntaxProblem
 from opscope.ingest.kineto_structs import LooseEvent
 from opscope.ingest.source import ChunkReader
@@ -152,7 +152,8 @@ def trim_trace(source: Path, target: Path, spec: TrimSpec, display: str | None =
     keep = _Filter(spec)
     flows: dict[tuple[Any, Any, Any], list[tuple[bytes, bool]]] = {}
     events_in = events_out = 0
-    with _open_output(target) as out:
+    with _open_output(target) as raw_out:
+        out = _Checked(raw_out, target)
         writer = _EventWriter(out)
         for batch in splitter:
             if not writer.started:
@@ -176,13 +177,35 @@ def trim_trace(source: Path, target: Path, spec: TrimSpec, display: str | None =
                 dropped += sum(1 for _, kept in members if kept)
         report = splitter.report
         writer.finish(report.trailer if report.closed else b"}", report.bare_list)
+        out.close()
     return TrimResult(events_in=events_in, events_out=events_out, flows_dropped=dropped)
+
+
+class _Checked:
+    """The output file, whose write errors (a full disk, /dev/full) are `OutputError`s naming it."""
+
+    def __init__(self, out: BinaryIO, target: Path) -> None:
+        self.out = out
+        self.target = target
+
+    def write(self, data: bytes | bytearray) -> int:
+        try:
+            return self.out.write(data)
+        except OSError as exc:
+            raise OutputError(f"{self.target}: cannot write: {exc.strerror or exc}") from None
+
+    def close(self) -> None:
+        """Close (flush what is buffered, write gzip's trailer) here, where an error is still an OutputError."""
+        try:
+            self.out.close()
+        except OSError as exc:
+            raise OutputError(f"{self.target}: cannot write: {exc.strerror or exc}") from None
 
 
 class _EventWriter:
     """Writes the output document; buffers small writes (each event is a few hundred bytes)."""
 
-    def __init__(self, out: BinaryIO) -> None:
+    def __init__(self, out: _Checked) -> None:
         self.out = out
         self.buffer = bytearray()
         self.started = False

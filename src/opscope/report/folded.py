@@ -4,20 +4,22 @@ inferno and other flame-graph tools, from the GPU-time hierarchy of `analysis.at
 Each line is the path from the tree's root (left out) to one GPU leaf (kernel, memcpy, memset), so the weights
 add up to the selection's GPU time. Weights are integers: GPU nanoseconds by default, or microseconds (rounded;
 lines that round to 0 are dropped, flamegraph.pl ignores them anyway). Frame names are written as recorded
-except that `;` (the frame separator) becomes `:` and line breaks become spaces, so every line parses. Lines are
-sorted heaviest first.
+except that `;` (the frame separator) becomes `:` and control characters (line breaks included) are written
+as visible escapes (`\\n`, `\\x1b`: `opscope.untrusted.visible`), so every line parses and none carries a
+terminal control sequence. Lines are sorted heaviest first.
 """
 
 from __future__ import annotations
 
 from opscope.analysis.attribution.tree import TreeNode
+from opscope.untrusted import visible
 
 UNITS = {"ns": 1, "us": 1000}
 LEAF_KINDS = ("kernel", "memcpy", "memset")
 
 
 def _frame(name: str) -> str:
-    return name.replace(";", ":").replace("\r", " ").replace("\n", " ") or "(unnamed)"
+    return visible(name.replace(";", ":")) or "(unnamed)"
 
 
 def folded_stacks(root: TreeNode) -> list[tuple[tuple[str, ...], int]]:

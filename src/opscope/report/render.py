@@ -17,6 +17,10 @@ from rich.text import Text
 
 from opscope.report import names
 from opscope.report.document import FLOAT, INT, MS, NAME, PCT, US, Column, Document, Table
+from opscope.report.escape import csv_cell, json_text, md_code, md_text
+from opscope.untrusted import visible
+
+NUMERIC = (INT, MS, US, PCT, FLOAT)
 
 
 @dataclass(frozen=True)
@@ -43,9 +47,10 @@ def fmt(value: Any, kind: str) -> str:
 
 
 def _table_cells(table: Table, options: RenderOptions, total_width: int) -> tuple[list[list[str]], list[int]]:
-    """Format every cell; the name column gets whatever width the numeric columns leave."""
-    raw = [[fmt(row.get(c.key), c.kind) if c.kind != NAME else row.get(c.key) or "" for c in table.columns]
-           for row in table.rows]
+    """Format every cell (text with control characters made visible); the name column gets whatever width the
+    numeric columns leave."""
+    raw = [[visible(fmt(row.get(c.key), c.kind) if c.kind != NAME else str(row.get(c.key) or ""))
+            for c in table.columns] for row in table.rows]
     widths = [max([len(c.label)] + [len(str(r[i])) for r in raw]) for i, c in enumerate(table.columns)]
     gaps = 2 * (len(table.columns) - 1) + 2
     for i, col in enumerate(table.columns):
@@ -58,47 +63,48 @@ def _table_cells(table: Table, options: RenderOptions, total_width: int) -> tupl
 
 
 def render_table(doc: Document, options: RenderOptions) -> str:
+    """A terminal table. Everything goes to Rich as `Text` (never a markup string) after `visible`: no text
+    from a trace is markup, and none reaches the terminal as a control sequence."""
     buf = io.StringIO()
     width = options.width or 100
     console = Console(file=buf, width=width, force_terminal=options.color, no_color=not options.color,
                       highlight=False, emoji=False, color_system="auto" if options.color else None)
-    console.print(Text(doc.title, style="bold"))
+    console.print(Text(visible(doc.title), style="bold"))
     for label, value in doc.facts:
-        console.print(Text.assemble((f"  {label}: ", "dim"), value))
+        console.print(Text.assemble((f"  {visible(label)}: ", "dim"), visible(value)))
     for table in doc.tables:
         cells, widths = _table_cells(table, options, width)
-        rich = RichTable(title=table.title or None, box=box.SIMPLE_HEAD, title_justify="left", expand=False,
+        title = Text(visible(table.title), style="bold") if table.title else None
+        rich = RichTable(title=title, box=box.SIMPLE_HEAD, title_justify="left", expand=False,
                          pad_edge=False, title_style="bold", collapse_padding=True)
         for col, col_width in zip(table.columns, widths):
-            numeric = col.kind in (INT, MS, US, PCT, FLOAT)
-            rich.add_column(col.label, justify="right" if numeric else "left", no_wrap=not options.wide,
+            numeric = col.kind in NUMERIC
+            rich.add_column(Text(visible(col.label)), justify="right" if numeric else "left", no_wrap=not options.wide,
                             overflow="fold", min_width=col_width if numeric else None,
                             max_width=None if options.wide else col_width)
         for row in cells:
-            rich.add_row(*[str(c) for c in row])
+            rich.add_row(*[Text(c) for c in row])
         console.print(rich)
         for line in table.footer:
-            console.print(line)
+            console.print(Text(visible(line)))
     for note in doc.notes:
-        console.print(Text(note, style="dim"))
+        console.print(Text(visible(note), style="dim"))
     return buf.getvalue()
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def render_markdown(doc: Document, options: RenderOptions) -> str:
-    lines = [f"### {_md_escape(doc.title)}", ""]
+    """GitHub-flavoured Markdown for a pull-request comment. Every text cell, fact, title and note goes through
+    `md_text` (names through `md_code`): a trace cannot add rows, links, emphasis or HTML to the comment."""
+    lines = [f"### {md_text(doc.title)}", ""]
     for label, fact in doc.facts:
-        lines.append(f"- **{_md_escape(label)}**: {_md_escape(fact)}")
+        lines.append(f"- **{md_text(label)}**: {md_text(fact)}")
     if doc.facts:
         lines.append("")
     for table in doc.tables:
         if table.title:
-            lines.extend([f"**{_md_escape(table.title)}**", ""])
-        lines.append("| " + " | ".join(_md_escape(c.label) for c in table.columns) + " |")
-        lines.append("|" + "|".join("---:" if c.kind in (INT, MS, US, PCT, FLOAT) else "---" for c in table.columns) + "|")
+            lines.extend([f"**{md_text(table.title)}**", ""])
+        lines.append("| " + " | ".join(md_text(c.label) for c in table.columns) + " |")
+        lines.append("|" + "|".join("---:" if c.kind in NUMERIC else "---" for c in table.columns) + "|")
         for row in table.rows:
             cells = []
             for col in table.columns:
@@ -106,17 +112,18 @@ def render_markdown(doc: Document, options: RenderOptions) -> str:
                 if col.kind == NAME and not options.wide and isinstance(value, str):
                     value = names.shorten(value, 80)
                 text = fmt(value, col.kind)
-                cells.append(f"`{text.replace('`', '')}`" if col.kind == NAME else _md_escape(text))
+                cells.append(md_code(text) if col.kind == NAME else text if col.kind in NUMERIC else md_text(text))
             lines.append("| " + " | ".join(cells) + " |")
-        lines.extend(["", *[_md_escape(f) for f in table.footer]])
+        lines.extend(["", *[md_text(f, line_start=True) for f in table.footer]])
         lines.append("")
     for note in doc.notes:
-        lines.append(f"_{_md_escape(note)}_")
+        lines.append(f"_{md_text(note)}_")
     return "\n".join(lines).rstrip() + "\n"
 
 
 def render_csv(doc: Document, options: RenderOptions) -> str:
-    """The document's first table, one row per line, raw values (full names, nanoseconds as microseconds)."""
+    """The document's first table, one row per line, raw values (full names, nanoseconds as microseconds).
+    Text cells go through `csv_cell`: control characters visible, formula starts neutralised with `'`."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     if not doc.tables:
@@ -128,20 +135,21 @@ def render_csv(doc: Document, options: RenderOptions) -> str:
         if col.kind in (MS, US):  # values are written in microseconds: say so in the header
             key = key[:-3] + "_us" if key.endswith("_ns") else key if key.endswith("_us") else key + "_us"
         header.append(key)
-    writer.writerow(header)
+    writer.writerow([csv_cell(key) for key in header])
     for row in table.rows:
         out = []
         for col in table.columns:
             value = row.get(col.key)
             if value is not None and col.kind in (MS, US):
                 value = round(value / 1e3, 3)
-            out.append("" if value is None else value)
+            out.append("" if value is None else csv_cell(value) if isinstance(value, str) else value)
         writer.writerow(out)
     return buf.getvalue()
 
 
 def render_json(doc: Document, options: RenderOptions) -> str:
-    return msgspec.json.format(msgspec.json.encode(doc.data), indent=2).decode() + "\n"
+    """The stable JSON payload: exact text (only its spelling is made terminal-safe, see `escape.json_text`)."""
+    return json_text(msgspec.json.format(msgspec.json.encode(doc.data), indent=2).decode()) + "\n"
 
 
 FORMATS: dict[str, Callable[[Document, RenderOptions], str]] = {

@@ -20,7 +20,7 @@ import polars as pl
 from opscope.analysis.attribution.linking import ROW, Linkage, link
 from opscope.analysis.attribution.steps import StepOptions, step_stats
 from opscope.analysis.attribution.tree import TreeNode, TreeOptions, op_tree
-from opscope.analysis.kernels.categories import CATEGORY, category_breakdown, classify
+from opscope.analysis.kernels.categories import CATEGORY, categories_of, category_breakdown
 from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
 from opscope.analysis.timeline.activity import LAUNCH_OP, Activity, TimelineOptions, gpu_activity
 from opscope.analysis.timeline.busy import timeline
@@ -53,6 +53,7 @@ class ReportOptions:
     devices: tuple[int, ...] | None = None
     streams: tuple[int, ...] | None = None
     max_events: int = 200_000  # timeline rectangles shipped (see timeline_data.py)
+    max_rows: int = 5_000  # kernel-table rows shipped (the heaviest); the rest summed in `kernels.rest`
 
 
 class Strings:
@@ -91,7 +92,7 @@ def trace_report(trace: Trace, options: ReportOptions | None = None) -> dict[str
         "trace": {"path": trace.path, "format": trace.meta.format, "events": summary.events,
                   "kernels": summary.kernels, "devices": list(summary.devices), "rank": trace.meta.rank},
         "headline": _headline(trace, act, device_names, summary.gpu_time_ns),
-        "kernels": _kernels(summary_data(summary), strings),
+        "kernels": _kernels(summary_data(summary), strings, act, opts.max_rows),
         "categories": _categories(act),
         "steps": _steps(trace, act.events, linkage, opts),
         "timeline": _timeline(act, strings, device_names, opts),
@@ -122,10 +123,27 @@ def _headline(trace: Trace, act: Activity, names: dict[int, str], gpu_time_ns: i
     }
 
 
-def _kernels(data: dict[str, Any], strings: Strings) -> dict[str, Any]:
-    rows = [{**row, "name": strings(row["name"]), CATEGORY: classify(row["name"], row["kind"])}
-            for row in data["rows"]]
-    return {"totals": data["totals"], "rows": rows}
+def _kernels(data: dict[str, Any], strings: Strings, act: Activity, max_rows: int) -> dict[str, Any]:
+    """The kernel table, each row with its category: taken from the timeline's events, which already carry it
+    (each distinct name is classified once per report); rows outside them are classified together.
+
+    A page cannot hold 300,000 table rows (76 MB, a browser that stops answering): beyond `max_rows` only the
+    heaviest rows travel, and `rest` accounts for the others (rows, calls, time, share) so that the page can say
+    what it left out; `full` names the files with every row when the CLI writes them beside the page."""
+    known: dict[tuple[str | None, str | None], str] = dict(
+        ((n, k), c) for n, k, c in act.events.select(pl.col(Col.NAME).cast(pl.String), pl.col(Col.KIND).cast(pl.String),
+                                                     CATEGORY).unique().iter_rows())
+    shipped, left = data["rows"][:max_rows], data["rows"][max_rows:]  # heaviest first (as `summary`)
+    missing = [(row["name"], row["kind"]) for row in shipped if (row["name"], row["kind"]) not in known]
+    if missing:
+        known.update(categories_of(missing))
+    rows = [{**row, "name": strings(row["name"]), CATEGORY: known[(row["name"], row["kind"])]} for row in shipped]
+    rest = None
+    if left:
+        rest = {"rows": len(left), "calls": sum(r["calls"] for r in left),
+                "total_us": round(sum(r["total_us"] for r in left), 3),
+                "share": round(sum(r["share"] for r in left), 6)}
+    return {"totals": data["totals"], "rows": rows, "rows_total": len(data["rows"]), "rest": rest, "full": None}
 
 
 def _categories(act: Activity) -> list[dict[str, Any]]:

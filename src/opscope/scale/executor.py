@@ -8,12 +8,15 @@ a worker that dies, a scheduler that cannot be reached, a cluster without worker
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
@@ -24,6 +27,7 @@ R = TypeVar("R")
 log = logging.getLogger("opscope")
 
 CONNECT_TIMEOUT_S = 5.0
+POLL_S = 0.5  # how often a Dask run checks that its cluster still has a scheduler and workers
 DASK_SCHEMES = ("tcp", "tls", "ucx", "ws", "wss", "inproc")
 # Below this much input, starting worker processes (each imports polars) costs more than it saves.
 SMALL_INPUT_BYTES = 16 << 20
@@ -149,39 +153,102 @@ def _one_line(exc: BaseException) -> str:
 
 def _dask(func: Callable[[T], R], items: Sequence[T], address: str, timeout_s: float) -> list[R]:
     try:
+        import dask
         from distributed import Client
-        from distributed.scheduler import KilledWorker
     except ImportError:
         raise MissingDependency("--scheduler needs Dask: pip install 'opscope[dask]'") from None
     scheme = address.split("://", 1)[0] if "://" in address else "tcp"
     if scheme not in DASK_SCHEMES:
         raise UsageError(f"--scheduler: unknown address scheme {scheme!r} in {address!r} "
                          f"(expected {', '.join(s + '://' for s in DASK_SCHEMES)})")
-    try:
-        client = Client(address, timeout=f"{timeout_s}s", set_as_default=False)
-    except Exception as exc:  # OSError, TimeoutError, ValueError for a malformed address, ...
-        raise ClusterError(f"cannot reach the Dask scheduler at {address} within {timeout_s:g}s "
-                           f"({_one_line(exc)})") from None
-    try:
+    # Every connection attempt (the first, the client's reconnections, our polls) gives up after timeout_s, and
+    # distributed's own logging (tracebacks of lost connections) stays quiet: the run ends with one line.
+    with _quiet_distributed(), dask.config.set({"distributed.comm.timeouts.connect": f"{timeout_s}s"}):
         try:
-            client.wait_for_workers(1, timeout=timeout_s)
-        except Exception:
-            raise ClusterError(f"the Dask scheduler at {address} has no workers (waited {timeout_s:g}s)") from None
-        futures = client.map(func, list(items), pure=False)
+            client = Client(address, timeout=f"{timeout_s}s", set_as_default=False)
+        except Exception as exc:  # OSError, TimeoutError, ValueError for a malformed address, ...
+            raise ClusterError(f"cannot reach the Dask scheduler at {address} within {timeout_s:g}s "
+                               f"({_one_line(exc)})") from None
         try:
-            results: list[Any] = client.gather(futures)
-        except KilledWorker as exc:
-            raise ClusterError(f"Dask workers died running a task ({_one_line(exc)}); no result") from None
-        except (ModuleNotFoundError, ImportError) as exc:
-            raise ClusterError(f"the Dask workers cannot import opscope ({_one_line(exc)}): install opscope on "
-                               "every worker") from None
-        except OSError as exc:
-            raise ClusterError(f"lost the Dask cluster while running ({_one_line(exc)}); no result") from None
-        if len(results) != len(items):
-            raise ClusterError(f"the Dask cluster returned {len(results)} results for {len(items)} traces")
-        return results
+            try:
+                client.wait_for_workers(1, timeout=timeout_s)
+            except Exception:
+                raise ClusterError(f"the Dask scheduler at {address} has no workers (waited {timeout_s:g}s)") from None
+            futures = client.map(func, list(items), pure=False)
+            results = _gather(client, futures, address, timeout_s)
+            if len(results) != len(items):
+                raise ClusterError(f"the Dask cluster returned {len(results)} results for {len(items)} traces")
+            return results
+        finally:
+            with contextlib.suppress(Exception):
+                client.close(timeout=timeout_s)
+
+
+def _gather(client: Any, futures: list[Any], address: str, timeout_s: float) -> list[Any]:
+    """Wait for every future, checking the cluster every `POLL_S`: a cluster left without workers for
+    `timeout_s` (tasks would wait for one forever) or a lost scheduler ends the wait with a `ClusterError` that
+    says how far the run got. The results come back all together or not at all."""
+    from distributed.scheduler import KilledWorker
+
+    total = len(futures)
+    outstanding, finished = [total], [0]
+    lock = threading.Lock()
+    settled = threading.Event()  # every future done, or one failed (gather then raises its error at once)
+
+    def on_done(future: Any) -> None:
+        with lock:
+            outstanding[0] -= 1
+            finished[0] += future.status == "finished"
+            if outstanding[0] == 0 or future.status != "finished":
+                settled.set()
+
+    for future in futures:
+        future.add_done_callback(on_done)
+    alone_since: float | None = None
+    while not settled.wait(POLL_S):
+        done = finished[0]
+        try:
+            workers = len(client.nthreads())
+        except Exception:  # CommClosedError, OSError, a timeout: the scheduler is gone
+            raise ClusterError(f"lost the connection to the Dask scheduler at {address} after {done} of {total} "
+                               "traces; no result") from None
+        if workers:
+            alone_since = None
+        elif alone_since is None:
+            alone_since = time.monotonic()
+        elif time.monotonic() - alone_since > timeout_s:
+            raise ClusterError(f"every Dask worker of {address} was lost after {done} of {total} traces and none "
+                               f"came back within {timeout_s:g}s; no result")
+    try:
+        return list(client.gather(futures))
+    except KilledWorker as exc:
+        raise ClusterError(f"Dask workers died running a task ({_one_line(exc)}); no result") from None
+    except (ModuleNotFoundError, ImportError) as exc:
+        raise ClusterError(f"the Dask workers cannot import opscope ({_one_line(exc)}): install opscope on "
+                           "every worker") from None
+    except (CancelledError, asyncio.CancelledError):
+        raise ClusterError(f"lost the connection to the Dask scheduler at {address} after {finished[0]} of "
+                           f"{total} traces; no result") from None
+    except OSError:
+        raise ClusterError(f"lost the connection to the Dask scheduler at {address} after {finished[0]} of "
+                           f"{total} traces; no result") from None
+
+
+@contextlib.contextmanager
+def _quiet_distributed() -> Iterator[None]:
+    """distributed logs every lost connection with tracebacks to standard error; during an opscope run its
+    loggers (and asyncio's, which it reports through) only pass what the run itself turns into its error."""
+    roots = ("distributed", "asyncio", "tornado")
+    names = [name for name in list(logging.root.manager.loggerDict) if name.split(".")[0] in roots]
+    loggers = [logging.getLogger(name) for name in {*roots, *names}]  # dask's config gives children levels
+    saved = [(logger, logger.level) for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
     finally:
-        client.close()
+        for logger, level in saved:
+            logger.setLevel(level)
 
 
 def _threads(func: Callable[[T], R], items: Sequence[T], jobs: int) -> list[R]:

@@ -19,7 +19,7 @@ from opscope.analysis.compare.profile import TraceProfile, profile_trace
 from opscope.analysis.compare.ranks import RankPartial, rank_partial
 from opscope.analysis.kernels.merge import SummaryPartial, summary_partial
 from opscope.analysis.kernels.summary import SummaryOptions
-from opscope.ingest import load
+from opscope.loading import load
 from opscope.model.trace import Trace
 
 

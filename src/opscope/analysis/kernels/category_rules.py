@@ -1,6 +1,8 @@
 """The kernel-category rule table, kept as data: (category, regular expression) pairs, first match wins.
 
-Patterns are matched (case-insensitively, `re.search`) against the full kernel name. The order matters:
+Patterns are matched (case-insensitively, anywhere in the name) against the full kernel name, by polars (Rust's
+`regex` crate) over all distinct names at once: write them in the syntax common to Rust's `regex` and Python's
+`re` (no look-around, no backreferences). The order matters:
 communication before everything (NCCL kernel names contain "Reduce"), the semantic families (attention,
 softmax, normalization) before the generic building blocks they are made of (GEMM, reduction, elementwise),
 convolution before GEMM (cuDNN's implicit-GEMM and `*_convolve_sgemm` kernels are convolutions).
@@ -42,7 +44,8 @@ RULES: Final[tuple[tuple[str, str], ...]] = (
     (NORMALIZATION, r"(layer|rms|batch|group|instance)_?norm|bn_(fw|bw)|RowwiseMoments|ComputeFusedParams"
                     r"|cuApplyLayerNorm|cuApplyRMSNorm|cuComputeGradInput|cuComputePartGradGammaBeta|welford"
                     r"|norm_(fwd|bwd)_kernel|normalize_kernel"),
-    (CONVOLUTION, r"conv(?!ert)|convolve|cudnn|scudnn|implicit_?gemm|winograd|dgrad|wgrad|fprop|fft[12]d"
+    # `conv` not followed by `ert` (convert_*), spelled without look-ahead.
+    (CONVOLUTION, r"conv(?:[^e]|e[^r]|er[^t]|er?$|$)|convolve|cudnn|scudnn|implicit_?gemm|winograd|dgrad|wgrad|fprop|fft[12]d"
                   r"|im2col|col2im|igemm_(fwd|bwd|wrw)|MIOpen|naive_conv|cask_|flip_filter"
                   r"|pointwise_mult_and_sum_complex"),
     (GEMM, r"gemm|gemv|^Cijk_|cublas|hipblaslt|matmul|triton_(mm|tem|bmm)|wmma|xmma|tensorop|_ogs_|dot_kernel"

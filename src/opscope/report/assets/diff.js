@@ -3,7 +3,7 @@
 "use strict";
 
 (function () {
-  const { D, el, fmtUs, fmtPct, table, chart, cards, tipHtml, shortName } = OPS;
+  const { D, el, fmtUs, fmtPct, fmtInt, table, chart, cards, tipHtml, shortName } = OPS;
   const scope = D.per_step ? "per step" : "whole traces";
   document.getElementById("report-subtitle").textContent = `BASE ${D.base.path} → NEW ${D.new.path} · ${scope}`;
 
@@ -81,11 +81,20 @@
     { key: "total_before_us", label: "Total B", kind: "us" }, { key: "total_after_us", label: "Total N", kind: "us" },
     { key: "delta_us", label: "Delta", kind: "signed_us" }, { key: "ratio", label: "Ratio", kind: "float" },
   ];
+  // A page carries at most a few thousand rows per table: say how many changes it leaves out and their net delta.
+  function hiddenNote(box, part, what) {
+    if (!part.rows_hidden) return;
+    box.append(el("p", { class: "note", id: `${what}-hidden` },
+      `${fmtInt(part.rows_hidden)} more ${what} rows not shown (net delta ${fmtUs(part.hidden_delta_us)}); every row: ` +
+      `opscope diff BASE NEW --top 0 --format csv (or json).`));
+  }
   table(document.getElementById("kernels-table"), rowColumns([{ key: "kind", label: "Kind", kind: "text" }]), rows, { id: "kernel-diff" });
+  hiddenNote(document.getElementById("kernels-table"), D.kernels, "kernel");
   const opsBox = document.getElementById("ops-table");
   opsBox.append(el("p", { class: "note" }, D.ops.metric === "gpu" ? "Operators compared by the GPU time of the kernels they launched." : "Operators compared by inclusive CPU time."));
   const shapeCol = D.ops.rows.some((r) => r.shape !== undefined) ? [{ key: "shape", label: "Shape", kind: "text" }] : [];
   table(opsBox, rowColumns(shapeCol), D.ops.rows, { id: "op-diff" });
+  hiddenNote(opsBox, D.ops, "operator");
 
   const gates = document.getElementById("gates-table");
   if (!D.gates.length) gates.append(el("p", { class: "note" }, "No regression gates were given (--fail-above, --fail-kernel, --fail-category)."));

@@ -45,6 +45,20 @@
     { key: "median_us", label: "Median", kind: "us" },
     { key: "share", label: "Share", kind: "pct" },
   ], rows, { id: "kernel-table", sortKey: "total_us", sortDir: -1 });
+  const rest = D.kernels.rest;
+  if (rest) {  // the page carries the heaviest rows only; say what was left out and where every row is
+    const note = el("p", { class: "note", id: "kernels-capped" },
+      `Showing the ${fmtInt(rows.length)} rows with the most GPU time of ${fmtInt(D.kernels.rows_total)}; ` +
+      `the other ${fmtInt(rest.rows)} hold ${fmtUs(rest.total_us)} (${fmtPct(rest.share)} of GPU time, ` +
+      `${fmtInt(rest.calls)} calls). `);
+    const full = D.kernels.full;
+    if (full) {
+      note.append("Every row: ");
+      full.forEach((name, i) => { if (i) note.append(", "); note.append(el("a", { href: encodeURI(name) }, name)); });
+      note.append(" (beside this page).");
+    } else note.append("Every row: opscope summary --top 0 --format csv.");
+    document.getElementById("kernels-table").after(note);
+  }
 
   // Categories.
   const cats = D.categories;

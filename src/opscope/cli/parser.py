@@ -1,0 +1,19 @@
+"""The argument parser of the CLI: argparse, with errors on one line.
+
+argparse answers a bad option with its whole usage block (8 lines for `summary`) and then the error; the CLI
+promises one line per error, so `OneLineParser.error` prints `opscope summary: error: MESSAGE (see
+opscope summary --help)` and exits 2. Subparsers inherit the class from the top-level parser. The message
+quotes what the user typed, through `visible`, like every other error message.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+from opscope.untrusted import visible
+
+
+class OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {visible(message)} (see {self.prog} --help)\n")
