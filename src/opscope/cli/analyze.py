@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from opscope.analysis.overview import AnalyzeOptions, analyze
 from opscope.cli.common import (
     add_input_args,
     add_output_args,
@@ -16,7 +15,6 @@ from opscope.cli.common import (
     emit,
     load_trace,
 )
-from opscope.report.analyze_view import analyze_document
 
 NAME = "analyze"
 
@@ -30,6 +28,9 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from opscope.analysis.overview import AnalyzeOptions, analyze
+    from opscope.report.analyze_view import analyze_document
+
     check_top(args)
     trace = load_trace(args)
     options = AnalyzeOptions(devices=args.device, streams=args.stream, steps=args.steps, top=args.top)

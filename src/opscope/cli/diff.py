@@ -6,23 +6,14 @@ import argparse
 import logging
 import sys
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from opscope.analysis.compare.diff import DiffOptions, diff_profiles
-from opscope.analysis.compare.gates import (
-    CATEGORY,
-    GPU_TIME,
-    KERNEL,
-    Gate,
-    check_gates,
-    parse_gate,
-    parse_min_delta,
-    parse_pct,
-)
 from opscope.cli.common import add_cache_args, add_html_arg, add_output_args, emit, render_options, write_html
 from opscope.cli.fanout import add_parallel_args, file_tasks, run_tasks
 from opscope.errors import GateFailed, UsageError
-from opscope.report.diff_view import DiffView, diff_data, diff_document
-from opscope.scale.tasks import profile_file
+
+if TYPE_CHECKING:
+    from opscope.analysis.compare.gates import Gate
 
 NAME = "diff"
 log = logging.getLogger("opscope")
@@ -54,6 +45,8 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def _gates(args: argparse.Namespace) -> tuple[Gate, ...]:
+    from opscope.analysis.compare.gates import CATEGORY, GPU_TIME, KERNEL, Gate, parse_gate, parse_pct
+
     gates = []
     if args.fail_above is not None:
         gates.append(Gate(GPU_TIME, None, parse_pct(args.fail_above, "--fail-above")))
@@ -67,6 +60,11 @@ def _width(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from opscope.analysis.compare.diff import DiffOptions, diff_profiles
+    from opscope.analysis.compare.gates import KERNEL, check_gates, parse_min_delta
+    from opscope.report.diff_view import DiffView, diff_data, diff_document
+    from opscope.scale.tasks import profile_file
+
     if args.top < 0:
         raise UsageError("--top must be 0 (all rows) or a positive number")
     gates = _gates(args)

@@ -6,11 +6,8 @@ import argparse
 import logging
 from pathlib import Path
 
-from opscope.analysis.attribution.tree import TreeOptions, op_tree
 from opscope.cli.common import add_input_args, add_selection_args, load_trace, write_text
 from opscope.errors import UsageError
-from opscope.loading import resolve
-from opscope.report.chrome_export import trim_spec, trim_trace
 from opscope.report.folded import UNITS, folded_stacks, folded_text
 
 NAME = "export"
@@ -29,6 +26,10 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from opscope.analysis.attribution.tree import TreeOptions, op_tree
+    from opscope.loading import resolve
+    from opscope.report.chrome_export import trim_spec, trim_trace
+
     if not args.folded and args.output is None:
         raise UsageError("export needs --folded (stacks to standard output or -o) or -o FILE.json[.gz] (trace)")
     if args.folded and args.window:

@@ -8,19 +8,20 @@ import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from opscope.cli.common import check_outputs
 from opscope.errors import UsageError
-from opscope.ingest.cache import cache_dir, cache_path
-from opscope.loading import resolve
-from opscope.scale.executor import CONNECT_TIMEOUT_S, default_jobs, input_bytes, parallel_mode, run_all
-from opscope.scale.tasks import FileTask
+
+if TYPE_CHECKING:
+    from opscope.scale.tasks import FileTask
 
 R = TypeVar("R")
 
 
 def add_parallel_args(parser: argparse.ArgumentParser) -> None:
+    from opscope.scale.executor import CONNECT_TIMEOUT_S
+
     parser.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                         help="worker processes (default: by cores, memory and input size; 1 = this process)")
     parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
@@ -32,6 +33,10 @@ def add_parallel_args(parser: argparse.ArgumentParser) -> None:
 
 def file_tasks(paths: Sequence[str | Path], args: argparse.Namespace, by_shape: bool = False) -> list[FileTask]:
     """One task per trace file; each path as `resolve_input` understands it (a folder: its newest trace)."""
+    from opscope.ingest.cache import cache_dir
+    from opscope.loading import resolve
+    from opscope.scale.tasks import FileTask
+
     tasks = []
     for given in paths:
         source = resolve(given)
@@ -46,6 +51,9 @@ def file_tasks(paths: Sequence[str | Path], args: argparse.Namespace, by_shape: 
 def _work_bytes(task: FileTask) -> int:
     """What reading the trace costs, in bytes of input: its cache file when there is one (a fraction of the
     trace's size, and quick to read), else the trace's uncompressed size."""
+    from opscope.ingest.cache import cache_path
+    from opscope.scale.executor import input_bytes
+
     if task.cache:
         cached = cache_path(Path(task.path))
         with contextlib.suppress(OSError):
@@ -55,6 +63,8 @@ def _work_bytes(task: FileTask) -> int:
 
 
 def run_tasks(func: Callable[[FileTask], R], tasks: Sequence[FileTask], args: argparse.Namespace) -> list[R]:
+    from opscope.scale.executor import default_jobs, parallel_mode, run_all
+
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be 1 or more")
     if args.connect_timeout <= 0:

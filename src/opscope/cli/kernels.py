@@ -5,12 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from opscope.analysis.kernels.launch_config import LaunchOptions, launch_config
-from opscope.analysis.kernels.metrics import join_metrics
 from opscope.cli.common import add_input_args, add_output_args, check_outputs, emit, load_trace
 from opscope.errors import InputError, UsageError
-from opscope.ingest.ncu import read_ncu_csv
-from opscope.report.kernels_view import kernels_document
 
 NAME = "kernels"
 
@@ -26,6 +22,11 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from opscope.analysis.kernels.launch_config import LaunchOptions, launch_config
+    from opscope.analysis.kernels.metrics import join_metrics
+    from opscope.ingest.ncu import read_ncu_csv
+    from opscope.report.kernels_view import kernels_document
+
     if args.top < 0:
         raise UsageError("--top must be 0 (all rows) or a positive number")
     metrics = None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from opscope.analysis.attribution.ops import OpOptions, op_stats
 from opscope.cli.common import (
     add_input_args,
     add_output_args,
@@ -14,7 +13,6 @@ from opscope.cli.common import (
     emit,
     load_trace,
 )
-from opscope.report.ops_view import ops_document
 
 NAME = "ops"
 
@@ -28,6 +26,9 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from opscope.analysis.attribution.ops import OpOptions, op_stats
+    from opscope.report.ops_view import ops_document
+
     check_top(args)
     trace = load_trace(args)
     options = OpOptions(by_shape=args.by_shape, top=args.top, devices=args.device, streams=args.stream,

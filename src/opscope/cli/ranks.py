@@ -6,15 +6,9 @@ import argparse
 import logging
 from pathlib import Path
 
-from opscope.analysis.compare.gates import parse_pct
-from opscope.analysis.compare.ranks import RanksOptions, compare_ranks
 from opscope.cli.common import add_cache_args, add_html_arg, add_output_args, emit, write_html
 from opscope.cli.fanout import add_parallel_args, file_tasks, run_tasks
 from opscope.errors import InputError, UsageError
-from opscope.ingest.inputs import trace_files
-from opscope.loading import input_errors
-from opscope.report.ranks_view import ranks_data, ranks_document
-from opscope.scale.tasks import rank_file
 
 NAME = "ranks"
 log = logging.getLogger("opscope")
@@ -32,6 +26,9 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def _files(paths: list[str]) -> list[Path]:
+    from opscope.ingest.inputs import trace_files
+    from opscope.loading import input_errors
+
     files: list[Path] = []
     for given in paths:
         path = Path(given)
@@ -47,6 +44,11 @@ def _files(paths: list[str]) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from opscope.analysis.compare.gates import parse_pct
+    from opscope.analysis.compare.ranks import RanksOptions, compare_ranks
+    from opscope.report.ranks_view import ranks_data, ranks_document
+    from opscope.scale.tasks import rank_file
+
     if args.top < 0:
         raise UsageError("--top must be 0 (all rows) or a positive number")
     options = RanksOptions(top=args.top, threshold=parse_pct(args.threshold, "--threshold") / 100.0)

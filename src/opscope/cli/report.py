@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
 from opscope.cli.common import (
     add_input_args,
     add_output_args,
@@ -16,11 +16,10 @@ from opscope.cli.common import (
     write_text,
 )
 from opscope.errors import UsageError
-from opscope.model.trace import Trace
 from opscope.report import FORMATS, render
-from opscope.report.summary_view import summary_document
-from opscope.report.trace_report import ReportOptions, trace_report
-from opscope.report.trace_view import report_document
+
+if TYPE_CHECKING:
+    from opscope.model.trace import Trace
 
 NAME = "report"
 
@@ -38,6 +37,9 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from opscope.report.trace_report import ReportOptions, trace_report
+    from opscope.report.trace_view import report_document
+
     if args.max_events < 1 or args.max_rows < 1:
         raise UsageError("--max-events and --max-rows must be positive numbers")
     trace = load_trace(args)
@@ -57,6 +59,9 @@ def run(args: argparse.Namespace) -> int:
 def _write_full_kernels(trace: Trace, args: argparse.Namespace) -> list[str]:
     """Every kernel-table row, as `opscope summary --top 0` writes them (CSV and JSON), beside the page; their
     names relative to it, for the page's links."""
+    from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
+    from opscope.report.summary_view import summary_document
+
     page = Path(args.output)
     doc = summary_document(kernel_summary(trace, SummaryOptions(top=0, devices=args.device, streams=args.stream)))
     names = []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from opscope.analysis.attribution.steps import StepOptions, step_stats
 from opscope.cli.common import (
     add_input_args,
     add_output_args,
@@ -12,7 +11,6 @@ from opscope.cli.common import (
     emit,
     load_trace,
 )
-from opscope.report.steps_view import steps_document
 
 NAME = "steps"
 
@@ -24,6 +22,9 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from opscope.analysis.attribution.steps import StepOptions, step_stats
+    from opscope.report.steps_view import steps_document
+
     trace = load_trace(args)
     options = StepOptions(devices=args.device, streams=args.stream, steps=args.steps)
     emit(steps_document(step_stats(trace, options)), args)

@@ -5,14 +5,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from opscope.analysis.kernels.merge import merge_summaries
-from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
 from opscope.cli.common import add_input_args, add_output_args, add_selection_args, emit, load_trace
 from opscope.cli.fanout import add_parallel_args, file_tasks, run_tasks
 from opscope.errors import UsageError
-from opscope.model.schema import GPU_KINDS
-from opscope.report.summary_view import summary_document
-from opscope.scale.tasks import summary_file
+from opscope.model.kinds import GPU_KINDS
 
 NAME = "summary"
 
@@ -29,6 +25,11 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from opscope.analysis.kernels.merge import merge_summaries
+    from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
+    from opscope.report.summary_view import summary_document
+    from opscope.scale.tasks import summary_file
+
     if args.top < 0:
         raise UsageError("--top must be 0 (all rows) or a positive number")
     options = SummaryOptions(top=args.top, kinds=tuple(args.kind) if args.kind else GPU_KINDS,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from opscope.analysis.attribution.tree import PYTHON_MODES, TreeOptions, op_tree
+from opscope.analysis.attribution import PYTHON_MODES
 from opscope.cli.common import (
     add_input_args,
     add_output_args,
@@ -13,7 +13,6 @@ from opscope.cli.common import (
     load_trace,
 )
 from opscope.errors import UsageError
-from opscope.report.tree_view import tree_document
 
 NAME = "tree"
 
@@ -30,6 +29,9 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from opscope.analysis.attribution.tree import TreeOptions, op_tree
+    from opscope.report.tree_view import tree_document
+
     if args.depth < 0:
         raise UsageError("--depth must be 0 (all levels) or a positive number")
     if not 0 <= args.min_share <= 1:

@@ -11,8 +11,12 @@ terminal control sequence. Lines are sorted heaviest first.
 
 from __future__ import annotations
 
-from opscope.analysis.attribution.tree import TreeNode
+from typing import TYPE_CHECKING
+
 from opscope.untrusted import visible
+
+if TYPE_CHECKING:
+    from opscope.analysis.attribution.tree import TreeNode
 
 UNITS = {"ns": 1, "us": 1000}
 LEAF_KINDS = ("kernel", "memcpy", "memset")

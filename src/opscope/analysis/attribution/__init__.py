@@ -5,3 +5,7 @@ Linking GPU events to their launch calls and enclosing CPU ops (`linking`), time
 CPU-only view for captures (`cpu_ops`), the operator tree (`tree`) and per-step figures (`steps`, the one
 definition of busy time per step). Definitions: docs/analysis-attribution.md.
 """
+
+# `opscope tree --python`: how python_function frames show in the tree (here, so the CLI can list the choices
+# without importing the analyses).
+PYTHON_MODES = ("modules", "all", "none")

@@ -23,7 +23,6 @@ from opscope.analysis.timeline.windows import fold_steps, names_matching
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
-PYTHON_MODES = ("modules", "all", "none")
 MODULE_PREFIX = "nn.Module: "
 UNATTRIBUTED = "(unattributed)"
 ROOT = "(all GPU work)"

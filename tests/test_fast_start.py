@@ -1,0 +1,46 @@
+"""Start-up imports only what the command uses (issue 10): `import opscope`, `opscope --help`, `opscope formats`
+and argument errors of every subcommand import neither polars, pyarrow nor numpy. Each check runs in a fresh
+interpreter, since this one has them loaded already."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from opscope.cli.main import COMMANDS
+
+HEAVY = ("polars", "pyarrow", "numpy")
+CHECK = ("import sys\nfrom opscope.cli.main import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+         "print(sorted(m for m in {heavy!r} if m in sys.modules))")
+
+
+def heavy_modules_after(argv: list[str]) -> str:
+    code = CHECK.format(argv=argv, heavy=HEAVY)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_import_opscope_is_light() -> None:
+    code = f"import sys, opscope\nprint(sorted(m for m in {HEAVY!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
+    assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["formats"], ["nope"], ["--version"]])
+def test_help_and_formats_are_light(argv: list[str]) -> None:
+    assert heavy_modules_after(argv) == "[]"
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_argument_errors_are_light(command: str) -> None:
+    assert heavy_modules_after([command, "--no-such-option"]) == "[]"
+
+
+def test_commands_are_modules_with_the_same_name() -> None:
+    import importlib
+
+    for name in COMMANDS:
+        module = importlib.import_module(f"opscope.cli.{name}")
+        assert module.NAME == name and callable(module.prepare_parser) and callable(module.run)
