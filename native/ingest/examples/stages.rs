@@ -1,12 +1,35 @@
 //! Times each stage of the reader on one file: decompression alone, + scanning, + decoding (one thread),
 //! and the whole threaded pipeline. `cargo run --release --example stages -- FILE`
 use std::sync::Arc;
+
 use std::time::Instant;
 
 use opscope_ingest::{decode, scan, source, KinetoReader, Options};
 
 fn main() {
     let path = std::path::PathBuf::from(std::env::args().nth(1).expect("FILE"));
+    if std::env::var("STAGES_ONLY").as_deref() == Ok("decode") {
+        // Scan once, then time decoding alone (for profiling the decoder).
+        let mut scanner = scan::Scanner::new(4 << 20);
+        let mut batches = Vec::new();
+        source::read_chunks(&path, 4 << 20, Arc::default(), &mut |c| {
+            scanner.feed(c);
+            batches.extend(scanner.take_batches());
+            batches.len() < 60
+        })
+        .unwrap();
+        let t = Instant::now();
+        let rows: usize = batches
+            .iter()
+            .map(|b| decode::decode_batch(b).unwrap().0.num_rows())
+            .sum();
+        println!(
+            "decode only     {:6.3} s  {} rows",
+            t.elapsed().as_secs_f64(),
+            rows
+        );
+        return;
+    }
     let t = Instant::now();
     let mut total = 0usize;
     source::read_chunks(&path, 4 << 20, Arc::default(), &mut |c| {
