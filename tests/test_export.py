@@ -161,3 +161,19 @@ def test_folded_names_keep_one_line_each(cli, tmp_path) -> None:
     out = cli("export", path, "--folded", "--no-cache").out.splitlines()
     assert out[0].startswith("ProfilerStep#*;</script><script>alert(2)</script>;<img src=x onerror=alert(1)>")
     assert out[0].endswith(" 600000")
+
+
+def test_trim_streams_without_event_boundaries(cli, tmp_path) -> None:
+    # HAND-MADE: 16 MB of spaces inside the events array (a 16 KB gzip) and metadata on both sides: the export
+    # streams it (the old splitter looped forever on a stretch without event boundaries) and keeps the metadata
+    import gzip as gz
+
+    source = tmp_path / "spaces.json.gz"
+    source.write_bytes(gz.compress(b'{"schemaVersion": 1, "traceEvents": [' + b" " * (16 << 20)
+                                   + b'{"ph": "X", "name": "k", "ts": 1, "dur": 1}], "deviceProperties": [{"id": 0}]}'))
+    target = tmp_path / "out.json"
+    result = cli("export", source, "-o", target, "--no-cache")
+    assert result.code == 0, result.err
+    doc = json.loads(target.read_text())
+    assert [e["name"] for e in doc["traceEvents"]] == ["k"]
+    assert doc["schemaVersion"] == 1 and doc["deviceProperties"] == [{"id": 0}]

@@ -43,4 +43,4 @@ def test_commands_are_modules_with_the_same_name() -> None:
 
     for name in COMMANDS:
         module = importlib.import_module(f"opscope.cli.{name}")
-        assert module.NAME == name and callable(module.prepare_parser) and callable(module.run)
+        assert name == module.NAME and callable(module.prepare_parser) and callable(module.run)

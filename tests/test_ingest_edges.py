@@ -12,7 +12,7 @@ import pytest
 
 import opscope
 from conftest import corpus_path
-from opscope.ingest.jsonstream import EventSplitter, SyntaxProblem
+from opscope.ingest.pyscan import Scanner
 
 NS_TRACE = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 
@@ -185,20 +185,17 @@ def test_splitter_batches_equal_single_decode_on_compact_and_nested_json() -> No
     # hand-made: compact one-line JSON with nested arrays of objects and braces inside strings
     events = [{"ph": "X", "name": f"op}}, {{{i}", "args": {"list": [{"a": i}, {"b": "},{"}]}} for i in range(500)]
     doc = json.dumps({"traceEvents": events, "tail": [{"x": 1}]}, separators=(",", ":")).encode()
-    chunks = [doc[i : i + 97] for i in range(0, len(doc), 97)]
-
-    def decode(data: bytes) -> list:
-        try:
-            return json.loads(data)
-        except json.JSONDecodeError as exc:
-            raise SyntaxProblem(str(exc)) from None
-
-    splitter = EventSplitter(chunks, decode, "mem", batch_bytes=1000)
-    batches = list(splitter)
+    scanner = Scanner(batch_bytes=1000)
+    batches = []
+    for i in range(0, len(doc), 97):
+        scanner.feed(doc[i : i + 97])
+        batches += scanner.take_batches()
+    scanner.finish()
+    batches += scanner.take_batches()
     assert len(batches) > 10
-    assert [e for b in batches for e in b] == events
-    assert splitter.report.closed
-    assert json.loads(splitter.report.header + b"[]" + splitter.report.trailer)["tail"] == [{"x": 1}]
+    assert [json.loads(text) for b in batches for text, flags in b.elements if not flags] == events
+    assert scanner.outline.closed and scanner.outline.document_closed
+    assert [(k, json.loads(v)) for k, v in scanner.outline.members] == [(b"tail", [{"x": 1}])]
 
 
 def test_bare_list_schema_2021() -> None:
@@ -208,27 +205,26 @@ def test_bare_list_schema_2021() -> None:
     assert counts["kernel"] == 9538 and counts["cpu_op"] == 42438 and counts["runtime"] == 10800
 
 
-def test_parallel_decode_equals_sequential(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_decode_threads_do_not_change_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
     path = corpus_path("param/et_replay_tests_data_linear_kineto.json.gz")
-    monkeypatch.setenv("OPSCOPE_WORKERS", "0")
-    sequential = opscope.load(path, cache=False).events
-    monkeypatch.setenv("OPSCOPE_WORKERS", "2")
-    parallel = opscope.load(path, cache=False).events
-    assert parallel.height == sequential.height == 86859
-    assert parallel.cast({c: str for c in ("name", "cat", "kind")}).equals(
-        sequential.cast({c: str for c in ("name", "cat", "kind")}))
+    monkeypatch.setenv("OPSCOPE_WORKERS", "1")
+    one = opscope.load(path, cache=False).events
+    monkeypatch.setenv("OPSCOPE_WORKERS", "4")
+    four = opscope.load(path, cache=False).events
+    assert one.height == four.height == 86859
+    assert one.cast({c: str for c in ("name", "cat", "kind")}).equals(four.cast({c: str for c in ("name", "cat", "kind")}))
 
 
-def test_parallel_decode_repairs_wrong_boundary_guesses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # hand-made: args holding lists of objects laid out like top-level events, so that guessed cuts fall
-    # inside events; the workers' failures must be repaired without losing or duplicating anything
+@pytest.mark.parametrize("reader", ["native", "python"])
+def test_nested_objects_laid_out_like_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str) -> None:
+    # hand-made: args holding lists of objects laid out like top-level events ("}, {" across lines), so that a
+    # guessed cut would fall inside events; nothing may be lost or duplicated, whatever the batch size
     events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1,
                "args": {"External id": i, "nested": [{"a": i}, {"b": "},\n{"}]}} for i in range(3000)]
-    text = json.dumps({"traceEvents": events}, indent=1)
     path = tmp_path / "nested.json"
-    path.write_text(text)
-    monkeypatch.setattr("opscope.ingest.jsonstream.BATCH_BYTES", 3000)
-    monkeypatch.setenv("OPSCOPE_WORKERS", "2")
+    path.write_text(json.dumps({"traceEvents": events}, indent=1))
+    monkeypatch.setenv("OPSCOPE_READER", reader)
+    monkeypatch.setattr("opscope.ingest.pyreader.BATCH_BYTES", 3000)
     trace = opscope.load(path, cache=False)
     assert trace.events["external_id"].to_list() == list(range(3000))
     assert not trace.meta.warnings

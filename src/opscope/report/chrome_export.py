@@ -1,9 +1,10 @@
 """A trimmed copy of a Chrome-trace / Kineto JSON file (some steps, devices, streams or a time window) that
 Perfetto and chrome://tracing open, for sharing the interesting part of a multi-GB trace.
 
-The source is streamed again in whole-event batches (ingest/jsonstream.py) and every kept event is copied
-byte for byte, so nothing the profiler wrote is reformatted or lost; the text around the events array
-(deviceProperties, distributedInfo, ...) is kept as it was. Rules (docs/reports.md, "export"):
+The source is streamed again through the reference reader's scanner (ingest/pyscan.py: whole events, bounded
+memory, the same rules as the readers) and every kept event is copied byte for byte, so nothing the profiler
+wrote is reformatted or lost; the other top-level values (deviceProperties, distributedInfo, ...) are copied
+as they were, after the events array. Rules (docs/reports.md, "export"):
 
 - metadata events (ph "M": process and thread names) are always kept;
 - an event with a duration is kept when it overlaps one of the windows (ts < end and ts + dur > start; a
@@ -29,8 +30,8 @@ import polars as pl
 from opscope.analysis.timeline.window import trace_window
 from opscope.analysis.timeline.windows import select_windows
 from opscope.errors import OutputError, UsageError
-from opscope.ingest.jsonstream import EventSplitter, SyntaxProblem
-from opscope.ingest.kineto_structs import LooseEvent
+from opscope.ingest.pyreader import BATCH_BYTES
+from opscope.ingest.pyscan import Scanner
 from opscope.ingest.source import ChunkReader
 from opscope.model.schema import CATEGORY_KINDS, Col, Kind
 from opscope.model.trace import Trace
@@ -64,17 +65,39 @@ class _Placement(msgspec.Struct, gc=False):
     stream: Any = None
 
 
-# Every field untyped (the ingest's fallback struct): the filter must accept whatever the file holds.
+class LooseEvent(msgspec.Struct, gc=False):
+    """The fields the filter looks at, every one untyped: it must accept whatever the file holds."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    id: Any = None
+    args: msgspec.Raw = msgspec.Raw()
+
+
 _LIGHT = msgspec.json.Decoder(list[LooseEvent], float_hook=str)
-_RAW = msgspec.json.Decoder(list[msgspec.Raw])
+_ONE = msgspec.json.Decoder(LooseEvent, float_hook=str)
 _PLACEMENT = msgspec.json.Decoder(_Placement)
 
 
-def _decode(data: bytes) -> list[tuple[bytes, LooseEvent]]:
+def _decode(texts: list[bytes]) -> list[tuple[bytes, LooseEvent]]:
+    """The events among `texts` (whole elements from the scanner); an element that does not decode is left out,
+    as the readers leave it out."""
     try:
-        return list(zip((bytes(r) for r in _RAW.decode(data)), _LIGHT.decode(data)))
-    except msgspec.DecodeError as exc:
-        raise SyntaxProblem(str(exc)) from None
+        return list(zip(texts, _LIGHT.decode(b"[" + b",".join(texts) + b"]")))
+    except (msgspec.DecodeError, RecursionError):
+        pass
+    out = []
+    for text in texts:
+        try:
+            out.append((text, _ONE.decode(text)))
+        except (msgspec.DecodeError, RecursionError):
+            continue
+    return out
 
 
 def to_ns(value: Any) -> int | None:
@@ -148,25 +171,31 @@ def _open_output(target: Path) -> BinaryIO:
 
 def trim_trace(source: Path, target: Path, spec: TrimSpec, display: str | None = None) -> TrimResult:
     """Write the events of `source` that `spec` keeps to `target` (gzip when it ends in .gz)."""
-    splitter = EventSplitter(ChunkReader(source), _decode, display or str(source))
+    scanner = Scanner(BATCH_BYTES)
     keep = _Filter(spec)
     flows: dict[tuple[Any, Any, Any], list[tuple[bytes, bool]]] = {}
     events_in = events_out = 0
+
+    def batches() -> Any:
+        for chunk in ChunkReader(source, report_progress=False):
+            scanner.feed(chunk)
+            yield from scanner.take_batches()
+            if scanner.done():
+                break
+        scanner.finish()
+        yield from scanner.take_batches()
+
     with _open_output(target) as raw_out:
         out = _Checked(raw_out, target)
         writer = _EventWriter(out)
-        for batch in splitter:
-            if not writer.started:
-                writer.start(splitter.report.header, splitter.report.bare_list)
-            for raw, ev in batch:
+        for batch in batches():
+            for raw, ev in _decode([text for text, flags in batch.elements if not flags]):
                 events_in += 1
                 if ev.ph in FLOW_PHASES:
                     flows.setdefault((ev.cat, ev.name, ev.id), []).append((raw, keep.keep(ev)))
                 elif keep.keep(ev):
                     writer.write(raw)
                     events_out += 1
-        if not writer.started:
-            writer.start(splitter.report.header, splitter.report.bare_list)
         dropped = 0
         for members in flows.values():
             if all(kept for _, kept in members):
@@ -175,8 +204,7 @@ def trim_trace(source: Path, target: Path, spec: TrimSpec, display: str | None =
                 events_out += len(members)
             else:
                 dropped += sum(1 for _, kept in members if kept)
-        report = splitter.report
-        writer.finish(report.trailer if report.closed else b"}", report.bare_list)
+        writer.finish(scanner.outline.members)
         out.close()
     return TrimResult(events_in=events_in, events_out=events_out, flows_dropped=dropped)
 
@@ -207,8 +235,7 @@ class _EventWriter:
 
     def __init__(self, out: _Checked) -> None:
         self.out = out
-        self.buffer = bytearray()
-        self.started = False
+        self.buffer = bytearray(b'{"traceEvents": [')
         self.first = True
 
     def _put(self, data: bytes) -> None:
@@ -217,18 +244,19 @@ class _EventWriter:
             self.out.write(self.buffer)
             self.buffer.clear()
 
-    def start(self, header: bytes, bare: bool) -> None:
-        self._put(b'{"traceEvents": [' if bare or not header else header + b"[")
-        self.started = True
-
     def write(self, raw: bytes) -> None:
         if not self.first:
             self._put(b",\n")
         self._put(raw)
         self.first = False
 
-    def finish(self, trailer: bytes, bare: bool) -> None:
-        self._put(b"]}" if bare else b"]" + (trailer or b"}"))
+    def finish(self, members: list[tuple[bytes, bytes]]) -> None:
+        """Close the array, then the other top-level values of the source, each key and value as written."""
+        self._put(b"]")
+        for key, value in members:
+            if key != b"traceEvents":
+                self._put(b',\n"' + key + b'": ' + value)
+        self._put(b"}")
         self.out.write(self.buffer)
         self.buffer.clear()
 
