@@ -140,11 +140,14 @@ def test_bench_summary_ratios_and_verdicts() -> None:
     from bench_summary import LABELS, Run, ratios, targets
 
     runs = {name: Run(name, label) for name, label in LABELS.items()}
-    for name, wall, rss in (("floor", 0.5, 30), ("naive", 40.0, 5600), ("cold", 2.0, 400), ("warm", 0.25, 200)):
+    for name, wall, rss in (("floor", 0.5, 30), ("naive", 40.0, 5600), ("cold", 2.0, 400), ("warm", 0.8, 200),
+                            ("help", 0.05, 20), ("polars", 0.2, 60)):
         runs[name].walls_s, runs[name].peak_rss_mb = [wall, wall * 2], rss
     runs["hta"].skipped = "--skip-hta"
     values = ratios(runs)
     assert values == {"naive_over_cold": 20.0, "hta_over_cold": None, "cold_over_floor": 4.0,
-                      "cold_over_warm": 8.0, "opscope_peak_rss_mb": 400}
+                      "cold_over_warm": 2.5, "naive_over_warm": 50.0, "polars_over_help": 4.0,
+                      "opscope_peak_rss_mb": 400}
     verdicts = {v["target"]: v["verdict"] for v in targets(values)}
-    assert verdicts == {"vs naive": "PASS", "vs HTA": "SKIP", "vs floor": "PASS", "RSS": "PASS", "cache": "FAIL"}
+    assert verdicts == {"vs naive": "PASS", "vs HTA": "SKIP", "vs floor": "PASS", "RSS": "PASS", "warm": "FAIL",
+                        "start": "PASS"}

@@ -25,10 +25,8 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from opscope.analysis.kernels.merge import merge_summaries
     from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
     from opscope.report.summary_view import summary_document
-    from opscope.scale.tasks import summary_file
 
     if args.top < 0:
         raise UsageError("--top must be 0 (all rows) or a positive number")
@@ -40,7 +38,10 @@ def run(args: argparse.Namespace) -> int:
         trace = load_trace(args)
         emit(summary_document(kernel_summary(trace, options)), args)
         return 0
-    # Several traces: one table over all of them, each trace reduced in its own process (or on Dask).
+    # Several traces: one table over all of them, each trace reduced on its own (threads, processes or Dask).
+    from opscope.analysis.kernels.merge import merge_summaries  # mergeable partials: numpy, only needed here
+    from opscope.scale.tasks import summary_file
+
     tasks = [dataclasses.replace(t, summary=options) for t in file_tasks(paths, args)]
     emit(summary_document(merge_summaries(run_tasks(summary_file, tasks, args), options)), args)
     return 0

@@ -13,13 +13,14 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from opscope.model.meta import TraceMeta
-from opscope.model.schema import arrow_schema
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 CACHE_VERSION = "5"  # 5: native reader rules (negative durations and wrong types left empty)
 _META_KEY = b"opscope.meta"
@@ -50,7 +51,9 @@ def read_cached(path: Path) -> tuple[TraceMeta, Path] | None:
     if not target.exists():
         return None
     try:
-        metadata = pq.read_metadata(target).metadata or {}
+        import polars as pl  # the key-value metadata alone: a warm run never imports pyarrow
+
+        metadata = {k.encode(): v.encode() for k, v in pl.read_parquet_metadata(target).items()}
         if metadata.get(_KEY_KEY, b"").decode() != source_key(path):
             raise ValueError("stale")
         meta = msgspec.json.decode(metadata[_META_KEY], type=TraceMeta)
@@ -76,6 +79,11 @@ class CacheWriter:
         # Plain pages, dictionaries for the text columns only (their Arrow dictionaries are written as they
         # are): measured on 4.4 M events, 1.21 s against 1.85 s for dictionaries on every column (numbers are
         # mostly distinct: hashing them buys nothing) and 1.88 s with lz4 pages, for a 30% larger file.
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from opscope.model.schema import arrow_schema
+
         schema = arrow_schema()
         text = [f.name for f in schema if pa.types.is_dictionary(f.type)]
         self._writer = pq.ParquetWriter(self.tmp, schema, compression="none", use_dictionary=text,

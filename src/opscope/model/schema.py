@@ -7,10 +7,13 @@ strings are stored once per distinct value (dictionary-encoded in the cache, cat
 
 from __future__ import annotations
 
-from typing import Final
+import functools
+from typing import TYPE_CHECKING, Final
 
 import polars as pl
-import pyarrow as pa
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 from opscope.model.kinds import CATEGORY_KINDS, GPU_KINDS, KIND_CODES, KINDS, Col, Kind
 
@@ -54,17 +57,16 @@ COLUMNS: Final[dict[str, pl.DataType]] = {
     Col.SEQ: pl.Int64(),
 }
 
-_ARROW_TYPES: Final[dict[type[pl.DataType], pa.DataType]] = {
-    pl.String: pa.string(),
-    pl.Int64: pa.int64(),
-    pl.Int32: pa.int32(),
-    pl.Float32: pa.float32(),
-    pl.Float64: pa.float64(),
-}
-
-
+@functools.cache
 def arrow_schema() -> pa.Schema:
-    """The cache's Arrow schema (strings dictionary-encoded, the kind as dictionary too)."""
+    """The cache's Arrow schema (strings dictionary-encoded, the kind as dictionary too). pyarrow is imported
+    here, not with the module: reading a cached trace needs only polars."""
+    import pyarrow as pa
+
+    _ARROW_TYPES: dict[type[pl.DataType], pa.DataType] = {
+        pl.String: pa.string(), pl.Int64: pa.int64(), pl.Int32: pa.int32(), pl.Float32: pa.float32(),
+        pl.Float64: pa.float64(),
+    }
     fields = []
     for name, dtype in COLUMNS.items():
         if isinstance(dtype, pl.Categorical):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-import numpy as np
 import polars as pl
 
 from opscope.analysis.timeline import windows
@@ -45,6 +44,8 @@ def by_steps(frame: pl.DataFrame | pl.LazyFrame, trace: Trace, spec: str | None,
     to. clip=False: events whose start lies in a chosen window, whole and unchanged, once each (`step` = the
     first such window). Events without a duration count as points at `start` and keep a null duration.
     """
+    import numpy as np  # only here: selecting by kind or device must not import numpy
+
     data = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
     if spec is None:
         return data
