@@ -37,6 +37,32 @@ def load(path: str | Path) -> list[dict]:
     return [e for e in events if isinstance(e, dict)]
 
 
+def complete_events(raw: bytes, limit: int) -> int:
+    """How many objects of the events array close before byte `limit` of the (decompressed) document: what a
+    salvaging reader must keep of a file cut at `limit`. A plain byte loop over strings and brackets."""
+    i = raw.index(b"[", raw.index(b'"traceEvents"')) + 1
+    depth, count, in_str, escaped = 0, 0, False, False
+    for ch in raw[i:limit]:
+        if in_str:
+            if escaped:
+                escaped = False
+            elif ch == 0x5C:
+                escaped = True
+            elif ch == 0x22:
+                in_str = False
+        elif ch == 0x22:
+            in_str = True
+        elif ch in b"{[":
+            depth += 1
+        elif ch in b"}]":
+            depth -= 1
+            if depth == 0:
+                count += 1
+            if depth < 0:
+                break
+    return count
+
+
 def ns(value: Decimal | int | float | None) -> int:
     """Microseconds (as written in the trace) -> integer nanoseconds, rounded half to even."""
     return 0 if value is None else int((Decimal(str(value)) * 1000).to_integral_value())

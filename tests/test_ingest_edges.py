@@ -13,6 +13,7 @@ import pytest
 import opscope
 from conftest import corpus_path
 from opscope.ingest.pyscan import Scanner
+from reference import complete_events
 
 NS_TRACE = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 
@@ -85,35 +86,6 @@ def _cut_real_trace(tmp_path: Path, fraction: float, gz: bool) -> tuple[Path, by
     return path, raw
 
 
-def _complete_events_before(raw: bytes, limit: int) -> int:
-    """Independent count: decode the original and count events whose text ends before `limit`."""
-    start = raw.index(b'"traceEvents"')
-    start = raw.index(b"[", start) + 1
-    splitter_ends = []
-    depth = 0
-    in_str = False
-    escaped = False
-    for i in range(start, limit):
-        ch = raw[i]
-        if in_str:
-            if escaped:
-                escaped = False
-            elif ch == 0x5C:
-                escaped = True
-            elif ch == 0x22:
-                in_str = False
-            continue
-        if ch == 0x22:
-            in_str = True
-        elif ch == 0x7B:
-            depth += 1
-        elif ch == 0x7D:
-            depth -= 1
-            if depth == 0:
-                splitter_ends.append(i)
-    return len(splitter_ends)
-
-
 @pytest.mark.parametrize("gz", [False, True], ids=["json", "gzip"])
 def test_truncated_trace_is_salvaged(cli, tmp_path: Path, gz: bool) -> None:
     path, raw = _cut_real_trace(tmp_path, 0.6, gz)
@@ -123,7 +95,7 @@ def test_truncated_trace_is_salvaged(cli, tmp_path: Path, gz: bool) -> None:
     data = json.loads(result.out)
     trace = opscope.load(path, cache=False)
     if not gz:
-        assert trace.count() == _complete_events_before(raw, int(len(raw) * 0.6))
+        assert trace.count() == complete_events(raw, int(len(raw) * 0.6))
     else:
         assert 0 < trace.count() < 68692
     assert data["trace"]["events"] == trace.count()

@@ -20,6 +20,7 @@ from conftest import TRACES, corpus_path
 from opscope import _native
 from opscope.ingest import kineto
 from opscope.model import schema
+from reference import complete_events
 
 CORPUS_JSON = sorted(p for p in TRACES.rglob("*.json*") if p.is_file()) if TRACES.is_dir() else []
 
@@ -215,31 +216,6 @@ def test_gzip_damage_keeps_the_data(tmp_path: Path) -> None:
     assert report["gzip_problem"] is None  # two members: the second one is whitespace after the document
 
 
-def _complete_events(raw: bytes, limit: int) -> int:
-    """Independent count: objects of the events array whose closing brace lies before `limit`."""
-    i = raw.index(b"[", raw.index(b'"traceEvents"')) + 1
-    depth, count, in_str, esc = 0, 0, False, False
-    for ch in raw[i:limit]:
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == 0x5C:
-                esc = True
-            elif ch == 0x22:
-                in_str = False
-        elif ch == 0x22:
-            in_str = True
-        elif ch in b"{[":
-            depth += 1
-        elif ch in b"}]":
-            depth -= 1
-            if depth == 0:
-                count += 1
-            if depth < 0:
-                break
-    return count
-
-
 @pytest.mark.parametrize("fraction", [0.003, 0.05, 0.31, 0.6, 0.97, 0.9999])
 def test_salvage_at_cut_points_equals_an_incremental_decoder(tmp_path: Path, fraction: float) -> None:
     raw = gzip.decompress(corpus_path("hta/nccl_parser_config_nccl_data.json.gz").read_bytes())
@@ -251,11 +227,11 @@ def test_salvage_at_cut_points_equals_an_incremental_decoder(tmp_path: Path, fra
     frame, report = same(path)
     assert report["gzip_problem"] == "truncated"
     assert report["bytes_total"] == len(decoded)
-    assert frame.height == _complete_events(raw, len(decoded))
+    assert frame.height == complete_events(raw, len(decoded))
     plain = tmp_path / "cut.json"
     plain.write_bytes(raw[: int(len(raw) * fraction)])
     frame, report = same(plain)
-    assert frame.height == _complete_events(raw, int(len(raw) * fraction))
+    assert frame.height == complete_events(raw, int(len(raw) * fraction))
 
 
 def test_small_gzip_cut_at_the_end_is_salvaged(cli, tmp_path: Path) -> None:
