@@ -6,9 +6,12 @@ import argparse
 import importlib
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from types import ModuleType
+from typing import Any
 
 from opscope._version import __version__
 from opscope.cli.parser import OneLineParser
@@ -92,8 +95,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
+    previous = _on_sigterm()
     try:
         return int(args._run(args))
+    except Terminated:
+        print("opscope: terminated", file=sys.stderr)
+        return 143
     except OpscopeError as exc:
         print(f"opscope: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -109,6 +116,24 @@ def main(argv: Sequence[str] | None = None) -> int:
               "traceback)",
               file=sys.stderr)
         return 3
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that every cleanup runs (a cache file being written is removed)."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def _on_sigterm() -> Any:
+    """Install the SIGTERM handler for the run (main thread only); returns the previous one to restore."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _terminate)
 
 
 def entry() -> None:

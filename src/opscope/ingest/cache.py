@@ -1,8 +1,13 @@
-"""The columnar cache: one Parquet file per trace, keyed on the trace's path, size and mtime.
+"""The columnar cache: one Parquet file per trace, keyed on the trace's path, size, mtime, ctime and inode.
 
 A trace is parsed once; later commands scan the cache and read only the columns they need. The cache is
-written to a temporary name and renamed into place, so a crash never leaves a half-written file under the
-final name; a cache that fails to open or whose key does not match is deleted and rebuilt, never trusted.
+written to a temporary name (`.tmp-<pid>-*.parquet`) and renamed into place, so a crash never leaves a
+half-written file under the final name; temporary files whose process is gone are removed by the next writer.
+Beside each cache file, `<name>.crc` holds the CRC-32 of its bytes: a cache file that fails to open, whose
+key does not match or whose bytes do not match the CRC (damaged on disk, overwritten in place) is deleted and
+rebuilt, never trusted. The key has the inode and ctime besides the mtime (as git's index does), so an
+in-place edit that restores the mtime still invalidates it. A cache folder that cannot be used (read-only, a
+file in the way, a full disk) is not an error: the loader warns once and reads without the cache.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import contextlib
 import hashlib
 import os
 import tempfile
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,20 +41,48 @@ def cache_dir() -> Path:
     return Path(base) / "opscope"
 
 
+def _path_bytes(path: Path) -> bytes:
+    # os.fsencode keeps file names that are not UTF-8 (surrogate-escaped in str) as their original bytes
+    return os.fsencode(path.resolve())
+
+
 def source_key(path: Path) -> str:
     stat = path.stat()
-    return f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|v{CACHE_VERSION}"
+    name = _path_bytes(path).decode("utf-8", "backslashreplace")
+    return (f"{name}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ctime_ns}|{stat.st_ino}|{stat.st_dev}"
+            f"|v{CACHE_VERSION}")
 
 
 def cache_path(path: Path) -> Path:
-    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24]
+    digest = hashlib.sha256(_path_bytes(path)).hexdigest()[:24]
     return cache_dir() / f"{digest}.parquet"
+
+
+def _crc_path(target: Path) -> Path:
+    return target.with_name(target.name + ".crc")
+
+
+def file_crc(path: Path) -> int:
+    crc = 0
+    with open(path, "rb") as handle:
+        while block := handle.read(8 << 20):
+            crc = zlib.crc32(block, crc)
+    return crc
+
+
+def _remove(target: Path) -> None:
+    for stale in (target, _crc_path(target)):
+        with contextlib.suppress(OSError):
+            stale.unlink()
 
 
 def read_cached(path: Path) -> tuple[TraceMeta, Path] | None:
     """The cached table for `path` if present and valid for the file as it is now; else None."""
-    target = cache_path(path)
-    if not target.exists():
+    try:
+        target = cache_path(path)
+        if not target.is_file():
+            return None
+    except OSError:
         return None
     try:
         import polars as pl  # the key-value metadata alone: a warm run never imports pyarrow
@@ -56,22 +90,35 @@ def read_cached(path: Path) -> tuple[TraceMeta, Path] | None:
         metadata = {k.encode(): v.encode() for k, v in pl.read_parquet_metadata(target).items()}
         if metadata.get(_KEY_KEY, b"").decode() != source_key(path):
             raise ValueError("stale")
+        if int(_crc_path(target).read_text().strip()) != file_crc(target):
+            raise ValueError("damaged")
         meta = msgspec.json.decode(metadata[_META_KEY], type=TraceMeta)
         return meta, target
-    except Exception:  # corrupt, stale, or from another version: rebuild
-        with contextlib.suppress(OSError):
-            target.unlink()
+    except Exception:  # corrupt, damaged, stale, or from another version: rebuild
+        _remove(target)
         return None
 
 
+class CacheWriteError(OSError):
+    """The cache file could not be written (read-only folder, a file in the way, a full disk...)."""
+
+
 class CacheWriter:
-    """Writes record batches into a Parquet file as they arrive (bounded memory), then publishes it."""
+    """Writes record batches into a Parquet file as they arrive (bounded memory), then publishes it. Every
+    failure to write is a `CacheWriteError`, so the caller can tell it from a failure to read the trace."""
 
     def __init__(self, source: Path, target: Path | None = None) -> None:
+        try:
+            self._open(source, target)
+        except OSError as exc:
+            raise CacheWriteError(exc.errno, exc.strerror or str(exc), exc.filename) from exc
+
+    def _open(self, source: Path, target: Path | None) -> None:
         self.source = source
         self.target = target or cache_path(source)
         self.target.parent.mkdir(parents=True, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=self.target.parent)
+        _remove_orphans(self.target.parent)
+        handle, tmp = tempfile.mkstemp(prefix=f".tmp-{os.getpid()}-", suffix=".parquet", dir=self.target.parent)
         os.close(handle)
         self.tmp = Path(tmp)
         self.key = source_key(source)
@@ -92,17 +139,42 @@ class CacheWriter:
     def write_all(self, batches: Iterable[pa.RecordBatch]) -> None:
         for batch in batches:
             if batch.num_rows:
-                self._writer.write_batch(batch, row_group_size=max(batch.num_rows, 1))
+                try:
+                    self._writer.write_batch(batch, row_group_size=max(batch.num_rows, 1))
+                except OSError as exc:
+                    raise CacheWriteError(exc.errno, exc.strerror or str(exc), str(self.tmp)) from exc
                 self.rows += batch.num_rows
 
     def finish(self, meta: TraceMeta) -> Path:
-        self._writer.add_key_value_metadata({_KEY_KEY: self.key.encode(), _META_KEY: msgspec.json.encode(meta)})
-        self._writer.close()
-        os.replace(self.tmp, self.target)
+        try:
+            self._writer.add_key_value_metadata({_KEY_KEY: self.key.encode(),
+                                                 _META_KEY: msgspec.json.encode(meta)})
+            self._writer.close()
+            _crc_path(self.target).write_text(f"{file_crc(self.tmp)}\n")
+            os.replace(self.tmp, self.target)
+        except OSError as exc:
+            raise CacheWriteError(exc.errno, exc.strerror or str(exc), exc.filename) from exc
         return self.target
 
     def abort(self) -> None:
+        if not hasattr(self, "_writer"):
+            return
         with contextlib.suppress(Exception):
             self._writer.close()
         with contextlib.suppress(OSError):
             self.tmp.unlink()
+
+
+def _remove_orphans(folder: Path) -> None:
+    """Delete temporary cache files left by processes that no longer run (killed mid-write)."""
+    for tmp in folder.glob(".tmp-*.parquet"):
+        pid_text = tmp.name.split("-")[1]
+        if not pid_text.isdigit():
+            continue
+        try:
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        except OSError:  # alive (another user's process): not ours to remove
+            continue

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import tempfile
 from pathlib import Path
 
 from opscope.errors import InputError
-from opscope.ingest.cache import CacheWriter, read_cached
+from opscope.ingest.cache import CacheWriteError, CacheWriter, cache_dir, read_cached
 from opscope.ingest.inputs import resolve_input
 from opscope.ingest.progress import ProgressCallback, reporting
 from opscope.ingest.registry import Reader, detect
@@ -28,6 +29,8 @@ def load(path: str | os.PathLike[str] | None = None, *, cache: bool = True, stri
     """
     source = resolve_input(path)
     display = str(path) if path is not None and not Path(path).is_dir() else str(source)
+    if cache and not _cache_usable():
+        cache = False
     if cache:
         hit = read_cached(source)
         if hit is not None:
@@ -40,17 +43,31 @@ def load(path: str | os.PathLike[str] | None = None, *, cache: bool = True, stri
 
 
 def _parse(reader: Reader, source: Path, display: str, cache: bool, strict: bool) -> Trace:
-    batches, finish = reader.read(source, display)
     # Without the cache the table still goes to a Parquet file (a temporary one, removed with the Trace), so
     # memory stays as bounded as with the cache whatever the trace size.
     scratch = None if cache else tempfile.TemporaryDirectory(prefix="opscope-")
     target = None if scratch is None else Path(scratch.name) / "events.parquet"
-    writer = CacheWriter(source, target)
     try:
+        writer = CacheWriter(source, target)
+    except CacheWriteError as exc:
+        if scratch is not None:
+            scratch.cleanup()
+            raise
+        _cache_failed(exc)  # the cache folder cannot be written: read without it
+        return _parse(reader, source, display, False, strict)
+    try:
+        batches, finish = reader.read(source, display)
         writer.write_all(batches)
-        meta = finish()
+        meta = _printable_path(finish())
         _check_nonempty(meta, writer.rows, display)
         written = writer.finish(meta)
+    except CacheWriteError as exc:
+        writer.abort()
+        if scratch is not None:
+            scratch.cleanup()
+            raise
+        _cache_failed(exc)  # e.g. the disk under the cache folder is full: read again, without the cache
+        return _parse(reader, source, display, False, strict)
     except BaseException:
         writer.abort()
         if scratch is not None:
@@ -58,6 +75,27 @@ def _parse(reader: Reader, source: Path, display: str, cache: bool, strict: bool
         raise
     _log_warnings(meta, strict)
     return Trace.from_parquet(meta, written, keepalive=scratch)
+
+
+def _printable_path(meta: TraceMeta) -> TraceMeta:
+    """A file name that is not UTF-8 (surrogate-escaped in a str) becomes visible `\\xff` escapes, so that the
+    metadata can be written as JSON and printed; the file itself is still opened by its real name."""
+    path = meta.path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return meta if path == meta.path else dataclasses.replace(meta, path=path)
+
+
+_CACHE_BROKEN: list[str] = []  # the reason, once the cache folder failed in this process (warned once)
+
+
+def _cache_usable() -> bool:
+    return not _CACHE_BROKEN
+
+
+def _cache_failed(exc: OSError) -> None:
+    if not _CACHE_BROKEN:
+        reason = f"{exc.strerror or exc}" + (f": {os.fsdecode(exc.filename)}" if exc.filename else "")
+        _CACHE_BROKEN.append(reason)
+        log.warning(f"the cache folder {cache_dir()} cannot be used ({reason}); reading without the cache")
 
 
 def _check_nonempty(meta: TraceMeta, rows: int, display: str) -> None:
