@@ -143,3 +143,13 @@ def test_sigterm_during_a_cache_build_leaves_no_temporary_file(tmp_path: Path) -
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143 and "terminated" in err
     assert not list(cache.glob(".tmp-*"))
+
+
+def test_native_crc_equals_zlib(trace_copy: Path) -> None:
+    import zlib
+
+    from opscope import _native
+
+    opscope.load(trace_copy)
+    target = cache_mod.cache_path(trace_copy)
+    assert _native.file_crc32(str(target)) == zlib.crc32(target.read_bytes()) == cache_mod.file_crc(target)

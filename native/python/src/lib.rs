@@ -205,8 +205,29 @@ fn limits() -> (u32, usize, usize) {
     )
 }
 
+/// CRC-32 (the zlib / gzip polynomial, equal to `zlib.crc32`) of a whole file, read in 8 MiB blocks with the GIL
+/// released: the cache's integrity check, ~10x faster than zlib's on this machine.
+#[pyfunction]
+fn file_crc32(py: Python<'_>, path: PathBuf) -> PyResult<u32> {
+    py.detach(|| {
+        use std::io::Read;
+        let mut file = std::fs::File::open(&path)?;
+        let mut hasher = crc32fast::Hasher::new();
+        let mut buf = vec![0u8; 8 << 20];
+        loop {
+            let n = file.read(&mut buf)?;
+            if n == 0 {
+                return Ok(hasher.finalize());
+            }
+            hasher.update(&buf[..n]);
+        }
+    })
+    .map_err(|e: std::io::Error| PyOSError::new_err(e.to_string()))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(file_crc32, m)?)?;
     m.add_class::<Reader>()?;
     m.add_function(wrap_pyfunction!(columns, m)?)?;
     m.add_function(wrap_pyfunction!(kinds, m)?)?;

@@ -63,6 +63,13 @@ def _crc_path(target: Path) -> Path:
 
 
 def file_crc(path: Path) -> int:
+    """CRC-32 of the file (zlib's polynomial): the native module's (SIMD, GIL released) when built."""
+    try:
+        from opscope import _native
+    except ImportError:  # pragma: no cover - a source checkout without the built extension
+        _native = None  # type: ignore[assignment]
+    if _native is not None:
+        return _native.file_crc32(str(path))
     crc = 0
     with open(path, "rb") as handle:
         while block := handle.read(8 << 20):
