@@ -32,7 +32,7 @@ def kernels(cli, path: Path, *extra: str) -> tuple[int, str]:
 @pytest.fixture
 def trace_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(loader, "_CACHE_BROKEN", [])
+    monkeypatch.setattr(loader, "_CACHE_BROKEN", set())
     path = tmp_path / "t.json.gz"
     shutil.copy(corpus_path(TRACE), path)
     return path

@@ -115,10 +115,14 @@ class CacheWriter:
     failure to write is a `CacheWriteError`, so the caller can tell it from a failure to read the trace."""
 
     def __init__(self, source: Path, target: Path | None = None) -> None:
+        self.tmp: Path | None = None
         try:
             self._open(source, target)
-        except OSError as exc:
-            raise CacheWriteError(exc.errno, exc.strerror or str(exc), exc.filename) from exc
+        except BaseException as exc:
+            self.abort()  # whatever stopped it (SIGTERM included), no temporary file stays behind
+            if isinstance(exc, OSError):
+                raise CacheWriteError(exc.errno, exc.strerror or str(exc), exc.filename) from exc
+            raise
 
     def _open(self, source: Path, target: Path | None) -> None:
         self.source = source
@@ -157,6 +161,7 @@ class CacheWriter:
             self._writer.add_key_value_metadata({_KEY_KEY: self.key.encode(),
                                                  _META_KEY: msgspec.json.encode(meta)})
             self._writer.close()
+            assert self.tmp is not None  # set by _open, which succeeded
             _crc_path(self.target).write_text(f"{file_crc(self.tmp)}\n")
             os.replace(self.tmp, self.target)
         except OSError as exc:
@@ -164,12 +169,12 @@ class CacheWriter:
         return self.target
 
     def abort(self) -> None:
-        if not hasattr(self, "_writer"):
-            return
-        with contextlib.suppress(Exception):
-            self._writer.close()
-        with contextlib.suppress(OSError):
-            self.tmp.unlink()
+        if hasattr(self, "_writer"):
+            with contextlib.suppress(Exception):
+                self._writer.close()
+        if self.tmp is not None:
+            with contextlib.suppress(OSError):
+                self.tmp.unlink()
 
 
 def _remove_orphans(folder: Path) -> None:

@@ -47,31 +47,22 @@ def _parse(reader: Reader, source: Path, display: str, cache: bool, strict: bool
     # memory stays as bounded as with the cache whatever the trace size.
     scratch = None if cache else tempfile.TemporaryDirectory(prefix="opscope-")
     target = None if scratch is None else Path(scratch.name) / "events.parquet"
+    writer: CacheWriter | None = None
     try:
         writer = CacheWriter(source, target)
-    except CacheWriteError as exc:
-        if scratch is not None:
-            scratch.cleanup()
-            raise
-        _cache_failed(exc)  # the cache folder cannot be written: read without it
-        return _parse(reader, source, display, False, strict)
-    try:
         batches, finish = reader.read(source, display)
         writer.write_all(batches)
         meta = _printable_path(finish())
         _check_nonempty(meta, writer.rows, display)
         written = writer.finish(meta)
-    except CacheWriteError as exc:
-        writer.abort()
+    except BaseException as exc:  # SIGTERM (cli.main.Terminated) included: nothing half-written stays
+        if writer is not None:
+            writer.abort()
         if scratch is not None:
             scratch.cleanup()
-            raise
-        _cache_failed(exc)  # e.g. the disk under the cache folder is full: read again, without the cache
-        return _parse(reader, source, display, False, strict)
-    except BaseException:
-        writer.abort()
-        if scratch is not None:
-            scratch.cleanup()
+        if isinstance(exc, CacheWriteError) and scratch is None:
+            _cache_failed(exc)  # the cache folder cannot be written (or filled up): read without it
+            return _parse(reader, source, display, False, strict)
         raise
     _log_warnings(meta, strict)
     return Trace.from_parquet(meta, written, keepalive=scratch)
@@ -84,18 +75,20 @@ def _printable_path(meta: TraceMeta) -> TraceMeta:
     return meta if path == meta.path else dataclasses.replace(meta, path=path)
 
 
-_CACHE_BROKEN: list[str] = []  # the reason, once the cache folder failed in this process (warned once)
+# Cache folders that failed in this process: each is warned about once, then reads skip it.
+_CACHE_BROKEN: set[str] = set()
 
 
 def _cache_usable() -> bool:
-    return not _CACHE_BROKEN
+    return str(cache_dir()) not in _CACHE_BROKEN
 
 
 def _cache_failed(exc: OSError) -> None:
-    if not _CACHE_BROKEN:
+    folder = str(cache_dir())
+    if folder not in _CACHE_BROKEN:
+        _CACHE_BROKEN.add(folder)
         reason = f"{exc.strerror or exc}" + (f": {os.fsdecode(exc.filename)}" if exc.filename else "")
-        _CACHE_BROKEN.append(reason)
-        log.warning(f"the cache folder {cache_dir()} cannot be used ({reason}); reading without the cache")
+        log.warning(f"the cache folder {folder} cannot be used ({reason}); reading without the cache")
 
 
 def _check_nonempty(meta: TraceMeta, rows: int, display: str) -> None:
