@@ -21,15 +21,6 @@ pub enum Text<'a> {
     Wrong,
 }
 
-impl<'a> Text<'a> {
-    pub fn as_str(&self) -> Option<&str> {
-        match self {
-            Text::Str(s) => Some(s),
-            _ => None,
-        }
-    }
-}
-
 struct TextVisitor;
 
 impl<'de> Visitor<'de> for TextVisitor {

@@ -67,8 +67,8 @@ pub enum ReadError {
 }
 
 type Decoded = Result<(RecordBatch, Stats), String>;
-/// What the reading thread returns: the outline, whether the file was gzip, its problem, batches sent.
-type SplitOutcome = Result<(Outline, bool, Option<GzipProblem>, u64), ReadError>;
+/// What the reading thread returns: the outline, whether the file was gzip, and its problem.
+type SplitOutcome = Result<(Outline, bool, Option<GzipProblem>), ReadError>;
 
 /// A trace being read: batches come out in file order, then `finish` gives the report.
 pub struct KinetoReader {
@@ -78,7 +78,6 @@ pub struct KinetoReader {
     stats: Stats,
     splitter: Option<JoinHandle<SplitOutcome>>,
     workers: Vec<JoinHandle<()>>,
-    total_batches: Option<u64>,
     error: Option<ReadError>,
     position: Arc<AtomicU64>,
 }
@@ -108,30 +107,28 @@ impl KinetoReader {
         drop(out_tx);
         let position = Arc::new(AtomicU64::new(0));
         let counter = position.clone();
-        let splitter = std::thread::spawn(
-            move || -> Result<(Outline, bool, Option<GzipProblem>, u64), ReadError> {
-                let mut scanner = scan::Scanner::new(options.batch_bytes);
-                let mut seq = 0u64;
-                let send_ready = |scanner: &mut scan::Scanner, seq: &mut u64| -> bool {
-                    for batch in scanner.take_batches() {
-                        if work_tx.send((*seq, batch)).is_err() {
-                            return false;
-                        }
-                        *seq += 1;
+        let splitter = std::thread::spawn(move || -> SplitOutcome {
+            let mut scanner = scan::Scanner::new(options.batch_bytes);
+            let mut seq = 0u64;
+            let send_ready = |scanner: &mut scan::Scanner, seq: &mut u64| -> bool {
+                for batch in scanner.take_batches() {
+                    if work_tx.send((*seq, batch)).is_err() {
+                        return false;
                     }
-                    true
-                };
-                let (gzip, problem) =
-                    source::read_chunks(&path, options.chunk_bytes, counter, &mut |chunk| {
-                        scanner.feed(chunk);
-                        send_ready(&mut scanner, &mut seq) && !scanner.done()
-                    })
-                    .map_err(ReadError::Io)?;
-                scanner.finish();
-                send_ready(&mut scanner, &mut seq);
-                Ok((scanner.outline, gzip, problem, seq))
-            },
-        );
+                    *seq += 1;
+                }
+                true
+            };
+            let (gzip, problem) =
+                source::read_chunks(&path, options.chunk_bytes, counter, &mut |chunk| {
+                    scanner.feed(chunk);
+                    send_ready(&mut scanner, &mut seq) && !scanner.done()
+                })
+                .map_err(ReadError::Io)?;
+            scanner.finish();
+            send_ready(&mut scanner, &mut seq);
+            Ok((scanner.outline, gzip, problem))
+        });
         Ok(KinetoReader {
             results: out_rx,
             pending: BTreeMap::new(),
@@ -139,7 +136,6 @@ impl KinetoReader {
             stats: Stats::default(),
             splitter: Some(splitter),
             workers: handles,
-            total_batches: None,
             error: None,
             position,
         })
@@ -197,8 +193,7 @@ impl KinetoReader {
         if let Some(err) = self.error.take() {
             return Err(err);
         }
-        let (outline, gzip, gzip_problem, batches) = outcome?;
-        self.total_batches = Some(batches);
+        let (outline, gzip, gzip_problem) = outcome?;
         Ok(Report {
             outline,
             stats: self.stats,

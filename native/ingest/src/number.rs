@@ -150,11 +150,6 @@ fn scaled_integer(dec: &Decimal<'_>, scale: i64) -> Option<i64> {
     i64::try_from(signed).ok()
 }
 
-/// The bytes are a JSON number literal (as opposed to a string, literal or container).
-pub fn looks_numeric(text: &[u8]) -> bool {
-    matches!(text.first(), Some(b'-' | b'0'..=b'9'))
-}
-
 /// Microseconds (JSON number text, or a string holding one) to integer nanoseconds.
 pub fn micros_to_ns(text: &[u8]) -> Parsed<i64> {
     match split_decimal(text) {

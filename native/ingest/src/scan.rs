@@ -648,8 +648,8 @@ impl Scanner {
             _ => {}
         }
         if self.outline.fatal.is_none() && !self.outline.events_found {
-            let empty = self.outline.bytes_total == 0 || (self.state == State::Start);
-            self.outline.fatal = Some(if empty && self.state == State::Start {
+            // nothing but whitespace (or a BOM) was seen: empty; anything else without an events array: not a trace
+            self.outline.fatal = Some(if self.state == State::Start {
                 Fatal::Empty
             } else {
                 Fatal::NoEvents
