@@ -89,6 +89,7 @@ EDGE_DOCS: dict[str, bytes] = {
         {"ph": "X", "cat": "python_function", "name": "f", "pid": 1, "tid": 1, "ts": 1, "dur": 1,
          "args": {"Python id": 3, "Python parent id": "4"}},
         {"ph": "X", "cat": "kernel", "name": "dup", "name2": 1, "pid": 0, "tid": 7, "ts": 1, "tz": 2, "dur": 1},
+        {"ph": "X", "cat": "malformed", "name": "wrong", "pid": "null", "ts": 3},  # text equal to sentinel names
     ]}).encode().replace(b'"ts": 1, "tz": 2', b'"ts": 1, "ts": 2'),  # a duplicate key
     "scalars": b'{"traceEvents": [null, {"ph": "X", "name": "a", "ts": 1, "dur": 1}, 5, true, "s", [1], '
                b'{"ph": "X", "name": "b", "ts": 2, "dur": 1}, {"a": 1} {"b": 2}, {"c": 1}}, {"d": [1}, ]}',
@@ -134,6 +135,7 @@ def test_edge_case_values(tmp_path: Path) -> None:
     assert frame["block_x"].to_list()[0] == 1 and frame["block_y"].to_list()[0] == 2
     assert frame["shared_memory"].to_list()[1] == 16
     assert frame["ts_ns"].to_list()[5] == 2000  # duplicate key: the last one wins
+    assert frame["name"].to_list()[6] == "wrong" and frame["cat"].to_list()[6] == "malformed"
     stats = report["stats"]
     assert stats["wrong_type"] >= 5 and stats["out_of_range"] == 1
 

@@ -137,23 +137,23 @@ def warnings_of(name: str, report: dict[str, Any]) -> list[str]:
     return out
 
 
-def _members(report: dict[str, Any]) -> tuple[dict[str, Any], int]:
+def _members(report: dict[str, Any]) -> dict[str, Any]:
+    """The top-level metadata values the scanner kept, decoded (a key or value that does not decode is left out)."""
     doc: dict[str, Any] = {}
-    bad = 0
     for key, value in report["members"]:
         try:
             name = msgspec.json.decode(b'"' + bytes(key) + b'"', type=str)
             doc[name] = msgspec.json.decode(bytes(value))
         except (msgspec.DecodeError, RecursionError):
-            bad += 1
-    return doc, bad
+            continue
+    return doc
 
 
 def build_meta(path: Path, name: str, report: dict[str, Any]) -> TraceMeta:
     fatal = report["fatal"]
     if fatal is not None:
         raise _fatal(name, tuple(fatal))
-    doc, _ = _members(report)
+    doc = _members(report)
     warnings = warnings_of(name, report)
     truncated = report["gzip_problem"] == "truncated" or not report["closed"]
     devices = tuple(DeviceInfo.from_kineto(p) for p in doc.get("deviceProperties", []) or [] if isinstance(p, dict))

@@ -13,9 +13,11 @@ import re
 from typing import Any
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 from msgspec import Raw, field
 
+from opscope.ingest.columns import kinds_from_codes
 from opscope.ingest.pyscan import JUNK, NOT_OBJECT, TOO_DEEP, TOO_LARGE
 from opscope.model.schema import CATEGORY_KINDS, COLUMNS, KIND_CODES, Col, Kind, arrow_schema
 
@@ -68,7 +70,17 @@ _STR = msgspec.json.Decoder(str)
 _LIST = msgspec.json.Decoder(list[Raw])
 
 # Sentinels for what a conversion gave besides a value.
-NULL, WRONG, RANGE, NEGATIVE = "null", "wrong", "range", "negative"
+class _Outcome:
+    """What a conversion gave instead of a value (compared by identity: never equal to any decoded text)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+NULL, WRONG, RANGE, NEGATIVE, MALFORMED = (_Outcome(n) for n in ("null", "wrong", "range", "negative", "malformed"))
 
 _NUMBER = re.compile(rb"(-?)(0|[1-9][0-9]*)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?\Z")
 _WS = b" \t\r\n"
@@ -254,25 +266,25 @@ class Decoder:
             return micros_to_ns(payload.encode().strip(_WS))
         return WRONG
 
-    def _text(self, raw: bytes) -> str | None:
+    def _text(self, raw: bytes) -> Any:
+        """A text field: its string, None (absent / null), WRONG (another type) or MALFORMED (a string whose
+        escapes do not decode, e.g. a lone surrogate: serde_json refuses the whole event). Cached by raw text:
+        phases, categories and names repeat."""
         if not raw:
             return None
-        cached = self._text_cache.get(raw, self)
-        if cached is not self:
-            return cached  # type: ignore[no-any-return]
-        kind, payload = _classify(raw)
-        if kind == "str":
-            value = payload
-        elif kind == "null":
-            value = None
+        value = self._text_cache.get(raw, self)
+        if value is not self:
+            return value
+        if raw[:1] == b'"':
+            try:
+                value = _STR.decode(raw)
+            except msgspec.DecodeError:
+                value = MALFORMED
         else:
-            value = WRONG
+            value = None if _classify(raw)[0] == "null" else WRONG
         if len(self._text_cache) < 100_000:
             self._text_cache[raw] = value
-        if value is WRONG:
-            self.stats["wrong_type"] += 1
-            return None
-        return value  # type: ignore[no-any-return]
+        return value
 
     def _id_text(self, raw: bytes) -> str | None:
         kind, payload = _classify(raw)
@@ -328,15 +340,12 @@ class Decoder:
         return out
 
     def _row(self, ev: RawEvent) -> dict[str, Any] | None:
-        ph, cat, name = bytes(ev.ph), bytes(ev.cat), bytes(ev.name)
-        for raw in (ph, cat, name):
-            if raw[:1] == b'"':
-                try:
-                    _STR.decode(raw)
-                except msgspec.DecodeError:  # an escape serde_json also refuses (e.g. a lone surrogate)
-                    self.stats["malformed"] += 1
-                    return None
-        row: dict[str, Any] = {Col.PH: self._text(ph), Col.CAT: self._text(cat), Col.NAME: self._text(name)}
+        texts = [self._text(bytes(raw)) for raw in (ev.ph, ev.cat, ev.name)]
+        if any(text is MALFORMED for text in texts):
+            self.stats["malformed"] += 1
+            return None
+        ph, cat, name = (self._count(text) for text in texts)
+        row: dict[str, Any] = {Col.PH: ph, Col.CAT: cat, Col.NAME: name}
         row[Col.PID] = self._id_text(bytes(ev.pid))
         row[Col.TID] = self._id_text(bytes(ev.tid))
         kind = CATEGORY_KINDS.get(row[Col.CAT], Kind.OTHER) if row[Col.CAT] is not None else Kind.OTHER
@@ -444,21 +453,10 @@ def _record_batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:
     for f in _SCHEMA:
         values = [r.get(f.name) for r in rows]
         if f.name == Col.KIND:
-            arrays.append(pa.DictionaryArray.from_arrays(pa.array(values, type=pa.int32()), _kinds()))
+            arrays.append(kinds_from_codes(np.array(values, dtype=np.int32)))
         elif pa.types.is_dictionary(f.type):
             arrays.append(pa.array(values, type=pa.string()).dictionary_encode())
         else:
             arrays.append(pa.array(values, type=f.type))
     assert len(arrays) == len(COLUMNS)
     return pa.RecordBatch.from_arrays(arrays, schema=_SCHEMA)
-
-
-_KINDS_ARRAY: list[pa.Array] = []
-
-
-def _kinds() -> pa.Array:
-    if not _KINDS_ARRAY:
-        from opscope.model.schema import KINDS
-
-        _KINDS_ARRAY.append(pa.array(list(KINDS), type=pa.string()))
-    return _KINDS_ARRAY[0]
