@@ -8,7 +8,7 @@ and ops / steps are restricted as their own commands do.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
@@ -16,6 +16,9 @@ from opscope.analysis.attribution.linking import LinkStats, link
 from opscope.analysis.attribution.ops import OpOptions, OpStats, op_stats
 from opscope.analysis.attribution.steps import StepOptions, StepStats, step_stats
 from opscope.analysis.kernels.categories import CATEGORY, CategoryBreakdown, category_breakdown
+from opscope.analysis.rules.context import RuleContext
+from opscope.analysis.rules.engine import RuleConfig, evaluate
+from opscope.analysis.rules.model import Advice
 from opscope.analysis.timeline import intervals
 from opscope.analysis.timeline.activity import TimelineOptions, gpu_activity
 from opscope.analysis.timeline.busy import Timeline, timeline
@@ -35,6 +38,8 @@ class AnalyzeOptions:
     steps: str | None = None  # a --steps spec ("3", "3-5", "2,4"); None = the whole trace
     windows: tuple[tuple[int, int], ...] | None = None  # explicit window pieces (API); overrides `steps`' spans
     top: int = 10  # rows of the kernel, op, launch-delay and sync tables
+    advise: bool = True  # run the advice rules (analysis/rules/) and fill `Analysis.advice`
+    rules: RuleConfig | None = None  # threshold overrides (`--rules FILE`); None = the documented defaults
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,7 @@ class Analysis:
     link: LinkStats
     options: AnalyzeOptions
     warnings: tuple[str, ...] = ()
+    advice: Advice | None = None  # the advice rules' findings (docs/advice.md)
 
 
 def _kernels(clipped: pl.DataFrame, top: int) -> tuple[KernelLine, ...]:
@@ -95,11 +101,14 @@ def analyze(trace: Trace, options: AnalyzeOptions | None = None) -> Analysis:
     used = set(clipped[Col.DEVICE].drop_nulls().to_list())
     names = tuple(d.name for d in trace.meta.devices if not used or d.id in used)
     warnings = list(trace.meta.warnings)
-    return Analysis(
+    result = Analysis(
         path=trace.path, device_names=names, timeline=timeline(trace, activity=act),
         idle=idle_breakdown(trace, activity=act, syncs=syncs), categories=category_breakdown(clipped),
         kernels=_kernels(clipped, opts.top), ops=ops, launch_delay=launch_delay(trace, activity=act, top=opts.top),
         syncs=sync_stats(trace, act.window, linkage, syncs), memcpy=memcpy_stats(trace, activity=act), steps=steps,
         unattributed_share=ops.unattributed_share, link=linkage.stats, options=opts, warnings=tuple(warnings),
     )
+    if not opts.advise:
+        return result
+    return replace(result, advice=evaluate(RuleContext(trace, result, linkage, act), opts.rules))
 

@@ -73,7 +73,7 @@ def kernels_document(report: LaunchReport, join: MetricsJoin | None = None) -> D
     columns = [Column("name", "Name", NAME), Column("calls", "Calls", INT), Column("total_ns", "Total ms", MS),
                Column("grid", "Grid", TEXT), Column("block", "Block", TEXT), Column("regs", "Regs", INT),
                Column("smem", "Smem B", INT), Column("theo", "Theo occ %", FLOAT), Column("limiter", "Limiter", TEXT),
-               Column("est", "Est occ %", FLOAT), Column("waves", "Waves", FLOAT)]
+               Column("est", "Est occ %", TEXT), Column("waves", "Waves", FLOAT)]
     if join is not None:
         columns += [Column(key, label, FLOAT) for key, label in _NCU_COLUMNS]
     columns.append(Column("flags", "Flags", TEXT))
@@ -83,7 +83,8 @@ def kernels_document(report: LaunchReport, join: MetricsJoin | None = None) -> D
         row: dict[str, Any] = {
             "name": r.name, "calls": r.calls, "total_ns": r.total_ns, "grid": _dims(r.grid),
             "block": _dims(r.block), "regs": r.registers_per_thread, "smem": r.shared_memory,
-            "theo": r.theoretical_occupancy_pct, "limiter": r.limiter or "—", "est": r.est_achieved_occupancy_pct,
+            "theo": r.theoretical_occupancy_pct, "limiter": r.limiter or "—", "est": "n/a" if r.est_achieved_occupancy_pct is None
+            else f"{r.est_achieved_occupancy_pct:,.3f}",
             "waves": r.waves, "flags": ", ".join(FLAG_TEXT.get(f, f) for f in _flags(r, found)) or "—"}
         for key, _ in _NCU_COLUMNS:
             row[key] = found.values.get(key) if found else None

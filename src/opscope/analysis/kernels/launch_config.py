@@ -14,6 +14,7 @@ relation to the trace's own "est. achieved occupancy %" are in docs/readers.md. 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
 
 import polars as pl
@@ -176,13 +177,28 @@ def launch_groups(trace: Trace, name_filter: str | None = None) -> pl.DataFrame:
     """Kernel launches grouped by name and launch configuration: calls, total time, mean est. occupancy."""
     return (kernel_launches(trace, name_filter).select([*LAUNCH_KEY, Col.DUR_NS, Col.OCCUPANCY_PCT])
             .group_by(LAUNCH_KEY).agg(pl.len().alias("calls"), pl.col(Col.DUR_NS).sum().alias("total_ns"),
-                                pl.col(Col.OCCUPANCY_PCT).mean().alias("est_occ"))
+                                # Kineto writes 0 where it made no estimate (cutlass / cuBLAS GEMMs with large
+                                # shared memory or cluster launches): a kernel that ran had some warps resident,
+                                # so 0 means "not recorded" and stays out of the mean (null when all are 0).
+                                pl.col(Col.OCCUPANCY_PCT).filter(pl.col(Col.OCCUPANCY_PCT) > 0).mean()
+                                .alias("est_occ"))
             .sort(["total_ns", Col.NAME], descending=[True, False]).collect())
+
+
+# Tensor-core GEMM / convolution / attention kernels (cuBLAS, CUTLASS, cuDNN, FlashAttention, rocBLAS MFMA):
+# they keep large tiles in registers and shared memory, so a low theoretical occupancy is by design, not a defect.
+TENSOR_CORE_KERNEL = (r"h884|h1688|h16816|s884|s1688|s16816|i8816|hmma|tensorop|xmma|wgmma|gmma|tf32|bf16|fp16"
+                      r"|f16|wmma|mfma|_tc_|cutlass_80|cutlass_90|sm80_|sm90_|sm100_|flash|fmha")
+
+
+def is_tensor_core_kernel(name: str) -> bool:
+    return re.search(TENSOR_CORE_KERNEL, name, re.IGNORECASE) is not None
 
 
 def _flags(row: LaunchRow, sm_count: int | None, opts: LaunchOptions) -> tuple[str, ...]:
     flags = []
-    if row.theoretical_occupancy_pct is not None and row.theoretical_occupancy_pct < opts.low_occupancy_pct:
+    if row.theoretical_occupancy_pct is not None and row.theoretical_occupancy_pct < opts.low_occupancy_pct \
+            and not is_tensor_core_kernel(row.name):
         flags.append("low_occupancy")
     if sm_count and 0 < row.blocks < sm_count:
         flags.append("under_filled")

@@ -1,0 +1,112 @@
+"""What every rule check reads, prepared once per trace: the analysis of `opscope analyze`, the linkage (GPU
+event -> launch -> CPU ops), the GPU activity of the analysed window, and a few derived tables computed on
+first use (CPU ops with shapes and types, per-device idle gaps, GPU time under each op)."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from opscope.analysis.attribution.linking import ROW, Linkage
+from opscope.analysis.timeline import intervals
+from opscope.analysis.timeline.activity import Activity
+from opscope.analysis.timeline.windows import STEP_NAME
+from opscope.model.schema import Col, Kind
+from opscope.model.trace import Trace
+
+if TYPE_CHECKING:
+    from opscope.analysis.overview import Analysis
+
+S, E = intervals.START, intervals.END
+
+
+@dataclass(eq=False)
+class RuleContext:
+    trace: Trace
+    analysis: Analysis
+    linkage: Linkage
+    activity: Activity
+    notes: list[str] = field(default_factory=list)  # rules that could not be evaluated, and why
+
+    @functools.cached_property
+    def clipped(self) -> pl.DataFrame:
+        """GPU activity cut to the analysed window (kind, name, device, stream, start_ns, end_ns, category,
+        launch columns, ...)."""
+        return self.activity.clipped()
+
+    @functools.cached_property
+    def gpu_total_ns(self) -> int:
+        frame = self.clipped
+        return int(frame.select((pl.col(E) - pl.col(S)).sum()).item() or 0) if frame.height else 0
+
+    @functools.cached_property
+    def window_total_ns(self) -> int:
+        """The analysed window times the number of devices with activity (device time)."""
+        devices = max(1, len(self.analysis.timeline.devices))
+        return int(self.analysis.timeline.window_ns or 0) * devices
+
+    def basis_ns(self, basis: str) -> int:
+        return self.gpu_total_ns if basis == "gpu_time" else self.window_total_ns
+
+    @functools.cached_property
+    def kernels(self) -> pl.DataFrame:
+        return self.clipped.filter(pl.col(Col.KIND) == Kind.KERNEL)
+
+    @functools.cached_property
+    def ops(self) -> pl.DataFrame:
+        """CPU ops (row, name as text, tid, ts_ns, dur_ns, input_dims, input_types, op_parent_row)."""
+        scopes = self.linkage.scopes.filter(pl.col(Col.KIND) == Kind.CPU_OP)
+        types = (self.trace.lazy().with_row_index(ROW).filter(pl.col(Col.KIND) == Kind.CPU_OP)
+                 .select(pl.col(ROW).cast(pl.Int64), pl.col(Col.INPUT_TYPES).cast(pl.String)).collect())
+        return scopes.select(ROW, pl.col(Col.NAME).cast(pl.String), Col.PID, Col.TID, Col.TS_NS, Col.DUR_NS,
+                             pl.col(Col.INPUT_DIMS).cast(pl.String), "op_parent_row").join(
+            types, on=ROW, how="left")
+
+    def gpu_ns_under(self, rows: pl.Series) -> pl.DataFrame:
+        """For each op row in `rows`: GPU time (ns, clipped to the window) and kernel names of the GPU work
+        launched inside it, at any depth. Columns: row, gpu_ns, kernels (list of names)."""
+        clipped = self.clipped.select(ROW, Col.NAME, (pl.col(E) - pl.col(S)).alias("_ns"))
+        stacks = self.linkage.gpu.select(pl.col(ROW).alias("_gpu"), "stack").drop_nulls("stack").explode("stack")
+        wanted = stacks.join(pl.DataFrame({"stack": rows.cast(pl.Int64)}).unique(), on="stack", how="semi")
+        joined = wanted.join(clipped.rename({ROW: "_gpu"}), on="_gpu", how="inner")
+        return joined.group_by("stack").agg(pl.col("_ns").sum().alias("gpu_ns"),
+                                            pl.col(Col.NAME).unique().alias("kernels")).rename({"stack": ROW})
+
+    @functools.cached_property
+    def idle_gaps(self) -> pl.DataFrame:
+        """Idle gaps per device over the analysed window's pieces: device, start_ns, end_ns."""
+        frames = []
+        bounds = self.activity.window.bounds
+        for device, events in self.clipped.partition_by(Col.DEVICE, as_dict=True).items():
+            merged = intervals.merge(events.select(S, E))
+            for lo, hi in bounds:
+                gaps = intervals.gaps(merged, int(lo), int(hi))
+                frames.append(gaps.select(pl.lit(device[0], dtype=pl.Int32).alias(Col.DEVICE), S, E))
+        if not frames:
+            return pl.DataFrame(schema={Col.DEVICE: pl.Int32, S: pl.Int64, E: pl.Int64})
+        return pl.concat(frames).filter(pl.col(E) > pl.col(S))
+
+    def cpu_ops_over(self, gaps: pl.DataFrame, top: int = 10) -> list[dict[str, object]]:
+        """The CPU ops and annotations that overlap `gaps` most (the outermost ones, or those directly under a
+        ProfilerStep, on any thread): name and overlapped time (us)."""
+        if gaps.height == 0:
+            return []
+        scopes = self.linkage.scopes
+        steps = scopes.filter(pl.col(Col.NAME).cast(pl.String).str.contains(STEP_NAME))[ROW]
+        under_step = pl.col("op_parent_row").is_null() | pl.col("op_parent_row").is_in(steps.to_list())
+        ops = scopes.filter(pl.col(Col.KIND).is_in([Kind.CPU_OP, Kind.USER_ANNOTATION]) & under_step
+                            & ~pl.col(Col.NAME).cast(pl.String).str.contains(STEP_NAME)).select(
+            pl.col(Col.NAME).cast(pl.String), pl.col(Col.TS_NS).alias(S),
+            (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(E))
+        if ops.height == 0:
+            return []
+        # the 200 longest gaps carry the story; a cross join over them stays small
+        longest = gaps.with_columns((pl.col(E) - pl.col(S)).alias("_len")).sort("_len", descending=True).head(200)
+        cross = ops.join(longest.select(pl.col(S).alias("_gs"), pl.col(E).alias("_ge")), how="cross")
+        overlap = (pl.min_horizontal(E, "_ge") - pl.max_horizontal(S, "_gs")).clip(lower_bound=0)
+        best = (cross.with_columns(overlap.alias("_ov")).filter(pl.col("_ov") > 0).group_by(Col.NAME)
+                .agg(pl.col("_ov").sum()).sort(["_ov", Col.NAME], descending=[True, False]).head(top))
+        return [{"cpu_op": r[Col.NAME], "overlap_us": round(r["_ov"] / 1e3, 3)} for r in best.iter_rows(named=True)]
