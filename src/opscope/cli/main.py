@@ -24,6 +24,8 @@ from opscope.untrusted import visible
 COMMANDS: dict[str, str] = {
     "summary": "per-kernel GPU time table (calls, total, mean, min, max, median, share)",
     "analyze": "one-page diagnosis: GPU busy/idle and why, kernel categories, launch delay, syncs, memcpy",
+    "advise": "what to fix first: findings (rules with evidence and advice) sorted by GPU time at stake",
+    "compile-check": "torch.compile: compiled regions per step, graph breaks, recompiles, fused Triton kernels",
     "kernels": "per-kernel launch configuration, occupancy and limiter; --metrics joins an Nsight Compute CSV",
     "ops": "per operator: calls, CPU total/self time, GPU time of the kernels it launched (inclusive and self)",
     "tree": "GPU time by nn.Module / annotation / op / kernel, as a tree",
@@ -40,7 +42,7 @@ COMMANDS: dict[str, str] = {
 
 
 def command_module(name: str) -> ModuleType:
-    return importlib.import_module(f"opscope.cli.{name}")
+    return importlib.import_module(f"opscope.cli.{name.replace('-', '_')}")  # compile-check -> compile_check
 
 
 class _OneLine(logging.Formatter):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from opscope.analysis.overview import Analysis
+from opscope.report.advice_view import findings_data, findings_table
 from opscope.report.document import FLOAT, INT, MS, NAME, PCT, TEXT, US, Column, Document, Table
 from opscope.report.linking_view import link_data, link_notes
 from opscope.report.ops_view import ops_data
@@ -91,6 +92,7 @@ def analyze_data(result: Analysis) -> dict[str, Any]:
         "steps_spec": result.options.steps,
         "linking": link_data(result.link),
         "warnings": list(result.warnings),
+        "findings": findings_data(result.advice),  # the advice rules (docs/advice.md); opscope advise has more
     }
 
 
@@ -167,7 +169,8 @@ def _tables(result: Analysis) -> tuple[Table, ...]:
         {"name": row.window.name + (" (slowest)" if row.slowest else ""), "device": str(d.device),
          "wall": row.window.dur_ns, "busy": d.busy_ns, "util": d.utilization}
         for row in result.steps.rows for d in row.devices))
-    return tuple(t for t in (devices, categories, kernels, ops, delays, syncs, copies, steps) if t.rows or t is devices)
+    findings = findings_table(result.advice)
+    return tuple(t for t in (findings, devices, categories, kernels, ops, delays, syncs, copies, steps) if t.rows or t is devices)
 
 
 def _notes(result: Analysis) -> tuple[str, ...]:
