@@ -12,7 +12,7 @@ from conftest import corpus_path
 DLRM = "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json"
 TOP_KEYS = {"schema", "trace", "window_us", "window", "devices", "categories", "unattributed_share",
             "launch_delay_us", "launch_delay", "kernels", "ops", "syncs", "memcpy", "steps", "steps_spec", "linking",
-            "warnings"}
+            "warnings", "findings"}
 
 
 def analyze_json(cli, *args) -> dict:

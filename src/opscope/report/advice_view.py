@@ -44,6 +44,19 @@ def findings_table(advice: Advice | None, name: str = "findings") -> Table:
         Column("share", "Share", PCT), Column("title", "Finding", NAME)), tuple(rows))
 
 
+def finding_facts(advice: Advice | None, top: int = 5) -> list[tuple[str, str]]:
+    """The findings as headline lines (label, text), for the top of `analyze`: the most time at stake first."""
+    if advice is None:
+        return []
+    if not advice.findings:
+        return [("findings", f"none from {len(advice.rules_checked)} rules (docs/advice.md)")]
+    lines = [(f"{f.severity} {f.id}", f"{f.title} ({f.time_at_stake_ns / 1e6:,.3f} ms at stake, "
+                                      f"{f.share * 100:.1f}%)") for f in advice.findings[:top]]
+    more = len(advice.findings) - top
+    lines.append(("findings", (f"{more} more; " if more > 0 else "") + "evidence and advice: opscope advise"))
+    return lines
+
+
 def evidence_table(advice: Advice) -> Table:
     rows = [{"id": f.id, "item": _evidence_text(e)} for f in advice.findings for e in f.evidence[:EVIDENCE_IN_TABLE]]
     return Table("evidence", "Evidence (top items; --format json has up to 10)", (

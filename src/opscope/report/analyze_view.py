@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from opscope.analysis.overview import Analysis
-from opscope.report.advice_view import findings_data, findings_table
+from opscope.report.advice_view import finding_facts, findings_data
 from opscope.report.document import FLOAT, INT, MS, NAME, PCT, TEXT, US, Column, Document, Table
 from opscope.report.linking_view import link_data, link_notes
 from opscope.report.ops_view import ops_data
@@ -106,7 +106,8 @@ def _ms(ns: float | None) -> str:
 
 def _facts(result: Analysis) -> tuple[tuple[str, str], ...]:
     tl, ld, sy, mc = result.timeline, result.launch_delay, result.syncs, result.memcpy
-    facts = [("trace", result.path), ("devices", ", ".join(result.device_names) or "none recorded"),
+    facts = [*finding_facts(result.advice), ("trace", result.path),
+             ("devices", ", ".join(result.device_names) or "none recorded"),
              ("window", f"{_ms(tl.window_ns)} ({'chosen steps' if tl.window_source == 'steps' else 'first to last event'})")]
     for d in tl.devices:
         facts.append((f"GPU {d.device} busy", f"{_ms(d.busy_ns)} = {_pct(d.utilization)} of the window"))
@@ -169,8 +170,7 @@ def _tables(result: Analysis) -> tuple[Table, ...]:
         {"name": row.window.name + (" (slowest)" if row.slowest else ""), "device": str(d.device),
          "wall": row.window.dur_ns, "busy": d.busy_ns, "util": d.utilization}
         for row in result.steps.rows for d in row.devices))
-    findings = findings_table(result.advice)
-    return tuple(t for t in (findings, devices, categories, kernels, ops, delays, syncs, copies, steps) if t.rows or t is devices)
+    return tuple(t for t in (devices, categories, kernels, ops, delays, syncs, copies, steps) if t.rows or t is devices)
 
 
 def _notes(result: Analysis) -> tuple[str, ...]:

@@ -1,0 +1,304 @@
+"""Advice rules on real traces: a real positive and a real negative for each rule, with the figures checked
+against an independent recomputation from the raw events (tests/reference.py reads them with plain json),
+and `opscope advise` / `analyze` / `kernels` in-process."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+import opscope
+import reference as ref
+from conftest import corpus_path
+from opscope.analysis.overview import Analysis, analyze
+from opscope.analysis.rules.model import Finding
+from opscope.analysis.rules.registry import rule_ids
+
+FALCON_H100 = "tracelens/h100__Falconsai_nsfw_image_detection__1016002.json.gz"  # ViT, bf16, SDPA, H100
+PART_2 = "particle_transformer/run1_chrome_traces__single_epoch_forward_pass_batch_size_2.json"  # A100 fp16
+RESNET_V100 = "kineto/tb_plugin_samples_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz"  # fp32
+RESNET_WORKERS4 = "kineto/tb_plugin_samples_resnet50_profiler_api_num_workers_4_worker0.pt.trace.json.gz"
+RESNET_NO_PROPS = "kineto/plugin_samples_resnet50_num_workers_0_worker0.pt.trace.json.gz"
+DDP = "hta/nccl_parser_config_nccl_data.json.gz"  # data-parallel job (DistributedDataParallel), A100
+V100_NS = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+DLRM = "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json"
+QWEN_H100 = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+BERT_H100 = "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
+COMPILE_MI300 = "tracelens/torch_compile_triton__trace.json.gz"
+
+ISSUE_IDS = {"pageable_memcpy", "sync_in_loop", "gemm_alignment", "tensor_cores_unused", "unfused_attention",
+             "host_bound", "dataloader_bound", "launch_bound_small_kernels", "fusion_candidates", "channels_last",
+             "exposed_communication", "gpu_gaps", "low_utilization_windows", "memory_near_capacity",
+             "low_occupancy"}
+
+# (rule, a trace where it fires, a trace where it does not)
+POSITIVE_NEGATIVE = [
+    ("pageable_memcpy", RESNET_V100, FALCON_H100),
+    ("sync_in_loop", DLRM, V100_NS),
+    ("gemm_alignment", PART_2, QWEN_H100),
+    ("tensor_cores_unused", RESNET_V100, FALCON_H100),
+    ("unfused_attention", PART_2, FALCON_H100),
+    ("host_bound", DDP, V100_NS),
+    ("dataloader_bound", RESNET_V100, RESNET_WORKERS4),
+    ("launch_bound_small_kernels", BERT_H100, FALCON_H100),
+    ("fusion_candidates", QWEN_H100, FALCON_H100),
+    ("channels_last", DDP, RESNET_V100),
+    ("exposed_communication", DLRM, DDP),
+    ("gpu_gaps", DDP, FALCON_H100),
+    ("low_utilization_windows", DDP, V100_NS),
+    ("low_occupancy", V100_NS, FALCON_H100),
+]
+
+
+@cache
+def result(rel: str) -> Analysis:
+    return analyze(opscope.load(corpus_path(rel)))
+
+
+def finding(rel: str, rule: str) -> Finding | None:
+    advice = result(rel).advice
+    assert advice is not None
+    return next((f for f in advice.findings if f.id == rule), None)
+
+
+@cache
+def raw(rel: str) -> list[dict]:
+    return ref.load(corpus_path(rel))
+
+
+def test_every_rule_of_the_issue_is_registered() -> None:
+    assert set(rule_ids()) == ISSUE_IDS
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize(("rule", "positive", "negative"), POSITIVE_NEGATIVE, ids=[c[0] for c in POSITIVE_NEGATIVE])
+def test_real_positive_and_negative(rule: str, positive: str, negative: str) -> None:
+    found = finding(positive, rule)
+    assert found is not None, rule
+    assert 1 <= len(found.evidence) <= 10 and found.time_at_stake_ns > 0
+    assert found.severity == ("crit" if found.share >= 0.10 else "warn" if found.share >= 0.02 else "info")
+    assert finding(negative, rule) is None
+    advice = result(negative).advice
+    assert advice is not None and rule in advice.rules_checked
+    assert not [w for w in advice.warnings if w.startswith(rule)]
+
+
+@pytest.mark.corpus
+def test_findings_sorted_by_time_at_stake() -> None:
+    advice = result(DLRM).advice
+    assert advice is not None and len(advice.findings) > 3
+    stakes = [f.time_at_stake_ns for f in advice.findings]
+    assert stakes == sorted(stakes, reverse=True)
+
+
+@pytest.mark.corpus
+def test_pageable_memcpy_matches_raw_copies() -> None:
+    events = raw(RESNET_V100)
+    copies = [e for e in events if ref.is_x(e) and "Pageable" in e.get("name", "") and e.get("cat") in ("Memcpy",
+                                                                                                        "gpu_memcpy")]
+    found = finding(RESNET_V100, "pageable_memcpy")
+    assert found is not None and found.value == len(copies) == 12
+    assert found.time_at_stake_ns == sum(ref.span(e)[1] - ref.span(e)[0] for e in copies)
+    assert sum(e["bytes"] for e in found.evidence) == sum(ref.args(e).get("bytes", 0) for e in copies)
+    assert all(e["async"] and e["launch_call"] == "cudaMemcpyAsync" for e in found.evidence)
+
+
+@pytest.mark.corpus
+def test_dataloader_share_matches_raw_steps() -> None:
+    events = raw(RESNET_V100)
+    steps = ref.steps(events)
+    loads = [ref.span(e) for e in events if ref.is_x(e) and re.search(r"DataLoader.*__next__", e.get("name", ""))]
+    inside = [(a, b) for a, b in loads if ref.in_steps(a, steps)]
+    spent = sum(b - a for a, b in inside)
+    found = finding(RESNET_V100, "dataloader_bound")
+    assert found is not None and found.time_at_stake_ns == spent
+    assert found.value == pytest.approx(spent / sum(b - a for a, b in steps))
+    other = result(RESNET_WORKERS4).advice
+    assert other is not None  # with 4 workers the loader costs little: under the 5% threshold
+
+
+@pytest.mark.corpus
+def test_host_bound_ddp_figures_are_the_analysis_figures() -> None:
+    found = finding(DDP, "host_bound")
+    analysis = result(DDP)
+    (device,) = analysis.timeline.devices
+    (idle,) = analysis.idle.devices
+    assert found is not None and found.value == pytest.approx(device.utilization) and device.utilization < 0.5
+    assert found.time_at_stake_ns == idle.host_wait_ns and idle.host_wait_ns > idle.other_ns + idle.sync_wait_ns
+    names = [e["cpu_op"] for e in found.evidence]
+    assert "ProfilerStep#4" not in names and any("optimizer" in n or "forward" in n for n in names)
+
+
+@pytest.mark.corpus
+def test_unfused_attention_chains_counted_from_raw_ops() -> None:
+    ops = [e for e in raw(PART_2) if e.get("cat") == "cpu_op"]
+    square = [e for e in ops if e["name"] == "aten::_softmax"  # one per softmax call, the innermost op
+              and ref.args(e)["Input Dims"][0][-1] == ref.args(e)["Input Dims"][0][-2]]
+    found = finding(PART_2, "unfused_attention")
+    assert found is not None and found.value == 53
+    assert sum(e["chains"] for e in found.evidence) == len(square) == 8
+    assert found.evidence[0]["softmax_input_dims"] == [16, 53, 53]
+
+
+@pytest.mark.corpus
+def test_gemm_alignment_names_the_misaligned_sizes() -> None:
+    found = finding(PART_2, "gemm_alignment")
+    assert found is not None
+    baddbmm = [e for e in found.evidence if e["op"] == "aten::baddbmm"]
+    assert baddbmm and baddbmm[0]["misaligned"] == {"M": 53, "N": 53} and baddbmm[0]["pad_to"] == {"M": 56, "N": 56}
+    assert all(e["multiple_of"] == 8 and e["dtype"] == "c10::Half" for e in found.evidence)
+
+
+@pytest.mark.corpus
+def test_tensor_cores_unused_v100_fp32_share_from_raw_kernels() -> None:
+    events = raw(RESNET_V100)
+    per_name: dict[str, int] = {}
+    for e in events:
+        if ref.is_x(e) and e.get("cat") in ("Kernel", "kernel"):
+            a, b = ref.span(e)
+            per_name[e["name"]] = per_name.get(e["name"], 0) + b - a
+    gpu_total = sum(ref.span(e)[1] - ref.span(e)[0] for e in ref.gpu_events(events))
+    found = finding(RESNET_V100, "tensor_cores_unused")
+    assert found is not None and "0 tensor-core" in found.title and "V100" in found.title
+    fp32 = re.compile(r"sgemm|scudnn|<float\b", re.IGNORECASE)
+    for item in found.evidence:  # every kernel named is an fp32 GEMM / convolution, with its raw time
+        assert fp32.search(item["kernel"]) and item["time_us"] * 1e3 == pytest.approx(per_name[item["kernel"]])
+    assert found.time_at_stake_ns >= sum(per_name[i["kernel"]] for i in found.evidence)
+    assert found.share == pytest.approx(found.time_at_stake_ns / gpu_total) and found.share > 0.5
+    # without deviceProperties nothing says the GPU has tensor cores: no finding
+    assert finding(RESNET_NO_PROPS, "tensor_cores_unused") is None
+
+
+@pytest.mark.corpus
+def test_gpu_gaps_longest_from_raw_kernels() -> None:
+    events = raw(DDP)
+    gpu = sorted(ref.span(e) for e in ref.gpu_events(events))
+    merged = ref.merge(gpu)
+    longest = max(b[0] - a[1] for a, b in zip(merged, merged[1:]))
+    found = finding(DDP, "gpu_gaps")
+    assert found is not None and found.value == pytest.approx(max(longest / 1e3, found.value))
+    assert found.evidence[0]["length_us"] * 1e3 == pytest.approx(found.value * 1e3)
+
+
+@pytest.mark.corpus
+def test_exposed_communication_is_the_timeline_figure() -> None:
+    found = finding(DLRM, "exposed_communication")
+    (device,) = result(DLRM).timeline.devices
+    assert found is not None and found.time_at_stake_ns == device.exposed_comm_ns
+    assert found.value == pytest.approx(device.exposed_comm_ns / result(DLRM).timeline.window_ns)
+
+
+@pytest.mark.corpus
+def test_low_occupancy_never_flags_tensor_core_kernels() -> None:
+    found = finding(V100_NS, "low_occupancy")
+    assert found is not None and all(e["theoretical_occupancy_pct"] < 25 for e in found.evidence)
+    assert finding(FALCON_H100, "low_occupancy") is None
+
+
+@pytest.mark.corpus
+def test_memory_rule_says_it_was_not_evaluated() -> None:
+    advice = result(FALCON_H100).advice
+    assert advice is not None and "memory_near_capacity" in advice.rules_checked
+    assert any(w.startswith("memory_near_capacity: not evaluated") for w in advice.warnings)
+
+
+# --- the CLI -------------------------------------------------------------------------------------------------
+
+ADVISE_KEYS = {"schema", "trace", "steps_spec", "findings", "rules_checked", "warnings"}
+FINDING_KEYS = {"id", "severity", "title", "time_at_stake_us", "share", "metric", "value", "threshold", "evidence",
+                "advice", "source", "predicted_saving_us"}
+
+
+@pytest.mark.corpus
+def test_advise_json_contract(cli) -> None:
+    out = cli("advise", corpus_path(DLRM), "--format", "json")
+    assert out.code == 0, out.err
+    data = json.loads(out.out)
+    assert data["schema"] == "opscope.advise/1" and set(data) == ADVISE_KEYS
+    assert set(data["rules_checked"]) == ISSUE_IDS
+    assert data["findings"] and all(set(f) == FINDING_KEYS for f in data["findings"])
+    assert all(f["predicted_saving_us"] is None and len(f["evidence"]) <= 10 for f in data["findings"])
+    assert [f["time_at_stake_us"] for f in data["findings"]] == sorted(
+        (f["time_at_stake_us"] for f in data["findings"]), reverse=True)
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("fmt", ["table", "markdown", "csv"])
+def test_advise_formats(cli, fmt: str) -> None:
+    out = cli("advise", corpus_path(RESNET_V100), "--format", fmt, "--width", "120")
+    assert out.code == 0, out.err
+    if fmt == "csv":
+        assert out.out.splitlines()[0] == "severity,id,time_us,share,title"
+        assert "dataloader_bound" in out.out
+    else:
+        assert "dataloader_bound" in out.out and "num_workers" in out.out
+
+
+@pytest.mark.corpus
+def test_advise_fail_on(cli) -> None:
+    path = corpus_path(RESNET_V100)
+    assert cli("advise", path, "--fail-on", "crit").code == 1
+    assert cli("advise", path, "--fail-on", "warn").code == 1
+    assert cli("advise", corpus_path(FALCON_H100), "--fail-on", "crit", "--steps", "6").code in (0, 1)
+
+
+@pytest.mark.corpus
+def test_advise_rules_file_changes_thresholds(cli, tmp_path: Path) -> None:
+    path = corpus_path(RESNET_V100)
+    rules = tmp_path / "rules.toml"
+    rules.write_text("[rules.dataloader_bound]\nthreshold = 0.5\n\n[rules.tensor_cores_unused]\nenabled = false\n")
+    data = json.loads(cli("advise", path, "--rules", rules, "--format", "json").out)
+    ids = {f["id"] for f in data["findings"]}
+    assert "dataloader_bound" not in ids and "tensor_cores_unused" not in data["rules_checked"]
+    rules.write_text("[rules.dataloader_bound]\nthreshold = 0.01\n")
+    data = json.loads(cli("advise", path, "--rules", rules, "--format", "json").out)
+    (dl,) = [f for f in data["findings"] if f["id"] == "dataloader_bound"]
+    assert dl["threshold"] == 0.01
+
+
+@pytest.mark.parametrize("text", ["[rules.nope]\nthreshold = 1\n", "[rules.gpu_gaps]\nthreshold = 'x'\n",
+                                  "not toml [", "[other]\na = 1\n", "[rules.gpu_gaps]\nlimit = 3\n"])
+def test_advise_bad_rules_file_is_a_usage_error(cli, tmp_path: Path, text: str) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text(text)
+    out = cli("advise", "--list-rules", "--rules", rules)
+    assert out.code == 2 and out.err.startswith("opscope: error: --rules") and "Traceback" not in out.err
+
+
+def test_advise_list_rules(cli) -> None:
+    out = cli("advise", "--list-rules", "--format", "json")
+    assert out.code == 0
+    data = json.loads(out.out)
+    assert {r["id"] for r in data["rules"]} == ISSUE_IDS
+    assert all(r["advice"] and r["source"] and r["metric"] for r in data["rules"])
+    table = cli("advise", "--list-rules", "--width", "160")
+    assert table.code == 0 and "pageable_memcpy" in table.out
+
+
+@pytest.mark.corpus
+def test_analyze_shows_findings_first(cli) -> None:
+    out = cli("analyze", corpus_path(DDP), "--width", "200")
+    assert out.code == 0
+    lines = out.out.splitlines()
+    assert lines[1].strip().startswith("crit ") and "host_bound" in out.out.split("trace:")[0]
+    data = json.loads(cli("analyze", corpus_path(DDP), "--format", "json").out)
+    assert {f["id"] for f in data["findings"]} >= {"host_bound", "gpu_gaps"}
+
+
+@pytest.mark.corpus
+def test_kernels_occupancy_not_recorded_is_na(cli) -> None:
+    """Kineto writes est. achieved occupancy 0 for cutlass / cuBLAS GEMMs where it made no estimate."""
+    events = raw(FALCON_H100)
+    cutlass = [e for e in events if e.get("cat") == "kernel" and e["name"].startswith("void cutlass")]
+    assert cutlass and all(ref.args(e)["est. achieved occupancy %"] == 0 for e in cutlass)
+    data = json.loads(cli("kernels", corpus_path(FALCON_H100), "--format", "json", "--top", "0").out)
+    rows = [r for r in data["rows"] if r["name"].startswith("void cutlass")]
+    assert rows and all(r["est_achieved_occupancy_pct"] is None for r in rows)
+    assert all("low_occupancy" not in r.get("flags", []) for r in rows)
+    table = cli("kernels", corpus_path(FALCON_H100), "--width", "220")
+    line = next(x for x in table.out.splitlines() if "cutlass_80" in x)
+    assert "n/a" in line and " 0.000 " not in line
