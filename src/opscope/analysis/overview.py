@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
-from opscope.analysis.attribution.linking import LinkStats, link
+from opscope.analysis.attribution.linking import Linkage, LinkStats, link
 from opscope.analysis.attribution.ops import OpOptions, OpStats, op_stats
 from opscope.analysis.attribution.steps import StepOptions, StepStats, step_stats
 from opscope.analysis.kernels.categories import CATEGORY, CategoryBreakdown, category_breakdown
@@ -85,13 +85,14 @@ def _kernels(clipped: pl.DataFrame, top: int) -> tuple[KernelLine, ...]:
                  for r in grouped.iter_rows(named=True))
 
 
-def analyze(trace: Trace, options: AnalyzeOptions | None = None) -> Analysis:
-    """All timeline analyses of `trace` (see the module doc and docs/analysis-timeline.md)."""
+def analyze(trace: Trace, options: AnalyzeOptions | None = None, linkage: Linkage | None = None) -> Analysis:
+    """All timeline analyses of `trace` (see the module doc and docs/analysis-timeline.md). `linkage`:
+    `link(trace)` when the caller already has it."""
     opts = options or AnalyzeOptions()
     windows = opts.windows
     if windows is None and opts.steps is not None:
         windows = tuple((w.start_ns, w.end_ns) for w in select_windows(trace, opts.steps))
-    linkage = link(trace)
+    linkage = linkage or link(trace)
     act = gpu_activity(trace, TimelineOptions(devices=opts.devices, streams=opts.streams, windows=windows), linkage)
     syncs = sync_calls(trace)
     clipped = act.clipped()
