@@ -302,3 +302,19 @@ def test_kernels_occupancy_not_recorded_is_na(cli) -> None:
     table = cli("kernels", corpus_path(FALCON_H100), "--width", "220")
     line = next(x for x in table.out.splitlines() if "cutlass_80" in x)
     assert "n/a" in line and " 0.000 " not in line
+
+
+@pytest.mark.corpus
+def test_diff_shows_findings_fixed_and_new(cli) -> None:
+    """The same ResNet-50 with 4 DataLoader workers: the DataLoader finding is fixed."""
+    before, after = corpus_path(RESNET_V100), corpus_path(RESNET_WORKERS4)
+    data = json.loads(cli("diff", before, after, "--format", "json").out)
+    fixed = {f["id"] for f in data["findings"]["fixed"]}
+    assert "dataloader_bound" in fixed and data["findings"]["new"] == []
+    remaining = {f["id"] for f in data["findings"]["remaining"]}
+    advise_before = {f["id"] for f in json.loads(cli("advise", before, "--format", "json").out)["findings"]}
+    assert fixed | remaining == advise_before
+    reverse = json.loads(cli("diff", after, before, "--format", "json").out)
+    assert "dataloader_bound" in {f["id"] for f in reverse["findings"]["new"]}
+    table = cli("diff", before, after, "--width", "120")
+    assert "findings fixed: dataloader_bound (crit)" in table.out

@@ -13,6 +13,8 @@ from typing import Any
 from opscope.analysis.attribution.cpu_ops import cpu_op_table
 from opscope.analysis.attribution.linking import link
 from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
+from opscope.analysis.overview import AnalyzeOptions, analyze
+from opscope.analysis.rules.model import Advice
 from opscope.analysis.timeline.windows import step_windows
 from opscope.capture._torch import describe_device, pick_device, require_torch, synchronize
 from opscope.capture.demo_model import build_denoiser, denoise
@@ -22,7 +24,6 @@ from opscope.errors import UsageError
 from opscope.loading import load
 
 SLOW_FIRST_STEP = 1.5  # step 0 at least this many times the later steps' mean: call it warm-up cost
-LOW_BUSY = 0.5
 
 
 @dataclass(frozen=True)
@@ -39,9 +40,12 @@ class DemoResult:
     report_path: str | None = None  # the HTML report, when the caller (the CLI) writes one
 
 
-def diagnose(gpu: bool, shares: Sequence[tuple[str, float]], step_ns: Sequence[int], busy: float | None) -> list[str]:
+def diagnose(gpu: bool, shares: Sequence[tuple[str, float]], step_ns: Sequence[int], busy: float | None,
+             advice: Advice | None = None) -> list[str]:
     """Plain-language findings from the profiled steps. `shares`: (name, share of GPU time or of CPU-operator
-    self time), largest first."""
+    self time), largest first. `advice`: the advice rules' findings (analysis/rules/, the same as `opscope
+    advise`), which say what to fix on a GPU run; the rules read GPU activity, so a CPU-only run keeps the one
+    CPU hint below (convolutions)."""
     unit = "GPU time" if gpu else "CPU operator self time"
     findings = []
     if shares:
@@ -49,7 +53,7 @@ def diagnose(gpu: bool, shares: Sequence[tuple[str, float]], step_ns: Sequence[i
         top3 = sum(s for _, s in shares[:3])
         findings.append(f"{name} is the largest item: {share * 100:.1f}% of {unit} (top 3: {top3 * 100:.1f}%).")
         conv = sum(s for n, s in shares if "conv" in n.lower())
-        if conv >= 0.25:
+        if conv >= 0.25 and not gpu:
             findings.append(f"Convolutions take {conv * 100:.1f}% of {unit}: channels_last and bf16 autocast are the "
                             "usual levers; measure them with `opscope bench`.")
     if len(step_ns) >= 2:
@@ -60,12 +64,11 @@ def diagnose(gpu: bool, shares: Sequence[tuple[str, float]], step_ns: Sequence[i
                             "lazy init). Profile steady state with opscope.profile(wait=1, warmup=1, active=3).")
     if busy is not None and gpu:
         findings.append(f"The GPU was busy {busy * 100:.1f}% of the profiled step time.")
-        if busy < LOW_BUSY:
-            findings.append("It sat idle more than half the time: at this size the run is bound by the host "
-                            "launching work; bigger batches, CUDA graphs or torch.compile help.")
     elif busy is not None:
         findings.append(f"At least one CPU operator was running {busy * 100:.1f}% of the profiled step time; the "
                         "rest is Python and framework work between operators.")
+    for f in advice.findings if advice else ():
+        findings.append(f"[{f.severity}] {f.id}: {f.title} ({f.time_at_stake_ns / 1e6:.2f} ms at stake). {f.advice}")
     return findings
 
 
@@ -103,8 +106,9 @@ def run_demo(device: str | None = None, total_steps: int = 10, profiled_steps: i
     else:
         shares = [(r.name, r.share) for r in cpu_op_table(trace, top=0, linkage=linkage).rows]
     busy = utilization(trace, gpu, linkage)
+    advice = analyze(trace, AnalyzeOptions(), linkage).advice if gpu else None
     step_ns = tuple(w.dur_ns for w in windows if w.step is not None)
     return DemoResult(device=describe_device(chosen), total_steps=total_steps, profiled_steps=profiled_steps,
                       latent_shape=tuple(latents.shape), seconds=seconds,
                       summary=summarize(prof.trace_path, device=describe_device(chosen), top=top), step_ns=step_ns,
-                      busy=busy, diagnosis=tuple(diagnose(gpu, shares, step_ns, busy)))
+                      busy=busy, diagnosis=tuple(diagnose(gpu, shares, step_ns, busy, advice)))

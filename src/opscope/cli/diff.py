@@ -59,10 +59,21 @@ def _width(args: argparse.Namespace) -> int:
     return render_options(args, args.output is None and sys.stdout.isatty()).width or 0
 
 
+def _findings(args: argparse.Namespace) -> dict[str, list[dict[str, object]]]:
+    """The advice findings of BASE and NEW compared (fixed / new / remaining; docs/advice.md)."""
+    from opscope.analysis.overview import analyze
+    from opscope.cli.common import load_trace
+    from opscope.report.findings_diff import findings_changes
+
+    base, new = (analyze(load_trace(args, path)).advice for path in (args.base, args.new))
+    return findings_changes(base, new)
+
+
 def run(args: argparse.Namespace) -> int:
     from opscope.analysis.compare.diff import DiffOptions, diff_profiles
     from opscope.analysis.compare.gates import KERNEL, check_gates, parse_min_delta
     from opscope.report.diff_view import DiffView, diff_data, diff_document
+    from opscope.report.findings_diff import with_findings
     from opscope.scale.tasks import profile_file
 
     if args.top < 0:
@@ -79,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     for result in results:
         if result.gate.target == KERNEL and result.matched == 0:
             log.warning(f"--fail-kernel {result.gate.pattern!r} matches no kernel in either trace")
-    emit(diff_document(diff, results, view, rows_first=args.format == "csv"), args)
+    emit(with_findings(diff_document(diff, results, view, rows_first=args.format == "csv"), _findings(args)), args)
     if args.html:  # the biggest changes (the waterfall's "other changes" bar sums the rest, the page says so)
         write_html(diff_data(diff, results, replace(view, top=HTML_ROWS)), "diff", "opscope diff: NEW vs BASE",
                    args.html)
