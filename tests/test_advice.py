@@ -30,10 +30,23 @@ QWEN_H100 = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 BERT_H100 = "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
 COMPILE_MI300 = "tracelens/torch_compile_triton__trace.json.gz"
 
-ISSUE_IDS = {"pageable_memcpy", "sync_in_loop", "gemm_alignment", "tensor_cores_unused", "unfused_attention",
-             "host_bound", "dataloader_bound", "launch_bound_small_kernels", "fusion_candidates", "channels_last",
-             "exposed_communication", "gpu_gaps", "low_utilization_windows", "memory_near_capacity",
-             "low_occupancy"}
+ISSUE_IDS = {
+    "pageable_memcpy",
+    "sync_in_loop",
+    "gemm_alignment",
+    "tensor_cores_unused",
+    "unfused_attention",
+    "host_bound",
+    "dataloader_bound",
+    "launch_bound_small_kernels",
+    "fusion_candidates",
+    "channels_last",
+    "exposed_communication",
+    "gpu_gaps",
+    "low_utilization_windows",
+    "memory_near_capacity",
+    "low_occupancy",
+}
 
 # (rule, a trace where it fires, a trace where it does not)
 POSITIVE_NEGATIVE = [
@@ -75,7 +88,9 @@ def test_every_rule_of_the_issue_is_registered() -> None:
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize(("rule", "positive", "negative"), POSITIVE_NEGATIVE, ids=[c[0] for c in POSITIVE_NEGATIVE])
+@pytest.mark.parametrize(
+    ("rule", "positive", "negative"), POSITIVE_NEGATIVE, ids=[c[0] for c in POSITIVE_NEGATIVE]
+)
 def test_real_positive_and_negative(rule: str, positive: str, negative: str) -> None:
     found = finding(positive, rule)
     assert found is not None, rule
@@ -98,8 +113,11 @@ def test_findings_sorted_by_time_at_stake() -> None:
 @pytest.mark.corpus
 def test_pageable_memcpy_matches_raw_copies() -> None:
     events = raw(RESNET_V100)
-    copies = [e for e in events if ref.is_x(e) and "Pageable" in e.get("name", "") and e.get("cat") in ("Memcpy",
-                                                                                                        "gpu_memcpy")]
+    copies = [
+        e
+        for e in events
+        if ref.is_x(e) and "Pageable" in e.get("name", "") and e.get("cat") in ("Memcpy", "gpu_memcpy")
+    ]
     found = finding(RESNET_V100, "pageable_memcpy")
     assert found is not None and found.value == len(copies) == 12
     assert found.time_at_stake_ns == sum(ref.span(e)[1] - ref.span(e)[0] for e in copies)
@@ -111,7 +129,9 @@ def test_pageable_memcpy_matches_raw_copies() -> None:
 def test_dataloader_share_matches_raw_steps() -> None:
     events = raw(RESNET_V100)
     steps = ref.steps(events)
-    loads = [ref.span(e) for e in events if ref.is_x(e) and re.search(r"DataLoader.*__next__", e.get("name", ""))]
+    loads = [
+        ref.span(e) for e in events if ref.is_x(e) and re.search(r"DataLoader.*__next__", e.get("name", ""))
+    ]
     inside = [(a, b) for a, b in loads if ref.in_steps(a, steps)]
     spent = sum(b - a for a, b in inside)
     found = finding(RESNET_V100, "dataloader_bound")
@@ -128,7 +148,9 @@ def test_host_bound_ddp_figures_are_the_analysis_figures() -> None:
     (device,) = analysis.timeline.devices
     (idle,) = analysis.idle.devices
     assert found is not None and found.value == pytest.approx(device.utilization) and device.utilization < 0.5
-    assert found.time_at_stake_ns == idle.host_wait_ns and idle.host_wait_ns > idle.other_ns + idle.sync_wait_ns
+    assert (
+        found.time_at_stake_ns == idle.host_wait_ns and idle.host_wait_ns > idle.other_ns + idle.sync_wait_ns
+    )
     names = [e["cpu_op"] for e in found.evidence]
     assert "ProfilerStep#4" not in names and any("optimizer" in n or "forward" in n for n in names)
 
@@ -136,8 +158,12 @@ def test_host_bound_ddp_figures_are_the_analysis_figures() -> None:
 @pytest.mark.corpus
 def test_unfused_attention_chains_counted_from_raw_ops() -> None:
     ops = [e for e in raw(PART_2) if e.get("cat") == "cpu_op"]
-    square = [e for e in ops if e["name"] == "aten::_softmax"  # one per softmax call, the innermost op
-              and ref.args(e)["Input Dims"][0][-1] == ref.args(e)["Input Dims"][0][-2]]
+    square = [
+        e
+        for e in ops
+        if e["name"] == "aten::_softmax"  # one per softmax call, the innermost op
+        and ref.args(e)["Input Dims"][0][-1] == ref.args(e)["Input Dims"][0][-2]
+    ]
     found = finding(PART_2, "unfused_attention")
     assert found is not None and found.value == 53
     assert sum(e["chains"] for e in found.evidence) == len(square) == 8
@@ -149,7 +175,11 @@ def test_gemm_alignment_names_the_misaligned_sizes() -> None:
     found = finding(PART_2, "gemm_alignment")
     assert found is not None
     baddbmm = [e for e in found.evidence if e["op"] == "aten::baddbmm"]
-    assert baddbmm and baddbmm[0]["misaligned"] == {"M": 53, "N": 53} and baddbmm[0]["pad_to"] == {"M": 56, "N": 56}
+    assert (
+        baddbmm
+        and baddbmm[0]["misaligned"] == {"M": 53, "N": 53}
+        and baddbmm[0]["pad_to"] == {"M": 56, "N": 56}
+    )
     assert all(e["multiple_of"] == 8 and e["dtype"] == "c10::Half" for e in found.evidence)
 
 
@@ -166,7 +196,9 @@ def test_tensor_cores_unused_v100_fp32_share_from_raw_kernels() -> None:
     assert found is not None and "0 tensor-core" in found.title and "V100" in found.title
     fp32 = re.compile(r"sgemm|scudnn|<float\b", re.IGNORECASE)
     for item in found.evidence:  # every kernel named is an fp32 GEMM / convolution, with its raw time
-        assert fp32.search(item["kernel"]) and item["time_us"] * 1e3 == pytest.approx(per_name[item["kernel"]])
+        assert fp32.search(item["kernel"]) and item["time_us"] * 1e3 == pytest.approx(
+            per_name[item["kernel"]]
+        )
     assert found.time_at_stake_ns >= sum(per_name[i["kernel"]] for i in found.evidence)
     assert found.share == pytest.approx(found.time_at_stake_ns / gpu_total) and found.share > 0.5
     # without deviceProperties nothing says the GPU has tensor cores: no finding
@@ -175,13 +207,17 @@ def test_tensor_cores_unused_v100_fp32_share_from_raw_kernels() -> None:
 
 @pytest.mark.corpus
 def test_gpu_gaps_longest_from_raw_kernels() -> None:
+    """The longest idle stretch of the GPU in the analysed window (first to last GPU or CPU event), from the raw
+    GPU events; and the time at stake: every gap longer than 1 ms."""
     events = raw(DDP)
-    gpu = sorted(ref.span(e) for e in ref.gpu_events(events))
-    merged = ref.merge(gpu)
-    longest = max(b[0] - a[1] for a, b in zip(merged, merged[1:]))
+    lo, hi = ref.window(events)
+    merged = ref.merge(sorted(ref.span(e) for e in ref.gpu_events(events)))
+    edges = [lo, *(x for pair in merged for x in pair), hi]
+    gaps = [b - a for a, b in zip(edges[::2], edges[1::2], strict=True) if b > a]
     found = finding(DDP, "gpu_gaps")
-    assert found is not None and found.value == pytest.approx(max(longest / 1e3, found.value))
-    assert found.evidence[0]["length_us"] * 1e3 == pytest.approx(found.value * 1e3)
+    assert found is not None and found.value * 1e3 == pytest.approx(max(gaps))
+    assert found.time_at_stake_ns == sum(g for g in gaps if g > 1_000_000)
+    assert found.evidence[0]["length_us"] * 1e3 == pytest.approx(max(gaps))
 
 
 @pytest.mark.corpus
@@ -209,8 +245,20 @@ def test_memory_rule_says_it_was_not_evaluated() -> None:
 # --- the CLI -------------------------------------------------------------------------------------------------
 
 ADVISE_KEYS = {"schema", "trace", "steps_spec", "findings", "rules_checked", "warnings"}
-FINDING_KEYS = {"id", "severity", "title", "time_at_stake_us", "share", "metric", "value", "threshold", "evidence",
-                "advice", "source", "predicted_saving_us"}
+FINDING_KEYS = {
+    "id",
+    "severity",
+    "title",
+    "time_at_stake_us",
+    "share",
+    "metric",
+    "value",
+    "threshold",
+    "evidence",
+    "advice",
+    "source",
+    "predicted_saving_us",
+}
 
 
 @pytest.mark.corpus
@@ -223,7 +271,8 @@ def test_advise_json_contract(cli) -> None:
     assert data["findings"] and all(set(f) == FINDING_KEYS for f in data["findings"])
     assert all(f["predicted_saving_us"] is None and len(f["evidence"]) <= 10 for f in data["findings"])
     assert [f["time_at_stake_us"] for f in data["findings"]] == sorted(
-        (f["time_at_stake_us"] for f in data["findings"]), reverse=True)
+        (f["time_at_stake_us"] for f in data["findings"]), reverse=True
+    )
 
 
 @pytest.mark.corpus
@@ -250,7 +299,9 @@ def test_advise_fail_on(cli) -> None:
 def test_advise_rules_file_changes_thresholds(cli, tmp_path: Path) -> None:
     path = corpus_path(RESNET_V100)
     rules = tmp_path / "rules.toml"
-    rules.write_text("[rules.dataloader_bound]\nthreshold = 0.5\n\n[rules.tensor_cores_unused]\nenabled = false\n")
+    rules.write_text(
+        "[rules.dataloader_bound]\nthreshold = 0.5\n\n[rules.tensor_cores_unused]\nenabled = false\n"
+    )
     data = json.loads(cli("advise", path, "--rules", rules, "--format", "json").out)
     ids = {f["id"] for f in data["findings"]}
     assert "dataloader_bound" not in ids and "tensor_cores_unused" not in data["rules_checked"]
@@ -260,8 +311,16 @@ def test_advise_rules_file_changes_thresholds(cli, tmp_path: Path) -> None:
     assert dl["threshold"] == 0.01
 
 
-@pytest.mark.parametrize("text", ["[rules.nope]\nthreshold = 1\n", "[rules.gpu_gaps]\nthreshold = 'x'\n",
-                                  "not toml [", "[other]\na = 1\n", "[rules.gpu_gaps]\nlimit = 3\n"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[rules.nope]\nthreshold = 1\n",
+        "[rules.gpu_gaps]\nthreshold = 'x'\n",
+        "not toml [",
+        "[other]\na = 1\n",
+        "[rules.gpu_gaps]\nlimit = 3\n",
+    ],
+)
 def test_advise_bad_rules_file_is_a_usage_error(cli, tmp_path: Path, text: str) -> None:
     rules = tmp_path / "rules.toml"
     rules.write_text(text)

@@ -15,9 +15,18 @@ from handmade_traces import Event, cpu_op, document, kernel, launch, step, write
 from opscope.analysis.overview import analyze
 from opscope.analysis.rules.model import Finding
 
-DEVICE = {"id": 0, "name": "Hand-made GPU", "computeMajor": 8, "computeMinor": 0, "numSms": 108,
-          "maxThreadsPerMultiprocessor": 2048, "regsPerMultiprocessor": 65536, "warpSize": 32,
-          "sharedMemPerMultiprocessor": 167936, "totalGlobalMem": 40 * 2**30}
+DEVICE = {
+    "id": 0,
+    "name": "Hand-made GPU",
+    "computeMajor": 8,
+    "computeMinor": 0,
+    "numSms": 108,
+    "maxThreadsPerMultiprocessor": 2048,
+    "regsPerMultiprocessor": 65536,
+    "warpSize": 32,
+    "sharedMemPerMultiprocessor": 167936,
+    "totalGlobalMem": 40 * 2**30,
+}
 
 
 def run(tmp_path: Path, events: list[Event], rule: str) -> tuple[Finding | None, Any]:
@@ -37,10 +46,28 @@ def launched(name: str, ts: float, dur: float, corr: int, launch_dur: float = 2,
 
 
 def memcpy(name: str, ts: float, dur: float, corr: int, nbytes: int) -> list[Event]:
-    return [{"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 100, "tid": 1, "ts": ts - 3,
-             "dur": 2, "args": {"correlation": corr}},
-            {"ph": "X", "cat": "gpu_memcpy", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
-             "args": {"device": 0, "stream": 7, "correlation": corr, "bytes": nbytes}}]
+    return [
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaMemcpyAsync",
+            "pid": 100,
+            "tid": 1,
+            "ts": ts - 3,
+            "dur": 2,
+            "args": {"correlation": corr},
+        },
+        {
+            "ph": "X",
+            "cat": "gpu_memcpy",
+            "name": name,
+            "pid": 0,
+            "tid": 7,
+            "ts": ts,
+            "dur": dur,
+            "args": {"device": 0, "stream": 7, "correlation": corr, "bytes": nbytes},
+        },
+    ]
 
 
 def pageable(past: bool) -> list[Event]:
@@ -51,23 +78,48 @@ def pageable(past: bool) -> list[Event]:
 def sync(past: bool) -> list[Event]:
     events = [step(0, 0, 100), step(1, 100, 100), *launched("k", 10, 20, 1), *launched("k", 110, 20, 2)]
     if past:
-        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 100, "tid": 1,
-                       "ts": 150, "dur": 10, "args": {}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaStreamSynchronize",
+                "pid": 100,
+                "tid": 1,
+                "ts": 150,
+                "dur": 10,
+                "args": {},
+            }
+        )
     return events
 
 
 def dataloader(past: bool) -> list[Event]:
     # one step of 1000 us; DataLoader __next__ takes 50 us (= 5.0%, at) or 51 us (5.1%, past)
-    return [step(0, 0, 1000), {"ph": "X", "cat": "user_annotation", "pid": 100, "tid": 1, "ts": 1,
-                               "dur": 51 if past else 50, "args": {},
-                               "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"},
-            *launched("k", 100, 800, 1)]
+    return [
+        step(0, 0, 1000),
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "pid": 100,
+            "tid": 1,
+            "ts": 1,
+            "dur": 51 if past else 50,
+            "args": {},
+            "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+        },
+        *launched("k", 100, 800, 1),
+    ]
 
 
 def host(past: bool) -> list[Event]:
     # window [0, 1000); busy 250 + 250 = 50% (at) or 250 + 249 (49.9%, past); the gap waits for a launch
     second = 751 if past else 750
-    return [launch(0, 1), kernel("k", 0, 250, 1), launch(second - 10, 2, dur=2), kernel("k", second, 1000 - second, 2)]
+    return [
+        launch(0, 1),
+        kernel("k", 0, 250, 1),
+        launch(second - 10, 2, dur=2),
+        kernel("k", second, 1000 - second, 2),
+    ]
 
 
 def low_windows(past: bool) -> list[Event]:
@@ -83,23 +135,35 @@ def gaps(past: bool) -> list[Event]:
 
 def exposed(past: bool) -> list[Event]:
     # window [0, 1000): compute [0, 500), NCCL [500, 600 or 601) alone, compute [900, 1000)
-    return [launch(0, 1), kernel("compute_kernel", 0, 500, 1), launch(1, 2),
-            kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 500, 101 if past else 100, 2), launch(2, 3),
-            kernel("compute_kernel", 900, 100, 3)]
+    return [
+        launch(0, 1),
+        kernel("compute_kernel", 0, 500, 1),
+        launch(1, 2),
+        kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 500, 101 if past else 100, 2),
+        launch(2, 3),
+        kernel("compute_kernel", 900, 100, 3),
+    ]
 
 
 def channels(past: bool) -> list[Event]:
     # layout conversion 50 of 1000 us (5.0%, at) or 51 of 1001 us (5.09%, past)
-    return [*launched("implicit_convolve_sgemm", 0, 950, 1),
-            *launched("void cudnn::ops::nchwToNhwcKernel<float>", 1000, 51 if past else 50, 2)]
+    return [
+        *launched("implicit_convolve_sgemm", 0, 950, 1),
+        *launched("void cudnn::ops::nchwToNhwcKernel<float>", 1000, 51 if past else 50, 2),
+    ]
 
 
 def attention(past: bool) -> list[Event]:
     # bmm -> softmax -> bmm over a [2, S, S] score tensor, S = 16 (at) or 17 (past)
     s = 17 if past else 16
-    return [cpu_op("aten::bmm", 0, 20, dims=[[2, s, 8], [2, 8, s]]), *launched("gemm_a", 1, 5, 1),
-            cpu_op("aten::softmax", 30, 20, dims=[[2, s, s], [], []]), *launched("softmax_kernel", 31, 5, 2),
-            cpu_op("aten::bmm", 60, 20, dims=[[2, s, s], [2, s, 8]]), *launched("gemm_b", 61, 5, 3)]
+    return [
+        cpu_op("aten::bmm", 0, 20, dims=[[2, s, 8], [2, 8, s]]),
+        *launched("gemm_a", 1, 5, 1),
+        cpu_op("aten::softmax", 30, 20, dims=[[2, s, s], [], []]),
+        *launched("softmax_kernel", 31, 5, 2),
+        cpu_op("aten::bmm", 60, 20, dims=[[2, s, s], [2, s, 8]]),
+        *launched("gemm_b", 61, 5, 3),
+    ]
 
 
 def alignment(past: bool) -> list[Event]:
@@ -147,22 +211,39 @@ def occupancy(past: bool) -> list[Event]:
     # 480 threads x 128 registers: 15 of 64 warps = 23.4% (past, below 25%)
     threads = 480 if past else 512
     events = launched("my_kernel", 0, 100, 1)
-    events[1]["args"].update({"grid": [216, 1, 1], "block": [threads, 1, 1], "registers per thread": 128,
-                              "shared memory": 0})
+    events[1]["args"].update(
+        {"grid": [216, 1, 1], "block": [threads, 1, 1], "registers per thread": 128, "shared memory": 0}
+    )
     return events
 
 
 CASES: dict[str, Callable[[bool], list[Event]]] = {
-    "pageable_memcpy": pageable, "sync_in_loop": sync, "dataloader_bound": dataloader, "host_bound": host,
-    "low_utilization_windows": low_windows, "gpu_gaps": gaps, "exposed_communication": exposed,
-    "channels_last": channels, "unfused_attention": attention, "gemm_alignment": alignment,
-    "tensor_cores_unused": fp32, "launch_bound_small_kernels": small, "fusion_candidates": fusion,
+    "pageable_memcpy": pageable,
+    "sync_in_loop": sync,
+    "dataloader_bound": dataloader,
+    "host_bound": host,
+    "low_utilization_windows": low_windows,
+    "gpu_gaps": gaps,
+    "exposed_communication": exposed,
+    "channels_last": channels,
+    "unfused_attention": attention,
+    "gemm_alignment": alignment,
+    "tensor_cores_unused": fp32,
+    "launch_bound_small_kernels": small,
+    "fusion_candidates": fusion,
     "low_occupancy": occupancy,
 }
 
-EXPECTED_AT = {"dataloader_bound": 0.05, "host_bound": 0.5, "low_utilization_windows": 0.5, "gpu_gaps": 1000.0,
-               "exposed_communication": 0.1, "channels_last": 0.05, "launch_bound_small_kernels": 0.5,
-               "low_occupancy": 25.0}
+EXPECTED_AT = {
+    "dataloader_bound": 0.05,
+    "host_bound": 0.5,
+    "low_utilization_windows": 0.5,
+    "gpu_gaps": 1000.0,
+    "exposed_communication": 0.1,
+    "channels_last": 0.05,
+    "launch_bound_small_kernels": 0.5,
+    "low_occupancy": 25.0,
+}
 
 
 @pytest.mark.parametrize("rule", sorted(CASES))
@@ -181,10 +262,19 @@ def test_past_threshold_finding(tmp_path: Path, rule: str) -> None:
 
 def test_values_just_past(tmp_path: Path) -> None:
     """The measured values of the hand-made "past" cases, computed by hand from the events above."""
-    expected = {"dataloader_bound": 51 / 1000, "host_bound": 499 / 1000, "low_utilization_windows": 499 / 1000,
-                "gpu_gaps": 1001.0, "exposed_communication": 101 / 1000, "channels_last": 51 / 1001,
-                "launch_bound_small_kernels": 3 / 5, "low_occupancy": 15 / 64 * 100, "unfused_attention": 17,
-                "pageable_memcpy": 1, "sync_in_loop": 0.5}
+    expected = {
+        "dataloader_bound": 51 / 1000,
+        "host_bound": 499 / 1000,
+        "low_utilization_windows": 499 / 1000,
+        "gpu_gaps": 1001.0,
+        "exposed_communication": 101 / 1000,
+        "channels_last": 51 / 1001,
+        "launch_bound_small_kernels": 3 / 5,
+        "low_occupancy": 15 / 64 * 100,
+        "unfused_attention": 17,
+        "pageable_memcpy": 1,
+        "sync_in_loop": 0.5,
+    }
     for rule, value in expected.items():
         found, _ = run(tmp_path, CASES[rule](True), rule)
         assert found is not None and found.value == pytest.approx(value), rule

@@ -46,11 +46,20 @@ def cpu_compile_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Captured once per session, in a child process (torch.compile on the CPU builds C++ with gcc: slow)."""
     pytest.importorskip("torch", reason="torch is an optional extra (pip install opscope[torch])")
     folder = tmp_path_factory.mktemp("compile-cpu")
-    env = {**os.environ, "TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE": "1",
-           "TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor-cache"),
-           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", CAPTURE, str(folder / "logs")], env=env, capture_output=True,
-                          text=True, timeout=600, check=False)
+    env = {
+        **os.environ,
+        "TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE": "1",
+        "TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor-cache"),
+        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", CAPTURE, str(folder / "logs")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     if done.returncode != 0:
         pytest.fail(f"capture failed: {done.stderr[-2000:]}")
     return Path(done.stdout.strip().splitlines()[-1])
@@ -80,7 +89,9 @@ def test_corpus_compiled_trace(cli) -> None:
     triton = [e for e in events if e.get("cat") == "kernel" and e["name"].startswith("triton_")]
     code, data = check_json(cli, path)
     assert code == 0 and data["schema"] == "opscope.compile/1"
-    assert [r["name"] for r in data["regions"]] == [r["name"] for r in regions] == ["Torch-Compiled Region: 0/0"]
+    assert (
+        [r["name"] for r in data["regions"]] == [r["name"] for r in regions] == ["Torch-Compiled Region: 0/0"]
+    )
     assert data["graph_breaks"] == 0 and data["recompiles"] == 0 and data["frames"] == [0]
     assert sorted(k["name"] for k in data["fused_kernels"]) == sorted(e["name"] for e in triton)
     total = {k["name"]: k["total_us"] for k in data["fused_kernels"]}
@@ -127,8 +138,16 @@ def test_cpu_capture_graph_break_and_recompile(cli, cpu_compile_trace: Path) -> 
 
 
 def test_cpu_capture_gates(cli, cpu_compile_trace: Path) -> None:
-    code, data = check_json(cli, cpu_compile_trace, "--max-graph-breaks", "0", "--max-recompiles", "0",
-                            "--expect-fused", "relu,sigmoid")
+    code, data = check_json(
+        cli,
+        cpu_compile_trace,
+        "--max-graph-breaks",
+        "0",
+        "--max-recompiles",
+        "0",
+        "--expect-fused",
+        "relu,sigmoid",
+    )
     assert code == 1
     assert len(data["violations"]) == 2 and "graph breaks" in data["violations"][0]
     assert check_json(cli, cpu_compile_trace, "--max-graph-breaks", "5", "--max-recompiles", "5")[0] == 0

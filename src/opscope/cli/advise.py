@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from opscope.cli.common import add_input_args, add_output_args, add_selection_args, add_steps_arg, emit, load_trace
+from opscope.cli.common import (
+    add_input_args,
+    add_output_args,
+    add_selection_args,
+    add_steps_arg,
+    emit,
+    load_trace,
+)
 
 NAME = "advise"
 LEVELS = ("info", "warn", "crit")
@@ -14,11 +21,21 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_input_args(parser)
     add_selection_args(parser)
     add_steps_arg(parser)
-    parser.add_argument("--rules", default=None, metavar="FILE",
-                        help="TOML file of thresholds: [rules.<id>] threshold = N, enabled = false")
-    parser.add_argument("--list-rules", action="store_true", help="list the rules and their thresholds, then exit")
-    parser.add_argument("--fail-on", choices=("warn", "crit"), default=None,
-                        help="exit 1 when a finding of this severity or worse exists (for CI)")
+    parser.add_argument(
+        "--rules",
+        default=None,
+        metavar="FILE",
+        help="TOML file of thresholds: [rules.<id>] threshold = N, enabled = false",
+    )
+    parser.add_argument(
+        "--list-rules", action="store_true", help="list the rules and their thresholds, then exit"
+    )
+    parser.add_argument(
+        "--fail-on",
+        choices=("warn", "crit"),
+        default=None,
+        help="exit 1 when a finding of this severity or worse exists (for CI)",
+    )
     add_output_args(parser, formats=("table", "json", "markdown", "csv"))
 
 

@@ -12,10 +12,18 @@ NAME = "compile-check"
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_input_args(parser)
     add_top_arg(parser, default=20)
-    parser.add_argument("--expect-fused", default=None, metavar="OP[,OP...]",
-                        help="exit 1 unless every listed op appears in some Inductor kernel (e.g. add,mul,silu)")
-    parser.add_argument("--max-graph-breaks", type=int, default=None, metavar="N", help="exit 1 above N graph breaks")
-    parser.add_argument("--max-recompiles", type=int, default=None, metavar="N", help="exit 1 above N recompiles")
+    parser.add_argument(
+        "--expect-fused",
+        default=None,
+        metavar="OP[,OP...]",
+        help="exit 1 unless every listed op appears in some Inductor kernel (e.g. add,mul,silu)",
+    )
+    parser.add_argument(
+        "--max-graph-breaks", type=int, default=None, metavar="N", help="exit 1 above N graph breaks"
+    )
+    parser.add_argument(
+        "--max-recompiles", type=int, default=None, metavar="N", help="exit 1 above N recompiles"
+    )
     add_output_args(parser, formats=("table", "json", "markdown"))
 
 

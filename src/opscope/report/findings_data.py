@@ -11,7 +11,8 @@ from opscope.model.trace import Trace
 from opscope.report.advice_view import findings_data
 
 
-def report_findings(trace: Trace, linkage: Linkage, devices: tuple[int, ...] | None,
-                    streams: tuple[int, ...] | None) -> list[dict[str, Any]]:
+def report_findings(
+    trace: Trace, linkage: Linkage, devices: tuple[int, ...] | None, streams: tuple[int, ...] | None
+) -> list[dict[str, Any]]:
     result = analyze(trace, AnalyzeOptions(devices=devices, streams=streams), linkage)
     return findings_data(result.advice)

@@ -9,21 +9,86 @@ from typing import Final
 
 # "graph_0_": the prefix Inductor's C++ kernel profile puts before the kernel name on a CPU run
 FUSED_KERNEL: Final = r"^(?:graph_\d+_)?(triton_(poi|red|per|tem)|cpp)_fused_"
-KINDS: Final[dict[str, str]] = {"poi": "pointwise", "red": "reduction", "per": "persistent_reduction",
-                                "tem": "template", "cpp": "cpp"}
-MULTI_WORD: Final[tuple[str, ...]] = tuple(sorted((
-    "unsafe_view", "_unsafe_view", "native_layer_norm", "native_batch_norm", "native_group_norm", "layer_norm",
-    "group_norm", "batch_norm", "_to_copy", "to_copy", "log_softmax", "_log_softmax", "_softmax", "index_select",
-    "embedding_dense_backward", "scatter_add", "slice_scatter", "select_scatter", "constant_pad_nd", "new_zeros",
-    "new_ones", "new_empty", "full_like", "zeros_like", "ones_like", "empty_like", "clamp_min", "clamp_max",
-    "sigmoid_backward", "threshold_backward", "tanh_backward", "gelu_backward", "silu_backward", "native_dropout",
-    "rand_like", "randn_like", "masked_fill", "index_put", "_native_batch_norm_legit_functional",
-    "_native_batch_norm_legit_no_training", "convolution_backward", "max_pool2d_with_indices", "avg_pool2d",
-    "adaptive_avg_pool2d", "upsample_nearest2d", "upsample_bilinear2d", "bitwise_and", "bitwise_or",
-    "bitwise_not", "logical_and", "logical_or", "logical_not", "where_self", "scalar_tensor", "lift_fresh",
-    "nll_loss_forward", "nll_loss_backward", "_log_softmax_backward_data", "_softmax_backward_data",
-    "leaky_relu", "hardtanh", "addcmul", "addcdiv", "mul_tensor", "add_tensor",
-), key=len, reverse=True))
+KINDS: Final[dict[str, str]] = {
+    "poi": "pointwise",
+    "red": "reduction",
+    "per": "persistent_reduction",
+    "tem": "template",
+    "cpp": "cpp",
+}
+MULTI_WORD: Final[tuple[str, ...]] = tuple(
+    sorted(
+        (
+            "unsafe_view",
+            "_unsafe_view",
+            "native_layer_norm",
+            "native_batch_norm",
+            "native_group_norm",
+            "layer_norm",
+            "group_norm",
+            "batch_norm",
+            "_to_copy",
+            "to_copy",
+            "log_softmax",
+            "_log_softmax",
+            "_softmax",
+            "index_select",
+            "embedding_dense_backward",
+            "scatter_add",
+            "slice_scatter",
+            "select_scatter",
+            "constant_pad_nd",
+            "new_zeros",
+            "new_ones",
+            "new_empty",
+            "full_like",
+            "zeros_like",
+            "ones_like",
+            "empty_like",
+            "clamp_min",
+            "clamp_max",
+            "sigmoid_backward",
+            "threshold_backward",
+            "tanh_backward",
+            "gelu_backward",
+            "silu_backward",
+            "native_dropout",
+            "rand_like",
+            "randn_like",
+            "masked_fill",
+            "index_put",
+            "_native_batch_norm_legit_functional",
+            "_native_batch_norm_legit_no_training",
+            "convolution_backward",
+            "max_pool2d_with_indices",
+            "avg_pool2d",
+            "adaptive_avg_pool2d",
+            "upsample_nearest2d",
+            "upsample_bilinear2d",
+            "bitwise_and",
+            "bitwise_or",
+            "bitwise_not",
+            "logical_and",
+            "logical_or",
+            "logical_not",
+            "where_self",
+            "scalar_tensor",
+            "lift_fresh",
+            "nll_loss_forward",
+            "nll_loss_backward",
+            "_log_softmax_backward_data",
+            "_softmax_backward_data",
+            "leaky_relu",
+            "hardtanh",
+            "addcmul",
+            "addcdiv",
+            "mul_tensor",
+            "add_tensor",
+        ),
+        key=len,
+        reverse=True,
+    )
+)
 
 
 def is_fused_kernel(name: str) -> bool:
@@ -42,15 +107,17 @@ def fused_ops(name: str) -> tuple[str, ...]:
     match = re.match(FUSED_KERNEL, name)
     if match is None:
         return ()
-    body = re.sub(r"_\d+$", "", name[match.end():])
+    body = re.sub(r"_\d+$", "", name[match.end() :])
     ops: list[str] = []
     rest = body
     while rest:
-        rest = rest.lstrip("_") if not any(rest.startswith(m) for m in MULTI_WORD if m.startswith("_")) else rest
+        rest = (
+            rest.lstrip("_") if not any(rest.startswith(m) for m in MULTI_WORD if m.startswith("_")) else rest
+        )
         for word in MULTI_WORD:
             if rest.startswith(word) and (len(rest) == len(word) or rest[len(word)] == "_"):
                 ops.append(word.lstrip("_"))
-                rest = rest[len(word):]
+                rest = rest[len(word) :]
                 break
         else:
             word, _, rest = rest.partition("_")

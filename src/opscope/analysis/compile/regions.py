@@ -80,7 +80,8 @@ def _regions(linkage: Linkage, trace: Trace) -> pl.DataFrame:
     scopes = linkage.scopes.with_columns(pl.col(Col.NAME).cast(pl.String))
     found = scopes.filter(pl.col(Col.NAME).str.contains(REGION)).with_columns(
         pl.col(Col.NAME).str.extract(REGION, 1).cast(pl.Int64).alias("frame"),
-        pl.col(Col.NAME).str.extract(REGION, 2).cast(pl.Int64).alias("compile_id"))
+        pl.col(Col.NAME).str.extract(REGION, 2).cast(pl.Int64).alias("compile_id"),
+    )
     rows = set(found[ROW].to_list())
     parents = dict(zip(scopes[ROW].to_list(), scopes["parent_row"].to_list(), strict=True))
 
@@ -104,7 +105,8 @@ def _regions(linkage: Linkage, trace: Trace) -> pl.DataFrame:
 
     return found.with_columns(
         pl.col(ROW).map_elements(nested, return_dtype=pl.Boolean).alias("nested"),
-        pl.col(Col.TS_NS).map_elements(step_of, return_dtype=pl.Int64).alias("step"))
+        pl.col(Col.TS_NS).map_elements(step_of, return_dtype=pl.Int64).alias("step"),
+    )
 
 
 def compile_check(trace: Trace, linkage: Linkage | None = None) -> CompileCheck:
@@ -112,15 +114,29 @@ def compile_check(trace: Trace, linkage: Linkage | None = None) -> CompileCheck:
     regions = _regions(linked, trace)
     gpu = linked.gpu.with_columns(pl.col(Col.NAME).cast(pl.String), pl.col("op_name").cast(pl.String))
     region_rows = regions[ROW].to_list()
-    inside = gpu.select(ROW, "stack").drop_nulls("stack").explode("stack").filter(
-        pl.col("stack").is_in(region_rows))
-    per_region = inside.join(gpu.select(ROW, Col.DUR_NS), on=ROW).group_by("stack").agg(pl.col(Col.DUR_NS).sum())
+    inside = (
+        gpu.select(ROW, "stack")
+        .drop_nulls("stack")
+        .explode("stack")
+        .filter(pl.col("stack").is_in(region_rows))
+    )
+    per_region = (
+        inside.join(gpu.select(ROW, Col.DUR_NS), on=ROW).group_by("stack").agg(pl.col(Col.DUR_NS).sum())
+    )
     region_ns = dict(zip(per_region["stack"].to_list(), per_region[Col.DUR_NS].to_list(), strict=True))
     out_regions = tuple(
-        Region(name=r[Col.NAME], frame=int(r["frame"]), compile_id=int(r["compile_id"]), start_ns=int(r[Col.TS_NS]),
-               dur_ns=int(r[Col.DUR_NS] or 0), step=r["step"], nested=bool(r["nested"]),
-               gpu_ns=int(region_ns.get(r[ROW], 0)))
-        for r in regions.sort(Col.TS_NS).iter_rows(named=True))
+        Region(
+            name=r[Col.NAME],
+            frame=int(r["frame"]),
+            compile_id=int(r["compile_id"]),
+            start_ns=int(r[Col.TS_NS]),
+            dur_ns=int(r[Col.DUR_NS] or 0),
+            step=r["step"],
+            nested=bool(r["nested"]),
+            gpu_ns=int(region_ns.get(r[ROW], 0)),
+        )
+        for r in regions.sort(Col.TS_NS).iter_rows(named=True)
+    )
     counts: dict[int | None, int] = {}
     for reg in out_regions:
         if not reg.nested:
@@ -128,17 +144,28 @@ def compile_check(trace: Trace, linkage: Linkage | None = None) -> CompileCheck:
     frames = tuple(sorted({r.frame for r in out_regions}))
     in_region = gpu.join(inside.select(ROW).unique(), on=ROW, how="semi")
     compiled_ns = int(in_region[Col.DUR_NS].sum() or 0) if in_region.height else 0
-    eager = (in_region.filter(~pl.col(Col.NAME).str.contains(FUSED_KERNEL) & (pl.col(Col.KIND) == Kind.KERNEL))
-             .group_by(Col.NAME, "op_name").agg(pl.len().alias("calls"), pl.col(Col.DUR_NS).sum())
-             .sort([Col.DUR_NS, Col.NAME], descending=[True, False]))
+    eager = (
+        in_region.filter(~pl.col(Col.NAME).str.contains(FUSED_KERNEL) & (pl.col(Col.KIND) == Kind.KERNEL))
+        .group_by(Col.NAME, "op_name")
+        .agg(pl.len().alias("calls"), pl.col(Col.DUR_NS).sum())
+        .sort([Col.DUR_NS, Col.NAME], descending=[True, False])
+    )
     return CompileCheck(
-        path=trace.path, regions=out_regions, regions_per_step=tuple(sorted(counts.items(), key=lambda kv: (
-            kv[0] is None, kv[0] or 0))),
-        frames=frames, graph_breaks=max(0, len(frames) - 1), nested_regions=sum(r.nested for r in out_regions),
+        path=trace.path,
+        regions=out_regions,
+        regions_per_step=tuple(sorted(counts.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))),
+        frames=frames,
+        graph_breaks=max(0, len(frames) - 1),
+        nested_regions=sum(r.nested for r in out_regions),
         recompiles=len({(r.frame, r.compile_id) for r in out_regions if r.compile_id > 0}),
-        fused=_fused(trace, gpu), compiled_gpu_ns=compiled_ns, gpu_ns=int(gpu[Col.DUR_NS].sum() or 0),
-        eager_in_regions=tuple(EagerKernel(name=r[Col.NAME], op=r["op_name"], calls=int(r["calls"]),
-                                           total_ns=int(r[Col.DUR_NS])) for r in eager.iter_rows(named=True)))
+        fused=_fused(trace, gpu),
+        compiled_gpu_ns=compiled_ns,
+        gpu_ns=int(gpu[Col.DUR_NS].sum() or 0),
+        eager_in_regions=tuple(
+            EagerKernel(name=r[Col.NAME], op=r["op_name"], calls=int(r["calls"]), total_ns=int(r[Col.DUR_NS]))
+            for r in eager.iter_rows(named=True)
+        ),
+    )
 
 
 def _fused(trace: Trace, gpu: pl.DataFrame) -> tuple[FusedKernel, ...]:
@@ -146,15 +173,31 @@ def _fused(trace: Trace, gpu: pl.DataFrame) -> tuple[FusedKernel, ...]:
     kernels = gpu.filter((pl.col(Col.KIND) == Kind.KERNEL) & pl.col(Col.NAME).str.contains(FUSED_KERNEL))
     on_gpu = kernels.height > 0
     if not on_gpu:
-        kernels = (trace.lazy().filter(pl.col(Col.KIND).is_in([Kind.CPU_OP, Kind.USER_ANNOTATION])
-                                       & pl.col(Col.DUR_NS).is_not_null())
-                   .select(pl.col(Col.NAME).cast(pl.String), Col.DUR_NS).collect()
-                   .filter(pl.col(Col.NAME).str.contains(FUSED_KERNEL)))
-    groups = kernels.group_by(Col.NAME).agg(pl.len().alias("calls"), pl.col(Col.DUR_NS).sum()).sort(
-        [Col.DUR_NS, Col.NAME], descending=[True, False])
-    return tuple(FusedKernel(name=r[Col.NAME], kind=kernel_kind(r[Col.NAME]), ops=fused_ops(r[Col.NAME]),
-                             calls=int(r["calls"]), total_ns=int(r[Col.DUR_NS] or 0), on_gpu=on_gpu)
-                 for r in groups.iter_rows(named=True))
+        kernels = (
+            trace.lazy()
+            .filter(
+                pl.col(Col.KIND).is_in([Kind.CPU_OP, Kind.USER_ANNOTATION]) & pl.col(Col.DUR_NS).is_not_null()
+            )
+            .select(pl.col(Col.NAME).cast(pl.String), Col.DUR_NS)
+            .collect()
+            .filter(pl.col(Col.NAME).str.contains(FUSED_KERNEL))
+        )
+    groups = (
+        kernels.group_by(Col.NAME)
+        .agg(pl.len().alias("calls"), pl.col(Col.DUR_NS).sum())
+        .sort([Col.DUR_NS, Col.NAME], descending=[True, False])
+    )
+    return tuple(
+        FusedKernel(
+            name=r[Col.NAME],
+            kind=kernel_kind(r[Col.NAME]),
+            ops=fused_ops(r[Col.NAME]),
+            calls=int(r["calls"]),
+            total_ns=int(r[Col.DUR_NS] or 0),
+            on_gpu=on_gpu,
+        )
+        for r in groups.iter_rows(named=True)
+    )
 
 
 def missing_fused(result: CompileCheck, expected: tuple[str, ...]) -> tuple[str, ...]:

@@ -33,51 +33,82 @@ def attention_chains(ctx: RuleContext, threshold: float) -> Hit | None:
     ops = ctx.ops
     if ops.height == 0 or ctx.gpu_total_ns == 0:
         return None
-    family = pl.when(pl.col(Col.NAME).is_in(MATMULS)).then(pl.lit("mm")).when(
-        pl.col(Col.NAME).is_in(SOFTMAXES)).then(pl.lit("sm")).otherwise(None)
+    family = (
+        pl.when(pl.col(Col.NAME).is_in(MATMULS))
+        .then(pl.lit("mm"))
+        .when(pl.col(Col.NAME).is_in(SOFTMAXES))
+        .then(pl.lit("sm"))
+        .otherwise(None)
+    )
     keyed = ops.with_columns(family.alias("_fam")).filter(pl.col("_fam").is_not_null())
     if keyed.filter(pl.col("_fam") == "sm").height == 0:
         return Hit(value=0, time_at_stake_ns=0)
     parents = keyed.select(pl.col(ROW).alias("op_parent_row"), pl.col("_fam").alias("_pfam"))
     keyed = keyed.join(parents, on="op_parent_row", how="left").filter(
-        pl.col("_pfam").is_null() | (pl.col("_pfam") != pl.col("_fam")))  # outermost of its family
+        pl.col("_pfam").is_null() | (pl.col("_pfam") != pl.col("_fam"))
+    )  # outermost of its family
     keyed = keyed.sort([Col.PID, Col.TID, Col.TS_NS]).with_columns(
         pl.col("_fam").shift(1).over([Col.PID, Col.TID]).alias("_before"),
         pl.col("_fam").shift(-1).over([Col.PID, Col.TID]).alias("_after"),
         pl.col(ROW).shift(1).over([Col.PID, Col.TID]).alias("_mm1"),
-        pl.col(ROW).shift(-1).over([Col.PID, Col.TID]).alias("_mm2"))
+        pl.col(ROW).shift(-1).over([Col.PID, Col.TID]).alias("_mm2"),
+    )
     chains = keyed.filter((pl.col("_fam") == "sm") & (pl.col("_before") == "mm") & (pl.col("_after") == "mm"))
-    chains = chains.with_columns(pl.col(Col.INPUT_DIMS).map_elements(_score_length, return_dtype=pl.Int64)
-                                 .alias("_s")).filter(pl.col("_s").is_not_null())
+    chains = chains.with_columns(
+        pl.col(Col.INPUT_DIMS).map_elements(_score_length, return_dtype=pl.Int64).alias("_s")
+    ).filter(pl.col("_s").is_not_null())
     if chains.height == 0:
         return Hit(value=0, time_at_stake_ns=0)
     under = ctx.gpu_ns_under(pl.concat([chains[ROW], chains["_mm1"], chains["_mm2"]]))
     ns = dict(zip(under[ROW].to_list(), under["gpu_ns"].to_list(), strict=True))
     chains = chains.with_columns(
-        (pl.col(ROW).replace_strict(ns, default=0) + pl.col("_mm1").replace_strict(ns, default=0)
-         + pl.col("_mm2").replace_strict(ns, default=0)).alias("_ns"),
-        pl.col(ROW).replace_strict(ns, default=0).alias("_softmax_ns"))
+        (
+            pl.col(ROW).replace_strict(ns, default=0)
+            + pl.col("_mm1").replace_strict(ns, default=0)
+            + pl.col("_mm2").replace_strict(ns, default=0)
+        ).alias("_ns"),
+        pl.col(ROW).replace_strict(ns, default=0).alias("_softmax_ns"),
+    )
     chains = chains.filter(pl.col("_s") > threshold)
     if chains.height == 0:
         return Hit(value=0, time_at_stake_ns=0)
-    groups = (chains.group_by(Col.INPUT_DIMS).agg(pl.len().alias("calls"), pl.col("_s").first(),
-                                                  pl.col("_ns").sum(), pl.col("_softmax_ns").sum())
-              .sort(["_ns", Col.INPUT_DIMS], descending=[True, False]))
-    evidence = tuple({"softmax_input_dims": json.loads(r[Col.INPUT_DIMS])[0], "S": r["_s"], "chains": r["calls"],
-                      "time_us": round(r["_ns"] / 1e3, 3), "softmax_time_us": round(r["_softmax_ns"] / 1e3, 3)}
-                     for r in groups.head(MAX_EVIDENCE).iter_rows(named=True))
+    groups = (
+        chains.group_by(Col.INPUT_DIMS)
+        .agg(pl.len().alias("calls"), pl.col("_s").first(), pl.col("_ns").sum(), pl.col("_softmax_ns").sum())
+        .sort(["_ns", Col.INPUT_DIMS], descending=[True, False])
+    )
+    evidence = tuple(
+        {
+            "softmax_input_dims": json.loads(r[Col.INPUT_DIMS])[0],
+            "S": r["_s"],
+            "chains": r["calls"],
+            "time_us": round(r["_ns"] / 1e3, 3),
+            "softmax_time_us": round(r["_softmax_ns"] / 1e3, 3),
+        }
+        for r in groups.head(MAX_EVIDENCE).iter_rows(named=True)
+    )
     total = int(chains["_ns"].sum())
     longest = int(chains["_s"].max())  # type: ignore[arg-type]
-    return Hit(value=longest, time_at_stake_ns=total, evidence=evidence,
-               detail=f"{chains.height:,} matmul -> softmax -> matmul chains, S up to {longest}")
+    return Hit(
+        value=longest,
+        time_at_stake_ns=total,
+        evidence=evidence,
+        detail=f"{chains.height:,} matmul -> softmax -> matmul chains, S up to {longest}",
+    )
 
 
 RULES = (
-    Rule(id="unfused_attention", title="Attention computed unfused (matmul -> softmax -> matmul)",
-         source="pytorch", metric="score length S of the [..., S, S] softmax", threshold=16, direction=ABOVE,
-         basis=GPU_TIME,
-         advice="Use torch.nn.functional.scaled_dot_product_attention (FlashAttention / memory-efficient "
-                "kernels) or FlashAttention directly: it never writes the S x S score matrix to memory "
-                "(transformers: attn_implementation='sdpa' or 'flash_attention_2').",
-         check=attention_chains),
+    Rule(
+        id="unfused_attention",
+        title="Attention computed unfused (matmul -> softmax -> matmul)",
+        source="pytorch",
+        metric="score length S of the [..., S, S] softmax",
+        threshold=16,
+        direction=ABOVE,
+        basis=GPU_TIME,
+        advice="Use torch.nn.functional.scaled_dot_product_attention (FlashAttention / memory-efficient "
+        "kernels) or FlashAttention directly: it never writes the S x S score matrix to memory "
+        "(transformers: attn_implementation='sdpa' or 'flash_attention_2').",
+        check=attention_chains,
+    ),
 )

@@ -59,21 +59,38 @@ class RuleContext:
     def ops(self) -> pl.DataFrame:
         """CPU ops (row, name as text, tid, ts_ns, dur_ns, input_dims, input_types, op_parent_row)."""
         scopes = self.linkage.scopes.filter(pl.col(Col.KIND) == Kind.CPU_OP)
-        types = (self.trace.lazy().with_row_index(ROW).filter(pl.col(Col.KIND) == Kind.CPU_OP)
-                 .select(pl.col(ROW).cast(pl.Int64), pl.col(Col.INPUT_TYPES).cast(pl.String)).collect())
-        return scopes.select(ROW, pl.col(Col.NAME).cast(pl.String), Col.PID, Col.TID, Col.TS_NS, Col.DUR_NS,
-                             pl.col(Col.INPUT_DIMS).cast(pl.String), "op_parent_row").join(
-            types, on=ROW, how="left")
+        types = (
+            self.trace.lazy()
+            .with_row_index(ROW)
+            .filter(pl.col(Col.KIND) == Kind.CPU_OP)
+            .select(pl.col(ROW).cast(pl.Int64), pl.col(Col.INPUT_TYPES).cast(pl.String))
+            .collect()
+        )
+        return scopes.select(
+            ROW,
+            pl.col(Col.NAME).cast(pl.String),
+            Col.PID,
+            Col.TID,
+            Col.TS_NS,
+            Col.DUR_NS,
+            pl.col(Col.INPUT_DIMS).cast(pl.String),
+            "op_parent_row",
+        ).join(types, on=ROW, how="left")
 
     def gpu_ns_under(self, rows: pl.Series) -> pl.DataFrame:
         """For each op row in `rows`: GPU time (ns, clipped to the window) and kernel names of the GPU work
         launched inside it, at any depth. Columns: row, gpu_ns, kernels (list of names)."""
         clipped = self.clipped.select(ROW, Col.NAME, (pl.col(E) - pl.col(S)).alias("_ns"))
-        stacks = self.linkage.gpu.select(pl.col(ROW).alias("_gpu"), "stack").drop_nulls("stack").explode("stack")
+        stacks = (
+            self.linkage.gpu.select(pl.col(ROW).alias("_gpu"), "stack").drop_nulls("stack").explode("stack")
+        )
         wanted = stacks.join(pl.DataFrame({"stack": rows.cast(pl.Int64)}).unique(), on="stack", how="semi")
         joined = wanted.join(clipped.rename({ROW: "_gpu"}), on="_gpu", how="inner")
-        return joined.group_by("stack").agg(pl.col("_ns").sum().alias("gpu_ns"),
-                                            pl.col(Col.NAME).unique().alias("kernels")).rename({"stack": ROW})
+        return (
+            joined.group_by("stack")
+            .agg(pl.col("_ns").sum().alias("gpu_ns"), pl.col(Col.NAME).unique().alias("kernels"))
+            .rename({"stack": ROW})
+        )
 
     @functools.cached_property
     def idle_gaps(self) -> pl.DataFrame:
@@ -97,16 +114,32 @@ class RuleContext:
         scopes = self.linkage.scopes
         steps = scopes.filter(pl.col(Col.NAME).cast(pl.String).str.contains(STEP_NAME))[ROW]
         under_step = pl.col("op_parent_row").is_null() | pl.col("op_parent_row").is_in(steps.to_list())
-        ops = scopes.filter(pl.col(Col.KIND).is_in([Kind.CPU_OP, Kind.USER_ANNOTATION]) & under_step
-                            & ~pl.col(Col.NAME).cast(pl.String).str.contains(STEP_NAME)).select(
-            pl.col(Col.NAME).cast(pl.String), pl.col(Col.TS_NS).alias(S),
-            (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(E))
+        ops = scopes.filter(
+            pl.col(Col.KIND).is_in([Kind.CPU_OP, Kind.USER_ANNOTATION])
+            & under_step
+            & ~pl.col(Col.NAME).cast(pl.String).str.contains(STEP_NAME)
+        ).select(
+            pl.col(Col.NAME).cast(pl.String),
+            pl.col(Col.TS_NS).alias(S),
+            (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(E),
+        )
         if ops.height == 0:
             return []
         # the 200 longest gaps carry the story; a cross join over them stays small
-        longest = gaps.with_columns((pl.col(E) - pl.col(S)).alias("_len")).sort("_len", descending=True).head(200)
+        longest = (
+            gaps.with_columns((pl.col(E) - pl.col(S)).alias("_len")).sort("_len", descending=True).head(200)
+        )
         cross = ops.join(longest.select(pl.col(S).alias("_gs"), pl.col(E).alias("_ge")), how="cross")
         overlap = (pl.min_horizontal(E, "_ge") - pl.max_horizontal(S, "_gs")).clip(lower_bound=0)
-        best = (cross.with_columns(overlap.alias("_ov")).filter(pl.col("_ov") > 0).group_by(Col.NAME)
-                .agg(pl.col("_ov").sum()).sort(["_ov", Col.NAME], descending=[True, False]).head(top))
-        return [{"cpu_op": r[Col.NAME], "overlap_us": round(r["_ov"] / 1e3, 3)} for r in best.iter_rows(named=True)]
+        best = (
+            cross.with_columns(overlap.alias("_ov"))
+            .filter(pl.col("_ov") > 0)
+            .group_by(Col.NAME)
+            .agg(pl.col("_ov").sum())
+            .sort(["_ov", Col.NAME], descending=[True, False])
+            .head(top)
+        )
+        return [
+            {"cpu_op": r[Col.NAME], "overlap_us": round(r["_ov"] / 1e3, 3)}
+            for r in best.iter_rows(named=True)
+        ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from opscope.analysis.rules.context import E, S, RuleContext
+from opscope.analysis.rules.context import E, RuleContext, S
 from opscope.analysis.rules.model import ABOVE, GPU_TIME, MAX_EVIDENCE, Hit, Rule
 from opscope.analysis.timeline.activity import LAUNCH_NAME, LAUNCH_OP
 from opscope.analysis.timeline.memcpy import direction, host_memory
@@ -20,16 +20,28 @@ def pageable_copies(ctx: RuleContext, threshold: float) -> Hit | None:
     found = copies.filter(pl.col(Col.NAME).is_in(pageable))
     if found.height == 0:
         return Hit(value=0, time_at_stake_ns=0)
-    groups = (found.with_columns((pl.col(E) - pl.col(S)).alias("_ns"),
-                                 pl.col(LAUNCH_NAME).fill_null("(launch not in trace)"),
-                                 pl.col(LAUNCH_OP).fill_null("(no op)"))
-              .group_by(Col.NAME, LAUNCH_NAME, LAUNCH_OP)
-              .agg(pl.len().alias("calls"), pl.col(Col.BYTES).sum().alias("bytes"), pl.col("_ns").sum())
-              .sort(["_ns", Col.NAME], descending=[True, False]))
-    evidence = tuple({"copy": r[Col.NAME], "launch_call": r[LAUNCH_NAME], "op": r[LAUNCH_OP], "calls": r["calls"],
-                      "bytes": int(r["bytes"] or 0), "time_us": round(r["_ns"] / 1e3, 3),
-                      "async": "Async" in (r[LAUNCH_NAME] or "")}
-                     for r in groups.head(MAX_EVIDENCE).iter_rows(named=True))
+    groups = (
+        found.with_columns(
+            (pl.col(E) - pl.col(S)).alias("_ns"),
+            pl.col(LAUNCH_NAME).fill_null("(launch not in trace)"),
+            pl.col(LAUNCH_OP).fill_null("(no op)"),
+        )
+        .group_by(Col.NAME, LAUNCH_NAME, LAUNCH_OP)
+        .agg(pl.len().alias("calls"), pl.col(Col.BYTES).sum().alias("bytes"), pl.col("_ns").sum())
+        .sort(["_ns", Col.NAME], descending=[True, False])
+    )
+    evidence = tuple(
+        {
+            "copy": r[Col.NAME],
+            "launch_call": r[LAUNCH_NAME],
+            "op": r[LAUNCH_OP],
+            "calls": r["calls"],
+            "bytes": int(r["bytes"] or 0),
+            "time_us": round(r["_ns"] / 1e3, 3),
+            "async": "Async" in (r[LAUNCH_NAME] or ""),
+        }
+        for r in groups.head(MAX_EVIDENCE).iter_rows(named=True)
+    )
     total = int(groups["_ns"].sum())
     n_async = int(groups.filter(pl.col(LAUNCH_NAME).str.contains("Async"))["calls"].sum())
     detail = f"{found.height:,} copies, {int(found[Col.BYTES].fill_null(0).sum()):,} bytes"
@@ -39,10 +51,17 @@ def pageable_copies(ctx: RuleContext, threshold: float) -> Hit | None:
 
 
 RULES = (
-    Rule(id="pageable_memcpy", title="Memory copies to or from pageable host memory", source="nsys",
-         metric="pageable copies", threshold=0, direction=ABOVE, basis=GPU_TIME,
-         advice="Pin the host memory (DataLoader(pin_memory=True), tensor.pin_memory()) and copy with "
-                "non_blocking=True: pageable copies go through a staging buffer and block the host, even when "
-                "issued with cudaMemcpyAsync.",
-         check=pageable_copies),
+    Rule(
+        id="pageable_memcpy",
+        title="Memory copies to or from pageable host memory",
+        source="nsys",
+        metric="pageable copies",
+        threshold=0,
+        direction=ABOVE,
+        basis=GPU_TIME,
+        advice="Pin the host memory (DataLoader(pin_memory=True), tensor.pin_memory()) and copy with "
+        "non_blocking=True: pageable copies go through a staging buffer and block the host, even when "
+        "issued with cudaMemcpyAsync.",
+        check=pageable_copies,
+    ),
 )

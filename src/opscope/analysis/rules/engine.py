@@ -34,7 +34,9 @@ def parse_config(data: Mapping[str, Any], origin: str = "rules file") -> RuleCon
     section = data.get("rules", {})
     extra = sorted(set(data) - {"rules"})
     if extra or not isinstance(section, dict):
-        raise UsageError(f"{origin}: expected only [rules.<id>] tables, found {', '.join(extra) or 'rules = ...'}")
+        raise UsageError(
+            f"{origin}: expected only [rules.<id>] tables, found {', '.join(extra) or 'rules = ...'}"
+        )
     thresholds: dict[str, float] = {}
     disabled = set()
     for rule_id, values in section.items():
@@ -93,9 +95,22 @@ def evaluate(ctx: RuleContext, config: RuleConfig | None = None) -> Advice:
         basis = ctx.basis_ns(rule.basis)
         share = hit.time_at_stake_ns / basis if basis > 0 else 0.0
         title = f"{rule.title}: {hit.detail}" if hit.detail else rule.title
-        findings.append(Finding(
-            id=rule.id, severity=severity(share), title=title, time_at_stake_ns=hit.time_at_stake_ns,
-            share=share, metric=rule.metric, value=float(hit.value), threshold=threshold,
-            evidence=hit.evidence[:MAX_EVIDENCE], advice=rule.advice, source=rule.source))
+        findings.append(
+            Finding(
+                id=rule.id,
+                severity=severity(share),
+                title=title,
+                time_at_stake_ns=hit.time_at_stake_ns,
+                share=share,
+                metric=rule.metric,
+                value=float(hit.value),
+                threshold=threshold,
+                evidence=hit.evidence[:MAX_EVIDENCE],
+                advice=rule.advice,
+                source=rule.source,
+            )
+        )
     findings.sort(key=lambda f: (-f.time_at_stake_ns, f.id))
-    return Advice(findings=tuple(findings), rules_checked=tuple(checked), warnings=tuple(warnings + ctx.notes))
+    return Advice(
+        findings=tuple(findings), rules_checked=tuple(checked), warnings=tuple(warnings + ctx.notes)
+    )

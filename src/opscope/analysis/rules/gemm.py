@@ -10,18 +10,36 @@ import polars as pl
 
 from opscope.analysis.attribution.linking import ROW
 from opscope.analysis.kernels.categories import CATEGORY
-from opscope.analysis.kernels.launch_config import TENSOR_CORE_KERNEL
 from opscope.analysis.kernels.category_rules import CONVOLUTION, GEMM
-from opscope.analysis.rules.context import E, S, RuleContext
+from opscope.analysis.kernels.launch_config import TENSOR_CORE_KERNEL
+from opscope.analysis.rules.context import E, RuleContext, S
 from opscope.analysis.rules.model import ABOVE, GPU_TIME, MAX_EVIDENCE, Hit, Rule
 from opscope.model.schema import Col
 
-GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
-            "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution", "aten::_convolution",
-            "aten::cudnn_convolution", "aten::conv_transpose2d")
+GEMM_OPS = (
+    "aten::mm",
+    "aten::addmm",
+    "aten::bmm",
+    "aten::baddbmm",
+    "aten::matmul",
+    "aten::linear",
+    "aten::conv1d",
+    "aten::conv2d",
+    "aten::conv3d",
+    "aten::convolution",
+    "aten::_convolution",
+    "aten::cudnn_convolution",
+    "aten::conv_transpose2d",
+)
 HALF = ("c10::Half", "c10::BFloat16", "half", "bfloat16")
-BYTE = ("signed char", "c10::Float8_e4m3fn", "c10::Float8_e5m2", "c10::Float8_e4m3fnuz", "c10::Float8_e5m2fnuz",
-        "int8")
+BYTE = (
+    "signed char",
+    "c10::Float8_e4m3fn",
+    "c10::Float8_e5m2",
+    "c10::Float8_e4m3fnuz",
+    "c10::Float8_e5m2fnuz",
+    "int8",
+)
 TF32_KERNEL = re.compile(r"tf32", re.IGNORECASE)
 FP32_KERNEL = r"sgemm|scudnn|_s\d+gemm|<float\b|fp32|_f32_"
 HALF_KERNEL = r"half|bfloat16|__nv_bfloat|_bf16|_f16|_fp16|hgemm|hcudnn"
@@ -41,6 +59,7 @@ def alignment(dtype: str, tf32: bool) -> int | None:
 
 def gemm_dims(name: str, dims: list[Any]) -> tuple[int, list[tuple[str, int]]] | None:
     """(index of the input whose dtype decides, [(dimension label, size), ...]) for a GEMM / conv op."""
+
     def shape(i: int) -> list[int] | None:
         value = dims[i] if i < len(dims) else None
         return value if isinstance(value, list) and value and all(isinstance(v, int) for v in value) else None
@@ -87,7 +106,9 @@ def misaligned_gemms(ctx: RuleContext, threshold: float) -> Hit | None:
     if ops.height == 0 or ctx.gpu_total_ns == 0:
         return None
     gemm_rows = set(ops[ROW].to_list())
-    ops = ops.filter(~pl.col("op_parent_row").is_in(list(gemm_rows)).fill_null(False))  # outermost GEMM op only
+    ops = ops.filter(
+        ~pl.col("op_parent_row").is_in(list(gemm_rows)).fill_null(False)
+    )  # outermost GEMM op only
     under = ctx.gpu_ns_under(ops[ROW])
     ops = ops.join(under, on=ROW, how="inner")
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -107,10 +128,20 @@ def misaligned_gemms(ctx: RuleContext, threshold: float) -> Hit | None:
         if not bad:
             continue
         key = (r[Col.NAME], json.dumps(dims), dtype)
-        group = groups.setdefault(key, {"op": r[Col.NAME], "input_dims": dims, "dtype": dtype, "multiple_of": align,
-                                         "misaligned": {f"{label}": size for label, size in bad},
-                                         "pad_to": {label: -(-size // align) * align for label, size in bad},
-                                         "calls": 0, "gpu_ns": 0, "kernels": set()})
+        group = groups.setdefault(
+            key,
+            {
+                "op": r[Col.NAME],
+                "input_dims": dims,
+                "dtype": dtype,
+                "multiple_of": align,
+                "misaligned": {f"{label}": size for label, size in bad},
+                "pad_to": {label: -(-size // align) * align for label, size in bad},
+                "calls": 0,
+                "gpu_ns": 0,
+                "kernels": set(),
+            },
+        )
         group["calls"] += 1
         group["gpu_ns"] += int(r["gpu_ns"])
         group["kernels"].update(k for k in r["kernels"] if k)
@@ -118,12 +149,21 @@ def misaligned_gemms(ctx: RuleContext, threshold: float) -> Hit | None:
         return Hit(value=0, time_at_stake_ns=0)
     ordered = sorted(groups.values(), key=lambda g: (-g["gpu_ns"], g["op"], json.dumps(g["input_dims"])))
     total = sum(g["gpu_ns"] for g in ordered)
-    evidence = tuple({**{k: v for k, v in g.items() if k not in ("gpu_ns", "kernels")},
-                      "gpu_time_us": round(g["gpu_ns"] / 1e3, 3), "kernels": sorted(g["kernels"])[:3]}
-                     for g in ordered[:MAX_EVIDENCE])
+    evidence = tuple(
+        {
+            **{k: v for k, v in g.items() if k not in ("gpu_ns", "kernels")},
+            "gpu_time_us": round(g["gpu_ns"] / 1e3, 3),
+            "kernels": sorted(g["kernels"])[:3],
+        }
+        for g in ordered[:MAX_EVIDENCE]
+    )
     sizes = sorted({s for g in ordered for s in g["misaligned"].values()})
-    return Hit(value=total / ctx.gpu_total_ns, time_at_stake_ns=total, evidence=evidence,
-               detail=f"{len(ordered)} shapes; sizes {', '.join(map(str, sizes[:6]))}{' ...' if len(sizes) > 6 else ''}")
+    return Hit(
+        value=total / ctx.gpu_total_ns,
+        time_at_stake_ns=total,
+        evidence=evidence,
+        detail=f"{len(ordered)} shapes; sizes {', '.join(map(str, sizes[:6]))}{' ...' if len(sizes) > 6 else ''}",
+    )
 
 
 def has_tensor_cores(ctx: RuleContext) -> bool | None:
@@ -148,34 +188,60 @@ def fp32_gemms(ctx: RuleContext, threshold: float) -> Hit | None:
     if gemms.height == 0:
         return None
     tensor = pl.col(Col.NAME).str.contains("(?i)" + TENSOR_CORE_KERNEL)
-    fp32 = gemms.filter(~tensor & pl.col(Col.NAME).str.contains("(?i)" + FP32_KERNEL)
-                        & ~pl.col(Col.NAME).str.contains("(?i)" + HALF_KERNEL)
-                        & ~pl.col(Col.NAME).str.contains("(?i)" + LAYOUT_KERNEL))
+    fp32 = gemms.filter(
+        ~tensor
+        & pl.col(Col.NAME).str.contains("(?i)" + FP32_KERNEL)
+        & ~pl.col(Col.NAME).str.contains("(?i)" + HALF_KERNEL)
+        & ~pl.col(Col.NAME).str.contains("(?i)" + LAYOUT_KERNEL)
+    )
     tc_calls = gemms.filter(tensor).height
     if fp32.height == 0:
         return Hit(value=0, time_at_stake_ns=0)
-    groups = (fp32.with_columns((pl.col(E) - pl.col(S)).alias("_ns")).group_by(Col.NAME)
-              .agg(pl.len().alias("calls"), pl.col("_ns").sum()).sort(["_ns", Col.NAME], descending=[True, False]))
+    groups = (
+        fp32.with_columns((pl.col(E) - pl.col(S)).alias("_ns"))
+        .group_by(Col.NAME)
+        .agg(pl.len().alias("calls"), pl.col("_ns").sum())
+        .sort(["_ns", Col.NAME], descending=[True, False])
+    )
     total = int(groups["_ns"].sum())
-    evidence = tuple({"kernel": r[Col.NAME], "calls": r["calls"], "time_us": round(r["_ns"] / 1e3, 3)}
-                     for r in groups.head(MAX_EVIDENCE).iter_rows(named=True))
+    evidence = tuple(
+        {"kernel": r[Col.NAME], "calls": r["calls"], "time_us": round(r["_ns"] / 1e3, 3)}
+        for r in groups.head(MAX_EVIDENCE).iter_rows(named=True)
+    )
     names = ", ".join(sorted({d.name for d in ctx.trace.meta.devices}))
-    return Hit(value=total / ctx.gpu_total_ns, time_at_stake_ns=total, evidence=evidence,
-               detail=f"{fp32.height:,} fp32 kernels on {names}; {tc_calls:,} tensor-core GEMM/conv kernels")
+    return Hit(
+        value=total / ctx.gpu_total_ns,
+        time_at_stake_ns=total,
+        evidence=evidence,
+        detail=f"{fp32.height:,} fp32 kernels on {names}; {tc_calls:,} tensor-core GEMM/conv kernels",
+    )
 
 
 RULES = (
-    Rule(id="gemm_alignment", title="GEMM / convolution sizes not aligned for tensor cores", source="nvidia",
-         metric="share of GPU time in misaligned GEMM/conv ops", threshold=0, direction=ABOVE, basis=GPU_TIME,
-         advice="Pad M, N, K (channels for convolutions) to multiples of 8 for fp16/bf16, 16 for int8/fp8, 4 for "
-                "tf32 (64 is better still for large sizes: a vocabulary of 50257 -> 50304); misaligned sizes fall "
-                "back to slower kernels (align1 / align2 cutlass variants, or no tensor cores at all).",
-         check=misaligned_gemms),
-    Rule(id="tensor_cores_unused", title="fp32 GEMMs / convolutions on a GPU with tensor cores", source="nvidia",
-         metric="share of GPU time in fp32 (non-tensor-core) GEMM/conv kernels", threshold=0, direction=ABOVE,
-         basis=GPU_TIME,
-         advice="Use automatic mixed precision (torch.autocast with bf16 or fp16) or allow TF32 "
-                "(torch.backends.cuda.matmul.allow_tf32 = True, torch.backends.cudnn.allow_tf32 = True, or "
-                "torch.set_float32_matmul_precision('high')) so GEMMs and convolutions run on tensor cores.",
-         check=fp32_gemms),
+    Rule(
+        id="gemm_alignment",
+        title="GEMM / convolution sizes not aligned for tensor cores",
+        source="nvidia",
+        metric="share of GPU time in misaligned GEMM/conv ops",
+        threshold=0,
+        direction=ABOVE,
+        basis=GPU_TIME,
+        advice="Pad M, N, K (channels for convolutions) to multiples of 8 for fp16/bf16, 16 for int8/fp8, 4 for "
+        "tf32 (64 is better still for large sizes: a vocabulary of 50257 -> 50304); misaligned sizes fall "
+        "back to slower kernels (align1 / align2 cutlass variants, or no tensor cores at all).",
+        check=misaligned_gemms,
+    ),
+    Rule(
+        id="tensor_cores_unused",
+        title="fp32 GEMMs / convolutions on a GPU with tensor cores",
+        source="nvidia",
+        metric="share of GPU time in fp32 (non-tensor-core) GEMM/conv kernels",
+        threshold=0,
+        direction=ABOVE,
+        basis=GPU_TIME,
+        advice="Use automatic mixed precision (torch.autocast with bf16 or fp16) or allow TF32 "
+        "(torch.backends.cuda.matmul.allow_tf32 = True, torch.backends.cudnn.allow_tf32 = True, or "
+        "torch.set_float32_matmul_precision('high')) so GEMMs and convolutions run on tensor cores.",
+        check=fp32_gemms,
+    ),
 )

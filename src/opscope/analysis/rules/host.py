@@ -27,51 +27,88 @@ def host_bound(ctx: RuleContext, threshold: float) -> Hit | None:
         return None
     eligible = [c for c in candidates if c[3]]
     if not eligible:
-        return Hit(value=min(c[0] for c in candidates), time_at_stake_ns=0,
-                   detail="idle time is not mostly host wait")
+        return Hit(
+            value=min(c[0] for c in candidates),
+            time_at_stake_ns=0,
+            detail="idle time is not mostly host wait",
+        )
     util, d, i, _ = min(eligible, key=lambda c: c[0])
     gaps = ctx.idle_gaps.filter(pl.col(Col.DEVICE) == d.device) if d.device is not None else ctx.idle_gaps
     evidence = tuple(ctx.cpu_ops_over(gaps, MAX_EVIDENCE))
-    return Hit(value=util, time_at_stake_ns=int(i.host_wait_ns), evidence=evidence,
-               detail=f"GPU {d.device} busy {util * 100:.1f}%, host wait {i.host_wait_ns / max(1, i.idle_ns) * 100:.0f}% "
-                      "of its idle time")
+    return Hit(
+        value=util,
+        time_at_stake_ns=int(i.host_wait_ns),
+        evidence=evidence,
+        detail=f"GPU {d.device} busy {util * 100:.1f}%, host wait {i.host_wait_ns / max(1, i.idle_ns) * 100:.0f}% "
+        "of its idle time",
+    )
 
 
 def dataloader_time(ctx: RuleContext, threshold: float) -> Hit | None:
     scopes = ctx.linkage.scopes
-    names = [n for n in scopes[Col.NAME].cast(pl.String).unique().drop_nulls().to_list()
-             if re.search(DATALOADER, n)]
+    names = [
+        n
+        for n in scopes[Col.NAME].cast(pl.String).unique().drop_nulls().to_list()
+        if re.search(DATALOADER, n)
+    ]
     steps = [w for w in step_windows(ctx.trace) if w.step is not None]
     bounds = [(w.start_ns, w.end_ns) for w in steps] or list(ctx.activity.window.bounds)
     total_ns = sum(hi - lo for lo, hi in bounds)
     if total_ns <= 0:
         return None
     loads = scopes.filter(pl.col(Col.NAME).cast(pl.String).is_in(names)).select(
-        pl.col(Col.NAME).cast(pl.String), Col.TS_NS, Col.DUR_NS)
+        pl.col(Col.NAME).cast(pl.String), Col.TS_NS, Col.DUR_NS
+    )
     inside = pl.any_horizontal([(pl.col(Col.TS_NS) >= lo) & (pl.col(Col.TS_NS) < hi) for lo, hi in bounds])
     loads = loads.filter(inside)
     spent = int(loads[Col.DUR_NS].sum() or 0) if loads.height else 0
-    evidence = tuple({"call": r[Col.NAME], "calls": r["calls"], "time_us": round(r[Col.DUR_NS] / 1e3, 3),
-                      "max_us": round(r["max"] / 1e3, 3)}
-                     for r in loads.group_by(Col.NAME).agg(pl.len().alias("calls"), pl.col(Col.DUR_NS).sum(),
-                                                           pl.col(Col.DUR_NS).max().alias("max"))
-                     .sort(Col.DUR_NS, descending=True).head(MAX_EVIDENCE).iter_rows(named=True))
+    evidence = tuple(
+        {
+            "call": r[Col.NAME],
+            "calls": r["calls"],
+            "time_us": round(r[Col.DUR_NS] / 1e3, 3),
+            "max_us": round(r["max"] / 1e3, 3),
+        }
+        for r in loads.group_by(Col.NAME)
+        .agg(pl.len().alias("calls"), pl.col(Col.DUR_NS).sum(), pl.col(Col.DUR_NS).max().alias("max"))
+        .sort(Col.DUR_NS, descending=True)
+        .head(MAX_EVIDENCE)
+        .iter_rows(named=True)
+    )
     where = f"{len(steps)} steps" if steps else "the analysed window (no ProfilerStep markers)"
-    return Hit(value=spent / total_ns, time_at_stake_ns=spent, evidence=evidence,
-               detail=f"{spent / total_ns * 100:.1f}% of {where} in DataLoader __next__")
+    return Hit(
+        value=spent / total_ns,
+        time_at_stake_ns=spent,
+        evidence=evidence,
+        detail=f"{spent / total_ns * 100:.1f}% of {where} in DataLoader __next__",
+    )
 
 
 RULES = (
-    Rule(id="host_bound", title="The GPU waits for the host", source="hta",
-         metric="GPU utilisation (busy / window)", threshold=0.5, direction=BELOW, basis=WINDOW,
-         advice="The host does not queue work fast enough: look at the CPU ops in the evidence (data loading, "
-                "optimizer, Python between ops). Larger batches, CUDA graphs or torch.compile(mode="
-                "'reduce-overhead'), moving work off the critical host thread, and fewer synchronisations help.",
-         check=host_bound),
-    Rule(id="dataloader_bound", title="Steps spend their time waiting for the DataLoader", source="tensorboard",
-         metric="DataLoader __next__ time / step time", threshold=0.05, direction=ABOVE, basis=WINDOW,
-         advice="Load data in parallel and ahead of the GPU: DataLoader(num_workers=N, pin_memory=True, "
-                "prefetch_factor=2, persistent_workers=True); move decoding / augmentation off the main process or "
-                "onto the GPU.",
-         check=dataloader_time),
+    Rule(
+        id="host_bound",
+        title="The GPU waits for the host",
+        source="hta",
+        metric="GPU utilisation (busy / window)",
+        threshold=0.5,
+        direction=BELOW,
+        basis=WINDOW,
+        advice="The host does not queue work fast enough: look at the CPU ops in the evidence (data loading, "
+        "optimizer, Python between ops). Larger batches, CUDA graphs or torch.compile(mode="
+        "'reduce-overhead'), moving work off the critical host thread, and fewer synchronisations help.",
+        check=host_bound,
+    ),
+    Rule(
+        id="dataloader_bound",
+        title="Steps spend their time waiting for the DataLoader",
+        source="tensorboard",
+        metric="DataLoader __next__ time / step time",
+        threshold=0.05,
+        direction=ABOVE,
+        basis=WINDOW,
+        advice="Load data in parallel and ahead of the GPU: DataLoader(num_workers=N, pin_memory=True, "
+        "prefetch_factor=2, persistent_workers=True); move decoding / augmentation off the main process or "
+        "onto the GPU.",
+        check=dataloader_time,
+    ),
 )

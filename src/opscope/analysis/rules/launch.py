@@ -6,7 +6,7 @@ import polars as pl
 
 from opscope.analysis.kernels.categories import CATEGORY
 from opscope.analysis.kernels.category_rules import ELEMENTWISE, NORMALIZATION
-from opscope.analysis.rules.context import E, S, RuleContext
+from opscope.analysis.rules.context import E, RuleContext, S
 from opscope.analysis.rules.model import ABOVE, GPU_TIME, MAX_EVIDENCE, Hit, Rule
 from opscope.analysis.timeline.activity import FROM_GRAPH, LAUNCH_DUR
 from opscope.model.schema import Col
@@ -26,16 +26,29 @@ def small_kernels(ctx: RuleContext, threshold: float) -> Hit | None:
     found = kernels.filter(short)
     fraction = found.height / kernels.height
     covered = int(found.select((pl.col(E) - pl.col(S)).sum()).item() or 0) if found.height else 0
-    groups = (found.with_columns((pl.col(E) - pl.col(S)).alias("_ns")).group_by(Col.NAME)
-              .agg(pl.len().alias("calls"), pl.col("_ns").sum(), pl.col(LAUNCH_DUR).mean().alias("_launch"))
-              .sort(["calls", Col.NAME], descending=[True, False]))
-    evidence = tuple({"kernel": r[Col.NAME], "calls": r["calls"], "time_us": round(r["_ns"] / 1e3, 3),
-                      "mean_launch_call_us": None if r["_launch"] is None else round(r["_launch"] / 1e3, 3)}
-                     for r in groups.head(MAX_EVIDENCE).iter_rows(named=True))
+    groups = (
+        found.with_columns((pl.col(E) - pl.col(S)).alias("_ns"))
+        .group_by(Col.NAME)
+        .agg(pl.len().alias("calls"), pl.col("_ns").sum(), pl.col(LAUNCH_DUR).mean().alias("_launch"))
+        .sort(["calls", Col.NAME], descending=[True, False])
+    )
+    evidence = tuple(
+        {
+            "kernel": r[Col.NAME],
+            "calls": r["calls"],
+            "time_us": round(r["_ns"] / 1e3, 3),
+            "mean_launch_call_us": None if r["_launch"] is None else round(r["_launch"] / 1e3, 3),
+        }
+        for r in groups.head(MAX_EVIDENCE).iter_rows(named=True)
+    )
     share = covered / ctx.gpu_total_ns if ctx.gpu_total_ns else 0.0
-    return Hit(value=fraction, time_at_stake_ns=covered, evidence=evidence,
-               detail=f"{found.height:,} of {kernels.height:,} kernels are shorter than their launch call "
-                      f"(they cover {share * 100:.1f}% of GPU time)")
+    return Hit(
+        value=fraction,
+        time_at_stake_ns=covered,
+        evidence=evidence,
+        detail=f"{found.height:,} of {kernels.height:,} kernels are shorter than their launch call "
+        f"(they cover {share * 100:.1f}% of GPU time)",
+    )
 
 
 def fusion_runs(ctx: RuleContext, threshold: float) -> Hit | None:
@@ -44,34 +57,75 @@ def fusion_runs(ctx: RuleContext, threshold: float) -> Hit | None:
         return None
     lanes = [Col.DEVICE, Col.STREAM]
     flagged = kernels.sort([*lanes, S]).with_columns(
-        (pl.col(CATEGORY).is_in([ELEMENTWISE, NORMALIZATION]) & ((pl.col(E) - pl.col(S)) < FUSE_SHORT_NS))
-        .alias("_f"))
+        (
+            pl.col(CATEGORY).is_in([ELEMENTWISE, NORMALIZATION]) & ((pl.col(E) - pl.col(S)) < FUSE_SHORT_NS)
+        ).alias("_f")
+    )
     flagged = flagged.with_columns(
-        (pl.col("_f") != pl.col("_f").shift(1).over(lanes)).fill_null(True).cum_sum().over(lanes).alias("_run"))
-    runs = (flagged.filter(pl.col("_f")).group_by([*lanes, "_run"])
-            .agg(pl.col(Col.NAME).alias("_names"), pl.len().alias("_n"), (pl.col(E) - pl.col(S)).sum().alias("_ns"))
-            .filter(pl.col("_n") >= MIN_RUN).with_columns(pl.col("_names").list.join(" | ").alias("_seq")))
-    repeated = (runs.group_by("_seq").agg(pl.len().alias("repeats"), pl.col("_n").first(), pl.col("_ns").sum())
-                .filter(pl.col("repeats") >= MIN_REPEATS).sort(["_ns", "_seq"], descending=[True, False]))
+        (pl.col("_f") != pl.col("_f").shift(1).over(lanes))
+        .fill_null(True)
+        .cum_sum()
+        .over(lanes)
+        .alias("_run")
+    )
+    runs = (
+        flagged.filter(pl.col("_f"))
+        .group_by([*lanes, "_run"])
+        .agg(
+            pl.col(Col.NAME).alias("_names"), pl.len().alias("_n"), (pl.col(E) - pl.col(S)).sum().alias("_ns")
+        )
+        .filter(pl.col("_n") >= MIN_RUN)
+        .with_columns(pl.col("_names").list.join(" | ").alias("_seq"))
+    )
+    repeated = (
+        runs.group_by("_seq")
+        .agg(pl.len().alias("repeats"), pl.col("_n").first(), pl.col("_ns").sum())
+        .filter(pl.col("repeats") >= MIN_REPEATS)
+        .sort(["_ns", "_seq"], descending=[True, False])
+    )
     total = int(repeated["_ns"].sum() or 0) if repeated.height else 0
-    evidence = tuple({"kernels": r["_seq"].split(" | ")[:8], "length": r["_n"], "repeats": r["repeats"],
-                      "time_us": round(r["_ns"] / 1e3, 3)} for r in repeated.head(MAX_EVIDENCE).iter_rows(named=True))
-    return Hit(value=total / ctx.gpu_total_ns, time_at_stake_ns=total, evidence=evidence,
-               detail=f"{repeated.height:,} repeated sequences of {MIN_RUN}+ short elementwise / normalisation kernels")
+    evidence = tuple(
+        {
+            "kernels": r["_seq"].split(" | ")[:8],
+            "length": r["_n"],
+            "repeats": r["repeats"],
+            "time_us": round(r["_ns"] / 1e3, 3),
+        }
+        for r in repeated.head(MAX_EVIDENCE).iter_rows(named=True)
+    )
+    return Hit(
+        value=total / ctx.gpu_total_ns,
+        time_at_stake_ns=total,
+        evidence=evidence,
+        detail=f"{repeated.height:,} repeated sequences of {MIN_RUN}+ short elementwise / normalisation kernels",
+    )
 
 
 RULES = (
-    Rule(id="launch_bound_small_kernels", title="Many kernels shorter than their launch", source="nsys",
-         metric="fraction of kernels shorter than their launch call", threshold=0.5, direction=ABOVE,
-         basis=GPU_TIME,
-         advice="The host spends longer launching these kernels than the GPU runs them: capture the step in a "
-                "CUDA graph (torch.cuda.graphs, torch.compile(mode='reduce-overhead')), fuse small ops "
-                "(torch.compile), or give each kernel more work (bigger batches).",
-         check=small_kernels),
-    Rule(id="fusion_candidates", title="Repeated runs of short elementwise / normalisation kernels",
-         source="own", metric="share of GPU time in repeated runs", threshold=0, direction=ABOVE, basis=GPU_TIME,
-         advice="Fuse them: torch.compile generates one Triton kernel per fusible chain; or use a fused "
-                "implementation (fused optimizers foreach/fused=True, fused LayerNorm / RMSNorm, fused "
-                "bias+activation).",
-         check=fusion_runs),
+    Rule(
+        id="launch_bound_small_kernels",
+        title="Many kernels shorter than their launch",
+        source="nsys",
+        metric="fraction of kernels shorter than their launch call",
+        threshold=0.5,
+        direction=ABOVE,
+        basis=GPU_TIME,
+        advice="The host spends longer launching these kernels than the GPU runs them: capture the step in a "
+        "CUDA graph (torch.cuda.graphs, torch.compile(mode='reduce-overhead')), fuse small ops "
+        "(torch.compile), or give each kernel more work (bigger batches).",
+        check=small_kernels,
+    ),
+    Rule(
+        id="fusion_candidates",
+        title="Repeated runs of short elementwise / normalisation kernels",
+        source="own",
+        metric="share of GPU time in repeated runs",
+        threshold=0,
+        direction=ABOVE,
+        basis=GPU_TIME,
+        advice="Fuse them: torch.compile generates one Triton kernel per fusible chain; or use a fused "
+        "implementation (fused optimizers foreach/fused=True, fused LayerNorm / RMSNorm, fused "
+        "bias+activation).",
+        check=fusion_runs,
+    ),
 )

@@ -10,8 +10,10 @@ from __future__ import annotations
 from opscope.analysis.rules.context import RuleContext
 from opscope.analysis.rules.model import ABOVE, WINDOW, Hit, Rule
 
-NOT_YET = "memory_near_capacity: not evaluated: the event table carries no allocator totals ([memory] events' " \
-          "'Total Allocated'); it arrives with the memory analysis"
+NOT_YET = (
+    "memory_near_capacity: not evaluated: the event table carries no allocator totals ([memory] events' "
+    "'Total Allocated'); it arrives with the memory analysis"
+)
 
 
 def peak_fraction(peak_bytes: int, capacity_bytes: int) -> float:
@@ -24,12 +26,18 @@ def near_capacity(ctx: RuleContext, threshold: float) -> Hit | None:
 
 
 RULES = (
-    Rule(id="memory_near_capacity", title="Peak allocated memory close to the device's capacity",
-         source="tensorboard", metric="peak allocated / device memory", threshold=0.9, direction=ABOVE,
-         basis=WINDOW,
-         advice="Close to the limit the caching allocator frees and retries (cudaFree + synchronisation) and "
-                "fragmentation can end in out-of-memory: reduce activation memory (activation checkpointing, "
-                "smaller micro-batches), set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, free references "
-                "to tensors not needed any more.",
-         check=near_capacity),
+    Rule(
+        id="memory_near_capacity",
+        title="Peak allocated memory close to the device's capacity",
+        source="tensorboard",
+        metric="peak allocated / device memory",
+        threshold=0.9,
+        direction=ABOVE,
+        basis=WINDOW,
+        advice="Close to the limit the caching allocator frees and retries (cudaFree + synchronisation) and "
+        "fragmentation can end in out-of-memory: reduce activation memory (activation checkpointing, "
+        "smaller micro-batches), set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, free references "
+        "to tensors not needed any more.",
+        check=near_capacity,
+    ),
 )

@@ -13,30 +13,60 @@ COMMUNICATION_KERNEL = r"nccl|rccl|msccl"  # collectives keep few blocks residen
 
 def low_theoretical_occupancy(ctx: RuleContext, threshold: float) -> Hit | None:
     report = launch_config(ctx.trace, LaunchOptions(top=0))
-    rows = [r for r in report.rows if r.theoretical_occupancy_pct is not None and not is_tensor_core_kernel(r.name)
-            and not re.search(COMMUNICATION_KERNEL, r.name, re.IGNORECASE)]
+    rows = [
+        r
+        for r in report.rows
+        if r.theoretical_occupancy_pct is not None
+        and not is_tensor_core_kernel(r.name)
+        and not re.search(COMMUNICATION_KERNEL, r.name, re.IGNORECASE)
+    ]
     if not rows or ctx.gpu_total_ns == 0:
         return None
-    low = sorted((r for r in rows if r.theoretical_occupancy_pct is not None and r.theoretical_occupancy_pct < threshold),
-                 key=lambda r: (-r.total_ns, r.name))
+    low = sorted(
+        (
+            r
+            for r in rows
+            if r.theoretical_occupancy_pct is not None and r.theoretical_occupancy_pct < threshold
+        ),
+        key=lambda r: (-r.total_ns, r.name),
+    )
     lowest = min(r.theoretical_occupancy_pct or 0.0 for r in rows)
     if not low:
         return Hit(value=lowest, time_at_stake_ns=0)
-    evidence = tuple({"kernel": r.name, "calls": r.calls, "time_us": round(r.total_ns / 1e3, 3),
-                      "theoretical_occupancy_pct": round(r.theoretical_occupancy_pct or 0.0, 3),
-                      "limiter": r.limiter, "block": list(r.block), "registers_per_thread": r.registers_per_thread,
-                      "shared_memory": r.shared_memory} for r in low[:MAX_EVIDENCE])
+    evidence = tuple(
+        {
+            "kernel": r.name,
+            "calls": r.calls,
+            "time_us": round(r.total_ns / 1e3, 3),
+            "theoretical_occupancy_pct": round(r.theoretical_occupancy_pct or 0.0, 3),
+            "limiter": r.limiter,
+            "block": list(r.block),
+            "registers_per_thread": r.registers_per_thread,
+            "shared_memory": r.shared_memory,
+        }
+        for r in low[:MAX_EVIDENCE]
+    )
     total = sum(r.total_ns for r in low)
-    return Hit(value=lowest, time_at_stake_ns=total, evidence=evidence,
-               detail=f"{len(low)} launch configurations below {threshold:g}% theoretical occupancy")
+    return Hit(
+        value=lowest,
+        time_at_stake_ns=total,
+        evidence=evidence,
+        detail=f"{len(low)} launch configurations below {threshold:g}% theoretical occupancy",
+    )
 
 
 RULES = (
-    Rule(id="low_occupancy", title="Kernels with low theoretical occupancy", source="nsys",
-         metric="lowest theoretical occupancy % (tensor-core GEMMs excepted)", threshold=25, direction=BELOW,
-         basis=GPU_TIME,
-         advice="The limiter in the evidence (registers, shared memory, block size) caps the warps resident per "
-                "SM: for your own kernels use more threads per block, fewer registers (__launch_bounds__, "
-                "-maxrregcount) or less shared memory; for library kernels try another shape or dtype.",
-         check=low_theoretical_occupancy),
+    Rule(
+        id="low_occupancy",
+        title="Kernels with low theoretical occupancy",
+        source="nsys",
+        metric="lowest theoretical occupancy % (tensor-core GEMMs excepted)",
+        threshold=25,
+        direction=BELOW,
+        basis=GPU_TIME,
+        advice="The limiter in the evidence (registers, shared memory, block size) caps the warps resident per "
+        "SM: for your own kernels use more threads per block, fewer registers (__launch_bounds__, "
+        "-maxrregcount) or less shared memory; for library kernels try another shape or dtype.",
+        check=low_theoretical_occupancy,
+    ),
 )

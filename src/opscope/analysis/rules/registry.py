@@ -3,7 +3,18 @@
 
 from __future__ import annotations
 
-from opscope.analysis.rules import attention, copies, gemm, host, launch, layout, memory, occupancy, syncs, timeline
+from opscope.analysis.rules import (
+    attention,
+    copies,
+    gemm,
+    host,
+    launch,
+    layout,
+    memory,
+    occupancy,
+    syncs,
+    timeline,
+)
 from opscope.analysis.rules.model import Rule
 
 RULES: tuple[Rule, ...] = (

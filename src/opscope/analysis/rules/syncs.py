@@ -11,8 +11,17 @@ from opscope.analysis.timeline.windows import step_windows
 from opscope.model.schema import Col
 
 NOT_HOST_WAIT = r"StreamWaitEvent"  # orders two streams on the GPU; the host does not wait
-SCALAR_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::cpu", "aten::to", "aten::_to_copy", "aten::copy_",
-              "aten::nonzero", "aten::is_nonzero", "aten::tolist")
+SCALAR_OPS = (
+    "aten::item",
+    "aten::_local_scalar_dense",
+    "aten::cpu",
+    "aten::to",
+    "aten::_to_copy",
+    "aten::copy_",
+    "aten::nonzero",
+    "aten::is_nonzero",
+    "aten::tolist",
+)
 
 
 def syncs_in_steps(ctx: RuleContext, threshold: float) -> Hit | None:
@@ -27,23 +36,49 @@ def syncs_in_steps(ctx: RuleContext, threshold: float) -> Hit | None:
     if found.height == 0:
         return Hit(value=0, time_at_stake_ns=0)
     found = found.with_columns(issuing_ops(found, ctx.linkage).fill_null("(no op)").alias("op"))
-    groups = (found.group_by(Col.NAME, "op").agg(pl.len().alias("calls"), pl.col(Col.DUR_NS).sum().alias("_ns"))
-              .sort(["_ns", Col.NAME, "op"], descending=[True, False, False]))
-    evidence = tuple({"call": r[Col.NAME], "op": r["op"], "calls": r["calls"], "time_us": round(r["_ns"] / 1e3, 3),
-                      "pattern": ".item() / .cpu(): a device-to-host copy, then a wait" if r["op"] in SCALAR_OPS
-                      else "explicit synchronisation" if "Synchronize" in r[Col.NAME] else "blocking copy"}
-                     for r in groups.head(MAX_EVIDENCE).iter_rows(named=True))
-    where = f"per step over {len(steps)} steps" if steps else "in the analysed window (no ProfilerStep markers)"
-    return Hit(value=per_step, time_at_stake_ns=int(found[Col.DUR_NS].sum()), evidence=evidence,
-               detail=f"{found.height:,} calls, {per_step:.1f} {where}")
+    groups = (
+        found.group_by(Col.NAME, "op")
+        .agg(pl.len().alias("calls"), pl.col(Col.DUR_NS).sum().alias("_ns"))
+        .sort(["_ns", Col.NAME, "op"], descending=[True, False, False])
+    )
+    evidence = tuple(
+        {
+            "call": r[Col.NAME],
+            "op": r["op"],
+            "calls": r["calls"],
+            "time_us": round(r["_ns"] / 1e3, 3),
+            "pattern": ".item() / .cpu(): a device-to-host copy, then a wait"
+            if r["op"] in SCALAR_OPS
+            else "explicit synchronisation"
+            if "Synchronize" in r[Col.NAME]
+            else "blocking copy",
+        }
+        for r in groups.head(MAX_EVIDENCE).iter_rows(named=True)
+    )
+    where = (
+        f"per step over {len(steps)} steps" if steps else "in the analysed window (no ProfilerStep markers)"
+    )
+    return Hit(
+        value=per_step,
+        time_at_stake_ns=int(found[Col.DUR_NS].sum()),
+        evidence=evidence,
+        detail=f"{found.height:,} calls, {per_step:.1f} {where}",
+    )
 
 
 RULES = (
-    Rule(id="sync_in_loop", title="Host synchronisations inside the steps", source="tensorboard",
-         metric="synchronising calls per step", threshold=0, direction=ABOVE, basis=WINDOW,
-         advice="Each synchronisation stops the host from queueing work ahead of the GPU. Remove "
-                "torch.cuda.synchronize() from the loop, avoid .item() / .cpu() / print(tensor) / Python "
-                "conditions on GPU values inside the step (accumulate on the GPU, read once per N steps), and "
-                "copy with non_blocking=True into pinned memory.",
-         check=syncs_in_steps),
+    Rule(
+        id="sync_in_loop",
+        title="Host synchronisations inside the steps",
+        source="tensorboard",
+        metric="synchronising calls per step",
+        threshold=0,
+        direction=ABOVE,
+        basis=WINDOW,
+        advice="Each synchronisation stops the host from queueing work ahead of the GPU. Remove "
+        "torch.cuda.synchronize() from the loop, avoid .item() / .cpu() / print(tensor) / Python "
+        "conditions on GPU values inside the step (accumulate on the GPU, read once per N steps), and "
+        "copy with non_blocking=True into pinned memory.",
+        check=syncs_in_steps,
+    ),
 )

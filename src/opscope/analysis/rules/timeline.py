@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from opscope.analysis.rules.context import E, S, RuleContext
+from opscope.analysis.rules.context import E, RuleContext, S
 from opscope.analysis.rules.model import ABOVE, BELOW, MAX_EVIDENCE, WINDOW, Hit, Rule
 from opscope.analysis.timeline import intervals
 from opscope.analysis.timeline.windows import step_windows
@@ -21,12 +21,22 @@ def exposed_comm(ctx: RuleContext, threshold: float) -> Hit | None:
         return None
     worst = max(devices, key=lambda d: d.exposed_comm_ns)
     share = worst.exposed_comm_ns / window
-    evidence = tuple({"device": d.device, "communication_us": round(d.communication_ns / 1e3, 3),
-                      "exposed_us": round(d.exposed_comm_ns / 1e3, 3),
-                      "overlapped_us": round(d.compute_comm_overlap_ns / 1e3, 3)} for d in devices[:MAX_EVIDENCE])
-    return Hit(value=share, time_at_stake_ns=int(sum(d.exposed_comm_ns for d in devices)), evidence=evidence,
-               detail=f"GPU {worst.device}: {share * 100:.1f}% of the window in communication not overlapped "
-                      "with compute")
+    evidence = tuple(
+        {
+            "device": d.device,
+            "communication_us": round(d.communication_ns / 1e3, 3),
+            "exposed_us": round(d.exposed_comm_ns / 1e3, 3),
+            "overlapped_us": round(d.compute_comm_overlap_ns / 1e3, 3),
+        }
+        for d in devices[:MAX_EVIDENCE]
+    )
+    return Hit(
+        value=share,
+        time_at_stake_ns=int(sum(d.exposed_comm_ns for d in devices)),
+        evidence=evidence,
+        detail=f"GPU {worst.device}: {share * 100:.1f}% of the window in communication not overlapped "
+        "with compute",
+    )
 
 
 def long_gaps(ctx: RuleContext, threshold: float) -> Hit | None:
@@ -42,10 +52,20 @@ def long_gaps(ctx: RuleContext, threshold: float) -> Hit | None:
     for r in long.head(MAX_EVIDENCE).iter_rows(named=True):
         one = long.filter((pl.col(S) == r[S]) & (pl.col(Col.DEVICE) == r[Col.DEVICE]))
         cpu = ctx.cpu_ops_over(one, 3)
-        evidence.append({"device": r[Col.DEVICE], "start_us": round(r[S] / 1e3, 3), "length_us": round(r["_len"] / 1e3, 3),
-                         "cpu_ops": [c["cpu_op"] for c in cpu]})
-    return Hit(value=longest / 1e3, time_at_stake_ns=int(long["_len"].sum()), evidence=tuple(evidence),
-               detail=f"{long.height:,} idle gaps longer than {threshold:,.0f} us, the longest {longest / 1e6:.2f} ms")
+        evidence.append(
+            {
+                "device": r[Col.DEVICE],
+                "start_us": round(r[S] / 1e3, 3),
+                "length_us": round(r["_len"] / 1e3, 3),
+                "cpu_ops": [c["cpu_op"] for c in cpu],
+            }
+        )
+    return Hit(
+        value=longest / 1e3,
+        time_at_stake_ns=int(long["_len"].sum()),
+        evidence=tuple(evidence),
+        detail=f"{long.height:,} idle gaps longer than {threshold:,.0f} us, the longest {longest / 1e6:.2f} ms",
+    )
 
 
 def low_windows(ctx: RuleContext, threshold: float) -> Hit | None:
@@ -65,40 +85,78 @@ def low_windows(ctx: RuleContext, threshold: float) -> Hit | None:
         for name, lo, hi in steps:
             if hi <= lo:
                 continue
-            busy_ns = int(merged.select((pl.col(E).clip(upper_bound=hi) - pl.col(S).clip(lower_bound=lo))
-                                        .clip(lower_bound=0).sum()).item() or 0)
+            busy_ns = int(
+                merged.select(
+                    (pl.col(E).clip(upper_bound=hi) - pl.col(S).clip(lower_bound=lo))
+                    .clip(lower_bound=0)
+                    .sum()
+                ).item()
+                or 0
+            )
             util = busy_ns / (hi - lo)
             lowest = min(lowest, util)
             if util < threshold:
-                low.append({"device": device[0], "window": name, "start_us": round(lo / 1e3, 3),
-                            "length_us": round((hi - lo) / 1e3, 3), "busy": round(util, 4),
-                            "_idle": (hi - lo) - busy_ns})
+                low.append(
+                    {
+                        "device": device[0],
+                        "window": name,
+                        "start_us": round(lo / 1e3, 3),
+                        "length_us": round((hi - lo) / 1e3, 3),
+                        "busy": round(util, 4),
+                        "_idle": (hi - lo) - busy_ns,
+                    }
+                )
     if not low:
         return Hit(value=lowest, time_at_stake_ns=0)
     low.sort(key=lambda w: (-w["_idle"], w["start_us"]))
     total = sum(w["_idle"] for w in low)
     evidence = tuple({k: v for k, v in w.items() if k != "_idle"} for w in low[:MAX_EVIDENCE])
-    return Hit(value=lowest, time_at_stake_ns=total, evidence=evidence,
-               detail=f"{len(low)} of {len(steps)} windows below {threshold * 100:.0f}% busy")
+    return Hit(
+        value=lowest,
+        time_at_stake_ns=total,
+        evidence=evidence,
+        detail=f"{len(low)} of {len(steps)} windows below {threshold * 100:.0f}% busy",
+    )
 
 
 RULES = (
-    Rule(id="exposed_communication", title="Communication not overlapped with compute", source="hta",
-         metric="exposed communication / window", threshold=0.10, direction=ABOVE, basis=WINDOW,
-         advice="Overlap collectives with compute: DDP bucketing (bucket_cap_mb) and gradient_as_bucket_view, "
-                "FSDP forward/backward prefetch, fewer and larger collectives; check the interconnect and that "
-                "NCCL uses it (NCCL_DEBUG=INFO).",
-         check=exposed_comm),
-    Rule(id="gpu_gaps", title="Long idle gaps on the GPU", source="nsys",
-         metric="longest idle gap (us)", threshold=1000, direction=ABOVE, basis=WINDOW,
-         advice="Each long gap is time the GPU waits: the evidence names the CPU ops running meanwhile (data "
-                "loading, checkpointing, logging, synchronisations, Python). Move that work off the critical "
-                "path or overlap it with GPU work.",
-         check=long_gaps),
-    Rule(id="low_utilization_windows", title="Steps (or time slices) with the GPU mostly idle", source="nsys",
-         metric="lowest busy share of a step window", threshold=0.5, direction=BELOW, basis=WINDOW,
-         advice="Look at what the host does during these windows (opscope steps, opscope report's timeline): "
-                "a slow first step is warm-up (profile with wait/warmup), recurring ones point at data loading, "
-                "evaluation or synchronisation.",
-         check=low_windows),
+    Rule(
+        id="exposed_communication",
+        title="Communication not overlapped with compute",
+        source="hta",
+        metric="exposed communication / window",
+        threshold=0.10,
+        direction=ABOVE,
+        basis=WINDOW,
+        advice="Overlap collectives with compute: DDP bucketing (bucket_cap_mb) and gradient_as_bucket_view, "
+        "FSDP forward/backward prefetch, fewer and larger collectives; check the interconnect and that "
+        "NCCL uses it (NCCL_DEBUG=INFO).",
+        check=exposed_comm,
+    ),
+    Rule(
+        id="gpu_gaps",
+        title="Long idle gaps on the GPU",
+        source="nsys",
+        metric="longest idle gap (us)",
+        threshold=1000,
+        direction=ABOVE,
+        basis=WINDOW,
+        advice="Each long gap is time the GPU waits: the evidence names the CPU ops running meanwhile (data "
+        "loading, checkpointing, logging, synchronisations, Python). Move that work off the critical "
+        "path or overlap it with GPU work.",
+        check=long_gaps,
+    ),
+    Rule(
+        id="low_utilization_windows",
+        title="Steps (or time slices) with the GPU mostly idle",
+        source="nsys",
+        metric="lowest busy share of a step window",
+        threshold=0.5,
+        direction=BELOW,
+        basis=WINDOW,
+        advice="Look at what the host does during these windows (opscope steps, opscope report's timeline): "
+        "a slow first step is warm-up (profile with wait/warmup), recurring ones point at data loading, "
+        "evaluation or synchronisation.",
+        check=low_windows,
+    ),
 )
