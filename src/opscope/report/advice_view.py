@@ -60,7 +60,7 @@ def findings_table(advice: Advice | None, name: str = "findings") -> Table:
         )
     return Table(
         name,
-        "Findings (what to fix first; opscope advise for evidence)",
+        "Findings, the most GPU time at stake first",
         (
             Column("severity", "Sev", TEXT),
             Column("id", "Rule", TEXT),
