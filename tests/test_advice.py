@@ -377,3 +377,20 @@ def test_diff_shows_findings_fixed_and_new(cli) -> None:
     assert "dataloader_bound" in {f["id"] for f in reverse["findings"]["new"]}
     table = cli("diff", before, after, "--width", "120")
     assert "findings fixed: dataloader_bound (crit)" in table.out
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "csv", "json"])
+def test_advise_hostile_names(cli, tmp_path: Path, fmt: str) -> None:
+    """Hand-made trace whose names are HTML / terminal injections: findings name them, escaped."""
+    from rawfixtures import HOSTILE_OP, hostile_trace
+
+    path = hostile_trace(tmp_path / "hostile <x>.json")
+    out = cli("advise", path, "--format", fmt, "--no-cache", "--width", "150")
+    assert out.code == 0, out.err
+    assert "\x1b" not in out.out and "\r" not in out.out
+    if fmt == "json":
+        data = json.loads(out.out)
+        ops = [e.get("cpu_op") for f in data["findings"] for e in f["evidence"]]
+        assert HOSTILE_OP in ops
+    if fmt == "markdown":
+        assert f"`cpu_op={HOSTILE_OP}; " in out.out  # inside a code span, never as markup
