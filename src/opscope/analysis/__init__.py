@@ -11,7 +11,11 @@ One room per concern; a newcomer finds a figure by the room's name:
 - `compare/`: two or more traces side by side: headline figures, `diff`, CI gates, `ranks`.
 - `partials/`: results that merge exactly across traces (durations, the quantile sketch), for the comparisons
   and for `scale/`, which only fans work out and merges through them.
-- `memory/`, `rules/`, `efficiency/`: rooms for the analyses that come next (memory, advice rules, efficiency).
+- `rules/`: the advice rules (`opscope advise`): rules as data, one module per family, the engine that runs
+  them over `overview.py`'s result.
+- `compile/`: what torch.compile did (`opscope compile-check`): compiled regions, graph breaks, recompiles,
+  Inductor's fused kernels.
+- `memory/`, `efficiency/`: rooms for the analyses that come next (memory, efficiency).
 - `overview.py`: `opscope analyze`, the one-page diagnosis that combines the rooms.
 
 Imports run one way: the analyses read `model` and `ingest` and each other, never `scale`, `capture`, `report`
