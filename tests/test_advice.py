@@ -394,3 +394,46 @@ def test_advise_hostile_names(cli, tmp_path: Path, fmt: str) -> None:
         assert HOSTILE_OP in ops
     if fmt == "markdown":
         assert f"`cpu_op={HOSTILE_OP}; " in out.out  # inside a code span, never as markup
+
+
+@pytest.mark.corpus
+def test_sync_in_loop_names_the_python_line() -> None:
+    """with_stack trace: the `.item()`-style sync is attributed to the user's source line around it (raw: the
+    latest-starting python_function event outside torch that contains the call on its thread)."""
+    events = raw(QWEN_H100)
+    (call,) = [e for e in events if e.get("name") == "cudaStreamSynchronize" and ref.is_x(e)]
+    a, b = ref.span(call)
+    frames = [
+        e
+        for e in events
+        if e.get("cat") == "python_function"
+        and ref.is_x(e)
+        and e["pid"] == call["pid"]
+        and e["tid"] == call["tid"]
+        and ref.span(e)[0] <= a
+        and ref.span(e)[1] >= b
+        and re.search(r"\.py\(\d+\)", e["name"])
+        and not e["name"].startswith("torch")
+    ]
+    expected = max(frames, key=lambda e: ref.span(e)[0])["name"]
+    found = finding(QWEN_H100, "sync_in_loop")
+    assert found is not None
+    (item,) = [e for e in found.evidence if e["call"] == "cudaStreamSynchronize"]
+    assert item["python"] == expected and item["op"] == "aten::_local_scalar_dense"
+    assert item["pattern"].startswith(".item()")
+
+
+@pytest.mark.corpus
+def test_steps_restrict_the_rules(cli) -> None:
+    events = raw(RESNET_V100)
+    steps = {n: (s, e) for n, s, e in ref.step_windows(events)}
+    chosen = [steps[7], steps[8]]
+    loads = [
+        ref.span(e) for e in events if ref.is_x(e) and re.search(r"DataLoader.*__next__", e.get("name", ""))
+    ]
+    spent = sum(b - a for a, b in loads if ref.in_steps(a, chosen))
+    data = json.loads(cli("advise", corpus_path(RESNET_V100), "--steps", "7-8", "--format", "json").out)
+    assert data["steps_spec"] == "7-8"
+    (dl,) = [f for f in data["findings"] if f["id"] == "dataloader_bound"]
+    assert dl["time_at_stake_us"] * 1e3 == pytest.approx(spent)
+    assert dl["value"] == pytest.approx(spent / sum(b - a for a, b in chosen), abs=1e-6)

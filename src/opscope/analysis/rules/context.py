@@ -13,7 +13,7 @@ import polars as pl
 from opscope.analysis.attribution.linking import ROW, Linkage
 from opscope.analysis.timeline import intervals
 from opscope.analysis.timeline.activity import Activity
-from opscope.analysis.timeline.windows import STEP_NAME
+from opscope.analysis.timeline.windows import STEP_NAME, StepWindow, select_windows
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
@@ -36,6 +36,11 @@ class RuleContext:
         """GPU activity cut to the analysed window (kind, name, device, stream, start_ns, end_ns, category,
         launch columns, ...)."""
         return self.activity.clipped()
+
+    @functools.cached_property
+    def steps(self) -> tuple[StepWindow, ...]:
+        """The ProfilerStep#N windows analysed: those of `--steps` when given, else all (none without markers)."""
+        return tuple(w for w in select_windows(self.trace, self.analysis.options.steps) if w.step is not None)
 
     @functools.cached_property
     def gpu_total_ns(self) -> int:

@@ -8,7 +8,6 @@ import polars as pl
 
 from opscope.analysis.rules.context import RuleContext
 from opscope.analysis.rules.model import ABOVE, BELOW, MAX_EVIDENCE, WINDOW, Hit, Rule
-from opscope.analysis.timeline.windows import step_windows
 from opscope.model.schema import Col
 
 DATALOADER = r"DataLoader.*__next__|DataLoaderIter.*__next__"
@@ -51,7 +50,7 @@ def dataloader_time(ctx: RuleContext, threshold: float) -> Hit | None:
         for n in scopes[Col.NAME].cast(pl.String).unique().drop_nulls().to_list()
         if re.search(DATALOADER, n)
     ]
-    steps = [w for w in step_windows(ctx.trace) if w.step is not None]
+    steps = list(ctx.steps)
     bounds = [(w.start_ns, w.end_ns) for w in steps] or list(ctx.activity.window.bounds)
     total_ns = sum(hi - lo for lo, hi in bounds)
     if total_ns <= 0:

@@ -7,8 +7,7 @@ import polars as pl
 from opscope.analysis.rules.context import RuleContext
 from opscope.analysis.rules.model import ABOVE, MAX_EVIDENCE, WINDOW, Hit, Rule
 from opscope.analysis.timeline.syncs import END, issuing_ops, sync_calls
-from opscope.analysis.timeline.windows import step_windows
-from opscope.model.schema import Col
+from opscope.model.schema import Col, Kind
 
 NOT_HOST_WAIT = r"StreamWaitEvent"  # orders two streams on the GPU; the host does not wait
 SCALAR_OPS = (
@@ -26,7 +25,7 @@ SCALAR_OPS = (
 
 def syncs_in_steps(ctx: RuleContext, threshold: float) -> Hit | None:
     calls = sync_calls(ctx.trace).filter(~pl.col(Col.NAME).str.contains(NOT_HOST_WAIT))
-    steps = [w for w in step_windows(ctx.trace) if w.step is not None]
+    steps = list(ctx.steps)
     bounds = [(w.start_ns, w.end_ns) for w in steps] or list(ctx.activity.window.bounds)
     if not bounds:
         return None
@@ -35,16 +34,20 @@ def syncs_in_steps(ctx: RuleContext, threshold: float) -> Hit | None:
     per_step = found.height / max(1, len(steps) or 1)
     if found.height == 0:
         return Hit(value=0, time_at_stake_ns=0)
-    found = found.with_columns(issuing_ops(found, ctx.linkage).fill_null("(no op)").alias("op"))
+    found = found.with_columns(
+        issuing_ops(found, ctx.linkage).fill_null("(no op)").alias("op"),
+        python_context(found, ctx.linkage.scopes).alias("python"),
+    )
     groups = (
-        found.group_by(Col.NAME, "op")
+        found.group_by(Col.NAME, "op", "python")
         .agg(pl.len().alias("calls"), pl.col(Col.DUR_NS).sum().alias("_ns"))
-        .sort(["_ns", Col.NAME, "op"], descending=[True, False, False])
+        .sort(["_ns", Col.NAME, "op", "python"], descending=[True, False, False, False], nulls_last=True)
     )
     evidence = tuple(
         {
             "call": r[Col.NAME],
             "op": r["op"],
+            "python": r["python"],
             "calls": r["calls"],
             "time_us": round(r["_ns"] / 1e3, 3),
             "pattern": ".item() / .cpu(): a device-to-host copy, then a wait"
@@ -64,6 +67,36 @@ def syncs_in_steps(ctx: RuleContext, threshold: float) -> Hit | None:
         evidence=evidence,
         detail=f"{found.height:,} calls, {per_step:.1f} {where}",
     )
+
+
+def python_context(calls: pl.DataFrame, scopes: pl.DataFrame) -> pl.Series:
+    """The Python context (with_stack traces) of each call on its thread: the innermost frame of the user's own
+    code around the call (a `file.py(line)` frame outside torch), else the innermost frame; null where none."""
+    frames = scopes.filter(pl.col(Col.KIND) == Kind.PYTHON)
+    if frames.height == 0 or calls.height == 0:
+        return pl.Series("python", [None] * calls.height, dtype=pl.String)
+    frames = frames.select(
+        pl.col(Col.PID).cast(pl.String),
+        pl.col(Col.TID).cast(pl.String),
+        pl.col(Col.TS_NS).alias("_fs"),
+        (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).alias("_fe"),
+        pl.col(Col.NAME).cast(pl.String).alias("python"),
+    )
+    queries = calls.with_row_index("_q").select("_q", Col.PID, Col.TID, Col.TS_NS, END)
+    inside = queries.join(frames, on=[Col.PID, Col.TID]).filter(
+        (pl.col("_fs") <= pl.col(Col.TS_NS)) & (pl.col("_fe") >= pl.col(END))
+    )
+    # prefer the caller's own source line over torch's internals and built-in functions
+    own = pl.col("python").str.contains(r"\.py\(\d+\)") & ~pl.col("python").str.contains(
+        r"^(torch|<built-in)"
+    )
+    innermost = (
+        inside.with_columns(own.alias("_own"))
+        .sort(["_q", "_own", "_fs"])
+        .group_by("_q")
+        .agg(pl.col("python").last())
+    )
+    return queries.select("_q").join(innermost, on="_q", how="left", maintain_order="left")["python"]
 
 
 RULES = (

@@ -7,7 +7,6 @@ import polars as pl
 from opscope.analysis.rules.context import E, RuleContext, S
 from opscope.analysis.rules.model import ABOVE, BELOW, MAX_EVIDENCE, WINDOW, Hit, Rule
 from opscope.analysis.timeline import intervals
-from opscope.analysis.timeline.windows import step_windows
 from opscope.model.schema import Col
 
 LONG_GAP_NS = 1_000_000  # gaps of at least this long are "long" (the rule's threshold is in us)
@@ -71,7 +70,7 @@ def long_gaps(ctx: RuleContext, threshold: float) -> Hit | None:
 def low_windows(ctx: RuleContext, threshold: float) -> Hit | None:
     if ctx.clipped.height == 0:
         return None
-    steps = [(w.name, w.start_ns, w.end_ns) for w in step_windows(ctx.trace) if w.step is not None]
+    steps = [(w.name, w.start_ns, w.end_ns) for w in ctx.steps]
     if not steps:
         lo, hi = ctx.analysis.timeline.window_start_ns, ctx.analysis.timeline.window_end_ns
         if lo is None or hi is None or hi <= lo:
