@@ -437,3 +437,23 @@ def test_steps_restrict_the_rules(cli) -> None:
     (dl,) = [f for f in data["findings"] if f["id"] == "dataloader_bound"]
     assert dl["time_at_stake_us"] * 1e3 == pytest.approx(spent)
     assert dl["value"] == pytest.approx(spent / sum(b - a for a, b in chosen), abs=1e-6)
+
+
+@pytest.mark.corpus
+def test_pageable_memcpy_nsys_from_src_and_dst_kinds() -> None:
+    """Nsight Systems SQLite: pageable copies are those whose srcKind or dstKind is the pageable memory kind
+    (ENUM_CUDA_MEM_KIND), read here with sqlite3."""
+    import sqlite3
+
+    rel = "pipit/cloverleaf-nsys__perlmutter-cloverleaf-cuda.sqlite"
+    with sqlite3.connect(f"file:{corpus_path(rel)}?mode=ro", uri=True) as db:
+        (pageable,) = db.execute("select id from ENUM_CUDA_MEM_KIND where label = 'Pageable'").fetchone()
+        calls, total, nbytes = db.execute(
+            "select count(*), sum(end - start), sum(bytes) from CUPTI_ACTIVITY_KIND_MEMCPY "
+            "where srcKind = ? or dstKind = ?",
+            (pageable, pageable),
+        ).fetchone()
+    found = finding(rel, "pageable_memcpy")
+    assert found is not None and found.value == calls and found.time_at_stake_ns == total
+    assert sum(e["bytes"] for e in found.evidence) == nbytes
+    assert all(not e["async"] and e["launch_call"] == "cudaMemcpy" for e in found.evidence)
