@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "diff": "compare two traces (NEW - BASE): headline figures, kernels, operators; regression gates for CI",
     "ranks": "compare the per-rank traces of a multi-GPU job: time per rank, spread, straggler, collective skew",
     "report": "self-contained HTML report: timeline, kernels, categories, steps, ops -> kernels, launch delay, memcpy",
+    "history": "run history in SQLite / PostgreSQL: add traces, list, show trends, check for regressions, report",
     "export": "export folded op -> kernel stacks (--folded) or a trimmed trace (-o FILE.json[.gz]) for Perfetto",
     "run": "profile an unmodified Python script (in this process) and print where the time went",
     "bench": "compare strategies (torch.compile, autocast, channels_last) for a model: latency, key op, utilization",

@@ -25,7 +25,7 @@ from opscope.history.gitinfo import git_tags
 from opscope.history.metrics import RunMetrics, check_tag, extract
 from opscope.history.policy import CHECK_SCOPES, CHECKED, MIN_BASELINE, POLICIES, CheckOptions, Finding, finding, judge
 from opscope.history.runs import Run, read_names, read_runs, read_values
-from opscope.history.store import Store, Tx, resolve_db
+from opscope.history.store import Store, Tx, display, resolve_db
 from opscope.model.trace import Trace
 
 
@@ -78,6 +78,11 @@ class History:
     def __init__(self, db: str | os.PathLike[str] | None = None) -> None:
         self.url = resolve_db(db)
         self._store: Store | None = None
+
+    @property
+    def url_for_display(self) -> str:
+        """The database as printed: a PostgreSQL URL without its password."""
+        return display(self.url)
 
     def _open(self, create: bool = False) -> Store:
         if self._store is None:

@@ -99,14 +99,20 @@ class Store:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             conn.execute("PRAGMA foreign_keys = ON")
         except (OSError, sqlite3.Error) as exc:
             raise HistoryError(f"history database {self.url}: {_first_line(exc)}") from None
-        if str(mode).lower() != "wal":
-            conn.close()
-            raise HistoryError(f"history database {self.url}: cannot use write-ahead logging (journal mode {mode})")
         return conn
+
+    def _use_wal(self) -> None:
+        """Switch a SQLite history to write-ahead logging (persistent; concurrent writers then queue). Done only
+        once the file is known to be a history or empty: another tool's database is never modified."""
+        try:
+            mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.Error as exc:
+            raise HistoryError(f"history database {self.url}: {_first_line(exc)}") from None
+        if str(mode).lower() != "wal":
+            raise HistoryError(f"history database {self.url}: cannot use write-ahead logging (journal mode {mode})")
 
     def _connect_postgres(self) -> Any:
         try:
@@ -183,6 +189,8 @@ class Store:
         with self.transaction() as tx:
             version = self._version(tx)
         self._check(version)
+        if self.dialect == "sqlite":
+            self._use_wal()
         if version == SCHEMA_VERSION:
             return
         with self.transaction(write=True) as tx:

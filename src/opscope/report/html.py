@@ -29,6 +29,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "trace": ("timeline.js", "flame.js", "trace.js"),
     "diff": ("diff.js",),
     "ranks": ("ranks.js",),
+    "history": ("history.js",),
 }
 SHARED = ("common.js",)
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
