@@ -103,4 +103,4 @@ def _top(frame: pl.DataFrame, top: int) -> pl.DataFrame:
     if frame.height == 0 or frame["scope"][0] != "kernel":
         return frame
     newest = frame.sort("run_id").group_by("key").last().sort(["value", "key"], descending=[True, False])
-    return frame.filter(frame["key"].is_in(newest["key"].head(top)))
+    return frame.filter(frame["key"].is_in(newest["key"].head(top).to_list()))
