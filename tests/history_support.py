@@ -21,8 +21,10 @@ BERT = "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
 BERT_MI300 = "tracelens/mi300__gaunernst_bert-small-uncased__1016001.json.gz"
 ALEXNET = "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz"
 # The layer-norm kernel of the BERT trace (10 calls, 10% of its GPU time): the step change is put on it.
-TARGET = ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, float, "
-          "c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16 const*, float*, float*, c10::BFloat16*)")
+TARGET = (
+    "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, float, "
+    "c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16 const*, float*, float*, c10::BFloat16*)"
+)
 
 
 def postgres_url() -> str | None:
@@ -81,7 +83,9 @@ def real_trace(relative: str = BERT):
     return _TRACES[relative]
 
 
-def perturbed(seed: int, *, factor: float = 1.0, slow: str = TARGET, noise: float = 0.03, relative: str = BERT):
+def perturbed(
+    seed: int, *, factor: float = 1.0, slow: str = TARGET, noise: float = 0.03, relative: str = BERT
+):
     """The real trace with seeded log-normal noise on every GPU duration, and `factor` on the kernels named
     `slow`. Each result is a new run (its event table differs, so its identity does)."""
     from opscope.model.schema import GPU_KINDS, Col

@@ -16,8 +16,10 @@ BASELINE = 10
 
 
 def add_runs(history: History, seeds, factor: float = 1.0) -> list[int]:
-    return [history.add(perturbed(seed, factor=factor), {"commit": f"c{seed:03d}"}, git=False).run_id
-            for seed in seeds]
+    return [
+        history.add(perturbed(seed, factor=factor), {"commit": f"c{seed:03d}"}, git=False).run_id
+        for seed in seeds
+    ]
 
 
 def kernel_keys(found) -> set[str]:
@@ -38,7 +40,9 @@ def test_step_change_found_at_second_slow_run_and_named(db, policy) -> None:  # 
     assert second.status == "regression"
     assert kernel_keys(second.regressions) == {TARGET}
     (found,) = [f for f in second.regressions if f.scope == "kernel"]
-    assert found.metric == "total_us" and len(found.values) == 2 and found.ratio == pytest.approx(1.5, rel=0.05)
+    assert (
+        found.metric == "total_us" and len(found.values) == 2 and found.ratio == pytest.approx(1.5, rel=0.05)
+    )
     assert [r.id for r in second.recent_runs][-1] == slow[0] and len(second.baseline_runs) == BASELINE
     if policy == "threshold":  # the whole trace's GPU time grew 5%: under the 10% threshold (zscore sees it)
         assert not any(f.scope == "global" and f.metric == "gpu_time_us" for f in second.regressions)
@@ -79,7 +83,9 @@ def test_insufficient_data(db) -> None:  # noqa: F811
     with History(db) as history:
         add_runs(history, range(4))
         result = history.check()
-    assert result.status == "insufficient_data" and "need 2 recent and at least 3 baseline" in (result.reason or "")
+    assert result.status == "insufficient_data" and "need 2 recent and at least 3 baseline" in (
+        result.reason or ""
+    )
 
 
 def test_match_tags_compare_only_like_runs(db) -> None:  # noqa: F811

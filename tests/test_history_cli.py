@@ -24,11 +24,18 @@ HOSTILE = "</script><img src=x onerror=alert(1)>=|cmd"
 def build(db_url: str, slow: bool = True) -> list[int]:
     """10 baseline runs, then two with the target kernel 1.5x slower (when `slow`)."""
     with History(db_url) as history:
-        ids = [history.add(perturbed(s), {"commit": f"c{s:03d}", "branch": "main"}, git=False).run_id
-               for s in range(10)]
-        ids += [history.add(perturbed(s, factor=1.5 if slow else 1.0),
-                            {"commit": HOSTILE if s == 51 else f"c{s:03d}", "branch": "main"}, git=False).run_id
-                for s in (50, 51)]
+        ids = [
+            history.add(perturbed(s), {"commit": f"c{s:03d}", "branch": "main"}, git=False).run_id
+            for s in range(10)
+        ]
+        ids += [
+            history.add(
+                perturbed(s, factor=1.5 if slow else 1.0),
+                {"commit": HOSTILE if s == 51 else f"c{s:03d}", "branch": "main"},
+                git=False,
+            ).run_id
+            for s in (50, 51)
+        ]
     return ids
 
 
@@ -53,7 +60,9 @@ def test_check_exit_codes_and_json_contract(db, cli) -> None:  # noqa: F811
     code, only_global = as_json(cli, "check", "--db", db, "--scope", "global")
     assert code == 0 and only_global["status"] == "ok"
     table = cli("history", "check", "--db", db, "--width", "200")
-    assert table.code == 1 and "status: regression" in table.out and "vectorized_layer_norm_kernel" in table.out
+    assert (
+        table.code == 1 and "status: regression" in table.out and "vectorized_layer_norm_kernel" in table.out
+    )
     md = cli("history", "check", "--db", db, "--format", "markdown")
     assert md.code == 1 and "| Scope |" in md.out
     rows = list(csv.DictReader(io.StringIO(cli("history", "check", "--db", db, "--format", "csv").out)))
@@ -69,8 +78,16 @@ def test_check_insufficient_data_and_strict(db, cli) -> None:  # noqa: F811
     assert strict.code == 2 and strict.err.startswith("opscope: error: insufficient data")
 
 
-@pytest.mark.parametrize("args", [("--policy", "nope"), ("--threshold", "0.9"), ("--scope", "kernel,bogus"),
-                                  ("--recent", "0"), ("--min-share", "2")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--policy", "nope"),
+        ("--threshold", "0.9"),
+        ("--scope", "kernel,bogus"),
+        ("--recent", "0"),
+        ("--min-share", "2"),
+    ],
+)
 def test_check_bad_options(tmp_path, cli, args) -> None:
     path = tmp_path / "h.sqlite"
     with History(path) as history:
@@ -82,7 +99,9 @@ def test_check_bad_options(tmp_path, cli, args) -> None:
 def test_add_list_show_prune(tmp_path, cli, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)  # the default database: .opscope/history.sqlite here
     monkeypatch.delenv("OPSCOPE_HISTORY", raising=False)
-    code, added = as_json(cli, "add", corpus_path(BERT), "--tag", "model=bert", "--tag", "commit=abc", "--no-git")
+    code, added = as_json(
+        cli, "add", corpus_path(BERT), "--tag", "model=bert", "--tag", "commit=abc", "--no-git"
+    )
     assert code == 0 and added["schema"] == "opscope.history.add/1" and added["runs"][0]["new"] is True
     assert (tmp_path / ".opscope" / "history.sqlite").exists()
     again = cli("history", "add", corpus_path(BERT))
@@ -92,8 +111,13 @@ def test_add_list_show_prune(tmp_path, cli, monkeypatch) -> None:
         for seed in range(3):
             history.add(perturbed(seed), {"model": "other", "commit": f"d{seed}"}, git=False)
     code, listed = as_json(cli, "list", "--tag", "model=bert")
-    assert listed["schema"] == "opscope.history.list/1" and [r["tags"]["model"] for r in listed["runs"]] == ["bert"]
-    assert listed["runs"][0]["gpu_name"] == "NVIDIA H100 80GB HBM3" and listed["runs"][0]["cuda_version"] == "12.4"
+    assert listed["schema"] == "opscope.history.list/1" and [r["tags"]["model"] for r in listed["runs"]] == [
+        "bert"
+    ]
+    assert (
+        listed["runs"][0]["gpu_name"] == "NVIDIA H100 80GB HBM3"
+        and listed["runs"][0]["cuda_version"] == "12.4"
+    )
     code, last = as_json(cli, "list", "--last", "2")
     assert [r["tags"]["commit"] for r in last["runs"]] == ["d1", "d2"]
     assert "bert" in cli("history", "list").out
@@ -111,7 +135,9 @@ def test_add_list_show_prune(tmp_path, cli, monkeypatch) -> None:
     assert cli("history", "show").code == 2  # one of --kernel / --op / --category / --global
 
     code, pruned = as_json(cli, "prune", "--keep", "1")
-    assert pruned["schema"] == "opscope.history.prune/1" and len(pruned["removed"]) == 3 and pruned["kept"] == 1
+    assert (
+        pruned["schema"] == "opscope.history.prune/1" and len(pruned["removed"]) == 3 and pruned["kept"] == 1
+    )
 
 
 def test_export_parquet(db, cli, tmp_path) -> None:  # noqa: F811
@@ -121,11 +147,23 @@ def test_export_parquet(db, cli, tmp_path) -> None:  # noqa: F811
     assert result.code == 0, result.err
     frame = pl.read_parquet(out)
     assert frame["run_id"].n_unique() == 12
-    assert {"run_id", "added_at", "commit", "scope", "key", "name", "metric", "value", "gpu_name", "tags"} <= \
-        set(frame.columns)
+    assert {
+        "run_id",
+        "added_at",
+        "commit",
+        "scope",
+        "key",
+        "name",
+        "metric",
+        "value",
+        "gpu_name",
+        "tags",
+    } <= set(frame.columns)
     with History(db) as history:
         series = history.series("kernel", "layer_norm")
-    mine = frame.filter((pl.col("scope") == "kernel") & (pl.col("key") == TARGET) & (pl.col("metric") == "total_us"))
+    mine = frame.filter(
+        (pl.col("scope") == "kernel") & (pl.col("key") == TARGET) & (pl.col("metric") == "total_us")
+    )
     assert mine.sort("run_id")["value"].to_list() == series["value"].to_list()
 
 

@@ -77,8 +77,9 @@ def test_another_tools_sqlite_file_is_refused_and_left_untouched(tmp_path, cli) 
     assert not (tmp_path / "nsys.sqlite-wal").exists()
 
 
-@pytest.mark.parametrize("url", ["postgresql://opscope@127.0.0.1:1/nothing",
-                                 "postgresql://who:secret@no-such-host.invalid/db"])
+@pytest.mark.parametrize(
+    "url", ["postgresql://opscope@127.0.0.1:1/nothing", "postgresql://who:secret@no-such-host.invalid/db"]
+)
 def test_unreachable_server_is_one_line_error_without_password(url, cli) -> None:
     result = cli("history", "list", "--db", url)
     assert result.code == 2 and result.out == ""
@@ -140,13 +141,41 @@ def test_two_processes_adding_at_once(db, tmp_path) -> None:  # noqa: F811
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     script = "from opscope.cli.main import main; import sys; sys.exit(main(sys.argv[1:]))"
     jobs = [
-        [sys.executable, "-c", script, "history", "add", str(corpus_path(BERT)), str(corpus_path(ALEXNET)),
-         "--db", db, "--no-git", "--format", "json"],
-        [sys.executable, "-c", script, "history", "add", str(corpus_path(BERT_MI300)), str(corpus_path(BERT)),
-         "--db", db, "--no-git", "--format", "json"],
+        [
+            sys.executable,
+            "-c",
+            script,
+            "history",
+            "add",
+            str(corpus_path(BERT)),
+            str(corpus_path(ALEXNET)),
+            "--db",
+            db,
+            "--no-git",
+            "--format",
+            "json",
+        ],
+        [
+            sys.executable,
+            "-c",
+            script,
+            "history",
+            "add",
+            str(corpus_path(BERT_MI300)),
+            str(corpus_path(BERT)),
+            "--db",
+            db,
+            "--no-git",
+            "--format",
+            "json",
+        ],
     ]
-    procs = [subprocess.Popen(job, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              cwd=tmp_path) for job in jobs]
+    procs = [
+        subprocess.Popen(
+            job, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path
+        )
+        for job in jobs
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
     ids = [{r["path"]: r["run_id"] for r in json.loads(o[0])["runs"]} for o in outs]
@@ -154,7 +183,8 @@ def test_two_processes_adding_at_once(db, tmp_path) -> None:  # noqa: F811
     with History(db) as history:
         runs = history.runs()
         assert sorted(Path(r.path or "").name for r in runs) == sorted(
-            Path(p).name for p in (corpus_path(BERT), corpus_path(ALEXNET), corpus_path(BERT_MI300)))
+            Path(p).name for p in (corpus_path(BERT), corpus_path(ALEXNET), corpus_path(BERT_MI300))
+        )
         assert len(history.frame()["run_id"].unique()) == 3
 
 
@@ -177,7 +207,9 @@ def test_git_tags_are_added_in_a_checkout(db, tmp_path, monkeypatch) -> None:  #
     (repo / "f").write_text("x")
     subprocess.run([*git, "add", "f"], cwd=repo, check=True)
     subprocess.run([*git, "commit", "-qm", "x"], cwd=repo, check=True)
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True
+    ).stdout.strip()
     monkeypatch.chdir(repo)
     with History(db) as history:
         history.add(perturbed(1), {"model": "bert"})
@@ -225,8 +257,11 @@ def test_step_figures_match_the_raw_windows() -> None:
 
 
 def test_keys_normalise_triton_suffixes_whitespace_and_long_names() -> None:
-    assert normalise("triton_poi_fused_add_mul_0") == normalise("triton_poi_fused_add_mul_17") == \
-        "triton_poi_fused_add_mul"
+    assert (
+        normalise("triton_poi_fused_add_mul_0")
+        == normalise("triton_poi_fused_add_mul_17")
+        == "triton_poi_fused_add_mul"
+    )
     assert normalise("  void  gemm<int,\n float>  ") == "void gemm<int, float>"
     assert normalise("ampere_sgemm_128x64_nn_1") == "ampere_sgemm_128x64_nn_1"  # only Triton's counter goes
     long = "k" * (MAX_KEY_CHARS + 50)
@@ -247,7 +282,11 @@ def test_long_kernel_names_keep_their_full_name(db) -> None:  # noqa: F811
     name = pl.col(Col.NAME).cast(pl.String)
     events = base.events.with_columns(
         pl.when(name.str.starts_with("void at::native::(anonymous namespace)::vectorized_layer_norm"))
-        .then(pl.lit(long)).otherwise(name).cast(pl.Categorical).alias(Col.NAME))
+        .then(pl.lit(long))
+        .otherwise(name)
+        .cast(pl.Categorical)
+        .alias(Col.NAME)
+    )
     with History(db) as history:
         history.add(Trace.from_frame(base.meta, events), git=False)
         series = history.series("kernel", "x{300}")

@@ -24,9 +24,13 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="history_command", metavar="SUBCOMMAND", required=True)
     for name, text in SUBCOMMANDS.items():
         child = sub.add_parser(name, help=text, description=text)
-        child.add_argument("--db", default=None, metavar="PATH|URL",
-                           help="SQLite file or postgresql://user@host/db (default: $OPSCOPE_HISTORY, else "
-                                ".opscope/history.sqlite)")
+        child.add_argument(
+            "--db",
+            default=None,
+            metavar="PATH|URL",
+            help="SQLite file or postgresql://user@host/db (default: $OPSCOPE_HISTORY, else "
+            ".opscope/history.sqlite)",
+        )
         module = history_check if name in ("check", "report") else history_commands
         getattr(module, f"prepare_{name}")(child)
         child.set_defaults(_history=getattr(module, f"run_{name}"))

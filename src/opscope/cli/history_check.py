@@ -13,7 +13,6 @@ from opscope.errors import UsageError
 if TYPE_CHECKING:
     import polars as pl
 
-    from opscope.history.api import History
     from opscope.history.policy import CheckOptions
 
 # The report's charts: (title, scope, metric); kernels are cut to the --top largest of the newest run.
@@ -33,24 +32,54 @@ def _names(text: str) -> tuple[str, ...]:
 
 def _add_check_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--recent", type=int, default=2, help="the newest N runs are judged (default 2)")
-    parser.add_argument("--baseline", type=int, default=10, help="against up to N runs before them (default 10)")
-    parser.add_argument("--threshold", type=float, default=1.10,
-                        help="threshold policy: worse than this x the baseline median (default 1.10)")
-    parser.add_argument("--policy", choices=("threshold", "zscore"), default="threshold", help="default threshold")
+    parser.add_argument(
+        "--baseline", type=int, default=10, help="against up to N runs before them (default 10)"
+    )
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=1.10,
+        help="threshold policy: worse than this x the baseline median (default 1.10)",
+    )
+    parser.add_argument(
+        "--policy", choices=("threshold", "zscore"), default="threshold", help="default threshold"
+    )
     parser.add_argument("--z", type=float, default=3.0, help="zscore policy: standard deviations (default 3)")
-    parser.add_argument("--match-tags", type=_names, default=(), metavar="K[,K...]",
-                        help="only runs whose tags (or gpu, host, format) equal the newest run's")
-    parser.add_argument("--scope", type=_names, default=("kernel", "op", "category", "global"),
-                        metavar="S[,S...]", help="kernel, op, category, step, global (default all but step)")
-    parser.add_argument("--min-share", type=float, default=0.01,
-                        help="ignore kernels / ops / categories under this share of GPU time (default 0.01)")
+    parser.add_argument(
+        "--match-tags",
+        type=_names,
+        default=(),
+        metavar="K[,K...]",
+        help="only runs whose tags (or gpu, host, format) equal the newest run's",
+    )
+    parser.add_argument(
+        "--scope",
+        type=_names,
+        default=("kernel", "op", "category", "global"),
+        metavar="S[,S...]",
+        help="kernel, op, category, step, global (default all but step)",
+    )
+    parser.add_argument(
+        "--min-share",
+        type=float,
+        default=0.01,
+        help="ignore kernels / ops / categories under this share of GPU time (default 0.01)",
+    )
 
 
 def _options(args: argparse.Namespace) -> CheckOptions:
     from opscope.history.policy import CheckOptions
 
-    return CheckOptions(recent=args.recent, baseline=args.baseline, threshold=args.threshold, policy=args.policy,
-                        z=args.z, match_tags=args.match_tags, scopes=args.scope, min_share=args.min_share)
+    return CheckOptions(
+        recent=args.recent,
+        baseline=args.baseline,
+        threshold=args.threshold,
+        policy=args.policy,
+        z=args.z,
+        match_tags=args.match_tags,
+        scopes=args.scope,
+        min_share=args.min_share,
+    )
 
 
 def prepare_check(parser: argparse.ArgumentParser) -> None:
@@ -90,8 +119,10 @@ def run_report(args: argparse.Namespace) -> int:
     with History(args.db) as history:
         guard_output(args, history)
         result = history.check(_options(args))
-        charts = [(title, scope, metric, _top(history.series(scope, None, metric, last=args.last), args.top))
-                  for title, scope, metric in CHARTS]
+        charts = [
+            (title, scope, metric, _top(history.series(scope, None, metric, last=args.last), args.top))
+            for title, scope, metric in CHARTS
+        ]
         runs, names = history.runs(last=args.last), history.names()
     data = history_report_data(history.url_for_display, runs, charts, result, names)
     write_html(data, "history", "opscope history", args.output)

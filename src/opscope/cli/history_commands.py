@@ -40,7 +40,9 @@ def _last_arg(parser: argparse.ArgumentParser) -> None:
 def prepare_add(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("traces", nargs="+", metavar="TRACE", help="trace files to add")
     _tag_arg(parser, "tag every added run (repeatable); commit, branch and dirty are added in a git checkout")
-    parser.add_argument("--no-git", action="store_true", help="do not add the git commit / branch / dirty tags")
+    parser.add_argument(
+        "--no-git", action="store_true", help="do not add the git commit / branch / dirty tags"
+    )
     parser.add_argument("--no-cache", action="store_true", help="parse afresh and write no cache file")
     add_output_args(parser)
 
@@ -52,7 +54,9 @@ def run_add(args: argparse.Namespace) -> int:
     tags = tag_pairs(args.tag)
     with History(args.db) as history:
         guard_output(args, history, *args.traces)
-        added = [history.add(trace, tags, git=not args.no_git, cache=not args.no_cache) for trace in args.traces]
+        added = [
+            history.add(trace, tags, git=not args.no_git, cache=not args.no_cache) for trace in args.traces
+        ]
     emit(added_document(history.url_for_display, added), args)
     return 0
 
@@ -79,10 +83,17 @@ def prepare_show(parser: argparse.ArgumentParser) -> None:
     which.add_argument("--kernel", metavar="REGEX", help="kernels whose key or name matches")
     which.add_argument("--op", metavar="REGEX", help="operators whose name matches")
     which.add_argument("--category", metavar="NAME", help="one kernel category (gemm, attention, ...)")
-    which.add_argument("--global", dest="global_metric", metavar="METRIC",
-                       help="a run-wide figure: gpu_time_us, step_time_us, gpu_time_per_step_us, utilization, ...")
-    parser.add_argument("--metric", default="total_us",
-                        help="calls, total_us, mean_us, median_us, p95_us, share, ... (default total_us)")
+    which.add_argument(
+        "--global",
+        dest="global_metric",
+        metavar="METRIC",
+        help="a run-wide figure: gpu_time_us, step_time_us, gpu_time_per_step_us, utilization, ...",
+    )
+    parser.add_argument(
+        "--metric",
+        default="total_us",
+        help="calls, total_us, mean_us, median_us, p95_us, share, ... (default total_us)",
+    )
     _tag_arg(parser, "only runs with this tag (repeatable)")
     _last_arg(parser)
     add_output_args(parser)
@@ -97,8 +108,9 @@ def run_show(args: argparse.Namespace) -> int:
     elif args.category is not None:
         scope, pattern, metric = "category", args.category, args.metric
     else:
-        scope, pattern, metric = ("kernel", args.kernel, args.metric) if args.kernel is not None \
-            else ("op", args.op, args.metric)
+        scope, pattern, metric = (
+            ("kernel", args.kernel, args.metric) if args.kernel is not None else ("op", args.op, args.metric)
+        )
     with History(args.db) as history:
         guard_output(args, history)
         frame = history.series(scope, pattern, metric, last=args.last, tags=tag_pairs(args.tag))

@@ -23,7 +23,16 @@ import polars as pl
 from opscope.errors import InputError, UsageError
 from opscope.history.gitinfo import git_tags
 from opscope.history.metrics import RunMetrics, check_tag, extract
-from opscope.history.policy import CHECK_SCOPES, CHECKED, MIN_BASELINE, POLICIES, CheckOptions, Finding, finding, judge
+from opscope.history.policy import (
+    CHECK_SCOPES,
+    CHECKED,
+    MIN_BASELINE,
+    POLICIES,
+    CheckOptions,
+    Finding,
+    finding,
+    judge,
+)
 from opscope.history.runs import Run, read_names, read_runs, read_values
 from opscope.history.store import Store, Tx, display, resolve_db
 from opscope.model.trace import Trace
@@ -102,8 +111,14 @@ class History:
 
     # -- writing ------------------------------------------------------------------------------------------------
 
-    def add(self, source: str | os.PathLike[str] | Trace, tags: Mapping[str, str] | None = None, *,
-            git: bool = True, cache: bool = True) -> Added:
+    def add(
+        self,
+        source: str | os.PathLike[str] | Trace,
+        tags: Mapping[str, str] | None = None,
+        *,
+        git: bool = True,
+        cache: bool = True,
+    ) -> Added:
         """Add one trace (a file, or a loaded `Trace`). Tags given here override the automatic git tags."""
         check_tags(tags or {})
         if isinstance(source, Trace):
@@ -135,18 +150,34 @@ class History:
             "INSERT INTO opscope_runs (sha256, added_at, path, source_format, host, gpu_name, gpu_count, "
             "torch_version, cuda_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (sha256) DO NOTHING "
             "RETURNING id",
-            (sha, added_at, path, facts.source_format, facts.host, facts.gpu_name, facts.gpu_count,
-             facts.torch_version, facts.cuda_version))
+            (
+                sha,
+                added_at,
+                path,
+                facts.source_format,
+                facts.host,
+                facts.gpu_name,
+                facts.gpu_count,
+                facts.torch_version,
+                facts.cuda_version,
+            ),
+        )
         if not rows:  # another process added the same trace a moment ago
             found = tx.execute("SELECT id FROM opscope_runs WHERE sha256 = ?", (sha,))
             return Added(int(found[0][0]), sha, path, new=False)
         run_id = int(rows[0][0])
-        tx.executemany("INSERT INTO opscope_tags (run_id, key, value) VALUES (?, ?, ?)",
-                       [(run_id, k, v) for k, v in sorted(tags.items())])
-        tx.executemany("INSERT INTO opscope_names (key, name) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
-                       sorted(measured.names.items()))
-        tx.executemany("INSERT INTO opscope_metrics (run_id, scope, key, metric, value) VALUES (?, ?, ?, ?, ?)",
-                       [(run_id, *row) for row in measured.rows])
+        tx.executemany(
+            "INSERT INTO opscope_tags (run_id, key, value) VALUES (?, ?, ?)",
+            [(run_id, k, v) for k, v in sorted(tags.items())],
+        )
+        tx.executemany(
+            "INSERT INTO opscope_names (key, name) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
+            sorted(measured.names.items()),
+        )
+        tx.executemany(
+            "INSERT INTO opscope_metrics (run_id, scope, key, metric, value) VALUES (?, ?, ?, ?, ?)",
+            [(run_id, *row) for row in measured.rows],
+        )
         return Added(run_id, sha, path, new=True)
 
     def prune(self, keep: int) -> list[int]:
@@ -157,10 +188,13 @@ class History:
             ids = [int(r[0]) for r in tx.execute("SELECT id FROM opscope_runs ORDER BY id")]
             gone = ids[: max(len(ids) - keep, 0)]
             for start in range(0, len(gone), 500):
-                chunk = gone[start:start + 500]
+                chunk = gone[start : start + 500]
                 marks = ", ".join("?" for _ in chunk)
-                for table, column in (("opscope_metrics", "run_id"), ("opscope_tags", "run_id"),
-                                      ("opscope_runs", "id")):
+                for table, column in (
+                    ("opscope_metrics", "run_id"),
+                    ("opscope_tags", "run_id"),
+                    ("opscope_runs", "id"),
+                ):
                     tx.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)
         return gone
 
@@ -174,8 +208,15 @@ class History:
         with self._open().transaction() as tx:
             return read_names(tx)
 
-    def series(self, scope: str, pattern: str | None = None, metric: str = "total_us", *,
-               last: int | None = None, tags: Mapping[str, str] | None = None) -> pl.DataFrame:
+    def series(
+        self,
+        scope: str,
+        pattern: str | None = None,
+        metric: str = "total_us",
+        *,
+        last: int | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> pl.DataFrame:
         """One metric over the runs: columns run_id, added_at, commit, scope, key, name, metric, value (oldest
         first). `pattern` is a regular expression searched in the key and the full name (`--kernel`, `--op`); a
         category or a global metric is matched exactly."""
@@ -198,10 +239,28 @@ class History:
             if regex is None and pattern is not None and key != pattern:
                 continue
             run = by_id[run_id]
-            rows.append({"run_id": run_id, "added_at": run.added_at, "commit": run.commit, "scope": scope,
-                         "key": key, "name": name, "metric": metric, "value": value})
-        schema = {"run_id": pl.Int64, "added_at": pl.String, "commit": pl.String, "scope": pl.String,
-                  "key": pl.String, "name": pl.String, "metric": pl.String, "value": pl.Float64}
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "added_at": run.added_at,
+                    "commit": run.commit,
+                    "scope": scope,
+                    "key": key,
+                    "name": name,
+                    "metric": metric,
+                    "value": value,
+                }
+            )
+        schema = {
+            "run_id": pl.Int64,
+            "added_at": pl.String,
+            "commit": pl.String,
+            "scope": pl.String,
+            "key": pl.String,
+            "name": pl.String,
+            "metric": pl.String,
+            "value": pl.Float64,
+        }
         return pl.DataFrame(rows, schema=schema).sort(["key", "run_id"])
 
     def frame(self) -> pl.DataFrame:
@@ -209,22 +268,57 @@ class History:
         with self._open().transaction() as tx:
             runs = read_runs(tx)
             names = read_names(tx)
-            metrics = tx.execute("SELECT run_id, scope, key, metric, value FROM opscope_metrics "
-                                 "ORDER BY run_id, scope, key, metric")
+            metrics = tx.execute(
+                "SELECT run_id, scope, key, metric, value FROM opscope_metrics "
+                "ORDER BY run_id, scope, key, metric"
+            )
         info = pl.DataFrame(
-            [{"run_id": r.id, "added_at": r.added_at, "sha256": r.sha256, "path": r.path,
-              "source_format": r.source_format, "host": r.host, "gpu_name": r.gpu_name, "gpu_count": r.gpu_count,
-              "torch_version": r.torch_version, "cuda_version": r.cuda_version, "commit": r.commit,
-              "branch": r.tags.get("branch"), "tags": [{"key": k, "value": v} for k, v in sorted(r.tags.items())]}
-             for r in runs],
-            schema={"run_id": pl.Int64, "added_at": pl.String, "sha256": pl.String, "path": pl.String,
-                    "source_format": pl.String, "host": pl.String, "gpu_name": pl.String, "gpu_count": pl.Int64,
-                    "torch_version": pl.String, "cuda_version": pl.String, "commit": pl.String,
-                    "branch": pl.String,
-                    "tags": pl.List(pl.Struct({"key": pl.String, "value": pl.String}))})
-        values = pl.DataFrame([(int(m[0]), m[1], m[2], names.get(m[2], m[2]), m[3], m[4]) for m in metrics],
-                              schema={"run_id": pl.Int64, "scope": pl.String, "key": pl.String, "name": pl.String,
-                                      "metric": pl.String, "value": pl.Float64}, orient="row")
+            [
+                {
+                    "run_id": r.id,
+                    "added_at": r.added_at,
+                    "sha256": r.sha256,
+                    "path": r.path,
+                    "source_format": r.source_format,
+                    "host": r.host,
+                    "gpu_name": r.gpu_name,
+                    "gpu_count": r.gpu_count,
+                    "torch_version": r.torch_version,
+                    "cuda_version": r.cuda_version,
+                    "commit": r.commit,
+                    "branch": r.tags.get("branch"),
+                    "tags": [{"key": k, "value": v} for k, v in sorted(r.tags.items())],
+                }
+                for r in runs
+            ],
+            schema={
+                "run_id": pl.Int64,
+                "added_at": pl.String,
+                "sha256": pl.String,
+                "path": pl.String,
+                "source_format": pl.String,
+                "host": pl.String,
+                "gpu_name": pl.String,
+                "gpu_count": pl.Int64,
+                "torch_version": pl.String,
+                "cuda_version": pl.String,
+                "commit": pl.String,
+                "branch": pl.String,
+                "tags": pl.List(pl.Struct({"key": pl.String, "value": pl.String})),
+            },
+        )
+        values = pl.DataFrame(
+            [(int(m[0]), m[1], m[2], names.get(m[2], m[2]), m[3], m[4]) for m in metrics],
+            schema={
+                "run_id": pl.Int64,
+                "scope": pl.String,
+                "key": pl.String,
+                "name": pl.String,
+                "metric": pl.String,
+                "value": pl.Float64,
+            },
+            orient="row",
+        )
         return values.join(info, on="run_id", how="left")
 
     # -- checking -----------------------------------------------------------------------------------------------
@@ -237,12 +331,16 @@ class History:
             runs = read_runs(tx)
             if runs and opts.match_tags:
                 latest = runs[-1]
-                runs = [r for r in runs if all(r.attribute(t) == latest.attribute(t) for t in opts.match_tags)]
-            recent = runs[-opts.recent:] if runs else []
-            baseline = runs[-opts.recent - opts.baseline: -opts.recent] if len(runs) > opts.recent else []
+                runs = [
+                    r for r in runs if all(r.attribute(t) == latest.attribute(t) for t in opts.match_tags)
+                ]
+            recent = runs[-opts.recent :] if runs else []
+            baseline = runs[-opts.recent - opts.baseline : -opts.recent] if len(runs) > opts.recent else []
             if len(recent) < opts.recent or len(baseline) < MIN_BASELINE:
-                reason = (f"{len(runs)} matching run(s); need {opts.recent} recent and at least {MIN_BASELINE} "
-                          "baseline runs before them")
+                reason = (
+                    f"{len(runs)} matching run(s); need {opts.recent} recent and at least {MIN_BASELINE} "
+                    "baseline runs before them"
+                )
                 return CheckResult("insufficient_data", tuple(recent), tuple(baseline), (), (), opts, reason)
             ids = [r.id for r in baseline] + [r.id for r in recent]
             regressions: list[Finding] = []
@@ -252,7 +350,10 @@ class History:
                 for metric in CHECKED[scope]:
                     values = read_values(tx, ids, scope, metric)
                     for key in sorted({k for _, k in values}):
-                        if shares and max((shares.get((i, key), 0.0) for i in ids), default=0.0) < opts.min_share:
+                        if (
+                            shares
+                            and max((shares.get((i, key), 0.0) for i in ids), default=0.0) < opts.min_share
+                        ):
                             continue
                         if scope in ("step", "global") and not all((r.id, key) in values for r in recent):
                             continue
@@ -267,7 +368,9 @@ class History:
         regressions.sort(key=lambda f: -abs(f.ratio - 1.0))
         improvements.sort(key=lambda f: -abs(f.ratio - 1.0))
         status = "regression" if regressions else "ok"
-        return CheckResult(status, tuple(recent), tuple(baseline), tuple(regressions), tuple(improvements), opts)
+        return CheckResult(
+            status, tuple(recent), tuple(baseline), tuple(regressions), tuple(improvements), opts
+        )
 
 
 def _validate(opts: CheckOptions) -> None:
@@ -281,6 +384,8 @@ def _validate(opts: CheckOptions) -> None:
         raise UsageError("--z must be positive")
     unknown = [s for s in opts.scopes if s not in CHECK_SCOPES]
     if unknown or not opts.scopes:
-        raise UsageError(f"--scope: unknown {', '.join(unknown) or '(empty)'} (choose from {', '.join(CHECK_SCOPES)})")
+        raise UsageError(
+            f"--scope: unknown {', '.join(unknown) or '(empty)'} (choose from {', '.join(CHECK_SCOPES)})"
+        )
     if not 0.0 <= opts.min_share <= 1.0:
         raise UsageError("--min-share must be between 0 and 1")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import re
 
-MAX_KEY_CHARS = 200  # longer names are stored as a shortened key with a hash; the full name goes to the names table
+MAX_KEY_CHARS = (
+    200  # longer names are stored as a shortened key with a hash; the full name goes to the names table
+)
 _TRITON_SUFFIX = re.compile(r"_\d+$")
 
 

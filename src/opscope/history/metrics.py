@@ -59,8 +59,10 @@ def run_facts(trace: Trace) -> RunFacts:
     torch = extra.get("pytorch_version") or extra.get("torch_version")
     host = extra.get("hostname") or extra.get("nsys_hostname") or extra.get("host") or socket.gethostname()
     return RunFacts(
-        source_format=trace.meta.format, host=str(host) if host else None,
-        gpu_name=names[0] if names else None, gpu_count=len(names),
+        source_format=trace.meta.format,
+        host=str(host) if host else None,
+        gpu_name=names[0] if names else None,
+        gpu_count=len(names),
         torch_version=str(torch) if torch else None,
         cuda_version=_cuda(extra.get("cuda_runtime_version") or extra.get("cuda_version")),
     )
@@ -79,18 +81,26 @@ def _kernel_rows(trace: Trace, names: dict[str, str]) -> tuple[list[tuple[str, s
     grouped = (
         frame.with_columns(pl.col(Col.NAME).replace_strict(keys, return_dtype=pl.String).alias("key"))
         .group_by("key")
-        .agg(pl.len().alias("calls"), pl.col(Col.DUR_NS).sum().alias("total"),
-             pl.col(Col.DUR_NS).mean().alias("mean"), pl.col(Col.DUR_NS).median().alias("median"),
-             pl.col(Col.DUR_NS).quantile(P95, interpolation="linear").alias("p95"))
+        .agg(
+            pl.len().alias("calls"),
+            pl.col(Col.DUR_NS).sum().alias("total"),
+            pl.col(Col.DUR_NS).mean().alias("mean"),
+            pl.col(Col.DUR_NS).median().alias("median"),
+            pl.col(Col.DUR_NS).quantile(P95, interpolation="linear").alias("p95"),
+        )
         .sort("key")
     )
     rows: list[tuple[str, str, str, float]] = []
     for r in grouped.iter_rows(named=True):
         k = r["key"]
-        rows += [("kernel", k, "calls", float(r["calls"])), ("kernel", k, "total_us", _us(r["total"])),
-                 ("kernel", k, "mean_us", _us(r["mean"])), ("kernel", k, "median_us", _us(r["median"])),
-                 ("kernel", k, "p95_us", _us(r["p95"])),
-                 ("kernel", k, "share", r["total"] / total if total > 0 else 0.0)]
+        rows += [
+            ("kernel", k, "calls", float(r["calls"])),
+            ("kernel", k, "total_us", _us(r["total"])),
+            ("kernel", k, "mean_us", _us(r["mean"])),
+            ("kernel", k, "median_us", _us(r["median"])),
+            ("kernel", k, "p95_us", _us(r["p95"])),
+            ("kernel", k, "share", r["total"] / total if total > 0 else 0.0),
+        ]
     return rows, total, selection.frame.height
 
 
@@ -108,14 +118,22 @@ def extract(trace: Trace) -> RunMetrics:
         if full is not None:
             names[key] = full
         mean = op.gpu_total_ns / op.calls if op.calls else 0.0
-        rows += [("op", key, "calls", float(op.calls)), ("op", key, "total_us", _us(op.gpu_total_ns)),
-                 ("op", key, "self_us", _us(op.gpu_self_ns)), ("op", key, "mean_us", _us(mean)),
-                 ("op", key, "cpu_total_us", _us(op.cpu_total_ns)), ("op", key, "cpu_self_us", _us(op.cpu_self_ns)),
-                 ("op", key, "share", op.gpu_share)]
+        rows += [
+            ("op", key, "calls", float(op.calls)),
+            ("op", key, "total_us", _us(op.gpu_total_ns)),
+            ("op", key, "self_us", _us(op.gpu_self_ns)),
+            ("op", key, "mean_us", _us(mean)),
+            ("op", key, "cpu_total_us", _us(op.cpu_total_ns)),
+            ("op", key, "cpu_self_us", _us(op.cpu_self_ns)),
+            ("op", key, "share", op.gpu_share),
+        ]
     for cat in result.categories.rows:
-        rows += [("category", cat.category, "calls", float(cat.calls)),
-                 ("category", cat.category, "total_us", _us(cat.total_ns)),
-                 ("category", cat.category, "busy_us", _us(cat.busy_ns)), ("category", cat.category, "share", cat.share)]
+        rows += [
+            ("category", cat.category, "calls", float(cat.calls)),
+            ("category", cat.category, "total_us", _us(cat.total_ns)),
+            ("category", cat.category, "busy_us", _us(cat.busy_ns)),
+            ("category", cat.category, "share", cat.share),
+        ]
     walls: list[float] = []
     busy: list[float] = []
     if result.steps.from_markers:
@@ -125,14 +143,25 @@ def extract(trace: Trace) -> RunMetrics:
             devices = max(len(step.devices), 1)
             walls.append(_us(wall))
             busy.append(_us(step_busy))
-            rows += [("step", str(i), "wall_us", _us(wall)), ("step", str(i), "busy_us", _us(step_busy)),
-                     ("step", str(i), "utilization", step_busy / (wall * devices) if wall > 0 else 0.0)]
-    devices = result.timeline.devices
-    glob = {"gpu_time_us": _us(gpu_ns), "gpu_calls": float(gpu_calls), "steps": float(len(walls)),
-            "utilization": statistics.fmean(d.utilization for d in devices) if devices else 0.0}
+            rows += [
+                ("step", str(i), "wall_us", _us(wall)),
+                ("step", str(i), "busy_us", _us(step_busy)),
+                ("step", str(i), "utilization", step_busy / (wall * devices) if wall > 0 else 0.0),
+            ]
+    timelines = result.timeline.devices
+    glob = {
+        "gpu_time_us": _us(gpu_ns),
+        "gpu_calls": float(gpu_calls),
+        "steps": float(len(walls)),
+        "utilization": statistics.fmean(d.utilization for d in timelines) if timelines else 0.0,
+    }
     if walls:
-        glob |= {"step_time_us": statistics.median(walls), "step_time_mean_us": statistics.fmean(walls),
-                 "step_time_p95_us": _quantile(walls, P95), "gpu_time_per_step_us": statistics.median(busy)}
+        glob |= {
+            "step_time_us": statistics.median(walls),
+            "step_time_mean_us": statistics.fmean(walls),
+            "step_time_p95_us": _quantile(walls, P95),
+            "gpu_time_per_step_us": statistics.median(busy),
+        }
     rows += [("global", "run", metric, float(value)) for metric, value in glob.items()]
     return RunMetrics(rows=tuple(rows), names=names, facts=run_facts(trace))
 

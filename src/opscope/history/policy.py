@@ -55,8 +55,10 @@ def _direction(metric: str) -> float:
     return -1.0 if metric in LOWER_IS_WORSE else 1.0
 
 
-def judge(metric: str, baseline: Sequence[float], recent: Sequence[float], options: CheckOptions) -> str | None:
-    """"regression", "improvement" or None for one series. `baseline` and `recent` are oldest first."""
+def judge(
+    metric: str, baseline: Sequence[float], recent: Sequence[float], options: CheckOptions
+) -> str | None:
+    """ "regression", "improvement" or None for one series. `baseline` and `recent` are oldest first."""
     if not recent or len(baseline) < MIN_BASELINE:
         return None
     sign = _direction(metric)
@@ -74,8 +76,8 @@ def judge(metric: str, baseline: Sequence[float], recent: Sequence[float], optio
     middle = statistics.median(baseline)
     if middle <= 0:
         return None
-    worse = [sign * (v - middle * options.threshold ** sign) > 0 for v in recent]
-    better = [sign * (v - middle / options.threshold ** sign) < 0 for v in recent]
+    worse = [sign * (v - middle * options.threshold**sign) > 0 for v in recent]
+    better = [sign * (v - middle / options.threshold**sign) < 0 for v in recent]
     if all(worse):
         return "regression"
     if all(better):
@@ -83,9 +85,21 @@ def judge(metric: str, baseline: Sequence[float], recent: Sequence[float], optio
     return None
 
 
-def finding(scope: str, key: str, metric: str, baseline: Sequence[float], recent: Sequence[float],
-            options: CheckOptions) -> Finding:
+def finding(
+    scope: str,
+    key: str,
+    metric: str,
+    baseline: Sequence[float],
+    recent: Sequence[float],
+    options: CheckOptions,
+) -> Finding:
     centre = statistics.fmean(baseline) if options.policy == "zscore" else statistics.median(baseline)
     middle = statistics.median(recent)
-    return Finding(scope=scope, key=key, metric=metric, baseline=centre, values=tuple(recent),
-                   ratio=middle / centre if centre else float("inf"))
+    return Finding(
+        scope=scope,
+        key=key,
+        metric=metric,
+        baseline=centre,
+        values=tuple(recent),
+        ratio=middle / centre if centre else float("inf"),
+    )

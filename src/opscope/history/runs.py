@@ -7,8 +7,18 @@ from dataclasses import dataclass, field
 
 from opscope.history.store import Tx
 
-RUN_COLUMNS = ("id", "sha256", "added_at", "path", "source_format", "host", "gpu_name", "gpu_count",
-               "torch_version", "cuda_version")
+RUN_COLUMNS = (
+    "id",
+    "sha256",
+    "added_at",
+    "path",
+    "source_format",
+    "host",
+    "gpu_name",
+    "gpu_count",
+    "torch_version",
+    "cuda_version",
+)
 
 
 @dataclass(frozen=True)
@@ -33,15 +43,29 @@ class Run:
         """A tag, or one of the run's own facts under a short name (gpu, host, format, torch, cuda)."""
         if name in self.tags:
             return self.tags[name]
-        builtin = {"gpu": self.gpu_name, "host": self.host, "format": self.source_format,
-                   "torch": self.torch_version, "cuda": self.cuda_version}
+        builtin = {
+            "gpu": self.gpu_name,
+            "host": self.host,
+            "format": self.source_format,
+            "torch": self.torch_version,
+            "cuda": self.cuda_version,
+        }
         return builtin.get(name)
 
     def to_dict(self) -> dict[str, object]:
-        return {"id": self.id, "sha256": self.sha256, "added_at": self.added_at, "path": self.path,
-                "source_format": self.source_format, "host": self.host, "gpu_name": self.gpu_name,
-                "gpu_count": self.gpu_count, "torch_version": self.torch_version,
-                "cuda_version": self.cuda_version, "tags": dict(self.tags)}
+        return {
+            "id": self.id,
+            "sha256": self.sha256,
+            "added_at": self.added_at,
+            "path": self.path,
+            "source_format": self.source_format,
+            "host": self.host,
+            "gpu_name": self.gpu_name,
+            "gpu_count": self.gpu_count,
+            "torch_version": self.torch_version,
+            "cuda_version": self.cuda_version,
+            "tags": dict(self.tags),
+        }
 
 
 def read_runs(tx: Tx, tags: Mapping[str, str] | None = None, last: int | None = None) -> list[Run]:
@@ -52,7 +76,22 @@ def read_runs(tx: Tx, tags: Mapping[str, str] | None = None, last: int | None = 
     for run_id, key, value in tx.execute("SELECT run_id, key, value FROM opscope_tags"):
         if int(run_id) in found:
             found[int(run_id)][str(key)] = str(value)
-    runs = [Run(*r[:7], int(r[7]) if r[7] is not None else None, r[8], r[9], tags=found[int(r[0])]) for r in rows]
+    runs = [
+        Run(
+            id=int(r[0]),
+            sha256=r[1],
+            added_at=r[2],
+            path=r[3],
+            source_format=r[4],
+            host=r[5],
+            gpu_name=r[6],
+            gpu_count=int(r[7]) if r[7] is not None else None,
+            torch_version=r[8],
+            cuda_version=r[9],
+            tags=found[int(r[0])],
+        )
+        for r in rows
+    ]
     if tags:
         runs = [r for r in runs if all(r.attribute(k) == v for k, v in tags.items())]
     if last is not None and last > 0:
@@ -65,8 +104,11 @@ def read_values(tx: Tx, run_ids: list[int], scope: str, metric: str) -> dict[tup
     if not run_ids:
         return {}
     marks = ", ".join("?" for _ in run_ids)
-    rows = tx.execute(f"SELECT run_id, key, value FROM opscope_metrics WHERE scope = ? AND metric = ? "
-                      f"AND run_id IN ({marks})", (scope, metric, *run_ids))
+    rows = tx.execute(
+        f"SELECT run_id, key, value FROM opscope_metrics WHERE scope = ? AND metric = ? "
+        f"AND run_id IN ({marks})",
+        (scope, metric, *run_ids),
+    )
     return {(int(r[0]), str(r[1])): float(r[2]) for r in rows if r[2] is not None}
 
 

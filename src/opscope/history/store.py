@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -82,7 +82,9 @@ class Store:
         self.url = url
         self.dialect = "postgresql" if is_postgres(url) else "sqlite"
         self._errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
-        self._conn: Any = self._connect_postgres() if self.dialect == "postgresql" else self._connect_sqlite(create)
+        self._conn: Any = (
+            self._connect_postgres() if self.dialect == "postgresql" else self._connect_sqlite(create)
+        )
         try:
             self._migrate()
         except BaseException:
@@ -92,12 +94,16 @@ class Store:
     def _connect_sqlite(self, create: bool) -> sqlite3.Connection:
         path = Path(self.url)
         if not path.exists() and not create:
-            raise HistoryError(f"no history database at {self.url} (add a run first: opscope history add TRACE)")
+            raise HistoryError(
+                f"no history database at {self.url} (add a run first: opscope history add TRACE)"
+            )
         if path.is_dir():
             raise HistoryError(f"{self.url}: is a folder, not a history database file")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(
+                path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
             conn.execute("PRAGMA foreign_keys = ON")
         except (OSError, sqlite3.Error) as exc:
@@ -112,13 +118,17 @@ class Store:
         except sqlite3.Error as exc:
             raise HistoryError(f"history database {self.url}: {_first_line(exc)}") from None
         if str(mode).lower() != "wal":
-            raise HistoryError(f"history database {self.url}: cannot use write-ahead logging (journal mode {mode})")
+            raise HistoryError(
+                f"history database {self.url}: cannot use write-ahead logging (journal mode {mode})"
+            )
 
     def _connect_postgres(self) -> Any:
         try:
             import psycopg
         except ImportError:
-            raise MissingDependency("PostgreSQL histories need psycopg 3: pip install 'opscope[postgres]'") from None
+            raise MissingDependency(
+                "PostgreSQL histories need psycopg 3: pip install 'opscope[postgres]'"
+            ) from None
         self._errors = (psycopg.Error,)
         try:
             return psycopg.connect(self.url, connect_timeout=10, autocommit=False)
@@ -161,9 +171,13 @@ class Store:
 
     def _tables(self, tx: Tx) -> set[str]:
         if self.dialect == "sqlite":
-            rows = tx.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+            rows = tx.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
         else:
-            rows = tx.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")
+            rows = tx.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+            )
         return {str(r[0]) for r in rows}
 
     def _version(self, tx: Tx) -> int:
@@ -172,8 +186,10 @@ class Store:
         if VERSION_TABLE not in tables:
             foreign = tables & set(TABLES) if self.dialect == "postgresql" else tables
             if foreign:
-                raise HistoryError(f"{display(self.url)}: not an opscope history database (it has tables "
-                                   f"{', '.join(sorted(foreign)[:3])} but no {VERSION_TABLE})")
+                raise HistoryError(
+                    f"{display(self.url)}: not an opscope history database (it has tables "
+                    f"{', '.join(sorted(foreign)[:3])} but no {VERSION_TABLE})"
+                )
             return 0
         rows = tx.execute(f"SELECT version FROM {VERSION_TABLE}")
         if len(rows) != 1 or not isinstance(rows[0][0], int):
@@ -182,8 +198,10 @@ class Store:
 
     def _check(self, version: int) -> None:
         if version > SCHEMA_VERSION:
-            raise HistoryError(f"{display(self.url)}: history schema version {version} is newer than this opscope "
-                               f"reads ({SCHEMA_VERSION}); upgrade opscope")
+            raise HistoryError(
+                f"{display(self.url)}: history schema version {version} is newer than this opscope "
+                f"reads ({SCHEMA_VERSION}); upgrade opscope"
+            )
 
     def _migrate(self) -> None:
         with self.transaction() as tx:
@@ -205,7 +223,5 @@ class Store:
                 tx.execute(f"INSERT INTO {VERSION_TABLE} (version) VALUES (?)", (SCHEMA_VERSION,))
 
     def close(self) -> None:
-        try:
+        with suppress(*self._errors):
             self._conn.close()
-        except self._errors:
-            pass

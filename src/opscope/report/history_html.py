@@ -18,8 +18,13 @@ if TYPE_CHECKING:
     from opscope.history.runs import Run
 
 
-def history_report_data(db: str, runs: Sequence[Run], charts: Sequence[tuple[str, str, str, pl.DataFrame]],
-                        result: CheckResult, names: dict[str, str]) -> dict[str, Any]:
+def history_report_data(
+    db: str,
+    runs: Sequence[Run],
+    charts: Sequence[tuple[str, str, str, pl.DataFrame]],
+    result: CheckResult,
+    names: dict[str, str],
+) -> dict[str, Any]:
     """`charts`: (title, scope, metric, series frame from `History.series`) in page order."""
     flagged = {(f.scope, f.key, f.metric): "regression" for f in result.regressions}
     flagged |= {(f.scope, f.key, f.metric): "improvement" for f in result.improvements}
@@ -28,18 +33,35 @@ def history_report_data(db: str, runs: Sequence[Run], charts: Sequence[tuple[str
     for title, scope, metric, frame in charts:
         series = []
         for (key,), part in frame.group_by(["key"], maintain_order=True):
-            series.append({"key": key, "name": str(part["name"][0]), "state": flagged.get((scope, key, metric)),
-                           "points": [[int(r["run_id"]), float(r["value"])] for r in part.iter_rows(named=True)]})
+            name = metric if scope == "global" else str(part["name"][0])
+            series.append(
+                {
+                    "key": key,
+                    "name": name,
+                    "state": flagged.get((scope, key, metric)),
+                    "points": [[int(r["run_id"]), float(r["value"])] for r in part.iter_rows(named=True)],
+                }
+            )
         if series:
             out_charts.append({"title": title, "scope": scope, "metric": metric, "series": series})
     return {
         "schema": "opscope.history.report/1",
         "kind": "history",
         "db": db,
-        "runs": [{"id": r.id, "added_at": r.added_at, "commit": r.commit, "branch": r.tags.get("branch"),
-                  "gpu": r.gpu_name, "path": r.path,
-                  "tags": " ".join(f"{k}={v}" for k, v in sorted(r.tags.items())
-                                   if k not in ("commit", "branch", "dirty"))} for r in runs],
+        "runs": [
+            {
+                "id": r.id,
+                "added_at": r.added_at,
+                "commit": r.commit,
+                "branch": r.tags.get("branch"),
+                "gpu": r.gpu_name,
+                "path": r.path,
+                "tags": " ".join(
+                    f"{k}={v}" for k, v in sorted(r.tags.items()) if k not in ("commit", "branch", "dirty")
+                ),
+            }
+            for r in runs
+        ],
         "recent_runs": recent,
         "charts": out_charts,
         "check": check_data(result, names, db),
