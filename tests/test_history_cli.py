@@ -16,6 +16,8 @@ from browser import chromium, open_report  # noqa: F401  (fixtures)
 from conftest import corpus_path
 from history_support import BERT, TARGET, db, perturbed  # noqa: F401
 from opscope.history.api import History
+from test_hostile_names import HOSTILE as HOSTILE_NAMES
+from test_hostile_names import check_csv, check_html, check_json, check_markdown, check_table, hostile  # noqa: F401
 
 pytestmark = pytest.mark.corpus
 HOSTILE = "</script><img src=x onerror=alert(1)>=|cmd"
@@ -143,8 +145,10 @@ def test_add_list_show_prune(tmp_path, cli, monkeypatch) -> None:
 def test_export_parquet(db, cli, tmp_path) -> None:  # noqa: F811
     build(db, slow=False)
     out = tmp_path / "history.parquet"
-    result = cli("history", "export", "--db", db, "--parquet", out)
+    result = cli("history", "export", "--db", db, "--parquet", out, "--format", "json")
     assert result.code == 0, result.err
+    written = json.loads(result.out)
+    assert written["schema"] == "opscope.history.export/1" and written["runs"] == 12
     frame = pl.read_parquet(out)
     assert frame["run_id"].n_unique() == 12
     assert {
@@ -211,3 +215,27 @@ def test_report_in_a_browser(tmp_path, cli, open_report) -> None:  # noqa: F811
     assert page.locator("#run-rows tbody tr").first.get_attribute("id") == "run-12"
     assert HOSTILE in page.locator("#run-rows").inner_text()  # shown as text, never run
     assert "layer_norm" in page.locator("#regression-rows").inner_text()
+
+
+def test_hostile_names_tags_and_devices_stay_inert(cli, hostile, tmp_path) -> None:  # noqa: F811
+    """The hand-made hostile trace of tests/test_hostile_names.py, with a hostile tag: every output of list,
+    show and check keeps them as text (no raw control characters, no Markdown rows, no CSV formulas)."""
+    base, new = hostile
+    path = tmp_path / "h.sqlite"
+    tag = "=cmd|' /C calc'!A0\x1b[2J"
+    for trace in (base, new):
+        assert cli("history", "add", trace, "--db", path, "--tag", f"note={tag}", "--no-git").code == 0
+    for args in (("list",), ("show", "--kernel", "."), ("show", "--op", "."), ("check", "--min-share", "0")):
+        table = cli("history", *args, "--db", path, "--width", "200", "--wide")
+        assert table.code == 0, table.err
+        check_table(table.out)
+        check_json(cli("history", *args, "--db", path, "--format", "json").out)
+        check_csv(cli("history", *args, "--db", path, "--format", "csv").out)
+        check_markdown(cli("history", *args, "--db", path, "--format", "markdown").out)
+    shown = check_json(cli("history", "show", "--kernel", ".", "--db", path, "--format", "json").out)
+    assert {s["name"] for s in shown["series"]} >= {HOSTILE_NAMES[1], HOSTILE_NAMES[3]}  # kept exact in JSON
+    listed = check_json(cli("history", "list", "--db", path, "--format", "json").out)
+    assert listed["runs"][0]["tags"]["note"] == tag
+    out = tmp_path / "h.html"
+    assert cli("history", "report", "--db", path, "-o", out).code == 0
+    check_html(out.read_text())

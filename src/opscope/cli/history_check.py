@@ -7,7 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from opscope.cli.common import add_output_args, emit
-from opscope.cli.history_commands import guard_output
+from opscope.cli.history_commands import add_format_arg, emit_written, guard_output
 from opscope.errors import UsageError
 
 if TYPE_CHECKING:
@@ -107,12 +107,14 @@ def prepare_report(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top", type=int, default=8, help="kernels charted (default 8)")
     parser.add_argument("--last", type=int, default=None, metavar="N", help="only the newest N runs")
     _add_check_args(parser)
+    add_format_arg(parser)
 
 
 def run_report(args: argparse.Namespace) -> int:
     from opscope.cli.common import write_html
     from opscope.history.api import History
     from opscope.report.history_html import history_report_data
+    from opscope.report.history_view import written_document
 
     if args.top < 1:
         raise UsageError("--top must be at least 1")
@@ -126,6 +128,8 @@ def run_report(args: argparse.Namespace) -> int:
         runs, names = history.runs(last=args.last), history.names()
     data = history_report_data(history.url_for_display, runs, charts, result, names)
     write_html(data, "history", "opscope history", args.output)
+    facts = {"runs": len(runs), "charts": len(data["charts"]), "status": result.status}
+    emit_written(args, written_document("report", history.url_for_display, args.output, facts))
     return 0
 
 

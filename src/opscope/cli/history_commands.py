@@ -10,6 +10,7 @@ from opscope.errors import OutputError, UsageError
 
 if TYPE_CHECKING:
     from opscope.history.api import History
+    from opscope.report.document import Document
 
 
 def tag_pairs(items: list[str] | None) -> dict[str, str]:
@@ -135,12 +136,29 @@ def run_prune(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_format_arg(parser: argparse.ArgumentParser) -> None:
+    """--format (and the table options) for a command whose output proper is a file: what it wrote."""
+    from opscope.report import FORMATS
+
+    parser.add_argument("--format", choices=tuple(FORMATS), default="table", help="output format")
+    parser.add_argument("--wide", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--no-color", action="store_true", help="no colours, even on a terminal")
+    parser.add_argument("--width", type=int, default=None, help="table width (default: the terminal's)")
+
+
+def emit_written(args: argparse.Namespace, document: Document) -> None:
+    """Print `document` to standard output in --format (`-o` of these commands is the file they write)."""
+    emit(document, argparse.Namespace(**{**vars(args), "output": None}))
+
+
 def prepare_export(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parquet", required=True, metavar="FILE", help="write the Parquet file here")
+    add_format_arg(parser)
 
 
 def run_export(args: argparse.Namespace) -> int:
     from opscope.history.api import History
+    from opscope.report.history_view import written_document
 
     with History(args.db) as history:
         check_output(args.parquet, "--parquet", (history.url,))
@@ -149,5 +167,6 @@ def run_export(args: argparse.Namespace) -> int:
         frame.write_parquet(args.parquet)
     except OSError as exc:
         raise OutputError(f"{args.parquet}: cannot write: {exc.strerror or exc}") from None
-    print(f"{frame.height} values of {frame['run_id'].n_unique()} runs written to {args.parquet}")
+    facts = {"rows": frame.height, "runs": frame["run_id"].n_unique()}
+    emit_written(args, written_document("export", history.url_for_display, args.parquet, facts))
     return 0

@@ -267,7 +267,7 @@ def check_document(result: CheckResult, names: dict[str, str], db: str) -> Docum
                 _findings_table("regressions", "Regressions", result.regressions, names),
                 _findings_table("improvements", "Improvements", result.improvements, names),
             )
-            if t.rows
+            if t.rows or t.name == "regressions"  # the first table (CSV's) is there even when empty
         ),
         notes=notes,
     )
@@ -279,4 +279,18 @@ def pruned_document(db: str, removed: Sequence[int], kept: int) -> Document:
         title="opscope history prune",
         data=data,
         facts=(("database", db), ("removed runs", str(len(removed))), ("kept runs", str(kept))),
+    )
+
+
+def written_document(kind: str, db: str, path: str, facts: dict[str, Any]) -> Document:
+    """What `export` / `report` wrote (JSON `opscope.history.<kind>/1`)."""
+    data = {"schema": f"opscope.history.{kind}/1", "db": db, "path": path, **facts}
+    return Document(
+        title=f"opscope history {kind}",
+        data=data,
+        facts=(
+            ("database", db),
+            ("written", path),
+            *((k.replace("_", " "), str(v)) for k, v in facts.items()),
+        ),
     )
