@@ -122,3 +122,33 @@ def test_zscore_rule_by_hand() -> None:
     # A flat baseline: the spread is taken as 0.5% of the mean, so +1% is z = 2, not infinity.
     assert judge("total_us", [100.0, 100.0, 100.0], [101.0, 101.0], opts) is None
     assert judge("total_us", [100.0, 100.0, 100.0], [102.0, 102.0], opts) == "regression"  # z = 4
+
+
+def test_noise_alone_over_many_seeds_and_windows() -> None:
+    """60 seeded noisy copies of the real trace, every window of 10 baseline + 2 recent runs, every judged figure
+    (kernels, ops and categories above 1% of GPU time, the run-wide figures), both policies: never a regression."""
+    from opscope.history.metrics import extract
+    from opscope.history.policy import CHECKED
+
+    runs = []
+    for seed in range(5000, 5060):
+        values = {(s, k, m): v for s, k, m, v in extract(perturbed(seed)).rows}
+        runs.append(values)
+    judged = [
+        key
+        for key in runs[0]
+        if key[2] in CHECKED[key[0]]
+        and key[0] != "step"
+        and (key[0] == "global" or runs[0].get((key[0], key[1], "share"), 0.0) >= 0.01)
+    ]
+    assert len(judged) > 20
+    checks = 0
+    for end in range(BASELINE + 2, len(runs) + 1):
+        window = runs[end - BASELINE - 2 : end]
+        for key in judged:
+            series = [r.get(key, 0.0) for r in window]
+            for policy in ("threshold", "zscore"):
+                verdict = judge(key[2], series[:BASELINE], series[BASELINE:], CheckOptions(policy=policy))
+                assert verdict != "regression", (policy, key, series)
+                checks += 1
+    assert checks > 3000  # 49 windows x 32 figures x 2 policies
