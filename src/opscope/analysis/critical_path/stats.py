@@ -1,0 +1,104 @@
+"""The critical path of every step of a trace (or of the whole trace when it has no step markers), with the
+predicted step time under what-if rules; `predict_saving` is the one-call form the advice rules use."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from opscope.analysis.attribution.linking import Linkage, link
+from opscope.analysis.critical_path.graph import Graph, build
+from opscope.analysis.critical_path.path import PathResult, WhatIf, critical_path, what_if
+from opscope.analysis.timeline.windows import StepWindow, select_windows
+from opscope.model.trace import Trace
+
+
+@dataclass(frozen=True)
+class StepPath:
+    """One step: its window, the critical path, and (with what-if rules) the path after rescaling.
+    `span_ns`: from the first start to the last end of the events in the graph (what the path length equals
+    up to clock rounding; it passes the window's end when GPU work launched in the step finishes after it)."""
+
+    window: StepWindow
+    span_ns: int
+    path: PathResult
+    predicted: PathResult | None
+    segments: pl.DataFrame  # the path's edges: src_ts_ns, dst_ts_ns, kind, name, lane (for the timeline)
+
+    @property
+    def saving_ns(self) -> int | None:
+        return None if self.predicted is None else self.path.length_ns - self.predicted.length_ns
+
+
+@dataclass(frozen=True)
+class CriticalPathStats:
+    path: str
+    from_markers: bool
+    what_ifs: tuple[WhatIf, ...]
+    steps: tuple[StepPath, ...]
+
+
+def _segments(graph: Graph, path: PathResult) -> pl.DataFrame:
+    ts = graph.node_ts()
+    on = graph.edges[path.edges]
+    src, dst = on["src"].to_numpy(), on["dst"].to_numpy()
+    owner = on["owner"].to_numpy()
+    names = graph.events["name"].fill_null("").to_numpy()
+    is_gpu = graph.events["is_gpu"].to_numpy()
+    lane_event = np.where(owner >= 0, owner, dst // 2)
+    return pl.DataFrame(
+        {
+            "src_ts_ns": ts[src],
+            "dst_ts_ns": ts[dst],
+            "kind": on["kind"],
+            "name": [str(names[o]) if o >= 0 else "" for o in owner.tolist()],
+            "gpu": is_gpu[lane_event] if len(lane_event) else np.zeros(0, dtype=bool),
+            "event_row": graph.events["row"].to_numpy()[lane_event]
+            if len(lane_event)
+            else np.zeros(0, np.int64),
+        }
+    )
+
+
+def step_path(
+    trace: Trace, window: StepWindow, linkage: Linkage, rules: Sequence[WhatIf] = (), top: int = 20
+) -> StepPath:
+    graph = build(trace, linkage, window.start_ns, window.end_ns)
+    ts = graph.node_ts()
+    span = int(ts.max() - ts.min()) if len(ts) else 0
+    base = critical_path(graph, top)
+    predicted = what_if(graph, rules, top) if rules else None
+    return StepPath(
+        window=window, span_ns=span, path=base, predicted=predicted, segments=_segments(graph, base)
+    )
+
+
+def critical_path_stats(
+    trace: Trace,
+    steps: str | None = None,
+    rules: Sequence[WhatIf] = (),
+    top: int = 20,
+    linkage: Linkage | None = None,
+) -> CriticalPathStats:
+    """The critical path of each chosen step (all steps, or one whole-trace window without markers)."""
+    windows = select_windows(trace, steps)
+    linkage = link(trace) if linkage is None else linkage
+    return CriticalPathStats(
+        path=trace.path,
+        from_markers=any(w.step is not None for w in windows),
+        what_ifs=tuple(rules),
+        steps=tuple(step_path(trace, w, linkage, rules, top) for w in windows),
+    )
+
+
+def predict_saving(
+    trace: Trace, selector: str, factor: float, steps: str | None = None, linkage: Linkage | None = None
+) -> float:
+    """Predicted saving in µs, summed over the chosen steps, of rescaling the events whose name matches the
+    regular expression `selector` by `factor` (0 removes them), under the critical-path model."""
+    rule = WhatIf.parse(f"{selector}:{factor}")
+    stats = critical_path_stats(trace, steps, (rule,), top=0, linkage=linkage)
+    return sum((s.saving_ns or 0) for s in stats.steps) / 1000.0
