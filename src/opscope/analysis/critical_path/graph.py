@@ -11,7 +11,8 @@ GPU events are kernels, memcpys and memsets whose launch call is one of those CP
 - stream order: the previous activity's end on the same device and stream -> the next one's start;
 - synchronisation: the end of a GPU activity -> the end of the blocking host call that waited for it (the last
   activity per stream, launched by the same process before the call began, that ended while the call blocked;
-  for `*MemcpyAsync` only its own copy, which ends inside it when the copy was in fact blocking).
+  for `*MemcpyAsync` only its own copy, which ends inside it when the copy was in fact blocking); each weighs
+  the call's return latency after the last of them ended.
 
 Weights reproduce the observed times: on every node the *binding* incoming edge (what the node really waited
 for) weighs exactly the time since its source, the others less (a kernel queued behind another: the launch edge
@@ -346,7 +347,7 @@ def _sync_pairs(cpu: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, np.
     if pairs.height == 0:
         return empty, mask
     last = pairs.sort("g_end").group_by(["sync", "device", "stream"]).last()
-    out = last.select("sync", "gpu", (pl.col("s_end") - pl.col("g_end")).alias("weight_ns")).sort(
-        ["sync", "gpu"]
-    )
+    # Every edge weighs the call's return latency after the last of them ended: only that one binds.
+    latency = pl.col("s_end") - pl.col("g_end").max().over("sync")
+    out = last.select("sync", "gpu", latency.alias("weight_ns")).sort(["sync", "gpu"])
     return out, mask
