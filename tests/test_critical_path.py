@@ -5,13 +5,14 @@ fails, and the command's formats. The comparison with HTA itself is tests/test_c
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
-import reference as ref
-from conftest import corpus_path
 
 import opscope
+import reference as ref
+from conftest import corpus_path
 from opscope.analysis.attribution.linking import link
 from opscope.analysis.critical_path.graph import build
 from opscope.analysis.critical_path.path import WhatIf, critical_path, what_if
@@ -38,8 +39,16 @@ ALEXNET = "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.j
 
 def _x(name: str, cat: str, ts: float, dur: float, **args: object) -> dict[str, object]:
     gpu = cat == "kernel"
-    return {"ph": "X", "cat": cat, "name": name, "pid": 0 if gpu else 1, "tid": args.get("stream", 7) if gpu else 1,
-            "ts": ts, "dur": dur, "args": args}
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": 0 if gpu else 1,
+        "tid": args.get("stream", 7) if gpu else 1,
+        "ts": ts,
+        "dur": dur,
+        "args": args,
+    }
 
 
 def hand_made(tmp_path: Path) -> Path:
@@ -64,19 +73,28 @@ def test_hand_made_step_path_and_breakdown(tmp_path: Path) -> None:
     path = step.path
     assert path.length_ns == step.window.dur_ns == 100_000
     assert {k: v for k, v in path.breakdown_ns.items() if v} == {
-        "cpu_bound": 22_000, "gpu_compute_bound": 68_000, "sync_wait": 10_000}
+        "cpu_bound": 22_000,
+        "gpu_compute_bound": 68_000,
+        "sync_wait": 10_000,
+    }
     assert [(t.name, t.on_path_ns) for t in path.top] == [
-        ("my_gemm_kernel", 68_000), ("ProfilerStep#1", 20_000), ("cudaDeviceSynchronize", 10_000),
-        ("aten::mm", 2_000)]
+        ("my_gemm_kernel", 68_000),
+        ("ProfilerStep#1", 20_000),
+        ("cudaDeviceSynchronize", 10_000),
+        ("aten::mm", 2_000),
+    ]
 
 
-@pytest.mark.parametrize(("spec", "predicted_us"), [
-    (".*:0.5", 50),  # every node halved, and this path has no overhead edge: exactly half
-    ("gemm:0.5", 66),  # 12 + 34 on the GPU, 10 of sync latency, 10 of step tail
-    ("cudaDeviceSynchronize:0", 80),  # without the sync the step ends when the GEMM ends
-    ("small_kernel:0.5", 100),  # not on the path: nothing changes
-    ("small_kernel:0", 100),
-])
+@pytest.mark.parametrize(
+    ("spec", "predicted_us"),
+    [
+        (".*:0.5", 50),  # every node halved, and this path has no overhead edge: exactly half
+        ("gemm:0.5", 66),  # 12 + 34 on the GPU, 10 of sync latency, 10 of step tail
+        ("cudaDeviceSynchronize:0", 80),  # without the sync the step ends when the GEMM ends
+        ("small_kernel:0.5", 100),  # not on the path: nothing changes
+        ("small_kernel:0", 100),
+    ],
+)
 def test_hand_made_what_if(tmp_path: Path, spec: str, predicted_us: int) -> None:
     (step,) = critical_path_stats(opscope.load(hand_made(tmp_path)), rules=[WhatIf.parse(spec)]).steps
     assert step.predicted is not None
@@ -96,11 +114,20 @@ def test_predict_saving_is_the_what_if(tmp_path: Path) -> None:
 def _raw_span(events: list[dict], start: int, end: int) -> int:
     """From the first start to the last end of the CPU events starting in [start, end] (positive duration) and
     the GPU events whose launch call is one of them (by correlation): what the path length must equal."""
-    cpu = [e for e in events if e.get("cat") in ref.OP_CATS | ref.LAUNCH_CATS and ref.is_x(e)
-           and ref.ns(e.get("dur")) > 0 and start <= ref.ns(e["ts"]) <= end]
+    cpu = [
+        e
+        for e in events
+        if e.get("cat") in ref.OP_CATS | ref.LAUNCH_CATS
+        and ref.is_x(e)
+        and ref.ns(e.get("dur")) > 0
+        and start <= ref.ns(e["ts"]) <= end
+    ]
     launched = {ref.args(e).get("correlation") for e in cpu if e.get("cat") in ref.LAUNCH_CATS}
-    gpu = [e for e in events if e.get("cat") in ref.GPU_CATS and ref.is_x(e)
-           and ref.args(e).get("correlation") in launched]
+    gpu = [
+        e
+        for e in events
+        if e.get("cat") in ref.GPU_CATS and ref.is_x(e) and ref.args(e).get("correlation") in launched
+    ]
     spans = [ref.span(e) for e in cpu + gpu]
     return max(s[1] for s in spans) - min(s[0] for s in spans)
 
@@ -150,7 +177,7 @@ def test_what_if_sanity(name: str) -> None:
     names_on = set(events.filter(events["e"].is_in(list(on_path)))["name"].to_list())
     off = [n for n in events.filter(events["is_gpu"])["name"].unique().to_list() if n not in names_on]
     if off:
-        pattern = "^(" + "|".join(__import__("re").escape(n) for n in off[:20]) + ")$"
+        pattern = "^(" + "|".join(re.escape(n) for n in off[:20]) + ")$"
         assert what_if(graph, [WhatIf(pattern, 0.25)], top=0).length_ns == base.length_ns
 
 
@@ -173,8 +200,16 @@ def test_a_path_where_hta_fails(name: str) -> None:
 
 
 def test_cli_json(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    result = cli("critical-path", hand_made(tmp_path), "--format", "json", "--what-if", "gemm:0.5",
-                 "--what-if", "cudaDeviceSynchronize:0")
+    result = cli(
+        "critical-path",
+        hand_made(tmp_path),
+        "--format",
+        "json",
+        "--what-if",
+        "gemm:0.5",
+        "--what-if",
+        "cudaDeviceSynchronize:0",
+    )
     assert result.code == 0, result.err
     data = json.loads(result.out)
     assert data["schema"] == "opscope.critical_path/1"
@@ -182,7 +217,12 @@ def test_cli_json(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     assert {"step", "wall_us", "path_us", "breakdown", "top"} <= set(step)
     assert step["step"] == 1 and step["wall_us"] == 100.0 and step["path_us"] == 100.0
     assert step["breakdown"]["gpu_compute_bound"] == 68.0
-    assert step["top"][0] == {"name": "my_gemm_kernel", "kind": "kernel", "on_path_us": 68.0, "total_us": 68.0}
+    assert step["top"][0] == {
+        "name": "my_gemm_kernel",
+        "kind": "kernel",
+        "on_path_us": 68.0,
+        "total_us": 68.0,
+    }
     # gemm halved and the sync removed: the GEMM (12..46) is the last work; the CPU's own span is 0..100 minus
     # the sync's 50 us.
     assert step["what_if"]["predicted_us"] == 50.0 and step["what_if"]["saving_us"] == 50.0
