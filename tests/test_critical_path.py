@@ -16,7 +16,7 @@ from conftest import corpus_path
 from opscope.analysis.attribution.linking import link
 from opscope.analysis.critical_path.graph import build
 from opscope.analysis.critical_path.path import WhatIf, critical_path, what_if
-from opscope.analysis.critical_path.stats import critical_path_stats, predict_saving
+from opscope.analysis.critical_path.stats import SavingModel, critical_path_stats, predict_saving
 from opscope.analysis.timeline.windows import step_windows
 
 EVENT_SYNC = "hta/critical_path_cuda_event_sync_event_sync_trace.json.gz"
@@ -106,6 +106,8 @@ def test_predict_saving_is_the_what_if(tmp_path: Path) -> None:
     trace = opscope.load(hand_made(tmp_path))
     assert predict_saving(trace, "gemm", 0.5) == pytest.approx(34.0)
     assert predict_saving(trace, "no_such_event", 0.0) == 0.0
+    model = SavingModel(trace)
+    assert model.saving_us("gemm", 0.5) == 34.0 and model.saving_us("cudaDeviceSynchronize", 0) == 20.0
 
 
 # ---- path length against the raw events --------------------------------------------------------------------------
@@ -241,7 +243,9 @@ def test_cli_formats(cli, fmt: str) -> None:  # type: ignore[no-untyped-def]
         assert "aten::empty" in result.out
 
 
-@pytest.mark.parametrize("spec", ["gemm", "gemm:-1", "gemm:x", ":0.5", "(:0.5"])
+@pytest.mark.parametrize(
+    "spec", ["gemm", "gemm:-1", "gemm:x", ":0.5", "(:0.5", "a(?=b):0.5", "gemm:nan", "gemm:inf"]
+)
 def test_cli_bad_what_if(cli, tmp_path: Path, spec: str) -> None:  # type: ignore[no-untyped-def]
     result = cli("critical-path", hand_made(tmp_path), "--what-if", spec)
     assert result.code == 2

@@ -45,8 +45,12 @@ class WhatIf:
             raise UsageError(f"--what-if: expected 'REGEX:FACTOR' with a factor >= 0, got {spec!r}")
         try:
             re.compile(pattern)
-        except re.error as exc:
-            raise UsageError(f"--what-if: bad regular expression {pattern!r}: {exc}") from None
+            pl.Series([""]).str.contains(
+                pattern
+            )  # matching runs in polars (Rust regex syntax: no look-around)
+        except (re.error, pl.exceptions.PolarsError) as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise UsageError(f"--what-if: bad regular expression {pattern!r}: {reason}") from None
         return cls(pattern, factor)
 
 
