@@ -74,7 +74,8 @@ def critical_path_data(result: CriticalPathStats) -> dict[str, Any]:
 
 def critical_path_document(result: CriticalPathStats) -> Document:
     step_cols = [Column("step", "Step", TEXT), Column("wall", "Wall ms", MS), Column("path", "Path ms", MS)]
-    step_cols += [Column(k, LABELS.get(k, k), PCT) for k in EDGE_KINDS]
+    shown = [k for k in EDGE_KINDS if any(s.path.breakdown_ns.get(k) for s in result.steps)]  # JSON keeps all
+    step_cols += [Column(k, LABELS.get(k, k), PCT) for k in shown or EDGE_KINDS[:1]]
     if result.what_ifs:
         step_cols += [Column("predicted", "What-if ms", MS), Column("saving", "Saving ms", MS)]
     rows: list[dict[str, Any]] = []
