@@ -321,32 +321,31 @@ def _sync_pairs(cpu: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, np.
     offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
     pos = np.repeat(lo, counts) + offsets
     cpu_ts = cpu[Col.TS_NS].to_numpy()
-    pairs = pl.DataFrame(
-        {
-            "sync": calls["_e"].to_numpy()[which],
-            "copy": calls[Col.NAME].is_in(copies).to_numpy()[which],
-            "s_ts": s_ts[which],
-            "s_end": s_end[which],
-            "s_pid": calls[Col.PID].to_numpy()[which],
-            "gpu": g["_e"].to_numpy()[pos],
-            "g_end": g_end[pos],
-            "launch": g["launch"].to_numpy()[pos],
-            "l_pid": g["launch_pid"].to_numpy()[pos],
-            "device": g[Col.DEVICE].to_numpy()[pos],
-            "stream": g[Col.STREAM].to_numpy()[pos],
-        }
-    )
+    # Gather with polars, not numpy: text columns with nulls would become object arrays.
+    on_call = calls.select(
+        pl.col("_e").alias("sync"),
+        pl.col(Col.NAME).is_in(copies).alias("copy"),
+        pl.col(Col.TS_NS).alias("s_ts"),
+        pl.col("end_ns").alias("s_end"),
+        pl.col(Col.PID).alias("s_pid"),
+    )[which]
+    on_gpu = g.select(
+        pl.col("_e").alias("gpu"),
+        pl.col("end_ns").alias("g_end"),
+        "launch",
+        pl.col("launch_pid").alias("l_pid"),
+        Col.DEVICE,
+        Col.STREAM,
+    )[pos]
+    pairs = pl.concat([on_call, on_gpu], how="horizontal")
     pairs = pairs.with_columns(pl.Series("l_ts", cpu_ts[pairs["launch"].to_numpy()], dtype=pl.Int64))
+    same_pid = pl.col("l_pid").eq_missing(pl.col("s_pid"))
     own = pl.col("launch") == pl.col("sync")
-    waited = (
-        pl.when(pl.col("copy"))
-        .then(own)
-        .otherwise((pl.col("l_ts") <= pl.col("s_ts")) & (pl.col("l_pid") == pl.col("s_pid")))
-    )
+    waited = pl.when(pl.col("copy")).then(own).otherwise((pl.col("l_ts") <= pl.col("s_ts")) & same_pid)
     pairs = pairs.filter(waited)
     if pairs.height == 0:
         return empty, mask
-    last = pairs.sort("g_end").group_by(["sync", "device", "stream"]).last()
+    last = pairs.sort("g_end").group_by(["sync", Col.DEVICE, Col.STREAM]).last()
     # Every edge weighs the call's return latency after the last of them ended: only that one binds.
     latency = pl.col("s_end") - pl.col("g_end").max().over("sync")
     out = last.select("sync", "gpu", latency.alias("weight_ns")).sort(["sync", "gpu"])
