@@ -25,6 +25,7 @@ QWEN = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 AMD = "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"
 OLD_2021 = "kineto/plugin_samples_resnet50_num_workers_0_worker0.pt.trace.json.gz"
 NO_STEPS = "kineto/tb_plugin_samples_resnet50_autograd_api_num_workers_0_worker0.pt.trace.json.gz"
+ROCPROF = "omniperf/multikernel_MI200__timestamps.csv"  # GPU only: no launch calls
 ALEXNET = "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz"
 
 
@@ -186,7 +187,7 @@ def test_what_if_sanity(name: str) -> None:
 # ---- traces where HTA fails --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", [OLD_2021, NO_STEPS, AMD, ALEXNET])
+@pytest.mark.parametrize("name", [OLD_2021, NO_STEPS, AMD, ALEXNET, ROCPROF])
 def test_a_path_where_hta_fails(name: str) -> None:
     stats = critical_path_stats(opscope.load(corpus_path(name)))
     assert stats.steps

@@ -26,9 +26,9 @@ def critical_path_panel(
 ) -> dict[str, Any]:
     """The panel's data: `steps` (name, start_ns, wall_us, path_us, breakdown_us) and `segments` (columnar:
     start_ns, dur_ns, kind index into `kinds`, gpu 0/1, name string id), at most MAX_SEGMENTS of the longest."""
-    stats = critical_path_stats(trace, rules=(), top=0, linkage=linkage)
+    stats = critical_path_stats(trace, rules=(), top=0, linkage=linkage, max_windows=MAX_STEPS)
     origin = origin_ns or 0
-    chosen = stats.steps[:MAX_STEPS]
+    chosen = stats.steps
     steps = [
         {
             "name": s.window.name,
@@ -62,7 +62,7 @@ def critical_path_panel(
         "steps": steps,
         "segments": packed,
         "from_markers": stats.from_markers,
-        "total_steps": len(stats.steps),
+        "total_steps": stats.windows_total,
         "segments_total": int(sum(f.height for f in frames)) if frames else 0,
         "shipped": len(packed["start_ns"]),
     }

@@ -88,16 +88,13 @@ class Graph:
         return ts
 
 
-def _cpu_events(trace: Trace, start_ns: int, end_ns: int) -> pl.DataFrame:
+def cpu_table(trace: Trace) -> pl.DataFrame:
+    """Every CPU event of the trace with a positive duration (collected once, filtered per window)."""
     return (
         trace.lazy()
         .with_row_index(ROW)
         .with_columns(pl.col(ROW).cast(pl.Int64))
-        .filter(
-            pl.col(Col.KIND).cast(pl.String).is_in(list(CPU_KINDS))
-            & (pl.col(Col.DUR_NS) > 0)
-            & pl.col(Col.TS_NS).is_between(start_ns, end_ns)
-        )
+        .filter(pl.col(Col.KIND).cast(pl.String).is_in(list(CPU_KINDS)) & (pl.col(Col.DUR_NS) > 0))
         .select(
             ROW,
             pl.col(Col.NAME).cast(pl.String),
@@ -107,13 +104,15 @@ def _cpu_events(trace: Trace, start_ns: int, end_ns: int) -> pl.DataFrame:
             Col.TS_NS,
             (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias("end_ns"),
         )
+        .sort([Col.TS_NS, ROW])
         .collect()
     )
 
 
-def _gpu_events(linkage: Linkage, cpu: pl.DataFrame) -> pl.DataFrame:
-    """The GPU events launched from `cpu`, with `trace_prev_end`: the end of the previous activity on the same
-    device and stream in the whole trace (to tell a backlog from before the window)."""
+def _gpu_events(linkage: Linkage, cpu: pl.DataFrame, start_ns: int, end_ns: int) -> pl.DataFrame:
+    """The GPU events launched from `cpu`, and those with no launch call in the trace that start in the window
+    (a GPU-only capture: launch -1), with `trace_prev_end`: the end of the previous activity on the same device
+    and stream in the whole trace (to tell a backlog from before the window)."""
     launches = cpu.select(
         pl.col(ROW).alias("launch_row"), pl.col("_e").alias("launch"), pl.col(Col.PID).alias("launch_pid")
     )
@@ -131,21 +130,29 @@ def _gpu_events(linkage: Linkage, cpu: pl.DataFrame) -> pl.DataFrame:
         )
         .sort([*lane, Col.TS_NS, ROW], nulls_last=True)
         .with_columns(pl.col("end_ns").shift(1).over(lane).alias("trace_prev_end"))
-        .join(launches, on="launch_row", how="inner")
+        .join(launches, on="launch_row", how="left")
+        .filter(
+            pl.col("launch").is_not_null()
+            | (pl.col("launch_row").is_null() & pl.col(Col.TS_NS).is_between(start_ns, end_ns))
+        )
+        .with_columns(pl.col("launch").fill_null(-1))
         .drop("launch_row")
         .sort([Col.TS_NS, ROW])
     )
 
 
-def build(trace: Trace, linkage: Linkage, start_ns: int, end_ns: int) -> Graph:
-    """The dependency graph of the events of `trace` in [start_ns, end_ns] (see the module doc)."""
+def build(
+    trace: Trace, linkage: Linkage, start_ns: int, end_ns: int, cpu_all: pl.DataFrame | None = None
+) -> Graph:
+    """The dependency graph of the events of `trace` in [start_ns, end_ns] (see the module doc). `cpu_all`:
+    `cpu_table(trace)` when the caller builds several windows."""
+    cpu_all = cpu_table(trace) if cpu_all is None else cpu_all
     cpu = (
-        _cpu_events(trace, start_ns, end_ns)
-        .sort([Col.TS_NS, ROW])
+        cpu_all.filter(pl.col(Col.TS_NS).is_between(start_ns, end_ns))
         .with_row_index("_e")
         .with_columns(pl.col("_e").cast(pl.Int64))
     )
-    gpu = _gpu_events(linkage, cpu)
+    gpu = _gpu_events(linkage, cpu, start_ns, end_ns)
     n_cpu = cpu.height
     gpu = gpu.with_row_index("_e", offset=n_cpu).with_columns(pl.col("_e").cast(pl.Int64))
     thread = (
@@ -265,8 +272,12 @@ def _gpu_edges(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     kind = np.where(gpu[Col.KIND].to_numpy() != Kind.KERNEL, MEMCPY, np.where(comm, GPU_COMM, GPU_COMPUTE))
     frames = [_edge_frame(2 * e, 2 * e + 1, end - ts, pl.Series(kind, dtype=pl.String), e)]
     launch = gpu["launch"].to_numpy()
-    l_ts = cpu[Col.TS_NS].to_numpy()[launch]
-    l_dur = cpu["end_ns"].to_numpy()[launch] - l_ts
+    linked = launch >= 0  # GPU work with no launch call in the trace has no launch edge
+    safe = np.maximum(launch, 0)
+    c_ts = cpu[Col.TS_NS].to_numpy() if cpu.height else np.zeros(1, dtype=np.int64)
+    c_end = cpu["end_ns"].to_numpy() if cpu.height else np.zeros(1, dtype=np.int64)
+    l_ts = np.where(linked, c_ts[np.minimum(safe, len(c_ts) - 1)], np.iinfo(np.int64).min)
+    l_dur = np.where(linked, c_end[np.minimum(safe, len(c_end) - 1)] - l_ts, 0)
     # Previous activity on the same device and stream (in start order).
     key = (
         gpu.select(
@@ -283,13 +294,13 @@ def _gpu_edges(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     prev[order[1:][same]] = order[:-1][same]
     has_prev = prev >= 0
     p_end = np.where(has_prev, end[np.maximum(prev, 0)], np.iinfo(np.int64).min)
-    delay = np.maximum(ts - l_ts, 0)
-    launch_bound = ~has_prev | (p_end <= l_ts)
+    delay = np.where(linked, np.maximum(ts - np.where(linked, l_ts, ts), 0), 0)
+    launch_bound = linked & (~has_prev | (p_end <= l_ts))
     launch_w = np.where(launch_bound, delay, np.maximum(np.minimum(delay - 1, l_dur), 0))
     trace_prev = gpu["trace_prev_end"].fill_null(np.iinfo(np.int64).min).to_numpy()
     backlog = ~has_prev & (trace_prev > l_ts)
-    launch_kind = pl.Series(np.where(backlog, BACKLOG, LAUNCH), dtype=pl.String)
-    frames.append(_edge_frame(2 * launch, 2 * e, launch_w, launch_kind, e))
+    launch_kind = pl.Series(np.where(backlog, BACKLOG, LAUNCH)[linked], dtype=pl.String)
+    frames.append(_edge_frame(2 * launch[linked], 2 * e[linked], launch_w[linked], launch_kind, e[linked]))
     gap = np.where(launch_bound, 0, ts - p_end)
     frames.append(
         _edge_frame(2 * e[prev[has_prev]] + 1, 2 * e[has_prev], gap[has_prev], KERNEL_KERNEL, e[has_prev])
@@ -311,7 +322,7 @@ def _sync_pairs(cpu: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, np.
     calls = cpu.filter(pl.col(Col.NAME).is_in(blocking + copies) & is_call)
     if calls.height == 0 or gpu.height == 0:
         return empty, mask
-    g = gpu.sort("end_ns")
+    g = gpu.filter(pl.col("launch") >= 0).sort("end_ns")
     g_end = g["end_ns"].to_numpy()
     s_ts, s_end = calls[Col.TS_NS].to_numpy(), calls["end_ns"].to_numpy()
     lo = np.searchsorted(g_end, s_ts, side="right")

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 
 from opscope.analysis.attribution.linking import Linkage, link
-from opscope.analysis.critical_path.graph import Graph, build
+from opscope.analysis.critical_path.graph import Graph, build, cpu_table
 from opscope.analysis.critical_path.path import PathResult, WhatIf, critical_path, what_if
 from opscope.analysis.timeline.windows import StepWindow, select_windows
 from opscope.model.trace import Trace
@@ -39,6 +39,7 @@ class CriticalPathStats:
     from_markers: bool
     what_ifs: tuple[WhatIf, ...]
     steps: tuple[StepPath, ...]
+    windows_total: int = 0
 
 
 def _segments(graph: Graph, path: PathResult) -> pl.DataFrame:
@@ -64,9 +65,14 @@ def _segments(graph: Graph, path: PathResult) -> pl.DataFrame:
 
 
 def step_path(
-    trace: Trace, window: StepWindow, linkage: Linkage, rules: Sequence[WhatIf] = (), top: int = 20
+    trace: Trace,
+    window: StepWindow,
+    linkage: Linkage,
+    rules: Sequence[WhatIf] = (),
+    top: int = 20,
+    cpu_all: pl.DataFrame | None = None,
 ) -> StepPath:
-    graph = build(trace, linkage, window.start_ns, window.end_ns)
+    graph = build(trace, linkage, window.start_ns, window.end_ns, cpu_all)
     ts = graph.node_ts()
     span = int(ts.max() - ts.min()) if len(ts) else 0
     base = critical_path(graph, top)
@@ -82,15 +88,20 @@ def critical_path_stats(
     rules: Sequence[WhatIf] = (),
     top: int = 20,
     linkage: Linkage | None = None,
+    max_windows: int | None = None,
 ) -> CriticalPathStats:
-    """The critical path of each chosen step (all steps, or one whole-trace window without markers)."""
+    """The critical path of each chosen step (all steps, or one whole-trace window without markers); with
+    `max_windows`, of the first ones only (`windows_total` says how many there were)."""
     windows = select_windows(trace, steps)
     linkage = link(trace) if linkage is None else linkage
+    cpu_all = cpu_table(trace)
+    chosen = windows if max_windows is None else windows[:max_windows]
     return CriticalPathStats(
         path=trace.path,
         from_markers=any(w.step is not None for w in windows),
         what_ifs=tuple(rules),
-        steps=tuple(step_path(trace, w, linkage, rules, top) for w in windows),
+        steps=tuple(step_path(trace, w, linkage, rules, top, cpu_all) for w in chosen),
+        windows_total=len(windows),
     )
 
 
@@ -100,7 +111,10 @@ class SavingModel:
 
     def __init__(self, trace: Trace, steps: str | None = None, linkage: Linkage | None = None) -> None:
         linkage = link(trace) if linkage is None else linkage
-        self._graphs = [build(trace, linkage, w.start_ns, w.end_ns) for w in select_windows(trace, steps)]
+        cpu_all = cpu_table(trace)
+        self._graphs = [
+            build(trace, linkage, w.start_ns, w.end_ns, cpu_all) for w in select_windows(trace, steps)
+        ]
         self._base = [critical_path(g, top=0).length_ns for g in self._graphs]
 
     def saving_us(self, selector: str, factor: float) -> float:
