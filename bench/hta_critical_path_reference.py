@@ -1,8 +1,10 @@
 """Regenerate tests/data/hta_critical_path.json: HolisticTraceAnalysis's critical-path breakdown on the corpus traces
 where it runs, the reference `tests/test_critical_path_hta.py` compares opscope against.
 
-Needs HolisticTraceAnalysis (not a dependency of opscope or its tests): `pip install HolisticTraceAnalysis==0.5.0`.
-Run: `python bench/hta_critical_path_reference.py ../shared/traces > tests/data/hta_critical_path.json`.
+Needs HolisticTraceAnalysis (not a dependency of opscope or its tests) in a virtual environment of its own, with
+pandas < 3 (HTA 0.5.0 fails on pandas 3: "Cannot specify both 'axis' and 'index'/'columns'"):
+`python -m venv /tmp/hta && /tmp/hta/bin/pip install HolisticTraceAnalysis==0.5.0 'pandas<3'`.
+Run: `/tmp/hta/bin/python bench/hta_critical_path_reference.py ../shared/traces > tests/data/hta_critical_path.json`.
 Each case names the trace, HTA's annotation and instance; the breakdown is HTA's `bound_by` sum of edge weights
 in microseconds (`get_critical_path_breakdown()`), and `failed` records the traces where HTA raises.
 """

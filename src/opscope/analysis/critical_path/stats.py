@@ -55,7 +55,7 @@ def _segments(graph: Graph, path: PathResult) -> pl.DataFrame:
             "src_ts_ns": ts[src],
             "dst_ts_ns": ts[dst],
             "kind": on["kind"],
-            "name": [str(names[o]) if o >= 0 else "" for o in owner.tolist()],
+            "name": np.where(owner >= 0, names[np.maximum(owner, 0)], "") if len(owner) else np.zeros(0, str),
             "gpu": is_gpu[lane_event] if len(lane_event) else np.zeros(0, dtype=bool),
             "event_row": graph.events["row"].to_numpy()[lane_event]
             if len(lane_event)
