@@ -172,8 +172,10 @@ def test_what_if_sanity(name: str) -> None:
     base = critical_path(graph, top=0)
     half = what_if(graph, [WhatIf(".*", 0.5)], top=0).length_ns
     assert base.length_ns / 2 <= half <= base.length_ns
-    # Removing every synchronisation never lengthens the step.
+    # Removing every synchronisation never lengthens the step; no factor <= 1 does.
     assert what_if(graph, [WhatIf("Synchronize|Memcpy", 0.0)], top=0).length_ns <= base.length_ns
+    for rule in (WhatIf("aten::", 0.0), WhatIf("gemm|cutlass|sgemm", 0.5), WhatIf("Launch", 0.0)):
+        assert what_if(graph, [rule], top=0).length_ns <= base.length_ns
     # A GPU activity whose every edge is off the path: speeding it up changes nothing.
     on_path = set(graph.edges[base.edges]["owner"].to_list())
     events = graph.events.with_row_index("e")
