@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "ops": "per operator: calls, CPU total/self time, GPU time of the kernels it launched (inclusive and self)",
     "tree": "GPU time by nn.Module / annotation / op / kernel, as a tree",
     "steps": "per ProfilerStep: wall, GPU busy, kernel, memcpy, communication and idle time; slowest step marked",
+    "critical-path": "the chain of dependent work that bounds each step, its breakdown by kind, and what-ifs",
     "diff": "compare two traces (NEW - BASE): headline figures, kernels, operators; regression gates for CI",
     "ranks": "compare the per-rank traces of a multi-GPU job: time per rank, spread, straggler, collective skew",
     "report": "self-contained HTML report: timeline, kernels, categories, steps, ops -> kernels, launch delay, memcpy",
@@ -41,7 +42,7 @@ COMMANDS: dict[str, str] = {
 
 
 def command_module(name: str) -> ModuleType:
-    return importlib.import_module(f"opscope.cli.{name}")
+    return importlib.import_module(f"opscope.cli.{name.replace('-', '_')}")
 
 
 class _OneLine(logging.Formatter):
