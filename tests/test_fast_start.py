@@ -39,8 +39,8 @@ def test_argument_errors_are_light(command: str) -> None:
 
 
 def test_commands_are_modules_with_the_same_name() -> None:
-    from opscope.cli.main import command_module
+    from opscope.cli.main import command_module  # `critical-path` lives in opscope.cli.critical_path
 
-    for name in COMMANDS:  # compile-check lives in opscope.cli.compile_check
+    for name in COMMANDS:
         module = command_module(name)
         assert name == module.NAME and callable(module.prepare_parser) and callable(module.run)

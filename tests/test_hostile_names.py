@@ -116,7 +116,7 @@ def check_html(page: str) -> Any:
     return json.loads(match.group(1))
 
 
-COMMANDS = [("summary",), ("analyze",), ("ops",), ("tree", "--depth", "0"), ("steps",), ("kernels",)]
+COMMANDS = [("summary",), ("analyze",), ("ops",), ("tree", "--depth", "0"), ("steps",), ("kernels",), ("critical-path",)]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])

@@ -18,6 +18,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("opscope.analysis",),
     ("opscope.scale",),
     ("opscope.capture",),
+    ("opscope.history",),  # run history: reads traces through ingest, reduces them through the analyses
     ("opscope.report",),
     ("opscope.cli",),
     ("opscope",),

@@ -32,6 +32,7 @@ install_log_filter(logging.getLogger("opscope"))
 if TYPE_CHECKING:
     from opscope.analysis.kernels.summary import KernelRow, KernelSummary, SummaryOptions
     from opscope.analysis.overview import Analysis, AnalyzeOptions
+    from opscope.history.api import History
     from opscope.loading import load
     from opscope.model import Trace, TraceMeta
 
@@ -44,6 +45,7 @@ _LAZY = {
     "Analysis": "opscope.analysis.overview",
     "AnalyzeOptions": "opscope.analysis.overview",
     "load": "opscope.loading",
+    "History": "opscope.history.api",
     "Trace": "opscope.model",
     "TraceMeta": "opscope.model",
     # the capture API: most users of opscope analyse traces and never capture (and it needs torch)
@@ -110,6 +112,7 @@ def analyze(
 __all__ = [
     "Analysis",
     "AnalyzeOptions",
+    "History",
     "InputError",
     "KernelRow",
     "KernelSummary",

@@ -30,9 +30,11 @@ COMMANDS: dict[str, str] = {
     "ops": "per operator: calls, CPU total/self time, GPU time of the kernels it launched (inclusive and self)",
     "tree": "GPU time by nn.Module / annotation / op / kernel, as a tree",
     "steps": "per ProfilerStep: wall, GPU busy, kernel, memcpy, communication and idle time; slowest step marked",
+    "critical-path": "the chain of dependent work that bounds each step, its breakdown by kind, and what-ifs",
     "diff": "compare two traces (NEW - BASE): headline figures, kernels, operators; regression gates for CI",
     "ranks": "compare the per-rank traces of a multi-GPU job: time per rank, spread, straggler, collective skew",
     "report": "self-contained HTML report: timeline, kernels, categories, steps, ops -> kernels, launch delay, memcpy",
+    "history": "run history in SQLite / PostgreSQL: add traces, list, show trends, check for regressions, report",
     "export": "export folded op -> kernel stacks (--folded) or a trimmed trace (-o FILE.json[.gz]) for Perfetto",
     "run": "profile an unmodified Python script (in this process) and print where the time went",
     "bench": "compare strategies (torch.compile, autocast, channels_last) for a model: latency, key op, utilization",
@@ -42,7 +44,7 @@ COMMANDS: dict[str, str] = {
 
 
 def command_module(name: str) -> ModuleType:
-    return importlib.import_module(f"opscope.cli.{name.replace('-', '_')}")  # compile-check -> compile_check
+    return importlib.import_module(f"opscope.cli.{name.replace('-', '_')}")
 
 
 class _OneLine(logging.Formatter):

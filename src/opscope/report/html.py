@@ -26,9 +26,10 @@ from opscope.errors import MissingDependency
 LIBRARY = "echarts.min.js"
 KINDS: dict[str, tuple[str, ...]] = {
     # report kind -> page scripts (after the shared ones), in load order
-    "trace": ("timeline.js", "flame.js", "trace.js", "findings.js"),
+    "trace": ("timeline.js", "flame.js", "trace.js", "critical_path.js", "findings.js"),
     "diff": ("diff.js",),
     "ranks": ("ranks.js",),
+    "history": ("history.js",),
 }
 SHARED = ("common.js",)
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}

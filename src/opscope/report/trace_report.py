@@ -29,6 +29,7 @@ from opscope.analysis.timeline.memcpy import memcpy_stats
 from opscope.analysis.timeline.windows import overlap_pairs
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
+from opscope.report.critical_path_report import critical_path_panel
 from opscope.report.findings_data import report_findings
 from opscope.report.summary_view import summary_data
 from opscope.report.timeline_data import TimelineOptions as LaneOptions
@@ -47,6 +48,7 @@ SOURCES = {
     "launch_delay": "analysis/timeline/launch_delay.py (as opscope analyze)",
     "memcpy": "analysis/timeline/memcpy.py (as opscope analyze)",
     "findings": "analysis/rules/ (as opscope advise; docs/advice.md)",
+    "critical_path": "analysis/critical_path/ (as opscope critical-path) + report/critical_path_report.py",
 }
 
 
@@ -102,6 +104,7 @@ def trace_report(trace: Trace, options: ReportOptions | None = None) -> dict[str
         "launch_delay": _launch_delay(trace, act),
         "memcpy": _memcpy(trace, act),
         "findings": report_findings(trace, linkage, opts.devices, opts.streams),
+        "critical_path": critical_path_panel(trace, linkage, act.window.start_ns, strings),
         "sources": dict(SOURCES),
         "warnings": list(trace.meta.warnings),
         "strings": strings.items,

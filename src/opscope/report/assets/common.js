@@ -125,6 +125,7 @@ const OPS = (function () {
       const frag = document.createDocumentFragment();
       for (const row of filtered.slice(0, shown)) {
         const tr = el("tr");
+        if (opts.rowId) tr.id = opts.rowId(row);
         for (const col of columns) {
           const v = value(row, col);
           const cls = NUMERIC.has(col.kind) ? "num" : col.kind === "name" ? "name" : "";

@@ -1,0 +1,363 @@
+"""The dependency graph of one window (a step or the whole trace), built with vectorised polars/numpy work.
+
+Every event in the window becomes two nodes, its start and its end (node 2e and 2e+1 for event e). CPU events
+are ops, user annotations and runtime / driver calls that start inside the window with a positive duration;
+GPU events are kernels, memcpys and memsets whose launch call is one of those CPU events (HTA's rule). Edges:
+
+- program order: consecutive start/end points on a CPU thread (this also encodes op nesting), weight the time
+  between them; owned by the innermost event open over that stretch (none between top-level events);
+- GPU activity: start -> end, weight the duration;
+- launch: the launch call's start -> the activity's start (`analysis.attribution.linking` finds the launch);
+- stream order: the previous activity's end on the same device and stream -> the next one's start;
+- synchronisation: the end of a GPU activity -> the end of the blocking host call that waited for it (the last
+  activity per stream, launched by the same process before the call began, that ended while the call blocked;
+  for `*MemcpyAsync` only its own copy, which ends inside it when the copy was in fact blocking); each weighs
+  the call's return latency after the last of them ended.
+
+Weights reproduce the observed times: on every node the *binding* incoming edge (what the node really waited
+for) weighs exactly the time since its source, the others less (a kernel queued behind another: the launch edge
+weighs at most the launch call's duration; a kernel launched onto an idle stream: the stream edge weighs 0; a
+blocking call that waited for the GPU: its own program-order edge weighs 0). So the longest path is the observed
+span, and shrinking a node on it lets the others take over, which is what the what-if needs.
+Definitions and the boundary effects: docs/critical-path.md.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from opscope.analysis.attribution.linking import LAUNCH_KINDS, ROW, Linkage
+from opscope.analysis.attribution.nesting import innermost_container
+from opscope.analysis.timeline.syncs import SYNC_CALL_PATTERN
+from opscope.model.schema import Col, Kind
+from opscope.model.trace import Trace
+
+CPU_KINDS: tuple[str, ...] = (Kind.CPU_OP, Kind.USER_ANNOTATION, *LAUNCH_KINDS)
+COMM_KERNEL = r"(?i)nccl|rccl"
+
+# Edge kinds: the breakdown classes (HTA's `bound_by` names plus sync_wait and memcpy).
+CPU_BOUND = "cpu_bound"
+GPU_COMPUTE = "gpu_compute_bound"
+GPU_COMM = "gpu_communication_bound"
+KERNEL_KERNEL = "gpu_kernel_kernel_overhead"
+LAUNCH = "gpu_kernel_launch_overhead"
+SYNC_WAIT = "sync_wait"
+MEMCPY = "memcpy"
+BACKLOG = "gpu_backlog"  # a launch waiting for GPU work launched before the window (the GPU runs behind)
+EDGE_KINDS: tuple[str, ...] = (
+    CPU_BOUND,
+    GPU_COMPUTE,
+    GPU_COMM,
+    KERNEL_KERNEL,
+    LAUNCH,
+    SYNC_WAIT,
+    MEMCPY,
+    BACKLOG,
+)
+SCALED_KINDS: tuple[str, ...] = (CPU_BOUND, GPU_COMPUTE, GPU_COMM, SYNC_WAIT, MEMCPY)  # work, not overhead
+
+# Blocking host calls: the synchronising calls of `timeline.syncs` less cudaStreamWaitEvent (it makes a GPU
+# stream wait, not the host), plus *MemcpyAsync, which blocks on pageable memory.
+ASYNC_COPY = r"^(cuda|hip)MemcpyAsync$|^cuMemcpy\w*Async(_v2)?$"
+
+
+@dataclass(frozen=True, eq=False)
+class Graph:
+    """`events`: one row per event (index e = position): row (trace row), name, kind, is_gpu, ts_ns, end_ns,
+    parent (event index of the enclosing CPU event, -1), launch (event index of the launch call, -1).
+    `edges`: src, dst (node ids), weight_ns, kind, owner (event index, -1), sync (the edge enters a blocking call
+    from the GPU). Node n is the start (n even) or end (n odd) of event n // 2."""
+
+    start_ns: int
+    end_ns: int
+    events: pl.DataFrame
+    edges: pl.DataFrame
+
+    @property
+    def nodes(self) -> int:
+        return 2 * self.events.height
+
+    def node_ts(self) -> np.ndarray:
+        ts = np.empty(self.nodes, dtype=np.int64)
+        ts[0::2] = self.events["ts_ns"].to_numpy()
+        ts[1::2] = self.events["end_ns"].to_numpy()
+        return ts
+
+
+def cpu_table(trace: Trace) -> pl.DataFrame:
+    """Every CPU event of the trace with a positive duration (collected once, filtered per window)."""
+    return (
+        trace.lazy()
+        .with_row_index(ROW)
+        .with_columns(pl.col(ROW).cast(pl.Int64))
+        .filter(pl.col(Col.KIND).cast(pl.String).is_in(list(CPU_KINDS)) & (pl.col(Col.DUR_NS) > 0))
+        .select(
+            ROW,
+            pl.col(Col.NAME).cast(pl.String),
+            pl.col(Col.KIND).cast(pl.String),
+            pl.col(Col.PID).cast(pl.String),
+            pl.col(Col.TID).cast(pl.String),
+            Col.TS_NS,
+            (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias("end_ns"),
+        )
+        .sort([Col.TS_NS, ROW])
+        .collect()
+    )
+
+
+def _gpu_events(linkage: Linkage, cpu: pl.DataFrame, start_ns: int, end_ns: int) -> pl.DataFrame:
+    """The GPU events launched from `cpu`, and those with no launch call in the trace that start in the window
+    (a GPU-only capture: launch -1), with `trace_prev_end`: the end of the previous activity on the same device
+    and stream in the whole trace (to tell a backlog from before the window)."""
+    launches = cpu.select(
+        pl.col(ROW).alias("launch_row"), pl.col("_e").alias("launch"), pl.col(Col.PID).alias("launch_pid")
+    )
+    lane = [Col.DEVICE, Col.STREAM]
+    return (
+        linkage.gpu.select(
+            ROW,
+            pl.col(Col.NAME).cast(pl.String),
+            pl.col(Col.KIND).cast(pl.String),
+            Col.DEVICE,
+            Col.STREAM,
+            Col.TS_NS,
+            (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias("end_ns"),
+            "launch_row",
+        )
+        .sort([*lane, Col.TS_NS, ROW], nulls_last=True)
+        .with_columns(pl.col("end_ns").shift(1).over(lane).alias("trace_prev_end"))
+        .join(launches, on="launch_row", how="left")
+        .filter(
+            pl.col("launch").is_not_null()
+            | (pl.col("launch_row").is_null() & pl.col(Col.TS_NS).is_between(start_ns, end_ns))
+        )
+        .with_columns(pl.col("launch").fill_null(-1))
+        .drop("launch_row")
+        .sort([Col.TS_NS, ROW])
+    )
+
+
+def build(
+    trace: Trace, linkage: Linkage, start_ns: int, end_ns: int, cpu_all: pl.DataFrame | None = None
+) -> Graph:
+    """The dependency graph of the events of `trace` in [start_ns, end_ns] (see the module doc). `cpu_all`:
+    `cpu_table(trace)` when the caller builds several windows."""
+    cpu_all = cpu_table(trace) if cpu_all is None else cpu_all
+    cpu = (
+        cpu_all.filter(pl.col(Col.TS_NS).is_between(start_ns, end_ns))
+        .with_row_index("_e")
+        .with_columns(pl.col("_e").cast(pl.Int64))
+    )
+    gpu = _gpu_events(linkage, cpu, start_ns, end_ns)
+    n_cpu = cpu.height
+    gpu = gpu.with_row_index("_e", offset=n_cpu).with_columns(pl.col("_e").cast(pl.Int64))
+    thread = (
+        cpu.select(
+            (pl.col(Col.PID).fill_null("") + "\x00" + pl.col(Col.TID).fill_null(""))
+            .cast(pl.Categorical)
+            .to_physical()
+            .cast(pl.Int64)
+        )
+        .to_series()
+        .to_numpy()
+    )
+    c_start = cpu[Col.TS_NS].to_numpy()
+    c_end = cpu["end_ns"].to_numpy()
+    parent = innermost_container(thread, c_start, c_end, np.ones(n_cpu, dtype=bool))
+    events = pl.concat(
+        [
+            cpu.select(
+                ROW,
+                Col.NAME,
+                Col.KIND,
+                pl.lit(False).alias("is_gpu"),
+                Col.TS_NS,
+                "end_ns",
+                pl.Series("parent", parent, dtype=pl.Int64),
+                pl.lit(-1, dtype=pl.Int64).alias("launch"),
+            ),
+            gpu.select(
+                ROW,
+                Col.NAME,
+                Col.KIND,
+                pl.lit(True).alias("is_gpu"),
+                Col.TS_NS,
+                "end_ns",
+                pl.lit(-1, dtype=pl.Int64).alias("parent"),
+                "launch",
+            ),
+        ]
+    )
+    syncs, blocking = _sync_pairs(cpu, gpu)
+    blocked = np.zeros(n_cpu, dtype=bool)
+    blocked[syncs["sync"].to_numpy()] = True
+    blocking |= blocked
+    edges = pl.concat(
+        [
+            _program_order(thread, c_start, c_end, parent, blocked, blocking),
+            _gpu_edges(gpu, cpu),
+            syncs.select(
+                (pl.col("gpu") * 2 + 1).alias("src"),
+                (pl.col("sync") * 2 + 1).alias("dst"),
+                "weight_ns",
+                pl.lit(SYNC_WAIT).alias("kind"),
+                pl.col("sync").alias("owner"),
+                pl.lit(True).alias("sync"),
+            ),
+        ],
+        how="vertical_relaxed",
+    )
+    return Graph(start_ns=start_ns, end_ns=end_ns, events=events, edges=edges)
+
+
+def _edge_frame(
+    src: np.ndarray, dst: np.ndarray, weight: np.ndarray, kind: str | pl.Series, owner: np.ndarray
+) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "src": src.astype(np.int64),
+            "dst": dst.astype(np.int64),
+            "weight_ns": np.maximum(weight, 0).astype(np.int64),
+            "kind": kind if isinstance(kind, pl.Series) else pl.Series([kind] * len(src), dtype=pl.String),
+            "owner": owner.astype(np.int64),
+            "sync": np.zeros(len(src), dtype=bool),
+        }
+    )
+
+
+def _program_order(
+    thread: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    parent: np.ndarray,
+    blocked: np.ndarray,
+    blocking: np.ndarray,
+) -> pl.DataFrame:
+    """Consecutive start/end points per CPU thread. Equal times: ends before starts, the outer start first and
+    the inner end first, so that the points of nested events come out properly nested."""
+    n = len(start)
+    ev = np.concatenate([np.arange(n), np.arange(n)])
+    is_start = np.concatenate([np.ones(n, dtype=bool), np.zeros(n, dtype=bool)])
+    ts = np.concatenate([start, end])
+    dur = end - start
+    inner = np.concatenate([-dur, dur])  # starts: longer first; ends: shorter first
+    order = np.lexsort((ev, inner, is_start, ts, thread[ev]))
+    ev, is_start, ts = ev[order], is_start[order], ts[order]
+    node = 2 * ev + (~is_start)
+    same = thread[ev[1:]] == thread[ev[:-1]]
+    src, dst = node[:-1][same], node[1:][same]
+    weight = (ts[1:] - ts[:-1])[same]
+    owner = np.where(is_start[:-1], ev[:-1], parent[ev[:-1]])[same]
+    # A blocking call that waited for the GPU: its end is bound by the GPU, not by its own CPU time.
+    into_end = dst % 2 == 1
+    waited = into_end & blocked[dst // 2]
+    weight = np.where(waited, 0, weight)
+    # Time inside a blocking call is waiting, even when the trace shows no GPU work that explains it.
+    kind = pl.Series(np.where(into_end & blocking[dst // 2], SYNC_WAIT, CPU_BOUND), dtype=pl.String)
+    return _edge_frame(src, dst, weight, kind, owner)
+
+
+def _gpu_edges(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
+    """Duration, launch and stream-order edges of the GPU activities."""
+    if gpu.height == 0:
+        return _edge_frame(*(np.empty(0, dtype=np.int64),) * 3, CPU_BOUND, np.empty(0, dtype=np.int64))
+    e = gpu["_e"].to_numpy()
+    ts, end = gpu[Col.TS_NS].to_numpy(), gpu["end_ns"].to_numpy()
+    name = gpu[Col.NAME].fill_null("")
+    comm = name.str.contains(COMM_KERNEL).to_numpy()
+    kind = np.where(gpu[Col.KIND].to_numpy() != Kind.KERNEL, MEMCPY, np.where(comm, GPU_COMM, GPU_COMPUTE))
+    frames = [_edge_frame(2 * e, 2 * e + 1, end - ts, pl.Series(kind, dtype=pl.String), e)]
+    launch = gpu["launch"].to_numpy()
+    linked = launch >= 0  # GPU work with no launch call in the trace has no launch edge
+    safe = np.maximum(launch, 0)
+    c_ts = cpu[Col.TS_NS].to_numpy() if cpu.height else np.zeros(1, dtype=np.int64)
+    c_end = cpu["end_ns"].to_numpy() if cpu.height else np.zeros(1, dtype=np.int64)
+    l_ts = np.where(linked, c_ts[np.minimum(safe, len(c_ts) - 1)], np.iinfo(np.int64).min)
+    l_dur = np.where(linked, c_end[np.minimum(safe, len(c_end) - 1)] - l_ts, 0)
+    # Previous activity on the same device and stream (in start order).
+    key = (
+        gpu.select(
+            pl.struct(pl.col(Col.DEVICE).fill_null(-1), pl.col(Col.STREAM).fill_null(-1))
+            .rank("dense")
+            .cast(pl.Int64)
+        )
+        .to_series()
+        .to_numpy()
+    )
+    order = np.lexsort((e, ts, key))
+    prev = np.full(len(e), -1, dtype=np.int64)
+    same = key[order][1:] == key[order][:-1]
+    prev[order[1:][same]] = order[:-1][same]
+    has_prev = prev >= 0
+    p_end = np.where(has_prev, end[np.maximum(prev, 0)], np.iinfo(np.int64).min)
+    delay = np.where(linked, np.maximum(ts - np.where(linked, l_ts, ts), 0), 0)
+    launch_bound = linked & (~has_prev | (p_end <= l_ts))
+    launch_w = np.where(launch_bound, delay, np.maximum(np.minimum(delay - 1, l_dur), 0))
+    trace_prev = gpu["trace_prev_end"].fill_null(np.iinfo(np.int64).min).to_numpy()
+    backlog = ~has_prev & (trace_prev > l_ts)
+    launch_kind = pl.Series(np.where(backlog, BACKLOG, LAUNCH)[linked], dtype=pl.String)
+    frames.append(_edge_frame(2 * launch[linked], 2 * e[linked], launch_w[linked], launch_kind, e[linked]))
+    gap = np.where(launch_bound, 0, ts - p_end)
+    frames.append(
+        _edge_frame(2 * e[prev[has_prev]] + 1, 2 * e[has_prev], gap[has_prev], KERNEL_KERNEL, e[has_prev])
+    )
+    return pl.concat(frames)
+
+
+def _sync_pairs(cpu: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray]:
+    """(sync event, GPU event, weight_ns) for every blocking call and the last activity per stream it waited
+    for (see the module doc), and the mask of the CPU events that are blocking calls."""
+    empty = pl.DataFrame(schema={"sync": pl.Int64, "gpu": pl.Int64, "weight_ns": pl.Int64})
+    names = cpu[Col.NAME].unique().drop_nulls().to_list()
+    blocking = [n for n in names if re.search(SYNC_CALL_PATTERN, n) and "WaitEvent" not in n]
+    copies = [n for n in names if re.search(ASYNC_COPY, n)]
+    is_call = pl.col(Col.KIND).is_in(list(LAUNCH_KINDS))
+    mask = (
+        cpu.select(pl.col(Col.NAME).is_in(blocking) & is_call).to_series().fill_null(False).to_numpy().copy()
+    )
+    calls = cpu.filter(pl.col(Col.NAME).is_in(blocking + copies) & is_call)
+    if calls.height == 0 or gpu.height == 0:
+        return empty, mask
+    g = gpu.filter(pl.col("launch") >= 0).sort("end_ns")
+    g_end = g["end_ns"].to_numpy()
+    s_ts, s_end = calls[Col.TS_NS].to_numpy(), calls["end_ns"].to_numpy()
+    lo = np.searchsorted(g_end, s_ts, side="right")
+    hi = np.searchsorted(g_end, s_end, side="right")
+    counts = np.maximum(hi - lo, 0)
+    which = np.repeat(np.arange(calls.height), counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    pos = np.repeat(lo, counts) + offsets
+    cpu_ts = cpu[Col.TS_NS].to_numpy()
+    # Gather with polars, not numpy: text columns with nulls would become object arrays.
+    on_call = calls.select(
+        pl.col("_e").alias("sync"),
+        pl.col(Col.NAME).is_in(copies).alias("copy"),
+        pl.col(Col.TS_NS).alias("s_ts"),
+        pl.col("end_ns").alias("s_end"),
+        pl.col(Col.PID).alias("s_pid"),
+    )[which]
+    on_gpu = g.select(
+        pl.col("_e").alias("gpu"),
+        pl.col("end_ns").alias("g_end"),
+        "launch",
+        pl.col("launch_pid").alias("l_pid"),
+        Col.DEVICE,
+        Col.STREAM,
+    )[pos]
+    pairs = pl.concat([on_call, on_gpu], how="horizontal")
+    pairs = pairs.with_columns(pl.Series("l_ts", cpu_ts[pairs["launch"].to_numpy()], dtype=pl.Int64))
+    same_pid = pl.col("l_pid").eq_missing(pl.col("s_pid"))
+    own = pl.col("launch") == pl.col("sync")
+    waited = pl.when(pl.col("copy")).then(own).otherwise((pl.col("l_ts") <= pl.col("s_ts")) & same_pid)
+    pairs = pairs.filter(waited)
+    if pairs.height == 0:
+        return empty, mask
+    last = pairs.sort("g_end").group_by(["sync", Col.DEVICE, Col.STREAM]).last()
+    # Every edge weighs the call's return latency after the last of them ended: only that one binds.
+    latency = pl.col("s_end") - pl.col("g_end").max().over("sync")
+    out = last.select("sync", "gpu", latency.alias("weight_ns")).sort(["sync", "gpu"])
+    return out, mask

@@ -1,0 +1,184 @@
+"""The longest path through a window's dependency graph, its breakdown by kind, the ops and kernels on it, and
+the what-if: rescale the nodes whose name matches a pattern and recompute.
+
+The longest path is rustworkx's `dag_longest_path` (topological order over the graph, in Rust). A what-if
+multiplies the weight of every *work* edge owned by a matching event (its CPU time, its GPU duration, the
+wait of a blocking call) by the factor; the factor of a CPU op also applies to everything nested in it and to
+the GPU work it launched. Overheads (launch delay, kernel-to-kernel gaps) keep their weight, and a blocking call
+scaled to 0 loses its dependency on the GPU too. Same launch order, same dependencies: a model, not a promise.
+Definitions: docs/critical-path.md.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import rustworkx as rx
+
+from opscope.analysis.attribution.nesting import ancestors
+from opscope.analysis.critical_path.graph import EDGE_KINDS, SCALED_KINDS, SYNC_WAIT, Graph
+from opscope.errors import UsageError
+
+TOP_KINDS = (*SCALED_KINDS,)  # edges that count as an event's own time on the path
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """Rescale the events whose name matches `pattern` (a regular expression, searched) by `factor` >= 0."""
+
+    pattern: str
+    factor: float
+
+    @classmethod
+    def parse(cls, spec: str) -> WhatIf:
+        """`'REGEX:FACTOR'` (the factor after the last colon), e.g. `'gemm|cutlass:0.5'`, `'aten::copy_:0'`."""
+        pattern, sep, factor_text = spec.rpartition(":")
+        try:
+            factor = float(factor_text)
+        except ValueError:
+            factor = -1.0
+        if not sep or not pattern or not (factor >= 0 and np.isfinite(factor)):
+            raise UsageError(f"--what-if: expected 'REGEX:FACTOR' with a factor >= 0, got {spec!r}")
+        try:
+            re.compile(pattern)
+            pl.Series([""]).str.contains(
+                pattern
+            )  # matching runs in polars (Rust regex syntax: no look-around)
+        except (re.error, pl.exceptions.PolarsError) as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise UsageError(f"--what-if: bad regular expression {pattern!r}: {reason}") from None
+        return cls(pattern, factor)
+
+
+@dataclass(frozen=True)
+class TopEntry:
+    name: str
+    kind: str  # the event kind (kernel, cpu_op, runtime, ...)
+    on_path_ns: int
+    total_ns: int  # the summed duration of the events of that name and kind in the graph
+
+
+@dataclass(frozen=True)
+class PathResult:
+    """The critical path of one graph: `length_ns` (sum of its edge weights), `breakdown_ns` per edge kind,
+    `edges` (indices into graph.edges, in path order), `top` (events on the path by name, most time first)."""
+
+    length_ns: int
+    breakdown_ns: dict[str, int]
+    edges: np.ndarray
+    top: tuple[TopEntry, ...]
+
+
+def _longest(graph: Graph, weights: np.ndarray, keep: np.ndarray) -> tuple[int, np.ndarray]:
+    """(length, edge indices of the longest path) over the edges where `keep`."""
+    if graph.nodes == 0:
+        return 0, np.empty(0, dtype=np.int64)
+    src = graph.edges["src"].to_numpy()[keep]
+    dst = graph.edges["dst"].to_numpy()[keep]
+    idx = np.flatnonzero(keep)
+    dag = rx.PyDiGraph(check_cycle=False, multigraph=True)
+    dag.add_nodes_from(range(graph.nodes))
+    dag.add_edges_from(list(zip(src.tolist(), dst.tolist(), idx.tolist(), strict=True)))
+    w = weights
+    nodes = list(rx.dag_longest_path(dag, weight_fn=lambda _s, _t, e: int(w[e])))
+    if len(nodes) < 2:
+        return 0, np.empty(0, dtype=np.int64)
+    # The heaviest kept edge between each consecutive pair (multigraph: parallel edges can exist).
+    frame = pl.DataFrame({"src": src, "dst": dst, "e": idx, "w": w[idx]})
+    steps = pl.DataFrame(
+        {"src": nodes[:-1], "dst": nodes[1:], "i": range(len(nodes) - 1)},
+        schema={"src": pl.Int64, "dst": pl.Int64, "i": pl.Int64},
+    )
+    chosen = (
+        steps.join(frame, on=["src", "dst"], how="left")
+        .sort(["i", "w"], descending=[False, True])
+        .unique("i", keep="first", maintain_order=True)
+    )
+    path = chosen["e"].to_numpy().astype(np.int64)
+    return int(w[path].sum()), path
+
+
+def critical_path(graph: Graph, top: int = 20) -> PathResult:
+    """The longest path of `graph` with the observed weights."""
+    weights = graph.edges["weight_ns"].to_numpy()
+    length, path = _longest(graph, weights, np.ones(graph.edges.height, dtype=bool))
+    return _result(graph, weights, length, path, top)
+
+
+def _result(graph: Graph, weights: np.ndarray, length: int, path: np.ndarray, top: int) -> PathResult:
+    on = graph.edges[path].with_columns(pl.Series("w", weights[path], dtype=pl.Int64))
+    by_kind = dict(on.group_by("kind").agg(pl.col("w").sum()).iter_rows())
+    breakdown = {k: int(by_kind.get(k, 0)) for k in EDGE_KINDS}
+    return PathResult(length_ns=length, breakdown_ns=breakdown, edges=path, top=_top(graph, on, top))
+
+
+def _top(graph: Graph, on: pl.DataFrame, limit: int) -> tuple[TopEntry, ...]:
+    ev = graph.events.with_row_index("owner").with_columns(pl.col("owner").cast(pl.Int64))
+    totals = ev.group_by(["name", "kind"]).agg((pl.col("end_ns") - pl.col("ts_ns")).sum().alias("total"))
+    mine = (
+        on.filter(pl.col("kind").is_in(list(TOP_KINDS)) & (pl.col("owner") >= 0))
+        .join(ev.select("owner", "name", pl.col("kind").alias("event_kind")), on="owner", how="inner")
+        .group_by(["name", "event_kind"])
+        .agg(pl.col("w").sum().alias("on_path"))
+        .join(totals.rename({"kind": "event_kind"}), on=["name", "event_kind"], how="left")
+        .filter(pl.col("on_path") > 0)
+        .sort(["on_path", "name"], descending=[True, False])
+        .head(limit)
+    )
+    return tuple(
+        TopEntry(str(r["name"]), str(r["event_kind"]), int(r["on_path"]), int(r["total"] or 0))
+        for r in mine.iter_rows(named=True)
+    )
+
+
+def event_factors(graph: Graph, rules: Sequence[WhatIf]) -> np.ndarray:
+    """The factor of every event: its own (the product of the rules its name matches), else that of the nearest
+    enclosing CPU event that matches; GPU work takes its launch call's factor when it matches no rule itself."""
+    n = graph.events.height
+    own = np.ones(n)
+    matched = np.zeros(n, dtype=bool)
+    names = graph.events["name"].fill_null("")
+    for rule in rules:
+        hit = names.str.contains(rule.pattern).to_numpy()
+        own = np.where(hit, own * rule.factor, own)
+        matched |= hit
+    if n == 0 or not matched.any():
+        return own
+    tree = pl.DataFrame(
+        {"row": np.arange(n, dtype=np.int64), "parent_row": graph.events["parent"].to_numpy()}
+    ).with_columns(pl.when(pl.col("parent_row") >= 0).then(pl.col("parent_row")).alias("parent_row"))
+    pairs = ancestors(tree).filter(pl.col("ancestor").is_in(np.flatnonzero(matched).tolist()))
+    nearest = pairs.sort("level").unique("row", keep="first")
+    factor = np.ones(n)
+    factor[nearest["row"].to_numpy()] = own[nearest["ancestor"].to_numpy()]
+    launch = graph.events["launch"].to_numpy()
+    gpu = (launch >= 0) & ~matched
+    factor[gpu] = factor[launch[gpu]]
+    return factor
+
+
+def scaled_weights(graph: Graph, rules: Sequence[WhatIf]) -> tuple[np.ndarray, np.ndarray]:
+    """(weights, keep) of the graph's edges under the what-if rules (see the module doc)."""
+    edges = graph.edges
+    weights = edges["weight_ns"].to_numpy().astype(np.float64)
+    keep = np.ones(edges.height, dtype=bool)
+    if not rules:
+        return weights.astype(np.int64), keep
+    factor = event_factors(graph, rules)
+    owner = edges["owner"].to_numpy()
+    f = np.where(owner >= 0, factor[np.maximum(owner, 0)], 1.0)
+    scalable = edges["kind"].is_in(list(SCALED_KINDS)).to_numpy()
+    weights = np.where(scalable, weights * f, weights)
+    keep = ~(edges["sync"].to_numpy() & (f == 0) & (edges["kind"] == SYNC_WAIT).to_numpy())
+    return np.rint(weights).astype(np.int64), keep
+
+
+def what_if(graph: Graph, rules: Sequence[WhatIf], top: int = 20) -> PathResult:
+    """The critical path after rescaling the matching events (the model of the module doc)."""
+    weights, keep = scaled_weights(graph, rules)
+    length, path = _longest(graph, weights, keep)
+    return _result(graph, weights, length, path, top)

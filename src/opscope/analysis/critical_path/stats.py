@@ -1,0 +1,133 @@
+"""The critical path of every step of a trace (or of the whole trace when it has no step markers), with the
+predicted step time under what-if rules; `predict_saving` is the one-call form the advice rules use."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from opscope.analysis.attribution.linking import Linkage, link
+from opscope.analysis.critical_path.graph import Graph, build, cpu_table
+from opscope.analysis.critical_path.path import PathResult, WhatIf, critical_path, what_if
+from opscope.analysis.timeline.windows import StepWindow, select_windows
+from opscope.model.trace import Trace
+
+
+@dataclass(frozen=True)
+class StepPath:
+    """One step: its window, the critical path, and (with what-if rules) the path after rescaling.
+    `span_ns`: from the first start to the last end of the events in the graph (what the path length equals
+    up to clock rounding; it passes the window's end when GPU work launched in the step finishes after it)."""
+
+    window: StepWindow
+    span_ns: int
+    path: PathResult
+    predicted: PathResult | None
+    segments: pl.DataFrame  # the path's edges: src_ts_ns, dst_ts_ns, kind, name, lane (for the timeline)
+
+    @property
+    def saving_ns(self) -> int | None:
+        return None if self.predicted is None else self.path.length_ns - self.predicted.length_ns
+
+
+@dataclass(frozen=True)
+class CriticalPathStats:
+    path: str
+    from_markers: bool
+    what_ifs: tuple[WhatIf, ...]
+    steps: tuple[StepPath, ...]
+    windows_total: int = 0
+
+
+def _segments(graph: Graph, path: PathResult) -> pl.DataFrame:
+    ts = graph.node_ts()
+    on = graph.edges[path.edges]
+    src, dst = on["src"].to_numpy(), on["dst"].to_numpy()
+    owner = on["owner"].to_numpy()
+    names = graph.events["name"].fill_null("").to_numpy()
+    is_gpu = graph.events["is_gpu"].to_numpy()
+    lane_event = np.where(owner >= 0, owner, dst // 2)
+    return pl.DataFrame(
+        {
+            "src_ts_ns": ts[src],
+            "dst_ts_ns": ts[dst],
+            "kind": on["kind"],
+            "name": np.where(owner >= 0, names[np.maximum(owner, 0)], "") if len(owner) else np.zeros(0, str),
+            "gpu": is_gpu[lane_event] if len(lane_event) else np.zeros(0, dtype=bool),
+            "event_row": graph.events["row"].to_numpy()[lane_event]
+            if len(lane_event)
+            else np.zeros(0, np.int64),
+        }
+    )
+
+
+def step_path(
+    trace: Trace,
+    window: StepWindow,
+    linkage: Linkage,
+    rules: Sequence[WhatIf] = (),
+    top: int = 20,
+    cpu_all: pl.DataFrame | None = None,
+) -> StepPath:
+    graph = build(trace, linkage, window.start_ns, window.end_ns, cpu_all)
+    ts = graph.node_ts()
+    span = int(ts.max() - ts.min()) if len(ts) else 0
+    base = critical_path(graph, top)
+    predicted = what_if(graph, rules, top) if rules else None
+    return StepPath(
+        window=window, span_ns=span, path=base, predicted=predicted, segments=_segments(graph, base)
+    )
+
+
+def critical_path_stats(
+    trace: Trace,
+    steps: str | None = None,
+    rules: Sequence[WhatIf] = (),
+    top: int = 20,
+    linkage: Linkage | None = None,
+    max_windows: int | None = None,
+) -> CriticalPathStats:
+    """The critical path of each chosen step (all steps, or one whole-trace window without markers); with
+    `max_windows`, of the first ones only (`windows_total` says how many there were)."""
+    windows = select_windows(trace, steps)
+    linkage = link(trace) if linkage is None else linkage
+    cpu_all = cpu_table(trace)
+    chosen = windows if max_windows is None else windows[:max_windows]
+    return CriticalPathStats(
+        path=trace.path,
+        from_markers=any(w.step is not None for w in windows),
+        what_ifs=tuple(rules),
+        steps=tuple(step_path(trace, w, linkage, rules, top, cpu_all) for w in chosen),
+        windows_total=len(windows),
+    )
+
+
+class SavingModel:
+    """The critical-path graphs of a trace's steps, built once, for many what-if questions (the advice rules ask
+    one per finding): `saving_us(selector, factor)` is `predict_saving` without rebuilding the graphs."""
+
+    def __init__(self, trace: Trace, steps: str | None = None, linkage: Linkage | None = None) -> None:
+        linkage = link(trace) if linkage is None else linkage
+        cpu_all = cpu_table(trace)
+        self._graphs = [
+            build(trace, linkage, w.start_ns, w.end_ns, cpu_all) for w in select_windows(trace, steps)
+        ]
+        self._base = [critical_path(g, top=0).length_ns for g in self._graphs]
+
+    def saving_us(self, selector: str, factor: float) -> float:
+        """Predicted saving in µs, summed over the steps, of rescaling the events whose name matches the regular
+        expression `selector` by `factor` (0 removes them)."""
+        rule = WhatIf.parse(f"{selector}:{factor}")
+        new = [what_if(g, [rule], top=0).length_ns for g in self._graphs]
+        return sum(b - n for b, n in zip(self._base, new, strict=True)) / 1000.0
+
+
+def predict_saving(
+    trace: Trace, selector: str, factor: float, steps: str | None = None, linkage: Linkage | None = None
+) -> float:
+    """Predicted saving in µs, summed over the chosen steps, of rescaling the events whose name matches the
+    regular expression `selector` by `factor` (0 removes them), under the critical-path model."""
+    return SavingModel(trace, steps, linkage).saving_us(selector, factor)

@@ -1,0 +1,174 @@
+"""A trace reduced to what a run stores: (scope, key, metric, value) rows and the run's facts.
+
+Nothing is recomputed here that an analysis already defines: the kernel rows come from the selection of the
+`opscope summary` table (`kernels.summary.select_gpu`), grouped by the normalised key of `history.keys`;
+operators, categories, steps and the busy fraction come from `opscope analyze` (`analysis.overview.analyze`).
+Times are stored in microseconds (`*_us`), shares and utilisation as fractions. Definitions: docs/history.md.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import statistics
+from dataclasses import dataclass
+
+import polars as pl
+
+from opscope.analysis.kernels.summary import SummaryOptions, select_gpu
+from opscope.analysis.overview import AnalyzeOptions, analyze
+from opscope.history.keys import series_key
+from opscope.model.schema import Col
+from opscope.model.trace import Trace
+
+SCOPES = ("kernel", "op", "category", "step", "global")
+P95 = 0.95  # linear interpolation between the closest ranks (numpy's default percentile)
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    source_format: str
+    host: str | None
+    gpu_name: str | None
+    gpu_count: int
+    torch_version: str | None
+    cuda_version: str | None
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    rows: tuple[tuple[str, str, str, float], ...]  # (scope, key, metric, value)
+    names: dict[str, str]  # shortened key -> full name (names longer than keys.MAX_KEY_CHARS)
+    facts: RunFacts
+
+
+def _us(ns: float) -> float:
+    return ns / 1e3
+
+
+def _cuda(value: object) -> str | None:
+    """Kineto writes the CUDA runtime version as an integer (12040 -> "12.4")."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return f"{value // 1000}.{value % 1000 // 10}"
+    return str(value) if isinstance(value, str) and value else None
+
+
+def run_facts(trace: Trace) -> RunFacts:
+    extra = trace.meta.extra
+    names = [d.name for d in trace.meta.devices]
+    torch = extra.get("pytorch_version") or extra.get("torch_version")
+    host = extra.get("hostname") or extra.get("nsys_hostname") or extra.get("host") or socket.gethostname()
+    return RunFacts(
+        source_format=trace.meta.format,
+        host=str(host) if host else None,
+        gpu_name=names[0] if names else None,
+        gpu_count=len(names),
+        torch_version=str(torch) if torch else None,
+        cuda_version=_cuda(extra.get("cuda_runtime_version") or extra.get("cuda_version")),
+    )
+
+
+def _kernel_rows(trace: Trace, names: dict[str, str]) -> tuple[list[tuple[str, str, str, float]], int, int]:
+    selection = select_gpu(trace, SummaryOptions(top=0))
+    frame = selection.frame.select(pl.col(Col.NAME).cast(pl.String).fill_null(""), pl.col(Col.DUR_NS))
+    keys: dict[str, str] = {}
+    for name in frame[Col.NAME].unique().to_list():
+        key, full = series_key(name)
+        keys[name] = key
+        if full is not None:
+            names[key] = full
+    total = selection.gpu_time_ns
+    grouped = (
+        frame.with_columns(pl.col(Col.NAME).replace_strict(keys, return_dtype=pl.String).alias("key"))
+        .group_by("key")
+        .agg(
+            pl.len().alias("calls"),
+            pl.col(Col.DUR_NS).sum().alias("total"),
+            pl.col(Col.DUR_NS).mean().alias("mean"),
+            pl.col(Col.DUR_NS).median().alias("median"),
+            pl.col(Col.DUR_NS).quantile(P95, interpolation="linear").alias("p95"),
+        )
+        .sort("key")
+    )
+    rows: list[tuple[str, str, str, float]] = []
+    for r in grouped.iter_rows(named=True):
+        k = r["key"]
+        rows += [
+            ("kernel", k, "calls", float(r["calls"])),
+            ("kernel", k, "total_us", _us(r["total"])),
+            ("kernel", k, "mean_us", _us(r["mean"])),
+            ("kernel", k, "median_us", _us(r["median"])),
+            ("kernel", k, "p95_us", _us(r["p95"])),
+            ("kernel", k, "share", r["total"] / total if total > 0 else 0.0),
+        ]
+    return rows, total, selection.frame.height
+
+
+def _quantile(values: list[float], q: float) -> float:
+    return float(pl.Series(values, dtype=pl.Float64).quantile(q, interpolation="linear") or 0.0)
+
+
+def extract(trace: Trace) -> RunMetrics:
+    """Every stored figure of `trace` (see the module doc)."""
+    names: dict[str, str] = {}
+    rows, gpu_ns, gpu_calls = _kernel_rows(trace, names)
+    result = analyze(trace, AnalyzeOptions(top=0))
+    for op in result.ops.rows:
+        key, full = series_key(op.name, kernel=False)
+        if full is not None:
+            names[key] = full
+        mean = op.gpu_total_ns / op.calls if op.calls else 0.0
+        rows += [
+            ("op", key, "calls", float(op.calls)),
+            ("op", key, "total_us", _us(op.gpu_total_ns)),
+            ("op", key, "self_us", _us(op.gpu_self_ns)),
+            ("op", key, "mean_us", _us(mean)),
+            ("op", key, "cpu_total_us", _us(op.cpu_total_ns)),
+            ("op", key, "cpu_self_us", _us(op.cpu_self_ns)),
+            ("op", key, "share", op.gpu_share),
+        ]
+    for cat in result.categories.rows:
+        rows += [
+            ("category", cat.category, "calls", float(cat.calls)),
+            ("category", cat.category, "total_us", _us(cat.total_ns)),
+            ("category", cat.category, "busy_us", _us(cat.busy_ns)),
+            ("category", cat.category, "share", cat.share),
+        ]
+    walls: list[float] = []
+    busy: list[float] = []
+    if result.steps.from_markers:
+        for i, step in enumerate(result.steps.rows, start=1):
+            wall = step.window.dur_ns
+            step_busy = sum(d.busy_ns for d in step.devices)
+            devices = max(len(step.devices), 1)
+            walls.append(_us(wall))
+            busy.append(_us(step_busy))
+            rows += [
+                ("step", str(i), "wall_us", _us(wall)),
+                ("step", str(i), "busy_us", _us(step_busy)),
+                ("step", str(i), "utilization", step_busy / (wall * devices) if wall > 0 else 0.0),
+            ]
+    timelines = result.timeline.devices
+    glob = {
+        "gpu_time_us": _us(gpu_ns),
+        "gpu_calls": float(gpu_calls),
+        "steps": float(len(walls)),
+        "utilization": statistics.fmean(d.utilization for d in timelines) if timelines else 0.0,
+    }
+    if walls:
+        glob |= {
+            "step_time_us": statistics.median(walls),
+            "step_time_mean_us": statistics.fmean(walls),
+            "step_time_p95_us": _quantile(walls, P95),
+            "gpu_time_per_step_us": statistics.median(busy),
+        }
+    rows += [("global", "run", metric, float(value)) for metric, value in glob.items()]
+    return RunMetrics(rows=tuple(rows), names=names, facts=run_facts(trace))
+
+
+_SAFE_KEY = re.compile(r"^[\w.\-]+$")
+
+
+def check_tag(key: str) -> bool:
+    """Tag keys are identifiers (letters, digits, `_`, `.`, `-`): they name columns in exports and filters."""
+    return bool(_SAFE_KEY.match(key))

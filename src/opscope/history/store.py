@@ -1,0 +1,227 @@
+"""The storage layer: one connection to a SQLite file (stdlib `sqlite3`, WAL) or a PostgreSQL server (psycopg 3),
+transactions, and the schema check / migration done on opening.
+
+Callers write SQL once with `?` placeholders; PostgreSQL gets them as `%s`. Every database error leaves this
+module as a `HistoryError`: one line (exit 2) that names the database (never its password).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from opscope.errors import InputError, MissingDependency
+from opscope.history.schema import SCHEMA_VERSION, TABLES, VERSION_TABLE, statements
+
+DEFAULT_PATH = Path(".opscope") / "history.sqlite"
+ENV = "OPSCOPE_HISTORY"
+BUSY_TIMEOUT_S = 60  # how long a writer waits for another one (parallel CI jobs adding at once)
+_MIGRATION_LOCK = 0x6F70_7363  # pg_advisory_xact_lock key: one migrating process at a time
+
+
+class HistoryError(InputError):
+    """The history database cannot be opened, read or written, or is not one this opscope understands."""
+
+
+def resolve_db(db: str | os.PathLike[str] | None) -> str:
+    """--db, else $OPSCOPE_HISTORY, else .opscope/history.sqlite in the current folder."""
+    if db is not None and str(db) != "":
+        return str(os.fspath(db))
+    return os.environ.get(ENV) or str(DEFAULT_PATH)
+
+
+def is_postgres(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+def display(url: str) -> str:
+    """The database as shown in messages: a PostgreSQL URL without its password."""
+    if not is_postgres(url):
+        return url
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    user = f"{parts.username}@" if parts.username else ""
+    port = f":{parts.port}" if parts.port else ""
+    return urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, "", ""))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0].strip() if text else type(exc).__name__
+
+
+class Tx:
+    """One open transaction: `execute` returns the rows of a query (an empty list for other statements)."""
+
+    def __init__(self, cursor: Any, dialect: str) -> None:
+        self._cursor = cursor
+        self.dialect = dialect
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("?", "%s") if self.dialect == "postgresql" else sql
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        self._cursor.execute(self._sql(sql), tuple(params))
+        return list(self._cursor.fetchall()) if self._cursor.description else []
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            self._cursor.executemany(self._sql(sql), [tuple(r) for r in rows])
+
+
+class Store:
+    """An open history database whose schema is at SCHEMA_VERSION. `create=False` refuses to create a missing
+    SQLite file (reading commands on a history that does not exist)."""
+
+    def __init__(self, url: str, *, create: bool = False) -> None:
+        self.url = url
+        self.dialect = "postgresql" if is_postgres(url) else "sqlite"
+        self._errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
+        self._conn: Any = (
+            self._connect_postgres() if self.dialect == "postgresql" else self._connect_sqlite(create)
+        )
+        try:
+            self._migrate()
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect_sqlite(self, create: bool) -> sqlite3.Connection:
+        path = Path(self.url)
+        if not path.exists() and not create:
+            raise HistoryError(
+                f"no history database at {self.url} (add a run first: opscope history add TRACE)"
+            )
+        if path.is_dir():
+            raise HistoryError(f"{self.url}: is a folder, not a history database file")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(
+                path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except (OSError, sqlite3.Error) as exc:
+            raise HistoryError(f"history database {self.url}: {_first_line(exc)}") from None
+        return conn
+
+    def _use_wal(self) -> None:
+        """Switch a SQLite history to write-ahead logging (persistent; concurrent writers then queue). Done only
+        once the file is known to be a history or empty: another tool's database is never modified."""
+        try:
+            mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.Error as exc:
+            raise HistoryError(f"history database {self.url}: {_first_line(exc)}") from None
+        if str(mode).lower() != "wal":
+            raise HistoryError(
+                f"history database {self.url}: cannot use write-ahead logging (journal mode {mode})"
+            )
+
+    def _connect_postgres(self) -> Any:
+        try:
+            import psycopg
+        except ImportError:
+            raise MissingDependency(
+                "PostgreSQL histories need psycopg 3: pip install 'opscope[postgres]'"
+            ) from None
+        self._errors = (psycopg.Error,)
+        try:
+            return psycopg.connect(self.url, connect_timeout=10, autocommit=False)
+        except psycopg.Error as exc:
+            raise HistoryError(f"cannot connect to {display(self.url)}: {_first_line(exc)}") from None
+
+    @contextmanager
+    def transaction(self, write: bool = False) -> Iterator[Tx]:
+        """One transaction, committed when the block ends and rolled back on any error. A SQLite writer takes the
+        write lock at the start (BEGIN IMMEDIATE), so two writers queue instead of failing half-way."""
+        try:
+            if self.dialect == "sqlite":
+                self._conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            cursor = self._conn.cursor()
+        except self._errors as exc:
+            raise HistoryError(f"history database {display(self.url)}: {_first_line(exc)}") from None
+        try:
+            yield Tx(cursor, self.dialect)
+            if self.dialect == "sqlite":
+                self._conn.execute("COMMIT")
+            else:
+                self._conn.commit()
+        except BaseException as exc:
+            self._rollback()
+            if isinstance(exc, self._errors):
+                raise HistoryError(f"history database {display(self.url)}: {_first_line(exc)}") from None
+            raise
+        finally:
+            cursor.close()
+
+    def _rollback(self) -> None:
+        try:
+            if self.dialect == "sqlite":
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+            else:
+                self._conn.rollback()
+        except self._errors:
+            pass
+
+    def _tables(self, tx: Tx) -> set[str]:
+        if self.dialect == "sqlite":
+            rows = tx.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        else:
+            rows = tx.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+            )
+        return {str(r[0]) for r in rows}
+
+    def _version(self, tx: Tx) -> int:
+        """The schema version stored; 0 for a database without history tables. Refuses another tool's tables."""
+        tables = self._tables(tx)
+        if VERSION_TABLE not in tables:
+            foreign = tables & set(TABLES) if self.dialect == "postgresql" else tables
+            if foreign:
+                raise HistoryError(
+                    f"{display(self.url)}: not an opscope history database (it has tables "
+                    f"{', '.join(sorted(foreign)[:3])} but no {VERSION_TABLE})"
+                )
+            return 0
+        rows = tx.execute(f"SELECT version FROM {VERSION_TABLE}")
+        if len(rows) != 1 or not isinstance(rows[0][0], int):
+            raise HistoryError(f"{display(self.url)}: damaged history database (no single schema version)")
+        return int(rows[0][0])
+
+    def _check(self, version: int) -> None:
+        if version > SCHEMA_VERSION:
+            raise HistoryError(
+                f"{display(self.url)}: history schema version {version} is newer than this opscope "
+                f"reads ({SCHEMA_VERSION}); upgrade opscope"
+            )
+
+    def _migrate(self) -> None:
+        with self.transaction() as tx:
+            version = self._version(tx)
+        self._check(version)
+        if self.dialect == "sqlite":
+            self._use_wal()
+        if version == SCHEMA_VERSION:
+            return
+        with self.transaction(write=True) as tx:
+            if self.dialect == "postgresql":
+                tx.execute("SELECT pg_advisory_xact_lock(?)", (_MIGRATION_LOCK,))
+            version = self._version(tx)  # another process may have migrated while we waited
+            self._check(version)
+            if version < SCHEMA_VERSION:
+                for statement in statements(self.dialect, version):
+                    tx.execute(statement)
+                tx.execute(f"DELETE FROM {VERSION_TABLE}")
+                tx.execute(f"INSERT INTO {VERSION_TABLE} (version) VALUES (?)", (SCHEMA_VERSION,))
+
+    def close(self) -> None:
+        with suppress(*self._errors):
+            self._conn.close()

@@ -1,0 +1,68 @@
+"""The report's critical-path panel: per step the path length and its breakdown by kind (a bar per step), and
+the path's pieces on the timeline's time axis (drawn by assets/critical_path.js under the GPU timeline).
+
+Built from `analysis.critical_path` (the figures of `opscope critical-path`); times are nanoseconds relative to
+the report timeline's origin, names go through the report's string table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import polars as pl
+
+from opscope.analysis.attribution.linking import Linkage
+from opscope.analysis.critical_path.graph import EDGE_KINDS
+from opscope.analysis.critical_path.stats import critical_path_stats
+from opscope.model.trace import Trace
+
+MAX_STEPS = 64  # the panel shows the first steps only: each needs its own graph
+MAX_SEGMENTS = 100_000
+
+
+def critical_path_panel(
+    trace: Trace, linkage: Linkage, origin_ns: int | None, strings: Callable[[str | None], int]
+) -> dict[str, Any]:
+    """The panel's data: `steps` (name, start_ns, wall_us, path_us, breakdown_us) and `segments` (columnar:
+    start_ns, dur_ns, kind index into `kinds`, gpu 0/1, name string id), at most MAX_SEGMENTS of the longest."""
+    stats = critical_path_stats(trace, rules=(), top=0, linkage=linkage, max_windows=MAX_STEPS)
+    origin = origin_ns or 0
+    chosen = stats.steps
+    steps = [
+        {
+            "name": s.window.name,
+            "start_ns": s.window.start_ns - origin,
+            "wall_us": s.window.dur_ns / 1e3,
+            "path_us": s.path.length_ns / 1e3,
+            "breakdown_us": {k: v / 1e3 for k, v in s.path.breakdown_ns.items()},
+        }
+        for s in chosen
+    ]
+    frames = [s.segments for s in chosen if s.segments.height]
+    segments = pl.concat(frames) if frames else None
+    packed: dict[str, list[int]] = {"start_ns": [], "dur_ns": [], "kind": [], "gpu": [], "name": []}
+    if segments is not None:
+        segments = segments.with_columns((pl.col("dst_ts_ns") - pl.col("src_ts_ns")).alias("dur")).filter(
+            pl.col("dur") > 0
+        )
+        if segments.height > MAX_SEGMENTS:
+            segments = segments.sort("dur", descending=True).head(MAX_SEGMENTS)
+        segments = segments.sort("src_ts_ns")
+        kind_index = {k: i for i, k in enumerate(EDGE_KINDS)}
+        packed = {
+            "start_ns": (segments["src_ts_ns"].to_numpy() - origin).tolist(),
+            "dur_ns": segments["dur"].to_list(),
+            "kind": [kind_index.get(k, 0) for k in segments["kind"].to_list()],
+            "gpu": segments["gpu"].cast(pl.Int8).to_list(),
+            "name": [strings(n) for n in segments["name"].to_list()],
+        }
+    return {
+        "kinds": list(EDGE_KINDS),
+        "steps": steps,
+        "segments": packed,
+        "from_markers": stats.from_markers,
+        "total_steps": stats.windows_total,
+        "segments_total": int(sum(f.height for f in frames)) if frames else 0,
+        "shipped": len(packed["start_ns"]),
+    }

@@ -1,0 +1,136 @@
+"""`CriticalPathStats` -> `Document` (and the stable `opscope.critical_path/1` JSON payload)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opscope.analysis.critical_path.graph import EDGE_KINDS
+from opscope.analysis.critical_path.path import PathResult
+from opscope.analysis.critical_path.stats import CriticalPathStats, StepPath
+from opscope.report.document import MS, NAME, PCT, TEXT, Column, Document, Table
+from opscope.report.linking_view import us
+
+SCHEMA = "opscope.critical_path/1"
+LABELS = {
+    "cpu_bound": "CPU",
+    "gpu_compute_bound": "GPU",
+    "gpu_communication_bound": "Comm",
+    "gpu_kernel_kernel_overhead": "K-K gap",
+    "gpu_kernel_launch_overhead": "Launch",
+    "sync_wait": "Sync",
+    "memcpy": "Memcpy",
+    "gpu_backlog": "Backlog",
+}
+MODEL_NOTE = (
+    "What-if is a model, not a measurement: the matching events are rescaled and the longest path is "
+    "recomputed with the same launch order and the same dependencies; launch delays and "
+    "kernel-to-kernel gaps keep their observed size."
+)
+
+
+def _label(step: StepPath) -> str:
+    return step.window.name if step.window.step is None else str(step.window.step)
+
+
+def _path_data(path: PathResult) -> dict[str, Any]:
+    return {
+        "path_us": us(path.length_ns),
+        "breakdown": {k: us(v) for k, v in path.breakdown_ns.items()},
+        "top": [
+            {"name": t.name, "kind": t.kind, "on_path_us": us(t.on_path_ns), "total_us": us(t.total_ns)}
+            for t in path.top
+        ],
+    }
+
+
+def critical_path_data(result: CriticalPathStats) -> dict[str, Any]:
+    steps = []
+    for s in result.steps:
+        entry: dict[str, Any] = {
+            "step": s.window.step,
+            "name": s.window.name,
+            "start_us": us(s.window.start_ns),
+            "wall_us": us(s.window.dur_ns),
+            "span_us": us(s.span_ns),
+            **_path_data(s.path),
+        }
+        if s.predicted is not None:
+            entry["what_if"] = {
+                "predicted_us": us(s.predicted.length_ns),
+                "saving_us": us(s.saving_ns or 0),
+                "breakdown": {k: us(v) for k, v in s.predicted.breakdown_ns.items()},
+            }
+        steps.append(entry)
+    return {
+        "schema": SCHEMA,
+        "trace": {"path": result.path},
+        "from_markers": result.from_markers,
+        "kinds": list(EDGE_KINDS),
+        "what_if": [{"pattern": w.pattern, "factor": w.factor} for w in result.what_ifs],
+        "model": MODEL_NOTE if result.what_ifs else None,
+        "steps": steps,
+    }
+
+
+def critical_path_document(result: CriticalPathStats) -> Document:
+    step_cols = [Column("step", "Step", TEXT), Column("wall", "Wall ms", MS), Column("path", "Path ms", MS)]
+    shown = [k for k in EDGE_KINDS if any(s.path.breakdown_ns.get(k) for s in result.steps)]  # JSON keeps all
+    step_cols += [Column(k, LABELS.get(k, k), PCT) for k in shown or EDGE_KINDS[:1]]
+    if result.what_ifs:
+        step_cols += [Column("predicted", "What-if ms", MS), Column("saving", "Saving ms", MS)]
+    rows: list[dict[str, Any]] = []
+    top_rows: list[dict[str, Any]] = []
+    for s in result.steps:
+        length = s.path.length_ns or 1
+        row: dict[str, Any] = {"step": _label(s), "wall": s.window.dur_ns, "path": s.path.length_ns}
+        row.update({k: v / length for k, v in s.path.breakdown_ns.items()})
+        if s.predicted is not None:
+            row.update(predicted=s.predicted.length_ns, saving=s.saving_ns)
+        rows.append(row)
+        top_rows += [
+            {
+                "step": _label(s),
+                "name": t.name,
+                "kind": t.kind,
+                "on_path": t.on_path_ns,
+                "share": t.on_path_ns / length,
+                "total": t.total_ns,
+            }
+            for t in s.path.top
+        ]
+    top_cols = (
+        Column("step", "Step", TEXT),
+        Column("name", "Name", NAME),
+        Column("kind", "Kind", TEXT),
+        Column("on_path", "On path ms", MS),
+        Column("share", "Of path", PCT),
+        Column("total", "Total ms", MS),
+    )
+    facts = [
+        ("trace", result.path),
+        (
+            "windows",
+            f"{len(result.steps)} ProfilerStep window(s)"
+            if result.from_markers
+            else "no ProfilerStep markers: one window over the whole trace",
+        ),
+    ]
+    facts += [("what-if", f"{w.pattern!r} x {w.factor:g}") for w in result.what_ifs]
+    notes = [
+        "Path = the longest chain of dependent work (CPU program order and nesting, launches, GPU stream "
+        "order, synchronisations) through the events that start in the step; it equals the span from the "
+        "step's start to the end of its last work, which passes the step's end when the GPU runs behind "
+        "the CPU. Kinds: docs/critical-path.md."
+    ]
+    if result.what_ifs:
+        notes.append(MODEL_NOTE)
+    return Document(
+        title="Critical path",
+        data=critical_path_data(result),
+        facts=tuple(facts),
+        tables=(
+            Table("steps", "Critical path per step", tuple(step_cols), tuple(rows)),
+            Table("top", "On the critical path", top_cols, tuple(top_rows)),
+        ),
+        notes=tuple(notes),
+    )

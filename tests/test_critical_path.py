@@ -1,0 +1,262 @@
+"""Critical path (`opscope critical-path`): the path length against the span recomputed from raw events, a
+hand-made step whose path and what-ifs are computed by hand, what-if sanity on real traces, the traces where HTA
+fails, and the command's formats. The comparison with HTA itself is tests/test_critical_path_hta.py."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import opscope
+import reference as ref
+from conftest import corpus_path
+from opscope.analysis.attribution.linking import link
+from opscope.analysis.critical_path.graph import build
+from opscope.analysis.critical_path.path import WhatIf, critical_path, what_if
+from opscope.analysis.critical_path.stats import SavingModel, critical_path_stats, predict_saving
+from opscope.analysis.timeline.windows import step_windows
+
+EVENT_SYNC = "hta/critical_path_cuda_event_sync_event_sync_trace.json.gz"
+NS_STEPS = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+QWEN = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+AMD = "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+OLD_2021 = "kineto/plugin_samples_resnet50_num_workers_0_worker0.pt.trace.json.gz"
+NO_STEPS = "kineto/tb_plugin_samples_resnet50_autograd_api_num_workers_0_worker0.pt.trace.json.gz"
+ROCPROF = "omniperf/multikernel_MI200__timestamps.csv"  # GPU only: no launch calls
+ALEXNET = "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz"
+
+
+# ---- a hand-made step (times in µs) ------------------------------------------------------------------------------
+#   CPU  |ProfilerStep#1 0..100                                                          |
+#        |   |aten::mm 10..30     |         |cudaDeviceSynchronize 40..90|
+#        |   |launch 12..15|launch 15.5..16
+#   GPU stream 7:       my_gemm_kernel 12..80 (launched at 12: no launch delay)
+#   GPU stream 8:          small_kernel 16..20
+# Path: 0-10 step (cpu) 10-12 mm (cpu) 12-80 gemm (gpu) 80-90 sync wait 90-100 step (cpu) = 100.
+
+
+def _x(name: str, cat: str, ts: float, dur: float, **args: object) -> dict[str, object]:
+    gpu = cat == "kernel"
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": 0 if gpu else 1,
+        "tid": args.get("stream", 7) if gpu else 1,
+        "ts": ts,
+        "dur": dur,
+        "args": args,
+    }
+
+
+def hand_made(tmp_path: Path) -> Path:
+    """Hand-made fixture (not a recording): the step drawn above."""
+    events = [
+        _x("ProfilerStep#1", "user_annotation", 0, 100),
+        _x("aten::mm", "cpu_op", 10, 20),
+        _x("cudaLaunchKernel", "cuda_runtime", 12, 3, correlation=1),
+        _x("cudaLaunchKernel", "cuda_runtime", 15.5, 0.5, correlation=2),
+        _x("cudaDeviceSynchronize", "cuda_runtime", 40, 50),
+        _x("my_gemm_kernel", "kernel", 12, 68, correlation=1, device=0, stream=7),
+        _x("small_kernel", "kernel", 16, 4, correlation=2, device=0, stream=8),
+    ]
+    path = tmp_path / "hand_made_step.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def test_hand_made_step_path_and_breakdown(tmp_path: Path) -> None:
+    stats = critical_path_stats(opscope.load(hand_made(tmp_path)))
+    (step,) = stats.steps
+    path = step.path
+    assert path.length_ns == step.window.dur_ns == 100_000
+    assert {k: v for k, v in path.breakdown_ns.items() if v} == {
+        "cpu_bound": 22_000,
+        "gpu_compute_bound": 68_000,
+        "sync_wait": 10_000,
+    }
+    assert [(t.name, t.on_path_ns) for t in path.top] == [
+        ("my_gemm_kernel", 68_000),
+        ("ProfilerStep#1", 20_000),
+        ("cudaDeviceSynchronize", 10_000),
+        ("aten::mm", 2_000),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("spec", "predicted_us"),
+    [
+        (".*:0.5", 50),  # every node halved, and this path has no overhead edge: exactly half
+        ("gemm:0.5", 66),  # 12 + 34 on the GPU, 10 of sync latency, 10 of step tail
+        ("cudaDeviceSynchronize:0", 80),  # without the sync the step ends when the GEMM ends
+        ("small_kernel:0.5", 100),  # not on the path: nothing changes
+        ("small_kernel:0", 100),
+    ],
+)
+def test_hand_made_what_if(tmp_path: Path, spec: str, predicted_us: int) -> None:
+    (step,) = critical_path_stats(opscope.load(hand_made(tmp_path)), rules=[WhatIf.parse(spec)]).steps
+    assert step.predicted is not None
+    assert step.predicted.length_ns == predicted_us * 1000
+    assert step.saving_ns == (100 - predicted_us) * 1000
+
+
+def test_predict_saving_is_the_what_if(tmp_path: Path) -> None:
+    trace = opscope.load(hand_made(tmp_path))
+    assert predict_saving(trace, "gemm", 0.5) == pytest.approx(34.0)
+    assert predict_saving(trace, "no_such_event", 0.0) == 0.0
+    model = SavingModel(trace)
+    assert model.saving_us("gemm", 0.5) == 34.0 and model.saving_us("cudaDeviceSynchronize", 0) == 20.0
+
+
+# ---- path length against the raw events --------------------------------------------------------------------------
+
+
+def _raw_span(events: list[dict], start: int, end: int) -> int:
+    """From the first start to the last end of the CPU events starting in [start, end] (positive duration) and
+    the GPU events whose launch call is one of them (by correlation): what the path length must equal."""
+    cpu = [
+        e
+        for e in events
+        if e.get("cat") in ref.OP_CATS | ref.LAUNCH_CATS
+        and ref.is_x(e)
+        and ref.ns(e.get("dur")) > 0
+        and start <= ref.ns(e["ts"]) <= end
+    ]
+    launched = {ref.args(e).get("correlation") for e in cpu if e.get("cat") in ref.LAUNCH_CATS}
+    gpu = [
+        e
+        for e in events
+        if e.get("cat") in ref.GPU_CATS and ref.is_x(e) and ref.args(e).get("correlation") in launched
+    ]
+    spans = [ref.span(e) for e in cpu + gpu]
+    return max(s[1] for s in spans) - min(s[0] for s in spans)
+
+
+@pytest.mark.parametrize("name", [EVENT_SYNC, NS_STEPS, QWEN])
+def test_path_length_is_the_span_of_the_step(name: str) -> None:
+    path = corpus_path(name)
+    events = ref.load(path)
+    stats = critical_path_stats(opscope.load(path))
+    assert stats.steps
+    for step in stats.steps:
+        raw = _raw_span(events, step.window.start_ns, step.window.end_ns)
+        assert step.path.length_ns == step.span_ns == raw
+        assert sum(step.path.breakdown_ns.values()) == step.path.length_ns
+        assert step.path.length_ns >= step.window.dur_ns  # the step's own CPU span is a path
+
+
+def test_path_equals_wall_time_when_the_gpu_keeps_up() -> None:
+    (step,) = critical_path_stats(opscope.load(corpus_path(EVENT_SYNC))).steps
+    assert step.path.length_ns == step.window.dur_ns == 3_154_000
+
+
+def test_gpu_backlog_when_the_gpu_runs_behind() -> None:
+    """ns_resolution: the GPU runs ~60 ms behind the CPU, so later steps wait for the earlier steps' work."""
+    steps = critical_path_stats(opscope.load(corpus_path(NS_STEPS)), steps="102").steps
+    assert steps[0].path.breakdown_ns["gpu_backlog"] > 0.3 * steps[0].path.length_ns
+    assert steps[0].path.length_ns > steps[0].window.dur_ns
+
+
+# ---- what-if sanity on real traces -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [QWEN, NS_STEPS, AMD])
+def test_what_if_sanity(name: str) -> None:
+    trace = opscope.load(corpus_path(name))
+    linkage = link(trace)
+    window = step_windows(trace)[0]
+    graph = build(trace, linkage, window.start_ns, window.end_ns)
+    base = critical_path(graph, top=0)
+    half = what_if(graph, [WhatIf(".*", 0.5)], top=0).length_ns
+    assert base.length_ns / 2 <= half <= base.length_ns
+    # Removing every synchronisation never lengthens the step; no factor <= 1 does.
+    assert what_if(graph, [WhatIf("Synchronize|Memcpy", 0.0)], top=0).length_ns <= base.length_ns
+    for rule in (WhatIf("aten::", 0.0), WhatIf("gemm|cutlass|sgemm", 0.5), WhatIf("Launch", 0.0)):
+        assert what_if(graph, [rule], top=0).length_ns <= base.length_ns
+    # A GPU activity whose every edge is off the path: speeding it up changes nothing.
+    on_path = set(graph.edges[base.edges]["owner"].to_list())
+    events = graph.events.with_row_index("e")
+    names_on = set(events.filter(events["e"].is_in(list(on_path)))["name"].to_list())
+    off = [n for n in events.filter(events["is_gpu"])["name"].unique().to_list() if n not in names_on]
+    if off:
+        pattern = "^(" + "|".join(re.escape(n) for n in off[:20]) + ")$"
+        assert what_if(graph, [WhatIf(pattern, 0.25)], top=0).length_ns == base.length_ns
+
+
+# ---- traces where HTA fails --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [OLD_2021, NO_STEPS, AMD, ALEXNET, ROCPROF])
+def test_a_path_where_hta_fails(name: str) -> None:
+    stats = critical_path_stats(opscope.load(corpus_path(name)))
+    assert stats.steps
+    for step in stats.steps:
+        # Several CPU threads: the last work may chain back to a thread that began after the first event.
+        assert 0.99 * step.span_ns <= step.path.length_ns <= step.span_ns
+        assert step.path.top
+    if name in (NO_STEPS, ALEXNET):
+        assert not stats.from_markers and len(stats.steps) == 1
+
+
+# ---- the command -------------------------------------------------------------------------------------------------
+
+
+def test_cli_json(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    result = cli(
+        "critical-path",
+        hand_made(tmp_path),
+        "--format",
+        "json",
+        "--what-if",
+        "gemm:0.5",
+        "--what-if",
+        "cudaDeviceSynchronize:0",
+    )
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    assert data["schema"] == "opscope.critical_path/1"
+    (step,) = data["steps"]
+    assert {"step", "wall_us", "path_us", "breakdown", "top"} <= set(step)
+    assert step["step"] == 1 and step["wall_us"] == 100.0 and step["path_us"] == 100.0
+    assert step["breakdown"]["gpu_compute_bound"] == 68.0
+    assert step["top"][0] == {
+        "name": "my_gemm_kernel",
+        "kind": "kernel",
+        "on_path_us": 68.0,
+        "total_us": 68.0,
+    }
+    # gemm halved and the sync removed: the GEMM (12..46) is the last work; the CPU's own span is 0..100 minus
+    # the sync's 50 us.
+    assert step["what_if"]["predicted_us"] == 50.0 and step["what_if"]["saving_us"] == 50.0
+    assert "model" in data["model"]
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "csv"])
+def test_cli_formats(cli, fmt: str) -> None:  # type: ignore[no-untyped-def]
+    result = cli("critical-path", corpus_path(EVENT_SYNC), "--format", fmt, "--what-if", "aten::empty:0")
+    assert result.code == 0, result.err
+    if fmt == "csv":  # CSV carries the first table: one row per step, the breakdown as shares of the path
+        header, row = result.out.splitlines()
+        assert header.split(",")[:4] == ["step", "wall_us", "path_us", "cpu_bound"]
+        assert row.split(",")[:3] == ["100", "3154.0", "3154.0"]
+    else:
+        assert "aten::empty" in result.out
+
+
+@pytest.mark.parametrize(
+    "spec", ["gemm", "gemm:-1", "gemm:x", ":0.5", "(:0.5", "a(?=b):0.5", "gemm:nan", "gemm:inf"]
+)
+def test_cli_bad_what_if(cli, tmp_path: Path, spec: str) -> None:  # type: ignore[no-untyped-def]
+    result = cli("critical-path", hand_made(tmp_path), "--what-if", spec)
+    assert result.code == 2
+    assert "--what-if" in result.err and "Traceback" not in result.err
+
+
+def test_cli_steps(cli) -> None:  # type: ignore[no-untyped-def]
+    result = cli("critical-path", corpus_path(NS_STEPS), "--steps", "102-103", "--format", "json")
+    assert result.code == 0, result.err
+    assert [s["step"] for s in json.loads(result.out)["steps"]] == [102, 103]
+    assert cli("critical-path", corpus_path(NS_STEPS), "--steps", "999").code == 2

@@ -1,0 +1,298 @@
+"""The history database on SQLite and PostgreSQL: migrations from empty, another schema version, another tool's
+database, unreachable servers, idempotent and atomic adds, two processes adding at once, prune; and the stored
+figures against an independent recomputation from the raw trace (tests/reference.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import reference
+from conftest import REPO, corpus_path
+from history_support import ALEXNET, BERT, BERT_MI300, db, perturbed, real_trace  # noqa: F401
+from opscope.errors import InputError
+from opscope.history import metrics as metrics_module
+from opscope.history.api import History
+from opscope.history.keys import MAX_KEY_CHARS, normalise, series_key
+from opscope.history.schema import SCHEMA_VERSION, VERSION_TABLE
+from opscope.history.store import HistoryError, Store
+
+pytestmark = pytest.mark.corpus
+MINITOY = "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"  # 2 non-empty ProfilerSteps
+
+
+def raw_sql(url: str, sql: str) -> None:
+    if url.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(sql)
+    else:
+        with sqlite3.connect(url) as conn:
+            conn.execute(sql)
+
+
+def test_migrates_an_empty_database(db) -> None:  # noqa: F811
+    if not db.startswith("postgresql://"):
+        Path(db).touch()  # an existing empty file is an empty database
+    store = Store(db)
+    with store.transaction() as tx:
+        assert tx.execute(f"SELECT version FROM {VERSION_TABLE}") == [(SCHEMA_VERSION,)]
+        assert tx.execute("SELECT COUNT(*) FROM opscope_runs") == [(0,)]
+    store.close()
+    Store(db).close()  # opening again migrates nothing
+    if not db.startswith("postgresql://"):
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_another_schema_version_is_one_line_error(db, cli) -> None:  # noqa: F811
+    Store(db, create=True).close()
+    raw_sql(db, f"UPDATE {VERSION_TABLE} SET version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(HistoryError, match=f"schema version {SCHEMA_VERSION + 1} is newer"):
+        History(db).runs()
+    result = cli("history", "list", "--db", db)
+    assert result.code == 2 and result.out == ""
+    assert result.err.count("\n") == 1 and "upgrade opscope" in result.err
+
+
+def test_another_tools_sqlite_file_is_refused_and_left_untouched(tmp_path, cli) -> None:
+    copy = tmp_path / "nsys.sqlite"
+    shutil.copyfile(corpus_path("pipit/saxpy-mpi-cuda_nsys_perlmutter0.sqlite"), copy)
+    before = copy.read_bytes()
+    for args in (("list",), ("add", corpus_path(BERT), "--no-git")):
+        result = cli("history", *args, "--db", copy)
+        assert result.code == 2 and result.err.count("\n") == 1
+        assert "not an opscope history database" in result.err
+    assert copy.read_bytes() == before  # not even switched to WAL
+    assert not (tmp_path / "nsys.sqlite-wal").exists()
+
+
+@pytest.mark.parametrize(
+    "url", ["postgresql://opscope@127.0.0.1:1/nothing", "postgresql://who:secret@no-such-host.invalid/db"]
+)
+def test_unreachable_server_is_one_line_error_without_password(url, cli) -> None:
+    result = cli("history", "list", "--db", url)
+    assert result.code == 2 and result.out == ""
+    assert result.err.startswith("opscope: error: cannot connect to postgresql://")
+    assert result.err.count("\n") == 1 and "secret" not in result.err
+
+
+def test_missing_sqlite_history_for_reading(tmp_path, cli) -> None:
+    result = cli("history", "check", "--db", tmp_path / "none.sqlite")
+    assert result.code == 2 and "no history database" in result.err and result.err.count("\n") == 1
+    assert not (tmp_path / "none.sqlite").exists()
+
+
+def test_add_is_idempotent_by_content(db, tmp_path) -> None:  # noqa: F811
+    copy = tmp_path / "same-bytes.json.gz"
+    shutil.copyfile(corpus_path(BERT), copy)
+    with History(db) as history:
+        first = history.add(corpus_path(BERT), git=False)
+        again = history.add(corpus_path(BERT), {"extra": "tag"}, git=False)
+        renamed = history.add(copy, git=False)
+        trace = perturbed(7)
+        in_memory = [history.add(trace, git=False), history.add(trace, git=False)]
+        runs = history.runs()
+    assert first.new and not again.new and not renamed.new
+    assert first.run_id == again.run_id == renamed.run_id
+    assert in_memory[0].new and not in_memory[1].new and in_memory[0].run_id == in_memory[1].run_id
+    assert len(runs) == 2 and "extra" not in runs[0].tags
+
+
+def test_non_trace_file_writes_nothing(db, tmp_path, cli) -> None:  # noqa: F811
+    junk = tmp_path / "notes.txt"
+    junk.write_text("not a trace\n")
+    result = cli("history", "add", corpus_path(BERT), junk, "--db", db, "--no-git")
+    assert result.code == 2 and result.err.count("\n") == 1 and "not a trace" in result.err
+    with History(db) as history:
+        assert [r.path for r in history.runs()] == [str(corpus_path(BERT))]  # the one before it stays
+
+
+def test_a_failing_write_leaves_no_half_run(db, monkeypatch) -> None:  # noqa: F811
+    """The metric rows clash on their primary key after the run row went in: the whole add rolls back."""
+    original = metrics_module.extract
+
+    def doubled(trace):
+        got = original(trace)
+        return metrics_module.RunMetrics(rows=got.rows + got.rows[:1], names=got.names, facts=got.facts)
+
+    monkeypatch.setattr("opscope.history.api.extract", doubled)
+    with History(db) as history:
+        with pytest.raises(HistoryError):
+            history.add(perturbed(1), {"k": "v"}, git=False)
+        monkeypatch.setattr("opscope.history.api.extract", original)
+        assert history.runs() == []
+        added = history.add(perturbed(1), git=False)  # the database is still usable
+        assert added.new and len(history.runs()) == 1
+
+
+def test_two_processes_adding_at_once(db, tmp_path) -> None:  # noqa: F811
+    """Real processes, each adding two traces (one of them the same), started together."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    script = "from opscope.cli.main import main; import sys; sys.exit(main(sys.argv[1:]))"
+    jobs = [
+        [
+            sys.executable,
+            "-c",
+            script,
+            "history",
+            "add",
+            str(corpus_path(BERT)),
+            str(corpus_path(ALEXNET)),
+            "--db",
+            db,
+            "--no-git",
+            "--format",
+            "json",
+        ],
+        [
+            sys.executable,
+            "-c",
+            script,
+            "history",
+            "add",
+            str(corpus_path(BERT_MI300)),
+            str(corpus_path(BERT)),
+            "--db",
+            db,
+            "--no-git",
+            "--format",
+            "json",
+        ],
+    ]
+    procs = [
+        subprocess.Popen(
+            job, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path
+        )
+        for job in jobs
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
+    ids = [{r["path"]: r["run_id"] for r in json.loads(o[0])["runs"]} for o in outs]
+    assert ids[0][str(corpus_path(BERT))] == ids[1][str(corpus_path(BERT))]
+    with History(db) as history:
+        runs = history.runs()
+        assert sorted(Path(r.path or "").name for r in runs) == sorted(
+            Path(p).name for p in (corpus_path(BERT), corpus_path(ALEXNET), corpus_path(BERT_MI300))
+        )
+        assert len(history.frame()["run_id"].unique()) == 3
+
+
+def test_prune_keeps_the_newest(db) -> None:  # noqa: F811
+    with History(db) as history:
+        ids = [history.add(perturbed(seed), git=False).run_id for seed in range(4)]
+        assert history.prune(2) == ids[:2]
+        assert [r.id for r in history.runs()] == ids[2:]
+        assert set(history.frame()["run_id"].unique()) == set(ids[2:])
+        assert history.add(perturbed(9), git=False).run_id > ids[-1]  # ids are never reused
+
+
+def test_git_tags_are_added_in_a_checkout(db, tmp_path, monkeypatch) -> None:  # noqa: F811
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    repo = tmp_path / "project"
+    repo.mkdir()
+    git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=repo, check=True)
+    (repo / "f").write_text("x")
+    subprocess.run([*git, "add", "f"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], cwd=repo, check=True)
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True
+    ).stdout.strip()
+    monkeypatch.chdir(repo)
+    with History(db) as history:
+        history.add(perturbed(1), {"model": "bert"})
+        history.add(perturbed(2), {"commit": "given"})
+        (first, second) = history.runs()
+    assert first.tags == {"commit": head, "branch": "main", "dirty": "false", "model": "bert"}
+    assert second.commit == "given"  # a tag given on the command line wins
+
+
+# ---- what a run stores, against the raw events ---------------------------------------------------------------------
+
+
+def test_kernel_figures_match_the_raw_events() -> None:
+    path = corpus_path(ALEXNET)
+    got = metrics_module.extract(real_trace(ALEXNET))
+    stored = defaultdict(dict)
+    for scope, key, metric, value in got.rows:
+        stored[(scope, key)][metric] = value
+    durations: dict[str, list[int]] = defaultdict(list)
+    for event in reference.gpu_events(reference.load(path)):
+        durations[series_key(event["name"])[0]].append(reference.ns(event["dur"]))
+    total = sum(sum(v) for v in durations.values())
+    assert {k for s, k in stored if s == "kernel"} == set(durations)
+    for key, values in durations.items():
+        row = stored[("kernel", key)]
+        assert row["calls"] == len(values)
+        assert row["total_us"] == pytest.approx(sum(values) / 1e3, abs=1e-9)
+        assert row["mean_us"] == pytest.approx(sum(values) / len(values) / 1e3)
+        assert row["median_us"] == pytest.approx(float(np.median(values)) / 1e3)
+        assert row["p95_us"] == pytest.approx(float(np.percentile(values, 95)) / 1e3)
+        assert row["share"] == pytest.approx(sum(values) / total)
+    assert stored[("global", "run")]["gpu_time_us"] == pytest.approx(total / 1e3)
+    assert got.facts.gpu_name == "NVIDIA A100-PG509-200" and got.facts.source_format == "kineto"
+
+
+def test_step_figures_match_the_raw_windows() -> None:
+    got = metrics_module.extract(real_trace(MINITOY))
+    values = {(s, k, m): v for s, k, m, v in got.rows}
+    windows = reference.step_windows(reference.load(corpus_path(MINITOY)))
+    walls = sorted((hi - lo) / 1e3 for _, lo, hi in windows)
+    assert len(walls) == 2 and values[("global", "run", "steps")] == 2
+    assert values[("global", "run", "step_time_us")] == pytest.approx(float(np.median(walls)))
+    assert values[("step", "1", "wall_us")] == pytest.approx((windows[0][2] - windows[0][1]) / 1e3)
+    assert values[("global", "run", "step_time_p95_us")] == pytest.approx(float(np.percentile(walls, 95)))
+
+
+def test_keys_normalise_triton_suffixes_whitespace_and_long_names() -> None:
+    assert (
+        normalise("triton_poi_fused_add_mul_0")
+        == normalise("triton_poi_fused_add_mul_17")
+        == "triton_poi_fused_add_mul"
+    )
+    assert normalise("  void  gemm<int,\n float>  ") == "void gemm<int, float>"
+    assert normalise("ampere_sgemm_128x64_nn_1") == "ampere_sgemm_128x64_nn_1"  # only Triton's counter goes
+    long = "k" * (MAX_KEY_CHARS + 50)
+    key, full = series_key(long)
+    assert full == long and len(key) < MAX_KEY_CHARS and key != series_key(long + "x")[0]
+    assert series_key("short") == ("short", None)
+
+
+def test_long_kernel_names_keep_their_full_name(db) -> None:  # noqa: F811
+    """A hand-made rename of one kernel of the real trace to a 400-character name."""
+    import polars as pl
+
+    from opscope.model.schema import Col
+    from opscope.model.trace import Trace
+
+    base = perturbed(3)
+    long = "triton_per_fused_" + "x" * 400 + "_12"
+    name = pl.col(Col.NAME).cast(pl.String)
+    events = base.events.with_columns(
+        pl.when(name.str.starts_with("void at::native::(anonymous namespace)::vectorized_layer_norm"))
+        .then(pl.lit(long))
+        .otherwise(name)
+        .cast(pl.Categorical)
+        .alias(Col.NAME)
+    )
+    with History(db) as history:
+        history.add(Trace.from_frame(base.meta, events), git=False)
+        series = history.series("kernel", "x{300}")
+    assert series.height == 1 and series["name"][0] == long[:-3] and len(series["key"][0]) < MAX_KEY_CHARS
+
+
+def test_reading_a_missing_trace_is_an_input_error(db) -> None:  # noqa: F811
+    with History(db) as history, pytest.raises(InputError, match="no such trace file"):
+        history.add("/nonexistent/trace.json")
