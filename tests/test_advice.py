@@ -467,3 +467,40 @@ def test_pageable_memcpy_nsys_from_src_and_dst_kinds() -> None:
     assert found is not None and found.value == calls and found.time_at_stake_ns == total
     assert sum(e["bytes"] for e in found.evidence) == nbytes
     assert all(not e["async"] and e["launch_call"] == "cudaMemcpy" for e in found.evidence)
+
+
+@pytest.mark.corpus
+def test_predicted_saving_is_the_critical_path_what_if(cli) -> None:
+    """advise fills `predicted_saving_us` for the rules whose remedy is a removal (here: the DataLoader waits
+    gone): the critical path's what-if saving summed over the steps, as `opscope critical-path --what-if`
+    prints it; `analyze` leaves it null (no critical-path model built there)."""
+    path = corpus_path(RESNET_V100)
+    advise = json.loads(cli("advise", path, "--format", "json").out)
+    (dl,) = [f for f in advise["findings"] if f["id"] == "dataloader_bound"]
+    pattern = r"^(enumerate\(DataLoader\)#_SingleProcessDataLoaderIter\.__next__)$"
+    cp = json.loads(cli("critical-path", path, "--what-if", f"{pattern}:0", "--format", "json").out)
+    expected = sum(s["what_if"]["saving_us"] for s in cp["steps"])
+    assert expected > 0 and dl["predicted_saving_us"] == pytest.approx(expected)
+    assert dl["predicted_saving_us"] <= dl["time_at_stake_us"] + 1e-6
+    assert all(
+        f["predicted_saving_us"] is None
+        for f in advise["findings"]
+        if f["id"] not in ("dataloader_bound", "sync_in_loop", "channels_last")
+    )
+    analyze = json.loads(cli("analyze", path, "--format", "json").out)
+    assert all(f["predicted_saving_us"] is None for f in analyze["findings"])
+
+
+def test_exact_names_regex_matches_only_those_names() -> None:
+    import polars as pl
+
+    from opscope.analysis.rules.model import exact_names
+
+    names = [
+        "void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true, (cudnnKernelDataType_t)2>(x)",
+        "a.b|c [d] {e} ^f$ #g &h -i ~j *k +l ?m",
+    ]
+    pattern = exact_names(names)
+    series = pl.Series([*names, names[0] + " ", "x" + names[1], "other"])
+    assert series.str.contains(pattern).to_list() == [True, True, False, False, False]
+    assert [bool(re.search(pattern, n)) for n in series] == [True, True, False, False, False]

@@ -40,6 +40,7 @@ class AnalyzeOptions:
     top: int = 10  # rows of the kernel, op, launch-delay and sync tables
     advise: bool = True  # run the advice rules (analysis/rules/) and fill `Analysis.advice`
     rules: RuleConfig | None = None  # threshold overrides (`--rules FILE`); None = the documented defaults
+    predict: bool = False  # fill the findings' predicted savings from the critical path (opscope advise)
 
 
 @dataclass(frozen=True)
@@ -111,5 +112,5 @@ def analyze(trace: Trace, options: AnalyzeOptions | None = None, linkage: Linkag
     )
     if not opts.advise:
         return result
-    return replace(result, advice=evaluate(RuleContext(trace, result, linkage, act), opts.rules))
+    return replace(result, advice=evaluate(RuleContext(trace, result, linkage, act), opts.rules, opts.predict))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from opscope.analysis.rules.context import RuleContext
@@ -73,12 +73,14 @@ def load_config(path: str) -> RuleConfig:
     return parse_config(data, f"--rules {path}")
 
 
-def evaluate(ctx: RuleContext, config: RuleConfig | None = None) -> Advice:
-    """Every enabled rule over `ctx`; a rule that fails is reported as a warning, not an error."""
+def evaluate(ctx: RuleContext, config: RuleConfig | None = None, predict: bool = False) -> Advice:
+    """Every enabled rule over `ctx`; a rule that fails is reported as a warning, not an error. With `predict`,
+    findings whose rule defines its remedy as a what-if get `predicted_saving_ns` from the critical path."""
     cfg = config or RuleConfig()
     findings: list[Finding] = []
     checked: list[str] = []
     warnings: list[str] = []
+    what_ifs: dict[str, tuple[str, float]] = {}
     for rule in RULES:
         if rule.id in cfg.disabled:
             continue
@@ -95,6 +97,8 @@ def evaluate(ctx: RuleContext, config: RuleConfig | None = None) -> Advice:
         basis = ctx.basis_ns(rule.basis)
         share = hit.time_at_stake_ns / basis if basis > 0 else 0.0
         title = f"{rule.title}: {hit.detail}" if hit.detail else rule.title
+        if hit.what_if is not None:
+            what_ifs[rule.id] = hit.what_if
         findings.append(
             Finding(
                 id=rule.id,
@@ -110,7 +114,30 @@ def evaluate(ctx: RuleContext, config: RuleConfig | None = None) -> Advice:
                 source=rule.source,
             )
         )
+    if predict:
+        findings = _predicted(ctx, findings, what_ifs, warnings)
     findings.sort(key=lambda f: (-f.time_at_stake_ns, f.id))
     return Advice(
         findings=tuple(findings), rules_checked=tuple(checked), warnings=tuple(warnings + ctx.notes)
     )
+
+
+def _predicted(
+    ctx: RuleContext, findings: list[Finding], what_ifs: dict[str, tuple[str, float]], warnings: list[str]
+) -> list[Finding]:
+    """Fill `predicted_saving_ns` from the critical-path what-if of each finding's remedy (docs/advice.md)."""
+    wanted = [f for f in findings if f.id in what_ifs]
+    if not wanted:
+        return findings
+    from opscope.analysis.critical_path.stats import SavingModel
+
+    try:
+        model = SavingModel(ctx.trace, ctx.analysis.options.steps, ctx.linkage)
+        saved = {f.id: model.saving_us(*what_ifs[f.id]) for f in wanted}
+    except Exception as exc:  # the prediction is an extra: the findings stand without it
+        log.debug("predicted saving failed", exc_info=True)
+        warnings.append(f"predicted saving not computed: {type(exc).__name__}: {exc}")
+        return findings
+    return [
+        replace(f, predicted_saving_ns=round(saved[f.id] * 1e3)) if f.id in saved else f for f in findings
+    ]

@@ -7,7 +7,7 @@ import re
 import polars as pl
 
 from opscope.analysis.rules.context import RuleContext
-from opscope.analysis.rules.model import ABOVE, BELOW, MAX_EVIDENCE, WINDOW, Hit, Rule
+from opscope.analysis.rules.model import ABOVE, BELOW, MAX_EVIDENCE, WINDOW, Hit, Rule, exact_names
 from opscope.model.schema import Col
 
 DATALOADER = r"DataLoader.*__next__|DataLoaderIter.*__next__"
@@ -80,6 +80,7 @@ def dataloader_time(ctx: RuleContext, threshold: float) -> Hit | None:
         time_at_stake_ns=spent,
         evidence=evidence,
         detail=f"{spent / total_ns * 100:.1f}% of {where} in DataLoader __next__",
+        what_if=(exact_names(names), 0.0) if names else None,
     )
 
 

@@ -7,7 +7,7 @@ import polars as pl
 from opscope.analysis.kernels.categories import CATEGORY
 from opscope.analysis.kernels.category_rules import CONVOLUTION
 from opscope.analysis.rules.context import E, RuleContext, S
-from opscope.analysis.rules.model import ABOVE, GPU_TIME, MAX_EVIDENCE, Hit, Rule
+from opscope.analysis.rules.model import ABOVE, GPU_TIME, MAX_EVIDENCE, Hit, Rule, exact_names
 from opscope.model.schema import Col
 
 LAYOUT_KERNEL = (
@@ -41,6 +41,7 @@ def layout_conversions(ctx: RuleContext, threshold: float) -> Hit | None:
         time_at_stake_ns=total,
         evidence=evidence,
         detail=f"{found.height:,} layout-conversion kernels in a trace with convolutions",
+        what_if=(exact_names(found[Col.NAME].unique().to_list()), 0.0) if found.height else None,
     )
 
 

@@ -42,6 +42,9 @@ class Hit:
     time_at_stake_ns: int
     evidence: tuple[dict[str, Any], ...] = ()
     detail: str = ""  # appended to the rule's title (e.g. "on GPU 0")
+    # (regex over event names, factor): the remedy as a what-if of the critical-path model, for the predicted
+    # saving (e.g. the layout-conversion kernels removed: factor 0); None where no such model is defined
+    what_if: tuple[str, float] | None = None
 
 
 Check = Callable[["RuleContext", float], "Hit | None"]
@@ -88,6 +91,15 @@ class Advice:
     def worst(self) -> str | None:
         levels = [SEVERITIES.index(f.severity) for f in self.findings]
         return SEVERITIES[max(levels)] if levels else None
+
+
+META = set("\\.+*?()|[]{}^$#&-~")  # escaped the same way by Python's re and Rust's regex (polars)
+
+
+def exact_names(names: list[str]) -> str:
+    """A regular expression matching exactly these names (for a what-if selector)."""
+    escaped = ("".join("\\" + c if c in META else c for c in name) for name in sorted(set(names)))
+    return "^(" + "|".join(escaped) + ")$"
 
 
 def severity(share: float) -> str:

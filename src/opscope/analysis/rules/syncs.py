@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from opscope.analysis.rules.context import RuleContext
-from opscope.analysis.rules.model import ABOVE, MAX_EVIDENCE, WINDOW, Hit, Rule
+from opscope.analysis.rules.model import ABOVE, MAX_EVIDENCE, WINDOW, Hit, Rule, exact_names
 from opscope.analysis.timeline.syncs import END, issuing_ops, sync_calls
 from opscope.model.schema import Col, Kind
 
@@ -66,6 +66,7 @@ def syncs_in_steps(ctx: RuleContext, threshold: float) -> Hit | None:
         time_at_stake_ns=int(found[Col.DUR_NS].sum()),
         evidence=evidence,
         detail=f"{found.height:,} calls, {per_step:.1f} {where}",
+        what_if=(exact_names(found[Col.NAME].unique().to_list()), 0.0),
     )
 
 
