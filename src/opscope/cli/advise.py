@@ -49,7 +49,9 @@ def run(args: argparse.Namespace) -> int:
         emit(rules_document(config), args)
         return 0
     trace = load_trace(args)
-    options = AnalyzeOptions(devices=args.device, streams=args.stream, steps=args.steps, rules=config, predict=True)
+    options = AnalyzeOptions(
+        devices=args.device, streams=args.stream, steps=args.steps, rules=config, predict=True
+    )
     result = analyze(trace, options)
     emit(advise_document(result), args)
     if args.fail_on and result.advice is not None:
