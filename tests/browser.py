@@ -53,6 +53,12 @@ class Opened:
         return target
 
 
+# One browser per test session, however many test modules import the fixture: each module that imports it
+# registers its own session fixture, and a second sync_playwright() in the same thread fails. The users are
+# counted; the last one to finish closes the browser.
+_SHARED: dict[str, Any] = {"users": 0}
+
+
 @pytest.fixture(scope="session")
 def chromium() -> Iterator[Any]:
     reason = browser_missing()
@@ -60,10 +66,18 @@ def chromium() -> Iterator[Any]:
         pytest.skip(reason)
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        yield browser
-        browser.close()
+    if _SHARED["users"] == 0:
+        pw = sync_playwright().start()
+        _SHARED["pw"] = pw
+        _SHARED["browser"] = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+    _SHARED["users"] += 1
+    try:
+        yield _SHARED["browser"]
+    finally:
+        _SHARED["users"] -= 1
+        if _SHARED["users"] == 0:
+            _SHARED.pop("browser").close()
+            _SHARED.pop("pw").stop()
 
 
 @pytest.fixture
