@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "steps": "per ProfilerStep: wall, GPU busy, kernel, memcpy, communication and idle time; slowest step marked",
     "diff": "compare two traces (NEW - BASE): headline figures, kernels, operators; regression gates for CI",
     "ranks": "compare the per-rank traces of a multi-GPU job: time per rank, spread, straggler, collective skew",
+    "memory": "memory per device from profile_memory traces or allocator snapshots: peak, who allocates, live at end",
     "report": "self-contained HTML report: timeline, kernels, categories, steps, ops -> kernels, launch delay, memcpy",
     "export": "export folded op -> kernel stacks (--folded) or a trimmed trace (-o FILE.json[.gz]) for Perfetto",
     "run": "profile an unmodified Python script (in this process) and print where the time went",
