@@ -78,9 +78,8 @@ def memory_document(result: MemoryStats) -> Document:
                   "growth": mib(s.growth_bytes)} for s in result.steps)))
     if result.live_at_end:
         tables.append(Table("live_at_end", "Largest allocations still live at the end (leak candidates)", (
-            Column("device", "Device", TEXT), Column("mib", "MiB", FLOAT), Column("at", "Allocated at ms", FLOAT),
-            Column("op", "Operator", NAME),
-        ), tuple({"device": b.device, "mib": mib(b.nbytes), "at": b.ts_ns / 1e6, "op": b.op}
+            Column("device", "Device", TEXT), Column("mib", "MiB", FLOAT), Column("op", "Allocated by", NAME),
+        ), tuple({"device": b.device, "mib": mib(b.nbytes), "op": b.op}
                  for b in result.live_at_end)))
     facts = [("trace", result.path)]
     if result.options.steps:

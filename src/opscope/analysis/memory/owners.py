@@ -8,18 +8,21 @@ op up its ancestors (the op tree of the thread), counting each event once per di
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
 from opscope.analysis.attribution.nesting import innermost_container
+from opscope.analysis.timeline.windows import STEP_ANY, STEP_NAME
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
 CONTAINERS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
 EMPTY_PREFIX = "aten::empty"
 NO_OP = "(no op)"
+STEP = re.compile(STEP_NAME)
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,8 @@ def find_owners(trace: Trace, events: pl.DataFrame) -> Owners:
     can_contain = np.zeros(n_ops + n_ev, dtype=bool)
     can_contain[:n_ops] = True
     parent = innermost_container(thread, start, end, can_contain)
-    names: list[str] = [n if n is not None else "" for n in ops[Col.NAME].to_list()]
+    # Steps fold into one name (as in the other tables): "ProfilerStep#*" holds what every step allocated.
+    names: list[str] = [STEP_ANY if n is not None and STEP.match(n) else (n or "") for n in ops[Col.NAME].to_list()]
     innermost: list[str | None] = []
     labels: list[str] = []
     ends: list[int | None] = []
