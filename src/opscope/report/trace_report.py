@@ -29,6 +29,7 @@ from opscope.analysis.timeline.memcpy import memcpy_stats
 from opscope.analysis.timeline.windows import overlap_pairs
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
+from opscope.report.memory_panel import memory_panel
 from opscope.report.summary_view import summary_data
 from opscope.report.timeline_data import TimelineOptions as LaneOptions
 from opscope.report.timeline_data import pack_timeline
@@ -45,6 +46,7 @@ SOURCES = {
     "flame": "analysis/attribution/tree.py (as opscope tree)",
     "launch_delay": "analysis/timeline/launch_delay.py (as opscope analyze)",
     "memcpy": "analysis/timeline/memcpy.py (as opscope analyze)",
+    "memory": "analysis/memory/summary.py (as opscope memory) + report/memory_panel.py",
 }
 
 
@@ -99,6 +101,7 @@ def trace_report(trace: Trace, options: ReportOptions | None = None) -> dict[str
         "flame": _flame(tree.root, tree.gpu_time_ns, strings),
         "launch_delay": _launch_delay(trace, act),
         "memcpy": _memcpy(trace, act),
+        "memory": memory_panel(trace),
         "sources": dict(SOURCES),
         "warnings": list(trace.meta.warnings),
         "strings": strings.items,
