@@ -101,12 +101,17 @@ def summary(events: list[dict]) -> dict[str, dict]:
         has_reserved = gpu and not relative and None not in reserved
         matched, unmatched = pairs(items)
         has_addr = any("Addr" in e["args"] for _, _, e in items)
-        live = [k for k, (_, _, e) in enumerate(items)
-                if e["args"]["Bytes"] > 0 and "Addr" in e["args"] and k not in matched]
+        live = [
+            k
+            for k, (_, _, e) in enumerate(items)
+            if e["args"]["Bytes"] > 0 and "Addr" in e["args"] and k not in matched
+        ]
         life = [items[f][0] - items[a][0] for a, f in matched.items()]
         ts = items[at][0]
         out[name] = {
-            "peak_allocated_bytes": peak, "peak_ts_ns": ts, "relative": relative,
+            "peak_allocated_bytes": peak,
+            "peak_ts_ns": ts,
+            "relative": relative,
             "peak_allocated_op": innermost_op(events, items[at][1]),
             "peak_allocated_step": next((s for s, lo, hi in steps if lo <= ts <= hi), None),
             "peak_reserved_bytes": max(reserved) if has_reserved else None,
@@ -147,9 +152,11 @@ def self_allocs(events: list[dict], device: str) -> dict[str, tuple[int, int]]:
         if e["args"]["Bytes"] <= 0:
             continue
         at = ref.ns(e.get("ts"))
-        chain = sorted((o for o in ops if _thread(o) == _thread(e)
-                        and ref.span(o)[0] <= at <= ref.span(o)[1]),
-                       key=lambda o: (ref.span(o)[0], -(ref.span(o)[1] - ref.span(o)[0])), reverse=True)
+        chain = sorted(
+            (o for o in ops if _thread(o) == _thread(e) and ref.span(o)[0] <= at <= ref.span(o)[1]),
+            key=lambda o: (ref.span(o)[0], -(ref.span(o)[1] - ref.span(o)[0])),
+            reverse=True,
+        )
         names = ["ProfilerStep#*" if STEP.match(o["name"]) else o["name"] for o in chain]
         if not names:
             label = "(no op)"

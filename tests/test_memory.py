@@ -44,7 +44,11 @@ def test_real_traces_match_the_raw_events(relative: str) -> None:
         assert d.peak_reserved_bytes == w["peak_reserved_bytes"]
         assert d.fragmentation_at_peak_bytes == w["fragmentation_at_peak_bytes"]
         assert d.max_fragmentation_bytes == w["max_fragmentation_bytes"]
-        assert (d.alloc_count, d.alloc_bytes, d.free_count) == (w["alloc_count"], w["alloc_bytes"], w["free_count"])
+        assert (d.alloc_count, d.alloc_bytes, d.free_count) == (
+            w["alloc_count"],
+            w["alloc_bytes"],
+            w["free_count"],
+        )
         assert d.unmatched_frees == w["unmatched"]
         live = None if d.live_at_end_count is None else (d.live_at_end_count, d.live_at_end_bytes)
         assert live == w["live"]
@@ -63,18 +67,25 @@ def test_real_trace_devices_steps_and_ops() -> None:
     assert hip.capacity_bytes == 205571227648  # deviceProperties[0].totalGlobalMem (MI300X VF)
     assert stats.devices[1].capacity_bytes is None and stats.devices[1].peak_reserved_bytes is None
     want_steps = mref.step_rows(events)
-    assert {(s.step, s.device): (s.start_allocated_bytes, s.end_allocated_bytes, s.peak_allocated_bytes)
-            for s in stats.steps} == want_steps
+    assert {
+        (s.step, s.device): (s.start_allocated_bytes, s.end_allocated_bytes, s.peak_allocated_bytes)
+        for s in stats.steps
+    } == want_steps
     want_ops = mref.self_allocs(events, "hip:0")
-    got_ops = {o.op: (o.self_alloc_bytes, o.self_alloc_count) for o in stats.top_ops
-               if o.device == "hip:0" and o.self_alloc_count}
+    got_ops = {
+        o.op: (o.self_alloc_bytes, o.self_alloc_count)
+        for o in stats.top_ops
+        if o.device == "hip:0" and o.self_alloc_count
+    }
     assert got_ops == want_ops
     assert "aten::addmm (aten::empty)" in got_ops
     assert sum(o.self_alloc_bytes for o in stats.top_ops if o.device == "hip:0") == hip.alloc_bytes
 
 
 def test_old_trace_without_totals_is_relative(cli) -> None:
-    path = corpus_path("kineto/tb_plugin_samples_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz")
+    path = corpus_path(
+        "kineto/tb_plugin_samples_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz"
+    )
     r = cli("memory", path, "--format", "json", "--no-cache")
     assert r.code == 0, r.err
     doc = json.loads(r.out)
@@ -92,16 +103,42 @@ def test_json_schema_fields(cli) -> None:
     doc = json.loads(r.out)
     assert set(doc) >= {"schema", "trace", "devices", "top_ops", "steps", "warnings"}
     dev = doc["devices"][0]
-    assert set(dev) >= {"device", "peak_allocated_bytes", "peak_allocated_ts_us", "peak_allocated_op",
-                        "peak_allocated_step", "peak_reserved_bytes", "fragmentation_at_peak_bytes",
-                        "max_fragmentation_bytes", "capacity_bytes", "relative", "alloc_count", "alloc_bytes",
-                        "free_count", "live_at_end", "lifetime_us"}
+    assert set(dev) >= {
+        "device",
+        "peak_allocated_bytes",
+        "peak_allocated_ts_us",
+        "peak_allocated_op",
+        "peak_allocated_step",
+        "peak_reserved_bytes",
+        "fragmentation_at_peak_bytes",
+        "max_fragmentation_bytes",
+        "capacity_bytes",
+        "relative",
+        "alloc_count",
+        "alloc_bytes",
+        "free_count",
+        "live_at_end",
+        "lifetime_us",
+    }
     assert set(dev["live_at_end"]) == {"count", "bytes"} and set(dev["lifetime_us"]) == {"p50", "p95", "max"}
     assert len(doc["top_ops"]) == 3
-    assert set(doc["top_ops"][0]) == {"op", "device", "self_alloc_bytes", "self_alloc_count", "self_increase_bytes",
-                                      "alloc_bytes", "alloc_count"}
-    assert set(doc["steps"][0]) == {"step", "device", "start_allocated_bytes", "end_allocated_bytes",
-                                    "peak_allocated_bytes", "growth_bytes"}
+    assert set(doc["top_ops"][0]) == {
+        "op",
+        "device",
+        "self_alloc_bytes",
+        "self_alloc_count",
+        "self_increase_bytes",
+        "alloc_bytes",
+        "alloc_count",
+    }
+    assert set(doc["steps"][0]) == {
+        "step",
+        "device",
+        "start_allocated_bytes",
+        "end_allocated_bytes",
+        "peak_allocated_bytes",
+        "growth_bytes",
+    }
     for fmt in ("table", "csv", "markdown"):
         assert cli("memory", path, "--format", fmt).code == 0
     only = json.loads(cli("memory", path, "--format", "json", "--device", "cpu").out)
@@ -146,7 +183,9 @@ def captured(tmp_path_factory):
     folder = tmp_path_factory.mktemp("memtrace")
     script = folder / "leak.py"
     script.write_text(CAPTURE)
-    done = subprocess.run([sys.executable, str(script), str(folder)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(script), str(folder)], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
     return Path(lines[0]), lines[1], lines[2]
@@ -166,16 +205,28 @@ def test_captured_trace_known_answers(captured, cli) -> None:
     assert 3 * 262144 + 2 * 1048576 <= cpu["peak_allocated_bytes"] <= 3 * 262144 + 2 * 1048576 + 64
     assert cpu["peak_allocated_step"] == 3
     blocks = doc["live_at_end_blocks"]
-    assert [b["bytes"] for b in blocks] == [262144] * 4 and {b["op"] for b in blocks} == {"aten::zeros (aten::empty)"}
+    assert [b["bytes"] for b in blocks] == [262144] * 4 and {b["op"] for b in blocks} == {
+        "aten::zeros (aten::empty)"
+    }
     want = mref.summary(ref.load(path))["cpu"]
-    assert cpu["peak_allocated_bytes"] == want["peak_allocated_bytes"] and cpu["alloc_count"] == want["alloc_count"]
+    assert (
+        cpu["peak_allocated_bytes"] == want["peak_allocated_bytes"]
+        and cpu["alloc_count"] == want["alloc_count"]
+    )
 
 
 # ---- hand-made edge cases ---------------------------------------------------------------------------------------
 
 
-def _mem(ts: float, nbytes: int, addr: int | None = 1000, total: int | None = None, reserved: int | None = None,
-         dtype: int = 1, did: int = 0) -> dict:
+def _mem(
+    ts: float,
+    nbytes: int,
+    addr: int | None = 1000,
+    total: int | None = None,
+    reserved: int | None = None,
+    dtype: int = 1,
+    did: int = 0,
+) -> dict:
     args: dict = {"Bytes": nbytes, "Device Type": dtype, "Device Id": did}
     if addr is not None:
         args["Addr"] = addr
@@ -183,8 +234,16 @@ def _mem(ts: float, nbytes: int, addr: int | None = 1000, total: int | None = No
         args["Total Allocated"] = total
     if reserved is not None:
         args["Total Reserved"] = reserved
-    return {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
-            "args": args}
+    return {
+        "ph": "i",
+        "cat": "cpu_instant_event",
+        "s": "t",
+        "name": "[memory]",
+        "pid": 1,
+        "tid": 1,
+        "ts": ts,
+        "args": args,
+    }
 
 
 def _op(name: str, ts: float, dur: float) -> dict:
@@ -193,7 +252,9 @@ def _op(name: str, ts: float, dur: float) -> dict:
 
 def _stats(tmp_path: Path, events: list[dict]):
     path = tmp_path / "hand.json"
-    path.write_text(json.dumps({"traceEvents": events, "deviceProperties": [{"id": 0, "totalGlobalMem": 4096}]}))
+    path.write_text(
+        json.dumps({"traceEvents": events, "deviceProperties": [{"id": 0, "totalGlobalMem": 4096}]})
+    )
     return memory_stats(opscope.load(path, cache=False), MemoryOptions(top=0)), events
 
 
@@ -222,7 +283,11 @@ def test_handmade_pairing_reuse_double_free_and_free_before_alloc(tmp_path: Path
 
 def test_handmade_missing_totals_and_hip(tmp_path: Path) -> None:
     # HAND-MADE: PyTorch 1.9 style (no Addr, no totals) on a HIP device
-    events = [_mem(1, 100, addr=None, dtype=6), _mem(2, 300, addr=None, dtype=6), _mem(3, -100, addr=None, dtype=6)]
+    events = [
+        _mem(1, 100, addr=None, dtype=6),
+        _mem(2, 300, addr=None, dtype=6),
+        _mem(3, -100, addr=None, dtype=6),
+    ]
     stats, _ = _stats(tmp_path, events)
     (d,) = stats.devices
     assert d.device == "hip:0" and d.relative
@@ -234,7 +299,10 @@ def test_handmade_missing_totals_and_hip(tmp_path: Path) -> None:
 def test_handmade_attribution_empty_rule_and_increase(tmp_path: Path) -> None:
     # HAND-MADE: aten::linear > aten::addmm > aten::empty; a workspace freed inside addmm, an output kept
     events = [
-        _op("aten::linear", 10, 20), _op("aten::addmm", 11, 10), _op("aten::empty", 12, 1), _op("aten::empty", 14, 1),
+        _op("aten::linear", 10, 20),
+        _op("aten::addmm", 11, 10),
+        _op("aten::empty", 12, 1),
+        _op("aten::empty", 14, 1),
         _mem(12.5, 64, addr=1, total=64, reserved=64),  # output (kept)
         _mem(14.5, 32, addr=2, total=96, reserved=128),  # workspace
         _mem(16, -32, addr=2, total=64, reserved=128),  # freed inside addmm
@@ -254,8 +322,9 @@ def test_handmade_attribution_empty_rule_and_increase(tmp_path: Path) -> None:
 
 
 def test_device_names() -> None:
-    assert [device_name(t, i) for t, i in [(0, -1), (1, 2), (6, 0), (12, 1), (13, 0), (19, 3), (20, 0), (42, 1)]] == [
-        "cpu", "cuda:2", "hip:0", "xpu:1", "mps", "mtia:3", "privateuse1:0", "type42:1"]
+    assert [
+        device_name(t, i) for t, i in [(0, -1), (1, 2), (6, 0), (12, 1), (13, 0), (19, 3), (20, 0), (42, 1)]
+    ] == ["cpu", "cuda:2", "hip:0", "xpu:1", "mps", "mtia:3", "privateuse1:0", "type42:1"]
 
 
 def test_no_memory_events(cli) -> None:
@@ -268,3 +337,19 @@ def test_no_memory_events(cli) -> None:
 def test_memory_data_is_json_serialisable(tmp_path: Path) -> None:
     stats, _ = _stats(tmp_path, [_mem(1, 10, total=10, reserved=20)])
     json.dumps(memory_data(stats))
+
+
+def test_run_profile_memory_records_memory_events(cli, tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import torch, opscope\nkeep = []\nfor _ in range(3):\n"
+        "    keep.append(torch.zeros(32, 1024))\n    opscope.step()\n"
+    )
+    r = cli("run", "--steps", "3", "--profile-memory", "--log-dir", tmp_path / "logs", "--", "python", script)
+    assert r.code == 0, r.err
+    (trace,) = (tmp_path / "logs").glob("*.pt.trace.json.gz")
+    doc = json.loads(cli("memory", trace, "--format", "json").out)
+    cpu = next(d for d in doc["devices"] if d["device"] == "cpu")
+    assert cpu["live_at_end"] == {"count": 3, "bytes": 3 * 131072}
+    assert [s["growth_bytes"] for s in doc["steps"]] == [131072] * 3

@@ -78,10 +78,25 @@ def test_report_memory_panel(cli, tmp_path, open_report) -> None:  # noqa: F811
 @pytest.mark.browser
 def test_report_memory_panel_hostile_names(cli, tmp_path, open_report) -> None:  # noqa: F811
     # HAND-MADE: an op whose name is a script injection allocates and never frees
-    events = [{"ph": "X", "cat": "cpu_op", "name": HOSTILE_OP, "pid": 1, "tid": 1, "ts": 10, "dur": 5},
-              {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 12,
-               "args": {"Addr": 7, "Bytes": 4096, "Total Allocated": 4096, "Total Reserved": 8192,
-                        "Device Type": 1, "Device Id": 0}}]
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": HOSTILE_OP, "pid": 1, "tid": 1, "ts": 10, "dur": 5},
+        {
+            "ph": "i",
+            "cat": "cpu_instant_event",
+            "name": "[memory]",
+            "pid": 1,
+            "tid": 1,
+            "ts": 12,
+            "args": {
+                "Addr": 7,
+                "Bytes": 4096,
+                "Total Allocated": 4096,
+                "Total Reserved": 8192,
+                "Device Type": 1,
+                "Device Id": 0,
+            },
+        },
+    ]
     trace = tmp_path / "hostile.json"
     trace.write_text(json.dumps({"traceEvents": events}))
     out = tmp_path / "hostile.html"

@@ -19,47 +19,137 @@ MiB = 1 << 20
 
 
 def _frames(name: str) -> list[dict]:
-    return [{"filename": "train.py", "line": 42, "name": name}, {"filename": "torch/nn/modules/linear.py",
-                                                                  "line": 125, "name": "forward"}]
+    return [
+        {"filename": "train.py", "line": 42, "name": name},
+        {"filename": "torch/nn/modules/linear.py", "line": 125, "name": "forward"},
+    ]
 
 
 def handmade_snapshot() -> dict:
     """HAND-MADE: two devices; device 0 has a large segment (two live blocks, one cached) and a small one; an OOM
     in device 0's history."""
-    seg0 = {"device": 0, "address": 0x7F0000000000, "total_size": 20 * MiB, "stream": 0, "segment_type": "large",
-            "segment_pool_id": (0, 0), "allocated_size": 12 * MiB, "active_size": 12 * MiB, "requested_size": 0,
-            "blocks": [
-                {"address": 0x7F0000000000, "size": 8 * MiB, "requested_size": 8 * MiB - 512,
-                 "state": "active_allocated", "frames": _frames("make_weights")},
-                {"address": 0x7F0000800000, "size": 4 * MiB, "requested_size": 4 * MiB,
-                 "state": "active_allocated", "frames": _frames("forward")},
-                {"address": 0x7F0000C00000, "size": 8 * MiB, "requested_size": 0, "state": "inactive", "frames": []},
-            ]}
-    seg1 = {"device": 0, "address": 0x7F1000000000, "total_size": 2 * MiB, "stream": 7, "segment_type": "small",
-            "segment_pool_id": (0, 0), "allocated_size": 512, "active_size": 1024, "requested_size": 0,
-            "blocks": [
-                {"address": 0x7F1000000000, "size": 512, "requested_size": 500, "state": "active_allocated",
-                 "frames": []},
-                {"address": 0x7F1000000200, "size": 512, "requested_size": 512, "state": "active_awaiting_free",
-                 "frames": []},
-                {"address": 0x7F1000000400, "size": 2 * MiB - 1024, "requested_size": 0, "state": "inactive",
-                 "frames": []},
-            ]}
-    seg2 = {"device": 1, "address": 0x7E0000000000, "total_size": 2 * MiB, "stream": 0, "segment_type": "small",
-            "segment_pool_id": (0, 0), "allocated_size": 2 * MiB, "active_size": 2 * MiB, "requested_size": 0,
-            "blocks": [{"address": 0x7E0000000000, "size": 2 * MiB, "requested_size": 2 * MiB,
-                        "state": "active_allocated", "frames": _frames("embed")}]}
+    seg0 = {
+        "device": 0,
+        "address": 0x7F0000000000,
+        "total_size": 20 * MiB,
+        "stream": 0,
+        "segment_type": "large",
+        "segment_pool_id": (0, 0),
+        "allocated_size": 12 * MiB,
+        "active_size": 12 * MiB,
+        "requested_size": 0,
+        "blocks": [
+            {
+                "address": 0x7F0000000000,
+                "size": 8 * MiB,
+                "requested_size": 8 * MiB - 512,
+                "state": "active_allocated",
+                "frames": _frames("make_weights"),
+            },
+            {
+                "address": 0x7F0000800000,
+                "size": 4 * MiB,
+                "requested_size": 4 * MiB,
+                "state": "active_allocated",
+                "frames": _frames("forward"),
+            },
+            {
+                "address": 0x7F0000C00000,
+                "size": 8 * MiB,
+                "requested_size": 0,
+                "state": "inactive",
+                "frames": [],
+            },
+        ],
+    }
+    seg1 = {
+        "device": 0,
+        "address": 0x7F1000000000,
+        "total_size": 2 * MiB,
+        "stream": 7,
+        "segment_type": "small",
+        "segment_pool_id": (0, 0),
+        "allocated_size": 512,
+        "active_size": 1024,
+        "requested_size": 0,
+        "blocks": [
+            {
+                "address": 0x7F1000000000,
+                "size": 512,
+                "requested_size": 500,
+                "state": "active_allocated",
+                "frames": [],
+            },
+            {
+                "address": 0x7F1000000200,
+                "size": 512,
+                "requested_size": 512,
+                "state": "active_awaiting_free",
+                "frames": [],
+            },
+            {
+                "address": 0x7F1000000400,
+                "size": 2 * MiB - 1024,
+                "requested_size": 0,
+                "state": "inactive",
+                "frames": [],
+            },
+        ],
+    }
+    seg2 = {
+        "device": 1,
+        "address": 0x7E0000000000,
+        "total_size": 2 * MiB,
+        "stream": 0,
+        "segment_type": "small",
+        "segment_pool_id": (0, 0),
+        "allocated_size": 2 * MiB,
+        "active_size": 2 * MiB,
+        "requested_size": 0,
+        "blocks": [
+            {
+                "address": 0x7E0000000000,
+                "size": 2 * MiB,
+                "requested_size": 2 * MiB,
+                "state": "active_allocated",
+                "frames": _frames("embed"),
+            }
+        ],
+    }
     traces = [
-        [{"action": "segment_alloc", "addr": 0x7F0000000000, "size": 20 * MiB, "stream": 0, "time_us": 10,
-          "frames": []},
-         {"action": "alloc", "addr": 0x7F0000000000, "size": 8 * MiB, "stream": 0, "time_us": 11,
-          "frames": _frames("make_weights")},
-         {"action": "oom", "size": 64 * MiB, "stream": 0, "time_us": 20, "device_free": 3 * MiB,
-          "frames": _frames("forward")}],
+        [
+            {
+                "action": "segment_alloc",
+                "addr": 0x7F0000000000,
+                "size": 20 * MiB,
+                "stream": 0,
+                "time_us": 10,
+                "frames": [],
+            },
+            {
+                "action": "alloc",
+                "addr": 0x7F0000000000,
+                "size": 8 * MiB,
+                "stream": 0,
+                "time_us": 11,
+                "frames": _frames("make_weights"),
+            },
+            {
+                "action": "oom",
+                "size": 64 * MiB,
+                "stream": 0,
+                "time_us": 20,
+                "device_free": 3 * MiB,
+                "frames": _frames("forward"),
+            },
+        ],
         [],
     ]
-    return {"segments": [seg0, seg1, seg2], "device_traces": traces,
-            "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": ""}}
+    return {
+        "segments": [seg0, seg1, seg2],
+        "device_traces": traces,
+        "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": ""},
+    }
 
 
 def test_figures_of_the_handmade_snapshot() -> None:
@@ -74,7 +164,12 @@ def test_figures_of_the_handmade_snapshot() -> None:
     assert [b.size for b in stats.largest_blocks] == [8 * MiB, 4 * MiB, 2 * MiB, 512]
     assert stats.largest_blocks[0].stack[0] == "train.py:42 make_weights"
     (oom,) = stats.ooms
-    assert (oom.device, oom.requested_bytes, oom.device_free_bytes, oom.time_us) == ("cuda:0", 64 * MiB, 3 * MiB, 20)
+    assert (oom.device, oom.requested_bytes, oom.device_free_bytes, oom.time_us) == (
+        "cuda:0",
+        64 * MiB,
+        3 * MiB,
+        20,
+    )
     assert stats.history_entries == 3 and stats.warnings == ()
 
 
@@ -127,15 +222,18 @@ def test_hostile_pickle_runs_nothing(cli, tmp_path: Path, protocol: int) -> None
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("payload", [
-    b"not a pickle at all",
-    b"\x80\x04\x95",  # a cut pickle
-    pickle.dumps([1, 2, 3]),  # a pickle, but not a snapshot
-    pickle.dumps({"segments": [{"total_size": "big", "blocks": []}]}),  # a field of the wrong type
-    pickle.dumps({"segments": [{"total_size": 10, "blocks": [7]}]}),
-    pickle.dumps({"segments": [], "device_traces": [[{"action": "oom", "size": None}]]}),
-    pickle.dumps({1, 2}),  # a set: builtins.set in protocol 2 (refused), EMPTY_SET in 4
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"not a pickle at all",
+        b"\x80\x04\x95",  # a cut pickle
+        pickle.dumps([1, 2, 3]),  # a pickle, but not a snapshot
+        pickle.dumps({"segments": [{"total_size": "big", "blocks": []}]}),  # a field of the wrong type
+        pickle.dumps({"segments": [{"total_size": 10, "blocks": [7]}]}),
+        pickle.dumps({"segments": [], "device_traces": [[{"action": "oom", "size": None}]]}),
+        pickle.dumps({1, 2}),  # a set: builtins.set in protocol 2 (refused), EMPTY_SET in 4
+    ],
+)
 def test_bad_snapshots_get_one_line(cli, tmp_path: Path, payload: bytes) -> None:
     path = tmp_path / "bad.pickle"
     path.write_bytes(payload)

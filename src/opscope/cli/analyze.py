@@ -30,8 +30,8 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from opscope.analysis.memory.peaks import peak_memory
     from opscope.analysis.overview import AnalyzeOptions, analyze
-    from opscope.report.memory_brief import with_peaks
     from opscope.report.analyze_view import analyze_document
+    from opscope.report.memory_brief import with_peaks
 
     check_top(args)
     trace = load_trace(args)

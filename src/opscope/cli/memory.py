@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import argparse
 
-from opscope.cli.common import add_input_args, add_output_args, add_steps_arg, add_top_arg, check_top, emit, load_trace
+from opscope.cli.common import (
+    add_input_args,
+    add_output_args,
+    add_steps_arg,
+    add_top_arg,
+    check_top,
+    emit,
+    load_trace,
+)
 
 NAME = "memory"
 FORMATS = ("table", "json", "csv", "markdown")
@@ -13,8 +21,12 @@ FORMATS = ("table", "json", "csv", "markdown")
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_input_args(parser)
-    parser.add_argument("--device", default=None, metavar="NAME[,NAME...]",
-                        help="only these devices: cuda:0, hip:1, cpu, or a bare GPU index (default: all)")
+    parser.add_argument(
+        "--device",
+        default=None,
+        metavar="NAME[,NAME...]",
+        help="only these devices: cuda:0, hip:1, cpu, or a bare GPU index (default: all)",
+    )
     add_steps_arg(parser)
     add_top_arg(parser, default=20)
     add_output_args(parser, FORMATS)
@@ -32,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
         from opscope.report.snapshot_view import snapshot_document
 
         check_outputs(args, args.trace)
-        emit(snapshot_document(snapshot_stats(read_snapshot(args.trace), args.trace, devices, args.top)), args)
+        emit(
+            snapshot_document(snapshot_stats(read_snapshot(args.trace), args.trace, devices, args.top)), args
+        )
         return 0
     from opscope.analysis.memory.summary import MemoryOptions, memory_stats
     from opscope.report.memory_view import memory_document

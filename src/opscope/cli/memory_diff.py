@@ -45,6 +45,9 @@ def rank_peaks(doc: Document, args: argparse.Namespace) -> Document:
 
     tasks = file_tasks(_files(args.paths), args)
     peaks = dict(zip((t.label for t in tasks), run_tasks(peaks_file, tasks, args), strict=True))
-    rows = [(int(r["rank"]), str(r["path"]), peaks.get(str(r["path"]), ())) for r in doc.data.get("ranks", [])
-            if r.get("rank") is not None]
+    rows = [
+        (int(r["rank"]), str(r["path"]), peaks.get(str(r["path"]), ()))
+        for r in doc.data.get("ranks", [])
+        if r.get("rank") is not None
+    ]
     return with_rank_peaks(doc, rows)

@@ -46,8 +46,8 @@ def _files(paths: list[str]) -> list[Path]:
 def run(args: argparse.Namespace) -> int:
     from opscope.analysis.compare.gates import parse_pct
     from opscope.analysis.compare.ranks import RanksOptions, compare_ranks
-    from opscope.report.ranks_view import ranks_data, ranks_document
     from opscope.cli.memory_diff import rank_peaks
+    from opscope.report.ranks_view import ranks_data, ranks_document
     from opscope.scale.tasks import rank_file
 
     if args.top < 0:

@@ -47,12 +47,26 @@ def loads_snapshot(data: bytes, name: str = "snapshot") -> dict[str, Any]:
         value = SafeUnpickler(io.BytesIO(data)).load()
     except pickle.UnpicklingError as exc:
         raise InputError(f"{name}: not a memory snapshot: {exc}") from None
-    except (EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError, MemoryError, RecursionError,
-            OverflowError, UnicodeDecodeError) as exc:
-        raise InputError(f"{name}: not a memory snapshot (not a readable pickle: {type(exc).__name__})") from None
+    except (
+        EOFError,
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,
+        AttributeError,
+        MemoryError,
+        RecursionError,
+        OverflowError,
+        UnicodeDecodeError,
+    ) as exc:
+        raise InputError(
+            f"{name}: not a memory snapshot (not a readable pickle: {type(exc).__name__})"
+        ) from None
     if not isinstance(value, dict) or not isinstance(value.get("segments"), list):
-        raise InputError(f"{name}: not a memory snapshot (no 'segments' list; expected the dictionary "
-                         "torch.cuda.memory._snapshot() returns)")
+        raise InputError(
+            f"{name}: not a memory snapshot (no 'segments' list; expected the dictionary "
+            "torch.cuda.memory._snapshot() returns)"
+        )
     return value
 
 

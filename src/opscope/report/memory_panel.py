@@ -4,6 +4,7 @@ Op names are untrusted text: they travel in the page's JSON block and reach the 
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -23,11 +24,14 @@ def _thin(ts: list[int], level: list[int], reserved: list[int] | None) -> dict[s
     if n > MAX_POINTS:
         edges = np.linspace(0, n, MAX_POINTS + 1).astype(np.int64)
         lv = np.asarray(level)
-        picks = np.array([lo + int(np.argmax(lv[lo:hi])) for lo, hi in zip(edges[:-1], edges[1:], strict=True)
-                          if hi > lo])
+        picks = np.array([lo + int(np.argmax(lv[lo:hi])) for lo, hi in itertools.pairwise(edges) if hi > lo])
     base = ts[0] if ts else 0
-    return {"t_us": [round((ts[i] - base) / 1e3, 3) for i in picks], "allocated": [level[i] for i in picks],
-            "reserved": None if reserved is None else [reserved[i] for i in picks], "start_ts_us": base / 1e3}
+    return {
+        "t_us": [round((ts[i] - base) / 1e3, 3) for i in picks],
+        "allocated": [level[i] for i in picks],
+        "reserved": None if reserved is None else [reserved[i] for i in picks],
+        "start_ts_us": base / 1e3,
+    }
 
 
 def memory_panel(trace: Trace) -> dict[str, Any]:
@@ -35,9 +39,17 @@ def memory_panel(trace: Trace) -> dict[str, Any]:
     return {
         "devices": [device_data(d) for d in stats.devices],
         "series": {name: _thin(*parts) for name, parts in stats.timeline.items()},
-        "top_ops": [{"op": o.op, "device": o.device, "self_alloc_bytes": o.self_alloc_bytes,
-                     "self_alloc_count": o.self_alloc_count, "self_increase_bytes": o.self_increase_bytes,
-                     "alloc_bytes": o.alloc_bytes} for o in stats.top_ops],
+        "top_ops": [
+            {
+                "op": o.op,
+                "device": o.device,
+                "self_alloc_bytes": o.self_alloc_bytes,
+                "self_alloc_count": o.self_alloc_count,
+                "self_increase_bytes": o.self_increase_bytes,
+                "alloc_bytes": o.alloc_bytes,
+            }
+            for o in stats.top_ops
+        ],
         "live_at_end": [{"device": b.device, "bytes": b.nbytes, "op": b.op} for b in stats.live_at_end],
         "warnings": list(stats.warnings),
     }

@@ -17,7 +17,15 @@ from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
 # c10::DeviceType values -> the names opscope shows ("cuda:0"); CPU and MPS have no index in their name.
-DEVICE_TYPES: dict[int, str] = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 19: "mtia", 20: "privateuse1"}
+DEVICE_TYPES: dict[int, str] = {
+    0: "cpu",
+    1: "cuda",
+    6: "hip",
+    12: "xpu",
+    13: "mps",
+    19: "mtia",
+    20: "privateuse1",
+}
 UNINDEXED = ("cpu", "mps")
 ROW = "_mem_row"  # position in the event table (file order), the tiebreak for equal timestamps
 
@@ -43,8 +51,16 @@ def memory_events(trace: Trace) -> pl.DataFrame:
         .with_row_index(ROW)
         .filter(pl.col(Col.MEM_BYTES).is_not_null() & pl.col(Col.TS_NS).is_not_null())
         .select(
-            ROW, Col.TS_NS, pl.col(Col.PID).cast(pl.String), pl.col(Col.TID).cast(pl.String), Col.MEM_ADDR,
-            Col.MEM_BYTES, Col.MEM_ALLOCATED, Col.MEM_RESERVED, Col.MEM_DEVICE_TYPE, Col.MEM_DEVICE_ID,
+            ROW,
+            Col.TS_NS,
+            pl.col(Col.PID).cast(pl.String),
+            pl.col(Col.TID).cast(pl.String),
+            Col.MEM_ADDR,
+            Col.MEM_BYTES,
+            Col.MEM_ALLOCATED,
+            Col.MEM_RESERVED,
+            Col.MEM_DEVICE_TYPE,
+            Col.MEM_DEVICE_ID,
         )
         .sort([Col.TS_NS, ROW])
         .collect()

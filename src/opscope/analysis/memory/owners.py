@@ -48,10 +48,18 @@ def find_owners(trace: Trace, events: pl.DataFrame) -> Owners:
     """Owners of `events` (a `memory_events` frame)."""
     ops = (
         trace.lazy()
-        .filter(pl.col(Col.KIND).cast(pl.String).is_in(list(CONTAINERS)) & pl.col(Col.DUR_NS).is_not_null()
-                & pl.col(Col.TS_NS).is_not_null())
-        .select(pl.col(Col.NAME).cast(pl.String), Col.TS_NS, Col.DUR_NS, pl.col(Col.PID).cast(pl.String),
-                pl.col(Col.TID).cast(pl.String))
+        .filter(
+            pl.col(Col.KIND).cast(pl.String).is_in(list(CONTAINERS))
+            & pl.col(Col.DUR_NS).is_not_null()
+            & pl.col(Col.TS_NS).is_not_null()
+        )
+        .select(
+            pl.col(Col.NAME).cast(pl.String),
+            Col.TS_NS,
+            Col.DUR_NS,
+            pl.col(Col.PID).cast(pl.String),
+            pl.col(Col.TID).cast(pl.String),
+        )
         .collect()
     )
     n_ops, n_ev = ops.height, events.height
@@ -65,7 +73,9 @@ def find_owners(trace: Trace, events: pl.DataFrame) -> Owners:
     can_contain[:n_ops] = True
     parent = innermost_container(thread, start, end, can_contain)
     # Steps fold into one name (as in the other tables): "ProfilerStep#*" holds what every step allocated.
-    names: list[str] = [STEP_ANY if n is not None and STEP.match(n) else (n or "") for n in ops[Col.NAME].to_list()]
+    names: list[str] = [
+        STEP_ANY if n is not None and STEP.match(n) else (n or "") for n in ops[Col.NAME].to_list()
+    ]
     innermost: list[str | None] = []
     labels: list[str] = []
     ends: list[int | None] = []
@@ -90,7 +100,9 @@ def find_owners(trace: Trace, events: pl.DataFrame) -> Owners:
     return Owners(innermost, labels, ends, chains)
 
 
-def _chain(op: int, parent: np.ndarray, names: list[str], cache: dict[int, tuple[str, ...]]) -> tuple[str, ...]:
+def _chain(
+    op: int, parent: np.ndarray, names: list[str], cache: dict[int, tuple[str, ...]]
+) -> tuple[str, ...]:
     """Distinct names from `op` up to its root, nearest first (memoised per op)."""
     path: list[int] = []
     node = op

@@ -32,7 +32,9 @@ class PeakChange:
         """(new - base) / base of the peak allocated; None where either side is missing or base is 0."""
         if self.base is None or self.new is None or self.base.peak_allocated_bytes <= 0:
             return None
-        return (self.new.peak_allocated_bytes - self.base.peak_allocated_bytes) / self.base.peak_allocated_bytes
+        return (
+            self.new.peak_allocated_bytes - self.base.peak_allocated_bytes
+        ) / self.base.peak_allocated_bytes
 
 
 def peak_memory(trace: Trace, steps: str | None = None) -> tuple[DevicePeak, ...]:
@@ -50,9 +52,8 @@ def peak_memory(trace: Trace, steps: str | None = None) -> tuple[DevicePeak, ...
         level = frame[Col.MEM_BYTES].cum_sum() if relative else frame[Col.MEM_ALLOCATED]
         reserved = frame[Col.MEM_RESERVED]
         has_reserved = is_gpu(name) and not relative and reserved.null_count() == 0
-        peak_reserved = reserved.max() if has_reserved else None
-        out.append(DevicePeak(name, int(level.max()), None if peak_reserved is None else int(peak_reserved),  # type: ignore[arg-type]
-                              relative))
+        peak_reserved = int(reserved.to_numpy().max()) if has_reserved else None
+        out.append(DevicePeak(name, int(level.to_numpy().max()), peak_reserved, relative))
     return tuple(out)
 
 

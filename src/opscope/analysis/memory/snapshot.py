@@ -83,15 +83,18 @@ def _stack(frames: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
-def snapshot_stats(snapshot: dict[str, Any], path: str = "", devices: tuple[str, ...] | None = None,
-                   top: int = 20) -> SnapshotStats:
+def snapshot_stats(
+    snapshot: dict[str, Any], path: str = "", devices: tuple[str, ...] | None = None, top: int = 20
+) -> SnapshotStats:
     per: dict[int, list[int]] = {}
     blocks: list[SnapshotBlock] = []
     warnings: list[str] = []
     for n, raw in enumerate(_list(snapshot.get("segments"), "segments")):
         seg = _dict(raw, f"segment {n}")
         index = _int(seg.get("device", 0), f"segment {n} device")
-        acc = per.setdefault(index, [0, 0, 0, 0, 0, 0])  # segments, reserved, allocated, internal, external, n
+        acc = per.setdefault(
+            index, [0, 0, 0, 0, 0, 0]
+        )  # segments, reserved, allocated, internal, external, n
         acc[0] += 1
         total = _int(seg.get("total_size"), f"segment {n} total_size")
         acc[1] += total
@@ -105,12 +108,21 @@ def snapshot_stats(snapshot: dict[str, Any], path: str = "", devices: tuple[str,
                 acc[2] += requested
                 acc[3] += size - requested
                 acc[5] += 1
-                blocks.append(SnapshotBlock(f"cuda:{index}", _int(b.get("address", 0), "block address"), size,
-                                            requested, _stack(b.get("frames"))))
+                blocks.append(
+                    SnapshotBlock(
+                        f"cuda:{index}",
+                        _int(b.get("address", 0), "block address"),
+                        size,
+                        requested,
+                        _stack(b.get("frames")),
+                    )
+                )
             else:
                 acc[4] += size
         if seen != total:
-            warnings.append(f"cuda:{index}: segment {n}: blocks sum to {seen:,} bytes, the segment has {total:,}")
+            warnings.append(
+                f"cuda:{index}: segment {n}: blocks sum to {seen:,} bytes, the segment has {total:,}"
+            )
     ooms: list[OomEvent] = []
     history = 0
     for index, raw in enumerate(_list(snapshot.get("device_traces", []), "device_traces")):
@@ -120,10 +132,15 @@ def snapshot_stats(snapshot: dict[str, Any], path: str = "", devices: tuple[str,
             if entry.get("action") == "oom":
                 free = entry.get("device_free")
                 when = entry.get("time_us")
-                ooms.append(OomEvent(f"cuda:{index}", _int(entry.get("size", 0), "oom size"),
-                                     free if isinstance(free, int) and not isinstance(free, bool) else None,
-                                     when if isinstance(when, int) and not isinstance(when, bool) else None,
-                                     _stack(entry.get("frames"))))
+                ooms.append(
+                    OomEvent(
+                        f"cuda:{index}",
+                        _int(entry.get("size", 0), "oom size"),
+                        free if isinstance(free, int) and not isinstance(free, bool) else None,
+                        when if isinstance(when, int) and not isinstance(when, bool) else None,
+                        _stack(entry.get("frames")),
+                    )
+                )
     out = [SnapshotDevice(f"cuda:{i}", a[0], a[1], a[2], a[3], a[4], a[5]) for i, a in sorted(per.items())]
     if devices:
         chosen = {d if ":" in d else f"cuda:{d}" for d in devices}
@@ -131,4 +148,6 @@ def snapshot_stats(snapshot: dict[str, Any], path: str = "", devices: tuple[str,
         blocks = [b for b in blocks if b.device in chosen]
         ooms = [o for o in ooms if o.device in chosen]
     blocks.sort(key=lambda b: (-b.size, b.device, b.address))
-    return SnapshotStats(path, tuple(out), tuple(blocks[: top or None]), tuple(ooms), history, tuple(warnings))
+    return SnapshotStats(
+        path, tuple(out), tuple(blocks[: top or None]), tuple(ooms), history, tuple(warnings)
+    )

@@ -36,8 +36,14 @@ def _level_at(ts: np.ndarray, level: np.ndarray, before_first: int, t: int, incl
     return int(level[k]) if k >= 0 else before_first
 
 
-def step_memory(device: str, ts: np.ndarray, level: np.ndarray, nbytes: np.ndarray, relative: bool,
-                markers: tuple[StepWindow, ...]) -> list[StepMemory]:
+def step_memory(
+    device: str,
+    ts: np.ndarray,
+    level: np.ndarray,
+    nbytes: np.ndarray,
+    relative: bool,
+    markers: tuple[StepWindow, ...],
+) -> list[StepMemory]:
     """One row per step window for one device (events sorted by time)."""
     del relative  # the level already is the running sum where there are no totals
     if not len(ts):
@@ -65,7 +71,9 @@ def growth_warnings(device: str, rows: list[StepMemory]) -> list[str]:
             continue
         if len(run) >= GROWTH_RUN:
             total = sum(r.growth_bytes for r in run)
-            out.append(f"{device}: allocated memory grew in {len(run)} consecutive steps "
-                       f"({run[0].step}-{run[-1].step}) by {total:,} bytes in all: a possible leak")
+            out.append(
+                f"{device}: allocated memory grew in {len(run)} consecutive steps "
+                f"({run[0].step}-{run[-1].step}) by {total:,} bytes in all: a possible leak"
+            )
         run = []
     return out

@@ -86,10 +86,11 @@ class MemoryStats:
 def _chosen(names: list[str], wanted: tuple[str, ...] | None) -> list[str]:
     if not wanted:
         return names
-    out = [n for n in names if n in wanted or n.partition(":")[2] in wanted and is_gpu(n)]
+    out = [n for n in names if n in wanted or (n.partition(":")[2] in wanted and is_gpu(n))]
     if not out:
-        raise UsageError(f"--device: no memory events on {', '.join(wanted)} (the trace has "
-                         f"{', '.join(names) or 'none'})")
+        raise UsageError(
+            f"--device: no memory events on {', '.join(wanted)} (the trace has {', '.join(names) or 'none'})"
+        )
     return out
 
 
@@ -126,8 +127,12 @@ def memory_stats(trace: Trace, options: MemoryOptions | None = None) -> MemorySt
         mask = (events["mem_device"] == name).to_numpy()
         frame = events.filter(pl.Series(mask))
         idx = position[mask]
-        own = Owners([owners.innermost[i] for i in idx], [owners.label[i] for i in idx],
-                     [owners.owner_end_ns[i] for i in idx], [owners.chain[i] for i in idx])
+        own = Owners(
+            [owners.innermost[i] for i in idx],
+            [owners.label[i] for i in idx],
+            [owners.owner_end_ns[i] for i in idx],
+            [owners.chain[i] for i in idx],
+        )
         dev, level, reserved = _device(name, frame, own, markers, capacity)
         devices.append(dev)
         ts = frame[Col.TS_NS].to_numpy()
@@ -145,20 +150,37 @@ def memory_stats(trace: Trace, options: MemoryOptions | None = None) -> MemorySt
             steps.extend(rows)
             warnings.extend(growth_warnings(name, rows))
         if dev.unmatched_frees:
-            warnings.append(f"{name}: {dev.unmatched_frees} free(s) without an allocation in the trace (made "
-                            "before the profiler started, or a double free)")
+            warnings.append(
+                f"{name}: {dev.unmatched_frees} free(s) without an allocation in the trace (made "
+                "before the profiler started, or a double free)"
+            )
         if dev.relative:
-            warnings.append(f"{name}: the trace has no allocator totals (PyTorch 1.9): figures are relative to "
-                            "the allocated memory when the profiler started")
+            warnings.append(
+                f"{name}: the trace has no allocator totals (PyTorch 1.9): figures are relative to "
+                "the allocated memory when the profiler started"
+            )
     ops.sort(key=lambda o: (-o.self_alloc_bytes, -o.alloc_bytes, o.op, o.device))
     live.sort(key=lambda b: (-b.nbytes, b.ts_ns))
     top = options.top or None
-    return MemoryStats(trace.path, options, tuple(devices), tuple(ops[:top]), tuple(steps), tuple(live[:top]),
-                       timeline, tuple(warnings))
+    return MemoryStats(
+        trace.path,
+        options,
+        tuple(devices),
+        tuple(ops[:top]),
+        tuple(steps),
+        tuple(live[:top]),
+        timeline,
+        tuple(warnings),
+    )
 
 
-def _device(name: str, frame: pl.DataFrame, own: Owners, markers: tuple[windows.StepWindow, ...],
-            capacity: dict[int, int | None]) -> tuple[DeviceMemory, np.ndarray, list[int] | None]:
+def _device(
+    name: str,
+    frame: pl.DataFrame,
+    own: Owners,
+    markers: tuple[windows.StepWindow, ...],
+    capacity: dict[int, int | None],
+) -> tuple[DeviceMemory, np.ndarray, list[int] | None]:
     nbytes = frame[Col.MEM_BYTES].to_numpy().astype(np.int64)
     ts = frame[Col.TS_NS].to_numpy().astype(np.int64)
     allocated = frame[Col.MEM_ALLOCATED]
@@ -178,14 +200,20 @@ def _device(name: str, frame: pl.DataFrame, own: Owners, markers: tuple[windows.
     cap = capacity.get(int(index)) if kind in CAPACITY_TYPES and index.isdigit() else None
     step = next((w.step for w in markers if w.start_ns <= ts[peak_at] <= w.end_ns), None)
     dev = DeviceMemory(
-        device=name, peak_allocated_bytes=int(level[peak_at]), peak_allocated_ts_ns=int(ts[peak_at]),
-        peak_allocated_op=own.innermost[peak_at], peak_allocated_step=step,
+        device=name,
+        peak_allocated_bytes=int(level[peak_at]),
+        peak_allocated_ts_ns=int(ts[peak_at]),
+        peak_allocated_op=own.innermost[peak_at],
+        peak_allocated_step=step,
         peak_reserved_bytes=int(reserved.max()) if reserved is not None else None,
         fragmentation_at_peak_bytes=int(frag[peak_at]) if frag is not None else None,
         max_fragmentation_bytes=int(frag.max()) if frag is not None else None,
-        capacity_bytes=cap, relative=relative,
-        alloc_count=int((nbytes > 0).sum()), alloc_bytes=int(nbytes[nbytes > 0].sum()),
-        free_count=int((nbytes < 0).sum()), unmatched_frees=pairing.unmatched_frees,
+        capacity_bytes=cap,
+        relative=relative,
+        alloc_count=int((nbytes > 0).sum()),
+        alloc_bytes=int(nbytes[nbytes > 0].sum()),
+        free_count=int((nbytes < 0).sum()),
+        unmatched_frees=pairing.unmatched_frees,
         live_at_end_count=int(live.sum()) if has_addr else None,
         live_at_end_bytes=int(nbytes[live].sum()) if has_addr else None,
         lifetime_ns=lifetimes(ts, pairing.partner, nbytes),
@@ -216,8 +244,14 @@ def _ops(device: str, frame: pl.DataFrame, own: Owners, partner: np.ndarray) -> 
             incl_count[name] += 1
     keys = set(self_bytes) | set(incl_bytes)
     return [
-        OpMemory(op=k, device=device, self_alloc_bytes=self_bytes.get(k, 0), self_alloc_count=self_count.get(k, 0),
-                 self_increase_bytes=increase.get(k, 0), alloc_bytes=incl_bytes.get(k, self_bytes.get(k, 0)),
-                 alloc_count=incl_count.get(k, self_count.get(k, 0)))
+        OpMemory(
+            op=k,
+            device=device,
+            self_alloc_bytes=self_bytes.get(k, 0),
+            self_alloc_count=self_count.get(k, 0),
+            self_increase_bytes=increase.get(k, 0),
+            alloc_bytes=incl_bytes.get(k, self_bytes.get(k, 0)),
+            alloc_count=incl_count.get(k, self_count.get(k, 0)),
+        )
         for k in keys
     ]
