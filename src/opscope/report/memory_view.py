@@ -79,18 +79,18 @@ def memory_data(result: MemoryStats) -> dict[str, Any]:
 def memory_document(result: MemoryStats) -> Document:
     devices = Table(
         "devices",
-        "Peak memory per device",
+        "Peak memory per device (frag = reserved - allocated at the peak; live = allocations never freed)",
         (
             Column("device", "Device", TEXT),
-            Column("peak", "Peak alloc MiB", FLOAT),
-            Column("reserved", "Peak reserved MiB", FLOAT),
-            Column("frag", "Frag at peak MiB", FLOAT),
+            Column("peak", "Peak MiB", FLOAT),
+            Column("reserved", "Reserved MiB", FLOAT),
+            Column("frag", "Frag MiB", FLOAT),
             Column("capacity", "Capacity MiB", FLOAT),
             Column("step", "Step", TEXT),
-            Column("op", "Op at peak", NAME),
             Column("allocs", "Allocs", INT),
-            Column("frees", "Frees", INT),
-            Column("live", "Live at end", TEXT),
+            Column("live", "Live", TEXT),
+            Column("live_mib", "Live MiB", FLOAT),
+            Column("op", "Op at peak", NAME),
         ),
         tuple(
             {
@@ -100,12 +100,10 @@ def memory_document(result: MemoryStats) -> Document:
                 "frag": mib(d.fragmentation_at_peak_bytes),
                 "capacity": mib(d.capacity_bytes),
                 "step": "—" if d.peak_allocated_step is None else str(d.peak_allocated_step),
-                "op": d.peak_allocated_op or "—",
                 "allocs": d.alloc_count,
-                "frees": d.free_count,
-                "live": "—"
-                if d.live_at_end_count is None
-                else f"{d.live_at_end_count:,} ({(d.live_at_end_bytes or 0) / MIB:,.3f} MiB)",
+                "live": "—" if d.live_at_end_count is None else f"{d.live_at_end_count:,}",
+                "live_mib": mib(d.live_at_end_bytes),
+                "op": d.peak_allocated_op or "—",
             }
             for d in result.devices
         ),
