@@ -246,3 +246,37 @@ def test_read_errors() -> None:
     with pytest.raises(InputError):
         read_snapshot("/nonexistent/snap.pickle")
     assert not is_snapshot("/nonexistent/trace.json")
+
+
+def test_capture_snapshot_helpers_call_torch_as_documented(tmp_path: Path) -> None:
+    """No CUDA here: the CUDA branch of profile(memory_snapshot=True) is checked against a recording stand-in
+    for torch, and the names and parameters it uses against the installed torch's own signatures."""
+    import inspect
+    from types import SimpleNamespace
+
+    from opscope.capture import memory_snapshot
+
+    calls: list[tuple[str, dict]] = []
+    memory = SimpleNamespace(
+        _record_memory_history=lambda **kw: calls.append(("record", kw)),
+        _dump_snapshot=lambda filename: (
+            calls.append(("dump", {"filename": filename})),
+            Path(filename).write_bytes(pickle.dumps(handmade_snapshot())),
+        ),
+    )
+    fake = SimpleNamespace(cuda=SimpleNamespace(is_available=lambda: True, memory=memory))
+    trace = tmp_path / "host_1.123.pt.trace.json.gz"
+    assert memory_snapshot.start(fake)
+    written = memory_snapshot.dump(fake, trace)
+    memory_snapshot.stop(fake)
+    assert written == tmp_path / "host_1.123.memory_snapshot.pickle"
+    assert calls == [
+        ("record", {"max_entries": memory_snapshot.MAX_ENTRIES}),
+        ("dump", {"filename": str(written)}),
+        ("record", {"enabled": None}),
+    ]
+    assert read_snapshot(written)["segments"]  # what was written reads back through the safe reader
+    assert not memory_snapshot.start(SimpleNamespace(cuda=SimpleNamespace(is_available=lambda: False)))
+    real = pytest.importorskip("torch.cuda.memory")
+    assert {"max_entries", "enabled"} <= set(inspect.signature(real._record_memory_history).parameters)
+    assert "filename" in inspect.signature(real._dump_snapshot).parameters

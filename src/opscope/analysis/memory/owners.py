@@ -46,6 +46,8 @@ def _thread_codes(pid: pl.Series, tid: pl.Series) -> np.ndarray:
 
 def find_owners(trace: Trace, events: pl.DataFrame) -> Owners:
     """Owners of `events` (a `memory_events` frame)."""
+    if events.height == 0:  # no [memory] events: do not read the ops at all (every report asks)
+        return Owners([], [], [], [])
     ops = (
         trace.lazy()
         .filter(
