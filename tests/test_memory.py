@@ -353,3 +353,16 @@ def test_run_profile_memory_records_memory_events(cli, tmp_path: Path) -> None:
     cpu = next(d for d in doc["devices"] if d["device"] == "cpu")
     assert cpu["live_at_end"] == {"count": 3, "bytes": 3 * 131072}
     assert [s["growth_bytes"] for s in doc["steps"]] == [131072] * 3
+
+
+def test_hostile_op_names_stay_inert(cli, tmp_path: Path) -> None:
+    # HAND-MADE: an op name with a terminal escape and a spreadsheet formula allocates a block
+    name = '=HYPERLINK("x")\x1b[2J'
+    events = [_op(name, 10, 5), _mem(12, 4096, addr=7, total=4096, reserved=8192)]
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    table = cli("memory", path, "--wide")
+    assert table.code == 0 and "\x1b" not in table.out and "\\x1b[2J" in table.out
+    csv = cli("memory", path, "--format", "csv").out
+    assert "\x1b" not in csv and "'=HYPERLINK" in csv and ",=HYPERLINK" not in csv
+    assert json.loads(cli("memory", path, "--format", "json").out)["top_ops"][0]["op"] == name
