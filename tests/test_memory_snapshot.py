@@ -280,3 +280,10 @@ def test_capture_snapshot_helpers_call_torch_as_documented(tmp_path: Path) -> No
     real = pytest.importorskip("torch.cuda.memory")
     assert {"max_entries", "enabled"} <= set(inspect.signature(real._record_memory_history).parameters)
     assert "filename" in inspect.signature(real._dump_snapshot).parameters
+
+
+def test_steps_make_no_sense_for_a_snapshot(cli, tmp_path: Path) -> None:
+    path = tmp_path / "snap.pickle"
+    path.write_bytes(pickle.dumps(handmade_snapshot()))
+    r = cli("memory", path, "--steps", "3")
+    assert r.code == 2 and "no steps" in r.err

@@ -14,6 +14,7 @@ from opscope.cli.common import (
     emit,
     load_trace,
 )
+from opscope.errors import UsageError
 
 NAME = "memory"
 FORMATS = ("table", "json", "csv", "markdown")
@@ -44,6 +45,10 @@ def run(args: argparse.Namespace) -> int:
         from opscope.report.snapshot_view import snapshot_document
 
         check_outputs(args, args.trace)
+        if args.steps is not None:
+            raise UsageError(
+                "--steps: a memory snapshot has no steps (it is the allocator's state at one moment)"
+            )
         emit(
             snapshot_document(snapshot_stats(read_snapshot(args.trace), args.trace, devices, args.top)), args
         )
