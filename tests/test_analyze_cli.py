@@ -12,7 +12,7 @@ from conftest import corpus_path
 DLRM = "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json"
 TOP_KEYS = {"schema", "trace", "window_us", "window", "devices", "categories", "unattributed_share",
             "launch_delay_us", "launch_delay", "kernels", "ops", "syncs", "memcpy", "steps", "steps_spec", "linking",
-            "warnings", "findings"}
+            "warnings", "findings", "memory"}
 
 
 def analyze_json(cli, *args) -> dict:
@@ -116,10 +116,13 @@ def test_bad_input_is_one_line(cli, tmp_path) -> None:
 @pytest.mark.corpus
 def test_api_matches_cli(cli) -> None:
     import opscope
-    from opscope.report.analyze_view import analyze_data
+    from opscope.analysis.memory.peaks import peak_memory
+    from opscope.report.analyze_view import analyze_document
+    from opscope.report.memory_brief import with_peaks
 
     path = corpus_path(DLRM)
-    assert analyze_data(opscope.analyze(opscope.load(path))) == analyze_json(cli, path)
+    trace = opscope.load(path)
+    assert with_peaks(analyze_document(opscope.analyze(trace)), peak_memory(trace)).data == analyze_json(cli, path)
 
 
 @pytest.mark.corpus

@@ -106,6 +106,16 @@ EDGE_DOCS: dict[str, bytes] = {
     "deep": ('{"traceEvents": [{"ph": "X", "name": "deep", "args": {"Input Dims": ' + "[" * 1000 + "]" * 1000
              + '}}, {"ph": "X", "name": "ok", "ts": 1, "dur": 1}], "meta": ' + "[" * 1000 + "]" * 1000
              + "}").encode(),
+    "memory": json.dumps({"traceEvents": [
+        {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 5,
+         "args": {"Total Reserved": "2048", "Total Allocated": 1024, "Bytes": -512, "Device Id": 0,
+                  "Device Type": 6, "Addr": 139654046813696, "finished": True, "Ev Idx": 3}},
+        {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 6,
+         "args": {"Device Type": 0, "Device Id": -1, "Bytes": 4}},  # PyTorch 1.9: no cat, Addr, totals
+        {"ph": "i", "name": "[memory]", "ts": 7, "args": {"Bytes": 1.5, "Device Id": 2**33, "Addr": [1]}},
+        {"ph": "i", "name": "other", "ts": 8, "args": {"Bytes": 7, "Device Type": 1}},
+        {"ph": "X", "cat": "python_function", "name": "[memory]", "ts": 9, "dur": 1, "args": {"Bytes": 7}},
+    ]}).encode(),
     "escapes": b'{"tr\\u0061ceEvents": 1, "traceEvents": [{"ph": "X", "name": "a\\"}], \\\\", "ts": 1, '
                b'"args": {"name": "}", "Input type": ["\\u00e9"]}}], "k\\"ey": "v"}',
 }
@@ -138,6 +148,20 @@ def test_edge_case_values(tmp_path: Path) -> None:
     assert frame["name"].to_list()[6] == "wrong" and frame["cat"].to_list()[6] == "malformed"
     stats = report["stats"]
     assert stats["wrong_type"] >= 5 and stats["out_of_range"] == 1
+
+
+def test_memory_event_values(tmp_path: Path) -> None:
+    path = tmp_path / "memory.json"
+    path.write_bytes(EDGE_DOCS["memory"])
+    frame, report = same(path)
+    assert frame["mem_addr"].to_list() == [139654046813696, None, None, None, None]
+    assert frame["mem_bytes"].to_list() == [-512, 4, None, None, None]  # only "[memory]" events, not Python
+    assert frame["mem_total_allocated"].to_list()[:2] == [1024, None]
+    assert frame["mem_total_reserved"].to_list()[:2] == [2048, None]
+    assert frame["mem_device_type"].to_list()[:4] == [6, 0, None, None]
+    assert frame["mem_device_id"].to_list()[:3] == [0, -1, None]
+    stats = report["stats"]
+    assert stats["wrong_type"] == 2 and stats["out_of_range"] == 1  # 1.5 and [1]; 2**33 beyond i32
 
 
 def test_scalars_do_not_swallow_the_next_event(tmp_path: Path) -> None:

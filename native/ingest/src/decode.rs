@@ -67,7 +67,7 @@ const TEXT_COLS: [usize; 8] = [
     col::INPUT_TYPES,
     col::LABEL,
 ];
-const I64_COLS: [usize; 11] = [
+const I64_COLS: [usize; 15] = [
     col::TS_NS,
     col::DUR_NS,
     col::STREAM,
@@ -79,8 +79,12 @@ const I64_COLS: [usize; 11] = [
     col::PY_ID,
     col::PY_PARENT_ID,
     col::SEQ,
+    col::MEM_ADDR,
+    col::MEM_BYTES,
+    col::MEM_ALLOCATED,
+    col::MEM_RESERVED,
 ];
-const I32_COLS: [usize; 8] = [
+const I32_COLS: [usize; 10] = [
     col::DEVICE,
     col::GRID_X,
     col::GRID_X + 1,
@@ -89,8 +93,13 @@ const I32_COLS: [usize; 8] = [
     col::BLOCK_X + 1,
     col::BLOCK_X + 2,
     col::REGISTERS,
+    col::MEM_DEVICE_TYPE,
+    col::MEM_DEVICE_ID,
 ];
 const F32_COLS: [usize; 3] = [col::BLOCKS_PER_SM, col::WARPS_PER_SM, col::OCCUPANCY_PCT];
+
+/// The name of the allocator's instant events, whose args fill the `mem_*` columns.
+const MEMORY_EVENT: &str = "[memory]";
 
 fn slot(cols: &[usize], c: usize) -> usize {
     cols.iter().position(|&x| x == c).unwrap_or(0)
@@ -100,8 +109,8 @@ fn slot(cols: &[usize], c: usize) -> usize {
 struct Row<'a> {
     text: [Option<Cow<'a, str>>; 8],
     kind: i32,
-    i64s: [Option<i64>; 11],
-    i32s: [Option<i32>; 8],
+    i64s: [Option<i64>; 15],
+    i32s: [Option<i32>; 10],
     f32s: [Option<f32>; 3],
     bandwidth: Option<f64>,
 }
@@ -350,8 +359,8 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
     let mut row = Row {
         text: [ph, cat, name, pid, tid, None, None, None],
         kind: k,
-        i64s: [None; 11],
-        i32s: [None; 8],
+        i64s: [None; 15],
+        i32s: [None; 10],
         f32s: [None; 3],
         bandwidth: None,
     };
@@ -460,6 +469,22 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
                 count(int_of(args.get(Arg::Sequence)), stats),
             );
         }
+        if row.text[2].as_deref() == Some(MEMORY_EVENT) {
+            for (c, key) in [
+                (col::MEM_ADDR, Arg::MemAddr),
+                (col::MEM_BYTES, Arg::MemBytes),
+                (col::MEM_ALLOCATED, Arg::MemAllocated),
+                (col::MEM_RESERVED, Arg::MemReserved),
+            ] {
+                set64(&mut row, c, count(int_of(args.get(key)), stats));
+            }
+            for (c, key) in [
+                (col::MEM_DEVICE_TYPE, Arg::MemDeviceType),
+                (col::MEM_DEVICE_ID, Arg::MemDeviceId),
+            ] {
+                row.i32s[slot(&I32_COLS, c)] = count(int32_of(args.get(key)), stats);
+            }
+        }
     }
     if gpu {
         let dev = slot(&I32_COLS, col::DEVICE);
@@ -480,6 +505,7 @@ mod tests {
     use crate::scan::Scanner;
     use arrow_array::cast::AsArray;
     use arrow_array::types::Int64Type;
+    use arrow_array::Array;
 
     fn decode(doc: &str) -> (RecordBatch, Stats) {
         let mut s = Scanner::new(1 << 20);
@@ -513,5 +539,39 @@ mod tests {
                 .value(dims.keys().value(1) as usize),
             "[[1, 2], []]"
         );
+    }
+
+    #[test]
+    fn memory_row() {
+        let (b, st) = decode(
+            r#"[{"ph":"i","cat":"cpu_instant_event","name":"[memory]","pid":1,"tid":1,"ts":5,
+            "args":{"Addr":139654046813696,"Bytes":-512,"Total Allocated":1024,"Total Reserved":"2048",
+            "Device Type":6,"Device Id":0,"Ev Idx":3}},
+            {"ph":"i","name":"other","ts":6,"args":{"Bytes":7,"Device Type":1}},
+            {"ph":"i","name":"[memory]","ts":7,"args":{"Bytes":4,"Device Type":0,"Device Id":4294967296}}]"#,
+        );
+        assert_eq!(b.num_rows(), 3);
+        assert_eq!(st.out_of_range, 1);
+        let i64 = |c: usize, r: usize| {
+            let a = b.column(c).as_primitive::<Int64Type>();
+            (!a.is_null(r)).then(|| a.value(r))
+        };
+        let i32 = |c: usize, r: usize| {
+            let a = b.column(c).as_primitive::<Int32Type>();
+            (!a.is_null(r)).then(|| a.value(r))
+        };
+        assert_eq!(i64(col::MEM_ADDR, 0), Some(139_654_046_813_696));
+        assert_eq!(i64(col::MEM_BYTES, 0), Some(-512));
+        assert_eq!(i64(col::MEM_ALLOCATED, 0), Some(1024));
+        assert_eq!(i64(col::MEM_RESERVED, 0), Some(2048));
+        assert_eq!(i32(col::MEM_DEVICE_TYPE, 0), Some(6));
+        assert_eq!(i32(col::MEM_DEVICE_ID, 0), Some(0));
+        // Only events named "[memory]" fill the columns.
+        assert_eq!(i64(col::MEM_BYTES, 1), None);
+        assert_eq!(i32(col::MEM_DEVICE_TYPE, 1), None);
+        // Old traces: no address, no totals.
+        assert_eq!(i64(col::MEM_ADDR, 2), None);
+        assert_eq!(i64(col::MEM_BYTES, 2), Some(4));
+        assert_eq!(i32(col::MEM_DEVICE_ID, 2), None);
     }
 }

@@ -99,9 +99,15 @@ pub enum Arg {
     PythonId,
     PythonParentId,
     Name,
+    MemAddr,
+    MemBytes,
+    MemAllocated,
+    MemReserved,
+    MemDeviceType,
+    MemDeviceId,
 }
 
-pub const N_ARGS: usize = 21;
+pub const N_ARGS: usize = 27;
 
 fn arg_of(key: &str) -> Option<Arg> {
     Some(match key {
@@ -126,6 +132,12 @@ fn arg_of(key: &str) -> Option<Arg> {
         "Python id" => Arg::PythonId,
         "Python parent id" => Arg::PythonParentId,
         "name" => Arg::Name,
+        "Addr" => Arg::MemAddr,
+        "Bytes" => Arg::MemBytes,
+        "Total Allocated" => Arg::MemAllocated,
+        "Total Reserved" => Arg::MemReserved,
+        "Device Type" => Arg::MemDeviceType,
+        "Device Id" => Arg::MemDeviceId,
         _ => return None,
     })
 }

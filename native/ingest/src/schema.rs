@@ -108,6 +108,12 @@ pub mod col {
     pub const PY_PARENT_ID: usize = 29;
     pub const LABEL: usize = 30;
     pub const SEQ: usize = 31;
+    pub const MEM_ADDR: usize = 32;
+    pub const MEM_BYTES: usize = 33;
+    pub const MEM_ALLOCATED: usize = 34;
+    pub const MEM_RESERVED: usize = 35;
+    pub const MEM_DEVICE_TYPE: usize = 36;
+    pub const MEM_DEVICE_ID: usize = 37;
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -119,7 +125,7 @@ pub enum ColType {
     F64,
 }
 
-pub const COLUMNS: [(&str, ColType); 32] = [
+pub const COLUMNS: [(&str, ColType); 38] = [
     ("ph", ColType::Text),
     ("cat", ColType::Text),
     ("kind", ColType::Text),
@@ -152,6 +158,12 @@ pub const COLUMNS: [(&str, ColType); 32] = [
     ("python_parent_id", ColType::I64),
     ("label", ColType::Text),
     ("sequence", ColType::I64),
+    ("mem_addr", ColType::I64),
+    ("mem_bytes", ColType::I64),
+    ("mem_total_allocated", ColType::I64),
+    ("mem_total_reserved", ColType::I64),
+    ("mem_device_type", ColType::I32),
+    ("mem_device_id", ColType::I32),
 ];
 
 pub fn arrow_type(t: ColType) -> DataType {

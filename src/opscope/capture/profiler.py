@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from opscope.capture import export
+from opscope.capture import export, memory_snapshot
 from opscope.capture._torch import describe_device, require_torch
 from opscope.capture.schedule import NONE, RECORD, RECORD_AND_SAVE, WARMUP, Schedule
 from opscope.errors import UsageError
@@ -37,6 +37,7 @@ class ProfileOptions:
     record_shapes: bool = False  # "Input Dims" of each op
     with_stack: bool = False  # Python source locations (python_function events)
     profile_memory: bool = False  # tensor allocations and frees
+    memory_snapshot: bool = False  # CUDA allocator history, dumped next to each trace (memory_snapshot.py)
     nvtx: bool = False  # NVTX ranges for steps and annotate() ranges (Nsight Systems lines up with the trace)
     activities: tuple[str, ...] | None = None  # "cpu", "cuda"; None = CPU, plus CUDA when a GPU is available
     log_dir: str | None = None  # None = $PROFILER_LOG_DIR, else ./trace_logs
@@ -68,6 +69,8 @@ class Profile(contextlib.ContextDecorator):
         self._folder: Path | None = None
         self._nvtx = False
         self._nvtx_open = False
+        self._snapshot = False
+        self.snapshot_paths: list[Path] = []  # allocator snapshots written by the last session (CUDA only)
 
     def _recreate_cm(self) -> Profile:
         return self
@@ -115,6 +118,10 @@ class Profile(contextlib.ContextDecorator):
             with_stack=self.options.with_stack,
             profile_memory=self.options.profile_memory,
         )
+        self.snapshot_paths = []
+        self._snapshot = self.options.memory_snapshot and memory_snapshot.start(torch)
+        if self.options.memory_snapshot and not self._snapshot:
+            self._warn(memory_snapshot.SKIPPED)
         prof.__enter__()
         self._torch_prof = prof
         _ACTIVE.append(self)
@@ -125,6 +132,8 @@ class Profile(contextlib.ContextDecorator):
         self.cycles += 1
         if self._folder is not None:
             self.trace_paths.append(export.write_trace(prof, self._folder))
+            if self._snapshot:
+                self.snapshot_paths.append(memory_snapshot.dump(require_torch(), self.trace_paths[-1]))
 
     def step(self, source: str = "user") -> None:
         """Mark the end of a step (the schedule advances). Optimizer-driven steps stop counting once the code
@@ -151,6 +160,9 @@ class Profile(contextlib.ContextDecorator):
             if prof is not None:
                 prof.__exit__(exc_type, exc, tb)
         finally:
+            if self._snapshot:
+                self._snapshot = False
+                memory_snapshot.stop(require_torch())
             self._check_coverage(crashed=exc_type is not None)
         return False
 
@@ -203,14 +215,14 @@ class Profile(contextlib.ContextDecorator):
 def profile(steps: int | None = None, *, wait: int = 0, warmup: int = 0, active: int | None = None,
             repeat: int = 1, skip_first: int = 0, record_shapes: bool = False, with_stack: bool = False,
             profile_memory: bool = False, nvtx: bool = False, activities: tuple[str, ...] | None = None,
-            log_dir: str | None = None, save: bool = True) -> Profile:
+            log_dir: str | None = None, save: bool = True, memory_snapshot: bool = False) -> Profile:
     """Profile a block or a function; `steps=N` traces the first N steps, no schedule traces the whole block.
 
     See `docs/capture.md` for the schedule's meaning; traces go to `log_dir`, $PROFILER_LOG_DIR or ./trace_logs.
     """
     schedule = Schedule.build(steps, wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first)
     return Profile(ProfileOptions(schedule=schedule, record_shapes=record_shapes, with_stack=with_stack,
-                                  profile_memory=profile_memory, nvtx=nvtx,
+                                  profile_memory=profile_memory, nvtx=nvtx, memory_snapshot=memory_snapshot,
                                   activities=tuple(activities) if activities is not None else None,
                                   log_dir=str(log_dir) if log_dir is not None else None, save=save))
 

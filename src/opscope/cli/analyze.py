@@ -28,11 +28,13 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from opscope.analysis.memory.peaks import peak_memory
     from opscope.analysis.overview import AnalyzeOptions, analyze
     from opscope.report.analyze_view import analyze_document
+    from opscope.report.memory_brief import with_peaks
 
     check_top(args)
     trace = load_trace(args)
     options = AnalyzeOptions(devices=args.device, streams=args.stream, steps=args.steps, top=args.top)
-    emit(analyze_document(analyze(trace, options)), args)
+    emit(with_peaks(analyze_document(analyze(trace, options)), peak_memory(trace, args.steps)), args)
     return 0

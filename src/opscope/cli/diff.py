@@ -14,6 +14,7 @@ from opscope.errors import GateFailed, UsageError
 
 if TYPE_CHECKING:
     from opscope.analysis.compare.gates import Gate
+    from opscope.cli.memory_diff import MemoryDiff
 
 NAME = "diff"
 log = logging.getLogger("opscope")
@@ -39,6 +40,8 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
                         help="exit 1 if the kernels matching REGEX grew by more than PCT percent (repeatable)")
     parser.add_argument("--fail-category", action="append", default=[], metavar="NAME:PCT",
                         help="exit 1 if a kernel category's GPU time grew by more than PCT percent (repeatable)")
+    parser.add_argument("--fail-memory", default=None, metavar="PCT",
+                        help="exit 1 if a device's peak allocated memory grew by more than PCT percent")
     add_parallel_args(parser)
     add_output_args(parser)
     add_html_arg(parser)
@@ -69,6 +72,12 @@ def _findings(args: argparse.Namespace) -> dict[str, list[dict[str, object]]]:
     return findings_changes(base, new)
 
 
+def _memory(args: argparse.Namespace) -> MemoryDiff:
+    from opscope.cli.memory_diff import memory_diff
+
+    return memory_diff(args)
+
+
 def run(args: argparse.Namespace) -> int:
     from opscope.analysis.compare.diff import DiffOptions, diff_profiles
     from opscope.analysis.compare.gates import KERNEL, check_gates, parse_min_delta
@@ -84,17 +93,18 @@ def run(args: argparse.Namespace) -> int:
     options = DiffOptions(per_step=args.per_step, by_shape=args.by_shape, key_ops=tuple(args.key_op or ()))
     base, new = run_tasks(profile_file, file_tasks([args.base, args.new], args, args.by_shape), args)
     diff = diff_profiles(base, new, options)
+    memory = _memory(args)
     results = check_gates(diff, gates)
     for warning in diff.warnings:
         log.warning(warning)
     for result in results:
         if result.gate.target == KERNEL and result.matched == 0:
             log.warning(f"--fail-kernel {result.gate.pattern!r} matches no kernel in either trace")
-    emit(with_findings(diff_document(diff, results, view, rows_first=args.format == "csv"), _findings(args)), args)
+    emit(memory.add(with_findings(diff_document(diff, results, view, rows_first=args.format == "csv"), _findings(args))), args)
     if args.html:  # the biggest changes (the waterfall's "other changes" bar sums the rest, the page says so)
         write_html(diff_data(diff, results, replace(view, top=HTML_ROWS)), "diff", "opscope diff: NEW vs BASE",
                    args.html)
-    tripped = [r.reason(diff.per_step) for r in results if r.tripped]
+    tripped = [r.reason(diff.per_step) for r in results if r.tripped] + memory.tripped
     if tripped:
         raise GateFailed(f"regression gate failed: {'; '.join(tripped)}")
     return 0

@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "critical-path": "the chain of dependent work that bounds each step, its breakdown by kind, and what-ifs",
     "diff": "compare two traces (NEW - BASE): headline figures, kernels, operators; regression gates for CI",
     "ranks": "compare the per-rank traces of a multi-GPU job: time per rank, spread, straggler, collective skew",
+    "memory": "memory per device from profile_memory traces or allocator snapshots: peak, who allocates, live at end",
     "report": "self-contained HTML report: timeline, kernels, categories, steps, ops -> kernels, launch delay, memcpy",
     "history": "run history in SQLite / PostgreSQL: add traces, list, show trends, check for regressions, report",
     "export": "export folded op -> kernel stacks (--folded) or a trimmed trace (-o FILE.json[.gz]) for Perfetto",

@@ -46,6 +46,7 @@ def _files(paths: list[str]) -> list[Path]:
 def run(args: argparse.Namespace) -> int:
     from opscope.analysis.compare.gates import parse_pct
     from opscope.analysis.compare.ranks import RanksOptions, compare_ranks
+    from opscope.cli.memory_diff import rank_peaks
     from opscope.report.ranks_view import ranks_data, ranks_document
     from opscope.scale.tasks import rank_file
 
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     report = compare_ranks(partials, options)
     for warning in report.warnings:
         log.warning(warning)
-    emit(ranks_document(report), args)
+    emit(rank_peaks(ranks_document(report), args), args)
     if args.html:
         write_html(ranks_data(report), "ranks", f"opscope ranks: {len(report.ranks)} ranks", args.html)
     return 0

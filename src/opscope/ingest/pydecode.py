@@ -25,6 +25,7 @@ EMPTY = Raw()
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 F32_MAX = 3.4028234663852886e38
+MEMORY_EVENT = "[memory]"  # the name of the allocator's instant events, whose args fill the mem_* columns
 
 
 class RawEvent(msgspec.Struct, gc=False):
@@ -61,6 +62,12 @@ class RawArgs(msgspec.Struct, gc=False):
     py_id: Raw = field(name="Python id", default=EMPTY)
     py_parent: Raw = field(name="Python parent id", default=EMPTY)
     label: Raw = field(name="name", default=EMPTY)
+    mem_addr: Raw = field(name="Addr", default=EMPTY)
+    mem_bytes: Raw = field(name="Bytes", default=EMPTY)
+    mem_allocated: Raw = field(name="Total Allocated", default=EMPTY)
+    mem_reserved: Raw = field(name="Total Reserved", default=EMPTY)
+    mem_device_type: Raw = field(name="Device Type", default=EMPTY)
+    mem_device_id: Raw = field(name="Device Id", default=EMPTY)
 
 
 _EVENTS = msgspec.json.Decoder(list[RawEvent])
@@ -407,6 +414,13 @@ class Decoder:
                 types = bytes(a.input_types)
                 row[Col.INPUT_TYPES] = types.decode() if types and types != b"null" else None
                 row[Col.SEQ] = count(self._int(bytes(a.seq)))
+            if name == MEMORY_EVENT:
+                row[Col.MEM_ADDR] = count(self._int(bytes(a.mem_addr)))
+                row[Col.MEM_BYTES] = count(self._int(bytes(a.mem_bytes)))
+                row[Col.MEM_ALLOCATED] = count(self._int(bytes(a.mem_allocated)))
+                row[Col.MEM_RESERVED] = count(self._int(bytes(a.mem_reserved)))
+                row[Col.MEM_DEVICE_TYPE] = count(self._int32(bytes(a.mem_device_type)))
+                row[Col.MEM_DEVICE_ID] = count(self._int32(bytes(a.mem_device_id)))
         if gpu:
             if row.get(Col.DEVICE) is None:
                 device = _placement(row[Col.PID])

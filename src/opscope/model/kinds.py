@@ -44,6 +44,13 @@ class Col:
     PY_PARENT_ID: Final = "python_parent_id"  # with_stack: "Python parent id"
     LABEL: Final = "label"  # args.name of metadata events (process / thread names)
     SEQ: Final = "sequence"  # "Sequence number" (autograd forward/backward pairing)
+    # Allocator events ("[memory]" instants, profile_memory=True); empty on every other row.
+    MEM_ADDR: Final = "mem_addr"  # "Addr": address of the block (absent in PyTorch 1.9 traces)
+    MEM_BYTES: Final = "mem_bytes"  # "Bytes": > 0 allocation, < 0 free
+    MEM_ALLOCATED: Final = "mem_total_allocated"  # "Total Allocated" after the event, bytes
+    MEM_RESERVED: Final = "mem_total_reserved"  # "Total Reserved" after the event, bytes
+    MEM_DEVICE_TYPE: Final = "mem_device_type"  # "Device Type": the c10 enum (0 CPU, 1 CUDA, 6 HIP, ...)
+    MEM_DEVICE_ID: Final = "mem_device_id"  # "Device Id" (-1 for the CPU)
 
 
 class Kind:

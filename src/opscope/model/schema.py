@@ -55,6 +55,12 @@ COLUMNS: Final[dict[str, pl.DataType]] = {
     Col.PY_PARENT_ID: pl.Int64(),
     Col.LABEL: pl.Categorical(),
     Col.SEQ: pl.Int64(),
+    Col.MEM_ADDR: pl.Int64(),
+    Col.MEM_BYTES: pl.Int64(),
+    Col.MEM_ALLOCATED: pl.Int64(),
+    Col.MEM_RESERVED: pl.Int64(),
+    Col.MEM_DEVICE_TYPE: pl.Int32(),
+    Col.MEM_DEVICE_ID: pl.Int32(),
 }
 
 @functools.cache

@@ -1,4 +1,6 @@
-"""Memory: allocations, peaks and memory traffic over time (the room for the memory analyses to come).
+"""Memory: the caching allocator's `[memory]` events (profile_memory=True) and allocator snapshots.
 
-Empty for now: it is here so that the new analyses land beside the others instead of in a flat folder.
+`events` selects and pairs the events, `owners` finds the op that made each allocation, `summary` is
+`opscope memory`, `steps` the per-step levels, `peaks` the peak per device other commands show, `snapshot`
+reads a `torch.cuda.memory._snapshot()` dictionary. Every figure is defined in `docs/memory.md`.
 """

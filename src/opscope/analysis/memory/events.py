@@ -1,0 +1,114 @@
+"""The allocator's `[memory]` events of a trace, one device at a time, and the pairing of frees with allocations.
+
+Input of every memory analysis: `memory_events` selects the rows the ingest filled the `mem_*` columns of,
+names their device (`cuda:0`, `hip:0`, `cpu`, ...) and keeps them in trace order (time, then file order);
+`pair_frees` matches each free with the latest unmatched allocation of the same device and address (see
+`docs/memory.md`). Pure functions over the event table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from opscope.model.schema import Col
+from opscope.model.trace import Trace
+
+# c10::DeviceType values -> the names opscope shows ("cuda:0"); CPU and MPS have no index in their name.
+DEVICE_TYPES: dict[int, str] = {
+    0: "cpu",
+    1: "cuda",
+    6: "hip",
+    12: "xpu",
+    13: "mps",
+    19: "mtia",
+    20: "privateuse1",
+}
+UNINDEXED = ("cpu", "mps")
+ROW = "_mem_row"  # position in the event table (file order), the tiebreak for equal timestamps
+
+
+def device_name(device_type: int | None, device_id: int | None) -> str:
+    """`cuda:0` for (1, 0); `cpu` for (0, -1); an unknown type keeps its number (`type42:0`)."""
+    kind = DEVICE_TYPES.get(device_type, f"type{device_type}") if device_type is not None else "unknown"
+    if kind in UNINDEXED or device_id is None or device_id < 0:
+        return kind
+    return f"{kind}:{device_id}"
+
+
+def is_gpu(name: str) -> bool:
+    """Devices with a caching allocator whose reserved memory means something (everything but the CPU)."""
+    return name != "cpu" and not name.startswith("unknown")
+
+
+def memory_events(trace: Trace) -> pl.DataFrame:
+    """Every `[memory]` event with a size, in trace order: ROW, ts_ns, pid, tid, the mem_* columns and
+    `mem_device` (the device's name)."""
+    frame = (
+        trace.lazy()
+        .with_row_index(ROW)
+        .filter(pl.col(Col.MEM_BYTES).is_not_null() & pl.col(Col.TS_NS).is_not_null())
+        .select(
+            ROW,
+            Col.TS_NS,
+            pl.col(Col.PID).cast(pl.String),
+            pl.col(Col.TID).cast(pl.String),
+            Col.MEM_ADDR,
+            Col.MEM_BYTES,
+            Col.MEM_ALLOCATED,
+            Col.MEM_RESERVED,
+            Col.MEM_DEVICE_TYPE,
+            Col.MEM_DEVICE_ID,
+        )
+        .sort([Col.TS_NS, ROW])
+        .collect()
+    )
+    pairs = frame.select(Col.MEM_DEVICE_TYPE, Col.MEM_DEVICE_ID).unique()
+    names = pairs.with_columns(
+        pl.Series("mem_device", [device_name(t, i) for t, i in pairs.iter_rows()], dtype=pl.String)
+    )
+    return frame.join(names, on=[Col.MEM_DEVICE_TYPE, Col.MEM_DEVICE_ID], how="left", nulls_equal=True).sort(
+        [Col.TS_NS, ROW]
+    )
+
+
+def device_order(names: list[str]) -> list[str]:
+    """GPUs first by type and index, the CPU last."""
+
+    def key(name: str) -> tuple[int, str, int]:
+        kind, _, index = name.partition(":")
+        return (1 if name == "cpu" else 0, kind, int(index) if index.isdigit() else -1)
+
+    return sorted(set(names), key=key)
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """Per event of one device (positions in its frame): `partner` is the matching free of an allocation or
+    the matching allocation of a free (-1: none). `unmatched_frees` counts frees with no allocation."""
+
+    partner: np.ndarray
+    unmatched_frees: int
+
+
+def pair_frees(addr: list[int | None], nbytes: list[int]) -> Pairing:
+    """Pair the events of one device, given in trace order: a free (Bytes < 0) takes the latest allocation
+    (Bytes > 0) of the same address that no free has taken yet. Events without an address pair with nothing."""
+    partner = np.full(len(addr), -1, dtype=np.int64)
+    open_allocs: dict[int, list[int]] = {}
+    unmatched = 0
+    for i, (a, b) in enumerate(zip(addr, nbytes, strict=True)):
+        if a is None or b == 0:
+            continue
+        if b > 0:
+            open_allocs.setdefault(a, []).append(i)
+            continue
+        stack = open_allocs.get(a)
+        if stack:
+            j = stack.pop()
+            partner[i], partner[j] = j, i
+        else:
+            unmatched += 1
+    return Pairing(partner, unmatched)

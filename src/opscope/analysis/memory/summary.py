@@ -1,0 +1,257 @@
+"""Memory per device from the allocator's events: peak, fragmentation, counts, what stays live, lifetimes,
+who allocates and how each step grows. Every figure is defined in `docs/memory.md`.
+
+Pure function over a `Trace`: `memory_stats(trace, options) -> MemoryStats`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from opscope.analysis.memory.events import device_order, is_gpu, memory_events, pair_frees
+from opscope.analysis.memory.owners import Owners, find_owners
+from opscope.analysis.memory.steps import StepMemory, growth_warnings, step_memory
+from opscope.analysis.timeline import windows
+from opscope.errors import UsageError
+from opscope.model.schema import Col
+from opscope.model.trace import Trace
+
+CAPACITY_TYPES = ("cuda", "hip")  # devices whose deviceProperties entry (by index) gives the capacity
+
+
+@dataclass(frozen=True)
+class MemoryOptions:
+    devices: tuple[str, ...] | None = None  # device names ("cuda:0") or bare indices ("0": any GPU with it)
+    steps: str | None = None  # ProfilerStep selection ("3-5"), as for the other commands
+    top: int = 20  # rows of `top_ops` (0 = all)
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    device: str
+    peak_allocated_bytes: int
+    peak_allocated_ts_ns: int
+    peak_allocated_op: str | None
+    peak_allocated_step: int | None
+    peak_reserved_bytes: int | None
+    fragmentation_at_peak_bytes: int | None
+    max_fragmentation_bytes: int | None
+    capacity_bytes: int | None
+    relative: bool
+    alloc_count: int
+    alloc_bytes: int
+    free_count: int
+    unmatched_frees: int
+    live_at_end_count: int | None
+    live_at_end_bytes: int | None
+    lifetime_ns: tuple[float, float, float] | None  # p50, p95, max
+
+
+@dataclass(frozen=True)
+class OpMemory:
+    op: str
+    device: str
+    self_alloc_bytes: int
+    self_alloc_count: int
+    self_increase_bytes: int
+    alloc_bytes: int
+    alloc_count: int
+
+
+@dataclass(frozen=True)
+class LiveBlock:
+    device: str
+    addr: int
+    nbytes: int
+    ts_ns: int
+    op: str
+
+
+@dataclass(frozen=True)
+class MemoryStats:
+    path: str
+    options: MemoryOptions
+    devices: tuple[DeviceMemory, ...]
+    top_ops: tuple[OpMemory, ...]
+    steps: tuple[StepMemory, ...]
+    live_at_end: tuple[LiveBlock, ...]  # the largest live-at-end allocations (leak candidates), `top` of them
+    timeline: dict[str, tuple[list[int], list[int], list[int] | None]] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+
+def _chosen(names: list[str], wanted: tuple[str, ...] | None) -> list[str]:
+    if not wanted:
+        return names
+    out = [n for n in names if n in wanted or (n.partition(":")[2] in wanted and is_gpu(n))]
+    if not out:
+        raise UsageError(
+            f"--device: no memory events on {', '.join(wanted)} (the trace has {', '.join(names) or 'none'})"
+        )
+    return out
+
+
+def lifetimes(ts: np.ndarray, partner: np.ndarray, nbytes: np.ndarray) -> tuple[float, float, float] | None:
+    """p50, p95 (linear interpolation between closest ranks) and max of free time - allocation time, ns."""
+    allocs = np.flatnonzero((nbytes > 0) & (partner >= 0))
+    if not len(allocs):
+        return None
+    life = (ts[partner[allocs]] - ts[allocs]).astype(np.float64)
+    return float(np.percentile(life, 50)), float(np.percentile(life, 95)), float(life.max())
+
+
+def memory_stats(trace: Trace, options: MemoryOptions | None = None) -> MemoryStats:
+    options = options or MemoryOptions()
+    events = memory_events(trace)
+    if options.steps is not None:
+        chosen = windows.select_windows(trace, options.steps)
+        inside = pl.lit(False)
+        for w in chosen:
+            inside = inside | pl.col(Col.TS_NS).is_between(w.start_ns, w.end_ns)
+        events = events.filter(inside)
+    names = _chosen(device_order(events["mem_device"].to_list()), options.devices)
+    events = events.filter(pl.col("mem_device").is_in(names))
+    owners = find_owners(trace, events)
+    markers = windows.marker_windows(trace)
+    if options.steps is not None:
+        wanted = set(windows.parse_steps(options.steps))
+        markers = tuple(w for w in markers if w.step in wanted)
+    capacity = {d.id: d.total_memory for d in trace.meta.devices}
+    devices, ops, live, steps, warnings = [], [], [], [], []
+    timeline: dict[str, tuple[list[int], list[int], list[int] | None]] = {}
+    position = np.arange(events.height)
+    for name in names:
+        mask = (events["mem_device"] == name).to_numpy()
+        frame = events.filter(pl.Series(mask))
+        idx = position[mask]
+        own = Owners(
+            [owners.innermost[i] for i in idx],
+            [owners.label[i] for i in idx],
+            [owners.owner_end_ns[i] for i in idx],
+            [owners.chain[i] for i in idx],
+        )
+        dev, level, reserved = _device(name, frame, own, markers, capacity)
+        devices.append(dev)
+        ts = frame[Col.TS_NS].to_numpy()
+        timeline[name] = (ts.tolist(), level.tolist(), reserved)
+        pairing = pair_frees(frame[Col.MEM_ADDR].to_list(), frame[Col.MEM_BYTES].to_list())
+        ops.extend(_ops(name, frame, own, pairing.partner))
+        if dev.live_at_end_count is not None:
+            nbytes = frame[Col.MEM_BYTES].to_numpy()
+            addr = frame[Col.MEM_ADDR].to_list()
+            for i in np.flatnonzero((nbytes > 0) & (pairing.partner < 0)):
+                if addr[i] is not None:
+                    live.append(LiveBlock(name, int(addr[i]), int(nbytes[i]), int(ts[i]), own.label[i]))
+        if markers:
+            rows = step_memory(name, ts, level, frame[Col.MEM_BYTES].to_numpy(), dev.relative, markers)
+            steps.extend(rows)
+            warnings.extend(growth_warnings(name, rows))
+        if dev.unmatched_frees:
+            warnings.append(
+                f"{name}: {dev.unmatched_frees} free(s) without an allocation in the trace (made "
+                "before the profiler started, or a double free)"
+            )
+        if dev.relative:
+            warnings.append(
+                f"{name}: the trace has no allocator totals (PyTorch 1.9): figures are relative to "
+                "the allocated memory when the profiler started"
+            )
+    ops.sort(key=lambda o: (-o.self_alloc_bytes, -o.alloc_bytes, o.op, o.device))
+    live.sort(key=lambda b: (-b.nbytes, b.ts_ns))
+    top = options.top or None
+    return MemoryStats(
+        trace.path,
+        options,
+        tuple(devices),
+        tuple(ops[:top]),
+        tuple(steps),
+        tuple(live[:top]),
+        timeline,
+        tuple(warnings),
+    )
+
+
+def _device(
+    name: str,
+    frame: pl.DataFrame,
+    own: Owners,
+    markers: tuple[windows.StepWindow, ...],
+    capacity: dict[int, int | None],
+) -> tuple[DeviceMemory, np.ndarray, list[int] | None]:
+    nbytes = frame[Col.MEM_BYTES].to_numpy().astype(np.int64)
+    ts = frame[Col.TS_NS].to_numpy().astype(np.int64)
+    allocated = frame[Col.MEM_ALLOCATED]
+    relative = allocated.null_count() > 0
+    level = np.cumsum(nbytes) if relative else allocated.to_numpy().astype(np.int64)
+    peak_at = int(np.argmax(level))
+    gpu = is_gpu(name)
+    reserved_col = frame[Col.MEM_RESERVED]
+    has_reserved = gpu and not relative and reserved_col.null_count() == 0
+    reserved = reserved_col.to_numpy().astype(np.int64) if has_reserved else None
+    frag = reserved - level if reserved is not None else None
+    addr = frame[Col.MEM_ADDR]
+    pairing = pair_frees(addr.to_list(), nbytes.tolist())
+    has_addr = addr.null_count() < frame.height
+    live = (nbytes > 0) & (pairing.partner < 0) & addr.is_not_null().to_numpy()
+    kind, _, index = name.partition(":")
+    cap = capacity.get(int(index)) if kind in CAPACITY_TYPES and index.isdigit() else None
+    step = next((w.step for w in markers if w.start_ns <= ts[peak_at] <= w.end_ns), None)
+    dev = DeviceMemory(
+        device=name,
+        peak_allocated_bytes=int(level[peak_at]),
+        peak_allocated_ts_ns=int(ts[peak_at]),
+        peak_allocated_op=own.innermost[peak_at],
+        peak_allocated_step=step,
+        peak_reserved_bytes=int(reserved.max()) if reserved is not None else None,
+        fragmentation_at_peak_bytes=int(frag[peak_at]) if frag is not None else None,
+        max_fragmentation_bytes=int(frag.max()) if frag is not None else None,
+        capacity_bytes=cap,
+        relative=relative,
+        alloc_count=int((nbytes > 0).sum()),
+        alloc_bytes=int(nbytes[nbytes > 0].sum()),
+        free_count=int((nbytes < 0).sum()),
+        unmatched_frees=pairing.unmatched_frees,
+        live_at_end_count=int(live.sum()) if has_addr else None,
+        live_at_end_bytes=int(nbytes[live].sum()) if has_addr else None,
+        lifetime_ns=lifetimes(ts, pairing.partner, nbytes),
+    )
+    return dev, level, reserved.tolist() if reserved is not None else None
+
+
+def _ops(device: str, frame: pl.DataFrame, own: Owners, partner: np.ndarray) -> list[OpMemory]:
+    nbytes = frame[Col.MEM_BYTES].to_list()
+    ts = frame[Col.TS_NS].to_list()
+    self_bytes: dict[str, int] = defaultdict(int)
+    self_count: dict[str, int] = defaultdict(int)
+    increase: dict[str, int] = defaultdict(int)
+    incl_bytes: dict[str, int] = defaultdict(int)
+    incl_count: dict[str, int] = defaultdict(int)
+    for i, b in enumerate(nbytes):
+        if b <= 0:
+            continue
+        label = own.label[i]
+        self_bytes[label] += b
+        self_count[label] += 1
+        end = own.owner_end_ns[i]
+        j = int(partner[i])
+        if j < 0 or end is None or ts[j] > end:
+            increase[label] += b
+        for name in own.chain[i] or (label,):
+            incl_bytes[name] += b
+            incl_count[name] += 1
+    keys = set(self_bytes) | set(incl_bytes)
+    return [
+        OpMemory(
+            op=k,
+            device=device,
+            self_alloc_bytes=self_bytes.get(k, 0),
+            self_alloc_count=self_count.get(k, 0),
+            self_increase_bytes=increase.get(k, 0),
+            alloc_bytes=incl_bytes.get(k, self_bytes.get(k, 0)),
+            alloc_count=incl_count.get(k, self_count.get(k, 0)),
+        )
+        for k in keys
+    ]

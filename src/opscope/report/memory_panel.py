@@ -1,0 +1,55 @@
+"""The HTML report's memory panel data: allocated and reserved over time per device (with the peak), the top
+allocating operators and the largest live-at-end allocations, from `analysis.memory.summary` (docs/memory.md).
+Op names are untrusted text: they travel in the page's JSON block and reach the DOM through textContent."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+from opscope.analysis.memory.summary import MemoryOptions, memory_stats
+from opscope.model.trace import Trace
+from opscope.report.memory_view import device_data
+
+MAX_POINTS = 2_000  # per device: the series keeps every local peak (max per bucket), so the peak stays exact
+TOP = 20
+
+
+def _thin(ts: list[int], level: list[int], reserved: list[int] | None) -> dict[str, Any]:
+    """At most MAX_POINTS samples: in each bucket of events, the one with the highest allocated level."""
+    n = len(ts)
+    picks = np.arange(n)
+    if n > MAX_POINTS:
+        edges = np.linspace(0, n, MAX_POINTS + 1).astype(np.int64)
+        lv = np.asarray(level)
+        picks = np.array([lo + int(np.argmax(lv[lo:hi])) for lo, hi in itertools.pairwise(edges) if hi > lo])
+    base = ts[0] if ts else 0
+    return {
+        "t_us": [round((ts[i] - base) / 1e3, 3) for i in picks],
+        "allocated": [level[i] for i in picks],
+        "reserved": None if reserved is None else [reserved[i] for i in picks],
+        "start_ts_us": base / 1e3,
+    }
+
+
+def memory_panel(trace: Trace) -> dict[str, Any]:
+    stats = memory_stats(trace, MemoryOptions(top=TOP))
+    return {
+        "devices": [device_data(d) for d in stats.devices],
+        "series": {name: _thin(*parts) for name, parts in stats.timeline.items()},
+        "top_ops": [
+            {
+                "op": o.op,
+                "device": o.device,
+                "self_alloc_bytes": o.self_alloc_bytes,
+                "self_alloc_count": o.self_alloc_count,
+                "self_increase_bytes": o.self_increase_bytes,
+                "alloc_bytes": o.alloc_bytes,
+            }
+            for o in stats.top_ops
+        ],
+        "live_at_end": [{"device": b.device, "bytes": b.nbytes, "op": b.op} for b in stats.live_at_end],
+        "warnings": list(stats.warnings),
+    }
