@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "analyze": "one-page diagnosis: GPU busy/idle and why, kernel categories, launch delay, syncs, memcpy",
     "kernels": "per-kernel launch configuration, occupancy and limiter; --metrics joins an Nsight Compute CSV",
     "ops": "per operator: calls, CPU total/self time, GPU time of the kernels it launched (inclusive and self)",
+    "efficiency": "per operator and shape: FLOP/s, bytes/s, percent of the GPU's peak, compute or memory bound",
     "tree": "GPU time by nn.Module / annotation / op / kernel, as a tree",
     "steps": "per ProfilerStep: wall, GPU busy, kernel, memcpy, communication and idle time; slowest step marked",
     "diff": "compare two traces (NEW - BASE): headline figures, kernels, operators; regression gates for CI",
