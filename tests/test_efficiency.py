@@ -1,0 +1,383 @@
+"""Efficiency (issue 12): FLOPs and bytes per op family against hand computation on shapes copied from real
+traces, achieved rates against an independent recomputation from the raw events, the peak table, and the
+unknown-GPU / unknown-op / missing-shapes cases."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+from tests import reference
+from tests.conftest import corpus_path
+
+import opscope
+from opscope.analysis.efficiency.advice import low_efficiency_candidates
+from opscope.analysis.efficiency.families import FAMILIES, Cost, Unsized
+from opscope.analysis.efficiency.peaks import match_peaks, peak_table
+from opscope.analysis.efficiency.shapes import tensors
+from opscope.analysis.efficiency.table import EfficiencyOptions, efficiency
+from opscope.model.trace import Trace
+
+VIT_H100 = "tracelens/h100__Falconsai_nsfw_image_detection__1016002.json.gz"  # ViT, bf16, H100 SXM
+QWEN_H100 = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+PART_A100 = "particle_transformer/run1_chrome_traces__single_epoch_forward_pass_batch_size_512.json"
+NO_SHAPES = (
+    "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz"  # A100, no record_shapes
+)
+
+
+def size(op: str, dims: str, types: str) -> Cost | Unsized:
+    args = tensors(dims, types)
+    assert args is not None
+    return FAMILIES[op](args, dims)
+
+
+# Every case: (op, Input Dims, Input type) exactly as a real trace records them, and the hand computation.
+BF16, F32, F16 = '"c10::BFloat16"', '"float"', '"c10::Half"'
+CASES = [
+    # GEMM (Qwen H100): 2*M*N*K, bytes = A + B + C
+    (
+        "aten::mm",
+        "[[8944,1024],[1024,2816]]",
+        f"[{BF16},{BF16}]",
+        2 * 8944 * 2816 * 1024,
+        (8944 * 1024 + 1024 * 2816 + 8944 * 2816) * 2,
+    ),
+    # BMM (ParT A100, fp32 x fp16 under autocast): 2*B*M*N*K; output in the first operand's dtype
+    (
+        "aten::bmm",
+        "[[4096,128,128],[4096,128,16]]",
+        f"[{F32},{F16}]",
+        2 * 4096 * 128 * 16 * 128,
+        4096 * 128 * 128 * 4 + 4096 * 128 * 16 * 2 + 4096 * 128 * 16 * 4,
+    ),
+    # baddbmm (ParT): the added tensor is read too
+    (
+        "aten::baddbmm",
+        "[[4096,128,128],[4096,128,16],[4096,16,128],[],[]]",
+        f'[{F32},{F16},{F16},"Scalar","Scalar"]',
+        2 * 4096 * 128 * 128 * 16,
+        4096 * 128 * 128 * 4 + 2 * 4096 * 128 * 16 * 2 + 4096 * 128 * 128 * 2,
+    ),
+    # linear with bias (ViT H100): M = 4*197
+    (
+        "aten::linear",
+        "[[4,197,768],[3072,768],[3072]]",
+        f"[{BF16},{BF16},{BF16}]",
+        2 * 788 * 3072 * 768,
+        (788 * 768 + 3072 * 768 + 3072 + 788 * 3072) * 2,
+    ),
+    # linear without bias (Qwen)
+    (
+        "aten::linear",
+        "[[16,559,1024],[1024,1024],[]]",
+        f'[{BF16},{BF16},""]',
+        2 * 8944 * 1024 * 1024,
+        (8944 * 1024 * 2 + 1024 * 1024) * 2,
+    ),
+    # convolution (ParT conv1d, kernel 1, stride 1, no padding: the estimate's assumption holds)
+    (
+        "aten::conv1d",
+        "[[512,4,8256],[64,4,1],[64],[],[],[],[]]",
+        f'[{F32},{F32},{F32},"ScalarList","ScalarList","ScalarList","Scalar"]',
+        2 * 512 * 64 * 4 * 1 * 8256,
+        (512 * 4 * 8256 + 64 * 4 + 64 + 512 * 64 * 8256) * 4,
+    ),
+    # attention (ViT H100): 4*B*H*Sq*Sk*D, bytes = q + k + v + out
+    (
+        "aten::scaled_dot_product_attention",
+        "[[4,12,197,64],[4,12,197,64],[4,12,197,64],[],[],[],[],[]]",
+        f'[{BF16},{BF16},{BF16},"","Scalar","Scalar","","Scalar"]',
+        4 * 4 * 12 * 197 * 197 * 64,
+        4 * (4 * 12 * 197 * 64) * 2,
+    ),
+    # the flash kernel's own (B, S, H, D) layout (Qwen H100)
+    (
+        "aten::_flash_attention_forward",
+        "[[16,559,16,64],[16,559,16,64],[16,559,16,64],[],[],[],[],[],[],[],[],[],[],[],[]]",
+        f'[{BF16},{BF16},{BF16},"","","Scalar","Scalar","Scalar","Scalar","Scalar","Scalar","","","",""]',
+        4 * 16 * 16 * 559 * 559 * 64,
+        4 * (16 * 559 * 16 * 64) * 2,
+    ),
+    # elementwise with broadcasting (ViT): read both, write the broadcast shape
+    (
+        "aten::add",
+        "[[4,197,768],[1,197,768],[]]",
+        f'[{BF16},{BF16},"Scalar"]',
+        None,
+        (4 * 197 * 768 + 197 * 768 + 4 * 197 * 768) * 2,
+    ),
+    ("aten::gelu", "[[4,197,3072],[]]", f'[{BF16},""]', None, 2 * 4 * 197 * 3072 * 2),
+    # softmax (ParT, fp16), normalisation (ViT), copy across dtypes (ParT)
+    (
+        "aten::_softmax",
+        "[[4096,128,128],[],[]]",
+        f'[{F16},"Scalar","Scalar"]',
+        None,
+        2 * 4096 * 128 * 128 * 2,
+    ),
+    (
+        "aten::layer_norm",
+        "[[4,197,768],[],[768],[768],[],[]]",
+        f'[{BF16},"ScalarList",{BF16},{BF16},"Scalar","Scalar"]',
+        None,
+        (2 * 4 * 197 * 768 + 2 * 768) * 2,
+    ),
+    ("aten::copy_", "[[512,1,128],[512,1,128],[]]", f'["bool",{F32},"Scalar"]', None, 512 * 128 * (1 + 4)),
+]
+
+
+@pytest.mark.parametrize(
+    ("op", "dims", "types", "flops", "nbytes"), CASES, ids=[c[0] + c[1][:20] for c in CASES]
+)
+def test_family_against_hand_computation(
+    op: str, dims: str, types: str, flops: int | None, nbytes: int
+) -> None:
+    cost = size(op, dims, types)
+    assert isinstance(cost, Cost), cost
+    assert cost.flops == flops
+    assert cost.bytes == nbytes
+
+
+def test_estimates_say_what_they_assume() -> None:
+    conv = size(
+        "aten::conv2d",
+        "[[4,3,224,224],[768,3,16,16],[768],[],[],[],[]]",
+        f'[{BF16},{BF16},{BF16},"ScalarList","ScalarList","ScalarList","Scalar"]',
+    )
+    assert isinstance(conv, Cost) and conv.model == "estimate" and "stride" in conv.note
+    assert conv.flops == 2 * 4 * 768 * 3 * 16 * 16 * 224 * 224
+    attn = size(
+        "aten::scaled_dot_product_attention",
+        "[[1,8,141,64],[1,8,141,64],[1,8,141,64],[],[],[],[],[]]",
+        f'[{BF16},{BF16},{BF16},"","Scalar","Scalar","","Scalar"]',
+    )
+    assert isinstance(attn, Cost) and attn.model == "estimate" and "causal" in attn.note
+    mm = size("aten::mm", "[[8944,1024],[1024,1024]]", f"[{BF16},{BF16}]")
+    assert isinstance(mm, Cost) and mm.model == "exact"
+
+
+def test_malformed_shapes_are_unsized_not_guessed() -> None:  # hand-made edge cases
+    assert isinstance(size("aten::mm", "[[8944,1024,3],[1024,1024]]", f"[{BF16},{BF16}]"), Unsized)
+    assert isinstance(size("aten::add", "[[4,3],[5,3]]", f"[{BF16},{BF16}]"), Unsized)
+    assert tensors("not json", "[]") is None
+    assert tensors(None, "[]") is None
+    assert tensors("[[-1,2]]", f"[{BF16}]") == [None]
+
+
+def test_peak_table_loads_and_every_entry_names_its_source() -> None:
+    table = peak_table()
+    assert len(table) >= 20
+    for entry in table:
+        assert entry.source.strip() and entry.match
+        assert entry.bandwidth_tbps and entry.bandwidth_tbps > 0
+        assert entry.tflops["fp32"] and entry.tflops["fp16"]
+    names = {e.name for e in table}
+    for gpu in (
+        "V100",
+        "A100 PCIe 40GB",
+        "A100 SXM 80GB",
+        "H100 SXM",
+        "H100 PCIe",
+        "H200",
+        "B200",
+        "L4",
+        "A10",
+        "RTX 2080 Ti",
+        "RTX 3090",
+        "RTX 4090",
+        "MI210",
+        "MI250X",
+        "MI300X",
+        "MI325X",
+        "MI355X",
+    ):
+        assert any(gpu in n for n in names), gpu
+
+
+@pytest.mark.parametrize(
+    ("device", "entry"),
+    [
+        ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM"),
+        ("NVIDIA H100 PCIe", "NVIDIA H100 PCIe"),
+        ("NVIDIA A100-PCIE-40GB", "NVIDIA A100 PCIe 40GB"),
+        ("A100-PG509-200", "NVIDIA A100 SXM 40GB"),
+        ("NVIDIA A100-SXM4-80GB", "NVIDIA A100 SXM 80GB"),
+        ("Tesla V100-DGXS-32GB", "NVIDIA V100 SXM2"),
+        ("AMD Instinct MI300X VF", "AMD Instinct MI300X"),
+        ("NVIDIA A10", "NVIDIA A10"),
+        ("NVIDIA L4", "NVIDIA L4"),
+        ("NVIDIA L40S", None),
+        ("AMD Radeon Graphics", None),
+        ("", None),
+    ],
+)
+def test_device_names_match_whole_words(device: str, entry: str | None) -> None:
+    found = match_peaks(device)
+    assert (found.name if found else None) == entry
+
+
+def _raw_gpu_time(events: list[dict], name: str, dims: str) -> tuple[int, int]:
+    """(calls, GPU ns) of the op instances named `name` with these Input Dims, from the raw events: the GPU
+    events whose launch has such an instance among its enclosing ops, each counted once."""
+    raw = reference.link(events)
+
+    def key(i: int) -> bool:
+        e = events[i]
+        return (
+            e.get("name") == name
+            and json.dumps(reference.args(e).get("Input Dims"), separators=(",", ":")) == dims
+        )
+
+    calls = sum(
+        1 for i, e in enumerate(events) if e.get("cat") in reference.OP_CATS and reference.is_x(e) and key(i)
+    )
+    total = 0
+    for g in raw.gpu:
+        op = raw.op.get(g)
+        while op is not None:
+            if key(op):
+                total += reference.gpu_dur(events, g)
+                break
+            op = raw.op_parent.get(op)
+    return calls, total
+
+
+@pytest.mark.corpus
+def test_vit_h100_rows_against_raw_events() -> None:
+    path = corpus_path(VIT_H100)
+    result = efficiency(opscope.load(path), EfficiencyOptions(top=0))
+    assert (
+        result.device == "NVIDIA H100 80GB HBM3" and result.peaks and result.peaks.name == "NVIDIA H100 SXM"
+    )
+    events = reference.load(path)
+    row = next(
+        r for r in result.rows if r.op == "aten::linear" and r.shape == "[[4,197,768],[3072,768],[3072]]"
+    )
+    calls, gpu_ns = _raw_gpu_time(events, "aten::linear", row.shape)
+    assert (row.calls, round(row.gpu_time_us * 1e3)) == (calls, gpu_ns) and gpu_ns > 0
+    flops = 2 * 788 * 3072 * 768
+    assert row.flops_per_call == flops
+    assert row.achieved_tflops == pytest.approx(flops * calls / (gpu_ns / 1e9) / 1e12, rel=1e-12)
+    assert row.pct_of_peak_compute == pytest.approx(100 * row.achieved_tflops / 989.4, rel=1e-12)
+    assert row.peak_tbps == 3.35 and row.model == "exact" and row.dtype == "bf16"
+    ridge = 989.4 / 3.35
+    assert row.bound == ("compute" if row.intensity_flops_per_byte >= ridge else "memory")
+    for r in result.rows:  # achieved = FLOPs x calls / GPU time, in every row
+        seconds = r.gpu_time_us / 1e6
+        assert r.achieved_tbps == pytest.approx(r.bytes_per_call * r.calls / seconds / 1e12, rel=1e-9)
+        if r.flops_per_call is not None:
+            assert r.achieved_tflops == pytest.approx(r.flops_per_call * r.calls / seconds / 1e12, rel=1e-9)
+    # nested sized ops are not listed twice: addmm runs inside linear, the flash kernel inside sdpa
+    assert not any(r.op in ("aten::addmm", "aten::_flash_attention_forward") for r in result.rows)
+    # an op the model cannot size is listed as such, with its time
+    cat = next(u for u in result.unsized if u.op == "aten::cat")
+    assert cat.reason == "no model for this op" and cat.gpu_time_us > 0
+    assert result.sized_gpu_time_ns + result.unsized_gpu_time_ns <= result.gpu_time_ns
+
+
+@pytest.mark.corpus
+def test_unknown_gpu_gets_no_percentages_and_overrides_apply() -> None:
+    trace = opscope.load(corpus_path(VIT_H100))
+    known = efficiency(trace)
+    # the same events with the GPU renamed to one the table does not know (hand-made edge case)
+    meta = dataclasses.replace(
+        trace.meta, devices=tuple(dataclasses.replace(d, name="Mystery GPU 9000") for d in trace.meta.devices)
+    )
+    unknown = efficiency(Trace.from_frame(meta, trace.events))
+    assert unknown.device == "Mystery GPU 9000" and unknown.peaks is None
+    assert all(r.pct_of_peak_compute is None and r.pct_of_peak_bandwidth is None for r in unknown.rows)
+    assert [r.achieved_tflops for r in unknown.rows] == [r.achieved_tflops for r in known.rows]
+    assert {r.bound for r in unknown.rows if r.family == "gemm"} == {None}
+    given = efficiency(trace, EfficiencyOptions(peak_tflops=100.0, peak_tbps=2.0))
+    gemm = next(r for r in given.rows if r.family == "gemm")
+    assert gemm.peak_tflops == 100.0 and gemm.pct_of_peak_compute == pytest.approx(gemm.achieved_tflops)
+    assert gemm.pct_of_peak_bandwidth == pytest.approx(50 * gemm.achieved_tbps)
+
+
+@pytest.mark.corpus
+def test_trace_without_shapes_lists_ops_as_unsized() -> None:
+    result = efficiency(opscope.load(corpus_path(NO_SHAPES)), EfficiencyOptions(top=0))
+    assert result.rows == ()
+    assert result.unsized and all(u.shape is None for u in result.unsized)
+    reasons = {u.op: u.reason for u in result.unsized}
+    assert any("record_shapes" in reason for op, reason in reasons.items() if op in FAMILIES)
+
+
+@pytest.mark.corpus
+def test_per_op_rows_sum_the_shapes() -> None:
+    trace = opscope.load(corpus_path(VIT_H100))
+    shapes = efficiency(trace, EfficiencyOptions(top=0))
+    ops = efficiency(trace, EfficiencyOptions(top=0, by_shape=False))
+    linear = next(r for r in ops.rows if r.op == "aten::linear")
+    parts = [r for r in shapes.rows if r.op == "aten::linear"]
+    assert linear.shape is None and linear.calls == sum(r.calls for r in parts)
+    total_flops = sum(r.flops_per_call * r.calls for r in parts if r.flops_per_call)
+    assert linear.flops_per_call == pytest.approx(total_flops / linear.calls)
+    assert linear.gpu_time_us == pytest.approx(sum(r.gpu_time_us for r in parts))
+
+
+@pytest.mark.corpus
+def test_python_api_and_frames() -> None:
+    result = opscope.efficiency(opscope.load(corpus_path(VIT_H100)))
+    frame = result.to_polars()
+    assert frame.height == len(result.rows) and "pct_of_peak_compute" in frame.columns
+    assert result.to_pandas().shape == frame.shape
+
+
+@pytest.mark.corpus
+def test_low_efficiency_candidates() -> None:
+    result = efficiency(opscope.load(corpus_path(VIT_H100)), EfficiencyOptions(top=0))
+    found = low_efficiency_candidates(result.rows, gpu_time_us=result.gpu_time_ns / 1e3)
+    assert found and found == sorted(found, key=lambda c: -c.gpu_time_us)
+    for c in found:
+        assert c.pct_of_peak < 30
+        assert c.kind == ("compute" if c.row.family in ("gemm", "conv", "attention") else "memory")
+    sdpa = next(c for c in found if c.row.op == "aten::scaled_dot_product_attention")
+    assert sdpa.kind == "compute" and math.isclose(sdpa.share, sdpa.gpu_time_us * 1e3 / result.gpu_time_ns)
+    assert low_efficiency_candidates(result.rows, compute_threshold=0.0, bandwidth_threshold=0.0) == []
+
+
+@pytest.mark.corpus
+def test_cli_json_schema(cli) -> None:  # type: ignore[no-untyped-def]
+    res = cli("efficiency", corpus_path(VIT_H100), "--format", "json", "--top", "3")
+    assert res.code == 0, res.err
+    data = json.loads(res.out)
+    assert data["schema"] == "opscope.efficiency/1" and len(data["rows"]) == 3
+    for row in data["rows"]:
+        assert {
+            "op",
+            "shape",
+            "dtype",
+            "calls",
+            "gpu_time_us",
+            "flops_per_call",
+            "bytes_per_call",
+            "achieved_tflops",
+            "achieved_tbps",
+            "intensity_flops_per_byte",
+            "peak_tflops",
+            "peak_tbps",
+            "pct_of_peak_compute",
+            "pct_of_peak_bandwidth",
+            "bound",
+            "model",
+        } <= set(row)
+        assert row["bound"] in ("compute", "memory", None) and row["model"] in ("exact", "estimate")
+    assert data["device"]["source"]
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("fmt", ["table", "csv", "markdown"])
+def test_cli_formats(cli, fmt: str) -> None:  # type: ignore[no-untyped-def]
+    res = cli("efficiency", corpus_path(VIT_H100), "--format", fmt, "--no-by-shape")
+    assert res.code == 0, res.err
+    assert "aten::linear" in res.out
+
+
+@pytest.mark.corpus
+def test_cli_rejects_bad_peaks(cli) -> None:  # type: ignore[no-untyped-def]
+    res = cli("efficiency", corpus_path(VIT_H100), "--peak-tflops", "-3")
+    assert res.code == 2 and "--peak-tflops" in res.err
