@@ -381,3 +381,21 @@ def test_cli_formats(cli, fmt: str) -> None:  # type: ignore[no-untyped-def]
 def test_cli_rejects_bad_peaks(cli) -> None:  # type: ignore[no-untyped-def]
     res = cli("efficiency", corpus_path(VIT_H100), "--peak-tflops", "-3")
     assert res.code == 2 and "--peak-tflops" in res.err
+
+
+@pytest.mark.corpus
+def test_ops_efficiency_columns(cli) -> None:  # type: ignore[no-untyped-def]
+    path = corpus_path(VIT_H100)
+    res = cli("ops", path, "--by-shape", "--efficiency", "--top", "0", "--format", "json")
+    assert res.code == 0, res.err
+    data = json.loads(res.out)
+    expected = {(r.op, r.shape): r for r in efficiency(opscope.load(path), EfficiencyOptions(top=0)).rows}
+    listed = [r for r in data["rows"] if r["efficiency"] is not None]
+    assert len(listed) == len(expected)
+    for row in listed:
+        want = expected[(row["name"], row["input_dims"])]
+        assert row["efficiency"]["achieved_tflops"] == (
+            None if want.achieved_tflops is None else round(want.achieved_tflops, 6)
+        )
+        assert row["gpu_total_us"] == pytest.approx(want.gpu_time_us, abs=1e-3)
+    assert cli("ops", path, "--efficiency", "--format", "markdown").code == 0
