@@ -29,6 +29,8 @@ from opscope.analysis.timeline.memcpy import memcpy_stats
 from opscope.analysis.timeline.windows import overlap_pairs
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
+from opscope.report.efficiency_report import SOURCE as EFFICIENCY_SOURCE
+from opscope.report.efficiency_report import efficiency_report
 from opscope.report.summary_view import summary_data
 from opscope.report.timeline_data import TimelineOptions as LaneOptions
 from opscope.report.timeline_data import pack_timeline
@@ -45,6 +47,7 @@ SOURCES = {
     "flame": "analysis/attribution/tree.py (as opscope tree)",
     "launch_delay": "analysis/timeline/launch_delay.py (as opscope analyze)",
     "memcpy": "analysis/timeline/memcpy.py (as opscope analyze)",
+    "efficiency": EFFICIENCY_SOURCE,
 }
 
 
@@ -99,6 +102,7 @@ def trace_report(trace: Trace, options: ReportOptions | None = None) -> dict[str
         "flame": _flame(tree.root, tree.gpu_time_ns, strings),
         "launch_delay": _launch_delay(trace, act),
         "memcpy": _memcpy(trace, act),
+        "efficiency": efficiency_report(trace, linkage, strings, opts.devices, opts.streams),
         "sources": dict(SOURCES),
         "warnings": list(trace.meta.warnings),
         "strings": strings.items,
