@@ -16,7 +16,7 @@ import opscope
 from opscope.analysis.efficiency.advice import low_efficiency_candidates
 from opscope.analysis.efficiency.families import FAMILIES, Cost, Unsized
 from opscope.analysis.efficiency.peaks import match_peaks, peak_table
-from opscope.analysis.efficiency.shapes import tensors
+from opscope.analysis.efficiency.shapes import concrete_values, tensors
 from opscope.analysis.efficiency.table import EfficiencyOptions, efficiency
 from opscope.model.trace import Trace
 
@@ -28,10 +28,10 @@ NO_SHAPES = (
 )
 
 
-def size(op: str, dims: str, types: str) -> Cost | Unsized:
+def size(op: str, dims: str, types: str, concrete: str | None = None) -> Cost | Unsized:
     args = tensors(dims, types)
     assert args is not None
-    return FAMILIES[op](args, dims)
+    return FAMILIES[op](args, concrete_values(concrete))
 
 
 # Every case: (op, Input Dims, Input type) exactly as a real trace records them, and the hand computation.
@@ -147,6 +147,7 @@ def test_estimates_say_what_they_assume() -> None:
         "[[4,3,224,224],[768,3,16,16],[768],[],[],[],[]]",
         f'[{BF16},{BF16},{BF16},"ScalarList","ScalarList","ScalarList","Scalar"]',
     )
+    # without Concrete Inputs (stride, padding): the output is taken as large as the input, and said so
     assert isinstance(conv, Cost) and conv.model == "estimate" and "stride" in conv.note
     assert conv.flops == 2 * 4 * 768 * 3 * 16 * 16 * 224 * 224
     attn = size(
@@ -159,9 +160,139 @@ def test_estimates_say_what_they_assume() -> None:
     assert isinstance(mm, Cost) and mm.model == "exact"
 
 
+# Concrete Inputs exactly as the traces record them (ViT and Qwen on the H100).
+VIT_CONV = (
+    "aten::conv2d",
+    "[[4,3,224,224],[768,3,16,16],[768],[],[],[],[]]",
+    f'[{BF16},{BF16},{BF16},"ScalarList","ScalarList","ScalarList","Scalar"]',
+    '["", "", "", "[16, 16]", "[0, 0]", "[1, 1]", "1"]',
+)
+
+
+def test_convolution_output_from_stride_and_padding() -> None:
+    conv = size(*VIT_CONV)  # the ViT patch embedding: 16x16 kernel, stride 16 -> 14x14 output
+    assert isinstance(conv, Cost) and conv.model == "exact"
+    assert conv.flops == 2 * 4 * 768 * 3 * 16 * 16 * 14 * 14
+    assert conv.bytes == (4 * 3 * 224 * 224 + 768 * 3 * 16 * 16 + 768 + 4 * 768 * 14 * 14) * 2
+    # cudnn_convolution orders (input, weight, padding, stride, dilation, groups, ...)
+    cudnn = size(
+        "aten::cudnn_convolution",
+        "[[4,3,224,224],[768,3,16,16],[],[],[],[],[],[],[]]",
+        f'[{BF16},{BF16},"ScalarList","ScalarList","ScalarList","Scalar","Scalar","Scalar","Scalar"]',
+        '["", "", "[0, 0]", "[16, 16]", "[1, 1]", "1", "False", "False", "True"]',
+    )
+    assert isinstance(cudnn, Cost) and cudnn.flops == conv.flops and cudnn.model == "exact"
+    # hand-made: 3x3, stride 2, padding 1 on 56x56 -> 28x28; padding "same" keeps 56x56
+    strided = size(
+        "aten::conv2d",
+        "[[8,64,56,56],[128,64,3,3],[],[],[],[],[]]",
+        '["float","float","","ScalarList","ScalarList","ScalarList","Scalar"]',
+        '["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "1"]',
+    )
+    assert isinstance(strided, Cost) and strided.flops == 2 * 8 * 128 * 64 * 9 * 28 * 28
+    same = size(
+        "aten::conv2d",
+        "[[8,64,56,56],[128,64,3,3],[],[],[],[],[]]",
+        '["float","float","","ScalarList","Scalar","ScalarList","Scalar"]',
+        '["", "", "", "[1, 1]", "same", "[1, 1]", "1"]',
+    )
+    assert isinstance(same, Cost) and same.flops == 2 * 8 * 128 * 64 * 9 * 56 * 56
+    # grouped (depthwise) convolution: C/groups comes from the weight's second dim
+    depthwise = size(
+        "aten::conv2d",
+        "[[8,64,56,56],[64,1,3,3],[],[],[],[],[]]",
+        '["float","float","","ScalarList","ScalarList","ScalarList","Scalar"]',
+        '["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "64"]',
+    )
+    assert isinstance(depthwise, Cost) and depthwise.flops == 2 * 8 * 64 * 1 * 9 * 56 * 56
+    transposed = size(
+        "aten::convolution",
+        "[[8,64,56,56],[64,32,3,3],[],[],[],[],[],[],[]]",
+        '["float","float","","ScalarList","ScalarList","ScalarList","Scalar","ScalarList","Scalar"]',
+        '["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "True", "[0, 0]", "1"]',
+    )
+    assert isinstance(transposed, Unsized)
+
+
+def test_convolution_backward_follows_output_mask() -> None:  # hand-made shapes, real argument order
+    dims = "[[8,128,28,28],[8,64,56,56],[128,64,3,3],[],[],[],[],[],[],[],[]]"
+    types = '["float","float","float","ScalarList","ScalarList","ScalarList","ScalarList","Scalar","ScalarList","Scalar","ScalarList"]'
+    fwd = 2 * 8 * 128 * 64 * 9 * 28 * 28
+    grad_out, x, w = 8 * 128 * 28 * 28 * 4, 8 * 64 * 56 * 56 * 4, 128 * 64 * 9 * 4
+    both = size(
+        "aten::convolution_backward",
+        dims,
+        types,
+        '["", "", "", "[128]", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", "[True, True, False]"]',
+    )
+    assert isinstance(both, Cost) and both.model == "exact"
+    assert both.flops == 2 * fwd and both.bytes == grad_out + 2 * (x + w)
+    weight_only = size(
+        "aten::convolution_backward",
+        dims,
+        types,
+        '["", "", "", "[128]", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", "[False, True, True]"]',
+    )
+    assert (
+        isinstance(weight_only, Cost) and weight_only.flops == fwd and weight_only.bytes == grad_out + x + w
+    )
+    unknown = size("aten::convolution_backward", dims, types)
+    assert isinstance(unknown, Cost) and unknown.model == "estimate" and unknown.flops == 2 * fwd
+
+
+def test_attention_causal_from_concrete_inputs() -> None:
+    qwen = (
+        "aten::scaled_dot_product_attention",
+        "[[16,16,559,64],[16,16,559,64],[16,16,559,64],[],[],[],[],[]]",
+        f'[{BF16},{BF16},{BF16},"","Scalar","Scalar","Scalar","Scalar"]',
+    )
+    causal = size(*qwen, '["", "", "", "", "0.", "True", "0.125", "False"]')  # Qwen: is_causal=True
+    assert isinstance(causal, Cost) and causal.model == "exact" and "causal" in causal.note
+    assert causal.flops == 4 * 16 * 16 * 559 * 559 * 64 / 2
+    full = size(*qwen, '["", "", "", "", "0.", "False", "0.125", "False"]')
+    assert isinstance(full, Cost) and full.flops == 4 * 16 * 16 * 559 * 559 * 64 and full.model == "exact"
+    flash = size(
+        "aten::_flash_attention_forward",
+        "[[16,559,16,64],[16,559,16,64],[16,559,16,64],[],[],[],[],[],[],[],[],[],[],[],[]]",
+        f'[{BF16},{BF16},{BF16},"","","Scalar","Scalar","Scalar","Scalar","Scalar","Scalar","","","",""]',
+        '["", "", "", "", "", "559", "559", "0.", "True", "False", "0.125", "", "", "", ""]',
+    )
+    assert isinstance(flash, Cost) and flash.flops == causal.flops
+
+
+def test_reductions_and_scaled_mm_from_concrete_inputs() -> None:  # hand-made
+    total = size(
+        "aten::sum",
+        "[[16,559,1024],[],[],[]]",
+        '["float","ScalarList","Scalar",""]',
+        '["", "[-1]", "True", ""]',
+    )
+    assert isinstance(total, Cost) and total.model == "exact"
+    assert total.bytes == (16 * 559 * 1024 + 16 * 559) * 4
+    everything = size("aten::sum", "[[16,559,1024],[]]", '["float",""]', '["", ""]')
+    assert isinstance(everything, Cost) and everything.bytes == 16 * 559 * 1024 * 4 + 4
+    fp8 = '"c10::Float8_e4m3fn"'
+    scaled = size(
+        "aten::_scaled_mm",
+        "[[4096,8192],[8192,1024],[],[],[],[],[],[]]",
+        f'[{fp8},{fp8},"float","float","","","Scalar","Scalar"]',
+        '["", "", "", "", "", "", "15", "False"]',
+    )
+    assert isinstance(scaled, Cost) and scaled.model == "exact" and scaled.dtype == "fp8"
+    assert scaled.flops == 2 * 4096 * 1024 * 8192
+    assert scaled.bytes == 4096 * 8192 + 8192 * 1024 + 2 * 4 + 4096 * 1024 * 2  # A, B, two fp32 scales, C
+
+
 def test_malformed_shapes_are_unsized_not_guessed() -> None:  # hand-made edge cases
     assert isinstance(size("aten::mm", "[[8944,1024,3],[1024,1024]]", f"[{BF16},{BF16}]"), Unsized)
     assert isinstance(size("aten::add", "[[4,3],[5,3]]", f"[{BF16},{BF16}]"), Unsized)
+    assert concrete_values("[[[") is None and concrete_values('["", "1", "[2, 2]", "True", "same"]') == [
+        None,
+        1,
+        [2, 2],
+        True,
+        "same",
+    ]
     assert tensors("not json", "[]") is None
     assert tensors(None, "[]") is None
     assert tensors("[[-1,2]]", f"[{BF16}]") == [None]

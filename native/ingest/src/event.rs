@@ -95,13 +95,14 @@ pub enum Arg {
     InputDims,
     InputDimsOld,
     InputTypes,
+    ConcreteInputs,
     Sequence,
     PythonId,
     PythonParentId,
     Name,
 }
 
-pub const N_ARGS: usize = 21;
+pub const N_ARGS: usize = 22;
 
 fn arg_of(key: &str) -> Option<Arg> {
     Some(match key {
@@ -122,6 +123,7 @@ fn arg_of(key: &str) -> Option<Arg> {
         "Input Dims" => Arg::InputDims,
         "Input dims" => Arg::InputDimsOld,
         "Input type" => Arg::InputTypes,
+        "Concrete Inputs" => Arg::ConcreteInputs,
         "Sequence number" => Arg::Sequence,
         "Python id" => Arg::PythonId,
         "Python parent id" => Arg::PythonParentId,

@@ -108,6 +108,7 @@ pub mod col {
     pub const PY_PARENT_ID: usize = 29;
     pub const LABEL: usize = 30;
     pub const SEQ: usize = 31;
+    pub const CONCRETE_INPUTS: usize = 32;
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -119,7 +120,7 @@ pub enum ColType {
     F64,
 }
 
-pub const COLUMNS: [(&str, ColType); 32] = [
+pub const COLUMNS: [(&str, ColType); 33] = [
     ("ph", ColType::Text),
     ("cat", ColType::Text),
     ("kind", ColType::Text),
@@ -152,6 +153,7 @@ pub const COLUMNS: [(&str, ColType); 32] = [
     ("python_parent_id", ColType::I64),
     ("label", ColType::Text),
     ("sequence", ColType::I64),
+    ("concrete_inputs", ColType::Text),
 ];
 
 pub fn arrow_type(t: ColType) -> DataType {

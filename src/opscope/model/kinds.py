@@ -44,6 +44,7 @@ class Col:
     PY_PARENT_ID: Final = "python_parent_id"  # with_stack: "Python parent id"
     LABEL: Final = "label"  # args.name of metadata events (process / thread names)
     SEQ: Final = "sequence"  # "Sequence number" (autograd forward/backward pairing)
+    CONCRETE_INPUTS: Final = "concrete_inputs"  # JSON text of "Concrete Inputs" (scalar arguments, record_shapes)
 
 
 class Kind:

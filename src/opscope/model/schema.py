@@ -55,6 +55,7 @@ COLUMNS: Final[dict[str, pl.DataType]] = {
     Col.PY_PARENT_ID: pl.Int64(),
     Col.LABEL: pl.Categorical(),
     Col.SEQ: pl.Int64(),
+    Col.CONCRETE_INPUTS: pl.Categorical(),
 }
 
 @functools.cache

@@ -82,14 +82,27 @@ def tensors(dims_text: str | None, types_text: str | None) -> list[Tensor | None
     return out
 
 
-def tensor_lists(dims_text: str | None) -> list[tuple[int, ...]]:
-    """The shapes inside the first TensorList argument (`[[a,b],[c,d]]`), for cat / stack."""
-    dims = parse_json_list(dims_text) or []
-    for d in dims:
-        if isinstance(d, list) and d and all(isinstance(x, list) for x in d):
-            shapes = [_shape(x) for x in d]
-            return [s for s in shapes if s is not None]
-    return []
+def concrete_values(text: str | None) -> list[object] | None:
+    """The Concrete Inputs of one call, one entry per argument: "" (a tensor or nothing) -> None, "True" /
+    "False" -> bool, JSON numbers and lists ("[16, 16]", "1", "0.") -> their value, other text kept as text."""
+    items = parse_json_list(text)
+    if items is None:
+        return None
+    out: list[object] = []
+    for item in items:
+        if not isinstance(item, str) or item == "":
+            out.append(None)
+        elif item in ("True", "False"):
+            out.append(item == "True")
+        else:
+            text = item[:-1] + ".0" if item.endswith(".") else item
+            if text.startswith("["):  # Python bool lists ("[True, False]"), as the profiler writes them
+                text = text.replace("True", "true").replace("False", "false")
+            try:
+                out.append(json.loads(text))
+            except (ValueError, RecursionError):
+                out.append(item)
+    return out
 
 
 def broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:

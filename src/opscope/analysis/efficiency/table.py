@@ -18,9 +18,9 @@ import polars as pl
 from opscope.analysis.attribution.linking import OP_KINDS, ROW, Linkage, link
 from opscope.analysis.attribution.nesting import ancestors
 from opscope.analysis.attribution.ops import OpOptions, OpRow, op_stats
-from opscope.analysis.efficiency.families import COMPUTE_FAMILIES, FAMILIES, Cost, Unsized
+from opscope.analysis.efficiency.families import COMPUTE_FAMILIES, Cost
 from opscope.analysis.efficiency.peaks import GpuPeaks, match_peaks
-from opscope.analysis.efficiency.shapes import tensors
+from opscope.analysis.efficiency.sizing import size_call, size_ops
 from opscope.model.kinds import Kind
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
@@ -118,7 +118,8 @@ def _device(trace: Trace, options: EfficiencyOptions) -> tuple[str | None, GpuPe
 
 
 def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The op scopes (row, name, whitespace-free input_dims, input_types) and their (row, ancestor) pairs."""
+    """The op scopes (row, name, whitespace-free input_dims, input_types, concrete_inputs) and their
+    (row, ancestor) pairs."""
     scopes = linked.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS))).select(
         ROW,
         pl.col(Col.NAME).cast(pl.String),
@@ -128,20 +129,16 @@ def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, pl.DataFrame]:
     types = (
         trace.lazy()
         .with_row_index(ROW)
-        .select(pl.col(ROW).cast(pl.Int64), pl.col(Col.INPUT_TYPES).cast(pl.String))
+        .select(
+            pl.col(ROW).cast(pl.Int64),
+            pl.col(Col.INPUT_TYPES).cast(pl.String),
+            pl.col(Col.CONCRETE_INPUTS).cast(pl.String),
+        )
         .collect()
     )
     scopes = scopes.join(types, on=ROW, how="left")
     pairs = ancestors(scopes.select(ROW, "op_parent_row"), up="op_parent_row").filter(pl.col("level") > 0)
     return scopes, pairs
-
-
-def _types(scopes: pl.DataFrame) -> dict[tuple[str, str | None], str | None]:
-    """Per (name, input_dims): the most frequent Input type text (ties: the smallest text)."""
-    table = scopes.group_by(Col.NAME, Col.INPUT_DIMS).agg(
-        pl.col(Col.INPUT_TYPES).drop_nulls().mode().sort().first().alias(Col.INPUT_TYPES)
-    )
-    return {(r[Col.NAME], r[Col.INPUT_DIMS]): r[Col.INPUT_TYPES] for r in table.iter_rows(named=True)}
 
 
 def _nested(scopes: pl.DataFrame, pairs: pl.DataFrame, sized: pl.DataFrame) -> set[tuple[str, str | None]]:
@@ -163,18 +160,6 @@ def _nested(scopes: pl.DataFrame, pairs: pl.DataFrame, sized: pl.DataFrame) -> s
     return {(r[Col.NAME], r[Col.INPUT_DIMS]) for r in table.iter_rows(named=True)}
 
 
-def _size(row: OpRow, types: str | None) -> Cost | Unsized:
-    sizer = FAMILIES.get(row.name)
-    if sizer is None:
-        return Unsized("no model for this op")
-    if row.input_dims is None:
-        return Unsized("no Input Dims recorded (record_shapes off)")
-    args = tensors(row.input_dims, types)
-    if args is None:
-        return Unsized("no Input type recorded")
-    return sizer(args, row.input_dims)
-
-
 def efficiency(
     trace: Trace, options: EfficiencyOptions | None = None, linkage: Linkage | None = None
 ) -> Efficiency:
@@ -184,10 +169,8 @@ def efficiency(
     stats = op_stats(
         trace, OpOptions(by_shape=True, top=0, devices=opts.devices, streams=opts.streams), linked
     )
-    modelled = [r for r in stats.rows if r.name in FAMILIES and r.input_dims is not None]
     scopes, pairs = _scopes(trace, linked)
-    type_of = _types(scopes)
-    costs = {(r.name, r.input_dims): _size(r, type_of.get((r.name, r.input_dims))) for r in modelled}
+    costs = size_ops(scopes)
     sized_keys = pl.DataFrame(
         [k for k, c in costs.items() if isinstance(c, Cost)],
         schema={Col.NAME: pl.String, Col.INPUT_DIMS: pl.String},
@@ -202,7 +185,7 @@ def efficiency(
         key = (r.name, r.input_dims)
         if key in nested or r.gpu_total_ns <= 0:
             continue
-        cost = costs.get(key) or (_size(r, None) if r.name in FAMILIES else Unsized("no model for this op"))
+        cost = costs.get(key) or size_call(r.name, r.input_dims, None, None)
         if isinstance(cost, Cost):
             sized.append((r, cost))
         elif r.kind == Kind.CPU_OP and r.gpu_self_ns > 0:
@@ -289,8 +272,8 @@ def _row(
     family: str,
     calls: int,
     gpu_ns: int,
-    flops: int | None,
-    nbytes: int,
+    flops: float | None,
+    nbytes: float,
     model: str,
     note: str,
     opts: EfficiencyOptions,
