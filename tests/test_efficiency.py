@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import pytest
 from tests import reference
@@ -530,3 +531,98 @@ def test_ops_efficiency_columns(cli) -> None:  # type: ignore[no-untyped-def]
         )
         assert row["gpu_total_us"] == pytest.approx(want.gpu_time_us, abs=1e-3)
     assert cli("ops", path, "--efficiency", "--format", "markdown").code == 0
+
+
+def _tiny_trace(path: Path) -> Path:
+    """HAND-MADE: one aten::mm with shapes and one op with a terminal-escape name and no shapes, each launching
+    one kernel; the GPU is not in the peak table."""
+    events: list[dict] = [
+        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": 1,
+            "tid": 1,
+            "ts": 10,
+            "dur": 20,
+            "args": {"Input Dims": [[64, 32], [32, 16]], "Input type": ["float", "float"], "External id": 1},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 12,
+            "dur": 4,
+            "args": {"correlation": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "gemm_kernel",
+            "pid": 0,
+            "tid": 7,
+            "ts": 40,
+            "dur": 8,
+            "args": {"correlation": 7, "device": 0, "stream": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "evil\u001b[31mop",
+            "pid": 1,
+            "tid": 1,
+            "ts": 50,
+            "dur": 20,
+            "args": {"External id": 2},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 52,
+            "dur": 4,
+            "args": {"correlation": 8},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "other_kernel",
+            "pid": 0,
+            "tid": 7,
+            "ts": 80,
+            "dur": 2,
+            "args": {"correlation": 8, "device": 0, "stream": 7},
+        },
+    ]
+    doc = {"traceEvents": events, "deviceProperties": [{"id": 0, "name": "Mystery GPU 9000"}]}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_unknown_gpu_and_hostile_names_hand_made(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = _tiny_trace(tmp_path / "tiny.json")
+    data = json.loads(cli("efficiency", path, "--format", "json").out)
+    (row,) = data["rows"]
+    assert row["op"] == "aten::mm" and row["flops_per_call"] == 2 * 64 * 16 * 32
+    assert row["achieved_tflops"] == pytest.approx(2 * 64 * 16 * 32 / 8e-6 / 1e12)
+    assert row["bytes_per_call"] == (64 * 32 + 32 * 16 + 64 * 16) * 4
+    assert row["peak_tflops"] is None and row["pct_of_peak_compute"] is None and row["bound"] is None
+    assert data["device"] == {
+        "name": "Mystery GPU 9000",
+        "peaks": None,
+        "source": None,
+        "peak_tflops_override": None,
+        "peak_tbps_override": None,
+    }
+    (unsized,) = data["unsized"]
+    assert unsized["op"] == "evil\u001b[31mop" and unsized["reason"] == "no model for this op"
+    for fmt in ("table", "markdown", "csv"):
+        res = cli("efficiency", path, "--format", fmt)
+        assert res.code == 0 and "\u001b" not in res.out and "aten::mm" in res.out
+    given = json.loads(cli("efficiency", path, "--format", "json", "--peak-tflops", "10").out)["rows"][0]
+    assert given["pct_of_peak_compute"] == pytest.approx(100 * given["achieved_tflops"] / 10, abs=1e-3)

@@ -25,7 +25,7 @@ def size_call(name: str, dims: str | None, types: str | None, concrete: str | No
         return Unsized("no Input Dims recorded (record_shapes off)")
     args = tensors(dims, types)
     if args is None:
-        return Unsized("no Input type recorded")
+        return Unsized("no Input type recorded" if types is None else "Input Dims or Input type unreadable")
     return sizer(args, concrete_values(concrete))
 
 
