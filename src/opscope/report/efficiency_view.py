@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from opscope.analysis.efficiency.table import Efficiency, EfficiencyRow
-from opscope.report.document import FLOAT, INT, NAME, TEXT, Column, Document, Table
+from opscope.report.document import FLOAT, INT, MS, NAME, TEXT, Column, Document, Table
 from opscope.report.linking_view import us
 
 SCHEMA = "opscope.efficiency/1"
@@ -72,24 +72,19 @@ def efficiency_data(result: Efficiency) -> dict[str, Any]:
     }
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def efficiency_columns(by_shape: bool) -> tuple[Column, ...]:
-    shape = (Column("shape", "Shape", TEXT),) if by_shape else ()
+    """Terminal / Markdown / CSV columns; the keys name the CSV header (units in the names)."""
+    shape = (Column("shape", "Shape", NAME),) if by_shape else ()
     return (
         Column("op", "Op", NAME),
         *shape,
         Column("dtype", "dtype", TEXT),
         Column("calls", "Calls", INT),
-        Column("gpu_ms", "GPU ms", FLOAT),
-        Column("gflop", "GFLOP", TEXT),
-        Column("mb", "MB", TEXT),
-        Column("tflops", "TFLOP/s", TEXT),
-        Column("pct_compute", "%pk", TEXT),
-        Column("tbps", "TB/s", TEXT),
-        Column("pct_bandwidth", "%BW", TEXT),
+        Column("gpu_time", "GPU ms", MS),
+        Column("achieved_tflops", "TFLOP/s", FLOAT),
+        Column("pct_of_peak_compute", "%pk", FLOAT),
+        Column("achieved_tbps", "TB/s", FLOAT),
+        Column("pct_of_peak_bandwidth", "%BW", FLOAT),
         Column("bound", "bound", TEXT),
         Column("model", "model", TEXT),
     )
@@ -101,14 +96,12 @@ def efficiency_cells(r: EfficiencyRow) -> dict[str, Any]:
         "shape": r.shape,
         "dtype": r.dtype,
         "calls": r.calls,
-        "gpu_ms": round(r.gpu_time_us / 1e3, 3),
-        "gflop": _fmt(None if r.flops_per_call is None else r.flops_per_call / 1e9, ",.3f"),
-        "mb": _fmt(r.bytes_per_call / 1e6, ",.3f"),
-        "tflops": _fmt(r.achieved_tflops, ",.2f"),
-        "tbps": _fmt(r.achieved_tbps, ",.3f"),
-        "pct_compute": _fmt(r.pct_of_peak_compute, ".1f"),
-        "pct_bandwidth": _fmt(r.pct_of_peak_bandwidth, ".1f"),
-        "bound": r.bound or "-",
+        "gpu_time": round(r.gpu_time_us * 1e3),
+        "achieved_tflops": r.achieved_tflops,
+        "pct_of_peak_compute": r.pct_of_peak_compute,
+        "achieved_tbps": r.achieved_tbps,
+        "pct_of_peak_bandwidth": r.pct_of_peak_bandwidth,
+        "bound": r.bound,
         "model": r.model,
     }
 
@@ -126,9 +119,9 @@ def efficiency_document(result: Efficiency) -> Document:
                 "Ops the model cannot size (not guessed)",
                 (
                     Column("op", "Op", NAME),
-                    *((Column("shape", "Shape", TEXT),) if by_shape else ()),
+                    *((Column("shape", "Shape", NAME),) if by_shape else ()),
                     Column("calls", "Calls", INT),
-                    Column("gpu_ms", "GPU ms", FLOAT),
+                    Column("gpu_time", "GPU ms", MS),
                     Column("reason", "Why", TEXT),
                 ),
                 tuple(
@@ -136,7 +129,7 @@ def efficiency_document(result: Efficiency) -> Document:
                         "op": u.op,
                         "shape": u.shape,
                         "calls": u.calls,
-                        "gpu_ms": round(u.gpu_time_us / 1e3, 3),
+                        "gpu_time": round(u.gpu_time_us * 1e3),
                         "reason": u.reason,
                     }
                     for u in result.unsized
@@ -166,9 +159,9 @@ def efficiency_document(result: Efficiency) -> Document:
         )
     )
     notes = [
-        "GFLOP, MB: per call. %pk, %BW: percent of the peak FLOP/s and memory bandwidth. GPU ms: kernels launched by the op or inside it (as in `opscope ops`). TFLOP/s = FLOPs per call x "
+        "%pk, %BW: percent of the peak FLOP/s and memory bandwidth. GPU ms: kernels launched by the op or inside it (as in `opscope ops`). TFLOP/s = FLOPs per call x "
         "calls / GPU time. Bound: the roofline side (intensity against peak FLOP/s / peak bandwidth). "
-        "Estimates: see --format json 'note'. Definitions: docs/efficiency.md."
+        "FLOPs and bytes per call, and what an estimate assumed: --format json. Definitions: docs/efficiency.md."
     ]
     notes.extend(f"warning: {w}" for w in result.warnings)
     return Document(

@@ -7,14 +7,14 @@ from __future__ import annotations
 import dataclasses
 
 from opscope.analysis.efficiency.table import Efficiency
-from opscope.report.document import TEXT, Column, Document
+from opscope.report.document import FLOAT, TEXT, Column, Document
 from opscope.report.efficiency_view import efficiency_cells, row_data
 
 COLUMNS = (
-    Column("tflops", "TFLOP/s", TEXT),
-    Column("pct_compute", "%pk", TEXT),
-    Column("tbps", "TB/s", TEXT),
-    Column("pct_bandwidth", "%BW", TEXT),
+    Column("achieved_tflops", "TFLOP/s", FLOAT),
+    Column("pct_of_peak_compute", "%pk", FLOAT),
+    Column("achieved_tbps", "TB/s", FLOAT),
+    Column("pct_of_peak_bandwidth", "%BW", FLOAT),
     Column("bound", "bound", TEXT),
 )
 
@@ -27,7 +27,7 @@ def with_efficiency(doc: Document, result: Efficiency) -> Document:
     for row in table.rows:
         match = found.get((row["name"], row.get("input_dims") if by_shape else None))
         cells = efficiency_cells(match) if match else {}
-        rows.append({**row, **{c.key: cells.get(c.key, "") for c in COLUMNS}})
+        rows.append({**row, **{c.key: cells.get(c.key) for c in COLUMNS}})
     data_rows = []
     for row in doc.data["rows"]:
         match = found.get((row["name"], row.get("input_dims") if by_shape else None))
