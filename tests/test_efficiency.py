@@ -626,3 +626,11 @@ def test_unknown_gpu_and_hostile_names_hand_made(cli, tmp_path) -> None:  # type
         assert res.code == 0 and "\u001b" not in res.out and "aten::mm" in res.out
     given = json.loads(cli("efficiency", path, "--format", "json", "--peak-tflops", "10").out)["rows"][0]
     assert given["pct_of_peak_compute"] == pytest.approx(100 * given["achieved_tflops"] / 10, abs=1e-3)
+
+
+@pytest.mark.corpus
+def test_trace_without_operators_says_why(cli) -> None:  # type: ignore[no-untyped-def]
+    res = cli("efficiency", corpus_path("pipit/saxpy-mpi-cuda_nsys_perlmutter0.sqlite"))
+    assert res.code == 0 and "No op could be sized" in res.out
+    data = json.loads(cli("efficiency", corpus_path(NO_SHAPES), "--format", "json").out)
+    assert data["rows"] == [] and data["device"]["peaks"] == "NVIDIA A100 SXM 40GB"

@@ -163,6 +163,12 @@ def efficiency_document(result: Efficiency) -> Document:
         "calls / GPU time. Bound: the roofline side (intensity against peak FLOP/s / peak bandwidth). "
         "FLOPs and bytes per call, and what an estimate assumed: --format json. Definitions: docs/efficiency.md."
     ]
+    if not result.rows:
+        notes.insert(
+            0,
+            "No op could be sized: the model needs CPU ops with record_shapes (Input Dims, Input type) "
+            "that launched GPU work; Nsight Systems and rocprof traces carry no operator shapes.",
+        )
     notes.extend(f"warning: {w}" for w in result.warnings)
     return Document(
         title="Efficiency per operator" + (" and input shape" if by_shape else ""),
