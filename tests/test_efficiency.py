@@ -634,3 +634,112 @@ def test_trace_without_operators_says_why(cli) -> None:  # type: ignore[no-untyp
     assert res.code == 0 and "No op could be sized" in res.out
     data = json.loads(cli("efficiency", corpus_path(NO_SHAPES), "--format", "json").out)
     assert data["rows"] == [] and data["device"]["peaks"] == "NVIDIA A100 SXM 40GB"
+
+
+def _torch_flops(build, only: str | None = None):  # type: ignore[no-untyped-def]
+    """FLOPs PyTorch's own counter (torch.utils.flop_counter) gives for `build(torch, meta)`: an independent
+    check. `only`: the count of that aten op alone (the backward, without the forward that builds its graph)."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        build(torch, torch.device("meta"))
+    if only is None:
+        return counter.get_total_flops()
+    return sum(n for op, n in counter.get_flop_counts()["Global"].items() if str(op).startswith(only))
+
+
+def _conv_backward(torch, meta):  # type: ignore[no-untyped-def]
+    x = torch.empty(8, 64, 56, 56, device=meta, requires_grad=True)
+    w = torch.empty(128, 64, 3, 3, device=meta, requires_grad=True)
+    out = torch.nn.functional.conv2d(x, w, stride=2, padding=1)
+    torch.autograd.grad(out, (x, w), torch.empty_like(out))
+
+
+TORCH_CASES = [  # (op, dims, types, concrete) as the traces record them, and the same call for torch
+    (
+        "aten::mm",
+        "[[8944,1024],[1024,2816]]",
+        f"[{BF16},{BF16}]",
+        None,
+        lambda t, m: torch_mm(t, m, (8944, 1024), (1024, 2816)),
+    ),
+    (
+        "aten::linear",
+        "[[4,197,3072],[768,3072],[768]]",
+        f"[{BF16},{BF16},{BF16}]",
+        None,
+        lambda t, m: t.nn.functional.linear(
+            t.empty(4, 197, 3072, device=m), t.empty(768, 3072, device=m), t.empty(768, device=m)
+        ),
+    ),
+    (
+        "aten::bmm",
+        "[[4096,128,128],[4096,128,16]]",
+        f"[{F32},{F32}]",
+        None,
+        lambda t, m: t.bmm(t.empty(4096, 128, 128, device=m), t.empty(4096, 128, 16, device=m)),
+    ),
+    (
+        "aten::baddbmm",
+        "[[4096,128,128],[4096,128,16],[4096,16,128],[],[]]",
+        f'[{F32},{F32},{F32},"Scalar","Scalar"]',
+        None,
+        lambda t, m: t.baddbmm(
+            t.empty(4096, 128, 128, device=m),
+            t.empty(4096, 128, 16, device=m),
+            t.empty(4096, 16, 128, device=m),
+        ),
+    ),
+    (
+        *VIT_CONV,
+        lambda t, m: t.nn.functional.conv2d(
+            t.empty(4, 3, 224, 224, device=m),
+            t.empty(768, 3, 16, 16, device=m),
+            t.empty(768, device=m),
+            stride=16,
+        ),
+    ),
+    (
+        "aten::conv1d",
+        "[[512,4,8256],[64,4,1],[64],[],[],[],[]]",
+        f'[{F32},{F32},{F32},"ScalarList","ScalarList","ScalarList","Scalar"]',
+        '["", "", "", "[1]", "[0]", "[1]", "1"]',
+        lambda t, m: t.nn.functional.conv1d(
+            t.empty(512, 4, 8256, device=m), t.empty(64, 4, 1, device=m), t.empty(64, device=m)
+        ),
+    ),
+    (
+        "aten::scaled_dot_product_attention",
+        "[[4,12,197,64],[4,12,197,64],[4,12,197,64],[],[],[],[],[]]",
+        f'[{BF16},{BF16},{BF16},"","Scalar","Scalar","","Scalar"]',
+        '["", "", "", "", "0.", "False", "", "False"]',
+        lambda t, m: t.nn.functional.scaled_dot_product_attention(
+            *(t.empty(4, 12, 197, 64, device=m) for _ in range(3))
+        ),
+    ),
+    (
+        "aten::convolution_backward",
+        "[[8,128,28,28],[8,64,56,56],[128,64,3,3],[],[],[],[],[],[],[],[]]",
+        '["float","float","float","ScalarList","ScalarList","ScalarList","ScalarList","Scalar","ScalarList","Scalar","ScalarList"]',
+        '["", "", "", "[128]", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", "[True, True, False]"]',
+        _conv_backward,
+    ),
+]
+
+
+def torch_mm(t, m, a, b):  # type: ignore[no-untyped-def]
+    return t.empty(*a, device=m) @ t.empty(*b, device=m)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("op", "dims", "types", "concrete", "build"), TORCH_CASES, ids=[c[0] for c in TORCH_CASES]
+)
+def test_flops_agree_with_torch_flop_counter(
+    op: str, dims: str, types: str, concrete: str | None, build
+) -> None:  # type: ignore[no-untyped-def]
+    cost = size(op, dims, types, concrete)
+    assert isinstance(cost, Cost) and cost.model == "exact"
+    only = "aten.convolution_backward" if op == "aten::convolution_backward" else None
+    assert cost.flops == _torch_flops(build, only)
