@@ -30,6 +30,7 @@ from opscope.untrusted import install_log_filter
 install_log_filter(logging.getLogger("opscope"))
 
 if TYPE_CHECKING:
+    from opscope.analysis.efficiency.table import Efficiency, EfficiencyRow
     from opscope.analysis.kernels.summary import KernelRow, KernelSummary, SummaryOptions
     from opscope.analysis.overview import Analysis, AnalyzeOptions
     from opscope.history.api import History
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 # Everything else is imported on first use, so that `import opscope` (and the CLI's start-up, `--help`,
 # `formats`) does not pay for polars and pyarrow: name -> module that defines it.
 _LAZY = {
+    "Efficiency": "opscope.analysis.efficiency.table",
+    "EfficiencyRow": "opscope.analysis.efficiency.table",
     "KernelRow": "opscope.analysis.kernels.summary",
     "KernelSummary": "opscope.analysis.kernels.summary",
     "SummaryOptions": "opscope.analysis.kernels.summary",
@@ -109,10 +112,29 @@ def analyze(
     return _analyze(trace, AnalyzeOptions(devices=devices, streams=streams, steps=steps, windows=windows, top=top))
 
 
+def efficiency(
+    trace: Trace,
+    *,
+    by_shape: bool = True,
+    top: int = 0,
+    peak_tflops: float | None = None,
+    peak_tbps: float | None = None,
+) -> Efficiency:
+    """FLOP/s, bytes/s and percent of peak per op (and shape): `opscope efficiency`. `.rows`, `.unsized`,
+    `.to_polars()`, `.to_pandas()`; definitions in docs/efficiency.md."""
+    from opscope.analysis.efficiency.table import EfficiencyOptions
+    from opscope.analysis.efficiency.table import efficiency as _efficiency
+
+    return _efficiency(trace, EfficiencyOptions(by_shape=by_shape, top=top, peak_tflops=peak_tflops,
+                                                peak_tbps=peak_tbps))
+
+
 __all__ = [
     "Analysis",
     "AnalyzeOptions",
     "History",
+    "Efficiency",
+    "EfficiencyRow",
     "InputError",
     "KernelRow",
     "KernelSummary",
@@ -125,6 +147,7 @@ __all__ = [
     "analyze",
     "annotate",
     "compare_strategies",
+    "efficiency",
     "load",
     "measure_overhead",
     "profile",

@@ -49,7 +49,7 @@ impl Stats {
 }
 
 struct Columns {
-    text: Vec<StringDictionaryBuilder<Int32Type>>, // ph, cat, name, pid, tid, input_dims, input_types, label
+    text: Vec<StringDictionaryBuilder<Int32Type>>, // ph, cat, name, pid, tid, input_dims, input_types, label, concrete_inputs
     kind: Vec<i32>,
     i64s: Vec<Int64Builder>, // by position in I64_COLS
     i32s: Vec<Int32Builder>,
@@ -57,7 +57,7 @@ struct Columns {
     bandwidth: Float64Builder,
 }
 
-const TEXT_COLS: [usize; 8] = [
+const TEXT_COLS: [usize; 9] = [
     col::PH,
     col::CAT,
     col::NAME,
@@ -66,6 +66,7 @@ const TEXT_COLS: [usize; 8] = [
     col::INPUT_DIMS,
     col::INPUT_TYPES,
     col::LABEL,
+    col::CONCRETE_INPUTS,
 ];
 const I64_COLS: [usize; 15] = [
     col::TS_NS,
@@ -107,7 +108,7 @@ fn slot(cols: &[usize], c: usize) -> usize {
 
 /// One row's values before they go into the builders.
 struct Row<'a> {
-    text: [Option<Cow<'a, str>>; 8],
+    text: [Option<Cow<'a, str>>; 9],
     kind: i32,
     i64s: [Option<i64>; 15],
     i32s: [Option<i32>; 10],
@@ -357,7 +358,7 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
         k = kind::METADATA;
     }
     let mut row = Row {
-        text: [ph, cat, name, pid, tid, None, None, None],
+        text: [ph, cat, name, pid, tid, None, None, None, None],
         kind: k,
         i64s: [None; 15],
         i32s: [None; 10],
@@ -461,6 +462,10 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
                 .map(|r| Cow::Borrowed(r.get()));
             row.text[6] = args
                 .get(Arg::InputTypes)
+                .filter(|r| r.get() != "null")
+                .map(|r| Cow::Borrowed(r.get()));
+            row.text[8] = args
+                .get(Arg::ConcreteInputs)
                 .filter(|r| r.get() != "null")
                 .map(|r| Cow::Borrowed(r.get()));
             set64(

@@ -95,6 +95,7 @@ pub enum Arg {
     InputDims,
     InputDimsOld,
     InputTypes,
+    ConcreteInputs,
     Sequence,
     PythonId,
     PythonParentId,
@@ -107,7 +108,7 @@ pub enum Arg {
     MemDeviceId,
 }
 
-pub const N_ARGS: usize = 27;
+pub const N_ARGS: usize = 28;
 
 fn arg_of(key: &str) -> Option<Arg> {
     Some(match key {
@@ -128,6 +129,7 @@ fn arg_of(key: &str) -> Option<Arg> {
         "Input Dims" => Arg::InputDims,
         "Input dims" => Arg::InputDimsOld,
         "Input type" => Arg::InputTypes,
+        "Concrete Inputs" => Arg::ConcreteInputs,
         "Sequence number" => Arg::Sequence,
         "Python id" => Arg::PythonId,
         "Python parent id" => Arg::PythonParentId,

@@ -114,6 +114,7 @@ pub mod col {
     pub const MEM_RESERVED: usize = 35;
     pub const MEM_DEVICE_TYPE: usize = 36;
     pub const MEM_DEVICE_ID: usize = 37;
+    pub const CONCRETE_INPUTS: usize = 38;
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -125,7 +126,7 @@ pub enum ColType {
     F64,
 }
 
-pub const COLUMNS: [(&str, ColType); 38] = [
+pub const COLUMNS: [(&str, ColType); 39] = [
     ("ph", ColType::Text),
     ("cat", ColType::Text),
     ("kind", ColType::Text),
@@ -164,6 +165,7 @@ pub const COLUMNS: [(&str, ColType); 38] = [
     ("mem_total_reserved", ColType::I64),
     ("mem_device_type", ColType::I32),
     ("mem_device_id", ColType::I32),
+    ("concrete_inputs", ColType::Text),
 ];
 
 pub fn arrow_type(t: ColType) -> DataType {

@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "compile-check": "torch.compile: compiled regions per step, graph breaks, recompiles, fused Triton kernels",
     "kernels": "per-kernel launch configuration, occupancy and limiter; --metrics joins an Nsight Compute CSV",
     "ops": "per operator: calls, CPU total/self time, GPU time of the kernels it launched (inclusive and self)",
+    "efficiency": "per operator and shape: FLOP/s, bytes/s, percent of the GPU's peak, compute or memory bound",
     "tree": "GPU time by nn.Module / annotation / op / kernel, as a tree",
     "steps": "per ProfilerStep: wall, GPU busy, kernel, memcpy, communication and idle time; slowest step marked",
     "critical-path": "the chain of dependent work that bounds each step, its breakdown by kind, and what-ifs",

@@ -20,6 +20,7 @@ NAME = "ops"
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_input_args(parser)
     parser.add_argument("--by-shape", action="store_true", help="one row per (op, Input Dims) (record_shapes)")
+    parser.add_argument("--efficiency", action="store_true", help="add TFLOP/s, %% of peak and bound (opscope efficiency)")
     add_top_arg(parser)
     add_selection_args(parser, steps=True)
     add_output_args(parser)
@@ -33,5 +34,12 @@ def run(args: argparse.Namespace) -> int:
     trace = load_trace(args)
     options = OpOptions(by_shape=args.by_shape, top=args.top, devices=args.device, streams=args.stream,
                         steps=args.steps)
-    emit(ops_document(op_stats(trace, options)), args)
+    doc = ops_document(op_stats(trace, options))
+    if args.efficiency:
+        from opscope.analysis.efficiency.table import EfficiencyOptions, efficiency
+        from opscope.report.ops_efficiency_view import with_efficiency
+
+        eff = EfficiencyOptions(by_shape=args.by_shape, top=0, devices=args.device, streams=args.stream)
+        doc = with_efficiency(doc, efficiency(trace, eff))
+    emit(doc, args)
     return 0

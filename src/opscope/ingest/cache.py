@@ -50,7 +50,16 @@ def source_key(path: Path) -> str:
     stat = path.stat()
     name = _path_bytes(path).decode("utf-8", "backslashreplace")
     return (f"{name}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ctime_ns}|{stat.st_ino}|{stat.st_dev}"
-            f"|v{CACHE_VERSION}")
+            f"|v{CACHE_VERSION}|{_schema_tag()}")
+
+
+def _schema_tag() -> str:
+    """The table's column names and dtypes, hashed: a cache written with other columns (another opscope
+    version, a branch that adds a column) is rebuilt instead of read, whatever CACHE_VERSION says."""
+    from opscope.model.schema import COLUMNS
+
+    text = ",".join(f"{name}:{dtype}" for name, dtype in COLUMNS.items())
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def cache_path(path: Path) -> Path:

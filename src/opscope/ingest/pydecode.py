@@ -58,6 +58,7 @@ class RawArgs(msgspec.Struct, gc=False):
     input_dims: Raw = field(name="Input Dims", default=EMPTY)
     input_dims_old: Raw = field(name="Input dims", default=EMPTY)
     input_types: Raw = field(name="Input type", default=EMPTY)
+    concrete: Raw = field(name="Concrete Inputs", default=EMPTY)
     seq: Raw = field(name="Sequence number", default=EMPTY)
     py_id: Raw = field(name="Python id", default=EMPTY)
     py_parent: Raw = field(name="Python parent id", default=EMPTY)
@@ -413,6 +414,8 @@ class Decoder:
                 row[Col.INPUT_DIMS] = dims.decode() if dims and dims != b"null" else None
                 types = bytes(a.input_types)
                 row[Col.INPUT_TYPES] = types.decode() if types and types != b"null" else None
+                concrete = bytes(a.concrete)
+                row[Col.CONCRETE_INPUTS] = concrete.decode() if concrete and concrete != b"null" else None
                 row[Col.SEQ] = count(self._int(bytes(a.seq)))
             if name == MEMORY_EVENT:
                 row[Col.MEM_ADDR] = count(self._int(bytes(a.mem_addr)))

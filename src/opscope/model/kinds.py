@@ -51,6 +51,7 @@ class Col:
     MEM_RESERVED: Final = "mem_total_reserved"  # "Total Reserved" after the event, bytes
     MEM_DEVICE_TYPE: Final = "mem_device_type"  # "Device Type": the c10 enum (0 CPU, 1 CUDA, 6 HIP, ...)
     MEM_DEVICE_ID: Final = "mem_device_id"  # "Device Id" (-1 for the CPU)
+    CONCRETE_INPUTS: Final = "concrete_inputs"  # JSON text of "Concrete Inputs" (scalar arguments, record_shapes)
 
 
 class Kind:

@@ -61,6 +61,7 @@ COLUMNS: Final[dict[str, pl.DataType]] = {
     Col.MEM_RESERVED: pl.Int64(),
     Col.MEM_DEVICE_TYPE: pl.Int32(),
     Col.MEM_DEVICE_ID: pl.Int32(),
+    Col.CONCRETE_INPUTS: pl.Categorical(),
 }
 
 @functools.cache

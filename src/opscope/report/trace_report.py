@@ -32,6 +32,8 @@ from opscope.model.trace import Trace
 from opscope.report.critical_path_report import critical_path_panel
 from opscope.report.findings_data import report_findings
 from opscope.report.memory_panel import memory_panel
+from opscope.report.efficiency_report import SOURCE as EFFICIENCY_SOURCE
+from opscope.report.efficiency_report import efficiency_report
 from opscope.report.summary_view import summary_data
 from opscope.report.timeline_data import TimelineOptions as LaneOptions
 from opscope.report.timeline_data import pack_timeline
@@ -51,6 +53,7 @@ SOURCES = {
     "findings": "analysis/rules/ (as opscope advise; docs/advice.md)",
     "critical_path": "analysis/critical_path/ (as opscope critical-path) + report/critical_path_report.py",
     "memory": "analysis/memory/summary.py (as opscope memory) + report/memory_panel.py",
+    "efficiency": EFFICIENCY_SOURCE,
 }
 
 
@@ -108,6 +111,7 @@ def trace_report(trace: Trace, options: ReportOptions | None = None) -> dict[str
         "findings": report_findings(trace, linkage, opts.devices, opts.streams),
         "critical_path": critical_path_panel(trace, linkage, act.window.start_ns, strings),
         "memory": memory_panel(trace),
+        "efficiency": efficiency_report(trace, linkage, strings, opts.devices, opts.streams),
         "sources": dict(SOURCES),
         "warnings": list(trace.meta.warnings),
         "strings": strings.items,

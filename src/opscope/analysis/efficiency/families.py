@@ -1,0 +1,198 @@
+"""The registry op name -> family sizer, and the memory-bound families' sizers (bytes read + written, no
+FLOPs). GEMM, convolution and attention sizers live in gemm.py, conv.py and attention.py. An op not in
+`FAMILIES` is unsized ("no model for this op"), never guessed. Formulas: docs/efficiency.md.
+"""
+
+from __future__ import annotations
+
+import math
+
+from opscope.analysis.efficiency import attention, conv, gemm
+from opscope.analysis.efficiency.cost import COMPUTE_FAMILIES, Args, Concrete, Cost, Sizer, Unsized, arg, need
+from opscope.analysis.efficiency.shapes import broadcast
+
+__all__ = ["COMPUTE_FAMILIES", "FAMILIES", "Cost", "Sizer", "Unsized"]
+
+_NO_TENSOR = "no tensor input with a recorded dtype"
+
+
+def elementwise(args: Args, _c: Concrete) -> Cost | Unsized:
+    """Every tensor input read once, the output (their broadcast shape, first input's dtype) written."""
+    ins = [t for t in args if t is not None]
+    if not ins:
+        return Unsized(_NO_TENSOR)
+    shape = broadcast(*(t.shape for t in ins))
+    if shape is None:
+        return Unsized("input shapes do not broadcast")
+    return Cost(
+        "elementwise",
+        None,
+        sum(t.nbytes for t in ins) + math.prod(shape) * ins[0].itemsize,
+        ins[0].dtype,
+        "exact",
+    )
+
+
+def write_only(args: Args, _c: Concrete) -> Cost | Unsized:  # fill_, zero_: the tensor is written
+    t = need(args, 0)
+    if t is None:
+        return Unsized(_NO_TENSOR)
+    return Cost("elementwise", None, t[0].nbytes, t[0].dtype, "exact")
+
+
+def same_size(family: str) -> Sizer:
+    """Every tensor input read once, one output the size of the first written (norms, softmax, clone)."""
+
+    def size(args: Args, _c: Concrete) -> Cost | Unsized:
+        ins = [t for t in args if t is not None]
+        if not ins or args[0] is None:
+            return Unsized(_NO_TENSOR)
+        return Cost(family, None, sum(t.nbytes for t in ins) + ins[0].nbytes, ins[0].dtype, "exact")
+
+    return size
+
+
+def copy_(args: Args, _c: Concrete) -> Cost | Unsized:  # (dst, src): read src, write dst
+    t = need(args, 0, 1)
+    if t is None:
+        return Unsized("needs destination and source tensors")
+    return Cost("copy", None, t[0].nbytes + t[1].nbytes, t[0].dtype, "exact")
+
+
+def reduction(args: Args, c: Concrete) -> Cost | Unsized:
+    """(x, dim?, keepdim?, ...): x read, the reduced output written. `dim` (a list; [] or absent: every dim)
+    is a Concrete Input: without Concrete Inputs the output is not counted (an estimate)."""
+    t = need(args, 0)
+    if t is None:
+        return Unsized(_NO_TENSOR)
+    x = t[0]
+    if c is None:
+        return Cost(
+            "reduction",
+            None,
+            x.nbytes,
+            x.dtype,
+            "estimate",
+            "output not counted: the reduced dims are not recorded (Concrete Inputs)",
+        )
+    dims = arg(c, 1)
+    rank = len(x.shape)
+    if isinstance(dims, int) and not isinstance(dims, bool):
+        dims = [dims]
+    if not isinstance(dims, list) or not dims:
+        kept = 1  # no dim list: every dim reduced
+    elif all(isinstance(d, int) and -rank <= d < rank for d in dims):
+        gone = {d % rank for d in dims if isinstance(d, int)}
+        kept = math.prod(s for i, s in enumerate(x.shape) if i not in gone)
+    else:
+        return Unsized("reduced dims out of range")
+    return Cost("reduction", None, x.nbytes + kept * x.itemsize, x.dtype, "exact")
+
+
+_ELEMENTWISE = [
+    "abs",
+    "add",
+    "add_",
+    "addcdiv",
+    "addcdiv_",
+    "addcmul",
+    "addcmul_",
+    "clamp",
+    "clamp_",
+    "clamp_min",
+    "clamp_min_",
+    "clamp_max",
+    "clamp_max_",
+    "cos",
+    "div",
+    "div_",
+    "eq",
+    "exp",
+    "exp_",
+    "ge",
+    "gelu",
+    "gelu_",
+    "gelu_backward",
+    "gt",
+    "hardswish",
+    "le",
+    "leaky_relu",
+    "log",
+    "lt",
+    "maximum",
+    "minimum",
+    "mul",
+    "mul_",
+    "ne",
+    "neg",
+    "pow",
+    "relu",
+    "relu_",
+    "rsqrt",
+    "rsqrt_",
+    "sigmoid",
+    "sigmoid_",
+    "sigmoid_backward",
+    "silu",
+    "silu_",
+    "silu_backward",
+    "sin",
+    "sqrt",
+    "sub",
+    "sub_",
+    "tanh",
+    "tanh_",
+    "tanh_backward",
+    "threshold_backward",
+    "where",
+    "lerp_",
+    "masked_fill",
+    "masked_fill_",
+    "reciprocal",
+    "erf",
+]
+_NORM = [
+    "layer_norm",
+    "native_layer_norm",
+    "batch_norm",
+    "native_batch_norm",
+    "cudnn_batch_norm",
+    "_batch_norm_impl_index",
+    "group_norm",
+    "native_group_norm",
+    "rms_norm",
+    "_fused_rms_norm",
+    "instance_norm",
+]
+_SOFTMAX = ("softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax")
+_REDUCTION = ("sum", "mean", "amax", "amin")
+
+
+def _registry() -> dict[str, Sizer]:
+    table: dict[str, Sizer] = {
+        "mm": gemm.mm,
+        "addmm": gemm.addmm,
+        "bmm": gemm.bmm,
+        "baddbmm": gemm.baddbmm,
+        "matmul": gemm.matmul,
+        "linear": gemm.linear,
+        "_scaled_mm": gemm.scaled_mm,
+        "convolution_backward": conv.convolution_backward,
+        "cudnn_convolution_backward": conv.cudnn_convolution_backward,
+        "cudnn_convolution_backward_input": conv.backward_input,
+        "copy_": copy_,
+        "fill_": write_only,
+        "zero_": write_only,
+        "clone": same_size("copy"),
+        "contiguous": same_size("copy"),
+    }
+    table.update({name: conv.forward(positions) for name, positions in conv.CONV_ARGS.items()})
+    table.update({name: attention.sizer(*spec) for name, spec in attention.ATTENTION.items()})
+    table.update(dict.fromkeys(_ELEMENTWISE, elementwise))
+    table.update(dict.fromkeys(_NORM, same_size("norm")))
+    table.update(dict.fromkeys(_SOFTMAX, same_size("softmax")))
+    table.update(dict.fromkeys(_REDUCTION, reduction))
+    return {f"aten::{name}": sizer for name, sizer in table.items()}
+
+
+FAMILIES: dict[str, Sizer] = _registry()

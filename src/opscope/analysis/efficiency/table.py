@@ -1,0 +1,319 @@
+"""The efficiency table: per op (and input shape), FLOPs and bytes per call from `families`, the GPU time the
+`ops` attribution gives the op (kernels launched by it or by any op inside it), and the achieved rates against
+the device's peaks from `peaks`. Definitions: docs/efficiency.md.
+
+Rows: every op the model sizes that has GPU time and is not nested (in every call) inside another sized op
+(`aten::linear` is listed, the `aten::addmm` inside it is not: its kernels are already in linear's time).
+Unsized: every CPU op with kernels of its own (GPU self time) that no sized op encloses and no model sizes,
+with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from opscope.analysis.attribution.linking import OP_KINDS, ROW, Linkage, link
+from opscope.analysis.attribution.nesting import ancestors
+from opscope.analysis.attribution.ops import OpOptions, OpRow, op_stats
+from opscope.analysis.efficiency.families import COMPUTE_FAMILIES, Cost
+from opscope.analysis.efficiency.peaks import GpuPeaks, match_peaks
+from opscope.analysis.efficiency.sizing import size_call, size_ops
+from opscope.model.kinds import Kind
+from opscope.model.schema import Col
+from opscope.model.trace import Trace
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass(frozen=True)
+class EfficiencyOptions:
+    by_shape: bool = True
+    top: int = 30  # rows to keep; 0 = all
+    peak_tflops: float | None = None  # overrides the table's compute peak (every dtype)
+    peak_tbps: float | None = None  # overrides the table's memory bandwidth
+    devices: tuple[int, ...] | None = None
+    streams: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class EfficiencyRow:
+    op: str
+    shape: str | None  # Input Dims JSON without whitespace; None in per-op rows (by_shape off)
+    dtype: str | None
+    family: str
+    calls: int
+    gpu_time_us: float
+    flops_per_call: float | None  # a mean over shapes in per-op rows
+    bytes_per_call: float
+    achieved_tflops: float | None
+    achieved_tbps: float | None
+    intensity_flops_per_byte: float | None
+    peak_tflops: float | None
+    peak_tbps: float | None
+    pct_of_peak_compute: float | None  # percent (0-100)
+    pct_of_peak_bandwidth: float | None
+    bound: str | None  # "compute" | "memory" | None
+    model: str  # "exact" | "estimate"
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class UnsizedRow:
+    op: str
+    shape: str | None
+    calls: int
+    gpu_time_us: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    path: str
+    device: str | None  # the deviceProperties name the peaks were matched on
+    peaks: GpuPeaks | None  # the matched table entry (None: unknown GPU)
+    peak_tflops_override: float | None
+    peak_tbps_override: float | None
+    rows: tuple[EfficiencyRow, ...]
+    unsized: tuple[UnsizedRow, ...]
+    total_rows: int
+    gpu_time_ns: int  # all selected GPU activity
+    sized_gpu_time_ns: int  # of which in the rows (all rows, not only the top)
+    unsized_gpu_time_ns: int
+    options: EfficiencyOptions
+    warnings: tuple[str, ...] = field(default=())
+
+    def to_polars(self) -> pl.DataFrame:
+        """The rows as a DataFrame (one column per field of `EfficiencyRow`)."""
+        schema = {name: _POLARS_TYPES[kind] for name, kind in EfficiencyRow.__annotations__.items()}
+        return pl.DataFrame([asdict(r) for r in self.rows], schema=schema, orient="row")
+
+    def to_pandas(self) -> pd.DataFrame:
+        return self.to_polars().to_pandas()
+
+
+_POLARS_TYPES: dict[str, Any] = {
+    "str": pl.String,
+    "str | None": pl.String,
+    "int": pl.Int64,
+    "float": pl.Float64,
+    "float | None": pl.Float64,
+}
+
+
+def _device(trace: Trace, options: EfficiencyOptions) -> tuple[str | None, GpuPeaks | None, list[str]]:
+    devices = [d for d in trace.meta.devices if options.devices is None or d.id in options.devices]
+    names = list(dict.fromkeys(d.name for d in devices if d.name and d.name != "unknown"))
+    if not names:
+        return None, None, []
+    warnings = (
+        [f"several GPU models in the trace ({', '.join(names)}): peaks of the first"]
+        if len(names) > 1
+        else []
+    )
+    return names[0], match_peaks(names[0]), warnings
+
+
+def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The op scopes (row, name, whitespace-free input_dims, input_types, concrete_inputs) and their
+    (row, ancestor) pairs."""
+    scopes = linked.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS))).select(
+        ROW,
+        pl.col(Col.NAME).cast(pl.String),
+        pl.col(Col.INPUT_DIMS).cast(pl.String).str.replace_all(r"\s+", ""),
+        "op_parent_row",
+    )
+    types = (
+        trace.lazy()
+        .with_row_index(ROW)
+        .select(
+            pl.col(ROW).cast(pl.Int64),
+            pl.col(Col.INPUT_TYPES).cast(pl.String),
+            pl.col(Col.CONCRETE_INPUTS).cast(pl.String),
+        )
+        .collect()
+    )
+    scopes = scopes.join(types, on=ROW, how="left")
+    pairs = ancestors(scopes.select(ROW, "op_parent_row"), up="op_parent_row").filter(pl.col("level") > 0)
+    return scopes, pairs
+
+
+def _nested(scopes: pl.DataFrame, pairs: pl.DataFrame, sized: pl.DataFrame) -> set[tuple[str, str | None]]:
+    """The (name, input_dims) whose every call has a sized op among its enclosing ops."""
+    keyed = scopes.select(pl.col(ROW).alias("ancestor"), Col.NAME, Col.INPUT_DIMS)
+    inside = (
+        pairs.join(keyed, on="ancestor")
+        .join(sized, on=[Col.NAME, Col.INPUT_DIMS], nulls_equal=True)
+        .select(ROW)
+        .unique()
+        .with_columns(pl.lit(True).alias("_nested"))
+    )
+    table = (
+        scopes.join(inside, on=ROW, how="left")
+        .group_by(Col.NAME, Col.INPUT_DIMS)
+        .agg(pl.col("_nested").fill_null(False).all().alias("nested"))
+        .filter(pl.col("nested"))
+    )
+    return {(r[Col.NAME], r[Col.INPUT_DIMS]) for r in table.iter_rows(named=True)}
+
+
+def efficiency(
+    trace: Trace, options: EfficiencyOptions | None = None, linkage: Linkage | None = None
+) -> Efficiency:
+    """FLOP/s, bytes/s and percent of peak per op (and shape) of `trace`: see the module doc."""
+    opts = options or EfficiencyOptions()
+    linked = linkage or link(trace)
+    stats = op_stats(
+        trace, OpOptions(by_shape=True, top=0, devices=opts.devices, streams=opts.streams), linked
+    )
+    scopes, pairs = _scopes(trace, linked)
+    costs = size_ops(scopes)
+    sized_keys = pl.DataFrame(
+        [k for k, c in costs.items() if isinstance(c, Cost)],
+        schema={Col.NAME: pl.String, Col.INPUT_DIMS: pl.String},
+        orient="row",
+    )
+    nested = _nested(scopes, pairs, sized_keys)
+
+    device, peaks, warnings = _device(trace, opts)
+    sized: list[tuple[OpRow, Cost]] = []
+    unsized: list[UnsizedRow] = []
+    for r in stats.rows:
+        key = (r.name, r.input_dims)
+        if key in nested or r.gpu_total_ns <= 0:
+            continue
+        cost = costs.get(key) or size_call(r.name, r.input_dims, None, None)
+        if isinstance(cost, Cost):
+            sized.append((r, cost))
+        elif r.kind == Kind.CPU_OP and r.gpu_self_ns > 0:
+            unsized.append(UnsizedRow(r.name, r.input_dims, r.calls, r.gpu_total_ns / 1e3, cost.reason))
+    rows = _rows(sized, opts, peaks)
+    rows.sort(key=lambda x: (-x.gpu_time_us, x.op, x.shape or ""))
+    if not opts.by_shape:
+        unsized = _merge_unsized(unsized)
+    unsized.sort(key=lambda x: (-x.gpu_time_us, x.op, x.shape or ""))
+    keep = slice(None) if opts.top <= 0 else slice(opts.top)
+    sized_ns = sum(r.gpu_total_ns for r, _ in sized)
+    return Efficiency(
+        path=trace.path,
+        device=device,
+        peaks=peaks,
+        peak_tflops_override=opts.peak_tflops,
+        peak_tbps_override=opts.peak_tbps,
+        rows=tuple(rows[keep]),
+        unsized=tuple(unsized[keep]),
+        total_rows=len(rows),
+        gpu_time_ns=stats.gpu_time_ns,
+        sized_gpu_time_ns=sized_ns,
+        unsized_gpu_time_ns=sum(round(u.gpu_time_us * 1e3) for u in unsized),
+        options=opts,
+        warnings=tuple(warnings) + stats.warnings,
+    )
+
+
+def _merge_unsized(rows: list[UnsizedRow]) -> list[UnsizedRow]:
+    merged: dict[str, UnsizedRow] = {}
+    for u in rows:
+        prev = merged.get(u.op)
+        merged[u.op] = UnsizedRow(
+            u.op,
+            None,
+            u.calls + (prev.calls if prev else 0),
+            u.gpu_time_us + (prev.gpu_time_us if prev else 0.0),
+            prev.reason if prev else u.reason,
+        )
+    return list(merged.values())
+
+
+def _rows(
+    sized: list[tuple[OpRow, Cost]], opts: EfficiencyOptions, peaks: GpuPeaks | None
+) -> list[EfficiencyRow]:
+    groups: dict[tuple[str, str | None], list[tuple[OpRow, Cost]]] = {}
+    for r, c in sized:
+        groups.setdefault((r.name, r.input_dims if opts.by_shape else None), []).append((r, c))
+    out = []
+    for (name, shape), members in groups.items():
+        calls = sum(r.calls for r, _ in members)
+        gpu_ns = sum(r.gpu_total_ns for r, _ in members)
+        costs = [c for _, c in members]
+        dtypes = {c.dtype for c in costs}
+        flops = (
+            None
+            if any(c.flops is None for c in costs)
+            else sum(c.flops * r.calls for r, c in members if c.flops is not None)
+        )
+        nbytes = sum(c.bytes * r.calls for r, c in members)
+        out.append(
+            _row(
+                name,
+                shape,
+                dtypes.pop() if len(dtypes) == 1 else "mixed",
+                costs[0].family,
+                calls,
+                gpu_ns,
+                flops,
+                nbytes,
+                "estimate" if any(c.model == "estimate" for c in costs) else "exact",
+                costs[0].note,
+                opts,
+                peaks,
+            )
+        )
+    return out
+
+
+def _row(
+    name: str,
+    shape: str | None,
+    dtype: str,
+    family: str,
+    calls: int,
+    gpu_ns: int,
+    flops: float | None,
+    nbytes: float,
+    model: str,
+    note: str,
+    opts: EfficiencyOptions,
+    peaks: GpuPeaks | None,
+) -> EfficiencyRow:
+    """One row from totals over its calls: achieved = total FLOPs (bytes) / GPU time."""
+    seconds = gpu_ns / 1e9
+    compute = family in COMPUTE_FAMILIES and flops is not None
+    peak_tflops = opts.peak_tflops or (peaks.tflops_for(dtype) if peaks else None)
+    peak_tflops = peak_tflops if compute else None
+    peak_tbps = opts.peak_tbps or (peaks.bandwidth_tbps if peaks else None)
+    tflops = flops / seconds / 1e12 if compute and flops is not None else None
+    tbps = nbytes / seconds / 1e12
+    intensity = flops / nbytes if compute and flops is not None and nbytes else None
+    if not compute:
+        bound: str | None = "memory"
+    elif intensity is not None and peak_tflops and peak_tbps:
+        bound = "compute" if intensity >= peak_tflops / peak_tbps else "memory"
+    else:
+        bound = None
+    pct_compute = 100 * tflops / peak_tflops if tflops is not None and peak_tflops else None
+    if model == "estimate" and pct_compute is not None and pct_compute > 100:
+        note = f"{note}; above 100% of peak, so the estimate's assumption does not hold for this op"
+    return EfficiencyRow(
+        op=name,
+        shape=shape,
+        dtype=dtype,
+        family=family,
+        calls=calls,
+        gpu_time_us=gpu_ns / 1e3,
+        flops_per_call=flops / calls if flops is not None else None,
+        bytes_per_call=nbytes / calls,
+        achieved_tflops=tflops,
+        achieved_tbps=tbps,
+        intensity_flops_per_byte=intensity,
+        peak_tflops=peak_tflops,
+        peak_tbps=peak_tbps,
+        pct_of_peak_compute=pct_compute,
+        pct_of_peak_bandwidth=100 * tbps / peak_tbps if peak_tbps else None,
+        bound=bound,
+        model=model,
+        note=note,
+    )

@@ -1,0 +1,1 @@
+"""Data files shipped with opscope (the GPU peak table)."""

@@ -1,0 +1,70 @@
+/* Efficiency view: a roofline (GEMM / convolution / attention ops as points, sized by GPU time, against the
+   device's bandwidth and compute roofs) and the efficiency table of every sized op. Data: D.efficiency. */
+"use strict";
+
+(function () {
+  const { D, S, el, fmtUs, fmtInt, table, chart, tipHtml, shortName, colorOf } = OPS;
+  const E = D.efficiency;
+  if (!E) return;
+  const facts = document.getElementById("efficiency-facts");
+  const P = E.peaks;
+  const device = P ? `${E.device} → ${P.name} (${P.source})` : `${E.device || "no device recorded"}: not in the peak table, no roofs or percentages`;
+  for (const [k, v] of [["device", device], ["sized ops", `${fmtUs(E.sized_gpu_time_us)} of ${fmtUs(E.gpu_time_us)} GPU time`]]) {
+    const span = el("span", null, k + ": "); span.append(el("b", { "data-fact": k }, v)); facts.append(span);
+  }
+  const fmt = (v, d) => (v === null || v === undefined ? "—" : Number(v).toFixed(d));
+  const points = E.rows.filter((r) => r.achieved_tflops !== null && r.intensity_flops_per_byte > 0);
+  if (!points.length) {
+    OPS.empty("efficiency-chart", E.rows.length ? "No GEMM, convolution or attention op to place on the roofline."
+      : "No op could be sized (the trace needs record_shapes=True).");
+  } else {
+    const maxT = Math.max(...points.map((r) => r.gpu_time_us));
+    const xs = points.map((r) => r.intensity_flops_per_byte);
+    let lo = Math.min(...xs) / 4, hi = Math.max(...xs) * 4;
+    const series = [{
+      name: "ops", type: "scatter",
+      data: points.map((r) => ({ value: [r.intensity_flops_per_byte, r.achieved_tflops],
+        symbolSize: 6 + 34 * Math.sqrt(r.gpu_time_us / maxT), itemStyle: { color: colorOf(r.family === "conv" ? "convolution" : r.family), opacity: 0.75 } })),
+      tooltip: { formatter: (p) => { const r = points[p.dataIndex];
+        return tipHtml(S(r.op), [["shape", r.shape || "—"], ["dtype", r.dtype], ["GPU time", fmtUs(r.gpu_time_us)], ["calls", fmtInt(r.calls)],
+          ["TFLOP/s", fmt(r.achieved_tflops, 2)], ["% of peak", fmt(r.pct_of_peak_compute, 1)], ["FLOP/byte", fmt(r.intensity_flops_per_byte, 1)],
+          ["bound", r.bound || "—"], ["model", r.model]]); } },
+    }];
+    if (P && P.bandwidth_tbps) {  // roofs: min(peak, bandwidth x intensity), one per dtype present
+      const dtypes = [...new Set(points.map((r) => r.dtype))].filter((d) => P.tflops[d]);
+      for (const d of dtypes) { lo = Math.min(lo, P.tflops[d] / P.bandwidth_tbps / 8); hi = Math.max(hi, P.tflops[d] / P.bandwidth_tbps * 8); }
+      for (const d of dtypes) {
+        const ridge = P.tflops[d] / P.bandwidth_tbps;
+        series.push({ name: `${d} roof`, type: "line", symbol: "none", silent: true, lineStyle: { width: 1.5 },
+          data: [[lo, P.bandwidth_tbps * lo], [ridge, P.tflops[d]], [hi, P.tflops[d]]] });
+      }
+    }
+    lo = 10 ** Math.floor(Math.log10(lo)); hi = 10 ** Math.ceil(Math.log10(hi));  // whole decades
+    for (const s of series.slice(1)) { s.data[0] = [lo, P.bandwidth_tbps * lo]; s.data[2][0] = hi; }
+    chart("efficiency-chart", {
+      legend: { top: 0 }, grid: { left: 70, right: 30, top: 36, bottom: 50 }, tooltip: { trigger: "item" },
+      xAxis: { type: "log", name: "FLOP / byte", nameLocation: "middle", nameGap: 28, min: lo, max: hi },
+      yAxis: { type: "log", name: "TFLOP/s" },
+      series,
+    });
+  }
+  table(document.getElementById("efficiency-table"), [
+    { key: "op", label: "Op", kind: "name", get: (r) => S(r.op) },
+    { key: "shape", label: "Shape", kind: "text", get: (r) => shortName(r.shape || "—", 60) },
+    { key: "dtype", label: "dtype", kind: "text" },
+    { key: "calls", label: "Calls", kind: "int" },
+    { key: "gpu_time_us", label: "GPU time", kind: "us" },
+    { key: "achieved_tflops", label: "TFLOP/s", kind: "float" },
+    { key: "pct_of_peak_compute", label: "% peak FLOP/s", kind: "float" },
+    { key: "achieved_tbps", label: "TB/s", kind: "float" },
+    { key: "pct_of_peak_bandwidth", label: "% peak BW", kind: "float" },
+    { key: "bound", label: "Bound", kind: "text", get: (r) => r.bound || "—" },
+    { key: "model", label: "Model", kind: "text" },
+  ], E.rows, { id: "efficiency-rows", sortKey: "gpu_time_us", sortDir: -1 });
+  if (E.unsized.length) {
+    const note = el("p", { class: "note", id: "efficiency-unsized" },
+      `Not sized (no model or no shapes; never guessed): ${E.unsized.slice(0, 8).map((u) => `${S(u.op)} (${fmtUs(u.gpu_time_us)}: ${u.reason})`).join("; ")}` +
+      (E.unsized.length > 8 ? `; ${E.unsized.length - 8} more` : "") + ". Definitions: docs/efficiency.md.");
+    document.getElementById("efficiency-table").after(note);
+  }
+})();

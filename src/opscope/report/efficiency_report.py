@@ -1,0 +1,53 @@
+"""The HTML report's efficiency view (`efficiency` key of `opscope.report/1`): the rows of `opscope
+efficiency` (op names through the report's string table) and the device's roofs, which report/assets/
+efficiency.js draws as a roofline (compute-family ops as points sized by GPU time) and a table."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from opscope.analysis.attribution.linking import Linkage
+from opscope.analysis.efficiency.peaks import DTYPE_COLUMNS
+from opscope.analysis.efficiency.table import EfficiencyOptions, efficiency
+from opscope.model.trace import Trace
+from opscope.report.efficiency_view import row_data
+
+SOURCE = "analysis/efficiency/ (as opscope efficiency)"
+
+
+def efficiency_report(
+    trace: Trace,
+    linkage: Linkage,
+    strings: Callable[[str | None], int],
+    devices: tuple[int, ...] | None = None,
+    streams: tuple[int, ...] | None = None,
+    max_rows: int = 500,
+) -> dict[str, Any]:
+    result = efficiency(trace, EfficiencyOptions(top=max_rows, devices=devices, streams=streams), linkage)
+    peaks = result.peaks
+    return {
+        "device": result.device,
+        "peaks": None
+        if peaks is None
+        else {
+            "name": peaks.name,
+            "source": peaks.source,
+            "bandwidth_tbps": peaks.bandwidth_tbps,
+            "tflops": {c: peaks.tflops[c] for c in DTYPE_COLUMNS if peaks.tflops[c] is not None},
+        },
+        "rows": [{**row_data(r), "op": strings(r.op)} for r in result.rows],
+        "rows_total": result.total_rows,
+        "unsized": [
+            {
+                "op": strings(u.op),
+                "shape": u.shape,
+                "calls": u.calls,
+                "gpu_time_us": round(u.gpu_time_us, 3),
+                "reason": u.reason,
+            }
+            for u in result.unsized
+        ],
+        "gpu_time_us": round(result.gpu_time_ns / 1e3, 3),
+        "sized_gpu_time_us": round(result.sized_gpu_time_ns / 1e3, 3),
+    }

@@ -1,0 +1,179 @@
+"""`Efficiency` -> `Document` (and the stable `opscope.efficiency/1` JSON payload)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opscope.analysis.efficiency.table import Efficiency, EfficiencyRow
+from opscope.report.document import FLOAT, INT, MS, NAME, TEXT, Column, Document, Table
+from opscope.report.linking_view import us
+
+SCHEMA = "opscope.efficiency/1"
+
+
+def _r(value: float | None, digits: int = 6) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def row_data(r: EfficiencyRow) -> dict[str, Any]:
+    return {
+        "op": r.op,
+        "shape": r.shape,
+        "dtype": r.dtype,
+        "calls": r.calls,
+        "gpu_time_us": round(r.gpu_time_us, 3),
+        "flops_per_call": r.flops_per_call,
+        "bytes_per_call": r.bytes_per_call,
+        "achieved_tflops": _r(r.achieved_tflops),
+        "achieved_tbps": _r(r.achieved_tbps),
+        "intensity_flops_per_byte": _r(r.intensity_flops_per_byte, 3),
+        "peak_tflops": r.peak_tflops,
+        "peak_tbps": r.peak_tbps,
+        "pct_of_peak_compute": _r(r.pct_of_peak_compute, 3),
+        "pct_of_peak_bandwidth": _r(r.pct_of_peak_bandwidth, 3),
+        "bound": r.bound,
+        "model": r.model,
+        "family": r.family,
+        "note": r.note,
+    }
+
+
+def efficiency_data(result: Efficiency) -> dict[str, Any]:
+    peaks = result.peaks
+    return {
+        "schema": SCHEMA,
+        "trace": {"path": result.path},
+        "device": {
+            "name": result.device,
+            "peaks": peaks.name if peaks else None,
+            "source": peaks.source if peaks else None,
+            "peak_tflops_override": result.peak_tflops_override,
+            "peak_tbps_override": result.peak_tbps_override,
+        },
+        "by_shape": result.options.by_shape,
+        "totals": {
+            "gpu_time_us": us(result.gpu_time_ns),
+            "sized_gpu_time_us": us(result.sized_gpu_time_ns),
+            "unsized_gpu_time_us": us(result.unsized_gpu_time_ns),
+            "rows": result.total_rows,
+        },
+        "rows": [row_data(r) for r in result.rows],
+        "unsized": [
+            {
+                "op": u.op,
+                "shape": u.shape,
+                "calls": u.calls,
+                "gpu_time_us": round(u.gpu_time_us, 3),
+                "reason": u.reason,
+            }
+            for u in result.unsized
+        ],
+        "warnings": list(result.warnings),
+    }
+
+
+def efficiency_columns(by_shape: bool) -> tuple[Column, ...]:
+    """Terminal / Markdown / CSV columns; the keys name the CSV header (units in the names)."""
+    shape = (Column("shape", "Shape", NAME),) if by_shape else ()
+    return (
+        Column("op", "Op", NAME),
+        *shape,
+        Column("dtype", "dtype", TEXT),
+        Column("calls", "Calls", INT),
+        Column("gpu_time", "GPU ms", MS),
+        Column("achieved_tflops", "TFLOP/s", FLOAT),
+        Column("pct_of_peak_compute", "%pk", FLOAT),
+        Column("achieved_tbps", "TB/s", FLOAT),
+        Column("pct_of_peak_bandwidth", "%BW", FLOAT),
+        Column("bound", "bound", TEXT),
+        Column("model", "model", TEXT),
+    )
+
+
+def efficiency_cells(r: EfficiencyRow) -> dict[str, Any]:
+    return {
+        "op": r.op,
+        "shape": r.shape,
+        "dtype": r.dtype,
+        "calls": r.calls,
+        "gpu_time": round(r.gpu_time_us * 1e3),
+        "achieved_tflops": r.achieved_tflops,
+        "pct_of_peak_compute": r.pct_of_peak_compute,
+        "achieved_tbps": r.achieved_tbps,
+        "pct_of_peak_bandwidth": r.pct_of_peak_bandwidth,
+        "bound": r.bound,
+        "model": r.model,
+    }
+
+
+def efficiency_document(result: Efficiency) -> Document:
+    by_shape = result.options.by_shape
+    rows = tuple(efficiency_cells(r) for r in result.rows)
+    hidden = result.total_rows - len(result.rows)
+    footer = (f"{hidden:,} more rows (--top 0 shows all)",) if hidden > 0 else ()
+    tables = [Table("efficiency", "", efficiency_columns(by_shape), rows, footer)]
+    if result.unsized:
+        tables.append(
+            Table(
+                "unsized",
+                "Ops the model cannot size (not guessed)",
+                (
+                    Column("op", "Op", NAME),
+                    *((Column("shape", "Shape", NAME),) if by_shape else ()),
+                    Column("calls", "Calls", INT),
+                    Column("gpu_time", "GPU ms", MS),
+                    Column("reason", "Why", TEXT),
+                ),
+                tuple(
+                    {
+                        "op": u.op,
+                        "shape": u.shape,
+                        "calls": u.calls,
+                        "gpu_time": round(u.gpu_time_us * 1e3),
+                        "reason": u.reason,
+                    }
+                    for u in result.unsized
+                ),
+            )
+        )
+    peaks = result.peaks
+    if peaks:
+        device = f"{result.device} -> {peaks.name} ({peaks.source})"
+    else:
+        device = f"{result.device or 'not recorded'}: not in the peak table, no percentages of peak"
+    facts: list[tuple[str, str]] = [("trace", result.path), ("device", device)]
+    if result.peak_tflops_override or result.peak_tbps_override:
+        facts.append(
+            (
+                "peaks given",
+                f"{result.peak_tflops_override or '-'} TFLOP/s, {result.peak_tbps_override or '-'} TB/s",
+            )
+        )
+    gpu = result.gpu_time_ns or 1
+    facts.append(
+        (
+            "GPU time",
+            f"{result.gpu_time_ns / 1e6:,.3f} ms; sized ops {result.sized_gpu_time_ns / 1e6:,.3f}"
+            f" ms ({100 * result.sized_gpu_time_ns / gpu:.1f}%), unsized ops "
+            f"{result.unsized_gpu_time_ns / 1e6:,.3f} ms",
+        )
+    )
+    notes = [
+        "%pk, %BW: percent of the peak FLOP/s and memory bandwidth. GPU ms: kernels launched by the op or inside it (as in `opscope ops`). TFLOP/s = FLOPs per call x "
+        "calls / GPU time. Bound: the roofline side (intensity against peak FLOP/s / peak bandwidth). "
+        "FLOPs and bytes per call, and what an estimate assumed: --format json. Definitions: docs/efficiency.md."
+    ]
+    if not result.rows:
+        notes.insert(
+            0,
+            "No op could be sized: the model needs CPU ops with record_shapes (Input Dims, Input type) "
+            "that launched GPU work; Nsight Systems and rocprof traces carry no operator shapes.",
+        )
+    notes.extend(f"warning: {w}" for w in result.warnings)
+    return Document(
+        title="Efficiency per operator" + (" and input shape" if by_shape else ""),
+        data=efficiency_data(result),
+        facts=tuple(facts),
+        tables=tuple(tables),
+        notes=tuple(notes),
+    )
