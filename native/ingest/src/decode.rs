@@ -49,7 +49,8 @@ impl Stats {
 }
 
 struct Columns {
-    text: Vec<StringDictionaryBuilder<Int32Type>>, // ph, cat, name, pid, tid, input_dims, input_types, label
+    // ph, cat, name, pid, tid, input_dims, input_types, label, hlo_op, hlo_module, name_stack
+    text: Vec<StringDictionaryBuilder<Int32Type>>,
     kind: Vec<i32>,
     i64s: Vec<Int64Builder>, // by position in I64_COLS
     i32s: Vec<Int32Builder>,
@@ -57,7 +58,7 @@ struct Columns {
     bandwidth: Float64Builder,
 }
 
-const TEXT_COLS: [usize; 8] = [
+const TEXT_COLS: [usize; 11] = [
     col::PH,
     col::CAT,
     col::NAME,
@@ -66,8 +67,11 @@ const TEXT_COLS: [usize; 8] = [
     col::INPUT_DIMS,
     col::INPUT_TYPES,
     col::LABEL,
+    col::HLO_OP,
+    col::HLO_MODULE,
+    col::NAME_STACK,
 ];
-const I64_COLS: [usize; 11] = [
+const I64_COLS: [usize; 13] = [
     col::TS_NS,
     col::DUR_NS,
     col::STREAM,
@@ -79,6 +83,8 @@ const I64_COLS: [usize; 11] = [
     col::PY_ID,
     col::PY_PARENT_ID,
     col::SEQ,
+    col::PROGRAM_ID,
+    col::STEP_NUM,
 ];
 const I32_COLS: [usize; 8] = [
     col::DEVICE,
@@ -98,9 +104,9 @@ fn slot(cols: &[usize], c: usize) -> usize {
 
 /// One row's values before they go into the builders.
 struct Row<'a> {
-    text: [Option<Cow<'a, str>>; 8],
+    text: [Option<Cow<'a, str>>; 11],
     kind: i32,
-    i64s: [Option<i64>; 11],
+    i64s: [Option<i64>; 13],
     i32s: [Option<i32>; 8],
     f32s: [Option<f32>; 3],
     bandwidth: Option<f64>,
@@ -337,6 +343,30 @@ fn either<'a>(args: &Args<'a>, key: Arg, old: Arg) -> Option<&'a RawValue> {
     }
 }
 
+/// A string arg as text: null / absent give None, another type is counted as the wrong type.
+fn arg_text<'a>(raw: Option<&'a RawValue>, stats: &mut Stats) -> Option<Cow<'a, str>> {
+    match classify(raw) {
+        Val::Str(s) => Some(s),
+        Val::Null => None,
+        _ => {
+            stats.wrong_type += 1;
+            None
+        }
+    }
+}
+
+/// XLA / JAX args (JAX's trace.json): `hlo_op`, `hlo_module`, `program_id`, `step_num`, and `name` as the
+/// JAX name stack on events that name an HLO op (elsewhere `name` is not read).
+fn xla_fields<'a>(row: &mut Row<'a>, args: &Args<'a>, stats: &mut Stats) {
+    row.text[8] = arg_text(args.get(Arg::HloOp), stats);
+    row.text[9] = arg_text(args.get(Arg::HloModule), stats);
+    if row.text[8].is_some() {
+        row.text[10] = arg_text(args.get(Arg::Name), stats);
+    }
+    row.i64s[slot(&I64_COLS, col::PROGRAM_ID)] = count(int_of(args.get(Arg::ProgramId)), stats);
+    row.i64s[slot(&I64_COLS, col::STEP_NUM)] = count(int_of(args.get(Arg::StepNum)), stats);
+}
+
 fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
     let ph = text_of(&ev.ph, stats);
     let cat = text_of(&ev.cat, stats);
@@ -348,9 +378,9 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
         k = kind::METADATA;
     }
     let mut row = Row {
-        text: [ph, cat, name, pid, tid, None, None, None],
+        text: [ph, cat, name, pid, tid, None, None, None, None, None, None],
         kind: k,
-        i64s: [None; 11],
+        i64s: [None; 13],
         i32s: [None; 8],
         f32s: [None; 3],
         bandwidth: None,
@@ -404,6 +434,7 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
             col::CORRELATION,
             count(int_of(args.get(Arg::Correlation)), stats),
         );
+        xla_fields(&mut row, args, stats);
         if !launch {
             set64(
                 &mut row,

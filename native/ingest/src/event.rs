@@ -99,9 +99,13 @@ pub enum Arg {
     PythonId,
     PythonParentId,
     Name,
+    HloOp,
+    HloModule,
+    ProgramId,
+    StepNum,
 }
 
-pub const N_ARGS: usize = 21;
+pub const N_ARGS: usize = 25;
 
 fn arg_of(key: &str) -> Option<Arg> {
     Some(match key {
@@ -126,6 +130,10 @@ fn arg_of(key: &str) -> Option<Arg> {
         "Python id" => Arg::PythonId,
         "Python parent id" => Arg::PythonParentId,
         "name" => Arg::Name,
+        "hlo_op" => Arg::HloOp,
+        "hlo_module" => Arg::HloModule,
+        "program_id" => Arg::ProgramId,
+        "step_num" => Arg::StepNum,
         _ => return None,
     })
 }

@@ -108,6 +108,11 @@ pub mod col {
     pub const PY_PARENT_ID: usize = 29;
     pub const LABEL: usize = 30;
     pub const SEQ: usize = 31;
+    pub const HLO_OP: usize = 32;
+    pub const HLO_MODULE: usize = 33;
+    pub const PROGRAM_ID: usize = 34;
+    pub const NAME_STACK: usize = 35;
+    pub const STEP_NUM: usize = 36;
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -119,7 +124,7 @@ pub enum ColType {
     F64,
 }
 
-pub const COLUMNS: [(&str, ColType); 32] = [
+pub const COLUMNS: [(&str, ColType); 37] = [
     ("ph", ColType::Text),
     ("cat", ColType::Text),
     ("kind", ColType::Text),
@@ -152,6 +157,11 @@ pub const COLUMNS: [(&str, ColType); 32] = [
     ("python_parent_id", ColType::I64),
     ("label", ColType::Text),
     ("sequence", ColType::I64),
+    ("hlo_op", ColType::Text),
+    ("hlo_module", ColType::Text),
+    ("program_id", ColType::I64),
+    ("name_stack", ColType::Text),
+    ("step_num", ColType::I64),
 ];
 
 pub fn arrow_type(t: ColType) -> DataType {

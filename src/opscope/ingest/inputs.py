@@ -7,7 +7,7 @@ from pathlib import Path
 
 from opscope.errors import InputError
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".csv", ".csv.gz", ".json.xz")
+TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".csv", ".csv.gz", ".json.xz", ".xplane.pb")
 DEFAULT_DIR = "trace_logs"
 
 

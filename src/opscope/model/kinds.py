@@ -44,6 +44,11 @@ class Col:
     PY_PARENT_ID: Final = "python_parent_id"  # with_stack: "Python parent id"
     LABEL: Final = "label"  # args.name of metadata events (process / thread names)
     SEQ: Final = "sequence"  # "Sequence number" (autograd forward/backward pairing)
+    HLO_OP: Final = "hlo_op"  # XLA: the HLO instruction an event ran for (fusion.3, custom-call.1, ...)
+    HLO_MODULE: Final = "hlo_module"  # XLA: the HLO module (compiled program) it belongs to (jit_step, ...)
+    PROGRAM_ID: Final = "program_id"  # XLA: the compiled program's id
+    NAME_STACK: Final = "name_stack"  # JAX name stack of the HLO op (jit(loss)/jvp()/dot_general)
+    STEP_NUM: Final = "step_num"  # step number of a step marker (jax.profiler.StepTraceAnnotation step_num)
 
 
 class Kind:

@@ -55,6 +55,11 @@ COLUMNS: Final[dict[str, pl.DataType]] = {
     Col.PY_PARENT_ID: pl.Int64(),
     Col.LABEL: pl.Categorical(),
     Col.SEQ: pl.Int64(),
+    Col.HLO_OP: pl.Categorical(),
+    Col.HLO_MODULE: pl.Categorical(),
+    Col.PROGRAM_ID: pl.Int64(),
+    Col.NAME_STACK: pl.Categorical(),
+    Col.STEP_NUM: pl.Int64(),
 }
 
 @functools.cache
