@@ -432,7 +432,10 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
         set64(
             &mut row,
             col::CORRELATION,
-            count(int_of(args.get(Arg::Correlation)), stats),
+            count(
+                int_of(either(args, Arg::Correlation, Arg::CorrelationId)),
+                stats,
+            ),
         );
         xla_fields(&mut row, args, stats);
         if !launch {

@@ -103,9 +103,10 @@ pub enum Arg {
     HloModule,
     ProgramId,
     StepNum,
+    CorrelationId,
 }
 
-pub const N_ARGS: usize = 25;
+pub const N_ARGS: usize = 26;
 
 fn arg_of(key: &str) -> Option<Arg> {
     Some(match key {
@@ -134,6 +135,7 @@ fn arg_of(key: &str) -> Option<Arg> {
         "hlo_module" => Arg::HloModule,
         "program_id" => Arg::ProgramId,
         "step_num" => Arg::StepNum,
+        "correlation_id" => Arg::CorrelationId,
         _ => return None,
     })
 }

@@ -65,6 +65,7 @@ class RawArgs(msgspec.Struct, gc=False):
     hlo_module: Raw = EMPTY
     program_id: Raw = EMPTY
     step_num: Raw = EMPTY
+    correlation_id: Raw = EMPTY
 
 
 _EVENTS = msgspec.json.Decoder(list[RawEvent])
@@ -401,7 +402,7 @@ class Decoder:
                 self.stats["wrong_type"] += 1
         else:
             row[Col.EXTERNAL_ID] = count(self._int(_either(a.external_id, a.external_id_old)))
-            row[Col.CORRELATION] = count(self._int(bytes(a.correlation)))
+            row[Col.CORRELATION] = count(self._int(_either(a.correlation, a.correlation_id)))
             self._xla_fields(row, a)
             if not launch:
                 row[Col.STREAM] = count(self._int(bytes(a.stream)))

@@ -44,11 +44,24 @@ _INSTANTS = frozenset({"MemoryAllocation", "MemoryDeallocation"})
 _MAX_BYTES = 2**31 - 1  # the protobuf runtime's limit for one message
 
 _TEXT_COLS = (Col.PH, Col.CAT, Col.NAME, Col.PID, Col.TID, Col.HLO_OP, Col.HLO_MODULE, Col.NAME_STACK)
-_INT_COLS = {Col.TS_NS: pa.int64(), Col.DUR_NS: pa.int64(), Col.DEVICE: pa.int32(), Col.STREAM: pa.int64(),
-             Col.CORRELATION: pa.int64(), Col.GRID_X: pa.int32(), Col.GRID_Y: pa.int32(), Col.GRID_Z: pa.int32(),
-             Col.BLOCK_X: pa.int32(), Col.BLOCK_Y: pa.int32(), Col.BLOCK_Z: pa.int32(),
-             Col.REGISTERS: pa.int32(), Col.SHARED_MEMORY: pa.int64(), Col.BYTES: pa.int64(),
-             Col.PROGRAM_ID: pa.int64(), Col.STEP_NUM: pa.int64()}
+_INT_COLS = {
+    Col.TS_NS: pa.int64(),
+    Col.DUR_NS: pa.int64(),
+    Col.DEVICE: pa.int32(),
+    Col.STREAM: pa.int64(),
+    Col.CORRELATION: pa.int64(),
+    Col.GRID_X: pa.int32(),
+    Col.GRID_Y: pa.int32(),
+    Col.GRID_Z: pa.int32(),
+    Col.BLOCK_X: pa.int32(),
+    Col.BLOCK_Y: pa.int32(),
+    Col.BLOCK_Z: pa.int32(),
+    Col.REGISTERS: pa.int32(),
+    Col.SHARED_MEMORY: pa.int64(),
+    Col.BYTES: pa.int64(),
+    Col.PROGRAM_ID: pa.int64(),
+    Col.STEP_NUM: pa.int64(),
+}
 _FLOAT_COLS = {Col.OCCUPANCY_PCT: pa.float32()}
 
 
@@ -63,8 +76,14 @@ def sniff(head: bytes, path: Path) -> bool:
     if pos is None or head[pos : pos + 1] != b"\x12":  # XPlane.name
         return False
     start = _skip_varint(head, pos + 1)
-    return start is not None and head[start : start + 1] in (b"/", b"T") and (
-        head[start : start + 6] in (b"/host:", b"/devic") or head[start : start + 16] == b"Task Environment")
+    return (
+        start is not None
+        and head[start : start + 1] in (b"/", b"T")
+        and (
+            head[start : start + 6] in (b"/host:", b"/devic")
+            or head[start : start + 16] == b"Task Environment"
+        )
+    )
 
 
 def _skip_varint(data: bytes, pos: int) -> int | None:
@@ -94,8 +113,9 @@ def parse_space(path: Path, display: str) -> Any:
     try:
         space.ParseFromString(data)
     except DecodeError:
-        raise InputError(f"{display}: not a valid XSpace protobuf (truncated or damaged xplane.pb; "
-                         f"{len(data):,} bytes)") from None
+        raise InputError(
+            f"{display}: not a valid XSpace protobuf (truncated or damaged xplane.pb; {len(data):,} bytes)"
+        ) from None
     if not space.planes:
         raise InputError(f"{display}: an XSpace protobuf without planes (nothing was profiled)")
     return space
@@ -151,8 +171,10 @@ def _details(text: Any) -> dict[str, str]:
 
 
 def _launch_config(row: dict[str, Any], details: dict[str, str]) -> None:
-    for key, cols in (("grid", (Col.GRID_X, Col.GRID_Y, Col.GRID_Z)),
-                      ("block", (Col.BLOCK_X, Col.BLOCK_Y, Col.BLOCK_Z))):
+    for key, cols in (
+        ("grid", (Col.GRID_X, Col.GRID_Y, Col.GRID_Z)),
+        ("block", (Col.BLOCK_X, Col.BLOCK_Y, Col.BLOCK_Z)),
+    ):
         parts = details.get(key, "").split(",")
         if len(parts) == 3:
             for col, part in zip(cols, parts):
@@ -184,15 +206,18 @@ def hlo_scopes(launches: list[dict[str, Any]]) -> list[dict[str, Any]]:
             by_thread.setdefault((row[Col.PID], row[Col.TID]), []).append(row)
     for rows in by_thread.values():
         rows.sort(key=lambda r: r[Col.TS_NS])
-        for level, key in ((Kind.USER_ANNOTATION, (Col.HLO_MODULE, Col.PROGRAM_ID)),
-                           (Kind.CPU_OP, (Col.HLO_MODULE, Col.PROGRAM_ID, Col.HLO_OP))):
+        for level, key in (
+            (Kind.USER_ANNOTATION, (Col.HLO_MODULE, Col.PROGRAM_ID)),
+            (Kind.CPU_OP, (Col.HLO_MODULE, Col.PROGRAM_ID, Col.HLO_OP)),
+        ):
             run: list[dict[str, Any]] = []
-            for row in [*rows, None]:
-                if run and (row is None or tuple(row.get(k) for k in key) != tuple(run[0].get(k) for k in key)):
+            for launch in rows:
+                if run and tuple(launch.get(k) for k in key) != tuple(run[0].get(k) for k in key):
                     out.append(_scope(run, level))
                     run = []
-                if row is not None:
-                    run.append(row)
+                run.append(launch)
+            if run:
+                out.append(_scope(run, level))
     return out
 
 
@@ -202,17 +227,28 @@ def _scope(run: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     end = max(r[Col.TS_NS] + (r[Col.DUR_NS] or 0) for r in run)
     module = kind == Kind.USER_ANNOTATION
     name = first.get(Col.HLO_MODULE) if module else first.get(Col.HLO_OP)
-    return {Col.PH: "X", Col.CAT: "xla_module" if module else "xla_op", Col.KIND: kind,
-            Col.NAME: name or "(unnamed HLO)", Col.PID: first[Col.PID], Col.TID: first[Col.TID],
-            Col.TS_NS: start, Col.DUR_NS: end - start, Col.HLO_MODULE: first.get(Col.HLO_MODULE),
-            Col.HLO_OP: None if module else first.get(Col.HLO_OP), Col.PROGRAM_ID: first.get(Col.PROGRAM_ID),
-            Col.NAME_STACK: None if module else first.get(Col.NAME_STACK)}
+    return {
+        Col.PH: "X",
+        Col.CAT: "xla_module" if module else "xla_op",
+        Col.KIND: kind,
+        Col.NAME: name or "(unnamed HLO)",
+        Col.PID: first[Col.PID],
+        Col.TID: first[Col.TID],
+        Col.TS_NS: start,
+        Col.DUR_NS: end - start,
+        Col.HLO_MODULE: first.get(Col.HLO_MODULE),
+        Col.HLO_OP: None if module else first.get(Col.HLO_OP),
+        Col.PROGRAM_ID: first.get(Col.PROGRAM_ID),
+        Col.NAME_STACK: None if module else first.get(Col.NAME_STACK),
+    }
 
 
 def _plane_rows(plane: Any) -> Iterator[dict[str, Any]]:
     names = {key: meta.name for key, meta in plane.stat_metadata.items()}
-    event_meta = {key: (meta.name or meta.display_name, _stats(meta.stats, names, {}))
-                  for key, meta in plane.event_metadata.items()}
+    event_meta = {
+        key: (meta.name or meta.display_name, _stats(meta.stats, names, {}))
+        for key, meta in plane.event_metadata.items()
+    }
     device_match = _DEVICE_PLANE.match(plane.name)
     device = _int(device_match.group(2), _I32) if device_match else None
     for line in plane.lines:
@@ -224,18 +260,24 @@ def _plane_rows(plane: Any) -> Iterator[dict[str, Any]]:
             stats = _stats(event.stats, names, dict(meta_stats))
             start_ps = base_ps + event.offset_ps
             row: dict[str, Any] = {
-                Col.NAME: name, Col.PID: plane.name, Col.TID: tid,
-                Col.TS_NS: start_ps // 1000, Col.DUR_NS: (event.duration_ps + 500) // 1000,
+                Col.NAME: name,
+                Col.PID: plane.name,
+                Col.TID: tid,
+                Col.TS_NS: start_ps // 1000,
+                Col.DUR_NS: (event.duration_ps + 500) // 1000,
                 Col.CORRELATION: _int(stats.get("correlation_id")),
-                Col.HLO_OP: _text(stats.get("hlo_op")), Col.HLO_MODULE: _text(stats.get("hlo_module")),
-                Col.PROGRAM_ID: _int(stats.get("program_id")), Col.NAME_STACK: _text(stats.get("name")),
-                Col.STEP_NUM: _int(stats.get("step_num")), Col.PH: "X",
+                Col.HLO_OP: _text(stats.get("hlo_op")),
+                Col.HLO_MODULE: _text(stats.get("hlo_module")),
+                Col.PROGRAM_ID: _int(stats.get("program_id")),
+                Col.NAME_STACK: _text(stats.get("name")),
+                Col.STEP_NUM: _int(stats.get("step_num")),
+                Col.PH: "X",
             }
             if device_match is not None:
                 row[Col.DEVICE] = device
                 if stream_line:
                     row[Col.STREAM] = line.id
-                    kind = _device_kind(name, stats)
+                    kind = device_kind(name, stats)
                     if kind == Kind.KERNEL:
                         _launch_config(row, _details(stats.get("kernel_details")))
                     else:
@@ -243,7 +285,7 @@ def _plane_rows(plane: Any) -> Iterator[dict[str, Any]]:
                 else:
                     kind = Kind.GPU_ANNOTATION
             else:
-                kind = _host_kind(name, stats)
+                kind = host_kind(name, stats)
                 if kind == Kind.INSTANT:
                     row[Col.PH], row[Col.DUR_NS] = "i", None
             row[Col.KIND] = kind
@@ -251,13 +293,21 @@ def _plane_rows(plane: Any) -> Iterator[dict[str, Any]]:
             yield row
 
 
-_CATS = {Kind.KERNEL: "kernel", Kind.MEMCPY: "gpu_memcpy", Kind.MEMSET: "gpu_memset",
-         Kind.GPU_ANNOTATION: "gpu_user_annotation", Kind.RUNTIME: "runtime",
-         Kind.PYTHON: "python_function", Kind.INSTANT: "cpu_instant_event", Kind.CPU_OP: "cpu_op",
-         Kind.USER_ANNOTATION: "user_annotation"}
+_CATS = {
+    Kind.KERNEL: "kernel",
+    Kind.MEMCPY: "gpu_memcpy",
+    Kind.MEMSET: "gpu_memset",
+    Kind.GPU_ANNOTATION: "gpu_user_annotation",
+    Kind.RUNTIME: "runtime",
+    Kind.PYTHON: "python_function",
+    Kind.INSTANT: "cpu_instant_event",
+    Kind.CPU_OP: "cpu_op",
+    Kind.USER_ANNOTATION: "user_annotation",
+}
 
 
-def _device_kind(name: str, stats: dict[str, Any]) -> str:
+def device_kind(name: str, stats: dict[str, Any]) -> str:
+    """The kind of an event on a GPU stream line."""
     lower = name.lower()
     if "memset" in lower:
         return Kind.MEMSET
@@ -266,7 +316,8 @@ def _device_kind(name: str, stats: dict[str, Any]) -> str:
     return Kind.KERNEL
 
 
-def _host_kind(name: str, stats: dict[str, Any]) -> str:
+def host_kind(name: str, stats: dict[str, Any]) -> str:
+    """The kind of an event on a host line."""
     if stats.get("correlation_id") is not None:
         return Kind.RUNTIME
     if stats.get("step_num") is not None:
@@ -278,7 +329,8 @@ def _host_kind(name: str, stats: dict[str, Any]) -> str:
     return Kind.CPU_OP
 
 
-def _batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:
+def scope_batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:
+    """Rows (column -> value dicts) as a record batch of the event table."""
     n = len(rows)
     cols: dict[str, pa.Array] = {col: C.text([r.get(col) for r in rows]) for col in _TEXT_COLS}
     cols[Col.KIND] = C.kinds_of([r[Col.KIND] for r in rows])
@@ -294,7 +346,8 @@ def _device_info(plane: Any, ordinal: int) -> DeviceInfo:
     major, minor = _int(props.get("compute_cap_major")), _int(props.get("compute_cap_minor"))
     return DeviceInfo(
         id=ordinal,
-        name=_text(props.get("device_name")) or f"{vendor or 'unknown'} {_DEVICE_PLANE.match(plane.name).group(1)}",  # type: ignore[union-attr]
+        name=_text(props.get("device_name"))
+        or f"{vendor or 'unknown'} {_DEVICE_PLANE.match(plane.name).group(1)}",  # type: ignore[union-attr]
         sm_count=_int(props.get("core_count")),
         total_memory=_int(props.get("memory_size")),
         compute_capability=f"{major}.{minor}" if major is not None and minor is not None else None,
@@ -314,11 +367,11 @@ def read_batches(path: Path, display: str) -> tuple[Iterator[pa.RecordBatch], Ca
                 if row[Col.KIND] == Kind.RUNTIME:
                     launches.append(row)
                 if len(rows) >= 65536:
-                    yield _batch(rows)
+                    yield scope_batch(rows)
                     rows = []
             rows.extend(hlo_scopes(launches))
             if rows:
-                yield _batch(rows)
+                yield scope_batch(rows)
 
     def finish() -> TraceMeta:
         return build_meta(space, path)
@@ -341,6 +394,14 @@ def build_meta(space: Any, path: Path) -> TraceMeta:
     hosts = [h for h in space.hostnames if h]
     if hosts:
         extra["hostnames"] = ",".join(hosts)
-    warnings = tuple(f"{path.name}: the profiler reported: {text}" for text in (*space.errors, *space.warnings))
-    return TraceMeta(path=str(path), format="xplane", devices=tuple(sorted(devices, key=lambda d: d.id)),
-                     trace_name=hosts[0] if hosts else None, extra=extra, warnings=warnings)
+    warnings = tuple(
+        f"{path.name}: the profiler reported: {text}" for text in (*space.errors, *space.warnings)
+    )
+    return TraceMeta(
+        path=str(path),
+        format="xplane",
+        devices=tuple(sorted(devices, key=lambda d: d.id)),
+        trace_name=hosts[0] if hosts else None,
+        extra=extra,
+        warnings=warnings,
+    )

@@ -19,30 +19,86 @@ _T = {"int64": 3, "uint64": 4, "double": 1, "string": 9, "bytes": 12, "message":
 _OPT, _REP = 1, 3
 
 _MESSAGES: list[tuple[str, list[tuple[str, int, str, int, str | None, int | None]], list[str]]] = [
-    ("XSpace", [("planes", 1, "message", _REP, "XPlane", None), ("errors", 2, "string", _REP, None, None),
-                ("warnings", 3, "string", _REP, None, None), ("hostnames", 4, "string", _REP, None, None)], []),
-    ("XPlane", [("id", 1, "int64", _OPT, None, None), ("name", 2, "string", _OPT, None, None),
-                ("lines", 3, "message", _REP, "XLine", None),
-                ("event_metadata", 4, "message", _REP, "XPlane.EventMetadataEntry", None),
-                ("stat_metadata", 5, "message", _REP, "XPlane.StatMetadataEntry", None),
-                ("stats", 6, "message", _REP, "XStat", None)], []),
-    ("XLine", [("id", 1, "int64", _OPT, None, None), ("display_id", 10, "int64", _OPT, None, None),
-               ("name", 2, "string", _OPT, None, None), ("display_name", 11, "string", _OPT, None, None),
-               ("timestamp_ns", 3, "int64", _OPT, None, None), ("duration_ps", 9, "int64", _OPT, None, None),
-               ("events", 4, "message", _REP, "XEvent", None)], []),
-    ("XEvent", [("metadata_id", 1, "int64", _OPT, None, None), ("offset_ps", 2, "int64", _OPT, None, 0),
-                ("num_occurrences", 5, "int64", _OPT, None, 0), ("duration_ps", 3, "int64", _OPT, None, None),
-                ("stats", 4, "message", _REP, "XStat", None)], ["data"]),
-    ("XStat", [("metadata_id", 1, "int64", _OPT, None, None), ("double_value", 2, "double", _OPT, None, 0),
-               ("uint64_value", 3, "uint64", _OPT, None, 0), ("int64_value", 4, "int64", _OPT, None, 0),
-               ("str_value", 5, "string", _OPT, None, 0), ("bytes_value", 6, "bytes", _OPT, None, 0),
-               ("ref_value", 7, "uint64", _OPT, None, 0)], ["value"]),
-    ("XEventMetadata", [("id", 1, "int64", _OPT, None, None), ("name", 2, "string", _OPT, None, None),
-                        ("display_name", 4, "string", _OPT, None, None), ("metadata", 3, "bytes", _OPT, None, None),
-                        ("stats", 5, "message", _REP, "XStat", None), ("child_id", 6, "int64", _REP, None, None)],
-     []),
-    ("XStatMetadata", [("id", 1, "int64", _OPT, None, None), ("name", 2, "string", _OPT, None, None),
-                       ("description", 3, "string", _OPT, None, None)], []),
+    (
+        "XSpace",
+        [
+            ("planes", 1, "message", _REP, "XPlane", None),
+            ("errors", 2, "string", _REP, None, None),
+            ("warnings", 3, "string", _REP, None, None),
+            ("hostnames", 4, "string", _REP, None, None),
+        ],
+        [],
+    ),
+    (
+        "XPlane",
+        [
+            ("id", 1, "int64", _OPT, None, None),
+            ("name", 2, "string", _OPT, None, None),
+            ("lines", 3, "message", _REP, "XLine", None),
+            ("event_metadata", 4, "message", _REP, "XPlane.EventMetadataEntry", None),
+            ("stat_metadata", 5, "message", _REP, "XPlane.StatMetadataEntry", None),
+            ("stats", 6, "message", _REP, "XStat", None),
+        ],
+        [],
+    ),
+    (
+        "XLine",
+        [
+            ("id", 1, "int64", _OPT, None, None),
+            ("display_id", 10, "int64", _OPT, None, None),
+            ("name", 2, "string", _OPT, None, None),
+            ("display_name", 11, "string", _OPT, None, None),
+            ("timestamp_ns", 3, "int64", _OPT, None, None),
+            ("duration_ps", 9, "int64", _OPT, None, None),
+            ("events", 4, "message", _REP, "XEvent", None),
+        ],
+        [],
+    ),
+    (
+        "XEvent",
+        [
+            ("metadata_id", 1, "int64", _OPT, None, None),
+            ("offset_ps", 2, "int64", _OPT, None, 0),
+            ("num_occurrences", 5, "int64", _OPT, None, 0),
+            ("duration_ps", 3, "int64", _OPT, None, None),
+            ("stats", 4, "message", _REP, "XStat", None),
+        ],
+        ["data"],
+    ),
+    (
+        "XStat",
+        [
+            ("metadata_id", 1, "int64", _OPT, None, None),
+            ("double_value", 2, "double", _OPT, None, 0),
+            ("uint64_value", 3, "uint64", _OPT, None, 0),
+            ("int64_value", 4, "int64", _OPT, None, 0),
+            ("str_value", 5, "string", _OPT, None, 0),
+            ("bytes_value", 6, "bytes", _OPT, None, 0),
+            ("ref_value", 7, "uint64", _OPT, None, 0),
+        ],
+        ["value"],
+    ),
+    (
+        "XEventMetadata",
+        [
+            ("id", 1, "int64", _OPT, None, None),
+            ("name", 2, "string", _OPT, None, None),
+            ("display_name", 4, "string", _OPT, None, None),
+            ("metadata", 3, "bytes", _OPT, None, None),
+            ("stats", 5, "message", _REP, "XStat", None),
+            ("child_id", 6, "int64", _REP, None, None),
+        ],
+        [],
+    ),
+    (
+        "XStatMetadata",
+        [
+            ("id", 1, "int64", _OPT, None, None),
+            ("name", 2, "string", _OPT, None, None),
+            ("description", 3, "string", _OPT, None, None),
+        ],
+        [],
+    ),
 ]
 # XPlane's two maps: map<int64, XEventMetadata> event_metadata = 4; map<int64, XStatMetadata> stat_metadata = 5.
 _MAPS = {"XPlane": [("EventMetadataEntry", "XEventMetadata"), ("StatMetadataEntry", "XStatMetadata")]}
@@ -72,8 +128,13 @@ def messages() -> dict[str, Any]:
         for entry, value_type in _MAPS.get(name, []):
             nested = msg.nested_type.add(name=entry)
             nested.options.map_entry = True
-            _add_fields(nested, [("key", 1, "int64", _OPT, None, None), ("value", 2, "message", _OPT, value_type, None)])
+            _add_fields(
+                nested,
+                [("key", 1, "int64", _OPT, None, None), ("value", 2, "message", _OPT, value_type, None)],
+            )
     pool = descriptor_pool.DescriptorPool()
     pool.Add(proto)
-    return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
-            for name, _, _ in _MESSAGES}
+    return {
+        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
+        for name, _, _ in _MESSAGES
+    }
