@@ -433,3 +433,64 @@ def test_recorded_jax_trace_json(jax_logdir: Path) -> None:
         .filter(pl.col(Col.CAT).cast(pl.String) == "cpu_op")
         .height
     )
+
+
+# -- Nsight Systems exports of XLA programs: TSL:XlaModule / TSL:Thunk NVTX ranges --------------------------
+
+
+@pytest.mark.corpus
+def test_nsys_xla_nvtx_ranges_attribute_kernels(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A real nsys export (saxpy, A100) with XLA's NVTX ranges ADDED BY HAND around each kernel's launch calls
+    (a module range, and one thunk range per kernel): ops / tree attribute every kernel to its HLO op and
+    module, with the kernel durations the SQL says."""
+    import shutil
+    import sqlite3
+
+    path = tmp_path / "xla.sqlite"
+    shutil.copy(corpus_path("pipit/saxpy-mpi-cuda_nsys_perlmutter0.sqlite"), path)
+    db = sqlite3.connect(path)
+    launches = db.execute(
+        "SELECT min(r.start), max(r.end), r.globalTid, k.end - k.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+        "JOIN CUPTI_ACTIVITY_KIND_KERNEL k USING (correlationId) GROUP BY k.correlationId ORDER BY 1"
+    ).fetchall()
+    assert len(launches) == 5
+    expected: dict[str, int] = {}
+    for i, (start, end, tid, kernel_ns) in enumerate(launches):
+        module = "TSL:XlaModule:#prefix=jit(saxpy)/jit(main),hlo_module=jit_saxpy,program_id=3#"
+        db.execute(
+            "INSERT INTO NVTX_EVENTS (start, end, eventType, globalTid, text) VALUES (?, ?, 59, ?, ?)",
+            (start - 100, end + 100, tid, module),
+        )
+        db.execute(
+            "INSERT INTO NVTX_EVENTS (start, end, eventType, globalTid, text) VALUES (?, ?, 59, ?, ?)",
+            (start - 50, end + 50, tid, f"TSL:Thunk:#hlo_op=fusion.{i}#"),
+        )
+        expected[f"fusion.{i}"] = kernel_ns
+    db.commit()
+    db.close()
+    trace = load(path, cache=False)
+    modules = trace.events.filter(pl.col(Col.HLO_MODULE).cast(pl.String) == "jit_saxpy")
+    assert modules.height == 5 and set(modules[Col.PROGRAM_ID].to_list()) == {3}
+    assert set(modules[Col.NAME_STACK].cast(pl.String).to_list()) == {"jit(saxpy)/jit(main)"}
+    rows = {r["name"]: r for r in json.loads(cli("ops", "--format", "json", "--top", "0", path).out)["rows"]}
+    for op, ns in expected.items():
+        assert rows[op]["kind"] == "cpu_op" and rows[op]["gpu_self_us"] == pytest.approx(ns / 1000, abs=1e-3)
+    assert rows["jit_saxpy"]["gpu_total_us"] == pytest.approx(sum(expected.values()) / 1000, abs=1e-3)
+
+
+def test_xla_nvtx_names() -> None:
+    from opscope.ingest.xla_nvtx import parse
+
+    module = parse("TSL:XlaModule:#prefix=jit(f)/concatenate[dimension=0,x=1],hlo_module=jit_f,program_id=2#")
+    assert module is not None
+    assert (module.kind, module.name, module.hlo_module, module.program_id) == (
+        "user_annotation",
+        "jit_f",
+        "jit_f",
+        2,
+    )
+    assert module.name_stack == "jit(f)/concatenate[dimension=0,x=1]"  # a comma inside a value is kept
+    thunk = parse("TSL:Thunk:#hlo_op=fusion.3#")
+    assert thunk is not None and (thunk.kind, thunk.name, thunk.hlo_op) == ("cpu_op", "fusion.3", "fusion.3")
+    assert parse("TSL:XlaCompile:#module=jit_f#") is None and parse("MPI_Send") is None
+    assert parse("TSL:Thunk:##") is None
