@@ -494,3 +494,58 @@ def test_xla_nvtx_names() -> None:
     assert thunk is not None and (thunk.kind, thunk.name, thunk.hlo_op) == ("cpu_op", "fusion.3", "fusion.3")
     assert parse("TSL:XlaCompile:#module=jit_f#") is None and parse("MPI_Send") is None
     assert parse("TSL:Thunk:##") is None
+
+
+# -- capture: opscope.profile_jax and `opscope run` on JAX scripts (CPU jax) ---------------------------------
+
+_RUN_SCRIPT = """
+import jax, jax.numpy as jnp
+
+@jax.jit
+def g(x):
+    return jnp.tanh(x @ x).sum()
+
+x = jnp.ones((16, 16))
+g(x).block_until_ready()
+OWN_TRACE_START
+for i in range(2):
+    with jax.profiler.StepTraceAnnotation("step", step_num=i):
+        g(x).block_until_ready()
+OWN_TRACE_STOP
+"""
+
+
+def test_profile_jax_context_manager(tmp_path: Path) -> None:
+    jax = pytest.importorskip("jax")
+    import opscope
+
+    f = jax.jit(lambda x: (x * 2).sum())
+    f(jax.numpy.ones(8)).block_until_ready()
+    with opscope.profile_jax(tmp_path / "logs") as prof:
+        for i in range(2):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                f(jax.numpy.ones(8)).block_until_ready()
+    assert prof.trace_path is not None and prof.trace_path.name.endswith(".xplane.pb")
+    assert prof.trace_path.parent.parent == tmp_path / "logs" / "plugins" / "profile"
+    trace = prof.load()
+    assert trace.meta.format == "xplane"
+    assert trace.events.filter(pl.col(Col.STEP_NUM).is_not_null()).height == 2
+
+
+@pytest.mark.parametrize("own", [False, True])
+def test_run_recognises_a_jax_script(cli, tmp_path: Path, own: bool) -> None:  # type: ignore[no-untyped-def]
+    """`opscope run` on a script that imports jax profiles it with jax.profiler; a script that records its own
+    profile (jax.profiler.start_trace) is read from its own folder."""
+    pytest.importorskip("jax")
+    script = tmp_path / "jax_script.py"
+    own_dir = tmp_path / "own"
+    script.write_text(
+        _RUN_SCRIPT.replace(
+            "OWN_TRACE_START", f"jax.profiler.start_trace({str(own_dir)!r})" if own else ""
+        ).replace("OWN_TRACE_STOP", "jax.profiler.stop_trace()" if own else "")
+    )
+    result = cli("run", "--format", "json", "--log-dir", tmp_path / "ours", "--", "python", script)
+    assert result.code == 0, result.err
+    doc = json.loads(result.out)
+    path = json.dumps(doc)
+    assert ("own/plugins/profile" in path) == own and ".xplane.pb" in path
