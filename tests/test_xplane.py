@@ -11,6 +11,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import corpus_path
 from opscope.errors import InputError
@@ -549,3 +551,27 @@ def test_run_recognises_a_jax_script(cli, tmp_path: Path, own: bool) -> None:  #
     doc = json.loads(result.out)
     path = json.dumps(doc)
     assert ("own/plugins/profile" in path) == own and ".xplane.pb" in path
+
+
+# -- the decoder under arbitrary bytes (hypothesis) -----------------------------------------------------------
+
+_HEAD = b"\x0a\x20\x12\x09/host:CPU"  # an XSpace that starts like a real one: plane 1, name "/host:CPU"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.binary(max_size=600), gzipped=st.booleans())
+def test_arbitrary_bytes_are_a_trace_or_one_line_error(tmp_path: Path, body: bytes, gzipped: bool) -> None:
+    """Whatever follows a plausible XSpace start (and a gzip wrapper or not): detected as xplane, and either read
+    or refused with a one-line InputError; never another exception."""
+    import gzip as gz
+
+    data = _HEAD + body
+    path = tmp_path / "fuzz.xplane.pb"
+    path.write_bytes(gz.compress(data) if gzipped else data)
+    assert detect(path, str(path)).name == "xplane"
+    try:
+        trace = load(path, cache=False)
+    except InputError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert trace.meta.format == "xplane"
