@@ -22,6 +22,7 @@ one-line error.
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import re
 import zlib
@@ -193,32 +194,60 @@ def _launch_config(row: dict[str, Any], details: dict[str, str]) -> None:
     row[Col.OCCUPANCY_PCT] = occupancy if 0.0 < occupancy <= 100.0 else None
 
 
-def hlo_scopes(launches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def hlo_scopes(
+    launches: list[dict[str, Any]], boundaries: dict[tuple[str, str], list[int]] | None = None
+) -> list[dict[str, Any]]:
     """Scopes derived from the launch calls that name an HLO op (cat `xla_op`, `xla_module`), so that GPU work
-    is attributed kernel -> HLO op -> HLO module like kernel -> aten op -> module: on each thread, a run of
-    consecutive launches of the same (module, program, op) is one `cpu_op` named after the HLO op, and a run of
-    consecutive launches of the same (module, program) one `user_annotation` named after the module, each
-    spanning its launches (first start to last end)."""
+    is attributed kernel -> HLO op -> HLO module like kernel -> aten op -> module. On each thread, consecutive
+    launches of the same (module, program, op) form one `cpu_op` named after the HLO op, and consecutive
+    launches of the same (module, program) one `user_annotation` named after the module, each spanning its
+    launches (first start to last end), but only while no other event of the thread starts or ends between
+    them (`boundaries`: the sorted start and end times of the thread's other events), so a derived scope never
+    straddles a real one. Without `boundaries` each launch is its own scope. Launches without HLO stats are in
+    no scope."""
     out: list[dict[str, Any]] = []
     by_thread: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in launches:
         if row.get(Col.HLO_MODULE) is not None or row.get(Col.HLO_OP) is not None:
             by_thread.setdefault((row[Col.PID], row[Col.TID]), []).append(row)
-    for rows in by_thread.values():
+    for thread, rows in by_thread.items():
         rows.sort(key=lambda r: r[Col.TS_NS])
+        marks = None if boundaries is None else boundaries.get(thread, [])
         for level, key in (
             (Kind.USER_ANNOTATION, (Col.HLO_MODULE, Col.PROGRAM_ID)),
             (Kind.CPU_OP, (Col.HLO_MODULE, Col.PROGRAM_ID, Col.HLO_OP)),
         ):
             run: list[dict[str, Any]] = []
             for launch in rows:
-                if run and tuple(launch.get(k) for k in key) != tuple(run[0].get(k) for k in key):
+                if run and not _joins(run, launch, key, marks):
                     out.append(_scope(run, level))
                     run = []
                 run.append(launch)
             if run:
                 out.append(_scope(run, level))
     return out
+
+
+def _joins(
+    run: list[dict[str, Any]], launch: dict[str, Any], key: tuple[str, ...], marks: list[int] | None
+) -> bool:
+    if marks is None or tuple(launch.get(k) for k in key) != tuple(run[0].get(k) for k in key):
+        return False
+    lo, hi = run[0][Col.TS_NS], launch[Col.TS_NS] + (launch[Col.DUR_NS] or 0)
+    i = bisect.bisect_right(marks, lo)
+    return i >= len(marks) or marks[i] >= hi
+
+
+def _with_device_hlo(launch: dict[str, Any], device_hlo: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """A launch without HLO stats takes them from the device event it launched (same correlation id), as in
+    older XLA versions that put them on the device side only (for the derived scopes; its columns stay)."""
+    if launch[Col.HLO_OP] is not None or launch[Col.HLO_MODULE] is not None:
+        return launch
+    device = device_hlo.get(launch[Col.CORRELATION]) if launch[Col.CORRELATION] is not None else None
+    if device is None:
+        return launch
+    keys = (Col.HLO_OP, Col.HLO_MODULE, Col.PROGRAM_ID, Col.NAME_STACK)
+    return {**launch, **{k: device[k] for k in keys}}
 
 
 def _scope(run: list[dict[str, Any]], kind: str) -> dict[str, Any]:
@@ -359,19 +388,35 @@ def read_batches(path: Path, display: str) -> tuple[Iterator[pa.RecordBatch], Ca
     space = parse_space(path, display)
 
     def batches() -> Iterator[pa.RecordBatch]:
+        device_hlo: dict[int, dict[str, Any]] = {}
+        launches: list[dict[str, Any]] = []
+        marks: dict[tuple[str, str], list[int]] = {}
         for plane in space.planes:
             rows: list[dict[str, Any]] = []
-            launches: list[dict[str, Any]] = []
             for row in _plane_rows(plane):
                 rows.append(row)
                 if row[Col.KIND] == Kind.RUNTIME:
                     launches.append(row)
+                elif row.get(Col.STREAM) is None and row[Col.DUR_NS] is not None:
+                    marks.setdefault((row[Col.PID], row[Col.TID]), []).extend(
+                        (row[Col.TS_NS], row[Col.TS_NS] + row[Col.DUR_NS])
+                    )
+                if (
+                    row.get(Col.STREAM) is not None
+                    and row[Col.CORRELATION] is not None
+                    and (row[Col.HLO_OP] is not None or row[Col.HLO_MODULE] is not None)
+                ):
+                    device_hlo[row[Col.CORRELATION]] = row
                 if len(rows) >= 65536:
                     yield scope_batch(rows)
                     rows = []
-            rows.extend(hlo_scopes(launches))
             if rows:
                 yield scope_batch(rows)
+        for values in marks.values():
+            values.sort()
+        scopes = hlo_scopes([_with_device_hlo(launch, device_hlo) for launch in launches], marks)
+        for lo in range(0, len(scopes), 65536):
+            yield scope_batch(scopes[lo : lo + 65536])
 
     def finish() -> TraceMeta:
         return build_meta(space, path)
