@@ -591,3 +591,80 @@ def test_arbitrary_bytes_are_a_trace_or_one_line_error(tmp_path: Path, body: byt
         assert "\n" not in str(exc)
     else:
         assert trace.meta.format == "xplane"
+
+
+def test_jax_trace_json_gpu_conventions(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """HAND-MADE JAX-style trace.json (the layout jax.profiler writes; no GPU JAX trace.json is in the corpus):
+    kinds from TSL process / thread names, device and stream from them, the launch linked by correlation_id
+    and attributed to its HLO op and module."""
+    doc = {
+        "displayTimeUnit": "ns",
+        "traceEvents": [
+            {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/device:GPU:2"}},
+            {"ph": "M", "pid": 1, "tid": 13, "name": "thread_name", "args": {"name": "Stream #13(Compute)"}},
+            {"ph": "M", "pid": 1, "tid": 99, "name": "thread_name", "args": {"name": "XLA Ops"}},
+            {"ph": "M", "pid": 7, "name": "process_name", "args": {"name": "/host:CPU"}},
+            {"ph": "M", "pid": 7, "tid": 5, "name": "thread_name", "args": {"name": "python"}},
+            {"ph": "X", "pid": 7, "tid": 5, "ts": 0, "dur": 100, "name": "train", "args": {"step_num": "2"}},
+            {
+                "ph": "X",
+                "pid": 7,
+                "tid": 5,
+                "ts": 10,
+                "dur": 5,
+                "name": "cuLaunchKernel",
+                "args": {
+                    "correlation_id": "77",
+                    "hlo_op": "fusion.1",
+                    "hlo_module": "jit_f",
+                    "program_id": "4",
+                },
+            },
+            {"ph": "X", "pid": 7, "tid": 5, "ts": 20, "dur": 5, "name": "$train.py:3 main"},
+            {
+                "ph": "X",
+                "pid": 1,
+                "tid": 13,
+                "ts": 30,
+                "dur": 8.5,
+                "name": "fusion_1",
+                "args": {
+                    "correlation_id": "77",
+                    "hlo_op": "fusion.1",
+                    "hlo_module": "jit_f",
+                    "name": "jit(f)/add",
+                    "kernel_details": "regs:32",
+                },
+            },
+            {"ph": "X", "pid": 1, "tid": 13, "ts": 40, "dur": 1, "name": "MemcpyD2D", "args": {}},
+            {"ph": "X", "pid": 1, "tid": 99, "ts": 30, "dur": 8.5, "name": "fusion.1"},
+        ],
+    }
+    path = tmp_path / "host.trace.json"
+    path.write_text(json.dumps(doc))
+    trace = load(path, cache=False)
+    rows = {(r[Col.NAME], r[Col.CAT]): r for r in trace.events.iter_rows(named=True)}
+    kernel = rows[("fusion_1", None)]
+    assert (kernel[Col.KIND], kernel[Col.DEVICE], kernel[Col.STREAM], kernel[Col.CORRELATION]) == (
+        "kernel",
+        2,
+        13,
+        77,
+    )
+    assert (kernel[Col.HLO_OP], kernel[Col.NAME_STACK], kernel[Col.DUR_NS]) == (
+        "fusion.1",
+        "jit(f)/add",
+        8500,
+    )
+    assert rows[("MemcpyD2D", None)][Col.KIND] == Kind.MEMCPY
+    assert rows[("fusion.1", None)][Col.KIND] == Kind.GPU_ANNOTATION
+    assert rows[("cuLaunchKernel", None)][Col.KIND] == Kind.RUNTIME
+    assert rows[("train", None)][Col.KIND] == Kind.USER_ANNOTATION
+    assert rows[("$train.py:3 main", None)][Col.KIND] == Kind.PYTHON
+    assert rows[("fusion.1", "xla_op")][Col.KIND] == Kind.CPU_OP
+    assert rows[("jit_f", "xla_module")][Col.PROGRAM_ID] == 4
+    ops = {r["name"]: r for r in json.loads(cli("ops", "--format", "json", path).out)["rows"]}
+    assert ops["fusion.1"]["gpu_self_us"] == pytest.approx(8.5)
+    assert ops["jit_f"]["gpu_total_us"] == pytest.approx(8.5)
+    steps = json.loads(cli("steps", "--format", "json", path).out)
+    assert [s["step"] for s in steps["steps"]] == [2]
