@@ -101,7 +101,7 @@ def test_gpu_events_match_jaxlib(relative: str) -> None:
     assert sorted(gpu[Col.CORRELATION].to_list()) == sorted(e["correlation"] for e in ref["gpu"])  # type: ignore[attr-defined]
     host = events.filter(
         ~pl.col(Col.PID).cast(pl.String).str.starts_with("/device:")
-        & ~pl.col(Col.CAT).cast(pl.String).is_in(["xla_op", "xla_module"])
+        & ~pl.col(Col.CAT).cast(pl.String).is_in(["xla_op", "xla_module", "xla_name_stack"])
     )
     assert host.height == ref["host_events"]
 
@@ -163,6 +163,7 @@ def test_ops_and_tree_attribute_to_hlo(cli, relative: str) -> None:  # type: ign
     ref = _reference(path)
     by_op: Counter[str] = Counter()
     by_module: Counter[str] = Counter()
+    by_stack: Counter[str] = Counter()  # the JAX name stack ("name" stat): a user_annotation between the two
     for e in ref["gpu"]:  # type: ignore[attr-defined]
         launch = ref["launches"].get(e["correlation"])  # type: ignore[attr-defined]
         if launch is None:
@@ -171,6 +172,8 @@ def test_ops_and_tree_attribute_to_hlo(cli, relative: str) -> None:  # type: ign
         if stats.get("hlo_op"):
             by_op[stats["hlo_op"]] += e["dur"]
             by_module[stats["hlo_module"]] += e["dur"]
+            if stats.get("name"):
+                by_stack[stats["name"]] += e["dur"]
     assert by_op
     result = cli("ops", "--format", "json", "--top", "0", path)
     assert result.code == 0, result.err
@@ -180,13 +183,16 @@ def test_ops_and_tree_attribute_to_hlo(cli, relative: str) -> None:  # type: ign
     for module, ns in by_module.items():
         assert rows[module]["kind"] == "user_annotation"
         assert rows[module]["gpu_total_us"] == pytest.approx(ns / 1000, abs=1e-3)
+    for stack, ns in by_stack.items():
+        assert rows[stack]["kind"] == "user_annotation"
+        assert rows[stack]["gpu_total_us"] == pytest.approx(ns / 1000, abs=1e-3)
     tree = json.loads(cli("tree", "--format", "json", "--depth", "8", "--min-share", "0", path).out)
     found: Counter[str] = Counter()
 
     def walk(node: dict) -> None:  # type: ignore[type-arg]
         if node["kind"] == "user_annotation" and node["name"] in by_module:
             found[node["name"]] += round(node["gpu_us"] * 1000)
-            assert {c["kind"] for c in node["children"]} <= {"cpu_op", "other"}
+            assert {c["kind"] for c in node["children"]} <= {"cpu_op", "user_annotation", "other"}
             return
         for child in node.get("children", []):
             walk(child)
@@ -317,7 +323,7 @@ def test_handmade_gpu_fields(tmp_path: Path) -> None:
     assert trace.meta.devices[0].name == "NVIDIA H100 80GB HBM3"
     assert trace.meta.devices[0].compute_capability == "9.0"
     # derived scopes: module > op > launch, spanning the launch
-    scopes = ev.filter(pl.col(Col.CAT).cast(pl.String).is_in(["xla_op", "xla_module"]))
+    scopes = ev.filter(pl.col(Col.CAT).cast(pl.String).is_in(["xla_op", "xla_module", "xla_name_stack"]))
     assert sorted(
         zip(
             scopes[Col.NAME].to_list(),
@@ -416,7 +422,7 @@ def test_recorded_jax_xplane(cli, jax_logdir: Path) -> None:  # type: ignore[no-
         for line in plane.lines:
             for event in line.events:
                 want[(line.name, event.name)] += 1
-    host = ev.filter(~pl.col(Col.CAT).cast(pl.String).is_in(["xla_op", "xla_module"]))
+    host = ev.filter(~pl.col(Col.CAT).cast(pl.String).is_in(["xla_op", "xla_module", "xla_name_stack"]))
     got = Counter(zip(host[Col.TID].cast(pl.String).to_list(), host[Col.NAME].cast(pl.String).to_list()))
     assert got == want
     steps = json.loads(cli("steps", "--format", "json", jax_logdir).out)

@@ -197,15 +197,18 @@ def _launch_config(row: dict[str, Any], details: dict[str, str]) -> None:
 def hlo_scopes(
     launches: list[dict[str, Any]], boundaries: dict[tuple[str, str], list[int]] | None = None
 ) -> list[dict[str, Any]]:
-    """Scopes derived from the launch calls that name an HLO op (cat `xla_op`, `xla_module`), so that GPU work
-    is attributed kernel -> HLO op -> HLO module like kernel -> aten op -> module. On each thread, consecutive
-    launches of the same (module, program, op) form one `cpu_op` named after the HLO op, and consecutive
-    launches of the same (module, program) one `user_annotation` named after the module, each spanning its
-    launches (first start to last end), but only while no other event of the thread starts or ends between
+    """Scopes derived from the launch calls that name an HLO op (cat `xla_module`, `xla_name_stack`, `xla_op`), so
+    that GPU work is attributed kernel -> HLO op -> JAX name stack -> HLO module like kernel -> aten op ->
+    module. On each thread, consecutive launches of the same (module, program) form one `user_annotation` named
+    after the module; of the same (module, program, name stack) one `user_annotation` named after the name
+    stack (when the launch has one); of the same (module, program, name stack, op) one `cpu_op` named after
+    the HLO op; each spanning its launches (first start to last end), but only while no other event of the thread starts or ends between
     them (`boundaries`: the sorted start and end times of the thread's other events), so a derived scope never
     straddles a real one. Without `boundaries` each launch is its own scope. Launches without HLO stats are in
     no scope."""
-    out: list[dict[str, Any]] = []
+    out: list[
+        dict[str, Any]
+    ] = []  # module scopes first, then name stacks, then ops: outer first on equal spans
     by_thread: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in launches:
         if row.get(Col.HLO_MODULE) is not None or row.get(Col.HLO_OP) is not None:
@@ -214,8 +217,9 @@ def hlo_scopes(
         rows.sort(key=lambda r: r[Col.TS_NS])
         marks = None if boundaries is None else boundaries.get(thread, [])
         for level, key in (
-            (Kind.USER_ANNOTATION, (Col.HLO_MODULE, Col.PROGRAM_ID)),
-            (Kind.CPU_OP, (Col.HLO_MODULE, Col.PROGRAM_ID, Col.HLO_OP)),
+            ("xla_module", (Col.HLO_MODULE, Col.PROGRAM_ID)),
+            ("xla_name_stack", (Col.HLO_MODULE, Col.PROGRAM_ID, Col.NAME_STACK)),
+            ("xla_op", (Col.HLO_MODULE, Col.PROGRAM_ID, Col.NAME_STACK, Col.HLO_OP)),
         ):
             run: list[dict[str, Any]] = []
             for launch in rows:
@@ -225,6 +229,7 @@ def hlo_scopes(
                 run.append(launch)
             if run:
                 out.append(_scope(run, level))
+    return [scope for scope in out if scope[Col.NAME] is not None]
     return out
 
 
@@ -250,25 +255,30 @@ def _with_device_hlo(launch: dict[str, Any], device_hlo: dict[int, dict[str, Any
     return {**launch, **{k: device[k] for k in keys}}
 
 
-def _scope(run: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+def _scope(run: list[dict[str, Any]], level: str) -> dict[str, Any]:
     first = run[0]
     start = first[Col.TS_NS]
     end = max(r[Col.TS_NS] + (r[Col.DUR_NS] or 0) for r in run)
-    module = kind == Kind.USER_ANNOTATION
-    name = first.get(Col.HLO_MODULE) if module else first.get(Col.HLO_OP)
+    module = first.get(Col.HLO_MODULE)
+    if level == "xla_module":
+        kind, name = Kind.USER_ANNOTATION, module or "(unnamed HLO module)"
+    elif level == "xla_name_stack":
+        kind, name = Kind.USER_ANNOTATION, first.get(Col.NAME_STACK)  # None: no scope (filtered out)
+    else:
+        kind, name = Kind.CPU_OP, first.get(Col.HLO_OP) or "(unnamed HLO op)"
     return {
         Col.PH: "X",
-        Col.CAT: "xla_module" if module else "xla_op",
+        Col.CAT: level,
         Col.KIND: kind,
-        Col.NAME: name or "(unnamed HLO)",
+        Col.NAME: name,
         Col.PID: first[Col.PID],
         Col.TID: first[Col.TID],
         Col.TS_NS: start,
         Col.DUR_NS: end - start,
-        Col.HLO_MODULE: first.get(Col.HLO_MODULE),
-        Col.HLO_OP: None if module else first.get(Col.HLO_OP),
+        Col.HLO_MODULE: module,
+        Col.HLO_OP: first.get(Col.HLO_OP) if level == "xla_op" else None,
         Col.PROGRAM_ID: first.get(Col.PROGRAM_ID),
-        Col.NAME_STACK: None if module else first.get(Col.NAME_STACK),
+        Col.NAME_STACK: first.get(Col.NAME_STACK) if level != "xla_module" else None,
     }
 
 
