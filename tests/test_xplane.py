@@ -219,6 +219,11 @@ def test_every_command_runs(cli, tmp_path: Path) -> None:  # type: ignore[no-unt
         assert result.code == 0, (argv, result.err)
     other = corpus_path(FILES[0])
     assert cli("diff", path, other).code == 0
+    assert cli("ranks", path, other).code == 0
+    pytest.importorskip("jinja2")
+    report = cli("report", path, "-o", tmp_path / "r.html")
+    assert report.code == 0, report.err
+    assert "custom-call.1" in (tmp_path / "r.html").read_text()
 
 
 @pytest.mark.corpus

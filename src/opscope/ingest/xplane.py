@@ -143,6 +143,10 @@ def _stats(stats: Any, names: dict[int, str], into: dict[str, Any]) -> dict[str,
 
 
 def _int(value: Any, bounds: tuple[int, int] = _I64) -> int | None:
+    if value is None:
+        return None
+    if type(value) is int:
+        return value if bounds[0] <= value <= bounds[1] else None
     if isinstance(value, bool):
         return None
     if isinstance(value, str):
@@ -296,7 +300,7 @@ def _plane_rows(plane: Any) -> Iterator[dict[str, Any]]:
         base_ps = line.timestamp_ns * 1000
         for event in line.events:
             name, meta_stats = event_meta.get(event.metadata_id, ("", {}))
-            stats = _stats(event.stats, names, dict(meta_stats))
+            stats = _stats(event.stats, names, dict(meta_stats)) if event.stats else meta_stats
             start_ps = base_ps + event.offset_ps
             row: dict[str, Any] = {
                 Col.NAME: name,
