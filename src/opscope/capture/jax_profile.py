@@ -22,6 +22,7 @@ from opscope.errors import MissingDependency
 
 INSTALL_HINT = "JAX capture needs jax: pip install 'opscope[jax]' (or pip install jax)"
 _IMPORTS_JAX = re.compile(rb"^\s*(import\s+jax\b|from\s+jax\b)", re.MULTILINE)
+_IMPORTS_TORCH = re.compile(rb"^\s*(import\s+torch\b|from\s+torch\b)", re.MULTILINE)
 
 
 def require_jax() -> Any:
@@ -82,13 +83,15 @@ def profile_jax(logdir: str | os.PathLike[str] | None = None, **trace_options: A
 
 
 def is_jax_script(command: Command) -> bool:
-    """A script (not a module) whose source imports jax."""
+    """A script (not a module) whose source imports jax and not torch (a script importing both is profiled
+    with torch.profiler unless `--jax` is given)."""
     if command.is_module:
         return False
     try:
-        return _IMPORTS_JAX.search(Path(command.target).read_bytes()) is not None
+        source = Path(command.target).read_bytes()
     except OSError:
         return False
+    return _IMPORTS_JAX.search(source) is not None and _IMPORTS_TORCH.search(source) is None
 
 
 def _watch_script_traces(jax: Any, on_start: Callable[[str], None]) -> Callable[[], None]:
