@@ -386,6 +386,7 @@ def _device_info(plane: Any, ordinal: int) -> DeviceInfo:
     names = {key: meta.name for key, meta in plane.stat_metadata.items()}
     props = _stats(plane.stats, names, {})
     vendor = _text(props.get("device_vendor"))
+    amd = (vendor or "").lower().startswith("amd")
     major, minor = _int(props.get("compute_cap_major")), _int(props.get("compute_cap_minor"))
     return DeviceInfo(
         id=ordinal,
@@ -393,7 +394,11 @@ def _device_info(plane: Any, ordinal: int) -> DeviceInfo:
         or f"{vendor or 'unknown'} {_DEVICE_PLANE.match(plane.name).group(1)}",  # type: ignore[union-attr]
         sm_count=_int(props.get("core_count")),
         total_memory=_int(props.get("memory_size")),
-        compute_capability=f"{major}.{minor}" if major is not None and minor is not None else None,
+        # ROCm fills compute_cap_major/minor with the gfx version (9.4 = gfx94x), which is not a CUDA compute
+        # capability: kept only for NVIDIA (the occupancy tables are NVIDIA's), see build_meta for AMD.
+        compute_capability=f"{major}.{minor}"
+        if major is not None and minor is not None and not amd
+        else None,
     )
 
 
@@ -445,6 +450,12 @@ def build_meta(space: Any, path: Path) -> TraceMeta:
         match = _DEVICE_PLANE.match(plane.name)
         if match is not None and _int(match.group(2), _I32) is not None:
             devices.append(_device_info(plane, int(match.group(2))))
+            names = {key: meta.name for key, meta in plane.stat_metadata.items()}
+            props = _stats(plane.stats, names, {})
+            if str(props.get("device_vendor", "")).lower().startswith("amd") and "compute_cap_major" in props:
+                extra["xplane_gfx_version"] = (
+                    f"{props['compute_cap_major']}.{props.get('compute_cap_minor', 0)}"
+                )
         elif plane.name == "Task Environment":
             names = {key: meta.name for key, meta in plane.stat_metadata.items()}
             for key, value in _stats(plane.stats, names, {}).items():
