@@ -21,7 +21,8 @@ import numpy as np
 import pyarrow as pa
 
 from opscope.ingest import columns as C
-from opscope.ingest.xplane import device_kind, hlo_scopes, host_kind
+from opscope.ingest.hlo_scopes import hlo_scopes
+from opscope.ingest.xplane import device_kind, host_kind
 from opscope.model.schema import KIND_CODES, Col, Kind
 
 _PLANE = re.compile(r"^/(host|device):")
