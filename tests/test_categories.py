@@ -91,6 +91,16 @@ VENDOR = {
     "triton_per_fused__softmax_0": "softmax",
     "triton_per_fused_sum_3": "reduction",
     "_ZN2ck27kernel_gemm_xdl_cshuffle_v3": "gemm",
+    # tracelens/mi300__jax08_* and jax_conv_minimal_legacy (XLA on MI300X: .kd suffix, XLA fusion names)
+    "Cijk_Ailk_Bljk_BBS_BH_MT256x128x32_MI16x16x16x1_SN_1LDSB1_APM1_ABV0_ACED0_AF0EM1_AF1EM1_AMAS3.kd": "gemm",
+    "gemm_fusion_dot_general_1.kd": "gemm",
+    "loop_convert_fusion.kd": "elementwise",
+    "wrapped_broadcast.kd": "elementwise",
+    "loop_transpose_fusion": "elementwise",
+    "input_reduce_fusion.kd": "reduction",
+    "loop_reduce_fusion.kd": "reduction",
+    "Im3d2Col": "convolution",
+    "__amd_rocclr_copyBuffer.kd": "memcpy",
     "__amd_rocclr_copyBuffer": "memcpy",
     "__amd_rocclr_fillBufferAligned": "memset",
 }

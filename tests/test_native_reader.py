@@ -97,6 +97,15 @@ EDGE_DOCS: dict[str, bytes] = {
              b'{"ph": "X", "name": "b", "ts": 12345678901234567890123, "dur": -1},'
              b'{"ph": "X", "name": "c", "ts": 0.0005, "dur": 0.0015},'
              b'{"ph": "X", "name": "d", "ts": -5.25, "dur": 9223372036854775.807}]}',
+    "jax": json.dumps({"traceEvents": [  # JAX trace.json args (issue 16), right and wrong types
+        {"ph": "X", "name": "fusion", "pid": 1, "tid": 2, "ts": 1, "dur": 1,
+         "args": {"hlo_op": "fusion.3", "hlo_module": "jit_f", "program_id": "7", "name": "jit(f)/add",
+                  "correlation_id": "12"}},
+        {"ph": "X", "name": "train", "pid": 1, "tid": 2, "ts": 1, "dur": 5, "args": {"step_num": "3", "name": "x"}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 2, "ts": 1, "dur": 1,
+         "args": {"hlo_op": 5, "hlo_module": None, "program_id": [1], "step_num": 1.5, "correlation_id": 4,
+                  "correlation": 9}},
+    ]}).encode(),
     "bom": b"\xef\xbb\xbf" + b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1}]}',
     "bare": b'[{"ph": "X", "name": "a", "ts": 1, "dur": 1}, {"ph": "X", "name": "b", "ts": 2}]',
     "trailing": b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1}], "x": 1} {"second": 2}',
@@ -162,6 +171,18 @@ def test_memory_event_values(tmp_path: Path) -> None:
     assert frame["mem_device_id"].to_list()[:3] == [0, -1, None]
     stats = report["stats"]
     assert stats["wrong_type"] == 2 and stats["out_of_range"] == 1  # 1.5 and [1]; 2**33 beyond i32
+def test_jax_args(tmp_path: Path) -> None:
+    path = tmp_path / "jax.json"
+    path.write_bytes(EDGE_DOCS["jax"])
+    frame, report = same(path)
+    assert frame["hlo_op"].to_list() == ["fusion.3", None, None]
+    assert frame["hlo_module"].to_list() == ["jit_f", None, None]
+    assert frame["name_stack"].to_list() == ["jit(f)/add", None, None]  # args.name only beside an hlo_op
+    assert frame["program_id"].to_list() == [7, None, None]
+    assert frame["step_num"].to_list() == [None, 3, None]
+    assert frame["correlation"].to_list() == [12, None, 9]  # `correlation` first, then `correlation_id`
+    # hlo_op 5, program_id [1] and step_num 1.5 (not a whole number) are the wrong type
+    assert report["stats"]["wrong_type"] == 3 and report["stats"]["out_of_range"] == 0
 
 
 def test_scalars_do_not_swallow_the_next_event(tmp_path: Path) -> None:

@@ -12,6 +12,10 @@ The public API is small::
             prof.step()
     print(prof.summary())
 
+    with opscope.profile_jax("logs") as jprof:          # JAX (the jax extra): jax.profiler.trace
+        train_step(batch)
+    trace = jprof.load()                                # its .xplane.pb, HLO ops and modules included
+
 `profile`, `annotate`, `step`, `measure_overhead` and `compare_strategies` live in `opscope.capture`, which
 imports torch only when they run, so `import opscope` works without torch.
 """
@@ -56,6 +60,7 @@ _LAZY = {
     "compare_strategies": "opscope.capture",
     "measure_overhead": "opscope.capture",
     "profile": "opscope.capture",
+    "profile_jax": "opscope.capture.jax_profile",  # JAX: jax.profiler.trace, read back as an xplane
     "step": "opscope.capture",
 }
 
@@ -151,6 +156,7 @@ __all__ = [
     "load",
     "measure_overhead",
     "profile",
+    "profile_jax",
     "step",
     "summary",
 ]

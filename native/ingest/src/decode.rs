@@ -49,7 +49,8 @@ impl Stats {
 }
 
 struct Columns {
-    text: Vec<StringDictionaryBuilder<Int32Type>>, // ph, cat, name, pid, tid, input_dims, input_types, label, concrete_inputs
+    // ph, cat, name, pid, tid, input_dims, input_types, label, concrete_inputs, hlo_op, hlo_module, name_stack
+    text: Vec<StringDictionaryBuilder<Int32Type>>,
     kind: Vec<i32>,
     i64s: Vec<Int64Builder>, // by position in I64_COLS
     i32s: Vec<Int32Builder>,
@@ -57,7 +58,7 @@ struct Columns {
     bandwidth: Float64Builder,
 }
 
-const TEXT_COLS: [usize; 9] = [
+const TEXT_COLS: [usize; 12] = [
     col::PH,
     col::CAT,
     col::NAME,
@@ -67,8 +68,11 @@ const TEXT_COLS: [usize; 9] = [
     col::INPUT_TYPES,
     col::LABEL,
     col::CONCRETE_INPUTS,
+    col::HLO_OP,
+    col::HLO_MODULE,
+    col::NAME_STACK,
 ];
-const I64_COLS: [usize; 15] = [
+const I64_COLS: [usize; 17] = [
     col::TS_NS,
     col::DUR_NS,
     col::STREAM,
@@ -84,6 +88,8 @@ const I64_COLS: [usize; 15] = [
     col::MEM_BYTES,
     col::MEM_ALLOCATED,
     col::MEM_RESERVED,
+    col::PROGRAM_ID,
+    col::STEP_NUM,
 ];
 const I32_COLS: [usize; 10] = [
     col::DEVICE,
@@ -108,9 +114,9 @@ fn slot(cols: &[usize], c: usize) -> usize {
 
 /// One row's values before they go into the builders.
 struct Row<'a> {
-    text: [Option<Cow<'a, str>>; 9],
+    text: [Option<Cow<'a, str>>; 12],
     kind: i32,
-    i64s: [Option<i64>; 15],
+    i64s: [Option<i64>; 17],
     i32s: [Option<i32>; 10],
     f32s: [Option<f32>; 3],
     bandwidth: Option<f64>,
@@ -347,6 +353,30 @@ fn either<'a>(args: &Args<'a>, key: Arg, old: Arg) -> Option<&'a RawValue> {
     }
 }
 
+/// A string arg as text: null / absent give None, another type is counted as the wrong type.
+fn arg_text<'a>(raw: Option<&'a RawValue>, stats: &mut Stats) -> Option<Cow<'a, str>> {
+    match classify(raw) {
+        Val::Str(s) => Some(s),
+        Val::Null => None,
+        _ => {
+            stats.wrong_type += 1;
+            None
+        }
+    }
+}
+
+/// XLA / JAX args (JAX's trace.json): `hlo_op`, `hlo_module`, `program_id`, `step_num`, and `name` as the
+/// JAX name stack on events that name an HLO op (elsewhere `name` is not read).
+fn xla_fields<'a>(row: &mut Row<'a>, args: &Args<'a>, stats: &mut Stats) {
+    row.text[slot(&TEXT_COLS, col::HLO_OP)] = arg_text(args.get(Arg::HloOp), stats);
+    row.text[slot(&TEXT_COLS, col::HLO_MODULE)] = arg_text(args.get(Arg::HloModule), stats);
+    if row.text[slot(&TEXT_COLS, col::HLO_OP)].is_some() {
+        row.text[slot(&TEXT_COLS, col::NAME_STACK)] = arg_text(args.get(Arg::Name), stats);
+    }
+    row.i64s[slot(&I64_COLS, col::PROGRAM_ID)] = count(int_of(args.get(Arg::ProgramId)), stats);
+    row.i64s[slot(&I64_COLS, col::STEP_NUM)] = count(int_of(args.get(Arg::StepNum)), stats);
+}
+
 fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
     let ph = text_of(&ev.ph, stats);
     let cat = text_of(&ev.cat, stats);
@@ -358,9 +388,9 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
         k = kind::METADATA;
     }
     let mut row = Row {
-        text: [ph, cat, name, pid, tid, None, None, None, None],
+        text: [ph, cat, name, pid, tid, None, None, None, None, None, None, None],
         kind: k,
-        i64s: [None; 15],
+        i64s: [None; 17],
         i32s: [None; 10],
         f32s: [None; 3],
         bandwidth: None,
@@ -412,8 +442,12 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
         set64(
             &mut row,
             col::CORRELATION,
-            count(int_of(args.get(Arg::Correlation)), stats),
+            count(
+                int_of(either(args, Arg::Correlation, Arg::CorrelationId)),
+                stats,
+            ),
         );
+        xla_fields(&mut row, args, stats);
         if !launch {
             set64(
                 &mut row,
@@ -464,7 +498,7 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
                 .get(Arg::InputTypes)
                 .filter(|r| r.get() != "null")
                 .map(|r| Cow::Borrowed(r.get()));
-            row.text[8] = args
+            row.text[slot(&TEXT_COLS, col::CONCRETE_INPUTS)] = args
                 .get(Arg::ConcreteInputs)
                 .filter(|r| r.get() != "null")
                 .map(|r| Cow::Borrowed(r.get()));

@@ -106,9 +106,14 @@ pub enum Arg {
     MemReserved,
     MemDeviceType,
     MemDeviceId,
+    HloOp,
+    HloModule,
+    ProgramId,
+    StepNum,
+    CorrelationId,
 }
 
-pub const N_ARGS: usize = 28;
+pub const N_ARGS: usize = 33;
 
 fn arg_of(key: &str) -> Option<Arg> {
     Some(match key {
@@ -140,6 +145,11 @@ fn arg_of(key: &str) -> Option<Arg> {
         "Total Reserved" => Arg::MemReserved,
         "Device Type" => Arg::MemDeviceType,
         "Device Id" => Arg::MemDeviceId,
+        "hlo_op" => Arg::HloOp,
+        "hlo_module" => Arg::HloModule,
+        "program_id" => Arg::ProgramId,
+        "step_num" => Arg::StepNum,
+        "correlation_id" => Arg::CorrelationId,
         _ => return None,
     })
 }

@@ -115,6 +115,11 @@ pub mod col {
     pub const MEM_DEVICE_TYPE: usize = 36;
     pub const MEM_DEVICE_ID: usize = 37;
     pub const CONCRETE_INPUTS: usize = 38;
+    pub const HLO_OP: usize = 39;
+    pub const HLO_MODULE: usize = 40;
+    pub const PROGRAM_ID: usize = 41;
+    pub const NAME_STACK: usize = 42;
+    pub const STEP_NUM: usize = 43;
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -126,7 +131,7 @@ pub enum ColType {
     F64,
 }
 
-pub const COLUMNS: [(&str, ColType); 39] = [
+pub const COLUMNS: [(&str, ColType); 44] = [
     ("ph", ColType::Text),
     ("cat", ColType::Text),
     ("kind", ColType::Text),
@@ -166,6 +171,11 @@ pub const COLUMNS: [(&str, ColType); 39] = [
     ("mem_device_type", ColType::I32),
     ("mem_device_id", ColType::I32),
     ("concrete_inputs", ColType::Text),
+    ("hlo_op", ColType::Text),
+    ("hlo_module", ColType::Text),
+    ("program_id", ColType::I64),
+    ("name_stack", ColType::Text),
+    ("step_num", ColType::I64),
 ];
 
 pub fn arrow_type(t: ColType) -> DataType {

@@ -26,6 +26,9 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overhead", action="store_true",
                         help="first measure the tracing overhead: the script runs untraced and traced, repeatedly")
     parser.add_argument("--repeats", type=int, default=3, help="with --overhead: traced/untraced pairs (default 3)")
+    parser.add_argument("--jax", action="store_true",
+                        help="profile with jax.profiler (default for a script that imports jax); reads the "
+                             "script's own JAX profile folder when it records one")
     add_output_args(parser, formats=("table", "json", "markdown"))
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- python SCRIPT.py ARGS...",
                         help="the script and its arguments (python -m MODULE also works)")
@@ -49,6 +52,11 @@ def run(args: argparse.Namespace) -> int:
                              record_shapes=args.record_shapes, with_stack=args.with_stack,
                              profile_memory=args.profile_memory, nvtx=args.nvtx, log_dir=args.log_dir)
     overhead = None
+    from opscope.capture.jax_profile import is_jax_script, run_jax_script
+
+    jax_mode = args.jax or is_jax_script(command)
+    if jax_mode and (args.overhead or args.steps is not None):
+        raise UsageError("--overhead and --steps profile with torch.profiler; not available for a JAX script")
     if args.overhead:
         try:
             overhead = measure_overhead(lambda: execute(command), repeats=args.repeats, options=options)
@@ -56,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
             code = exc.code if isinstance(exc, SystemExit) and isinstance(exc.code, int) else 1
             raise ScriptFailed(f"{command.display} failed during the overhead runs ({type(exc).__name__}: {exc})",
                                code) from None
-    result = run_script(command, options)
+    result = run_jax_script(command, args.log_dir) if jax_mode else run_script(command, options)
     summary = summarize(result.trace_path, device=result.device, top=args.top) if result.trace_path else None
     if summary is not None or result.exit_status != 0:
         emit(run_document(result, summary, overhead), args)

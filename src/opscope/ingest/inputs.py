@@ -7,7 +7,7 @@ from pathlib import Path
 
 from opscope.errors import InputError
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".csv", ".csv.gz", ".json.xz")
+TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".csv", ".csv.gz", ".json.xz", ".xplane.pb")
 DEFAULT_DIR = "trace_logs"
 
 
@@ -16,13 +16,30 @@ def default_dir() -> Path:
     return Path(env) if env else Path(DEFAULT_DIR)
 
 
+def jax_run(folder: Path) -> Path | None:
+    """The newest run of a JAX / TensorBoard profile folder: `folder/plugins/profile/<run>` (or `<run>` of
+    `folder` itself when it is a `plugins/profile` folder); runs are named by their start time
+    (YYYY_MM_DD_HH_MM_SS), so the newest is the greatest name. None for any other folder."""
+    profile = folder / "plugins" / "profile"
+    if not profile.is_dir():
+        if folder.name != "profile" or folder.parent.name != "plugins":
+            return None
+        profile = folder
+    runs = [entry for entry in profile.iterdir() if entry.is_dir() and not entry.name.startswith(".")]
+    return max(runs, key=lambda p: (p.name, p.stat().st_mtime_ns)) if runs else None
+
+
 def trace_files(folder: Path) -> list[Path]:
+    """The traces in `folder` (in the newest run of a JAX profile folder). Where `.xplane.pb` files are present
+    (a JAX run: one per host, beside the same events as `trace.json.gz`), only they are taken."""
+    folder = jax_run(folder) or folder
     files = []
     for entry in folder.iterdir():
         name = entry.name.lower()
         if entry.is_file() and not name.startswith(".") and name.endswith(TRACE_SUFFIXES):
             files.append(entry)
-    return files
+    xplanes = [f for f in files if f.name.lower().endswith(".xplane.pb")]
+    return xplanes or files
 
 
 def newest_trace(folder: Path) -> Path:

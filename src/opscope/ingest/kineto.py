@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from opscope.errors import InputError
 from opscope.ingest import progress
+from opscope.ingest.jax_trace import JaxConventions
 from opscope.model.meta import DeviceInfo, TraceMeta
 
 _FLAG_KEYS = ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules")
@@ -55,14 +56,17 @@ def read_batches(path: Path, name: str) -> tuple[Iterator[pa.RecordBatch], Calla
     report = progress.current()
     size = path.stat().st_size
 
+    jax = JaxConventions()
+
     def batches() -> Iterator[pa.RecordBatch]:
         try:
             for batch in reader:
                 if report is not None:
                     report(min(reader.position(), size), size)
-                yield batch
+                yield jax.apply(batch)
         except RuntimeError as exc:  # a failure inside the native reader: one line naming the file
             raise InputError(f"{name}: {exc}") from None
+        yield from jax.finish()
         if report is not None:
             report(min(reader.position(), size), size)
 

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from opscope.errors import InputError
 from opscope.ingest import columns as C
+from opscope.ingest import xla_nvtx
 from opscope.ingest.source import is_gzip
 from opscope.ingest.sqlite import NULL_INT, SqliteTrace, nullable
 from opscope.model.meta import DeviceInfo, TraceMeta
@@ -286,6 +287,7 @@ def _nvtx(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
             Col.NAME: C.text(list(name)), Col.TS_NS: pa.array(start, type=pa.int64()),
             Col.DUR_NS: pa.array(dur, type=pa.int64()),
         })
+        cols.update(xla_nvtx.columns(list(name), mark))  # XLA module / thunk ranges (ingest/xla_nvtx.py)
         yield C.record_batch(n, cols)
 
 

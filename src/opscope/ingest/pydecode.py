@@ -69,6 +69,11 @@ class RawArgs(msgspec.Struct, gc=False):
     mem_reserved: Raw = field(name="Total Reserved", default=EMPTY)
     mem_device_type: Raw = field(name="Device Type", default=EMPTY)
     mem_device_id: Raw = field(name="Device Id", default=EMPTY)
+    hlo_op: Raw = EMPTY
+    hlo_module: Raw = EMPTY
+    program_id: Raw = EMPTY
+    step_num: Raw = EMPTY
+    correlation_id: Raw = EMPTY
 
 
 _EVENTS = msgspec.json.Decoder(list[RawEvent])
@@ -305,6 +310,24 @@ class Decoder:
         self.stats["wrong_type"] += 1
         return None
 
+    def _arg_text(self, raw: bytes) -> str | None:
+        kind, payload = _classify(raw)
+        if kind == "str":
+            return payload  # type: ignore[no-any-return]
+        if kind != "null":
+            self.stats["wrong_type"] += 1
+        return None
+
+    def _xla_fields(self, row: dict[str, Any], a: RawArgs) -> None:
+        """XLA / JAX args (JAX's trace.json): hlo_op, hlo_module, program_id, step_num, and `name` as the JAX
+        name stack on events that name an HLO op (elsewhere `name` is not read)."""
+        row[Col.HLO_OP] = self._arg_text(bytes(a.hlo_op))
+        row[Col.HLO_MODULE] = self._arg_text(bytes(a.hlo_module))
+        if row[Col.HLO_OP] is not None:
+            row[Col.NAME_STACK] = self._arg_text(bytes(a.label))
+        row[Col.PROGRAM_ID] = self._count(self._int(bytes(a.program_id)))
+        row[Col.STEP_NUM] = self._count(self._int(bytes(a.step_num)))
+
     # -- batches --------------------------------------------------------------------------------------
 
     def decode(self, elements: list[tuple[bytes, int]]) -> pa.RecordBatch:
@@ -387,7 +410,8 @@ class Decoder:
                 self.stats["wrong_type"] += 1
         else:
             row[Col.EXTERNAL_ID] = count(self._int(_either(a.external_id, a.external_id_old)))
-            row[Col.CORRELATION] = count(self._int(bytes(a.correlation)))
+            row[Col.CORRELATION] = count(self._int(_either(a.correlation, a.correlation_id)))
+            self._xla_fields(row, a)
             if not launch:
                 row[Col.STREAM] = count(self._int(bytes(a.stream)))
                 row[Col.DEVICE] = count(self._int32(bytes(a.device)))

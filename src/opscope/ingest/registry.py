@@ -66,6 +66,14 @@ READERS: list[Reader] = [
         read=_lazy("nsys:read_batches"),
     ),
     Reader(
+        name="xplane",
+        description="JAX / XLA profiler XSpace protobuf (.xplane.pb, jax.profiler.trace): GPU kernels and "
+                    "memcpys, host threads, HLO ops and modules",
+        extensions=(".xplane.pb",),
+        sniff=_lazy("xplane:sniff"),
+        read=_lazy("xplane:read_batches"),
+    ),
+    Reader(
         name="rocprof",
         description="rocprofv3 / rocprofiler-sdk JSON (--output-format json): kernel dispatches, memory copies",
         extensions=(".json", ".json.gz"),

@@ -62,6 +62,11 @@ COLUMNS: Final[dict[str, pl.DataType]] = {
     Col.MEM_DEVICE_TYPE: pl.Int32(),
     Col.MEM_DEVICE_ID: pl.Int32(),
     Col.CONCRETE_INPUTS: pl.Categorical(),
+    Col.HLO_OP: pl.Categorical(),
+    Col.HLO_MODULE: pl.Categorical(),
+    Col.PROGRAM_ID: pl.Int64(),
+    Col.NAME_STACK: pl.Categorical(),
+    Col.STEP_NUM: pl.Int64(),
 }
 
 @functools.cache

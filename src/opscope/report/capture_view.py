@@ -64,7 +64,7 @@ def capture_data(result: CaptureSummary) -> dict[str, Any]:
 
 def capture_document(result: CaptureSummary) -> Document:
     """The kernel table (as `opscope summary`) when the trace has GPU activity, else the CPU operator table."""
-    facts: tuple[tuple[str, str], ...] = (("device", result.device), ("profiled steps", f"{result.steps:,} (ProfilerStep markers)"))
+    facts: tuple[tuple[str, str], ...] = (("device", result.device), ("profiled steps", f"{result.steps:,} (step markers)"))
     if result.has_gpu_activity:
         base = summary_document(result.kernels)
         return replace(base, data=capture_data(result), facts=facts + base.facts)

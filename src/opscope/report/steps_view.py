@@ -57,7 +57,7 @@ def steps_document(result: StepStats) -> Document:
                          "kernel": d.kernel_ns, "memcpy": d.memcpy_ns, "memset": d.memset_ns,
                          "comm": d.comm_ns, "idle": d.idle_ns, "utilization": d.utilization})
     facts = [("trace", result.path),
-             ("windows", f"{len(result.rows)} ProfilerStep window(s)" if result.from_markers
+             ("windows", f"{len(result.rows)} step window(s) (ProfilerStep#N or step_num)" if result.from_markers
               else "no ProfilerStep markers: one window over the whole trace")]
     if result.options.steps:
         facts.append(("steps", result.options.steps))

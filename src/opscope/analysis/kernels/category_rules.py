@@ -34,7 +34,9 @@ CATEGORIES: Final[tuple[str, ...]] = (GEMM, CONVOLUTION, ATTENTION, ELEMENTWISE,
 RULES: Final[tuple[tuple[str, str], ...]] = (
     # NCCL / RCCL / MSCCL collectives and vLLM-style custom all-reduce.
     (COMMUNICATION, r"\bnccl|^nccl|rccl|msccl|cross_device_reduce|custom_?all_?reduce|all_?reduce_kernel"
-                    r"|all_?gather_kernel|reduce_?scatter_kernel|alltoall|all_to_all"),
+                    r"|all_?gather_kernel|reduce_?scatter_kernel|alltoall|all_to_all"
+                    # XLA's collective HLO names (all-reduce-start.1, all-gather, ...) where a kernel carries them
+                    r"|all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute"),
     # ROCm's blit kernels that implement hipMemcpy / hipMemset on older runtimes.
     (MEMCPY, r"__amd_rocclr_copy"),
     (MEMSET, r"__amd_rocclr_fill"),
@@ -47,9 +49,9 @@ RULES: Final[tuple[tuple[str, str], ...]] = (
     # `conv` not followed by `ert` (convert_*), spelled without look-ahead.
     (CONVOLUTION, r"conv(?:[^e]|e[^r]|er[^t]|er?$|$)|convolve|cudnn|scudnn|implicit_?gemm|winograd|dgrad|wgrad|fprop|fft[12]d"
                   r"|im2col|col2im|igemm_(fwd|bwd|wrw)|MIOpen|naive_conv|cask_|flip_filter"
-                  r"|pointwise_mult_and_sum_complex"),
+                  r"|pointwise_mult_and_sum_complex|im3d2col|cudnn-conv"),
     (GEMM, r"gemm|gemv|^Cijk_|cublas|hipblaslt|matmul|triton_(mm|tem|bmm)|wmma|xmma|tensorop|_ogs_|dot_kernel"
-           r"|splitKreduce|mfma_f"),
+           r"|splitKreduce|mfma_f|dot_general|custom-call"),
     (REDUCTION, r"reduce|triton_(red|per)_|sum_kernel|mean_kernel|argmax|argmin|max_pool|avg_pool|adaptive_av"
                 r"|_pool\d?d|pooling|nll_loss|NLLCriterion|cross_entropy|cumsum|cumprod|scan_kernel|DeviceScan"
                 r"|scan_config|topk|norm_kernel"),
@@ -58,5 +60,8 @@ RULES: Final[tuple[tuple[str, str], ...]] = (
                   r"|nchwToNhwc|nhwcToNchw|autocast|tril|triu|arange|distribution|random|dropout|gelu|silu"
                   r"|relu|act_and_mul|rotary|rope|quant|cast|bitwise|compare|fused_add|eltwise|scalePacked"
                   r"|upsample|interpolate|pad_kernel|cat_kernel|roll_kernel|flip_kernel|index_?select|indexSelect"
-                  r"|indexing_backward|kvcache"),
+                  r"|indexing_backward|kvcache"
+                  # XLA fusions left after the reduction / GEMM / convolution rules: loop and input fusions,
+                  # wrapped single ops (wrapped_broadcast.kd, loop_convert_fusion, input_transpose_fusion)
+                  r"|^loop_|^input_|^wrapped_|_fusion|broadcast"),
 )

@@ -1,5 +1,5 @@
-"""Step windows: the time ranges of `ProfilerStep#N`, how `--steps 3-5` picks among them, and which events
-overlap which window.
+"""Step windows: the time ranges of `ProfilerStep#N` (or of JAX `StepTraceAnnotation` events, by `step_num`),
+how `--steps 3-5` picks among them, and which events overlap which window.
 
 A step window is the span of the CPU-side `ProfilerStep#N` event (kind cpu_op or user_annotation; the GPU-side
 `gpu_user_annotation` copies that Kineto also writes are ignored). A trace without step markers has one window:
@@ -67,21 +67,26 @@ def _trace_span(trace: Trace) -> tuple[int, int] | None:
 
 
 def marker_windows(trace: Trace) -> tuple[StepWindow, ...]:
-    """The ProfilerStep#N windows of `trace`, sorted by start (empty when it has none)."""
+    """The step windows of `trace`, sorted by start (empty when it has none): ProfilerStep#N events, and events
+    with a `step_num` (JAX's `StepTraceAnnotation`, step N = step_num) in traces without ProfilerStep#N."""
     steps = (
         trace.lazy()
         .filter(pl.col(Col.KIND).cast(pl.String).is_in([Kind.CPU_OP, Kind.USER_ANNOTATION])
                 & pl.col(Col.DUR_NS).is_not_null())
-        .select(pl.col(Col.NAME).cast(pl.String), Col.TS_NS, Col.DUR_NS)
-        .filter(pl.col(Col.NAME).str.contains(STEP_NAME))
+        .select(pl.col(Col.NAME).cast(pl.String), Col.TS_NS, Col.DUR_NS, Col.STEP_NUM)
+        .filter(pl.col(Col.NAME).str.contains(STEP_NAME) | pl.col(Col.STEP_NUM).is_not_null())
         .sort([Col.TS_NS, Col.NAME])
         .collect()
     )
-    return tuple(
-        StepWindow(int(re.match(STEP_NAME, name).group(1)), name, int(ts),  # type: ignore[union-attr]
-                   int(ts) + max(int(dur), 0))
-        for name, ts, dur in steps.iter_rows()
-    )
+    profiler = steps.filter(pl.col(Col.NAME).str.contains(STEP_NAME))
+    if profiler.height:
+        return tuple(
+            StepWindow(int(re.match(STEP_NAME, name).group(1)), name, int(ts),  # type: ignore[union-attr]
+                       int(ts) + max(int(dur), 0))
+            for name, ts, dur, _ in profiler.iter_rows()
+        )
+    return tuple(StepWindow(int(num), f"{name}#{num}", int(ts), int(ts) + max(int(dur), 0))
+                 for name, ts, dur, num in steps.iter_rows())
 
 
 def step_windows(trace: Trace) -> tuple[StepWindow, ...]:
