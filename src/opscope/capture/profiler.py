@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from opscope.capture import export
 from opscope.capture._torch import describe_device, require_torch
+from opscope.capture.quiet import filtered_stderr
 from opscope.capture.schedule import NONE, RECORD, RECORD_AND_SAVE, WARMUP, Schedule
 from opscope.errors import UsageError
 
@@ -115,7 +116,8 @@ class Profile(contextlib.ContextDecorator):
             with_stack=self.options.with_stack,
             profile_memory=self.options.profile_memory,
         )
-        prof.__enter__()
+        with filtered_stderr():
+            prof.__enter__()
         self._torch_prof = prof
         _ACTIVE.append(self)
         self._nvtx_begin()
@@ -138,7 +140,8 @@ class Profile(contextlib.ContextDecorator):
         with warnings.catch_warnings():
             # Each cycle is exported as it ends, so torch's note about clearing events between cycles is moot.
             warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
-            self._torch_prof.step()
+            with filtered_stderr():
+                self._torch_prof.step()
         self.steps += 1
         self._nvtx_begin()
 
@@ -149,7 +152,8 @@ class Profile(contextlib.ContextDecorator):
         prof, self._torch_prof = self._torch_prof, None
         try:
             if prof is not None:
-                prof.__exit__(exc_type, exc, tb)
+                with filtered_stderr():
+                    prof.__exit__(exc_type, exc, tb)
         finally:
             self._check_coverage(crashed=exc_type is not None)
         return False
