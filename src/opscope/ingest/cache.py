@@ -28,7 +28,7 @@ from opscope.model.meta import TraceMeta
 if TYPE_CHECKING:
     import pyarrow as pa
 
-CACHE_VERSION = "5"  # 5: native reader rules (negative durations and wrong types left empty)
+CACHE_VERSION = "6"  # 6: MTIA categories, GPU names for pmc_perf.csv; 5: negative durations, wrong types
 _META_KEY = b"opscope.meta"
 _KEY_KEY = b"opscope.key"
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from opscope.analysis.kernels.unknown_device import unknown_device_categories
 from opscope.analysis.timeline import select
 from opscope.model.schema import GPU_KINDS, Col, Kind
 from opscope.model.trace import Trace
@@ -174,5 +175,5 @@ def kernel_summary(trace: Trace, options: SummaryOptions | None = None) -> Kerne
     return finish_summary(
         path=trace.path, devices=selection.devices, events=selection.events, kernels=selection.kernels,
         gpu_time_ns=gpu_time, gpu_calls=selection.frame.height, all_rows=all_rows, options=opts,
-        warnings=trace.meta.warnings,
+        warnings=(*trace.meta.warnings, *(u.warning for u in unknown_device_categories(trace))),
     )
