@@ -108,11 +108,17 @@ def load_trace(args: argparse.Namespace, path: str | None = None) -> Trace:
 MIN_WIDTH = 20  # narrower, a table is one character per line
 
 
+def _columns_env() -> int | None:
+    """`COLUMNS` (set by shells, CI runners and users: `COLUMNS=160 opscope ... | less`), when it is a width."""
+    value = os.environ.get("COLUMNS", "").strip()
+    return int(value) if value.isdigit() and int(value) >= MIN_WIDTH else None
+
+
 def render_options(args: argparse.Namespace, to_terminal: bool) -> RenderOptions:
     if args.width is not None and args.width < MIN_WIDTH:
         raise UsageError(f"--width must be at least {MIN_WIDTH} columns, got {args.width}")
     color = to_terminal and not args.no_color and "NO_COLOR" not in os.environ
-    width = args.width or (shutil.get_terminal_size((100, 24)).columns if to_terminal else 100)
+    width = args.width or _columns_env() or (shutil.get_terminal_size((100, 24)).columns if to_terminal else 100)
     return RenderOptions(width=width, wide=args.wide, color=color)
 
 

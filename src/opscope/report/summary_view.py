@@ -25,6 +25,7 @@ def summary_data(result: KernelSummary) -> dict[str, object]:
             "median_us": _us(r.median_ns),
             "share": round(r.share, 6),
             "stddev_us": _us(r.stddev_ns),
+            "raw_name": r.raw_name if r.raw_name is not None else r.name,
         }
         for r in result.rows
     ]
