@@ -56,9 +56,10 @@ def check_top(args: argparse.Namespace) -> None:
 def add_output_args(parser: argparse.ArgumentParser, formats: tuple[str, ...] | None = None) -> None:
     parser.add_argument("--format", choices=formats or tuple(FORMATS), default="table", help="output format")
     parser.add_argument("-o", "--output", default=None, help="write to this file instead of standard output")
-    parser.add_argument("--wide", action="store_true", help="full kernel names (default: shortened in the middle)")
+    parser.add_argument("--wide", action="store_true",
+                        help="full kernel names, one line each (default: shortened by structure, kept distinct)")
     parser.add_argument("--no-color", action="store_true", help="no colours, even on a terminal")
-    parser.add_argument("--width", type=int, default=None, help="table width (default: the terminal's)")
+    parser.add_argument("--width", type=int, default=None, help="table width (default: $COLUMNS, else the terminal's, else 100)")
 
 
 def _int_list(text: str) -> tuple[int, ...]:
