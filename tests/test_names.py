@@ -155,3 +155,16 @@ def test_ck_tile_kernel_of_the_vllm_trace_is_demangled(cli):
     rows = [r for r in data["rows"] if r["raw_name"].startswith("_ZN7ck_tile6kentry")]
     assert rows and all(r["name"].startswith("void ck_tile::kentry<") for r in rows)
     assert any(r["name"].startswith("void ck_tile::kentry<1, ck_tile::Rmsnorm2dFwd<") for r in rows)
+
+
+@pytest.mark.corpus
+def test_diff_and_ranks_charts_use_the_terminal_shortening(cli):
+    base = corpus_path("tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
+    new = corpus_path("tracelens/mi300__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
+    data = json.loads(cli("diff", base, new, "--format", "json", "--top", "0").out)
+    rows = data["kernels"]["rows"]
+    assert rows and [r["short_name"] for r in rows] == names.shorten_all([r["name"] for r in rows], 50)
+    folder = corpus_path("param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json").parent
+    ranks = json.loads(cli("-q", "ranks", folder, "--format", "json", "--top", "0", "--jobs", "1").out)
+    kernels = ranks["kernels"]
+    assert kernels and [k["short_name"] for k in kernels] == names.shorten_all([k["name"] for k in kernels], 50)
