@@ -55,13 +55,19 @@ def filtered_stderr() -> Iterator[None]:
     if os.environ.get(ENV_SWITCH) == "1":
         yield
         return
-    try:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         sys.stderr.flush()
+    try:
         saved = os.dup(2)
-    except (OSError, ValueError, AttributeError):
+    except OSError:
         yield  # no real fd 2 (embedded interpreters): nothing to filter
         return
-    read_end, write_end = os.pipe()
+    try:
+        read_end, write_end = os.pipe()
+    except OSError:  # out of file descriptors: better noise than a failed capture
+        os.close(saved)
+        yield
+        return
     worker = threading.Thread(target=_copy, args=(read_end, saved), name="opscope-stderr-filter", daemon=True)
     worker.start()
     os.dup2(write_end, 2)
