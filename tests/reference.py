@@ -85,8 +85,8 @@ def span(event: dict) -> tuple[int, int]:
 # ---- categories (every schema generation) ----------------------------------------------------------------------
 
 GPU_CATS = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
-            "gpu_memset": "memset", "Memset": "memset"}
-LAUNCH_CATS = {"cuda_runtime", "Runtime", "cuda_driver", "hip_runtime", "hip_driver"}
+            "gpu_memset": "memset", "Memset": "memset", "mtia_ccp_events": "kernel"}
+LAUNCH_CATS = {"cuda_runtime", "Runtime", "cuda_driver", "hip_runtime", "hip_driver", "mtia_runtime"}
 CPU_OP_CATS = {"cpu_op", "Operator", "operator"}
 OP_CATS = CPU_OP_CATS | {"user_annotation"}
 SCOPE_CATS = OP_CATS | {"python_function"}

@@ -181,3 +181,36 @@ def test_torch_compile_variant(tmp_path):
     run = result.run("compile", 1)
     assert run.error is None, run.error
     assert run.accuracy.match and run.figures.key_op is not None
+
+
+def test_a_warm_up_pass_runs_before_the_baseline_is_measured(tmp_path, monkeypatch):
+    """Issue 18: the baseline was measured cold (its first profiled step paid the profiler's start-up) while the
+    variants after it ran warm. Every call is logged with whether a profiler was running; the first timed call
+    and the first saved trace of the baseline must both come after a profiled warm-up call."""
+    from opscope.capture import compare
+
+    log: list[str] = []
+
+    class Logged(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            log.append("profiled" if torch.autograd.profiler._is_profiler_enabled else "plain")
+            return self.inner(x)
+
+    real_time_call = compare.time_call
+
+    def timed(call, device):
+        log.append("timed")
+        return real_time_call(call, device)
+
+    monkeypatch.setattr(compare, "time_call", timed)
+    result = opscope.compare_strategies(lambda b: (Logged(), torch.randn(b, 4)), [], [1], repeats=1, warmup=1,
+                                        trace_steps=1, log_dir=str(tmp_path))
+    assert result.run("baseline", 1).latency_s
+    first_timed = log.index("timed")
+    assert "profiled" in log[:first_timed], log
+    # One saved trace per variant: the warm-up pass writes none.
+    assert len(list(tmp_path.rglob("*.json*"))) == 1

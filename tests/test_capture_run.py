@@ -196,3 +196,14 @@ def test_overhead_then_summary(cli, script, tmp_path):
     text = cli("run", "--overhead", "--repeats", "2", "--log-dir", tmp_path, script(STEPPING), "3")
     assert "tracing intrusion:" in text.out and "untraced vs traced runs" in text.out
     assert "CPU time by operator" in text.out
+
+
+def test_overhead_runs_count_optimizer_steps_like_the_profiled_run(cli, script, tmp_path):
+    """Issue 18: `run --overhead --steps 2` printed "step() was never called" next to "step marks: 5 from
+    torch.optim optimizer steps": the traced overhead runs did not see the optimizer hook."""
+    result = cli("run", "--overhead", "--repeats", "1", "--steps", "2", "--log-dir", tmp_path, "--format", "json",
+                 script(TRAINING))
+    assert result.code == 0, result.err
+    data = json.loads(result.out[result.out.index("{"):])
+    assert data["step_source"] == "optimizer" and data["steps_marked"] == 5
+    assert data["overhead"]["warnings"] == [] and "never called" not in result.out + result.err

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 import opscope
@@ -77,6 +80,12 @@ REAL = {
     "TensorListMetadata<2> >(int)": "elementwise",
     "batched_transpose_64x64_pack_4x4_ediv_4x4_half": "elementwise",
     "at::cuda::(anonymous namespace)::spin_kernel(long)": "other",
+    # tracelens/inference vLLM decode (MI300X): MoE routing; param/dlrm_kineto (V100): cub radix sort
+    "_combined_routing_compute": "reduction",
+    "void cub::DeviceRadixSortSingleTileKernel<cub::DeviceRadixSortPolicy<long, int, int>::Policy800, false, long, "
+    "int, unsigned int>(long const*, long*, int const*, int*, unsigned int, int, int)": "reduction",
+    "void cub::DeviceRadixSortOnesweepKernel<cub::DeviceRadixSortPolicy<long, int, int>::Policy800>(int)":
+        "reduction",
 }
 
 # Vendor spellings with no example in the corpus (taken from the libraries' naming schemes).
@@ -103,6 +112,32 @@ VENDOR = {
     "__amd_rocclr_copyBuffer.kd": "memcpy",
     "__amd_rocclr_copyBuffer": "memcpy",
     "__amd_rocclr_fillBufferAligned": "memset",
+    # Issue 18, names from DeepSeek training (DeepEP, NVSHMEM) and B200 (cuBLASLt nvjet, TensorRT-LLM bmm / MoE)
+    # traces that are not in the corpus; spellings from the libraries' sources.
+    "void dpsk::ep::internode::dispatch<true, 8, 3, 1024>(int4*, float*, int*, long*)": "communication",
+    "void dpsk::ep::internode::combine<__nv_bfloat16, 8, 1024>(int4*, float*)": "communication",
+    "void dpsk::ep::intranode::notify_dispatch<8>(int const*, int*, int)": "communication",
+    "void dpsk::ep::internode::cached_notify<8>(int, int, int)": "communication",
+    "void nvshmemi_transfer_rma_kernel<(nvshmemi_op_t)0>(void*)": "communication",
+    "all_to_all_kernel": "communication",
+    "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals)": "communication",
+    "void sglang::cross_device_reduce_2stage<half, 8>(sglang::RankData*)": "communication",
+    "void tensorrt_llm::kernels::oneShotAllReduceKernel<__nv_bfloat16, 8>(tensorrt_llm::kernels::AllReduceParams)":
+        "communication",
+    "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_TNN": "gemm",
+    "nvjet_hsh_256x128_64x4_1x2_h_bz_coopB_NTN": "gemm",
+    "bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x8x512u2_s3_et128x8_m128x8x32_cga1x1x1_16dp256b_rM_TN_transOut_schedS_sm100f":
+        "gemm",
+    "bmm_Bfloat16_E2m1E2m1_Fp32_t128x8x512_s3_et128x8_m128x8x64_cga1x1x1_16dp256b_TN_sm100f": "gemm",
+    "void moe::dev::routing::routingMainKernel<moe::dev::routing::KernelParams<__nv_bfloat16, float, 8> >(int)":
+        "reduction",
+    "void moe::dev::finalize::finalizeKernel<moe::dev::finalize::KernelParams<__nv_bfloat16, float> >(int)":
+        "reduction",
+    "void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernel<float, float>(long, long, float const*)":
+        "normalization",
+    "void at::native::(anonymous namespace)::ComputeInternalGradientsCUDAKernel<float>(long, long, float const*)":
+        "normalization",
+    "void cuComputeGradGammaBeta<float, float, float>(float const*, int, int, float*)": "normalization",
 }
 
 
@@ -119,6 +154,80 @@ def test_kind_wins_and_rules_are_data() -> None:
     assert covered == set(category_rules.CATEGORIES)
 
 
+def corpus_files() -> list[str]:
+    """Every file in the corpus (MANIFEST.md aside): the report covers the formats opscope cannot read too."""
+    if not TRACES.is_dir():
+        return []
+    return sorted(str(p.relative_to(TRACES)) for p in TRACES.rglob("*") if p.is_file() and p.name != "MANIFEST.md")
+
+
+# A *model trace* is a recording of a neural network's training or inference step (a framework's profile of a
+# model: every Kineto trace of a network, the vLLM / SGLang slices, the rocprofv3 run of a model). Every trace
+# with GPU time that is not listed here is a model trace, and must keep "other" under 5 % of its GPU time.
+# Listed here, with the reason: traces of programs that are not models.
+NOT_MODEL = {
+    # Profiler test programs: a `spin_kernel` sleep; a kernel literally named "Kernel".
+    "hta/critical_path_cuda_event_sync_event_sync_trace.json.gz": "profiler test: spin_kernel sleeps",
+    "kineto/docs_traces_after_fix_trace.json": "libkineto unit-test output: a kernel named 'Kernel'",
+    "kineto/docs_traces_before_fix_trace.json": "libkineto unit-test output: a kernel named 'Kernel'",
+    # HPC applications and micro-benchmarks: their own kernels belong to no model family.
+    "pipit/cloverleaf-nsys__perlmutter-cloverleaf-cuda.sqlite": "CloverLeaf hydrodynamics mini-app (Kokkos kernels)",
+    "pipit/saxpy-mpi-cuda_nsys_perlmutter0.sqlite": "MPI + CUDA saxpy example",
+    "omniperf/multikernel_MI200__pmc_perf.csv": "omniperf multi-kernel micro-benchmark (generic_atomic)",
+    "omniperf/multikernel_MI200__timestamps.csv": "omniperf multi-kernel micro-benchmark (generic_atomic)",
+    "omniperf/vcopy_MI100__pmc_perf.csv": "omniperf vector-copy micro-benchmark",
+    "omniperf/vcopy_MI100__timestamps.csv": "omniperf vector-copy micro-benchmark",
+    # Meta MTIA: the device's command-processor events name pipeline stages (event_wait, merge, pe_exe, remote,
+    # dma_request), not kernels, so no kernel family can be read from them.
+    "hta/mtia_inference_trace_mtia_inference_rank_0.json.gz": "MTIA command-processor stages, not kernel names",
+}
+OTHER_LIMIT = 0.05
+_REPORT: dict[str, str] = {}
+
+
+def _report_line(relative: str, result: object | None, why: str = "") -> str:
+    if result is None:
+        return f"{relative}: not read ({why})"
+    rows = [r for r in result.rows if r.category == "other"]  # type: ignore[attr-defined]
+    kind = f"not a model trace: {NOT_MODEL[relative]}" if relative in NOT_MODEL else "model trace"
+    head = f"{relative}: other {result.other_share:.1%} of {result.total_ns / 1e6:,.3f} ms ({kind})"  # type: ignore[attr-defined]
+    return head + "".join(f"\n    top other: {r.top_kernel[:100]}" for r in rows)
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("relative", corpus_files())
+def test_other_share_on_every_corpus_file(relative: str) -> None:
+    """Every file: read it (or record why opscope does not read it), list its top "other" kernel, and hold every
+    model trace to OTHER_LIMIT."""
+    path = corpus_path(relative)
+    try:
+        trace = opscope.load(path)
+    except opscope.InputError as exc:
+        _REPORT[relative] = _report_line(relative, None, str(exc).split(": ", 1)[-1][:80])
+        return
+    result = category_breakdown(gpu_activity(trace).clipped())
+    _REPORT[relative] = _report_line(relative, result)
+    if relative not in NOT_MODEL:
+        assert result.other_share < OTHER_LIMIT, _REPORT[relative]
+
+
+@pytest.mark.corpus
+def test_report_of_other_kernels_per_trace(capsys) -> None:
+    """The test report: every corpus file with its "other" share and top "other" kernel (printed, and written to
+    $OPSCOPE_TEST_REPORTS/other_kernels.txt when that folder is set)."""
+    missing = [r for r in corpus_files() if r not in _REPORT]
+    for relative in missing:  # run alone (-k report): fill the report here
+        test_other_share_on_every_corpus_file(relative)
+    text = "\n".join(_REPORT[r] for r in corpus_files())
+    with capsys.disabled():
+        print("\n--- kernel time left as 'other', per corpus file ---\n" + text)
+    folder = os.environ.get("OPSCOPE_TEST_REPORTS")
+    if folder:
+        Path(folder, "other_kernels.txt").write_text(text + "\n")
+    assert set(NOT_MODEL) <= set(_REPORT), "NOT_MODEL names a file that is no longer in the corpus"
+    assert sum("(model trace)" in line for line in _REPORT.values()) >= 30
+
+
 def corpus_traces() -> list[str]:
     if not TRACES.is_dir():
         return []
@@ -127,18 +236,13 @@ def corpus_traces() -> list[str]:
                   and "memory_timeline" not in p.name and "rocprof" not in p.name)
 
 
-# Test traces built to exercise the profiler, not models: a `spin_kernel` sleep, a kernel literally named "Kernel".
-OTHER_ALLOWED = {"hta/critical_path_cuda_event_sync_event_sync_trace.json.gz": 0.8,
-                 "kineto/docs_traces_after_fix_trace.json": 1.0, "kineto/docs_traces_before_fix_trace.json": 1.0}
-
-
 @pytest.mark.corpus
 @pytest.mark.parametrize("relative", corpus_traces())
 def test_other_share_stays_low_and_totals_match(relative: str) -> None:
     path = corpus_path(relative)
     trace = opscope.load(path)
     result = category_breakdown(gpu_activity(trace).clipped())
-    assert result.other_share <= OTHER_ALLOWED.get(relative, 0.05), [r for r in result.rows if r.category == "other"]
+    assert relative in NOT_MODEL or result.other_share < OTHER_LIMIT, [r for r in result.rows if r.category == "other"]
     expected = sum(g.end - g.start for g in ref.gpu(ref.load(path)))
     assert result.total_ns == expected
     if result.total_ns:

@@ -244,3 +244,62 @@ def test_truncated_export_is_a_one_line_error(cli, tmp_path):
     assert result.code == 2, result.err
     assert "damaged or unreadable SQLite" in result.err
     assert len(result.err.strip().splitlines()) == 1
+
+
+def _two_process_export(tmp_path, shift_ns=500):
+    """HAND-MADE from a real export (no multi-process nsys export is in the corpus): the saxpy run copied as a
+    second process - its CUDA API rows and GPU rows duplicated with another pid in globalTid / globalPid, the
+    same CUPTI correlation ids (CUPTI numbers them per process), start/end shifted by `shift_ns` (so the copy's
+    launches interleave with the original's), and its GPU work on streams + 100 (to tell the two apart)."""
+    path = tmp_path / "two_processes.sqlite"
+    shutil.copyfile(corpus_path(SAXPY), path)
+    con = sqlite3.connect(path)
+    (pid,) = con.execute("SELECT DISTINCT (globalTid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
+    other = pid + 1
+    delta = (other - pid) << 24
+    for table, changes in (
+        ("CUPTI_ACTIVITY_KIND_RUNTIME", {"globalTid": f"globalTid + {delta}"}),
+        ("CUPTI_ACTIVITY_KIND_KERNEL", {"globalPid": f"globalPid + {delta}", "streamId": "streamId + 100"}),
+        ("CUPTI_ACTIVITY_KIND_MEMCPY", {"globalPid": f"globalPid + {delta}", "streamId": "streamId + 100"}),
+        ("CUPTI_ACTIVITY_KIND_MEMSET", {"globalPid": f"globalPid + {delta}", "streamId": "streamId + 100"}),
+    ):
+        if not con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+            continue
+        cols = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
+        changes = {**changes, "start": f"start + {shift_ns}", "end": f"end + {shift_ns}"}
+        exprs = [changes.get(c, "NULL" if c == "id" else c) if c != "rowid" else c for c in cols]
+        con.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(exprs)} FROM {table}")
+    con.commit()
+    con.close()
+    return path, pid, other
+
+
+@pytest.mark.corpus
+def test_several_processes_link_launches_within_their_own_process(tmp_path):
+    from opscope.analysis.attribution.linking import link
+
+    path, pid, other = _two_process_export(tmp_path)
+    original = link(opscope.load(corpus_path(SAXPY), cache=False))
+    linkage = link(opscope.load(path, cache=False))
+    gpu = linkage.gpu.with_columns(pl.col("launch_pid").cast(pl.String))
+    assert gpu.height == 2 * original.gpu.height
+    # The real export repeats some ids within its one process; the copy adds as many, and none across processes.
+    assert linkage.stats.duplicate_correlations == 2 * original.stats.duplicate_correlations
+    assert gpu["launch_row"].null_count() == 2 * original.gpu["launch_row"].null_count()
+    linked = gpu.filter(pl.col("launch_row").is_not_null())
+    copies = linked["stream"] >= 100
+    assert set(linked.filter(~copies)["launch_pid"]) == {str(pid)}
+    assert set(linked.filter(copies)["launch_pid"]) == {str(other)}
+    # Each copy's launch is its original's launch, shifted: same name, same offset to its GPU work.
+    a = linked.filter(~copies).sort("ts_ns").select("launch_name", (pl.col("ts_ns") - pl.col("launch_ts_ns")))
+    b = linked.filter(copies).sort("ts_ns").select("launch_name", (pl.col("ts_ns") - pl.col("launch_ts_ns")))
+    assert a.equals(b)
+
+
+@pytest.mark.corpus
+def test_one_process_keeps_cupti_correlation_ids():
+    events = _events(corpus_path(SAXPY))
+    with _db(corpus_path(SAXPY)) as con:
+        raw = {r[0] for r in con.execute("SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL")}
+    kernels = events.filter(pl.col("kind").cast(pl.String) == "kernel")
+    assert set(kernels["correlation"].to_list()) == raw

@@ -22,10 +22,22 @@ RESNET_2021 = "kineto/plugin_samples_resnet50_num_workers_0_worker0.pt.trace.jso
 STEP = re.compile(r"^ProfilerStep#\d+$")
 
 
-def raw_ops(relative: str, steps: set[int] | None = None) -> dict[str, dict[str, float]]:
-    """Per op name from the raw JSON: calls, cpu_total, cpu_self, gpu_self, gpu_total, kernels (ns / counts)."""
+def raw_ops(relative: str, steps: set[int] | None = None, stream: int | None = None) -> dict[str, dict[str, float]]:
+    """Per op name from the raw JSON: calls, cpu_total, cpu_self, gpu_self, gpu_total, kernels (ns / counts).
+    With `stream`: the GPU events on that stream (args.stream, else tid), and only the op instances that launched
+    one of them, directly or through a child op."""
     events = ref.load(corpus_path(relative))
     raw = ref.link(events)
+    if stream is not None:
+        def on_stream(g: int) -> bool:
+            return ref.args(events[g]).get("stream", events[g].get("tid")) in (stream, str(stream))
+        raw.gpu = [g for g in raw.gpu if on_stream(g)]
+        launching: set[int] = set()
+        for g in raw.gpu:
+            op = raw.op[g]
+            while op is not None and op not in launching:
+                launching.add(op)
+                op = raw.op_parent[op]
 
     def name(i: int) -> str:
         return "ProfilerStep#*" if STEP.match(events[i]["name"]) else events[i]["name"]
@@ -42,7 +54,7 @@ def raw_ops(relative: str, steps: set[int] | None = None) -> dict[str, dict[str,
         if parent is not None:
             children[parent] += max(ref.ns(events[op]["dur"]), 0)
     for op in raw.op_parent:
-        if not inside(ref.span(events[op])[0]):
+        if not inside(ref.span(events[op])[0]) or (stream is not None and op not in launching):
             continue
         row = out[name(op)]
         dur = max(ref.ns(events[op]["dur"]), 0)
@@ -81,6 +93,22 @@ def test_every_row_matches_raw(relative: str) -> None:
     # GPU self time partitions the attributed GPU time; the rest is the unattributed share.
     assert sum(r.gpu_self_ns for r in result.rows) == result.attributed_ns
     assert result.attributed_ns + result.unattributed_share * result.gpu_time_ns == pytest.approx(result.gpu_time_ns)
+
+
+@pytest.mark.parametrize("stream", [7, 40])
+def test_stream_filters_the_cpu_side_too(stream: int) -> None:
+    """Issue 18: --stream filtered only the GPU columns; calls and CPU times still counted every instance. Now
+    the CPU side is the op instances that launched work on the stream (NCCL stream 40, compute stream 7)."""
+    relative = "hta/nccl_parser_config_nccl_data.json.gz"
+    expected = {k: v for k, v in raw_ops(relative, stream=stream).items() if v["calls"]}
+    result = op_stats(opscope.load(corpus_path(relative)), OpOptions(top=0, streams=(stream,)))
+    got = {r.name: (r.calls, r.cpu_total_ns, r.cpu_self_ns, r.gpu_self_ns, r.gpu_total_ns, r.kernels)
+           for r in result.rows}
+    assert got == {k: tuple(int(v[f]) for f in ("calls", "cpu_total", "cpu_self", "gpu_self", "gpu_total",
+                                                 "kernels")) for k, v in expected.items()}
+    assert all(r.kernels > 0 for r in result.rows)
+    if stream == 40:
+        assert got["nccl:all_reduce"][0] == 15 and "aten::convolution_backward" not in got
 
 
 def test_steps_restrict_ops_and_kernels() -> None:

@@ -92,6 +92,17 @@ def test_omniperf_sysinfo_names_the_gpu():
     assert (row["grid_x"], row["block_x"], row["registers_per_thread"]) == (1048576 // 256, 256, 16)
 
 
+@pytest.mark.corpus
+@pytest.mark.parametrize(("rel", "gpu"), [("omniperf/vcopy_MI100__pmc_perf.csv", "MI100"),
+                                          ("omniperf/multikernel_MI200__pmc_perf.csv", "MI200")])
+def test_omniperf_pmc_perf_names_the_gpu_too(cli, rel, gpu):
+    """Issue 18: pmc_perf.csv showed "device <GPU_ID>" (a kernel-driver node id) where timestamps.csv showed the
+    GPU's name from the sysinfo.csv beside both."""
+    trace = opscope.load(corpus_path(rel), cache=False)
+    assert [d.name for d in trace.meta.devices] == [gpu]
+    assert f"devices: {gpu}" in cli("summary", corpus_path(rel)).out
+
+
 # Hand-made CSVs following the two other documented layouts (rocprof v1 results.csv, rocprofv3 kernel_trace.csv).
 V1 = ('"Index","KernelName","gpu-id","queue-id","queue-index","pid","tid","grd","wgr","lds","scr","arch_vgpr",'
       '"accum_vgpr","sgpr","wave_size","sig","obj","DispatchNs","BeginNs","EndNs","CompleteNs","DurationNs"\n'

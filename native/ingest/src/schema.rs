@@ -38,7 +38,7 @@ pub mod kind {
 }
 
 /// Raw category -> kind code, across schema generations (see `CATEGORY_KINDS` in schema.py).
-pub const CATEGORY_KINDS: [(&str, &str); 25] = [
+pub const CATEGORY_KINDS: [(&str, &str); 27] = [
     ("kernel", "kernel"),
     ("Kernel", "kernel"),
     ("gpu_memcpy", "memcpy"),
@@ -64,6 +64,8 @@ pub const CATEGORY_KINDS: [(&str, &str); 25] = [
     ("cuda_sync", "cuda_sync"),
     ("cpu_instant_event", "instant"),
     ("Trace", "trace_span"),
+    ("mtia_ccp_events", "kernel"),
+    ("mtia_runtime", "runtime"),
 ];
 
 pub fn kind_code(cat: &str) -> i32 {

@@ -225,6 +225,32 @@ fn file_crc32(py: Python<'_>, path: PathBuf) -> PyResult<u32> {
     .map_err(|e: std::io::Error| PyOSError::new_err(e.to_string()))
 }
 
+/// Itanium C++ demangling of kernel names (`_ZN7ck_tile6kentry...` -> `void ck_tile::kentry<...>(...)`) with the
+/// `cpp_demangle` crate, one result per input: None where a name is not a mangled symbol, or does not parse.
+/// Names that do not start with `_Z` are not tried. Runs with the GIL released; a panic inside the demangler
+/// (never seen, but input is untrusted) gives None for that name.
+#[pyfunction]
+fn demangle(py: Python<'_>, names: Vec<String>) -> Vec<Option<String>> {
+    py.detach(|| {
+        names
+            .iter()
+            .map(|name| {
+                if !name.starts_with("_Z") {
+                    return None;
+                }
+                std::panic::catch_unwind(|| {
+                    let symbol = cpp_demangle::Symbol::new(name.as_bytes()).ok()?;
+                    symbol
+                        .demangle_with_options(&cpp_demangle::DemangleOptions::default())
+                        .ok()
+                })
+                .ok()
+                .flatten()
+            })
+            .collect()
+    })
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(file_crc32, m)?)?;
@@ -232,6 +258,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(columns, m)?)?;
     m.add_function(wrap_pyfunction!(kinds, m)?)?;
     m.add_function(wrap_pyfunction!(limits, m)?)?;
+    m.add_function(wrap_pyfunction!(demangle, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

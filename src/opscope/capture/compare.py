@@ -7,6 +7,8 @@ pass (inference, `torch.no_grad`) is timed `repeats` times after `warmup` calls;
 profiled with `opscope.profile` and the trace gives the key operator's time per step (the top kernel by total
 time on a GPU trace, the top CPU operator by self time on a CPU trace) and utilization (`summary.utilization`,
 the busy time of `opscope steps`).
+Before the first measurement, a warm-up pass runs the baseline through the same calls, untimed and with no trace saved
+(`_warm_up`), so the baseline is not measured cold while the variants after it run warm.
 A variant that fails (say torch.compile without a compiler) is reported with its error; the others still run.
 """
 
@@ -30,7 +32,7 @@ from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
 from opscope.analysis.timeline.windows import step_windows
 from opscope.capture import export
 from opscope.capture._torch import describe_device, pick_device, require_torch, synchronize
-from opscope.capture.profiler import profile
+from opscope.capture.profiler import Profile, ProfileOptions, profile
 from opscope.capture.strategies import (
     BASELINE,
     Strategy,
@@ -184,6 +186,22 @@ def _measure(name: str, call: Callable[[], Any], batch: int, device: Any, settin
     return VariantRun(name, batch, samples, figures, None, str(path) if path else None), output
 
 
+def _warm_up(call: Callable[[], Any], device: Any, settings: dict[str, Any]) -> None:
+    """The warm-up pass before the first variant: the same calls `_measure` makes (the first call, the warm-up
+    calls, one profiled step), with nothing timed and no trace written. One-time costs of the process (CUDA
+    context and library handles, kernel loading and autotuning, the profiler library starting up) then land here
+    rather than in the baseline's figures, which every variant is compared with."""
+    for _ in range(1 + settings["warmup"]):
+        call()
+    synchronize(device)
+    activities = ("cpu", "cuda") if device.type == "cuda" else ("cpu",)
+    prof = Profile(ProfileOptions(activities=activities, save=False))
+    prof.log_warnings = False
+    with prof:
+        call()
+        synchronize(device)
+
+
 def _count(name: str, value: Any, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise UsageError(f"{name} must be a whole number >= {minimum}, got {value!r}")
@@ -213,6 +231,8 @@ def compare_strategies(setup: Callable[[int], tuple[Any, Any]], variants: Mappin
             model = model.to(chosen).eval()
         inputs = map_tensors(inputs, lambda t: t.to(chosen))
         try:
+            if batch == sizes[0]:
+                _warm_up(_runner(None, model, inputs, chosen), chosen, settings)
             base_run, expected = _measure(BASELINE, _runner(None, model, inputs, chosen), batch, chosen, settings,
                                           folder)
         except Exception as exc:

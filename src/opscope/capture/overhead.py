@@ -11,8 +11,10 @@ Intrusion of pair i = traced_i / untraced_i - 1; the result gives its median, qu
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -57,8 +59,11 @@ class OverheadResult:
 
 
 def measure_overhead(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1,
-                     options: ProfileOptions | None = None, device: str | None = None) -> OverheadResult:
-    """Run `fn` untraced and traced (`options`, default: the whole call traced) and compare the times."""
+                     options: ProfileOptions | None = None, device: str | None = None,
+                     step_marks: Callable[[Profile], AbstractContextManager[Any]] | None = None) -> OverheadResult:
+    """Run `fn` untraced and traced (`options`, default: the whole call traced) and compare the times.
+    `step_marks(prof)`, a context manager opened around each traced run, marks steps the way the profiled run
+    does (`opscope run` passes its optimizer-step hook), so a step schedule sees the same steps in both."""
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise UsageError(f"repeats must be a positive number, got {repeats!r}")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
@@ -70,7 +75,7 @@ def measure_overhead(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1
     def traced() -> tuple[float, float]:
         prof = Profile(traced_options)
         prof.log_warnings = False
-        with prof:
+        with step_marks(prof) if step_marks is not None else contextlib.nullcontext(), prof:
             elapsed = time_call(fn, chosen)
             stop_from = time.perf_counter()
         finalize = time.perf_counter() - stop_from

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from opscope.capture import export, memory_snapshot
 from opscope.capture._torch import describe_device, require_torch
+from opscope.capture.quiet import filtered_stderr
 from opscope.capture.schedule import NONE, RECORD, RECORD_AND_SAVE, WARMUP, Schedule
 from opscope.errors import UsageError
 
@@ -122,7 +123,8 @@ class Profile(contextlib.ContextDecorator):
         self._snapshot = self.options.memory_snapshot and memory_snapshot.start(torch)
         if self.options.memory_snapshot and not self._snapshot:
             self._warn(memory_snapshot.SKIPPED)
-        prof.__enter__()
+        with filtered_stderr():
+            prof.__enter__()
         self._torch_prof = prof
         _ACTIVE.append(self)
         self._nvtx_begin()
@@ -147,7 +149,8 @@ class Profile(contextlib.ContextDecorator):
         with warnings.catch_warnings():
             # Each cycle is exported as it ends, so torch's note about clearing events between cycles is moot.
             warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
-            self._torch_prof.step()
+            with filtered_stderr():
+                self._torch_prof.step()
         self.steps += 1
         self._nvtx_begin()
 
@@ -158,7 +161,8 @@ class Profile(contextlib.ContextDecorator):
         prof, self._torch_prof = self._torch_prof, None
         try:
             if prof is not None:
-                prof.__exit__(exc_type, exc, tb)
+                with filtered_stderr():
+                    prof.__exit__(exc_type, exc, tb)
         finally:
             if self._snapshot:
                 self._snapshot = False

@@ -120,22 +120,36 @@ def _script_frames(exc: BaseException) -> tuple[str, str]:
     return "".join(traceback.format_exception(type(exc), exc, tb)), where
 
 
-def run_script(command: Command, options: ProfileOptions) -> RunResult:
-    """Profile one run of `command`; never raises for the script's own failures (they are in the result)."""
-    require_torch()
-    prof = Profile(options)
-    prof.log_warnings = False
-    prof.step_hint = "call opscope.step() at the end of each step in the script, or step a torch.optim optimizer"
+STEP_HINT = "call opscope.step() at the end of each step in the script, or step a torch.optim optimizer"
+
+
+@contextlib.contextmanager
+def optimizer_step_marks(prof: Profile) -> Iterator[None]:
+    """While open, every `torch.optim` optimizer step marks a step of `prof` (unless the script marks its own
+    steps with opscope.step()). Used by the profiled run and by the traced runs of `--overhead` alike, so both
+    count the same steps."""
+    prof.step_hint = STEP_HINT
 
     def on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         if prof.running:
             prof.step("optimizer")
 
     hook = importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(on_optimizer_step)
+    try:
+        yield
+    finally:
+        hook.remove()
+
+
+def run_script(command: Command, options: ProfileOptions) -> RunResult:
+    """Profile one run of `command`; never raises for the script's own failures (they are in the result)."""
+    require_torch()
+    prof = Profile(options)
+    prof.log_warnings = False
     status, error, script_tb = 0, None, None
     start = time.perf_counter()
     try:
-        with prof:
+        with optimizer_step_marks(prof), prof:
             execute(command)
     except SystemExit as exc:
         status = exc.code if isinstance(exc.code, int) else 1
@@ -144,8 +158,6 @@ def run_script(command: Command, options: ProfileOptions) -> RunResult:
         status = 1
         script_tb, where = _script_frames(exc)
         error = f"failed at {where} ({type(exc).__name__}: {exc})"
-    finally:
-        hook.remove()
     return RunResult(command=command, exit_status=status, error=error, script_traceback=script_tb,
                      trace_path=str(prof.trace_path) if prof.trace_path else None, steps=prof.steps,
                      step_source=prof.step_source, device=prof.device, warnings=tuple(prof.warnings),

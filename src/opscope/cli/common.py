@@ -56,9 +56,10 @@ def check_top(args: argparse.Namespace) -> None:
 def add_output_args(parser: argparse.ArgumentParser, formats: tuple[str, ...] | None = None) -> None:
     parser.add_argument("--format", choices=formats or tuple(FORMATS), default="table", help="output format")
     parser.add_argument("-o", "--output", default=None, help="write to this file instead of standard output")
-    parser.add_argument("--wide", action="store_true", help="full kernel names (default: shortened in the middle)")
+    parser.add_argument("--wide", action="store_true",
+                        help="full kernel names, one line each (default: shortened by structure, kept distinct)")
     parser.add_argument("--no-color", action="store_true", help="no colours, even on a terminal")
-    parser.add_argument("--width", type=int, default=None, help="table width (default: the terminal's)")
+    parser.add_argument("--width", type=int, default=None, help="table width (default: $COLUMNS, else the terminal's, else 100)")
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -108,11 +109,17 @@ def load_trace(args: argparse.Namespace, path: str | None = None) -> Trace:
 MIN_WIDTH = 20  # narrower, a table is one character per line
 
 
+def _columns_env() -> int | None:
+    """`COLUMNS` (set by shells, CI runners and users: `COLUMNS=160 opscope ... | less`), when it is a width."""
+    value = os.environ.get("COLUMNS", "").strip()
+    return int(value) if value.isdigit() and int(value) >= MIN_WIDTH else None
+
+
 def render_options(args: argparse.Namespace, to_terminal: bool) -> RenderOptions:
     if args.width is not None and args.width < MIN_WIDTH:
         raise UsageError(f"--width must be at least {MIN_WIDTH} columns, got {args.width}")
     color = to_terminal and not args.no_color and "NO_COLOR" not in os.environ
-    width = args.width or (shutil.get_terminal_size((100, 24)).columns if to_terminal else 100)
+    width = args.width or _columns_env() or (shutil.get_terminal_size((100, 24)).columns if to_terminal else 100)
     return RenderOptions(width=width, wide=args.wide, color=color)
 
 

@@ -36,7 +36,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from opscope.capture import ProfileOptions, Schedule, measure_overhead
-    from opscope.capture.runner import execute, parse_command, run_script
+    from opscope.capture.runner import execute, optimizer_step_marks, parse_command, run_script
     from opscope.capture.summary import summarize
     from opscope.errors import ScriptFailed, UsageError
     from opscope.report.capture_view import run_document
@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--overhead and --steps profile with torch.profiler; not available for a JAX script")
     if args.overhead:
         try:
-            overhead = measure_overhead(lambda: execute(command), repeats=args.repeats, options=options)
+            overhead = measure_overhead(lambda: execute(command), repeats=args.repeats, options=options,
+                                        step_marks=optimizer_step_marks)
         except (Exception, SystemExit) as exc:
             code = exc.code if isinstance(exc, SystemExit) and isinstance(exc.code, int) else 1
             raise ScriptFailed(f"{command.display} failed during the overhead runs ({type(exc).__name__}: {exc})",

@@ -3,7 +3,8 @@
 Each activity table is streamed in bounded batches of integer columns (see `ingest.sqlite`) and turned into
 the event model: names are resolved through `StringIds` on the distinct ids of each batch, threads are
 decoded from `globalTid` (pid = (globalTid >> 24) & 0xFFFFFF, tid = globalTid & 0xFFFFFF), and the CUPTI
-`correlationId` goes into `Col.CORRELATION` on both the API call and its GPU work, as in Kineto traces.
+`correlationId` goes into `Col.CORRELATION` on both the API call and its GPU work, as in Kineto traces (in an
+export of several processes, made unique per process: `_correlation`).
 Names follow Kineto so that the same program reads the same from both profilers: kernels by their demangled
 name, copies as "Memcpy HtoD (Pageable -> Device)", fills as "Memset (Device)", API calls without the
 "_v7000" version suffix nsys stores, NVTX push/pop and start/end ranges as `user_annotation` ranges on the
@@ -41,6 +42,7 @@ MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 
 NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN = 34, 59, 60, 75
 _VERSION_SUFFIX = re.compile(r"_v\d+$")
 _DRIVER_CLASS = 1  # ENUM_NSYS_EVENT_CLASS: 0 CUDA runtime, 1 CUDA driver
+_PID_MASK = 0xFFFFFF  # pid = (globalTid >> 24) & _PID_MASK; globalPid has the same layout
 
 
 @dataclass
@@ -49,6 +51,31 @@ class _State:
     devices: dict[int, DeviceInfo]
     pids: set[int] = field(default_factory=set)
     tids: set[int] = field(default_factory=set)  # globalTid values seen
+    several_processes: bool = False  # CUDA API calls from more than one process: correlation ids per process
+
+
+def _several_processes(db: SqliteTrace) -> bool:
+    """Whether the export's CUDA API calls (or GPU work) come from more than one process."""
+    found: set[int] = set()
+    if RUNTIME in db.tables and "globalTid" in db.columns(RUNTIME):
+        found.update(r[0] for r in db.rows(f"SELECT DISTINCT (globalTid >> 24) & {_PID_MASK} FROM {RUNTIME}"))
+    for table in (KERNEL, MEMCPY, MEMSET):
+        if table in db.tables and "globalPid" in db.columns(table):
+            found.update(r[0] for r in db.rows(f"SELECT DISTINCT (globalPid >> 24) & {_PID_MASK} FROM {table}"))
+    return len(found - {None}) > 1
+
+
+def _correlation(batch: pa.RecordBatch, pid: np.ndarray, state: _State) -> pa.Array:
+    """The CUPTI correlation id; in an export of several processes, `pid * 2**32 + correlationId`, because
+    CUPTI numbers correlations per process (two processes both launch a kernel with id 5): launches then link
+    to GPU work of their own process only. CUPTI's ids are 32-bit, so the two parts never overlap."""
+    corr = batch.column("corr")
+    if not state.several_processes:
+        return nullable(corr)
+    values = corr.to_numpy(zero_copy_only=False)
+    known = _valid(values) & _valid(pid)
+    scoped = np.where(known, (pid & _PID_MASK) * (1 << 32) + (values & 0xFFFFFFFF), 0)
+    return pa.array(scoped, type=pa.int64(), mask=~known)
 
 
 def _string_table(db: SqliteTrace) -> pa.Array:
@@ -120,15 +147,17 @@ def _valid(values: np.ndarray) -> np.ndarray:
     return values != NULL_INT
 
 
-def _gpu_columns(batch: pa.RecordBatch, category: str, kind: str) -> dict[str, pa.Array]:
+def _gpu_columns(batch: pa.RecordBatch, category: str, kind: str, state: _State) -> dict[str, pa.Array]:
     n = batch.num_rows
+    gpid = _np(batch, "gpid")
+    process = np.where(_valid(gpid), (gpid >> 24) & _PID_MASK, NULL_INT)
     device, stream = _np(batch, "device"), _np(batch, "stream")
     return {
         Col.PH: C.const_text("X", n), Col.CAT: C.const_text(category, n), Col.KIND: C.kinds(kind, n),
         Col.PID: C.text_of_ints(device), Col.TID: C.text_of_ints(stream),
         Col.TS_NS: batch.column("start"), Col.DUR_NS: batch.column("dur"),
         Col.DEVICE: C.ints(device, pa.int32()), Col.STREAM: batch.column("stream"),
-        Col.CORRELATION: nullable(batch.column("corr")),
+        Col.CORRELATION: _correlation(batch, process, state),
     }
 
 
@@ -137,16 +166,16 @@ def _kernels(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
         return
     have = db.columns(KERNEL)
     name = "demangledName" if "demangledName" in have else "shortName"
-    sql = (f"SELECT start, end - start, deviceId, streamId, {db.col(KERNEL, 'correlationId')}, "
+    sql = (f"SELECT start, end - start, deviceId, streamId, {db.col(KERNEL, 'correlationId')}, {db.col(KERNEL, 'globalPid')}, "
            f"ifnull({name}, {NULL_INT}), gridX, gridY, gridZ, blockX, blockY, blockZ, "
            f"{db.col(KERNEL, 'registersPerThread')}, "
            f"{db.col(KERNEL, 'staticSharedMemory', '0')} + {db.col(KERNEL, 'dynamicSharedMemory', '0')} "
            f"FROM {KERNEL}")
-    names = ["start", "dur", "device", "stream", "corr", "name", "gx", "gy", "gz", "bx", "by", "bz", "regs", "smem"]
+    names = ["start", "dur", "device", "stream", "corr", "gpid", "name", "gx", "gy", "gz", "bx", "by", "bz", "regs", "smem"]
     sm_count = {d: info.sm_count for d, info in state.devices.items() if info.sm_count}
     warp_size = {d: info.warp_size or 32 for d, info in state.devices.items()}
     for batch in db.batches(sql, names):
-        cols = _gpu_columns(batch, "kernel", Kind.KERNEL)
+        cols = _gpu_columns(batch, "kernel", Kind.KERNEL, state)
         cols[Col.NAME] = _names(batch.column("name"), state.strings)
         for key, col in (("gx", Col.GRID_X), ("gy", Col.GRID_Y), ("gz", Col.GRID_Z), ("bx", Col.BLOCK_X),
                          ("by", Col.BLOCK_Y), ("bz", Col.BLOCK_Z), ("regs", Col.REGISTERS)):
@@ -191,11 +220,11 @@ def _memcpys(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
     copy = _enum_labels(db, "ENUM_CUDA_MEMCPY_OPER", {})
     copy_names = {k: COPY_KINDS.get(k, copy.get(k, "Unknown")) for k in set(COPY_KINDS) | set(copy)}
     mem = _enum_labels(db, "ENUM_CUDA_MEM_KIND", MEM_KINDS)
-    sql = (f"SELECT start, end - start, deviceId, streamId, {db.col(MEMCPY, 'correlationId')}, bytes, copyKind, "
+    sql = (f"SELECT start, end - start, deviceId, streamId, {db.col(MEMCPY, 'correlationId')}, {db.col(MEMCPY, 'globalPid')}, bytes, copyKind, "
            f"{db.col(MEMCPY, 'srcKind')}, {db.col(MEMCPY, 'dstKind')} FROM {MEMCPY}")
-    names = ["start", "dur", "device", "stream", "corr", "bytes", "copy", "src", "dst"]
+    names = ["start", "dur", "device", "stream", "corr", "gpid", "bytes", "copy", "src", "dst"]
     for batch in db.batches(sql, names):
-        cols = _gpu_columns(batch, "gpu_memcpy", Kind.MEMCPY)
+        cols = _gpu_columns(batch, "gpu_memcpy", Kind.MEMCPY, state)
         copy_kind, src, dst = _np(batch, "copy"), _np(batch, "src"), _np(batch, "dst")
         src, dst = np.where(_valid(src), src, 255), np.where(_valid(dst), dst, 255)
         codes = copy_kind * 65536 + src * 256 + dst
@@ -214,10 +243,10 @@ def _memsets(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
     if MEMSET not in db.tables:
         return
     mem = _enum_labels(db, "ENUM_CUDA_MEM_KIND", MEM_KINDS)
-    sql = (f"SELECT start, end - start, deviceId, streamId, {db.col(MEMSET, 'correlationId')}, bytes, "
+    sql = (f"SELECT start, end - start, deviceId, streamId, {db.col(MEMSET, 'correlationId')}, {db.col(MEMSET, 'globalPid')}, bytes, "
            f"{db.col(MEMSET, 'memKind')} FROM {MEMSET}")
-    for batch in db.batches(sql, ["start", "dur", "device", "stream", "corr", "bytes", "mem"]):
-        cols = _gpu_columns(batch, "gpu_memset", Kind.MEMSET)
+    for batch in db.batches(sql, ["start", "dur", "device", "stream", "corr", "gpid", "bytes", "mem"]):
+        cols = _gpu_columns(batch, "gpu_memset", Kind.MEMSET, state)
         labels = {k: f"Memset ({v})" for k, v in mem.items()}
         labels[NULL_INT] = "Memset (Unknown)"
         cols[Col.NAME] = C.text_by_code(_np(batch, "mem"), labels)
@@ -248,10 +277,12 @@ def _runtime(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
         n = batch.num_rows
         driver = _np(batch, "cls") == _DRIVER_CLASS
         cols = _thread_columns(batch, state)
+        gtid = _np(batch, "gtid")
+        process = np.where(_valid(gtid), (gtid >> 24) & _PID_MASK, NULL_INT)
         cols.update({
             Col.PH: C.const_text("X", n), Col.TS_NS: batch.column("start"), Col.DUR_NS: batch.column("dur"),
             Col.NAME: _names(batch.column("name"), state.strings, _api_name),
-            Col.CORRELATION: nullable(batch.column("corr")),
+            Col.CORRELATION: _correlation(batch, process, state),
             Col.CAT: C.text_where(driver, "cuda_driver", "cuda_runtime"),
             Col.KIND: C.kinds_where(driver, Kind.DRIVER, Kind.RUNTIME),
         })
@@ -351,7 +382,7 @@ def read_batches(path: Path, display: str, use_adbc: bool | None = None
                  ) -> tuple[Iterator[pa.RecordBatch], Callable[[], TraceMeta]]:
     """Start reading `path`; returns the batch iterator and a finisher that builds `TraceMeta` afterwards."""
     db = open_export(path, display, use_adbc)
-    state = _State(strings=_string_table(db), devices=_devices(db))
+    state = _State(strings=_string_table(db), devices=_devices(db), several_processes=_several_processes(db))
 
     def batches() -> Iterator[pa.RecordBatch]:
         for part in (_kernels, _memcpys, _memsets, _runtime, _nvtx, _metadata):

@@ -289,8 +289,9 @@ def _ints(table: pa.Table, column: str | None) -> np.ndarray | None:
 
 
 def _sysinfo(path: Path, gpu_ids: set[int]) -> dict[int, DeviceInfo]:
-    """The GPU named by `sysinfo.csv` beside an omniperf `timestamps.csv`, for each GPU id seen."""
-    sibling = path.with_name(path.name.replace("timestamps.csv", "sysinfo.csv"))
+    """The GPU named by `sysinfo.csv` beside an omniperf `timestamps.csv` or `pmc_perf.csv`, for each GPU id seen
+    (their GPU_ID is a node id of the kernel driver - e.g. 11995 - not a name)."""
+    sibling = path.with_name(re.sub(r"(timestamps|pmc_perf)\.csv$", "sysinfo.csv", path.name))
     if sibling == path or not sibling.is_file():
         return {}
     try:

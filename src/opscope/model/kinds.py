@@ -131,4 +131,8 @@ CATEGORY_KINDS: Final[dict[str, str]] = {
     "cuda_sync": Kind.SYNC,
     "cpu_instant_event": Kind.INSTANT,
     "Trace": Kind.TRACE,
+    # Meta MTIA: the accelerator's command-processor events (device work, pid = the device id) and the runtime
+    # calls that launch them (args.correlation; linked to the device events by ac2g flows).
+    "mtia_ccp_events": Kind.KERNEL,
+    "mtia_runtime": Kind.RUNTIME,
 }

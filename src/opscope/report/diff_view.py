@@ -12,6 +12,7 @@ from typing import Any
 
 from opscope.analysis.compare.diff import NS, DiffRow, Figure, Side, TraceDiff
 from opscope.analysis.compare.gates import GateResult, MinDelta, visible
+from opscope.report import names
 from opscope.report.document import FLOAT, INT, MS, NAME, TEXT, US, Column, Document, Table
 
 SCHEMA = "opscope.diff/1"
@@ -62,6 +63,9 @@ def _figure_data(figure: Figure) -> dict[str, Any]:
             "change_pct": _rounded(figure.change_pct, 3)}
 
 
+CHART_NAME_WIDTH = 50  # characters of a kernel name on a chart axis
+
+
 def _row_data(row: DiffRow, with_shape: bool) -> dict[str, Any]:
     data: dict[str, Any] = {"name": row.name, "kind": row.kind}
     if with_shape:
@@ -102,8 +106,10 @@ def diff_data(diff: TraceDiff, gates: tuple[GateResult, ...], view: DiffView) ->
 
     def table(rows: tuple[DiffRow, ...], shape: bool) -> dict[str, Any]:
         shown, hidden, hidden_delta = _shown(rows, diff, view)
-        return {"rows": [_row_data(r, shape) for r in shown], "rows_total": len(rows), "rows_hidden": hidden,
-                "hidden_delta_us": _us(hidden_delta)}
+        out = [_row_data(r, shape) for r in shown]
+        for row, short in zip(out, names.shorten_all([r["name"] for r in out], CHART_NAME_WIDTH), strict=True):
+            row["short_name"] = short  # chart labels: the terminal's shortening (report/names.py)
+        return {"rows": out, "rows_total": len(rows), "rows_hidden": hidden, "hidden_delta_us": _us(hidden_delta)}
 
     md = view.min_delta
     return {

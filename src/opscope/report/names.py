@@ -1,15 +1,27 @@
 """Readable kernel names: demangled C++ names can be 500+ characters of templates and parameters.
 
-`shorten` first drops the parameter list and folds nested template arguments, then, if still too long, cuts
-the middle and keeps the start (namespace and function) and the end (the most specific part).
+`shorten` works by structure, in steps, stopping as soon as the name fits: drop the parameter list, `void ` and
+`(anonymous namespace)::`; drop namespaces (`at::native::foo` -> `foo`); compact lambdas (`{lambda(float)#1}`
+-> `λ1`, without the `::operator()() const` between them) and the parameter lists of the functions that
+enclose them (`launch_clamp_scalar(TensorIteratorBase&)::λ1` -> `launch_clamp_scalar::λ1`), which keeps the
+argument that tells `elementwise_kernel` instances apart; fold template arguments nested deeper than two, then
+one level; only then cut the middle, keeping the start (the template head) and the end.
+
+`shorten_all` shortens a column of names and keeps them distinct: when different names would be shown the
+same, each of them is shortened a little more and gets ` #` and the first 4 hex digits of the BLAKE2b hash of
+the full name (6, then 8 digits in the unlikely case that 4 still collide), so the rows stay told apart and
+the suffix is stable across runs and traces.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections import defaultdict
+from collections.abc import Sequence
 
 ELLIPSIS = "…"
-_NAMESPACE = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*::)+")
+_NAMESPACE = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*::)+(?!λ)")  # not the function a lambda lives in
 
 
 def _fold(name: str, open_ch: str, close_ch: str, keep_depth: int) -> str:
@@ -65,6 +77,21 @@ def middle(text: str, width: int) -> str:
     return text[:head] + ELLIPSIS + text[len(text) - tail :]
 
 
+_LAMBDA = re.compile(r"\{lambda\([^{}]*?\)#(\d+)\}")
+_CALL_OPERATOR = re.compile(r"::operator\(\)\(\)(?: const)?")
+_ENCLOSING_PARAMS = re.compile(r"\([^()]*\)(?=::)")
+
+
+def _compact_lambdas(text: str) -> str:
+    """`f(TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda(float)#2}` -> `f::λ1::λ2`."""
+    text = _CALL_OPERATOR.sub("", text)
+    text = _LAMBDA.sub(lambda m: "λ" + m.group(1), text)
+    previous = None
+    while previous != text:
+        previous, text = text, _ENCLOSING_PARAMS.sub("", text)
+    return text
+
+
 def shorten(name: str, width: int = 80) -> str:
     if len(name) <= width:
         return name
@@ -73,10 +100,31 @@ def shorten(name: str, width: int = 80) -> str:
         text = text[:-3]
     if text.startswith("void "):
         text = text[5:]
-    if len(text) > width:
-        text = _NAMESPACE.sub("", text)  # `at::native::foo` -> `foo`: the function, not its address
+    if len(text) > width:  # `at::native::foo` -> `foo`: the function, not its address; lambdas compacted first
+        text = _NAMESPACE.sub("", _compact_lambdas(text))
     if len(text) > width:
         text = _fold(text, "<", ">", 2)  # keep template arguments, which tell variants apart
     if len(text) > width:
         text = _fold(text, "<", ">", 1)
     return middle(text, width)
+
+
+def tag(name: str, digits: int = 4) -> str:
+    """The short hash shown after names that would otherwise look the same: ` #` + BLAKE2b hex digits."""
+    return " #" + hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()[:digits]
+
+
+def shorten_all(full: Sequence[str], width: int) -> list[str]:
+    """`shorten` over a column, with colliding results told apart by `tag` (see the module doc)."""
+    shown = [shorten(n, width) for n in full]
+    for digits in (4, 6, 8):
+        groups: defaultdict[str, set[str]] = defaultdict(set)
+        for raw, text in zip(full, shown, strict=True):
+            groups[text].add(raw)
+        clashing = {text for text, raws in groups.items() if len(raws) > 1}
+        if not clashing:
+            break
+        suffix = 2 + digits
+        shown = [shorten(raw, max(width - suffix, 8)) + tag(raw, digits) if text in clashing else text
+                 for raw, text in zip(full, shown, strict=True)]
+    return shown

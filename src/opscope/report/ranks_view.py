@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from opscope.analysis.compare.ranks import RanksReport, Spread
+from opscope.report import names
 from opscope.report.document import INT, NAME, PCT, TEXT, US, Column, Document, Table
 
 SCHEMA = "opscope.ranks/1"
@@ -45,7 +46,8 @@ def ranks_data(report: RanksReport) -> dict[str, Any]:
              "utilization": _frac(r.utilization)}
             for r in report.ranks
         ],
-        "kernels": [_spread_data(s) for s in report.kernels],
+        "kernels": [{**_spread_data(s), "short_name": short} for s, short in
+                    zip(report.kernels, names.shorten_all([k.name for k in report.kernels], 50), strict=True)],
         "ops": [_spread_data(s) for s in report.ops],
         "straggler": None if straggler is None else {
             "rank": straggler.rank, "reason": straggler.reason,

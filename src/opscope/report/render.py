@@ -46,19 +46,27 @@ def fmt(value: Any, kind: str) -> str:
     return str(value)
 
 
+NAME_MIN = 16  # a shortened name is never narrower than this; the table grows past --width instead
+
+
+def _gaps(table: Table) -> int:
+    return 2 * (len(table.columns) - 1) + 2
+
+
 def _table_cells(table: Table, options: RenderOptions, total_width: int) -> tuple[list[list[str]], list[int]]:
     """Format every cell (text with control characters made visible); the name column gets whatever width the
-    numeric columns leave."""
+    other columns leave (at least NAME_MIN), its names shortened by `names.shorten_all` (kept distinct). With
+    `wide`, names are kept whole."""
     raw = [[visible(fmt(row.get(c.key), c.kind) if c.kind != NAME else str(row.get(c.key) or ""))
             for c in table.columns] for row in table.rows]
     widths = [max([len(c.label)] + [len(str(r[i])) for r in raw]) for i, c in enumerate(table.columns)]
-    gaps = 2 * (len(table.columns) - 1) + 2
     for i, col in enumerate(table.columns):
         if col.kind == NAME and not options.wide:
             others = sum(w for j, w in enumerate(widths) if j != i)
-            widths[i] = max(24, min(widths[i], total_width - others - gaps))
-            for r in raw:
-                r[i] = names.shorten(str(r[i]), widths[i])
+            widths[i] = max(NAME_MIN, min(widths[i], total_width - others - _gaps(table)))
+            for r, short in zip(raw, names.shorten_all([str(r[i]) for r in raw], widths[i]), strict=True):
+                r[i] = short
+            widths[i] = max([len(col.label)] + [len(r[i]) for r in raw])
     return raw, widths
 
 
@@ -67,21 +75,23 @@ def render_table(doc: Document, options: RenderOptions) -> str:
     from a trace is markup, and none reaches the terminal as a control sequence."""
     buf = io.StringIO()
     width = options.width or 100
-    console = Console(file=buf, width=width, force_terminal=options.color, no_color=not options.color,
+    laid_out = [(table, *_table_cells(table, options, width)) for table in doc.tables]
+    # Never drop or squeeze a column: when the numbers and the narrowest names need more than `width` (or, with
+    # --wide, the full names do), the output is that much wider instead.
+    needed = max((sum(w) + _gaps(t) for t, _, w in laid_out), default=0)
+    console = Console(file=buf, width=max(width, needed), force_terminal=options.color, no_color=not options.color,
                       highlight=False, emoji=False, color_system="auto" if options.color else None)
     console.print(Text(visible(doc.title), style="bold"))
     for label, value in doc.facts:
         console.print(Text.assemble((f"  {visible(label)}: ", "dim"), visible(value)))
-    for table in doc.tables:
-        cells, widths = _table_cells(table, options, width)
+    for table, cells, widths in laid_out:
         title = Text(visible(table.title), style="bold") if table.title else None
         rich = RichTable(title=title, box=box.SIMPLE_HEAD, title_justify="left", expand=False,
                          pad_edge=False, title_style="bold", collapse_padding=True)
         for col, col_width in zip(table.columns, widths):
             numeric = col.kind in NUMERIC
-            rich.add_column(Text(visible(col.label)), justify="right" if numeric else "left", no_wrap=not options.wide,
-                            overflow="fold", min_width=col_width if numeric else None,
-                            max_width=None if options.wide else col_width)
+            rich.add_column(Text(visible(col.label)), justify="right" if numeric else "left", no_wrap=True,
+                            overflow="fold", min_width=col_width, max_width=col_width)
         for row in cells:
             rich.add_row(*[Text(c) for c in row])
         console.print(rich)
@@ -105,12 +115,17 @@ def render_markdown(doc: Document, options: RenderOptions) -> str:
             lines.extend([f"**{md_text(table.title)}**", ""])
         lines.append("| " + " | ".join(md_text(c.label) for c in table.columns) + " |")
         lines.append("|" + "|".join("---:" if c.kind in NUMERIC else "---" for c in table.columns) + "|")
+        short = {}
+        for c in table.columns:
+            if c.kind == NAME and not options.wide:
+                full = sorted({str(r[c.key]) for r in table.rows if isinstance(r.get(c.key), str)})
+                short[c.key] = dict(zip(full, names.shorten_all(full, 80), strict=True))
         for row in table.rows:
             cells = []
             for col in table.columns:
                 value: Any = row.get(col.key)
-                if col.kind == NAME and not options.wide and isinstance(value, str):
-                    value = names.shorten(value, 80)
+                if col.key in short and isinstance(value, str):
+                    value = short[col.key][value]
                 text = fmt(value, col.kind)
                 cells.append(md_code(text) if col.kind == NAME else text if col.kind in NUMERIC else md_text(text))
             lines.append("| " + " | ".join(cells) + " |")

@@ -25,6 +25,7 @@ def summary_data(result: KernelSummary) -> dict[str, object]:
             "median_us": _us(r.median_ns),
             "share": round(r.share, 6),
             "stddev_us": _us(r.stddev_ns),
+            "raw_name": r.raw_name if r.raw_name is not None else r.name,
         }
         for r in result.rows
     ]
@@ -86,7 +87,7 @@ def summary_document(result: KernelSummary) -> Document:
     if result.traces:
         notes.append(f"{len(result.traces)} traces merged into one table; medians are sketch estimates "
                      "(1% relative accuracy), every other column is exact.")
-    if result.gpu_calls == 0:
+    if result.gpu_calls == 0 and not any("look like device work" in w for w in result.warnings):
         notes.append("No GPU kernels, memcpys or memsets in this trace (a CPU-only capture?).")
     notes.extend(f"warning: {w}" for w in result.warnings)
     return Document(

@@ -34,6 +34,7 @@ from opscope.report.findings_data import report_findings
 from opscope.report.memory_panel import memory_panel
 from opscope.report.efficiency_report import SOURCE as EFFICIENCY_SOURCE
 from opscope.report.efficiency_report import efficiency_report
+from opscope.report import names
 from opscope.report.summary_view import summary_data
 from opscope.report.timeline_data import TimelineOptions as LaneOptions
 from opscope.report.timeline_data import pack_timeline
@@ -136,6 +137,9 @@ def _headline(trace: Trace, act: Activity, names: dict[int, str], gpu_time_ns: i
     }
 
 
+CHART_NAME_WIDTH = 52  # characters of a kernel name on a chart axis
+
+
 def _kernels(data: dict[str, Any], strings: Strings, act: Activity, max_rows: int) -> dict[str, Any]:
     """The kernel table, each row with its category: taken from the timeline's events, which already carry it
     (each distinct name is classified once per report); rows outside them are classified together.
@@ -147,10 +151,12 @@ def _kernels(data: dict[str, Any], strings: Strings, act: Activity, max_rows: in
         ((n, k), c) for n, k, c in act.events.select(pl.col(Col.NAME).cast(pl.String), pl.col(Col.KIND).cast(pl.String),
                                                      CATEGORY).unique().iter_rows())
     shipped, left = data["rows"][:max_rows], data["rows"][max_rows:]  # heaviest first (as `summary`)
-    missing = [(row["name"], row["kind"]) for row in shipped if (row["name"], row["kind"]) not in known]
+    missing = [(row["raw_name"], row["kind"]) for row in shipped if (row["raw_name"], row["kind"]) not in known]
     if missing:
         known.update(categories_of(missing))
-    rows = [{**row, "name": strings(row["name"]), CATEGORY: known[(row["name"], row["kind"])]} for row in shipped]
+    short = names.shorten_all([row["name"] for row in shipped], CHART_NAME_WIDTH)  # the terminal's shortening
+    rows = [{**row, "name": strings(row["name"]), "raw_name": strings(row["raw_name"]), "short_name": strings(s),
+             CATEGORY: known[(row["raw_name"], row["kind"])]} for row, s in zip(shipped, short, strict=True)]
     rest = None
     if left:
         rest = {"rows": len(left), "calls": sum(r["calls"] for r in left),

@@ -13,6 +13,9 @@ Definitions (docs/analysis-attribution.md):
 - by_shape: rows per (name, Input Dims), the dims JSON text with whitespace removed.
 - kernels / self_kernels: those GPU events, counted; kernels_per_call = kernels / calls.
 - unattributed_share = share of the selected GPU time whose launch has no enclosing op.
+- devices / streams: the GPU events on those devices / streams, and on the CPU side only the op instances that
+  launched them (directly or through a child op): calls, CPU total and CPU self count those instances, so an
+  op that launched nothing there is not listed.
 """
 
 from __future__ import annotations
@@ -79,6 +82,12 @@ def op_stats(trace: Trace, options: OpOptions | None = None, linkage: Linkage | 
         ops = select.by_steps(ops, trace, opts.steps, clip=False).drop("step")
     gpu = selected_gpu(trace, linked, opts.devices, opts.streams, opts.steps)
     keys = [Col.NAME, Col.INPUT_DIMS] if opts.by_shape else [Col.NAME]
+    if opts.devices or opts.streams:
+        # The CPU side follows the GPU selection: only the op instances that launched selected GPU work,
+        # directly or through a child op (the launching op and all ops enclosing it).
+        starts = gpu["op_row"].drop_nulls().unique()
+        launching = ancestors(scopes.select(ROW, "op_parent_row"), starts, up="op_parent_row")["ancestor"]
+        ops = ops.filter(pl.col(ROW).is_in(launching.implode()))
 
     child = scopes.filter(pl.col("op_parent_row").is_not_null())
     child_ns = child.group_by("op_parent_row").agg(pl.col(Col.DUR_NS).clip(lower_bound=0).sum().alias("_child"))

@@ -32,9 +32,13 @@ CATEGORIES: Final[tuple[str, ...]] = (GEMM, CONVOLUTION, ATTENTION, ELEMENTWISE,
                                       SOFTMAX, COMMUNICATION, MEMCPY, MEMSET, OTHER)
 
 RULES: Final[tuple[tuple[str, str], ...]] = (
-    # NCCL / RCCL / MSCCL collectives and vLLM-style custom all-reduce.
+    # NCCL / RCCL / MSCCL collectives, vLLM / SGLang / TensorRT-LLM custom all-reduce (cross_device_reduce_*,
+    # one/two-shot allreduce, quick all-reduce), DeepEP expert-parallel dispatch / combine and their notify
+    # kernels, NVSHMEM, and custom all-to-all kernels.
     (COMMUNICATION, r"\bnccl|^nccl|rccl|msccl|cross_device_reduce|custom_?all_?reduce|all_?reduce_kernel"
-                    r"|all_?gather_kernel|reduce_?scatter_kernel|alltoall|all_to_all"
+                    r"|all_?gather_kernel|reduce_?scatter_kernel|alltoall|all_to_all|allreduce|quick_?all_?reduce"
+                    r"|dpsk::ep|deep_?ep|(inter|intra)node::(dispatch|combine)|notify_dispatch|notify_combine"
+                    r"|cached_notify|nvshmem"
                     # XLA's collective HLO names (all-reduce-start.1, all-gather, ...) where a kernel carries them
                     r"|all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute"),
     # ROCm's blit kernels that implement hipMemcpy / hipMemset on older runtimes.
@@ -45,13 +49,20 @@ RULES: Final[tuple[tuple[str, str], ...]] = (
     (SOFTMAX, r"softmax"),
     (NORMALIZATION, r"(layer|rms|batch|group|instance)_?norm|bn_(fw|bw)|RowwiseMoments|ComputeFusedParams"
                     r"|cuApplyLayerNorm|cuApplyRMSNorm|cuComputeGradInput|cuComputePartGradGammaBeta|welford"
-                    r"|norm_(fwd|bwd)_kernel|normalize_kernel"),
+                    r"|norm_(fwd|bwd)_kernel|normalize_kernel|GammaBetaBackward|ComputeInternalGradients"
+                    r"|cuComputeGradGammaBeta|ComputeGradientFusedParams"),
     # `conv` not followed by `ert` (convert_*), spelled without look-ahead.
     (CONVOLUTION, r"conv(?:[^e]|e[^r]|er[^t]|er?$|$)|convolve|cudnn|scudnn|implicit_?gemm|winograd|dgrad|wgrad|fprop|fft[12]d"
                   r"|im2col|col2im|igemm_(fwd|bwd|wrw)|MIOpen|naive_conv|cask_|flip_filter"
                   r"|pointwise_mult_and_sum_complex|im3d2col|cudnn-conv"),
+    # cuBLASLt's Blackwell / Hopper `nvjet_*` kernels and the TensorRT-LLM `bmm_<dtype>_*` batched GEMMs.
     (GEMM, r"gemm|gemv|^Cijk_|cublas|hipblaslt|matmul|triton_(mm|tem|bmm)|wmma|xmma|tensorop|_ogs_|dot_kernel"
-           r"|splitKreduce|mfma_f|dot_general|custom-call"),
+           r"|splitKreduce|mfma_f|nvjet|\bbmm_|^bmm_|dot_general|custom-call"),
+    # MoE routing (top-k expert choice: moe::dev::routing, vLLM's _combined_routing_compute) and finalize (the
+    # weighted sum of each token's expert outputs), sorting (cub radix sort) next to scans and top-k.
+    (REDUCTION, r"moe::dev::(routing|finalize)|routing_?(kernel|compute)|_routing_|moe_align|moe_sum"
+                r"|finalize_?(kernel|moe)|finalizeKernel|radix_?sort|DeviceRadixSort|DeviceSegmentedRadixSort"
+                r"|bitonic_?sort|sort_kernel"),
     (REDUCTION, r"reduce|triton_(red|per)_|sum_kernel|mean_kernel|argmax|argmin|max_pool|avg_pool|adaptive_av"
                 r"|_pool\d?d|pooling|nll_loss|NLLCriterion|cross_entropy|cumsum|cumprod|scan_kernel|DeviceScan"
                 r"|scan_config|topk|norm_kernel"),

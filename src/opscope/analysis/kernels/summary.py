@@ -13,10 +13,12 @@ Definitions (also in docs/metrics.md):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
+from opscope.analysis.kernels.demangle import demangle_names
+from opscope.analysis.kernels.unknown_device import unknown_device_categories
 from opscope.analysis.timeline import select
 from opscope.model.schema import GPU_KINDS, Col, Kind
 from opscope.model.trace import Trace
@@ -43,6 +45,7 @@ class KernelRow:
     median_ns: float
     share: float
     stddev_ns: float = 0.0
+    raw_name: str | None = None  # the name as recorded, when `name` is its demangled form (else None)
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,9 @@ def finish_summary(*, path: str, devices: tuple[str, ...], events: int, kernels:
                    median_estimated: bool = False) -> KernelSummary:
     """Cut the sorted rows at --top and account for everything below the cut."""
     shown = all_rows if options.top <= 0 else all_rows[: options.top]
+    readable = demangle_names(r.name for r in shown)
+    if readable:
+        shown = [replace(r, name=readable[r.name], raw_name=r.name) if r.name in readable else r for r in shown]
     hidden = all_rows[len(shown) :]
     rest = None
     if hidden:
@@ -174,5 +180,5 @@ def kernel_summary(trace: Trace, options: SummaryOptions | None = None) -> Kerne
     return finish_summary(
         path=trace.path, devices=selection.devices, events=selection.events, kernels=selection.kernels,
         gpu_time_ns=gpu_time, gpu_calls=selection.frame.height, all_rows=all_rows, options=opts,
-        warnings=trace.meta.warnings,
+        warnings=(*trace.meta.warnings, *(u.warning for u in unknown_device_categories(trace))),
     )

@@ -29,7 +29,7 @@
   const top = rows.slice(0, TOP);
   const rest = sum(rows.slice(TOP).map((r) => r.delta_us)) + (D.kernels.hidden_delta_us || 0);
   const steps = [{ label: "BASE", total: before }];
-  for (const r of top) steps.push({ label: r.name, delta: r.delta_us, row: r });
+  for (const r of top) steps.push({ label: r.name, short: r.short_name, delta: r.delta_us, row: r });
   if (rows.length > TOP || D.kernels.rows_hidden) steps.push({ label: `${rows.length - TOP + (D.kernels.rows_hidden || 0)} other changes`, delta: rest });
   steps.push({ label: "NEW", total: after });
   let running = 0, low = Infinity;
@@ -55,7 +55,7 @@
       if (s.row) rows2.push(["before", fmtUs(s.row.total_before_us)], ["after", fmtUs(s.row.total_after_us)], ["status", s.row.status]);
       return tipHtml(s.label, rows2); } },
     xAxis: { type: "value", min: axisMin, axisLabel: { formatter: (v) => fmtUs(v) } },
-    yAxis: { type: "category", inverse: true, data: steps.map((s) => shortName(s.label, 50)), axisLabel: { fontSize: 11 } },
+    yAxis: { type: "category", inverse: true, data: steps.map((s) => s.short || shortName(s.label, 50)), axisLabel: { fontSize: 11 } },
     series: [
       { type: "bar", stack: "w", silent: true, itemStyle: { color: "transparent" }, data: hidden },
       { type: "bar", stack: "w", data: shown },

@@ -55,7 +55,7 @@
       return tipHtml(k.name, [["rank", r ? r.rank : p.data[0]], ["time", fmtUs(k.per_rank_us[p.data[0]])], ["median over ranks", fmtUs(k.median_us)],
         ["relative to median", p.data[2] === null ? "—" : p.data[2].toFixed(2) + "×"]]); } },
     xAxis: { type: "category", data: ranks.map((r) => `rank ${r.rank}`), splitArea: { show: true } },
-    yAxis: { type: "category", inverse: true, data: kernels.map((k) => shortName(k.name, 50)), axisLabel: { fontSize: 11 } },
+    yAxis: { type: "category", inverse: true, data: kernels.map((k) => k.short_name || shortName(k.name, 50)), axisLabel: { fontSize: 11 } },
     visualMap: { min: 0.5, max: 1.5, calculable: true, orient: "horizontal", left: "center", bottom: 0,
                  inRange: { color: ["#2c7bb6", "#f7f7f7", "#d7191c"] }, text: ["1.5× median", "0.5×"] },
     series: [{ type: "heatmap", data: cells, label: { show: ranks.length <= 16, fontSize: 10,

@@ -29,7 +29,7 @@
     tooltip: { trigger: "item", formatter: (p) => { const r = top[p.dataIndex];
       return tipHtml(S(r.name), [["total", fmtUs(r.total_us)], ["share", fmtPct(r.share)], ["calls", fmtInt(r.calls)], ["mean", fmtUs(r.avg_us)], ["category", r.category]]); } },
     xAxis: { type: "value", name: "ms", axisLabel: { formatter: (v) => (v / 1e3).toLocaleString("en-US") } },
-    yAxis: { type: "category", data: top.map((r) => shortName(S(r.name), 52)), axisLabel: { fontSize: 11 } },
+    yAxis: { type: "category", data: top.map((r) => S(r.short_name)), axisLabel: { fontSize: 11 } },
     series: [{ type: "bar", data: top.map((r) => ({ value: r.total_us, itemStyle: { color: colorOf(r.category) } })),
                label: { show: true, position: "right", formatter: (p) => fmtPct(top[p.dataIndex].share) } }],
   });
