@@ -120,6 +120,7 @@ def diff_data(diff: TraceDiff, gates: tuple[GateResult, ...], view: DiffView) ->
         "gates": [_gate_data(g, diff.per_step) for g in gates],
         "passed": not any(g.tripped for g in gates),
         "warnings": list(diff.warnings),
+        "mismatches": list(diff.mismatches),  # the warnings that change what the comparison means, shown first
     }
 
 
@@ -191,8 +192,8 @@ def diff_document(diff: TraceDiff, gates: tuple[GateResult, ...] = (), view: Dif
         tables = [Table(name="rows", title="", columns=columns, rows=both)]
     scope = "per step (totals divided by each trace's step count)" if diff.per_step else "whole traces"
     facts = (("BASE", _side_text(diff.base)), ("NEW", _side_text(diff.new)), ("compared", scope))
-    notes = [f"warning: {w}" for w in diff.warnings]
+    notes = [f"warning: {w}" for w in diff.warnings if w not in diff.mismatches]
     if not diff.ops:
         notes.append("No CPU operators in either trace: the operator table is empty.")
     return Document(title="opscope diff: NEW vs BASE", data=diff_data(diff, gates, v), facts=facts,
-                    tables=tuple(tables), notes=tuple(notes))
+                    tables=tuple(tables), notes=tuple(notes), alerts=diff.mismatches)

@@ -34,3 +34,5 @@ class Document:
     tables: tuple[Table, ...] = ()
     notes: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    # warnings that change what the figures mean (a before/after pair on different GPU models): shown first
+    alerts: tuple[str, ...] = ()

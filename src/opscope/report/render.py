@@ -70,6 +70,8 @@ def render_table(doc: Document, options: RenderOptions) -> str:
     console = Console(file=buf, width=width, force_terminal=options.color, no_color=not options.color,
                       highlight=False, emoji=False, color_system="auto" if options.color else None)
     console.print(Text(visible(doc.title), style="bold"))
+    for alert in doc.alerts:
+        console.print(Text(f"WARNING: {visible(alert)}", style="bold red"))
     for label, value in doc.facts:
         console.print(Text.assemble((f"  {visible(label)}: ", "dim"), visible(value)))
     for table in doc.tables:
@@ -96,6 +98,8 @@ def render_markdown(doc: Document, options: RenderOptions) -> str:
     """GitHub-flavoured Markdown for a pull-request comment. Every text cell, fact, title and note goes through
     `md_text` (names through `md_code`): a trace cannot add rows, links, emphasis or HTML to the comment."""
     lines = [f"### {md_text(doc.title)}", ""]
+    for alert in doc.alerts:
+        lines.extend([f"> **Warning:** {md_text(alert)}", ""])
     for label, fact in doc.facts:
         lines.append(f"- **{md_text(label)}**: {md_text(fact)}")
     if doc.facts:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from opscope.analysis.compare.mismatch import model_mismatch, models
 from opscope.analysis.compare.profile import OpTotal, ScopeProfile, TraceProfile, profile_trace
 from opscope.errors import UsageError
 from opscope.model.trace import Trace
@@ -93,6 +94,7 @@ class TraceDiff:
     ops: tuple[DiffRow, ...]
     options: DiffOptions
     warnings: tuple[str, ...] = ()
+    mismatches: tuple[str, ...] = ()  # the warnings that change what the comparison means (also in `warnings`)
 
     def figure(self, key: str) -> Figure:
         for figure in self.figures:
@@ -210,14 +212,21 @@ def _name_overlap(base: ScopeProfile, new: ScopeProfile) -> float | None:
 
 def _warnings(base: TraceProfile, new: TraceProfile, b: ScopeProfile, a: ScopeProfile) -> list[str]:
     out = [f"{base.path}: {w}" for w in base.warnings] + [f"{new.path}: {w}" for w in new.warnings]
-    if base.devices and new.devices and set(base.devices) != set(new.devices):
-        out.append(f"different devices: BASE ran on {', '.join(base.devices)}, NEW on {', '.join(new.devices)}; "
-                   "kernel names differ between vendors and libraries, compare the headline figures")
+    out.extend(_mismatches(base, new))
     overlap = _name_overlap(b, a)
     if overlap is not None and overlap < NAME_OVERLAP_WARNING:
         out.append(f"the traces share only {overlap:.0%} of their operator/kernel names: different models or "
                    "programs?")
     return out
+
+
+def _mismatches(base: TraceProfile, new: TraceProfile) -> list[str]:
+    """Differences that change what the comparison means (shown first in every format)."""
+    if model_mismatch(base.devices, new.devices) is None:
+        return []
+    return [f"different devices: BASE ran on {', '.join(sorted(models(base.devices)))}, NEW on "
+            f"{', '.join(sorted(models(new.devices)))}: every change mixes hardware and code; kernel names differ "
+            "between GPU models and libraries, compare the headline figures"]
 
 
 def _decide_per_step(base: TraceProfile, new: TraceProfile, requested: bool | None) -> tuple[bool, list[str]]:
@@ -258,6 +267,7 @@ def diff_profiles(base: TraceProfile, new: TraceProfile, options: DiffOptions | 
         ops=ops,
         options=opts,
         warnings=tuple(notes + _warnings(base, new, b, a)),
+        mismatches=tuple(_mismatches(base, new)),
     )
 
 

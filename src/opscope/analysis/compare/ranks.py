@@ -19,6 +19,7 @@ import polars as pl
 
 from opscope.analysis.attribution.linking import link
 from opscope.analysis.compare import headline
+from opscope.analysis.compare.mismatch import model_mismatch
 from opscope.analysis.compare.profile import device_names
 from opscope.analysis.kernels.categories import CATEGORY, with_category
 from opscope.analysis.kernels.category_rules import COMMUNICATION
@@ -300,17 +301,20 @@ def _row(rank: int, source: str, p: RankPartial, divisor: int) -> RankRow:
     )
 
 
+DEVICE_MISMATCH = "the ranks ran on different devices"
+
+
 def _warnings(ordered: list[tuple[int, str, RankPartial]], missing: list[int], per_step: bool) -> list[str]:
     out = [f"{p.path}: {w}" for _, _, p in ordered for w in p.warnings]
     sizes = sorted({p.world_size for _, _, p in ordered if p.world_size is not None})
     if len(sizes) > 1:
         out.append(f"the traces disagree on the world size: {', '.join(map(str, sizes))}")
     if missing:
-        out.append(f"incomplete job: rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} "
-                   "missing; cross-rank figures cover only the ranks given")
-    devices = sorted({d for _, _, p in ordered for d in p.devices})
-    if len(devices) > 1:
-        out.append(f"the ranks ran on different devices: {', '.join(devices)}")
+        out.append(f"incomplete job: {len(missing):,} of {len(missing) + len(ordered):,} ranks missing "
+                   "(listed under 'ranks'); cross-rank figures cover only the ranks given")
+    devices = model_mismatch(*(p.devices for _, _, p in ordered))
+    if devices is not None:
+        out.append(f"{DEVICE_MISMATCH}: {', '.join(devices)}")
     ops = [{n for n, _ in p.ops} for _, _, p in ordered if p.ops]
     if len(ops) > 1 and len(set.intersection(*ops)) < 0.5 * len(set.union(*ops)):
         out.append("the ranks share less than half of their operator names: traces of different programs?")

@@ -188,6 +188,12 @@ const OPS = (function () {
     for (const w of warnings || []) wbox.append(el("p", { class: "warn" }, "warning: " + w));
   }
 
+  // Warnings that change what the figures mean (a pair recorded on different GPU models) open the page.
+  function alerts(list) {
+    const box = document.getElementById("alerts");
+    for (const w of list || []) box.append(el("p", { class: "warn alert", role: "alert" }, "Warning: " + w));
+  }
+
   // A view with nothing to show says so instead of drawing empty axes.
   function empty(id, text) {
     const node = document.getElementById(id);
@@ -199,6 +205,6 @@ const OPS = (function () {
   const shortName = (s, n) => (s.length > n ? s.slice(0, Math.ceil(n / 2) - 1) + "…" + s.slice(s.length - Math.floor(n / 2)) : s);
 
   return { D, S, esc, el, fmtUs, fmtNs, fmtPct, fmtInt, fmtBytes, colorOf, hashColor, table, chart, showTip, hideTip,
-           cards, about, tipHtml, shortName, charts, empty };
+           cards, about, alerts, tipHtml, shortName, charts, empty };
 })();
 window.OPS = OPS;

@@ -100,6 +100,7 @@
   if (!D.gates.length) gates.append(el("p", { class: "note" }, "No regression gates were given (--fail-above, --fail-kernel, --fail-category)."));
   else table(gates, [{ key: "result", label: "Result", kind: "text", get: (g) => (g.tripped ? "FAIL" : "pass") },
                      { key: "reason", label: "Gate", kind: "text" }], D.gates, { filter: false, id: "gate-rows" });
+  OPS.alerts(D.mismatches);
   OPS.about(D.sources, D.warnings);
   window.opscopeReady = performance.now();
 })();

@@ -72,6 +72,7 @@
   ];
   table(document.getElementById("kernels-table"), spreadColumns, kernels, { id: "kernel-spread" });
   table(document.getElementById("ops-table"), spreadColumns, D.ops, { id: "op-spread" });
+  OPS.alerts(D.mismatches);
   OPS.about(D.sources, D.warnings);
   window.opscopeReady = performance.now();
 })();
