@@ -60,7 +60,7 @@ def _width(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from opscope.analysis.compare.diff import DiffOptions, diff_profiles
+    from opscope.analysis.compare.diff import DiffOptions, diff_profiles, unmatched_key_ops
     from opscope.analysis.compare.gates import KERNEL, check_gates, parse_min_delta
     from opscope.report.diff_view import DiffView, diff_data, diff_document
     from opscope.scale.tasks import profile_file
@@ -74,11 +74,14 @@ def run(args: argparse.Namespace) -> int:
     base, new = run_tasks(profile_file, file_tasks([args.base, args.new], args, args.by_shape), args)
     diff = diff_profiles(base, new, options)
     results = check_gates(diff, gates)
+    unmatched = unmatched_key_ops(diff)
+    if unmatched:
+        raise UsageError(f"--key-op {unmatched[0]!r} matches no operator in either trace")
     for warning in diff.warnings:
         log.warning(warning)
-    for result in results:
+    for result in results:  # a typo must not disarm CI: a pattern that matches nothing is an error, not a pass
         if result.gate.target == KERNEL and result.matched == 0:
-            log.warning(f"--fail-kernel {result.gate.pattern!r} matches no kernel in either trace")
+            raise UsageError(f"--fail-kernel {result.gate.pattern!r} matches no kernel in either trace")
     emit(diff_document(diff, results, view, rows_first=args.format == "csv"), args)
     if args.html:  # the biggest changes (the waterfall's "other changes" bar sums the rest, the page says so)
         write_html(diff_data(diff, results, replace(view, top=HTML_ROWS)), "diff", "opscope diff: NEW vs BASE",

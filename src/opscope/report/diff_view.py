@@ -12,7 +12,7 @@ from typing import Any
 
 from opscope.analysis.compare.diff import NS, DiffRow, Figure, Side, TraceDiff
 from opscope.analysis.compare.gates import GateResult, MinDelta, visible
-from opscope.report.document import FLOAT, INT, MS, NAME, TEXT, US, Column, Document, Table
+from opscope.report.document import COUNT, FLOAT, INT, MS, NAME, TEXT, US, Column, Document, Table
 
 SCHEMA = "opscope.diff/1"
 
@@ -133,14 +133,15 @@ def _row_cells(row: DiffRow) -> dict[str, Any]:
 
 
 def _row_columns(shape: bool, per_step: bool, means: bool = True) -> tuple[Column, ...]:
-    calls = FLOAT if per_step else INT
+    calls = COUNT if per_step else INT
+    label = "Calls/step" if per_step else "Calls"
     mean_columns = (Column("mean_before", "Mean B us", US), Column("mean_after", "Mean N us", US))
     return (
         Column("name", "Name", NAME),
         *((Column("shape", "Shape", TEXT),) if shape else ()),
         Column("status", "Status", TEXT),
-        Column("calls_before", "Calls B", calls),
-        Column("calls_after", "Calls N", calls),
+        Column("calls_before", f"{label} B", calls),
+        Column("calls_after", f"{label} N", calls),
         Column("total_before", "Total B ms", MS),
         Column("total_after", "Total N ms", MS),
         Column("delta", "Delta ms", MS),

@@ -16,11 +16,11 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from opscope.report import names
-from opscope.report.document import FLOAT, INT, MS, NAME, PCT, US, Column, Document, Table
+from opscope.report.document import COUNT, FLOAT, INT, MS, NAME, PCT, US, Column, Document, Table
 from opscope.report.escape import csv_cell, json_text, md_code, md_text
 from opscope.untrusted import visible
 
-NUMERIC = (INT, MS, US, PCT, FLOAT)
+NUMERIC = (INT, MS, US, PCT, FLOAT, COUNT)
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,8 @@ def fmt(value: Any, kind: str) -> str:
         return f"{value * 100:.1f}%"
     if kind == FLOAT:
         return f"{value:,.3f}"
+    if kind == COUNT:
+        return f"{value:,.1f}".removesuffix(".0")
     return str(value)
 
 

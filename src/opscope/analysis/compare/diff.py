@@ -271,10 +271,15 @@ def diff_profiles(base: TraceProfile, new: TraceProfile, options: DiffOptions | 
     )
 
 
+def unmatched_key_ops(diff: TraceDiff) -> list[str]:
+    """The `--key-op` patterns that match no operator of either trace (a typo would show a 0 -> 0 headline)."""
+    return [p for p in diff.options.key_ops if not any(re.search(p, row.name) for row in diff.ops)]
+
+
 def diff_traces(base: Trace, new: Trace, options: DiffOptions | None = None) -> TraceDiff:
     """`diff_profiles` of two loaded traces."""
     opts = options or DiffOptions()
     return diff_profiles(profile_trace(base, opts.by_shape), profile_trace(new, opts.by_shape), opts)
 
 
-__all__ = ["DiffOptions", "DiffRow", "Figure", "TraceDiff", "diff_profiles", "diff_traces"]
+__all__ = ["DiffOptions", "DiffRow", "Figure", "TraceDiff", "diff_profiles", "diff_traces", "unmatched_key_ops"]

@@ -38,9 +38,10 @@ const OPS = (function () {
   }
   const FORMAT = { text: String, name: String, int: fmtInt, us: fmtUs, pct: fmtPct, bytes: fmtBytes,
                    float: (v) => (v === null || v === undefined ? "—" : Number(v).toFixed(3)),
+                   count: (v) => (v === null || v === undefined ? "—" : Number(v).toLocaleString("en-US", { maximumFractionDigits: 1 })),
                    signed_us: (v) => (v === null || v === undefined ? "—" : (v > 0 ? "+" : "") + fmtUs(v)),
                    signed_pct: (v) => (v === null || v === undefined ? "—" : (v > 0 ? "+" : "") + fmtPct(v)) };
-  const NUMERIC = new Set(["int", "us", "pct", "bytes", "float", "signed_us", "signed_pct"]);
+  const NUMERIC = new Set(["int", "us", "pct", "bytes", "float", "count", "signed_us", "signed_pct"]);
 
   const CATEGORY_COLORS = { gemm: "#4e79a7", convolution: "#f28e2b", attention: "#e15759", elementwise: "#76b7b2",
     reduction: "#59a14f", normalization: "#edc948", softmax: "#b07aa1", communication: "#ff9da7",

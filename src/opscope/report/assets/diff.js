@@ -77,7 +77,8 @@
   const rowColumns = (extra) => [
     { key: "name", label: "Name", kind: "name" }, ...extra,
     { key: "status", label: "Status", kind: "text" },
-    { key: "calls_before", label: "Calls B", kind: "float" }, { key: "calls_after", label: "Calls N", kind: "float" },
+    { key: "calls_before", label: D.per_step ? "Calls/step B" : "Calls B", kind: "count" },
+    { key: "calls_after", label: D.per_step ? "Calls/step N" : "Calls N", kind: "count" },
     { key: "total_before_us", label: "Total B", kind: "us" }, { key: "total_after_us", label: "Total N", kind: "us" },
     { key: "delta_us", label: "Delta", kind: "signed_us" }, { key: "ratio", label: "Ratio", kind: "float" },
   ];
