@@ -6,8 +6,8 @@ import json
 import re
 
 import pytest
-from conftest import corpus_path
 
+from conftest import corpus_path
 from opscope.report.document import COUNT
 from opscope.report.render import fmt
 

@@ -8,7 +8,6 @@ import json
 
 from conftest import corpus_path
 from handmade_traces import document, kernel, launch, step, write
-
 from opscope.analysis.compare.mismatch import model_mismatch, ranges
 
 NO_DEVICE_PROPERTIES = "hta/trace_compare_base_base.json.gz"  # device named only by its index

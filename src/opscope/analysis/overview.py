@@ -9,6 +9,7 @@ and ops / steps are restricted as their own commands do.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
@@ -26,6 +27,7 @@ from opscope.analysis.timeline.syncs import SyncStats, sync_calls, sync_stats
 from opscope.analysis.timeline.windows import select_windows
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
+from opscope.tables import Tabular, dataclass_rows
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class KernelLine:
 
 
 @dataclass(frozen=True)
-class Analysis:
+class Analysis(Tabular):
     path: str
     device_names: tuple[str, ...]
     timeline: Timeline
@@ -64,6 +66,10 @@ class Analysis:
     link: LinkStats
     options: AnalyzeOptions
     warnings: tuple[str, ...] = ()
+
+    def _table_rows(self) -> list[dict[str, Any]]:
+        """The top kernels of the diagnosis (the other parts: `.ops`, `.steps`, ... have their own tables)."""
+        return dataclass_rows(self.kernels)
 
 
 def _kernels(clipped: pl.DataFrame, top: int) -> tuple[KernelLine, ...]:

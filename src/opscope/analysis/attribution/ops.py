@@ -18,6 +18,7 @@ Definitions (docs/analysis-attribution.md):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
@@ -27,6 +28,7 @@ from opscope.analysis.timeline import select
 from opscope.analysis.timeline.windows import fold_steps
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
+from opscope.tables import Tabular, dataclass_rows
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ class OpRow:
 
 
 @dataclass(frozen=True)
-class OpStats:
+class OpStats(Tabular):
     path: str
     rows: tuple[OpRow, ...]
     total_rows: int
@@ -65,6 +67,9 @@ class OpStats:
     link: LinkStats
     options: OpOptions
     warnings: tuple[str, ...] = field(default=())
+
+    def _table_rows(self) -> list[dict[str, Any]]:
+        return dataclass_rows(self.rows)
 
 
 def op_stats(trace: Trace, options: OpOptions | None = None, linkage: Linkage | None = None) -> OpStats:

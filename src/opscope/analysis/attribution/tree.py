@@ -13,6 +13,7 @@ level; roll-up is one join over (node, ancestor) pairs of the path tree.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -22,6 +23,7 @@ from opscope.analysis.attribution.nesting import ancestors, nearest_of_kind
 from opscope.analysis.timeline.windows import fold_steps, names_matching
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
+from opscope.tables import Tabular
 
 MODULE_PREFIX = "nn.Module: "
 UNATTRIBUTED = "(unattributed)"
@@ -49,7 +51,7 @@ class TreeNode:
 
 
 @dataclass(frozen=True)
-class OpTree:
+class OpTree(Tabular):
     path: str
     root: TreeNode
     gpu_time_ns: int
@@ -58,6 +60,20 @@ class OpTree:
     link: LinkStats
     options: TreeOptions
     warnings: tuple[str, ...] = field(default=())
+
+    def _table_rows(self) -> list[dict[str, Any]]:
+        """The tree depth first: one row per node with its depth and its path from the root."""
+        out: list[dict[str, Any]] = []
+
+        def walk(node: TreeNode, depth: int, path: str) -> None:
+            here = f"{path}/{node.name}" if path else node.name
+            out.append({"depth": depth, "name": node.name, "kind": node.kind, "gpu_ns": node.gpu_ns,
+                        "self_gpu_ns": node.self_gpu_ns, "calls": node.calls, "path": here})
+            for child in node.children:
+                walk(child, depth + 1, here)
+
+        walk(self.root, 0, "")
+        return out
 
 
 def _hash(parent: pl.Expr, name: pl.Expr) -> pl.Expr:

@@ -12,11 +12,13 @@ import dataclasses
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from opscope.analysis.compare.mismatch import model_mismatch, models
 from opscope.analysis.compare.profile import OpTotal, ScopeProfile, TraceProfile, profile_trace
 from opscope.errors import UsageError
 from opscope.model.trace import Trace
+from opscope.tables import Tabular, dataclass_rows
 
 CHANGED, SAME, ADDED, REMOVED = "changed", "same", "added", "removed"
 NS, SHARE = "ns", "share"
@@ -83,7 +85,7 @@ class Side:
 
 
 @dataclass(frozen=True)
-class TraceDiff:
+class TraceDiff(Tabular):
     base: Side
     new: Side
     per_step: bool
@@ -101,6 +103,14 @@ class TraceDiff:
             if figure.key == key:
                 return figure
         raise KeyError(key)
+
+    def _table_rows(self) -> list[dict[str, Any]]:
+        """Kernel rows then operator rows (`table`: kernel / op), every row, biggest change first."""
+        return [{"table": t, **r} for t, rows in (("kernel", self.kernels), ("op", self.ops))
+                for r in dataclass_rows(rows)]
+
+    def _table_title(self) -> str:
+        return f"TraceDiff: {self.new.path} vs {self.base.path}"
 
 
 def _row(name: str, kind: str, shape: str | None, before: tuple[int, int] | None, after: tuple[int, int] | None,

@@ -14,6 +14,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -27,6 +28,7 @@ from opscope.analysis.partials.durations import Durations, durations_by_name, me
 from opscope.errors import InputError
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
+from opscope.tables import Tabular, dataclass_rows
 
 _RANK_PATTERNS = (re.compile(r"rank[-_ ]?(\d+)", re.I), re.compile(r"worker[-_ ]?(\d+)", re.I),
                   re.compile(r"_(\d+)\."))
@@ -152,7 +154,7 @@ class Skew:
 
 
 @dataclass(frozen=True)
-class RanksReport:
+class RanksReport(Tabular):
     ranks: tuple[RankRow, ...]
     world_size: int
     missing: tuple[int, ...]
@@ -164,6 +166,12 @@ class RanksReport:
     skew: Skew | None
     options: RanksOptions
     warnings: tuple[str, ...] = ()
+
+    def _table_rows(self) -> list[dict[str, Any]]:
+        return dataclass_rows(self.ranks)
+
+    def _table_title(self) -> str:
+        return f"RanksReport: {len(self.ranks)} of world size {self.world_size}"
 
 
 def rank_from_name(path: str) -> int | None:

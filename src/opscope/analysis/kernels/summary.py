@@ -14,12 +14,14 @@ Definitions (also in docs/metrics.md):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
 from opscope.analysis.timeline import select
 from opscope.model.schema import GPU_KINDS, Col, Kind
 from opscope.model.trace import Trace
+from opscope.tables import Tabular, dataclass_rows
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,7 @@ class RestLine:
 
 
 @dataclass(frozen=True)
-class KernelSummary:
+class KernelSummary(Tabular):
     path: str
     devices: tuple[str, ...]
     events: int
@@ -72,6 +74,9 @@ class KernelSummary:
     warnings: tuple[str, ...] = field(default=())
     traces: tuple[str, ...] = ()  # with several traces merged (`opscope summary A B ...`): their paths
     median_estimated: bool = False  # True when medians come from a merged quantile sketch (1% accuracy)
+
+    def _table_rows(self) -> list[dict[str, Any]]:
+        return dataclass_rows(self.rows)
 
 
 def device_names(trace: Trace, used: list[int]) -> tuple[str, ...]:
