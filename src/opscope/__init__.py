@@ -98,15 +98,17 @@ def summary(
     name_filter: str | None = None,
     devices: tuple[int, ...] | None = None,
     streams: tuple[int, ...] | None = None,
+    steps: str | None = None,
 ) -> KernelSummary:
-    """The per-kernel table, with the same rows as `opscope summary` (top=0 for all rows)."""
+    """The per-kernel table, with the same rows as `opscope summary` (top=0 for all rows); `steps`: a --steps
+    spec ("3-5")."""
     from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
     from opscope.model.schema import GPU_KINDS
 
     if kinds is None:
         kinds = GPU_KINDS
     return kernel_summary(trace, SummaryOptions(top=top, kinds=kinds, name_filter=name_filter, devices=devices,
-                                                streams=streams))
+                                                streams=streams, steps=steps))
 
 
 def analyze(

@@ -20,6 +20,9 @@ NAME = "ops"
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_input_args(parser)
     parser.add_argument("--by-shape", action="store_true", help="one row per (op, Input Dims) (record_shapes)")
+    parser.add_argument("--sort", choices=("self", "total"), default="self",
+                        help="rank by GPU self time, then CPU self (default: wrappers such as ProfilerStep#* do "
+                             "not top the table), or by GPU total, then CPU total")
     add_top_arg(parser)
     add_selection_args(parser, steps=True)
     add_output_args(parser)
@@ -32,6 +35,6 @@ def run(args: argparse.Namespace) -> int:
     check_top(args)
     trace = load_trace(args)
     options = OpOptions(by_shape=args.by_shape, top=args.top, devices=args.device, streams=args.stream,
-                        steps=args.steps)
+                        steps=args.steps, sort=args.sort)
     emit(ops_document(op_stats(trace, options)), args)
     return 0

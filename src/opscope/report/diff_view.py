@@ -7,13 +7,14 @@ document is meant to be pasted into a pull request.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from opscope.analysis.compare.diff import NS, DiffRow, Figure, Side, TraceDiff
 from opscope.analysis.compare.gates import GateResult, MinDelta, visible
 from opscope.report.document import COUNT, FLOAT, INT, MS, NAME, TEXT, US, Column, Document, Table
 
+CPU_ROWS = 10  # rows of the terminal's CPU self time table (JSON: --top)
 SCHEMA = "opscope.diff/1"
 
 
@@ -116,6 +117,7 @@ def diff_data(diff: TraceDiff, gates: tuple[GateResult, ...], view: DiffView) ->
                        for name, b, a in diff.categories],
         "kernels": table(diff.kernels, False),
         "ops": {"metric": diff.op_metric, **table(diff.ops, by_shape)},
+        "cpu_ops": {"metric": "cpu_self", **table(diff.cpu_ops, by_shape)},  # CPU-side causes, next to GPU
         "min_delta": None if md is None else {"us": _us(md.ns), "pct": md.pct},
         "gates": [_gate_data(g, diff.per_step) for g in gates],
         "passed": not any(g.tripped for g in gates),
@@ -181,6 +183,10 @@ def diff_document(diff: TraceDiff, gates: tuple[GateResult, ...] = (), view: Dif
         rows=tuple(_figure_cells(f) for f in diff.figures),
     )
     tables = [headline, kernels, ops]
+    if diff.cpu_ops:  # CPU-side causes (a DataLoader, Python overhead) that GPU-ranked operators would hide
+        cpu_view = replace(v, top=min(v.top or CPU_ROWS, CPU_ROWS))
+        tables.append(_rows_table("cpu_ops", "Operators by CPU self time", diff.cpu_ops, diff, cpu_view,
+                                  diff.options.by_shape))
     if gates:
         tables.append(Table(name="gates", title="Regression gates",
                             columns=(Column("result", "Result", TEXT), Column("gate", "Gate", TEXT)),

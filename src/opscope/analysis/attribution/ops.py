@@ -13,6 +13,11 @@ Definitions (docs/analysis-attribution.md):
 - by_shape: rows per (name, Input Dims), the dims JSON text with whitespace removed.
 - kernels / self_kernels: those GPU events, counted; kernels_per_call = kernels / calls.
 - unattributed_share = share of the selected GPU time whose launch has no enclosing op.
+- order (`sort`): "self" (default) by GPU self time, then CPU self time, then name, so that wrappers which only
+  enclose other ops (ProfilerStep#*, autograd engine frames, `*Backward0` nodes) do not top the table at 100%;
+  "total" by GPU total, then CPU total, then name.
+- cpu_rows: the `CPU_ROWS` rows with the most CPU self time (CPU-side causes: a DataLoader, Python overhead),
+  whatever their GPU time.
 """
 
 from __future__ import annotations
@@ -31,6 +36,11 @@ from opscope.model.trace import Trace
 from opscope.tables import Tabular, dataclass_rows
 
 
+SELF, TOTAL = "self", "total"
+SORTS = (SELF, TOTAL)
+CPU_ROWS = 10
+
+
 @dataclass(frozen=True)
 class OpOptions:
     by_shape: bool = False
@@ -38,6 +48,7 @@ class OpOptions:
     devices: tuple[int, ...] | None = None
     streams: tuple[int, ...] | None = None
     steps: str | None = None  # a --steps spec: "3", "3-5", "2,4"
+    sort: str = "self"  # "self": GPU self, CPU self; "total": GPU total, CPU total (wrappers first)
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,7 @@ class OpStats(Tabular):
     link: LinkStats
     options: OpOptions
     warnings: tuple[str, ...] = field(default=())
+    cpu_rows: tuple[OpRow, ...] = ()  # the rows with the most CPU self time, most first
 
     def _table_rows(self) -> list[dict[str, Any]]:
         return dataclass_rows(self.rows)
@@ -114,12 +126,14 @@ def op_stats(trace: Trace, options: OpOptions | None = None, linkage: Linkage | 
         .join(self_gpu, on=keys, how="left", nulls_equal=True)
         .with_columns(pl.col("calls", "cpu_total", "cpu_self", "gpu_total", "kernels", "gpu_self", "self_kernels")
                       .fill_null(0), pl.col(Col.NAME).cast(pl.String), pl.col("kind").cast(pl.String))
-        .sort(["gpu_total", "cpu_total", Col.NAME], descending=[True, True, False], nulls_last=True)
     )
+    order = ["gpu_self", "cpu_self"] if opts.sort == SELF else ["gpu_total", "cpu_total"]
+    table = table.sort([*order, Col.NAME], descending=[True, True, False], nulls_last=True)
+    by_cpu = table.filter(pl.col("cpu_self") > 0).sort(["cpu_self", Col.NAME], descending=[True, False])
     gpu_time = int(gpu[Col.DUR_NS].sum() or 0)
     attributed = int(launched[Col.DUR_NS].sum() or 0)
-    rows = [
-        OpRow(
+    def row(r: dict[str, Any]) -> OpRow:
+        return OpRow(
             name=str(r[Col.NAME] or ""),
             kind=r["kind"] or "",
             input_dims=r.get(Col.INPUT_DIMS),
@@ -133,8 +147,8 @@ def op_stats(trace: Trace, options: OpOptions | None = None, linkage: Linkage | 
             kernels_per_call=int(r["kernels"]) / int(r["calls"]) if r["calls"] else 0.0,
             gpu_share=int(r["gpu_total"]) / gpu_time if gpu_time else 0.0,
         )
-        for r in (table if opts.top <= 0 else table.head(opts.top)).iter_rows(named=True)
-    ]
+
+    rows = [row(r) for r in (table if opts.top <= 0 else table.head(opts.top)).iter_rows(named=True)]
     return OpStats(
         path=trace.path,
         rows=tuple(rows),
@@ -145,4 +159,5 @@ def op_stats(trace: Trace, options: OpOptions | None = None, linkage: Linkage | 
         link=linked.stats,
         options=opts,
         warnings=trace.meta.warnings,
+        cpu_rows=tuple(row(r) for r in by_cpu.head(CPU_ROWS).iter_rows(named=True)),
     )

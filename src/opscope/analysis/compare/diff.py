@@ -97,6 +97,7 @@ class TraceDiff(Tabular):
     options: DiffOptions
     warnings: tuple[str, ...] = ()
     mismatches: tuple[str, ...] = ()  # the warnings that change what the comparison means (also in `warnings`)
+    cpu_ops: tuple[DiffRow, ...] = ()  # operators compared by CPU self time (CPU-side causes: a DataLoader)
 
     def figure(self, key: str) -> Figure:
         for figure in self.figures:
@@ -105,9 +106,10 @@ class TraceDiff(Tabular):
         raise KeyError(key)
 
     def _table_rows(self) -> list[dict[str, Any]]:
-        """Kernel rows then operator rows (`table`: kernel / op), every row, biggest change first."""
-        return [{"table": t, **r} for t, rows in (("kernel", self.kernels), ("op", self.ops))
-                for r in dataclass_rows(rows)]
+        """Kernel rows, operator rows, then operators by CPU self time (`table`: kernel / op / op_cpu_self),
+        every row, biggest change first."""
+        tables = (("kernel", self.kernels), ("op", self.ops), ("op_cpu_self", self.cpu_ops))
+        return [{"table": t, **r} for t, rows in tables for r in dataclass_rows(rows)]
 
     def _table_title(self) -> str:
         return f"TraceDiff: {self.new.path} vs {self.base.path}"
@@ -278,6 +280,8 @@ def diff_profiles(base: TraceProfile, new: TraceProfile, options: DiffOptions | 
         options=opts,
         warnings=tuple(notes + _warnings(base, new, b, a)),
         mismatches=tuple(_mismatches(base, new)),
+        cpu_ops=_match({(o.name, "op", o.shape): (o.calls, o.cpu_self_ns) for o in b.ops},
+                       {(o.name, "op", o.shape): (o.calls, o.cpu_self_ns) for o in a.ops}, div_b, div_a),
     )
 
 

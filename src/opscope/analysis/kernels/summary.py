@@ -7,6 +7,9 @@ Definitions (also in docs/metrics.md):
 - share = row total / sum of the durations of all GPU activity in that device/stream selection (before the
   --kind and --filter options). It is a share of summed GPU time, not of wall time: kernels overlapping on
   two streams both count.
+- steps (`--steps 3-5`): only the GPU activity of those ProfilerStep windows, by the rule of `ops`, `tree` and
+  `steps` (`analysis.attribution.linking.selected_gpu`): an event belongs to the step in which its launch call
+  started (its own start when the launch is missing); shares are then of the selected steps' GPU time.
 - stddev = sample standard deviation of the durations (n - 1 in the denominator, as `nsys stats` reports
   it); 0 for a single call.
 """
@@ -31,6 +34,7 @@ class SummaryOptions:
     name_filter: str | None = None
     devices: tuple[int, ...] | None = None
     streams: tuple[int, ...] | None = None
+    steps: str | None = None  # a --steps spec: "3", "3-5", "2,4"
 
 
 @dataclass(frozen=True)
@@ -128,8 +132,14 @@ class GpuSelection:
 
 def select_gpu(trace: Trace, opts: SummaryOptions) -> GpuSelection:
     """The selection shared by the one-trace table and the per-trace partials of a merged table."""
-    gpu = select.by_streams(select.by_devices(trace.gpu_events(), opts.devices), opts.streams)
-    frame = gpu.select(Col.NAME, Col.KIND, Col.DUR_NS, Col.DEVICE).collect()
+    if opts.steps is not None:
+        from opscope.analysis.attribution.linking import link, selected_gpu  # linking only when steps are chosen
+
+        frame = selected_gpu(trace, link(trace), opts.devices, opts.streams, opts.steps).select(
+            Col.NAME, Col.KIND, Col.DUR_NS, Col.DEVICE)
+    else:
+        gpu = select.by_streams(select.by_devices(trace.gpu_events(), opts.devices), opts.streams)
+        frame = gpu.select(Col.NAME, Col.KIND, Col.DUR_NS, Col.DEVICE).collect()
     chosen = select.by_name(select.by_kinds(frame.lazy(), opts.kinds), opts.name_filter)
     # Both trace-wide counts in one scan of the table.
     events, kernels = trace.lazy().select(

@@ -96,6 +96,12 @@
   const shapeCol = D.ops.rows.some((r) => r.shape !== undefined) ? [{ key: "shape", label: "Shape", kind: "text" }] : [];
   table(opsBox, rowColumns(shapeCol), D.ops.rows, { id: "op-diff" });
   hiddenNote(opsBox, D.ops, "operator");
+  // CPU-side causes (a DataLoader, Python overhead) that operators ranked by GPU time would hide.
+  const cpuBox = document.getElementById("cpu-ops-table");
+  const cpuOps = D.cpu_ops || { rows: [] };
+  cpuBox.append(el("p", { class: "note" }, "Operators compared by CPU self time (time in the operator itself, not in the operators inside it)."));
+  table(cpuBox, rowColumns(shapeCol), cpuOps.rows, { id: "cpu-op-diff" });
+  hiddenNote(cpuBox, cpuOps, "cpu-operator");
 
   const gates = document.getElementById("gates-table");
   if (!D.gates.length) gates.append(el("p", { class: "note" }, "No regression gates were given (--fail-above, --fail-kernel, --fail-category)."));
