@@ -35,7 +35,6 @@ from opscope.model.schema import Col
 from opscope.model.trace import Trace
 from opscope.tables import Tabular, dataclass_rows
 
-
 SELF, TOTAL = "self", "total"
 SORTS = (SELF, TOTAL)
 CPU_ROWS = 10

@@ -132,8 +132,8 @@ class GpuSelection:
 
 def select_gpu(trace: Trace, opts: SummaryOptions) -> GpuSelection:
     """The selection shared by the one-trace table and the per-trace partials of a merged table."""
-    if opts.steps is not None:
-        from opscope.analysis.attribution.linking import link, selected_gpu  # linking only when steps are chosen
+    if opts.steps is not None:  # linking only when steps are chosen
+        from opscope.analysis.attribution.linking import link, selected_gpu
 
         frame = selected_gpu(trace, link(trace), opts.devices, opts.streams, opts.steps).select(
             Col.NAME, Col.KIND, Col.DUR_NS, Col.DEVICE)
