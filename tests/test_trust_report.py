@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from browser import chromium, open_report  # noqa: F401  (fixtures)
 from conftest import corpus_path
 
