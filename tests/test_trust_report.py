@@ -103,3 +103,47 @@ def test_report_of_a_read_only_folder_goes_to_the_current_folder(cli, tmp_path, 
     result = cli("report", trace, "--no-cache")
     assert result.code == 0 and result.out.strip() == str(tmp_path / "trace_compare_base_base.opscope.html")
     assert not (trace.parent / "trace_compare_base_base.opscope.html").exists()
+
+
+CPU_ONLY = "hta/cpu_only_rank-34.OLDVERSION_b8cce2cd9c.pt.trace.json.gz"
+GPU_SECTIONS = ("timeline", "kernels", "categories", "flame", "launch-delay", "memcpy")
+
+
+@pytest.mark.browser
+def test_cpu_only_trace_shows_cpu_operators_not_empty_gpu_panels(cli, tmp_path, open_report) -> None:  # noqa: F811
+    trace = corpus_path(CPU_ONLY)
+    out = tmp_path / "cpu.html"
+    assert cli("report", trace, "-o", out, "--no-cache").code == 0
+    ops = json.loads(cli("ops", trace, "--top", "0", "--format", "json", "--no-cache").out)
+    want = sorted(((r["name"], r["cpu_self_us"]) for r in ops["rows"] if r["kind"] == "cpu_op"
+                   and not r["name"].startswith("ProfilerStep")), key=lambda nr: (-nr[1], nr[0]))[:30]
+    opened = open_report(out)
+    page = opened.page
+    page.wait_for_function("window.opscopeReady !== undefined")
+    assert opened.problems() == []
+    for section in GPU_SECTIONS:
+        assert not page.locator(f"#{section}").is_visible()
+    assert not page.locator('[data-card="gpu-time"]').is_visible()
+    names = page.locator("#cpu-op-rows tbody tr td:first-child").all_inner_texts()
+    assert names == [n for n, _ in want]
+    assert "No GPU activity was recorded" in page.locator("#cpu-note").inner_text()
+    opened.screenshot("cpu-only-report.png")
+
+
+@pytest.mark.browser
+def test_demo_report_on_cpu_shows_the_terminal_diagnosis(cli, tmp_path, open_report) -> None:  # noqa: F811
+    pytest.importorskip("torch", reason="torch is an optional extra (pip install opscope[torch])")
+    result = cli("demo", "--log-dir", tmp_path, "--steps", "2", "--profile-steps", "1", "--format", "json")
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    if data["device"] != "cpu":
+        pytest.skip("this machine ran the demo on a GPU")
+    opened = open_report(Path(data["report"]))
+    page = opened.page
+    page.wait_for_function("window.opscopeReady !== undefined")
+    assert opened.problems() == []
+    shown = page.locator("#diagnosis .diagnosis").all_inner_texts()
+    assert shown == [f"diagnosis: {line}" for line in data["diagnosis"]] and shown
+    rows = page.locator("#cpu-op-rows tbody tr td:first-child").all_inner_texts()
+    assert rows[:5] == [r["name"] for r in data["capture"]["cpu_ops"]["rows"][:5]]
+    assert not page.locator("#timeline").is_visible() and not page.locator("#kernels").is_visible()

@@ -26,7 +26,7 @@ from opscope.errors import MissingDependency
 LIBRARY = "echarts.min.js"
 KINDS: dict[str, tuple[str, ...]] = {
     # report kind -> page scripts (after the shared ones), in load order
-    "trace": ("timeline.js", "flame.js", "trace.js"),
+    "trace": ("timeline.js", "flame.js", "cpu.js", "trace.js"),
     "diff": ("diff.js",),
     "ranks": ("ranks.js",),
 }

@@ -29,6 +29,7 @@ from opscope.analysis.timeline.memcpy import memcpy_stats
 from opscope.analysis.timeline.windows import overlap_pairs
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
+from opscope.report.cpu_panel import cpu_panel
 from opscope.report.summary_view import summary_data
 from opscope.report.timeline_data import TimelineOptions as LaneOptions
 from opscope.report.timeline_data import pack_timeline
@@ -99,6 +100,8 @@ def trace_report(trace: Trace, options: ReportOptions | None = None) -> dict[str
         "flame": _flame(tree.root, tree.gpu_time_ns, strings),
         "launch_delay": _launch_delay(trace, act),
         "memcpy": _memcpy(trace, act),
+        "cpu": cpu_panel(trace, linkage),  # the CPU operator view (report/cpu_panel.py)
+        "diagnosis": [],  # plain-language findings, when the caller has them (opscope demo)
         "sources": dict(SOURCES),
         "warnings": list(trace.meta.warnings),
         "strings": strings.items,

@@ -21,6 +21,7 @@ const OPS = (function () {
   // Durations arrive in microseconds (tables) or nanoseconds (timeline); one formatter each.
   function fmtUs(us) {
     if (us === null || us === undefined || Number.isNaN(us)) return "—";
+    if (us === 0) return "0 µs";  // not "0.00 µs"
     const a = Math.abs(us);
     if (a >= 1e6) return (us / 1e6).toFixed(3) + " s";
     if (a >= 1e3) return (us / 1e3).toFixed(3) + " ms";
