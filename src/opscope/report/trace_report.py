@@ -29,6 +29,7 @@ from opscope.analysis.timeline.memcpy import memcpy_stats
 from opscope.analysis.timeline.windows import overlap_pairs
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
+from opscope.report.cpu_lanes import cpu_lanes
 from opscope.report.cpu_panel import cpu_panel
 from opscope.report.summary_view import summary_data
 from opscope.report.timeline_data import TimelineOptions as LaneOptions
@@ -96,7 +97,7 @@ def trace_report(trace: Trace, options: ReportOptions | None = None) -> dict[str
         "kernels": _kernels(summary_data(summary), strings, act, opts.max_rows),
         "categories": _categories(act),
         "steps": _steps(trace, act.events, linkage, opts),
-        "timeline": _timeline(act, strings, device_names, opts),
+        "timeline": _timeline(act, strings, device_names, opts, trace),
         "flame": _flame(tree.root, tree.gpu_time_ns, strings),
         "launch_delay": _launch_delay(trace, act),
         "memcpy": _memcpy(trace, act),
@@ -187,7 +188,8 @@ def _ids(frame: pl.DataFrame, column: str, strings: Strings) -> pl.Expr:
     return pl.col(column).replace_strict(mapping, default=None, return_dtype=pl.Int64)
 
 
-def _timeline(act: Activity, strings: Strings, device_names: dict[int, str], opts: ReportOptions) -> dict[str, Any]:
+def _timeline(act: Activity, strings: Strings, device_names: dict[int, str], opts: ReportOptions,
+              trace: Trace) -> dict[str, Any]:
     """Every selected GPU event with its launch op and launch delay (analysis/timeline/launch_delay.py's measure)."""
     measured, _, _ = kernel_delays(act)
     events = act.events.join(measured.select(ROW, DELAY), on=ROW, how="left", maintain_order="left")
@@ -198,7 +200,9 @@ def _timeline(act: Activity, strings: Strings, device_names: dict[int, str], opt
     )
     lo, hi = act.window.start_ns or 0, act.window.end_ns or 0
     names: dict[int | None, str | None] = {d: n for d, n in device_names.items()}
-    return pack_timeline(frame, lo, hi, strings, names, LaneOptions(max_events=opts.max_events))
+    packed = pack_timeline(frame, lo, hi, strings, names, LaneOptions(max_events=opts.max_events))
+    packed["cpu"] = cpu_lanes(trace, act, lo, hi, strings)  # CPU lanes and idle causes (report/cpu_lanes.py)
+    return packed
 
 
 def _flame(root: TreeNode, total: int, strings: Strings) -> dict[str, Any]:
