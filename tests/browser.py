@@ -53,6 +53,9 @@ class Opened:
         return target
 
 
+_SHARED: dict[str, Any] = {}
+
+
 @pytest.fixture(scope="session")
 def chromium() -> Iterator[Any]:
     reason = browser_missing()
@@ -60,10 +63,19 @@ def chromium() -> Iterator[Any]:
         pytest.skip(reason)
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        yield browser
-        browser.close()
+    # Several test modules import this fixture, each getting its own session-scoped copy; Playwright's sync API
+    # runs one instance per thread, so the copies share one browser, closed by the last copy to finish.
+    if not _SHARED:
+        pw = sync_playwright().start()
+        _SHARED.update(pw=pw, browser=pw.chromium.launch(executable_path=CHROMIUM,
+                                                         args=["--no-sandbox", "--disable-gpu"]), users=0)
+    _SHARED["users"] += 1
+    yield _SHARED["browser"]
+    _SHARED["users"] -= 1
+    if not _SHARED["users"]:
+        _SHARED["browser"].close()
+        _SHARED["pw"].stop()
+        _SHARED.clear()
 
 
 @pytest.fixture
