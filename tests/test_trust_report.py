@@ -147,3 +147,56 @@ def test_demo_report_on_cpu_shows_the_terminal_diagnosis(cli, tmp_path, open_rep
     rows = page.locator("#cpu-op-rows tbody tr td:first-child").all_inner_texts()
     assert rows[:5] == [r["name"] for r in data["capture"]["cpu_ops"]["rows"][:5]]
     assert not page.locator("#timeline").is_visible() and not page.locator("#kernels").is_visible()
+
+
+SIMPLE_ADD = "hta/critical_path_simple_add_benchmark_result_493459_1694039959_trace.json.gz"
+
+
+@pytest.mark.browser
+def test_timeline_has_cpu_lanes_idle_causes_and_flows(cli, tmp_path, open_report) -> None:  # noqa: F811
+    import reference as ref
+
+    trace = corpus_path(SIMPLE_ADD)
+    out = tmp_path / "timeline.html"
+    assert cli("report", trace, "-o", out, "--no-cache").code == 0
+    data = json.loads(cli("report", trace, "--format", "json", "--no-cache").out)
+    cpu = data["timeline"]["cpu"]
+    analysis = json.loads(cli("analyze", trace, "--format", "json", "--no-cache").out)
+    idle = analysis["devices"][0]["idle_breakdown"]
+    # idle pieces by cause add up to analyze's idle breakdown (host wait, sync wait, other), in ns
+    by_cause = [sum(d for d, c in zip(cpu["idle"]["dur"], cpu["idle"]["cause"]) if c == k) for k in range(3)]
+    assert [round(v / 1000, 3) for v in by_cause] == [idle["host_wait_us"], idle["sync_wait_us"], idle["other_us"]]
+    # the CPU lane holds the launching thread's operators, launch calls and syncs: recount them from raw events
+    events = ref.load(trace)
+    raw = ref.link(events)
+    launches = {raw.launch[g] for g in raw.gpu if raw.launch[g] is not None}
+    threads = {(str(events[i]["pid"]), str(events[i]["tid"])) for i in launches}
+    assert [(lane["pid"], lane["tid"]) for lane in cpu["lanes"]] == sorted(threads)
+    assert cpu["kind"].count(1) == sum(1 for g in raw.gpu if raw.launch[g] is not None)
+    ops = [e for e in events if e.get("cat") in ("cpu_op", "user_annotation") and ref.is_x(e)
+           and (str(e["pid"]), str(e["tid"])) in threads]
+    assert cpu["kind"].count(0) == len(ops)
+    opened = open_report(out)
+    page = opened.page
+    page.wait_for_function("window.opscopeReady !== undefined")
+    assert opened.problems() == []
+    view = page.evaluate("() => ({ lanes: window.opscopeTimeline.cpu.lanes, idle: window.opscopeTimeline.cpu.idleLanes,"
+                         " count: window.opscopeTimeline.cpu.count })")
+    assert view == {"lanes": len(threads), "idle": 1, "count": len(cpu["kind"])}
+    # hovering a launch call describes its kernel and draws the flow to it
+    launch = cpu["kind"].index(1)
+    page.evaluate(f"""() => {{ const v = window.opscopeTimeline, k = v.cpu.kernelOf({launch});
+        const [a, b] = v.cpu.span({launch}), [c, d] = v.span(k); v.zoomTo(Math.min(a, c) - 2000, Math.max(b, d) + 2000); }}""")
+    kernel = page.evaluate(f"window.opscopeTimeline.cpu.kernelOf({launch})")
+    assert kernel >= 0
+    pixel = page.evaluate(f"window.opscopeTimeline.cpu.pixelOf({launch})")
+    page.locator("#timeline-canvas").scroll_into_view_if_needed()
+    box = page.locator("#timeline-canvas").bounding_box()
+    page.mouse.move(box["x"] + pixel["x"] + 1, box["y"] + pixel["y"])
+    tip = page.locator("#tooltip").inner_text()
+    name = data["strings"][data["timeline"]["name"][kernel]]
+    assert "launch call" in tip and f"launched: {name}" in tip
+    assert page.evaluate("window.opscopeTimeline.flow.kernel") == kernel
+    # and hovering the kernel finds its launch back
+    assert page.evaluate(f"window.opscopeTimeline.cpu.launchOf({kernel})") == launch
+    opened.screenshot("timeline-cpu-lanes.png", "#timeline")
