@@ -71,3 +71,18 @@ def test_missing_ranks_are_ranges_listed_once(cli) -> None:
     assert "299 of 300 ranks missing" in result.err and ", 36, " not in result.out + result.err
     data = json.loads(cli("ranks", corpus_path(RANK_34_OF_300), "--no-cache", "--format", "json").out)
     assert data["missing_ranges"] == "0-33, 35-299" and len(data["missing_ranks"]) == 299
+
+
+def test_ranks_on_different_models_warn_first(tmp_path, cli) -> None:
+    # hand-made: rank 1 recorded on another GPU model than rank 0
+    for r, model in ((0, "NVIDIA A100-SXM4-80GB"), (1, "Tesla V100-SXM2-32GB")):
+        doc = document([step(1, 1000, 1000), launch(1001, 1), kernel("gemm_kernel", 1005, 100, 1)],
+                       rank=r, world_size=2, device=model)
+        write(tmp_path / f"rank{r}.json", doc)
+    data = json.loads(cli("ranks", tmp_path, "--format", "json", "--no-cache").out)
+    assert len(data["mismatches"]) == 1 and "A100-SXM4-80GB" in data["mismatches"][0]
+    table = cli("ranks", tmp_path, "--no-cache", "--width", "200").out.splitlines()
+    assert table[1].startswith("WARNING: the ranks ran on different devices")
+    assert sum("different devices" in line for line in table) == 1
+    assert cli("ranks", tmp_path, "--no-cache", "--html", tmp_path / "r.html").code == 0
+    assert "OPS.alerts(D.mismatches)" in (tmp_path / "r.html").read_text()
