@@ -61,7 +61,7 @@ def test_tables_match_the_raw_events(results) -> None:
     tree = results["tree"].to_polars()
     assert tree["depth"][0] == 0 and tree["gpu_ns"][0] == sum(t for _, t in totals.values())
     diff = results["diff"].to_polars()
-    assert set(diff["table"]) == {"kernel", "op"}
+    assert set(diff["table"]) == {"kernel", "op", "op_cpu_self"}
 
 
 def test_notebook_view_escapes_names(tmp_path) -> None:
