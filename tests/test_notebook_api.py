@@ -89,3 +89,14 @@ def test_top_level_exports_stay_lazy() -> None:
             f"print(all(getattr(opscope, n) is not None for n in {names!r}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr
+
+
+def test_capture_summary_is_a_table_of_what_it_prints() -> None:
+    from opscope.capture.summary import summarize
+
+    cpu_only = summarize(corpus_path("hta/cpu_only_rank-34.OLDVERSION_b8cce2cd9c.pt.trace.json.gz"))
+    frame = cpu_only.to_polars()  # no GPU activity: the CPU operators, by self time
+    assert frame.columns[:2] == ["name", "calls"] and frame["self_ns"].is_sorted(descending=True)
+    assert frame.height == len(cpu_only.cpu_ops.rows) and "<table>" in cpu_only._repr_html_()
+    gpu = summarize(corpus_path(H100))
+    assert gpu.to_polars()["name"].to_list() == [r.name for r in gpu.kernels.rows]
