@@ -2,8 +2,8 @@
 calls and the synchronising calls it made), each launch linked to the GPU event it started, and the idle gaps
 of each device with their cause (analysis/timeline/idle.py: host wait, sync wait, other).
 
-Data for report/assets/timeline.js, in its conventions: times in integer ns relative to the timeline's `t0_ns`,
-names as indices into the report's string table. A launch points at its GPU event by (GPU lane, relative
+Data for report/assets/timeline.js, in its conventions: times in integer ns relative to the timeline's `t0_ns`
+(CPU event starts delta-encoded in (lane, start) order), names as indices into the report's string table. A launch points at its GPU event by (GPU lane, relative
 start): the page finds the event by binary search in that lane, so no event index has to travel.
 """
 
@@ -64,7 +64,8 @@ def cpu_lanes(trace: Trace, act: Activity, t0: int, t1: int, intern: Any) -> dic
         pl.col(Col.NAME).cast(pl.String).alias("name"), pl.lit(OP).alias("kind"),
         pl.lit(-1, dtype=pl.Int64).alias("gpu_lane"), pl.lit(-1, dtype=pl.Int64).alias("gpu_start"),
     )
-    syncs = sync_calls(trace).select(
+    sync_rows = sync_calls(trace)
+    syncs = sync_rows.select(
         "pid", "tid", pl.col(Col.TS_NS).alias("ts"), pl.col(Col.DUR_NS).alias("dur"), "name",
         pl.lit(SYNC).alias("kind"), pl.lit(-1, dtype=pl.Int64).alias("gpu_lane"),
         pl.lit(-1, dtype=pl.Int64).alias("gpu_start"),
@@ -89,24 +90,31 @@ def cpu_lanes(trace: Trace, act: Activity, t0: int, t1: int, intern: Any) -> dic
         "events": total,
         "shipped": events.height,
         "lane": events["lane"].to_list(),
-        "start": (events["ts"] - t0).to_list(),
+        "start": _deltas(events["ts"] - t0),
         "dur": events["dur"].to_list(),
         "name": _ids(events, "name", intern),
         "kind": events["kind"].to_list(),
         "gpu_lane": events["gpu_lane"].to_list(),
         "gpu_start": events["gpu_start"].to_list(),
-        "idle": idle_gaps(trace, act, t0),
+        "idle": idle_gaps(trace, act, t0, sync_rows),
     }
 
 
-def idle_gaps(trace: Trace, act: Activity, t0: int) -> dict[str, Any]:
+def _deltas(rel: pl.Series) -> list[int]:
+    """Delta-encoded starts (the i-th start is the running sum), as report/timeline_data.py ships them."""
+    return (rel - rel.shift(1).fill_null(0)).to_list()
+
+
+def idle_gaps(trace: Trace, act: Activity, t0: int, calls_found: pl.DataFrame | None = None) -> dict[str, Any]:
     """The idle pieces of each device inside the window, each with its cause: sync wait where a synchronising
-    call is in progress, else host wait / other as `analysis.timeline.idle` splits the gap."""
+    call is in progress, else host wait / other as `analysis.timeline.idle` splits the gap. `calls_found`:
+    `sync_calls(trace)` when the caller has it."""
     window = act.window
     out: dict[str, list[Any]] = {"device": [], "start": [], "dur": [], "cause": []}
     if not window.bounds or act.events.is_empty():
         return {"devices": [], **out}
-    calls = sync_calls(trace).select(pl.col(Col.TS_NS).alias(S), pl.col(END).alias(E))
+    found = sync_calls(trace) if calls_found is None else calls_found
+    calls = found.select(pl.col(Col.TS_NS).alias(S), pl.col(END).alias(E))
     syncs = intervals.merge(calls) if calls.height else calls
     devices = sorted(act.events[Col.DEVICE].unique().to_list(), key=lambda d: (d is None, d or 0))
     pieces: list[tuple[Any, int, int, int]] = []

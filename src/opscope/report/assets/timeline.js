@@ -137,7 +137,8 @@
 
   // ---- CPU lanes and idle gaps --------------------------------------------------------------------------
   const cn = C.lane.length, cStart = new Float64Array(cn), cEnd = new Float64Array(cn), cDepth = new Uint8Array(cn);
-  for (let i = 0; i < cn; i++) { cStart[i] = C.start[i]; cEnd[i] = C.start[i] + C.dur[i]; }
+  let cAcc = 0;  // starts are delta-encoded, as the GPU ones
+  for (let i = 0; i < cn; i++) { cAcc += C.start[i]; cStart[i] = cAcc; cEnd[i] = cAcc + C.dur[i]; }
   const cFrom = new Int32Array(nCpu + 1).fill(cn), cMax = new Float64Array(nCpu);
   for (let i = cn - 1; i >= 0; i--) cFrom[C.lane[i]] = i;
   for (let l = nCpu - 1; l >= 0; l--) if (cFrom[l] > cFrom[l + 1]) cFrom[l] = cFrom[l + 1];
