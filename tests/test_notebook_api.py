@@ -26,9 +26,14 @@ def trace() -> opscope.Trace:
 @pytest.fixture(scope="module")
 def results(trace) -> dict[str, object]:
     return {
-        "summary": opscope.summary(trace, top=0), "analyze": opscope.analyze(trace), "ops": opscope.ops(trace, top=0),
-        "tree": opscope.tree(trace), "steps": opscope.steps(trace), "diff": opscope.diff(trace, corpus_path(MI300)),
-        "ranks": opscope.ranks([trace]), "link": opscope.link(trace),
+        "summary": opscope.summary(trace, top=0),
+        "analyze": opscope.analyze(trace),
+        "ops": opscope.ops(trace, top=0),
+        "tree": opscope.tree(trace),
+        "steps": opscope.steps(trace),
+        "diff": opscope.diff(trace, corpus_path(MI300)),
+        "ranks": opscope.ranks([trace]),
+        "link": opscope.link(trace),
     }
 
 
@@ -57,7 +62,8 @@ def test_tables_match_the_raw_events(results) -> None:
     assert linked.height == len(raw.gpu)
     want_ops = sorted((events[o]["name"] if o is not None else None) for o in raw.op.values())
     assert sorted(linked["op_name"].cast(str).to_list(), key=lambda v: (v is None, v or "")) == sorted(
-        want_ops, key=lambda v: (v is None, v or ""))
+        want_ops, key=lambda v: (v is None, v or "")
+    )
     tree = results["tree"].to_polars()
     assert tree["depth"][0] == 0 and tree["gpu_ns"][0] == sum(t for _, t in totals.values())
     diff = results["diff"].to_polars()
@@ -82,11 +88,26 @@ def test_to_pandas_without_pandas_is_a_one_line_hint(results, monkeypatch) -> No
 
 
 def test_top_level_exports_stay_lazy() -> None:
-    names = ["ops", "tree", "steps", "diff", "ranks", "link", "Tabular", "OpStats", "OpTree", "StepStats",
-             "TraceDiff", "RanksReport", "Linkage"]
+    names = [
+        "ops",
+        "tree",
+        "steps",
+        "diff",
+        "ranks",
+        "link",
+        "Tabular",
+        "OpStats",
+        "OpTree",
+        "StepStats",
+        "TraceDiff",
+        "RanksReport",
+        "Linkage",
+    ]
     assert all(n in opscope.__all__ for n in names)
-    code = ("import sys, opscope; assert 'polars' not in sys.modules; "
-            f"print(all(getattr(opscope, n) is not None for n in {names!r}))")
+    code = (
+        "import sys, opscope; assert 'polars' not in sys.modules; "
+        f"print(all(getattr(opscope, n) is not None for n in {names!r}))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr
 

@@ -16,10 +16,13 @@ NEW = "hta/trace_compare_test_test.json.gz"
 MI250 = "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"
 
 
-@pytest.mark.parametrize(("option", "value", "what"), [
-    ("--fail-kernel", "nosuchkernel:10", "matches no kernel"),
-    ("--key-op", "nosuchop", "matches no operator"),
-])
+@pytest.mark.parametrize(
+    ("option", "value", "what"),
+    [
+        ("--fail-kernel", "nosuchkernel:10", "matches no kernel"),
+        ("--key-op", "nosuchop", "matches no operator"),
+    ],
+)
 def test_a_pattern_that_matches_nothing_is_an_error(cli, option, value, what) -> None:
     result = cli("diff", corpus_path(BASE), corpus_path(NEW), option, value, "--no-cache")
     assert result.code == 2 and what in result.err and result.err.count("\n") == 1
@@ -27,8 +30,20 @@ def test_a_pattern_that_matches_nothing_is_an_error(cli, option, value, what) ->
 
 
 def test_a_pattern_that_matches_still_gates(cli) -> None:
-    data = json.loads(cli("diff", corpus_path(BASE), corpus_path(NEW), "--fail-kernel", "Memcpy:1000",
-                          "--key-op", "aten::", "--format", "json", "--no-cache").out)
+    data = json.loads(
+        cli(
+            "diff",
+            corpus_path(BASE),
+            corpus_path(NEW),
+            "--fail-kernel",
+            "Memcpy:1000",
+            "--key-op",
+            "aten::",
+            "--format",
+            "json",
+            "--no-cache",
+        ).out
+    )
     assert data["gates"][0]["matched"] > 0 and data["passed"] is True
 
 
@@ -39,8 +54,9 @@ def test_count_format_has_at_most_one_decimal() -> None:
 
 def test_per_step_call_columns_are_labelled_and_short(cli) -> None:
     # MI250 (2 steps in its step scope) vs the HTA excerpt (2 steps): kernels run 1, 3 or 5 times in 2 steps
-    out = cli("diff", corpus_path(MI250), corpus_path(BASE), "--format", "markdown", "--no-cache",
-              "--top", "0").out
+    out = cli(
+        "diff", corpus_path(MI250), corpus_path(BASE), "--format", "markdown", "--no-cache", "--top", "0"
+    ).out
     lines = out.splitlines()
     header = next(line for line in lines if "Calls/step B" in line)
     cols = [c.strip() for c in header.strip("|").split("|")]
@@ -51,6 +67,7 @@ def test_per_step_call_columns_are_labelled_and_short(cli) -> None:
     calls = [r[i] for r in rows for i in (b, n)]
     assert "0.5" in calls and "2.5" in calls
     assert all(re.fullmatch(r"[\d,]+(\.\d)?", c) for c in calls), calls
-    whole = cli("diff", corpus_path(MI250), corpus_path(BASE), "--format", "markdown", "--no-cache",
-                "--no-per-step").out
+    whole = cli(
+        "diff", corpus_path(MI250), corpus_path(BASE), "--format", "markdown", "--no-cache", "--no-per-step"
+    ).out
     assert "Calls/step" not in whole and "| Calls B |" in whole

@@ -53,7 +53,9 @@ def test_ops_and_diff_surface_the_dataloader(cli) -> None:
     section = diff.out.split("Operators by CPU self time")[1]
     first = next(line for line in section.splitlines() if "DataLoader" in line or "aten::" in line)
     assert DATALOADER in first  # the biggest CPU change of the pair
-    cpu_ops = json.loads(cli("diff", corpus_path(WORKERS_4), path, "--no-cache", "--format", "json").out)["cpu_ops"]
+    cpu_ops = json.loads(cli("diff", corpus_path(WORKERS_4), path, "--no-cache", "--format", "json").out)[
+        "cpu_ops"
+    ]
     assert cpu_ops["metric"] == "cpu_self" and cpu_ops["rows"][0]["name"] == DATALOADER
 
 
@@ -63,11 +65,15 @@ def test_summary_takes_steps(cli) -> None:
     windows = ref.step_windows(events)
     step, lo, hi = windows[0]
     first = {corr: ref.ns(e["ts"]) for corr, e in ref.launches(events).items()}
-    chosen = [e for e in ref.gpu_events(events)
-              if lo <= first.get(ref.args(e).get("correlation"), ref.ns(e["ts"])) < hi]
+    chosen = [
+        e
+        for e in ref.gpu_events(events)
+        if lo <= first.get(ref.args(e).get("correlation"), ref.ns(e["ts"])) < hi
+    ]
     want = ref.kernel_totals(chosen)
-    data = json.loads(cli("summary", path, "--steps", str(step), "--top", "0", "--format", "json",
-                          "--no-cache").out)
+    data = json.loads(
+        cli("summary", path, "--steps", str(step), "--top", "0", "--format", "json", "--no-cache").out
+    )
     assert data["steps"] == str(step)
     assert {(r["name"], r["kind"]): (r["calls"], round(r["total_us"] * 1000)) for r in data["rows"]} == want
     whole = json.loads(cli("summary", path, "--top", "0", "--format", "json", "--no-cache").out)

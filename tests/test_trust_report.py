@@ -115,8 +115,14 @@ def test_cpu_only_trace_shows_cpu_operators_not_empty_gpu_panels(cli, tmp_path, 
     out = tmp_path / "cpu.html"
     assert cli("report", trace, "-o", out, "--no-cache").code == 0
     ops = json.loads(cli("ops", trace, "--top", "0", "--format", "json", "--no-cache").out)
-    want = sorted(((r["name"], r["cpu_self_us"]) for r in ops["rows"] if r["kind"] == "cpu_op"
-                   and not r["name"].startswith("ProfilerStep")), key=lambda nr: (-nr[1], nr[0]))[:30]
+    want = sorted(
+        (
+            (r["name"], r["cpu_self_us"])
+            for r in ops["rows"]
+            if r["kind"] == "cpu_op" and not r["name"].startswith("ProfilerStep")
+        ),
+        key=lambda nr: (-nr[1], nr[0]),
+    )[:30]
     opened = open_report(out)
     page = opened.page
     page.wait_for_function("window.opscopeReady !== undefined")
@@ -165,7 +171,11 @@ def test_timeline_has_cpu_lanes_idle_causes_and_flows(cli, tmp_path, open_report
     idle = analysis["devices"][0]["idle_breakdown"]
     # idle pieces by cause add up to analyze's idle breakdown (host wait, sync wait, other), in ns
     by_cause = [sum(d for d, c in zip(cpu["idle"]["dur"], cpu["idle"]["cause"]) if c == k) for k in range(3)]
-    assert [round(v / 1000, 3) for v in by_cause] == [idle["host_wait_us"], idle["sync_wait_us"], idle["other_us"]]
+    assert [round(v / 1000, 3) for v in by_cause] == [
+        idle["host_wait_us"],
+        idle["sync_wait_us"],
+        idle["other_us"],
+    ]
     # the CPU lane holds the launching thread's operators, launch calls and syncs: recount them from raw events
     events = ref.load(trace)
     raw = ref.link(events)
@@ -173,15 +183,22 @@ def test_timeline_has_cpu_lanes_idle_causes_and_flows(cli, tmp_path, open_report
     threads = {(str(events[i]["pid"]), str(events[i]["tid"])) for i in launches}
     assert [(lane["pid"], lane["tid"]) for lane in cpu["lanes"]] == sorted(threads)
     assert cpu["kind"].count(1) == sum(1 for g in raw.gpu if raw.launch[g] is not None)
-    ops = [e for e in events if e.get("cat") in ("cpu_op", "user_annotation") and ref.is_x(e)
-           and (str(e["pid"]), str(e["tid"])) in threads]
+    ops = [
+        e
+        for e in events
+        if e.get("cat") in ("cpu_op", "user_annotation")
+        and ref.is_x(e)
+        and (str(e["pid"]), str(e["tid"])) in threads
+    ]
     assert cpu["kind"].count(0) == len(ops)
     opened = open_report(out)
     page = opened.page
     page.wait_for_function("window.opscopeReady !== undefined")
     assert opened.problems() == []
-    view = page.evaluate("() => ({ lanes: window.opscopeTimeline.cpu.lanes, idle: window.opscopeTimeline.cpu.idleLanes,"
-                         " count: window.opscopeTimeline.cpu.count })")
+    view = page.evaluate(
+        "() => ({ lanes: window.opscopeTimeline.cpu.lanes, idle: window.opscopeTimeline.cpu.idleLanes,"
+        " count: window.opscopeTimeline.cpu.count })"
+    )
     assert view == {"lanes": len(threads), "idle": 1, "count": len(cpu["kind"])}
     # hovering a launch call describes its kernel and draws the flow to it
     launch = cpu["kind"].index(1)

@@ -27,7 +27,9 @@ def test_ranges_and_model_rules() -> None:
 
 
 def test_diff_does_not_warn_when_one_trace_lacks_device_properties(cli) -> None:
-    result = cli("diff", corpus_path(NO_DEVICE_PROPERTIES), corpus_path(A100), "--format", "json", "--no-cache")
+    result = cli(
+        "diff", corpus_path(NO_DEVICE_PROPERTIES), corpus_path(A100), "--format", "json", "--no-cache"
+    )
     data = json.loads(result.out)
     assert result.code == 0
     assert data["mismatches"] == [] and not any("different devices" in w for w in data["warnings"])
@@ -41,7 +43,9 @@ def test_a100_v100_pair_warns_first_in_every_format(cli, tmp_path) -> None:
     assert "V100-SXM2-32GB" in data["mismatches"][0] and data["mismatches"][0] in data["warnings"]
     table = cli("diff", a, b, "--no-cache", "--width", "200").out.splitlines()
     assert table[0].startswith("opscope diff") and table[1].startswith("WARNING: different devices")
-    assert sum("different devices" in line for line in table) == 1  # not repeated among the notes at the bottom
+    assert (
+        sum("different devices" in line for line in table) == 1
+    )  # not repeated among the notes at the bottom
     markdown = cli("diff", a, b, "--no-cache", "--format", "markdown").out.splitlines()
     assert markdown[2].startswith("> **Warning:** different devices")
     assert cli("diff", a, b, "--no-cache", "--html", tmp_path / "d.html").code == 0
@@ -54,14 +58,19 @@ def test_a100_v100_pair_warns_first_in_every_format(cli, tmp_path) -> None:
 def test_a_two_rank_job_on_device_0_and_1_has_no_device_warning(tmp_path, cli) -> None:
     # hand-made: rank r runs its kernels on device r, and the traces have no deviceProperties
     for r in (0, 1):
-        doc = document([step(1, 1000, 1000), launch(1001, 1), kernel("gemm_kernel", 1005, 100, 1, device=r)],
-                       rank=r, world_size=2)
+        doc = document(
+            [step(1, 1000, 1000), launch(1001, 1), kernel("gemm_kernel", 1005, 100, 1, device=r)],
+            rank=r,
+            world_size=2,
+        )
         doc.pop("deviceProperties")
         write(tmp_path / f"rank{r}.json", doc)
     result = cli("ranks", tmp_path, "--format", "json", "--no-cache")
     data = json.loads(result.out)
     assert result.code == 0 and data["mismatches"] == []
-    assert not any("different devices" in w for w in data["warnings"]) and "different devices" not in result.err
+    assert (
+        not any("different devices" in w for w in data["warnings"]) and "different devices" not in result.err
+    )
 
 
 def test_missing_ranks_are_ranges_listed_once(cli) -> None:
@@ -76,8 +85,12 @@ def test_missing_ranks_are_ranges_listed_once(cli) -> None:
 def test_ranks_on_different_models_warn_first(tmp_path, cli) -> None:
     # hand-made: rank 1 recorded on another GPU model than rank 0
     for r, model in ((0, "NVIDIA A100-SXM4-80GB"), (1, "Tesla V100-SXM2-32GB")):
-        doc = document([step(1, 1000, 1000), launch(1001, 1), kernel("gemm_kernel", 1005, 100, 1)],
-                       rank=r, world_size=2, device=model)
+        doc = document(
+            [step(1, 1000, 1000), launch(1001, 1), kernel("gemm_kernel", 1005, 100, 1)],
+            rank=r,
+            world_size=2,
+            device=model,
+        )
         write(tmp_path / f"rank{r}.json", doc)
     data = json.loads(cli("ranks", tmp_path, "--format", "json", "--no-cache").out)
     assert len(data["mismatches"]) == 1 and "A100-SXM4-80GB" in data["mismatches"][0]

@@ -47,46 +47,81 @@ def cpu_lanes(trace: Trace, act: Activity, t0: int, t1: int, intern: Any) -> dic
     gpu = act.events.join(act.linkage.gpu.select(ROW, "launch_pid", "launch_tid"), on=ROW, how="left")
     gpu = gpu.join(_gpu_lanes(act.events), on=[Col.DEVICE, Col.STREAM], how="left", nulls_equal=True)
     launched = gpu.filter(pl.col("launch_ts_ns").is_not_null() & pl.col("launch_pid").is_not_null())
-    threads = (launched.select(pl.col("launch_pid").cast(pl.String).alias("pid"),
-                               pl.col("launch_tid").cast(pl.String).alias("tid"))
-               .unique().sort("pid", "tid").with_row_index("lane").with_columns(pl.col("lane").cast(pl.Int64)))
+    threads = (
+        launched.select(
+            pl.col("launch_pid").cast(pl.String).alias("pid"),
+            pl.col("launch_tid").cast(pl.String).alias("tid"),
+        )
+        .unique()
+        .sort("pid", "tid")
+        .with_row_index("lane")
+        .with_columns(pl.col("lane").cast(pl.Int64))
+    )
     inside = (pl.col("end") > t0) & (pl.col("ts") < t1)
     launches = launched.select(
-        pl.col("launch_pid").cast(pl.String).alias("pid"), pl.col("launch_tid").cast(pl.String).alias("tid"),
-        pl.col("launch_ts_ns").alias("ts"), pl.col("launch_dur_ns").fill_null(0).clip(lower_bound=0).alias("dur"),
-        pl.col("launch_name").alias("name"), pl.lit(LAUNCH).alias("kind"), "gpu_lane",
+        pl.col("launch_pid").cast(pl.String).alias("pid"),
+        pl.col("launch_tid").cast(pl.String).alias("tid"),
+        pl.col("launch_ts_ns").alias("ts"),
+        pl.col("launch_dur_ns").fill_null(0).clip(lower_bound=0).alias("dur"),
+        pl.col("launch_name").alias("name"),
+        pl.lit(LAUNCH).alias("kind"),
+        "gpu_lane",
         (pl.col(Col.TS_NS) - t0).alias("gpu_start"),
     )
     scopes = act.linkage.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS)))
     ops = scopes.select(
-        pl.col(Col.PID).cast(pl.String).alias("pid"), pl.col(Col.TID).cast(pl.String).alias("tid"),
-        pl.col(Col.TS_NS).alias("ts"), pl.col(Col.DUR_NS).clip(lower_bound=0).alias("dur"),
-        pl.col(Col.NAME).cast(pl.String).alias("name"), pl.lit(OP).alias("kind"),
-        pl.lit(-1, dtype=pl.Int64).alias("gpu_lane"), pl.lit(-1, dtype=pl.Int64).alias("gpu_start"),
+        pl.col(Col.PID).cast(pl.String).alias("pid"),
+        pl.col(Col.TID).cast(pl.String).alias("tid"),
+        pl.col(Col.TS_NS).alias("ts"),
+        pl.col(Col.DUR_NS).clip(lower_bound=0).alias("dur"),
+        pl.col(Col.NAME).cast(pl.String).alias("name"),
+        pl.lit(OP).alias("kind"),
+        pl.lit(-1, dtype=pl.Int64).alias("gpu_lane"),
+        pl.lit(-1, dtype=pl.Int64).alias("gpu_start"),
     )
     sync_rows = sync_calls(trace)
     syncs = sync_rows.select(
-        "pid", "tid", pl.col(Col.TS_NS).alias("ts"), pl.col(Col.DUR_NS).alias("dur"), "name",
-        pl.lit(SYNC).alias("kind"), pl.lit(-1, dtype=pl.Int64).alias("gpu_lane"),
+        "pid",
+        "tid",
+        pl.col(Col.TS_NS).alias("ts"),
+        pl.col(Col.DUR_NS).alias("dur"),
+        "name",
+        pl.lit(SYNC).alias("kind"),
+        pl.lit(-1, dtype=pl.Int64).alias("gpu_lane"),
         pl.lit(-1, dtype=pl.Int64).alias("gpu_start"),
     )
-    frames = [f.with_columns(pl.col("kind").cast(pl.Int64), pl.col("gpu_lane").cast(pl.Int64),
-                             pl.col("gpu_start").cast(pl.Int64), pl.col("ts").cast(pl.Int64),
-                             pl.col("dur").cast(pl.Int64), pl.col("name").cast(pl.String))
-              for f in (ops, launches, syncs)]
-    events = (pl.concat(frames).join(threads, on=["pid", "tid"], how="inner")
-              .filter(pl.col("ts").is_not_null()).with_columns((pl.col("ts") + pl.col("dur")).alias("end"))
-              .filter(inside))
+    frames = [
+        f.with_columns(
+            pl.col("kind").cast(pl.Int64),
+            pl.col("gpu_lane").cast(pl.Int64),
+            pl.col("gpu_start").cast(pl.Int64),
+            pl.col("ts").cast(pl.Int64),
+            pl.col("dur").cast(pl.Int64),
+            pl.col("name").cast(pl.String),
+        )
+        for f in (ops, launches, syncs)
+    ]
+    events = (
+        pl.concat(frames)
+        .join(threads, on=["pid", "tid"], how="inner")
+        .filter(pl.col("ts").is_not_null())
+        .with_columns((pl.col("ts") + pl.col("dur")).alias("end"))
+        .filter(inside)
+    )
     total = events.height
     if total > MAX_CPU_EVENTS:  # keep every launch and sync, then the longest operators
         kept = events.filter(pl.col("kind") != OP)
         room = max(MAX_CPU_EVENTS - kept.height, 0)
-        events = pl.concat([kept, events.filter(pl.col("kind") == OP).sort("dur", descending=True).head(room)])
+        events = pl.concat(
+            [kept, events.filter(pl.col("kind") == OP).sort("dur", descending=True).head(room)]
+        )
     # by lane, start, longest first: a parent is drawn before the operators inside it
     events = events.sort(["lane", "ts", "dur"], descending=[False, False, True])
     return {
-        "lanes": [{"pid": p, "tid": t, "label": intern(f"CPU {p} · thread {t}")}
-                  for p, t in threads.select("pid", "tid").iter_rows()],
+        "lanes": [
+            {"pid": p, "tid": t, "label": intern(f"CPU {p} · thread {t}")}
+            for p, t in threads.select("pid", "tid").iter_rows()
+        ],
         "events": total,
         "shipped": events.height,
         "lane": events["lane"].to_list(),
@@ -105,7 +140,9 @@ def _deltas(rel: pl.Series) -> list[int]:
     return (rel - rel.shift(1).fill_null(0)).to_list()
 
 
-def idle_gaps(trace: Trace, act: Activity, t0: int, calls_found: pl.DataFrame | None = None) -> dict[str, Any]:
+def idle_gaps(
+    trace: Trace, act: Activity, t0: int, calls_found: pl.DataFrame | None = None
+) -> dict[str, Any]:
     """The idle pieces of each device inside the window, each with its cause: sync wait where a synchronising
     call is in progress, else host wait / other as `analysis.timeline.idle` splits the gap. `calls_found`:
     `sync_calls(trace)` when the caller has it."""

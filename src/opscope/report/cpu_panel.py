@@ -25,12 +25,27 @@ def cpu_panel(trace: Trace, linkage: Linkage, top: int = CPU_ROWS) -> dict[str, 
     table = cpu_op_table(trace, top=top, linkage=linkage)
     rest = table.rest
     return {
-        "ops": [{"name": r.name, "calls": r.calls, "total_us": _us(r.total_ns), "self_us": _us(r.self_ns),
-                 "avg_us": _us(r.avg_ns), "share": round(r.share, 6)} for r in table.rows],
+        "ops": [
+            {
+                "name": r.name,
+                "calls": r.calls,
+                "total_us": _us(r.total_ns),
+                "self_us": _us(r.self_ns),
+                "avg_us": _us(r.avg_ns),
+                "share": round(r.share, 6),
+            }
+            for r in table.rows
+        ],
         "threads": table.threads,
         "self_total_us": _us(table.self_total_ns),
-        "rest": None if rest is None else {"rows": rest.rows, "calls": rest.calls, "self_us": _us(rest.self_ns),
-                                           "share": round(rest.share, 6)},
+        "rest": None
+        if rest is None
+        else {
+            "rows": rest.rows,
+            "calls": rest.calls,
+            "self_us": _us(rest.self_ns),
+            "share": round(rest.share, 6),
+        },
     }
 
 
