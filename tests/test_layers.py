@@ -12,7 +12,8 @@ import opscope
 ROOT = Path(opscope.__file__).parent
 # Lowest first. A module's layer is that of the longest prefix listed here; `opscope` alone is the top-level API.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("opscope.errors", "opscope.model", "opscope._version", "opscope.untrusted"),  # untrusted: escaping text
+    # untrusted: escaping text; tables: the notebook protocol every result mixes in (needs only errors)
+    ("opscope.errors", "opscope.model", "opscope._version", "opscope.untrusted", "opscope.tables"),
     # the native (Rust) reader is part of ingest; `loading` is ingest's `load` behind the API's error boundary
     ("opscope.ingest", "opscope._native", "opscope.loading"),
     ("opscope.analysis",),

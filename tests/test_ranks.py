@@ -168,7 +168,8 @@ def test_duplicate_and_missing_ranks(tmp_path, cli) -> None:
     assert result.code == 0
     data = json.loads(result.out)
     assert data["complete"] is False and data["missing_ranks"] == [1, 3]
-    assert any("ranks 1, 3 missing" in w for w in data["warnings"]) and "missing" in result.err
+    assert data["missing_ranges"] == "1, 3"
+    assert any("2 of 4 ranks missing" in w for w in data["warnings"]) and "missing" in result.err
     assert any("different devices" in w for w in data["warnings"])
     table = cli("ranks", tmp_path, "--no-cache").out
     assert "INCOMPLETE" in table and "missing: 1, 3" in table

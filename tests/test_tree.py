@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections import defaultdict
 
 import pytest
@@ -79,17 +80,35 @@ def test_module_time_matches_raw() -> None:
             start, end = ref.span(events[launch])
             if lo <= start and end <= hi:
                 expected[events[m]["name"]] += ref.gpu_dur(events, g)
-    tree = op_tree(opscope.load(path), TreeOptions(depth=0, min_share=0.0, python="modules"))
+    trace = opscope.load(path)
+    tree = op_tree(trace, TreeOptions(depth=0, min_share=0.0, python="modules", modules="instances"))
     got: dict[str, int] = defaultdict(int)
     for node, _ in walk(tree.root):
         if node.kind == "nn.Module":
             got[node.name] += node.gpu_ns  # instance names (Linear_3) are unique: one node each
     assert dict(got) == {k: v for k, v in expected.items() if v}
+    # The default module-type view: Linear_0 ... Linear_N are one node per parent path, their times summed.
+    by_type: dict[str, int] = defaultdict(int)
+    for name, ns in expected.items():
+        by_type[re.sub(r"_\d+$", "", name)] += ns
+    calls: dict[str, int] = defaultdict(int)
+    for m in modules:
+        calls[re.sub(r"_\d+$", "", events[m]["name"])] += 1
+    types = op_tree(trace, TreeOptions(depth=0, min_share=0.0, python="modules"))
+    got_types: dict[str, int] = defaultdict(int)
+    got_calls: dict[str, int] = defaultdict(int)
+    for node, _ in walk(types.root):
+        if node.kind == "nn.Module":
+            got_types[node.name] += node.gpu_ns
+            got_calls[node.name] += node.calls
+    assert dict(got_types) == {k: v for k, v in by_type.items() if v}
+    assert all(got_calls[k] == calls[k] for k in got_calls)
+    assert any(c > 1 for c in got_calls.values())  # some type really merged several instances
 
 
 def test_pruning_by_depth_and_share() -> None:
     trace = opscope.load(corpus_path(QWEN))
-    tree = op_tree(trace, TreeOptions(depth=2, min_share=0.05))
+    tree = op_tree(trace, TreeOptions(depth=2, min_share=0.05, hot_path=False))
     for node, depth in walk(tree.root):
         assert depth <= 2
         if node.kind != "other" and depth > 0:
@@ -98,6 +117,26 @@ def test_pruning_by_depth_and_share() -> None:
             assert sum(c.gpu_ns for c in node.children) == node.gpu_ns
     assert any(n.kind == "other" for n, _ in walk(tree.root))
     assert tree.nodes == sum(1 for _ in walk(tree.root)) - 1
+
+
+def test_default_depth_follows_the_hot_path_to_its_kernel() -> None:
+    tree = op_tree(opscope.load(corpus_path(QWEN)), TreeOptions(depth=2, min_share=0.01))
+    deep = [(n, d) for n, d in walk(tree.root) if d > 2 and n.kind != "other"]
+    assert deep and max(d for _, d in deep) > 3
+    assert len({d for _, d in deep}) == len(deep)  # one node per level below the depth: a single chain
+    leaf = max(deep, key=lambda nd: nd[1])[0]
+    assert leaf.kind in ("kernel", "memcpy", "memset") and not leaf.children
+    node = tree.root  # the chain is the biggest child at every level
+    while node.children:
+        real = [c for c in node.children if c.kind != "other"]
+        if not real:
+            break
+        biggest = max(real, key=lambda c: c.gpu_ns)
+        node = biggest
+    assert node is leaf
+    for node, _ in walk(tree.root):
+        if node.children:
+            assert sum(c.gpu_ns for c in node.children) == node.gpu_ns
 
 
 def test_step_markers_fold_into_one_node() -> None:
@@ -116,9 +155,13 @@ def test_cli_outputs(cli) -> None:
     assert set(root) == {"name", "kind", "gpu_us", "self_gpu_us", "calls", "children"}
     assert root["gpu_us"] == data["gpu_time_us"]
     top = root["children"][0]
-    assert top["name"] == "ProfilerStep#*" and top["children"][0]["name"] == "nn.Module: BertLMHeadModel_0"
+    assert top["name"] == "ProfilerStep#*" and top["children"][0]["name"] == "nn.Module: BertLMHeadModel"
+    assert data["options"]["modules"] == "types"
     table = cli("tree", path, "--width", "120", "--no-color")
-    assert table.code == 0 and "  nn.Module: BertLMHeadModel_0" in table.out
+    assert table.code == 0 and "  nn.Module: BertLMHeadModel " in table.out
+    assert re.search(r"nn\.Module: BertLayer x\d+", table.out)  # the encoder layers, merged by type
+    instances = cli("tree", path, "--width", "120", "--no-color", "--modules", "instances")
+    assert "  nn.Module: BertLMHeadModel_0" in instances.out and " x" not in instances.out.split("nn.Module")[1][:40]
     csv_rows = list(csv.DictReader(io.StringIO(cli("tree", path, "--format", "csv").out)))
     assert list(csv_rows[0]) == ["name", "kind", "depth", "calls", "gpu_us", "self_gpu_us", "share"]
     assert float(csv_rows[0]["gpu_us"]) == pytest.approx(data["gpu_time_us"])  # ProfilerStep#* holds it all

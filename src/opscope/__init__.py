@@ -15,6 +15,8 @@ The public API is small::
     with opscope.profile_jax("logs") as jprof:          # JAX (the jax extra): jax.profiler.trace
         train_step(batch)
     trace = jprof.load()                                # its .xplane.pb, HLO ops and modules included
+Every result (`summary`, `analyze`, `ops`, `tree`, `steps`, `diff`, `ranks`, `link`) has `.to_polars()`,
+`.to_pandas()` and a compact table as its Jupyter view (`opscope.tables.Tabular`).
 
 `profile`, `annotate`, `step`, `measure_overhead` and `compare_strategies` live in `opscope.capture`, which
 imports torch only when they run, so `import opscope` works without torch.
@@ -35,6 +37,15 @@ install_log_filter(logging.getLogger("opscope"))
 
 if TYPE_CHECKING:
     from opscope.analysis.efficiency.table import Efficiency, EfficiencyRow
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from opscope.analysis.attribution.linking import Linkage
+    from opscope.analysis.attribution.ops import OpStats
+    from opscope.analysis.attribution.steps import StepStats
+    from opscope.analysis.attribution.tree import OpTree
+    from opscope.analysis.compare.diff import TraceDiff
+    from opscope.analysis.compare.ranks import RanksReport
     from opscope.analysis.kernels.summary import KernelRow, KernelSummary, SummaryOptions
     from opscope.analysis.overview import Analysis, AnalyzeOptions
     from opscope.history.api import History
@@ -53,6 +64,13 @@ _LAZY = {
     "AnalyzeOptions": "opscope.analysis.overview",
     "load": "opscope.loading",
     "History": "opscope.history.api",
+    "Linkage": "opscope.analysis.attribution.linking",
+    "OpStats": "opscope.analysis.attribution.ops",
+    "StepStats": "opscope.analysis.attribution.steps",
+    "OpTree": "opscope.analysis.attribution.tree",
+    "TraceDiff": "opscope.analysis.compare.diff",
+    "RanksReport": "opscope.analysis.compare.ranks",
+    "Tabular": "opscope.tables",
     "Trace": "opscope.model",
     "TraceMeta": "opscope.model",
     # the capture API: most users of opscope analyse traces and never capture (and it needs torch)
@@ -89,15 +107,17 @@ def summary(
     name_filter: str | None = None,
     devices: tuple[int, ...] | None = None,
     streams: tuple[int, ...] | None = None,
+    steps: str | None = None,
 ) -> KernelSummary:
-    """The per-kernel table, with the same rows as `opscope summary` (top=0 for all rows)."""
+    """The per-kernel table, with the same rows as `opscope summary` (top=0 for all rows); `steps`: a --steps
+    spec ("3-5")."""
     from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
     from opscope.model.schema import GPU_KINDS
 
     if kinds is None:
         kinds = GPU_KINDS
     return kernel_summary(trace, SummaryOptions(top=top, kinds=kinds, name_filter=name_filter, devices=devices,
-                                                streams=streams))
+                                                streams=streams, steps=steps))
 
 
 def analyze(
@@ -132,6 +152,86 @@ def efficiency(
 
     return _efficiency(trace, EfficiencyOptions(by_shape=by_shape, top=top, peak_tflops=peak_tflops,
                                                 peak_tbps=peak_tbps))
+def _trace(trace: Trace | str | Path) -> Trace:
+    from opscope.loading import load
+    from opscope.model import Trace
+
+    return trace if isinstance(trace, Trace) else load(trace)
+
+
+def ops(
+    trace: Trace,
+    *,
+    top: int = 30,
+    by_shape: bool = False,
+    devices: tuple[int, ...] | None = None,
+    streams: tuple[int, ...] | None = None,
+    steps: str | None = None,
+) -> OpStats:
+    """The per-operator table of `opscope ops` (top=0 for all rows)."""
+    from opscope.analysis.attribution.ops import OpOptions, op_stats
+
+    return op_stats(trace, OpOptions(by_shape=by_shape, top=top, devices=devices, streams=streams, steps=steps))
+
+
+def tree(
+    trace: Trace,
+    *,
+    depth: int = 4,
+    min_share: float = 0.01,
+    python: str = "modules",
+    devices: tuple[int, ...] | None = None,
+    streams: tuple[int, ...] | None = None,
+    steps: str | None = None,
+) -> OpTree:
+    """The GPU-time hierarchy of `opscope tree` (module -> op -> kernel); depth=0 for all levels."""
+    from opscope.analysis.attribution.tree import TreeOptions, op_tree
+
+    return op_tree(trace, TreeOptions(depth=depth, min_share=min_share, python=python, devices=devices,
+                                      streams=streams, steps=steps))
+
+
+def steps(
+    trace: Trace,
+    *,
+    devices: tuple[int, ...] | None = None,
+    streams: tuple[int, ...] | None = None,
+    select: str | None = None,
+) -> StepStats:
+    """Per-step, per-device figures of `opscope steps`; `select`: a --steps spec ("3-5")."""
+    from opscope.analysis.attribution.steps import StepOptions, step_stats
+
+    return step_stats(trace, StepOptions(devices=devices, streams=streams, steps=select))
+
+
+def diff(
+    base: Trace | str | Path,
+    new: Trace | str | Path,
+    *,
+    per_step: bool | None = None,
+    by_shape: bool = False,
+    key_ops: tuple[str, ...] = (),
+) -> TraceDiff:
+    """What changed from `base` to `new` (traces or paths), as `opscope diff`."""
+    from opscope.analysis.compare.diff import DiffOptions, diff_traces
+
+    return diff_traces(_trace(base), _trace(new), DiffOptions(per_step=per_step, by_shape=by_shape, key_ops=key_ops))
+
+
+def ranks(traces: Sequence[Trace | str | Path], *, top: int = 10, threshold: float = 0.30) -> RanksReport:
+    """One trace per rank of a job (traces or paths), compared rank by rank, as `opscope ranks`."""
+    from opscope.analysis.compare.ranks import RanksOptions, compare_ranks, rank_partial
+
+    return compare_ranks([rank_partial(_trace(t)) for t in traces], RanksOptions(top=top, threshold=threshold))
+
+
+def link(trace: Trace) -> Linkage:
+    """The kernel-to-operator table: every GPU event with its launch call, innermost operator and call stack
+    (`.to_polars()`: one row per GPU event; `.scopes`: the CPU ops; `.stats`: what could not be linked).
+    Columns: docs/analysis-attribution.md."""
+    from opscope.analysis.attribution.linking import link as _link
+
+    return _link(trace)
 
 
 __all__ = [
@@ -143,9 +243,16 @@ __all__ = [
     "InputError",
     "KernelRow",
     "KernelSummary",
+    "Linkage",
+    "OpStats",
+    "OpTree",
     "OpscopeError",
+    "RanksReport",
+    "StepStats",
     "SummaryOptions",
+    "Tabular",
     "Trace",
+    "TraceDiff",
     "TraceMeta",
     "UsageError",
     "__version__",
@@ -153,10 +260,16 @@ __all__ = [
     "annotate",
     "compare_strategies",
     "efficiency",
+    "diff",
+    "link",
     "load",
     "measure_overhead",
+    "ops",
     "profile",
     "profile_jax",
+    "ranks",
     "step",
+    "steps",
     "summary",
+    "tree",
 ]

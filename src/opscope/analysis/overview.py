@@ -9,6 +9,7 @@ and ops / steps are restricted as their own commands do.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import polars as pl
 
@@ -29,6 +30,7 @@ from opscope.analysis.timeline.syncs import SyncStats, sync_calls, sync_stats
 from opscope.analysis.timeline.windows import select_windows
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
+from opscope.tables import Tabular, dataclass_rows
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ class KernelLine:
 
 
 @dataclass(frozen=True)
-class Analysis:
+class Analysis(Tabular):
     path: str
     device_names: tuple[str, ...]
     timeline: Timeline
@@ -71,6 +73,10 @@ class Analysis:
     options: AnalyzeOptions
     warnings: tuple[str, ...] = ()
     advice: Advice | None = None  # the advice rules' findings (docs/advice.md)
+
+    def _table_rows(self) -> list[dict[str, Any]]:
+        """The top kernels of the diagnosis (the other parts: `.ops`, `.steps`, ... have their own tables)."""
+        return dataclass_rows(self.kernels)
 
 
 def _kernels(clipped: pl.DataFrame, top: int) -> tuple[KernelLine, ...]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from opscope.analysis.attribution.cpu_ops import CpuOpTable, cpu_busy_ns, cpu_op_table
 from opscope.analysis.attribution.linking import Linkage, link
@@ -20,10 +21,11 @@ from opscope.analysis.kernels.summary import KernelSummary, SummaryOptions, kern
 from opscope.analysis.timeline.windows import step_windows
 from opscope.loading import load
 from opscope.model.trace import Trace
+from opscope.tables import Tabular
 
 
 @dataclass(frozen=True)
-class CaptureSummary:
+class CaptureSummary(Tabular):
     trace_path: str
     device: str  # what ran: "cpu" or "cuda:0 (NVIDIA ...)"
     steps: int  # ProfilerStep markers in the trace
@@ -33,6 +35,13 @@ class CaptureSummary:
     @property
     def has_gpu_activity(self) -> bool:
         return self.kernels.gpu_calls > 0
+
+    def _table_rows(self) -> list[dict[str, Any]]:
+        """The rows `str(summary)` shows: kernels, or the CPU operators of a capture without GPU activity."""
+        return self.kernels._table_rows() if self.has_gpu_activity else self.cpu_ops._table_rows()
+
+    def _table_title(self) -> str:
+        return f"CaptureSummary: {self.trace_path} ({self.device})"
 
     def __str__(self) -> str:
         if _text_view:

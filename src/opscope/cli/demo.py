@@ -29,13 +29,15 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--top must be 0 (all rows) or a positive number")
     result = run_demo(device=args.device, total_steps=args.steps, profiled_steps=args.profile_steps,
                       log_dir=args.log_dir, top=args.top)
-    emit(demo_document(replace(result, report_path=_html_report(result.summary.trace_path))), args)
+    report = _html_report(result.summary.trace_path, result.diagnosis)
+    emit(demo_document(replace(result, report_path=report)), args)
     return 0
 
 
-def _html_report(trace_path: str) -> str | None:
-    """Write the self-contained HTML report of the demo's trace next to it; None when jinja2 (the `html`
-    extra) is missing, so the demo still runs on a minimal install."""
+def _html_report(trace_path: str, diagnosis: tuple[str, ...] = ()) -> str | None:
+    """Write the self-contained HTML report of the demo's trace next to it, with the diagnosis the terminal
+    printed (on a CPU-only run the page shows the CPU operators, not empty GPU panels); None when jinja2 (the
+    `html` extra) is missing, so the demo still runs on a minimal install."""
     try:
         from opscope.report.html import render_html
     except ImportError:
@@ -44,7 +46,9 @@ def _html_report(trace_path: str) -> str | None:
     from opscope.report.trace_report import ReportOptions, trace_report
 
     try:
-        page = render_html(trace_report(load(trace_path), ReportOptions()), title="opscope demo report")
+        data = trace_report(load(trace_path), ReportOptions())
+        data["diagnosis"] = list(diagnosis)
+        page = render_html(data, title="opscope demo report")
     except ImportError:
         return None
     target = Path(trace_path).with_name("opscope-demo-report.html")

@@ -79,7 +79,7 @@ def _memory(args: argparse.Namespace) -> MemoryDiff:
 
 
 def run(args: argparse.Namespace) -> int:
-    from opscope.analysis.compare.diff import DiffOptions, diff_profiles
+    from opscope.analysis.compare.diff import DiffOptions, diff_profiles, unmatched_key_ops
     from opscope.analysis.compare.gates import KERNEL, check_gates, parse_min_delta
     from opscope.report.diff_view import DiffView, diff_data, diff_document
     from opscope.report.findings_diff import with_findings
@@ -95,11 +95,14 @@ def run(args: argparse.Namespace) -> int:
     diff = diff_profiles(base, new, options)
     memory = _memory(args)
     results = check_gates(diff, gates)
+    unmatched = unmatched_key_ops(diff)
+    if unmatched:
+        raise UsageError(f"--key-op {unmatched[0]!r} matches no operator in either trace")
     for warning in diff.warnings:
         log.warning(warning)
-    for result in results:
+    for result in results:  # a typo must not disarm CI: a pattern that matches nothing is an error, not a pass
         if result.gate.target == KERNEL and result.matched == 0:
-            log.warning(f"--fail-kernel {result.gate.pattern!r} matches no kernel in either trace")
+            raise UsageError(f"--fail-kernel {result.gate.pattern!r} matches no kernel in either trace")
     emit(memory.add(with_findings(diff_document(diff, results, view, rows_first=args.format == "csv"), _findings(args))), args)
     if args.html:  # the biggest changes (the waterfall's "other changes" bar sums the rest, the page says so)
         write_html(diff_data(diff, results, replace(view, top=HTML_ROWS)), "diff", "opscope diff: NEW vs BASE",

@@ -6,6 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from opscope.analysis.attribution import MODULE_MODES
 from opscope.cli.common import add_input_args, add_selection_args, load_trace, write_text
 from opscope.errors import UsageError
 from opscope.report.folded import UNITS, folded_stacks, folded_text
@@ -19,6 +20,8 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--folded", action="store_true",
                         help="folded stacks `op;op;kernel weight` (GPU time) for flamegraph.pl / speedscope")
     parser.add_argument("--unit", choices=tuple(UNITS), default="ns", help="weight unit of --folded (default ns)")
+    parser.add_argument("--modules", choices=MODULE_MODES, default="types",
+                        help="--folded: merge module instances by type (default) or one frame per instance")
     parser.add_argument("--window", default=None, metavar="START:END",
                         help="only this time window, microseconds from the start of the trace's analysed window")
     add_selection_args(parser, steps=True)
@@ -36,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--window applies to trimmed traces; with --folded, choose steps with --steps")
     trace = load_trace(args)  # refuses an -o that is the trace itself
     if args.folded:
-        options = TreeOptions(depth=0, min_share=0.0, devices=args.device, streams=args.stream, steps=args.steps)
+        options = TreeOptions(depth=0, min_share=0.0, devices=args.device, streams=args.stream, steps=args.steps,
+                              modules=args.modules)
         write_text(folded_text(folded_stacks(op_tree(trace, options).root), args.unit), args.output)
         return 0
     spec = trim_spec(trace, args.steps, args.window, args.device, args.stream)

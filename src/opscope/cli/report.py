@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +31,8 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_selection_args(parser)
     add_output_args(parser, formats=("html", *FORMATS))
     parser.set_defaults(format="html")
+    # -o: the page's path; without it, HTML goes to <trace>.opscope.html beside the trace (its path is printed)
+    # and the other formats to standard output; -o - writes the page to standard output.
     parser.add_argument("--max-events", type=int, default=200_000, metavar="N",
                         help="timeline rectangles embedded in the page (default 200000; beyond, the longest)")
     parser.add_argument("--max-rows", type=int, default=5_000, metavar="N",
@@ -42,6 +46,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.max_events < 1 or args.max_rows < 1:
         raise UsageError("--max-events and --max-rows must be positive numbers")
+    to_stdout = args.output == "-"
+    if to_stdout:
+        args.output = None
     trace = load_trace(args)
     data = trace_report(trace, ReportOptions(devices=args.device, streams=args.stream, max_events=args.max_events,
                                              max_rows=args.max_rows))
@@ -50,10 +57,40 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from opscope.report.html import render_html
 
+    announce = args.output is None and not to_stdout  # 1.7 MB of HTML is not for a terminal: a file, named
+    if announce:
+        args.output = str(default_page(Path(trace.path)))
+        check_output(args.output, "-o", (trace.path,))
     if data["kernels"]["rest"] is not None and args.output is not None:
         data["kernels"]["full"] = _write_full_kernels(trace, args)
     write_text(render_html(data, title=f"opscope report: {Path(trace.path).name}"), args.output)
+    if announce:
+        print(args.output)
     return 0
+
+
+SUFFIXES = (".gz", ".json", ".sqlite", ".csv", ".pb")  # dropped from the trace's name, last first
+
+
+def default_page(trace: Path) -> Path:
+    """`<trace>.opscope.html` beside the trace (its name without .json.gz and the like), or in the current
+    folder when the trace's folder is not writable."""
+    name = trace.name
+    for suffix in SUFFIXES:
+        name = name.removesuffix(suffix)
+    page = f"{name or 'trace'}.opscope.html"
+    folder = trace.parent
+    return (folder if _writable(folder) else Path.cwd()) / page
+
+
+def _writable(folder: Path) -> bool:
+    """The folder lets us write, and is not marked read-only (root passes `os.access` on a read-only folder: a
+    shared, read-only trace collection must not collect reports)."""
+    try:
+        mode = folder.stat().st_mode
+    except OSError:
+        return False
+    return os.access(folder, os.W_OK) and bool(mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
 
 
 def _write_full_kernels(trace: Trace, args: argparse.Namespace) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from opscope.analysis.attribution import PYTHON_MODES
+from opscope.analysis.attribution import MODULE_MODES, PYTHON_MODES
 from opscope.cli.common import (
     add_input_args,
     add_output_args,
@@ -24,6 +24,11 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
                         help="fold nodes under this share of GPU time (default 0.01 = 1%%)")
     parser.add_argument("--python", choices=PYTHON_MODES, default="modules",
                         help="Python frames shown: nn.Module frames only (default), all, or none")
+    parser.add_argument("--modules", choices=MODULE_MODES, default="types",
+                        help="merge the instances of a module type into one node (default: Layer x24), or one "
+                             "node per instance")
+    parser.add_argument("--no-hot-path", dest="hot_path", action="store_false",
+                        help="stop at --depth (default: below it, follow the biggest child down to its kernel)")
     add_selection_args(parser, steps=True)
     add_output_args(parser)
 
@@ -38,6 +43,6 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--min-share must be between 0 and 1 (a fraction, e.g. 0.01)")
     trace = load_trace(args)
     options = TreeOptions(depth=args.depth, min_share=args.min_share, python=args.python, devices=args.device,
-                          streams=args.stream, steps=args.steps)
+                          streams=args.stream, steps=args.steps, modules=args.modules, hot_path=args.hot_path)
     emit(tree_document(op_tree(trace, options)), args)
     return 0

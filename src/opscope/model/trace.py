@@ -47,8 +47,10 @@ class Trace:
         return self._frame
 
     def to_pandas(self):  # type: ignore[no-untyped-def]
-        """All events as a pandas DataFrame (needs pandas)."""
-        return self.events.to_pandas()
+        """All events as a pandas DataFrame (needs pandas: pip install opscope[pandas])."""
+        from opscope.tables import polars_to_pandas
+
+        return polars_to_pandas(self.events)
 
     @property
     def path(self) -> str:

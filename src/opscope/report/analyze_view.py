@@ -143,7 +143,7 @@ def _tables(result: Analysis) -> tuple[Table, ...]:
         Column("total_ns", "Total ms", MS), Column("share", "Share", PCT)), tuple(
         {"name": k.name, "category": k.category, "calls": k.calls, "total_ns": k.total_ns, "share": k.share}
         for k in result.kernels))
-    ops = Table("ops", "Top ops by GPU time (kernels launched inside, inclusive)", (
+    ops = Table("ops", "Top ops by GPU self time (kernels launched directly; GPU ms: inclusive)", (
         Column("name", "Op", NAME), Column("calls", "Calls", INT), Column("kernels", "Kernels", INT),
         Column("gpu", "GPU ms", MS), Column("self", "GPU self ms", MS), Column("share", "Share", PCT)), tuple(
         {"name": o.name, "calls": o.calls, "kernels": o.kernels, "gpu": o.gpu_total_ns, "self": o.gpu_self_ns,

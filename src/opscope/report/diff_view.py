@@ -7,14 +7,15 @@ document is meant to be pasted into a pull request.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from opscope.analysis.compare.diff import NS, DiffRow, Figure, Side, TraceDiff
 from opscope.analysis.compare.gates import GateResult, MinDelta, visible
 from opscope.report import names
-from opscope.report.document import FLOAT, INT, MS, NAME, TEXT, US, Column, Document, Table
+from opscope.report.document import COUNT, FLOAT, INT, MS, NAME, TEXT, US, Column, Document, Table
 
+CPU_ROWS = 10  # rows of the terminal's CPU self time table (JSON: --top)
 SCHEMA = "opscope.diff/1"
 
 
@@ -122,10 +123,12 @@ def diff_data(diff: TraceDiff, gates: tuple[GateResult, ...], view: DiffView) ->
                        for name, b, a in diff.categories],
         "kernels": table(diff.kernels, False),
         "ops": {"metric": diff.op_metric, **table(diff.ops, by_shape)},
+        "cpu_ops": {"metric": "cpu_self", **table(diff.cpu_ops, by_shape)},  # CPU-side causes, next to GPU
         "min_delta": None if md is None else {"us": _us(md.ns), "pct": md.pct},
         "gates": [_gate_data(g, diff.per_step) for g in gates],
         "passed": not any(g.tripped for g in gates),
         "warnings": list(diff.warnings),
+        "mismatches": list(diff.mismatches),  # the warnings that change what the comparison means, shown first
     }
 
 
@@ -138,14 +141,15 @@ def _row_cells(row: DiffRow) -> dict[str, Any]:
 
 
 def _row_columns(shape: bool, per_step: bool, means: bool = True) -> tuple[Column, ...]:
-    calls = FLOAT if per_step else INT
+    calls = COUNT if per_step else INT
+    label = "Calls/step" if per_step else "Calls"
     mean_columns = (Column("mean_before", "Mean B us", US), Column("mean_after", "Mean N us", US))
     return (
         Column("name", "Name", NAME),
         *((Column("shape", "Shape", TEXT),) if shape else ()),
         Column("status", "Status", TEXT),
-        Column("calls_before", "Calls B", calls),
-        Column("calls_after", "Calls N", calls),
+        Column("calls_before", f"{label} B", calls),
+        Column("calls_after", f"{label} N", calls),
         Column("total_before", "Total B ms", MS),
         Column("total_after", "Total N ms", MS),
         Column("delta", "Delta ms", MS),
@@ -185,6 +189,10 @@ def diff_document(diff: TraceDiff, gates: tuple[GateResult, ...] = (), view: Dif
         rows=tuple(_figure_cells(f) for f in diff.figures),
     )
     tables = [headline, kernels, ops]
+    if diff.cpu_ops:  # CPU-side causes (a DataLoader, Python overhead) that GPU-ranked operators would hide
+        cpu_view = replace(v, top=min(v.top or CPU_ROWS, CPU_ROWS))
+        tables.append(_rows_table("cpu_ops", "Operators by CPU self time", diff.cpu_ops, diff, cpu_view,
+                                  diff.options.by_shape))
     if gates:
         tables.append(Table(name="gates", title="Regression gates",
                             columns=(Column("result", "Result", TEXT), Column("gate", "Gate", TEXT)),
@@ -197,8 +205,8 @@ def diff_document(diff: TraceDiff, gates: tuple[GateResult, ...] = (), view: Dif
         tables = [Table(name="rows", title="", columns=columns, rows=both)]
     scope = "per step (totals divided by each trace's step count)" if diff.per_step else "whole traces"
     facts = (("BASE", _side_text(diff.base)), ("NEW", _side_text(diff.new)), ("compared", scope))
-    notes = [f"warning: {w}" for w in diff.warnings]
+    notes = [f"warning: {w}" for w in diff.warnings if w not in diff.mismatches]
     if not diff.ops:
         notes.append("No CPU operators in either trace: the operator table is empty.")
     return Document(title="opscope diff: NEW vs BASE", data=diff_data(diff, gates, v), facts=facts,
-                    tables=tuple(tables), notes=tuple(notes))
+                    tables=tuple(tables), notes=tuple(notes), alerts=diff.mismatches)

@@ -8,6 +8,7 @@ from typing import Any
 # Column kinds decide formatting: text, int (thousands separators), ms / us (from nanoseconds), pct (from a
 # 0..1 share), float.
 TEXT, INT, MS, US, PCT, FLOAT, NAME = "text", "int", "ms", "us", "pct", "float", "name"
+COUNT = "count"  # a mean count (calls per step): at most one decimal
 
 
 @dataclass(frozen=True)
@@ -34,3 +35,5 @@ class Document:
     tables: tuple[Table, ...] = ()
     notes: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    # warnings that change what the figures mean (a before/after pair on different GPU models): shown first
+    alerts: tuple[str, ...] = ()

@@ -26,7 +26,8 @@ from opscope.errors import MissingDependency
 LIBRARY = "echarts.min.js"
 KINDS: dict[str, tuple[str, ...]] = {
     # report kind -> page scripts (after the shared ones), in load order
-    "trace": ("timeline.js", "flame.js", "efficiency.js", "trace.js", "critical_path.js", "findings.js", "memory.js"),
+    "trace": ("timeline.js", "flame.js", "cpu.js", "efficiency.js", "trace.js", "critical_path.js", "findings.js",
+              "memory.js"),
     "diff": ("diff.js",),
     "ranks": ("ranks.js",),
     "history": ("history.js",),

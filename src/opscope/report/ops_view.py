@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from opscope.analysis.attribution.ops import OpStats
+from opscope.analysis.attribution.ops import SELF, OpRow, OpStats
 from opscope.report.document import FLOAT, INT, MS, NAME, PCT, TEXT, Column, Document, Table
 from opscope.report.linking_view import link_data, link_notes, us
 
 SCHEMA = "opscope.ops/1"
 
 
-def ops_data(result: OpStats) -> dict[str, object]:
-    by_shape = result.options.by_shape
+def _rows_data(rows_in: tuple[OpRow, ...], by_shape: bool) -> list[dict[str, object]]:
     rows = []
-    for r in result.rows:
+    for r in rows_in:
         row: dict[str, object] = {"name": r.name, "kind": r.kind}
         if by_shape:
             row["input_dims"] = r.input_dims
@@ -23,6 +22,11 @@ def ops_data(result: OpStats) -> dict[str, object]:
             "gpu_share": round(r.gpu_share, 6),
         })
         rows.append(row)
+    return rows
+
+
+def ops_data(result: OpStats) -> dict[str, object]:
+    by_shape = result.options.by_shape
     return {
         "schema": SCHEMA,
         "trace": {"path": result.path},
@@ -31,7 +35,9 @@ def ops_data(result: OpStats) -> dict[str, object]:
         "totals": {"gpu_time_us": us(result.gpu_time_ns), "attributed_us": us(result.attributed_ns),
                    "rows": result.total_rows},
         "unattributed_share": round(result.unattributed_share, 6),
-        "rows": rows,
+        "sort": result.options.sort,
+        "rows": _rows_data(result.rows, by_shape),
+        "cpu_rows": _rows_data(result.cpu_rows, by_shape),  # the most CPU self time, most first
         "linking": link_data(result.link),
         "warnings": list(result.warnings),
     }
@@ -48,12 +54,15 @@ def ops_document(result: OpStats) -> Document:
         Column("gpu_self", "GPU self ms", MS), Column("kernels_per_call", "Kernels/call", FLOAT),
         Column("gpu_share", "GPU share", PCT),
     ]
-    rows = tuple(
-        {"name": r.name, "kind": r.kind, "input_dims": r.input_dims, "calls": r.calls,
-         "cpu_total": r.cpu_total_ns, "cpu_self": r.cpu_self_ns, "gpu_total": r.gpu_total_ns,
-         "gpu_self": r.gpu_self_ns, "kernels_per_call": r.kernels_per_call, "gpu_share": r.gpu_share}
-        for r in result.rows
-    )
+    def cells(rows_in: tuple[OpRow, ...]) -> tuple[dict[str, object], ...]:
+        return tuple(
+            {"name": r.name, "kind": r.kind, "input_dims": r.input_dims, "calls": r.calls,
+             "cpu_total": r.cpu_total_ns, "cpu_self": r.cpu_self_ns, "gpu_total": r.gpu_total_ns,
+             "gpu_self": r.gpu_self_ns, "kernels_per_call": r.kernels_per_call, "gpu_share": r.gpu_share}
+            for r in rows_in
+        )
+
+    rows = cells(result.rows)
     hidden = result.total_rows - len(result.rows)
     footer = (f"{hidden:,} more rows (--top 0 shows all)",) if hidden > 0 else ()
     facts = (
@@ -64,6 +73,23 @@ def ops_document(result: OpStats) -> Document:
     notes = link_notes(result.link, result.unattributed_share)
     notes.append("GPU total: kernels launched by the op or any op inside it; GPU self: launched directly by it. "
                  "GPU share = GPU total / all GPU time, so shares of nested ops overlap.")
+    notes.append("Ranked by GPU self time, then CPU self time (wrappers such as ProfilerStep#* that only enclose "
+                 "other ops rank low); --sort total ranks by GPU total." if result.options.sort == SELF else
+                 "Ranked by GPU total time, then CPU total: wrappers (ProfilerStep#*, autograd) come first.")
     notes.extend(f"warning: {w}" for w in result.warnings)
     return Document(title="GPU time by operator" + (" and input shape" if by_shape else ""), data=ops_data(result),
-                    facts=facts, tables=(Table("ops", "", tuple(columns), rows, footer),), notes=tuple(notes))
+                    facts=facts, tables=(Table("ops", "", tuple(columns), rows, footer), *_cpu_table(result, columns)),
+                    notes=tuple(notes))
+
+
+def _cpu_table(result: OpStats, columns: list[Column]) -> tuple[Table, ...]:
+    """Where the CPU time goes (a DataLoader, Python overhead), whatever GPU time those ops launched."""
+    if not result.cpu_rows:
+        return ()
+    rows = tuple(
+        {"name": r.name, "kind": r.kind, "input_dims": r.input_dims, "calls": r.calls, "cpu_total": r.cpu_total_ns,
+         "cpu_self": r.cpu_self_ns, "gpu_total": r.gpu_total_ns, "gpu_self": r.gpu_self_ns,
+         "kernels_per_call": r.kernels_per_call, "gpu_share": r.gpu_share}
+        for r in result.cpu_rows
+    )
+    return (Table("cpu_ops", "Most CPU self time", tuple(columns), rows),)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from opscope.analysis.compare.ranks import RanksReport, Spread
+from opscope.analysis.compare.mismatch import ranges
+from opscope.analysis.compare.ranks import DEVICE_MISMATCH, RanksReport, Spread
 from opscope.report import names
 from opscope.report.document import INT, NAME, PCT, TEXT, US, Column, Document, Table
 
@@ -36,6 +37,7 @@ def ranks_data(report: RanksReport) -> dict[str, Any]:
         "world_size": report.world_size,
         "ranks_found": len(report.ranks),
         "missing_ranks": list(report.missing),
+        "missing_ranges": ranges(report.missing),  # the same ranks written as ranges: "2-127"
         "complete": report.complete,
         "per_step": report.per_step,
         "threshold": report.options.threshold,
@@ -60,6 +62,7 @@ def ranks_data(report: RanksReport) -> dict[str, Any]:
             "max_us": _us(skew.max_ns), "worst": skew.worst, "aligned_with_base_time": skew.aligned,
             "latest_rank_counts": [{"rank": r, "count": c} for r, c in skew.latest_rank_counts]},
         "warnings": list(report.warnings),
+        "mismatches": list(_mismatches(report)),  # the warnings that change what the comparison means
     }
 
 
@@ -74,6 +77,10 @@ def _spread_table(name: str, title: str, spreads: tuple[Spread, ...], unit: str)
                   "excess": s.excess, "flag": "!" if s.flagged else "", "calls": s.calls, "p50": s.call_p50_ns,
                   "p99": s.call_p99_ns} for s in spreads)
     return Table(name=name, title=title, columns=columns, rows=rows)
+
+
+def _mismatches(report: RanksReport) -> tuple[str, ...]:
+    return tuple(w for w in report.warnings if w.startswith(DEVICE_MISMATCH))
 
 
 def ranks_document(report: RanksReport) -> Document:
@@ -96,7 +103,7 @@ def ranks_document(report: RanksReport) -> Document:
         _spread_table("ops", "Top operators across ranks (CPU time)", report.ops, unit),
     )
     facts = [("ranks", f"{len(report.ranks)} of world size {report.world_size}"
-              + ("" if report.complete else f" (missing: {', '.join(map(str, report.missing))})"))]
+              + ("" if report.complete else f" (missing: {ranges(report.missing)})"))]
     if report.straggler is not None:
         facts.append(("straggler", report.straggler.reason))
     skew = report.skew
@@ -104,11 +111,13 @@ def ranks_document(report: RanksReport) -> Document:
         clock = "baseTimeNanoseconds" if skew.aligned else "timestamps as written (host clocks assumed in sync)"
         facts.append(("collective skew", f"p50 {_us(skew.p50_ns) or 0:,.1f} us, max {_us(skew.max_ns) or 0:,.1f} us "
                       f"over {skew.matched} collectives ({skew.worst} worst); clock: {clock}"))
-    notes = [f"warning: {w}" for w in report.warnings]
+    # The missing ranks are listed once, in the facts: the note says what that means, not the list again.
+    alerts = _mismatches(report)
+    notes = [f"warning: {w}" for w in report.warnings if not w.startswith("incomplete job:") and w not in alerts]
     if not report.complete:
         notes.insert(0, "INCOMPLETE: not every rank of the job was given; cross-rank figures cover the ranks found.")
     return Document(title="opscope ranks: one trace per rank", data=ranks_data(report), facts=tuple(facts),
-                    tables=tables, notes=tuple(notes))
+                    tables=tables, notes=tuple(notes), alerts=alerts)
 
 
 __all__ = ["SCHEMA", "ranks_data", "ranks_document"]

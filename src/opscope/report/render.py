@@ -16,11 +16,11 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from opscope.report import names
-from opscope.report.document import FLOAT, INT, MS, NAME, PCT, US, Column, Document, Table
+from opscope.report.document import COUNT, FLOAT, INT, MS, NAME, PCT, US, Column, Document, Table
 from opscope.report.escape import csv_cell, json_text, md_code, md_text
 from opscope.untrusted import visible
 
-NUMERIC = (INT, MS, US, PCT, FLOAT)
+NUMERIC = (INT, MS, US, PCT, FLOAT, COUNT)
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,8 @@ def fmt(value: Any, kind: str) -> str:
         return f"{value * 100:.1f}%"
     if kind == FLOAT:
         return f"{value:,.3f}"
+    if kind == COUNT:
+        return f"{value:,.1f}".removesuffix(".0")
     return str(value)
 
 
@@ -82,6 +84,8 @@ def render_table(doc: Document, options: RenderOptions) -> str:
     console = Console(file=buf, width=max(width, needed), force_terminal=options.color, no_color=not options.color,
                       highlight=False, emoji=False, color_system="auto" if options.color else None)
     console.print(Text(visible(doc.title), style="bold"))
+    for alert in doc.alerts:
+        console.print(Text(f"WARNING: {visible(alert)}", style="bold red"))
     for label, value in doc.facts:
         console.print(Text.assemble((f"  {visible(label)}: ", "dim"), visible(value)))
     for table, cells, widths in laid_out:
@@ -106,6 +110,8 @@ def render_markdown(doc: Document, options: RenderOptions) -> str:
     """GitHub-flavoured Markdown for a pull-request comment. Every text cell, fact, title and note goes through
     `md_text` (names through `md_code`): a trace cannot add rows, links, emphasis or HTML to the comment."""
     lines = [f"### {md_text(doc.title)}", ""]
+    for alert in doc.alerts:
+        lines.extend([f"> **Warning:** {md_text(alert)}", ""])
     for label, fact in doc.facts:
         lines.append(f"- **{md_text(label)}**: {md_text(fact)}")
     if doc.facts:

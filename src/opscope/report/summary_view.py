@@ -45,6 +45,7 @@ def summary_data(result: KernelSummary) -> dict[str, object]:
         "warnings": list(result.warnings),
         "traces": list(result.traces),  # several traces merged into one table: their paths (else empty)
         "median_estimated": result.median_estimated,  # medians from a merged sketch (1% relative accuracy)
+        "steps": result.options.steps,  # the --steps spec, or null (the whole trace)
     }
 
 
@@ -82,7 +83,7 @@ def summary_document(result: KernelSummary) -> Document:
         ("devices", devices),
         ("GPU time (sum of activity durations)", f"{result.gpu_time_ns / 1e6:,.3f} ms in {result.gpu_calls:,} calls"),
         ("events", f"{result.events:,} ({result.kernels:,} kernels)"),
-    )
+    ) + ((("steps", result.options.steps),) if result.options.steps else ())
     notes = []
     if result.traces:
         notes.append(f"{len(result.traces)} traces merged into one table; medians are sketch estimates "

@@ -35,6 +35,8 @@ from opscope.report.memory_panel import memory_panel
 from opscope.report.efficiency_report import SOURCE as EFFICIENCY_SOURCE
 from opscope.report.efficiency_report import efficiency_report
 from opscope.report import names
+from opscope.report.cpu_lanes import cpu_lanes
+from opscope.report.cpu_panel import cpu_panel
 from opscope.report.summary_view import summary_data
 from opscope.report.timeline_data import TimelineOptions as LaneOptions
 from opscope.report.timeline_data import pack_timeline
@@ -105,7 +107,7 @@ def trace_report(trace: Trace, options: ReportOptions | None = None) -> dict[str
         "kernels": _kernels(summary_data(summary), strings, act, opts.max_rows),
         "categories": _categories(act),
         "steps": _steps(trace, act.events, linkage, opts),
-        "timeline": _timeline(act, strings, device_names, opts),
+        "timeline": _timeline(act, strings, device_names, opts, trace),
         "flame": _flame(tree.root, tree.gpu_time_ns, strings),
         "launch_delay": _launch_delay(trace, act),
         "memcpy": _memcpy(trace, act),
@@ -113,6 +115,8 @@ def trace_report(trace: Trace, options: ReportOptions | None = None) -> dict[str
         "critical_path": critical_path_panel(trace, linkage, act.window.start_ns, strings),
         "memory": memory_panel(trace),
         "efficiency": efficiency_report(trace, linkage, strings, opts.devices, opts.streams),
+        "cpu": cpu_panel(trace, linkage),  # the CPU operator view (report/cpu_panel.py)
+        "diagnosis": [],  # plain-language findings, when the caller has them (opscope demo)
         "sources": dict(SOURCES),
         "warnings": list(trace.meta.warnings),
         "strings": strings.items,
@@ -203,7 +207,8 @@ def _ids(frame: pl.DataFrame, column: str, strings: Strings) -> pl.Expr:
     return pl.col(column).replace_strict(mapping, default=None, return_dtype=pl.Int64)
 
 
-def _timeline(act: Activity, strings: Strings, device_names: dict[int, str], opts: ReportOptions) -> dict[str, Any]:
+def _timeline(act: Activity, strings: Strings, device_names: dict[int, str], opts: ReportOptions,
+              trace: Trace) -> dict[str, Any]:
     """Every selected GPU event with its launch op and launch delay (analysis/timeline/launch_delay.py's measure)."""
     measured, _, _ = kernel_delays(act)
     events = act.events.join(measured.select(ROW, DELAY), on=ROW, how="left", maintain_order="left")
@@ -214,7 +219,9 @@ def _timeline(act: Activity, strings: Strings, device_names: dict[int, str], opt
     )
     lo, hi = act.window.start_ns or 0, act.window.end_ns or 0
     names: dict[int | None, str | None] = {d: n for d, n in device_names.items()}
-    return pack_timeline(frame, lo, hi, strings, names, LaneOptions(max_events=opts.max_events))
+    packed = pack_timeline(frame, lo, hi, strings, names, LaneOptions(max_events=opts.max_events))
+    packed["cpu"] = cpu_lanes(trace, act, lo, hi, strings)  # CPU lanes and idle causes (report/cpu_lanes.py)
+    return packed
 
 
 def _flame(root: TreeNode, total: int, strings: Strings) -> dict[str, Any]:

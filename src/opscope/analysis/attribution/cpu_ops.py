@@ -17,6 +17,7 @@ busy time is `analysis.attribution.steps.busy_ns`, the busy time of `opscope ste
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
@@ -26,6 +27,7 @@ from opscope.analysis.attribution.steps import busy_ns
 from opscope.analysis.timeline.windows import STEP_ANY, STEP_NAME, StepWindow
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
+from opscope.tables import Tabular, dataclass_rows
 
 
 @dataclass(frozen=True)
@@ -47,13 +49,16 @@ class CpuOpRest:
 
 
 @dataclass(frozen=True)
-class CpuOpTable:
+class CpuOpTable(Tabular):
     path: str
     ops: int  # cpu_op events with a duration
     threads: int
     self_total_ns: int
     rows: tuple[CpuOpRow, ...]  # by self time, largest first; the first `top`
     rest: CpuOpRest | None
+
+    def _table_rows(self) -> list[dict[str, Any]]:
+        return dataclass_rows(self.rows)
 
 
 def _cpu_ops(linkage: Linkage) -> pl.DataFrame:

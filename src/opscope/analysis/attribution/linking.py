@@ -23,6 +23,7 @@ from opscope.analysis.attribution.nesting import ancestors, innermost_container,
 from opscope.analysis.timeline import select
 from opscope.model.schema import GPU_KINDS, Col, Kind
 from opscope.model.trace import Trace
+from opscope.tables import Tabular
 
 SCOPE_KINDS: tuple[str, ...] = (Kind.PYTHON, Kind.USER_ANNOTATION, Kind.CPU_OP)  # outer to inner on ties
 OP_KINDS: tuple[str, ...] = (Kind.USER_ANNOTATION, Kind.CPU_OP)
@@ -61,7 +62,7 @@ class LinkStats:
 
 
 @dataclass(frozen=True, eq=False)
-class Linkage:
+class Linkage(Tabular):
     """The result of `link`. Text columns are Categorical, as in the trace's own event table (cast to
     pl.String for string operations); `row` is the event's index in `trace.lazy()` / `trace.events`.
 
@@ -78,6 +79,13 @@ class Linkage:
     gpu: pl.DataFrame
     scopes: pl.DataFrame
     stats: LinkStats
+
+    def to_polars(self) -> pl.DataFrame:
+        """The kernel-to-operator table: one row per GPU event with its launch call and innermost operator."""
+        return self.gpu
+
+    def _table_title(self) -> str:
+        return f"Linkage: {self.stats.gpu_events:,} GPU events, {1 - self.stats.unattributed_share:.1%} of GPU time attributed"
 
 
 def _frames(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:

@@ -16,11 +16,17 @@ Definitions (docs/analysis-attribution.md):
 - devices / streams: the GPU events on those devices / streams, and on the CPU side only the op instances that
   launched them (directly or through a child op): calls, CPU total and CPU self count those instances, so an
   op that launched nothing there is not listed.
+- order (`sort`): "self" (default) by GPU self time, then CPU self time, then name, so that wrappers which only
+  enclose other ops (ProfilerStep#*, autograd engine frames, `*Backward0` nodes) do not top the table at 100%;
+  "total" by GPU total, then CPU total, then name.
+- cpu_rows: the `CPU_ROWS` rows with the most CPU self time (CPU-side causes: a DataLoader, Python overhead),
+  whatever their GPU time.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
@@ -30,6 +36,11 @@ from opscope.analysis.timeline import select
 from opscope.analysis.timeline.windows import fold_steps
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
+from opscope.tables import Tabular, dataclass_rows
+
+SELF, TOTAL = "self", "total"
+SORTS = (SELF, TOTAL)
+CPU_ROWS = 10
 
 
 @dataclass(frozen=True)
@@ -39,6 +50,7 @@ class OpOptions:
     devices: tuple[int, ...] | None = None
     streams: tuple[int, ...] | None = None
     steps: str | None = None  # a --steps spec: "3", "3-5", "2,4"
+    sort: str = "self"  # "self": GPU self, CPU self; "total": GPU total, CPU total (wrappers first)
 
 
 @dataclass(frozen=True)
@@ -58,7 +70,7 @@ class OpRow:
 
 
 @dataclass(frozen=True)
-class OpStats:
+class OpStats(Tabular):
     path: str
     rows: tuple[OpRow, ...]
     total_rows: int
@@ -68,6 +80,10 @@ class OpStats:
     link: LinkStats
     options: OpOptions
     warnings: tuple[str, ...] = field(default=())
+    cpu_rows: tuple[OpRow, ...] = ()  # the rows with the most CPU self time, most first
+
+    def _table_rows(self) -> list[dict[str, Any]]:
+        return dataclass_rows(self.rows)
 
 
 def op_stats(trace: Trace, options: OpOptions | None = None, linkage: Linkage | None = None) -> OpStats:
@@ -118,12 +134,14 @@ def op_stats(trace: Trace, options: OpOptions | None = None, linkage: Linkage | 
         .join(self_gpu, on=keys, how="left", nulls_equal=True)
         .with_columns(pl.col("calls", "cpu_total", "cpu_self", "gpu_total", "kernels", "gpu_self", "self_kernels")
                       .fill_null(0), pl.col(Col.NAME).cast(pl.String), pl.col("kind").cast(pl.String))
-        .sort(["gpu_total", "cpu_total", Col.NAME], descending=[True, True, False], nulls_last=True)
     )
+    order = ["gpu_self", "cpu_self"] if opts.sort == SELF else ["gpu_total", "cpu_total"]
+    table = table.sort([*order, Col.NAME], descending=[True, True, False], nulls_last=True)
+    by_cpu = table.filter(pl.col("cpu_self") > 0).sort(["cpu_self", Col.NAME], descending=[True, False])
     gpu_time = int(gpu[Col.DUR_NS].sum() or 0)
     attributed = int(launched[Col.DUR_NS].sum() or 0)
-    rows = [
-        OpRow(
+    def row(r: dict[str, Any]) -> OpRow:
+        return OpRow(
             name=str(r[Col.NAME] or ""),
             kind=r["kind"] or "",
             input_dims=r.get(Col.INPUT_DIMS),
@@ -137,8 +155,8 @@ def op_stats(trace: Trace, options: OpOptions | None = None, linkage: Linkage | 
             kernels_per_call=int(r["kernels"]) / int(r["calls"]) if r["calls"] else 0.0,
             gpu_share=int(r["gpu_total"]) / gpu_time if gpu_time else 0.0,
         )
-        for r in (table if opts.top <= 0 else table.head(opts.top)).iter_rows(named=True)
-    ]
+
+    rows = [row(r) for r in (table if opts.top <= 0 else table.head(opts.top)).iter_rows(named=True)]
     return OpStats(
         path=trace.path,
         rows=tuple(rows),
@@ -149,4 +167,5 @@ def op_stats(trace: Trace, options: OpOptions | None = None, linkage: Linkage | 
         link=linked.stats,
         options=opts,
         warnings=trace.meta.warnings,
+        cpu_rows=tuple(row(r) for r in by_cpu.head(CPU_ROWS).iter_rows(named=True)),
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -23,6 +24,7 @@ from opscope.analysis.timeline import intervals, select
 from opscope.analysis.timeline.windows import StepWindow, overlap_pairs, select_windows, step_windows
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
+from opscope.tables import Tabular, dataclass_rows
 
 __all__ = ["StepDevice", "StepOptions", "StepRow", "StepStats", "StepWindow", "busy_ns", "step_stats", "step_windows",
            "window_pieces"]
@@ -62,7 +64,7 @@ class StepRow:
 
 
 @dataclass(frozen=True)
-class StepStats:
+class StepStats(Tabular):
     path: str
     rows: tuple[StepRow, ...]
     from_markers: bool  # False: no ProfilerStep markers, one whole-trace window
@@ -85,6 +87,17 @@ class StepStats:
         capacity = sum(row.wall_ns for row in self.rows) * len(self.devices)
         busy = sum(d.busy_ns for row in self.rows for d in row.devices)
         return busy / capacity if capacity > 0 else None
+
+    def _table_rows(self) -> list[dict[str, Any]]:
+        """One row per step and device (device None: a step with no GPU activity anywhere)."""
+        out = []
+        for row in self.rows:
+            w = row.window
+            base = {"step": w.step, "name": w.name, "start_ns": w.start_ns, "end_ns": w.end_ns,
+                    "wall_ns": w.dur_ns, "gpu_events": row.gpu_events, "slowest": row.slowest}
+            for d in row.devices or (None,):
+                out.append({**base, **(dataclass_rows([d])[0] if d is not None else {"device": None})})
+        return out
 
 
 def _window_frame(chosen: tuple[StepWindow, ...]) -> pl.DataFrame:

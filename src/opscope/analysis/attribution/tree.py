@@ -8,11 +8,18 @@ second nesting). Each GPU event becomes a leaf under the innermost shown scope e
 events with no such scope (launch missing, or inside no shown scope) hang under one "(unattributed)" node, so
 the root always holds all selected GPU time. Path ids are computed top-down, one vectorised join per tree
 level; roll-up is one join over (node, ancestor) pairs of the path tree.
+
+`modules`: "types" (default) merges the instances of one module type under one parent (`nn.Module:
+Owlv2EncoderLayer_0` ... `_23` become `nn.Module: Owlv2EncoderLayer`, calls = 24: PyTorch numbers instances
+`<Class>_<N>`, and the suffix is dropped); "instances" keeps one node per instance. `hot_path` (default on):
+below `depth`, the biggest child of each node is still shown, down to its GPU leaf, so the default view ends at
+the kernel that costs most rather than at an arbitrary level.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -22,6 +29,7 @@ from opscope.analysis.attribution.nesting import ancestors, nearest_of_kind
 from opscope.analysis.timeline.windows import fold_steps, names_matching
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
+from opscope.tables import Tabular
 
 MODULE_PREFIX = "nn.Module: "
 UNATTRIBUTED = "(unattributed)"
@@ -36,6 +44,8 @@ class TreeOptions:
     devices: tuple[int, ...] | None = None
     streams: tuple[int, ...] | None = None
     steps: str | None = None
+    modules: str = "types"  # "types": instances of a module type merged; "instances": one node each
+    hot_path: bool = True  # below `depth`, keep following the biggest child down to its GPU leaf
 
 
 @dataclass(frozen=True)
@@ -49,7 +59,7 @@ class TreeNode:
 
 
 @dataclass(frozen=True)
-class OpTree:
+class OpTree(Tabular):
     path: str
     root: TreeNode
     gpu_time_ns: int
@@ -59,12 +69,29 @@ class OpTree:
     options: TreeOptions
     warnings: tuple[str, ...] = field(default=())
 
+    def _table_rows(self) -> list[dict[str, Any]]:
+        """The tree depth first: one row per node with its depth and its path from the root."""
+        out: list[dict[str, Any]] = []
+
+        def walk(node: TreeNode, depth: int, path: str) -> None:
+            here = f"{path}/{node.name}" if path else node.name
+            out.append({"depth": depth, "name": node.name, "kind": node.kind, "gpu_ns": node.gpu_ns,
+                        "self_gpu_ns": node.self_gpu_ns, "calls": node.calls, "path": here})
+            for child in node.children:
+                walk(child, depth + 1, here)
+
+        walk(self.root, 0, "")
+        return out
+
 
 def _hash(parent: pl.Expr, name: pl.Expr) -> pl.Expr:
     return pl.struct(parent.alias("p"), name.alias("n")).hash(seed=7)
 
 
-def _shown(scopes: pl.DataFrame, python: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+INSTANCE_SUFFIX = r"_\d+$"  # nn.Module: Qwen2DecoderLayer_13 -> nn.Module: Qwen2DecoderLayer
+
+
+def _shown(scopes: pl.DataFrame, python: str, module_mode: str = "types") -> tuple[pl.DataFrame, pl.DataFrame]:
     """The scopes shown as nodes, each with `up_row` (its nearest shown ancestor: pointer jumping over the
     hidden ones in the linked call tree, no new nesting), a display `label` and a `node_kind`; and for every
     scope the shown node that GPU work launched inside it hangs under (`attach_row`: itself if shown, else its
@@ -83,8 +110,10 @@ def _shown(scopes: pl.DataFrame, python: str) -> tuple[pl.DataFrame, pl.DataFram
                           pl.when(pl.col("_keep")).then(pl.col(ROW)).otherwise(pl.col("up_row")).alias("attach_row"))
     node_kind = pl.when(pl.col(Col.NAME).is_in(modules)).then(pl.lit("nn.Module")).otherwise(
         pl.col(Col.KIND).cast(pl.String))
-    shown = fold_steps(frame.filter(pl.col("_keep"))).with_columns(pl.col(Col.NAME).alias("label"),
-                                                                   node_kind.alias("node_kind"))
+    label = pl.col(Col.NAME).cast(pl.String)
+    if module_mode == "types":
+        label = pl.when(pl.col(Col.NAME).is_in(modules)).then(label.str.replace(INSTANCE_SUFFIX, "")).otherwise(label)
+    shown = fold_steps(frame.filter(pl.col("_keep"))).with_columns(label.alias("label"), node_kind.alias("node_kind"))
     return shown, attach
 
 
@@ -110,7 +139,7 @@ def op_tree(trace: Trace, options: TreeOptions | None = None, linkage: Linkage |
     opts = options or TreeOptions()
     linked = linkage or link(trace)
     gpu = selected_gpu(trace, linked, opts.devices, opts.streams, opts.steps)
-    shown, attach = _shown(linked.scopes, opts.python)
+    shown, attach = _shown(linked.scopes, opts.python, opts.modules)
     paths = _paths(shown)
     place = attach.join(paths.select(pl.col(ROW).alias("attach_row"), pl.col("path").alias("scope_path")),
                         on="attach_row", how="inner").select("scope_row", "scope_path")
@@ -174,18 +203,21 @@ def _build(nodes: pl.DataFrame, total: int, opts: TreeOptions) -> tuple[TreeNode
                                                      int(self_gpu_ns), int(calls)))
     count = 0
 
-    def make(rec: _Rec, depth: int) -> TreeNode:
+    def make(rec: _Rec, depth: int, hot: bool) -> TreeNode:
         nonlocal count
         kids: list[TreeNode] = []
-        if opts.depth <= 0 or depth < opts.depth:
+        within = opts.depth <= 0 or depth < opts.depth
+        if within or (hot and opts.hot_path):
             below = children.get(rec.path, [])
             kept = [c for c in below if c.gpu_ns >= threshold]  # sorted by gpu_ns: a prefix
+            if not within:
+                kept = kept[:1]  # past the depth: only the hot path, the biggest child
             folded = below[len(kept):]
-            kids = [make(c, depth + 1) for c in kept]
+            kids = [make(c, depth + 1, hot and i == 0) for i, c in enumerate(kept)]
             if folded:
                 kids.append(TreeNode(f"({len(folded)} more)", "other", sum(c.gpu_ns for c in folded), 0,
                                      sum(c.calls for c in folded)))
             count += len(kids)
         return TreeNode(rec.label, rec.kind, rec.gpu_ns, rec.self_gpu_ns, rec.calls, tuple(kids))
 
-    return make(_Rec(0, ROOT, "root", total, 0, 0), 0), count
+    return make(_Rec(0, ROOT, "root", total, 0, 0), 0, True), count

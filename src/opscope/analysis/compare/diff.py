@@ -12,10 +12,13 @@ import dataclasses
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
+from opscope.analysis.compare.mismatch import model_mismatch, models
 from opscope.analysis.compare.profile import OpTotal, ScopeProfile, TraceProfile, profile_trace
 from opscope.errors import UsageError
 from opscope.model.trace import Trace
+from opscope.tables import Tabular, dataclass_rows
 
 CHANGED, SAME, ADDED, REMOVED = "changed", "same", "added", "removed"
 NS, SHARE = "ns", "share"
@@ -82,7 +85,7 @@ class Side:
 
 
 @dataclass(frozen=True)
-class TraceDiff:
+class TraceDiff(Tabular):
     base: Side
     new: Side
     per_step: bool
@@ -93,12 +96,23 @@ class TraceDiff:
     ops: tuple[DiffRow, ...]
     options: DiffOptions
     warnings: tuple[str, ...] = ()
+    mismatches: tuple[str, ...] = ()  # the warnings that change what the comparison means (also in `warnings`)
+    cpu_ops: tuple[DiffRow, ...] = ()  # operators compared by CPU self time (CPU-side causes: a DataLoader)
 
     def figure(self, key: str) -> Figure:
         for figure in self.figures:
             if figure.key == key:
                 return figure
         raise KeyError(key)
+
+    def _table_rows(self) -> list[dict[str, Any]]:
+        """Kernel rows, operator rows, then operators by CPU self time (`table`: kernel / op / op_cpu_self),
+        every row, biggest change first."""
+        tables = (("kernel", self.kernels), ("op", self.ops), ("op_cpu_self", self.cpu_ops))
+        return [{"table": t, **r} for t, rows in tables for r in dataclass_rows(rows)]
+
+    def _table_title(self) -> str:
+        return f"TraceDiff: {self.new.path} vs {self.base.path}"
 
 
 def _row(name: str, kind: str, shape: str | None, before: tuple[int, int] | None, after: tuple[int, int] | None,
@@ -210,14 +224,21 @@ def _name_overlap(base: ScopeProfile, new: ScopeProfile) -> float | None:
 
 def _warnings(base: TraceProfile, new: TraceProfile, b: ScopeProfile, a: ScopeProfile) -> list[str]:
     out = [f"{base.path}: {w}" for w in base.warnings] + [f"{new.path}: {w}" for w in new.warnings]
-    if base.devices and new.devices and set(base.devices) != set(new.devices):
-        out.append(f"different devices: BASE ran on {', '.join(base.devices)}, NEW on {', '.join(new.devices)}; "
-                   "kernel names differ between vendors and libraries, compare the headline figures")
+    out.extend(_mismatches(base, new))
     overlap = _name_overlap(b, a)
     if overlap is not None and overlap < NAME_OVERLAP_WARNING:
         out.append(f"the traces share only {overlap:.0%} of their operator/kernel names: different models or "
                    "programs?")
     return out
+
+
+def _mismatches(base: TraceProfile, new: TraceProfile) -> list[str]:
+    """Differences that change what the comparison means (shown first in every format)."""
+    if model_mismatch(base.devices, new.devices) is None:
+        return []
+    return [f"different devices: BASE ran on {', '.join(sorted(models(base.devices)))}, NEW on "
+            f"{', '.join(sorted(models(new.devices)))}: every change mixes hardware and code; kernel names differ "
+            "between GPU models and libraries, compare the headline figures"]
 
 
 def _decide_per_step(base: TraceProfile, new: TraceProfile, requested: bool | None) -> tuple[bool, list[str]]:
@@ -258,7 +279,15 @@ def diff_profiles(base: TraceProfile, new: TraceProfile, options: DiffOptions | 
         ops=ops,
         options=opts,
         warnings=tuple(notes + _warnings(base, new, b, a)),
+        mismatches=tuple(_mismatches(base, new)),
+        cpu_ops=_match({(o.name, "op", o.shape): (o.calls, o.cpu_self_ns) for o in b.ops},
+                       {(o.name, "op", o.shape): (o.calls, o.cpu_self_ns) for o in a.ops}, div_b, div_a),
     )
+
+
+def unmatched_key_ops(diff: TraceDiff) -> list[str]:
+    """The `--key-op` patterns that match no operator of either trace (a typo would show a 0 -> 0 headline)."""
+    return [p for p in diff.options.key_ops if not any(re.search(p, row.name) for row in diff.ops)]
 
 
 def diff_traces(base: Trace, new: Trace, options: DiffOptions | None = None) -> TraceDiff:
@@ -267,4 +296,4 @@ def diff_traces(base: Trace, new: Trace, options: DiffOptions | None = None) -> 
     return diff_profiles(profile_trace(base, opts.by_shape), profile_trace(new, opts.by_shape), opts)
 
 
-__all__ = ["DiffOptions", "DiffRow", "Figure", "TraceDiff", "diff_profiles", "diff_traces"]
+__all__ = ["DiffOptions", "DiffRow", "Figure", "TraceDiff", "diff_profiles", "diff_traces", "unmatched_key_ops"]

@@ -122,12 +122,13 @@ def op_table(trace: Trace, scope: Scope, by_shape: bool, linkage: Linkage) -> pl
     """Per operator name (and Input Dims with `by_shape`, whitespace removed) from `analysis.attribution.ops`: calls,
     cpu_ns (inclusive CPU time) and gpu_ns (GPU time of the kernels launched inside it), over the operators
     starting in the scope and the GPU activity belonging to it. The ProfilerStep spans are left out.
-    Columns: name, shape, calls, cpu_ns, gpu_ns."""
+    Columns: name, shape, calls, cpu_ns, gpu_ns, cpu_self_ns (`ops`' CPU self time)."""
     stats = op_stats(trace, OpOptions(by_shape=by_shape, top=0, steps=scope.spec if scope.steps else None), linkage)
-    rows = [(r.name, r.input_dims if by_shape else None, r.calls, r.cpu_total_ns, r.gpu_total_ns)
+    rows = [(r.name, r.input_dims if by_shape else None, r.calls, r.cpu_total_ns, r.gpu_total_ns, r.cpu_self_ns)
             for r in stats.rows if r.name != windows.STEP_ANY]
     return pl.DataFrame(rows, schema={Col.NAME: pl.String, SHAPE: pl.String, "calls": pl.Int64,
-                                      "cpu_ns": pl.Int64, "gpu_ns": pl.Int64}, orient="row")
+                                      "cpu_ns": pl.Int64, "gpu_ns": pl.Int64, "cpu_self_ns": pl.Int64},
+                        orient="row")
 
 
 def busy_ns(activity: pl.DataFrame, scope: Scope) -> tuple[int, int]:

@@ -34,6 +34,7 @@ class OpTotal:
     calls: int
     cpu_ns: int  # summed inclusive CPU duration
     gpu_ns: int  # GPU time of the kernels launched inside it (`analysis.attribution.ops` gpu_total)
+    cpu_self_ns: int = 0  # CPU self time (`analysis.attribution.ops` cpu_self)
 
 
 @dataclass(frozen=True)
@@ -75,8 +76,8 @@ def _kernels(activity: pl.DataFrame) -> tuple[KernelTotal, ...]:
 
 def _ops(table: pl.DataFrame) -> tuple[OpTotal, ...]:
     rows = table.sort(Col.NAME, headline.SHAPE, nulls_last=False)
-    return tuple(OpTotal(name=r[0] or "", shape=r[1], calls=int(r[2]), cpu_ns=int(r[3]), gpu_ns=int(r[4]))
-                 for r in rows.iter_rows())
+    return tuple(OpTotal(name=r[0] or "", shape=r[1], calls=int(r[2]), cpu_ns=int(r[3]), gpu_ns=int(r[4]),
+                         cpu_self_ns=int(r[5])) for r in rows.iter_rows())
 
 
 def _categories(activity: pl.DataFrame) -> tuple[tuple[str, int], ...]:

@@ -14,11 +14,13 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from opscope.analysis.attribution.linking import link
 from opscope.analysis.compare import headline
+from opscope.analysis.compare.mismatch import model_mismatch
 from opscope.analysis.compare.profile import device_names
 from opscope.analysis.kernels.categories import CATEGORY, with_category
 from opscope.analysis.kernels.category_rules import COMMUNICATION
@@ -26,6 +28,7 @@ from opscope.analysis.partials.durations import Durations, durations_by_name, me
 from opscope.errors import InputError
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
+from opscope.tables import Tabular, dataclass_rows
 
 _RANK_PATTERNS = (re.compile(r"rank[-_ ]?(\d+)", re.I), re.compile(r"worker[-_ ]?(\d+)", re.I),
                   re.compile(r"_(\d+)\."))
@@ -151,7 +154,7 @@ class Skew:
 
 
 @dataclass(frozen=True)
-class RanksReport:
+class RanksReport(Tabular):
     ranks: tuple[RankRow, ...]
     world_size: int
     missing: tuple[int, ...]
@@ -163,6 +166,12 @@ class RanksReport:
     skew: Skew | None
     options: RanksOptions
     warnings: tuple[str, ...] = ()
+
+    def _table_rows(self) -> list[dict[str, Any]]:
+        return dataclass_rows(self.ranks)
+
+    def _table_title(self) -> str:
+        return f"RanksReport: {len(self.ranks)} of world size {self.world_size}"
 
 
 def rank_from_name(path: str) -> int | None:
@@ -300,17 +309,20 @@ def _row(rank: int, source: str, p: RankPartial, divisor: int) -> RankRow:
     )
 
 
+DEVICE_MISMATCH = "the ranks ran on different devices"
+
+
 def _warnings(ordered: list[tuple[int, str, RankPartial]], missing: list[int], per_step: bool) -> list[str]:
     out = [f"{p.path}: {w}" for _, _, p in ordered for w in p.warnings]
     sizes = sorted({p.world_size for _, _, p in ordered if p.world_size is not None})
     if len(sizes) > 1:
         out.append(f"the traces disagree on the world size: {', '.join(map(str, sizes))}")
     if missing:
-        out.append(f"incomplete job: rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} "
-                   "missing; cross-rank figures cover only the ranks given")
-    devices = sorted({d for _, _, p in ordered for d in p.devices})
-    if len(devices) > 1:
-        out.append(f"the ranks ran on different devices: {', '.join(devices)}")
+        out.append(f"incomplete job: {len(missing):,} of {len(missing) + len(ordered):,} ranks missing "
+                   "(listed under 'ranks'); cross-rank figures cover only the ranks given")
+    devices = model_mismatch(*(p.devices for _, _, p in ordered))
+    if devices is not None:
+        out.append(f"{DEVICE_MISMATCH}: {', '.join(devices)}")
     ops = [{n for n, _ in p.ops} for _, _, p in ordered if p.ops]
     if len(ops) > 1 and len(set.intersection(*ops)) < 0.5 * len(set.union(*ops)):
         out.append("the ranks share less than half of their operator names: traces of different programs?")

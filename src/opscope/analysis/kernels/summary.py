@@ -7,6 +7,9 @@ Definitions (also in docs/metrics.md):
 - share = row total / sum of the durations of all GPU activity in that device/stream selection (before the
   --kind and --filter options). It is a share of summed GPU time, not of wall time: kernels overlapping on
   two streams both count.
+- steps (`--steps 3-5`): only the GPU activity of those ProfilerStep windows, by the rule of `ops`, `tree` and
+  `steps` (`analysis.attribution.linking.selected_gpu`): an event belongs to the step in which its launch call
+  started (its own start when the launch is missing); shares are then of the selected steps' GPU time.
 - stddev = sample standard deviation of the durations (n - 1 in the denominator, as `nsys stats` reports
   it); 0 for a single call.
 """
@@ -14,6 +17,7 @@ Definitions (also in docs/metrics.md):
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import polars as pl
 
@@ -22,6 +26,7 @@ from opscope.analysis.kernels.unknown_device import unknown_device_categories
 from opscope.analysis.timeline import select
 from opscope.model.schema import GPU_KINDS, Col, Kind
 from opscope.model.trace import Trace
+from opscope.tables import Tabular, dataclass_rows
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,7 @@ class SummaryOptions:
     name_filter: str | None = None
     devices: tuple[int, ...] | None = None
     streams: tuple[int, ...] | None = None
+    steps: str | None = None  # a --steps spec: "3", "3-5", "2,4"
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ class RestLine:
 
 
 @dataclass(frozen=True)
-class KernelSummary:
+class KernelSummary(Tabular):
     path: str
     devices: tuple[str, ...]
     events: int
@@ -75,6 +81,9 @@ class KernelSummary:
     warnings: tuple[str, ...] = field(default=())
     traces: tuple[str, ...] = ()  # with several traces merged (`opscope summary A B ...`): their paths
     median_estimated: bool = False  # True when medians come from a merged quantile sketch (1% accuracy)
+
+    def _table_rows(self) -> list[dict[str, Any]]:
+        return dataclass_rows(self.rows)
 
 
 def device_names(trace: Trace, used: list[int]) -> tuple[str, ...]:
@@ -129,8 +138,14 @@ class GpuSelection:
 
 def select_gpu(trace: Trace, opts: SummaryOptions) -> GpuSelection:
     """The selection shared by the one-trace table and the per-trace partials of a merged table."""
-    gpu = select.by_streams(select.by_devices(trace.gpu_events(), opts.devices), opts.streams)
-    frame = gpu.select(Col.NAME, Col.KIND, Col.DUR_NS, Col.DEVICE).collect()
+    if opts.steps is not None:  # linking only when steps are chosen
+        from opscope.analysis.attribution.linking import link, selected_gpu
+
+        frame = selected_gpu(trace, link(trace), opts.devices, opts.streams, opts.steps).select(
+            Col.NAME, Col.KIND, Col.DUR_NS, Col.DEVICE)
+    else:
+        gpu = select.by_streams(select.by_devices(trace.gpu_events(), opts.devices), opts.streams)
+        frame = gpu.select(Col.NAME, Col.KIND, Col.DUR_NS, Col.DEVICE).collect()
     chosen = select.by_name(select.by_kinds(frame.lazy(), opts.kinds), opts.name_filter)
     # Both trace-wide counts in one scan of the table.
     events, kernels = trace.lazy().select(

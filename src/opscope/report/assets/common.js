@@ -21,10 +21,19 @@ const OPS = (function () {
   // Durations arrive in microseconds (tables) or nanoseconds (timeline); one formatter each.
   function fmtUs(us) {
     if (us === null || us === undefined || Number.isNaN(us)) return "—";
+    if (us === 0) return "0 µs";  // not "0.00 µs"
     const a = Math.abs(us);
     if (a >= 1e6) return (us / 1e6).toFixed(3) + " s";
     if (a >= 1e3) return (us / 1e3).toFixed(3) + " ms";
     return us.toFixed(a >= 100 ? 1 : 2) + " µs";
+  }
+  // A value axis in one unit, chosen from its largest value (never "0.00 µs" next to "1.000 ms"): the unit is the
+  // axis name, the labels plain numbers with thousands separators.
+  function usAxis(maxUs, extra) {
+    const m = Math.abs(maxUs || 0);
+    const [div, unit] = m >= 1e6 ? [1e6, "s"] : m >= 1e3 ? [1e3, "ms"] : [1, "µs"];
+    return Object.assign({ type: "value", name: unit, nameGap: 8,
+      axisLabel: { formatter: (v) => (v === 0 ? "0" : (v / div).toLocaleString("en-US", { maximumFractionDigits: 3 })) } }, extra || {});
   }
   const fmtNs = (ns) => (ns === null || ns === undefined ? "—" : fmtUs(ns / 1e3));
   const fmtPct = (share, digits) => (share === null || share === undefined ? "—" : (share * 100).toFixed(digits === undefined ? 1 : digits) + "%");
@@ -38,9 +47,10 @@ const OPS = (function () {
   }
   const FORMAT = { text: String, name: String, int: fmtInt, us: fmtUs, pct: fmtPct, bytes: fmtBytes,
                    float: (v) => (v === null || v === undefined ? "—" : Number(v).toFixed(3)),
+                   count: (v) => (v === null || v === undefined ? "—" : Number(v).toLocaleString("en-US", { maximumFractionDigits: 1 })),
                    signed_us: (v) => (v === null || v === undefined ? "—" : (v > 0 ? "+" : "") + fmtUs(v)),
                    signed_pct: (v) => (v === null || v === undefined ? "—" : (v > 0 ? "+" : "") + fmtPct(v)) };
-  const NUMERIC = new Set(["int", "us", "pct", "bytes", "float", "signed_us", "signed_pct"]);
+  const NUMERIC = new Set(["int", "us", "pct", "bytes", "float", "count", "signed_us", "signed_pct"]);
 
   const CATEGORY_COLORS = { gemm: "#4e79a7", convolution: "#f28e2b", attention: "#e15759", elementwise: "#76b7b2",
     reduction: "#59a14f", normalization: "#edc948", softmax: "#b07aa1", communication: "#ff9da7",
@@ -189,6 +199,31 @@ const OPS = (function () {
     for (const w of warnings || []) wbox.append(el("p", { class: "warn" }, "warning: " + w));
   }
 
+  // Warnings that change what the figures mean (a pair recorded on different GPU models) open the page.
+  function alerts(list) {
+    const box = document.getElementById("alerts");
+    for (const w of list || []) box.append(el("p", { class: "warn alert", role: "alert" }, "Warning: " + w));
+  }
+
+  // What a launch delay means (docs/reports.md): a long median is a deep queue behind earlier GPU work (the GPU
+  // is the bottleneck), a short one an empty queue (if the GPU also idles, the CPU does not launch fast enough).
+  const DEEP_QUEUE_US = 1000, SHORT_QUEUE_US = 50;
+  function launchDelayNote(box, L) {
+    if (!box || !L || !L.kernels) return;
+    const p50 = L.p50_us;
+    let text;
+    if (p50 >= DEEP_QUEUE_US) {
+      text = `A median of ${fmtUs(p50)} means a deep queue: the CPU launches far ahead and each kernel waits behind earlier GPU work. ` +
+        "The GPU is the bottleneck (GPU-bound), not the launches: speed up the kernels, not the CPU side.";
+    } else if (p50 >= SHORT_QUEUE_US) {
+      text = `A median of ${fmtUs(p50)}: kernels wait in a short queue behind earlier GPU work; the CPU keeps the GPU fed.`;
+    } else {
+      text = `A median of ${fmtUs(p50)}: kernels start almost as soon as they are launched, the queue is nearly empty. ` +
+        "If the GPU is also often idle, the CPU does not launch work fast enough (CPU- or launch-bound): see the idle gaps on the timeline.";
+    }
+    box.textContent = text + " Launch delay = kernel start − launch call start: queueing behind earlier work plus launch latency.";
+  }
+
   // A view with nothing to show says so instead of drawing empty axes.
   function empty(id, text) {
     const node = document.getElementById(id);
@@ -200,6 +235,6 @@ const OPS = (function () {
   const shortName = (s, n) => (s.length > n ? s.slice(0, Math.ceil(n / 2) - 1) + "…" + s.slice(s.length - Math.floor(n / 2)) : s);
 
   return { D, S, esc, el, fmtUs, fmtNs, fmtPct, fmtInt, fmtBytes, colorOf, hashColor, table, chart, showTip, hideTip,
-           cards, about, tipHtml, shortName, charts, empty };
+           cards, about, alerts, usAxis, launchDelayNote, tipHtml, shortName, charts, empty };
 })();
 window.OPS = OPS;

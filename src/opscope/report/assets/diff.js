@@ -46,7 +46,8 @@
   }
   document.getElementById("waterfall-note").textContent =
     `GPU time ${scope}: ${fmtUs(before)} → ${fmtUs(after)} (${after >= before ? "+" : ""}${fmtUs(after - before)}). Red: more time in NEW; green: less.`;
-  const axisMin = Math.max(0, Math.floor(low - (before - low + Math.abs(after - before)) * 0.5 - before * 0.02));
+  // The axis starts at zero: a cut axis (43.4 ms at the left edge) makes a 2% change look like a doubling.
+  const high = Math.max(before, after, ...hidden.map((h, i) => h + shown[i].value));
   chart("waterfall-chart", {
     grid: { left: 320, right: 40, top: 10, bottom: 30 },
     tooltip: { trigger: "item", formatter: (p) => { const s = steps[p.dataIndex];
@@ -54,7 +55,7 @@
       const rows2 = [["change", (s.delta > 0 ? "+" : "") + fmtUs(s.delta)]];
       if (s.row) rows2.push(["before", fmtUs(s.row.total_before_us)], ["after", fmtUs(s.row.total_after_us)], ["status", s.row.status]);
       return tipHtml(s.label, rows2); } },
-    xAxis: { type: "value", min: axisMin, axisLabel: { formatter: (v) => fmtUs(v) } },
+    xAxis: OPS.usAxis(high, { min: 0 }),
     yAxis: { type: "category", inverse: true, data: steps.map((s) => s.short || shortName(s.label, 50)), axisLabel: { fontSize: 11 } },
     series: [
       { type: "bar", stack: "w", silent: true, itemStyle: { color: "transparent" }, data: hidden },
@@ -68,7 +69,7 @@
     grid: { left: 110, right: 30, top: 30, bottom: 30 },
     tooltip: { trigger: "axis", axisPointer: { type: "shadow" }, formatter: (ps) => { const c = cats[ps[0].dataIndex];
       return tipHtml(c.category, [["before", fmtUs(c.before_us)], ["after", fmtUs(c.after_us)], ["change", (c.delta_us > 0 ? "+" : "") + fmtUs(c.delta_us)]]); } },
-    xAxis: { type: "value", axisLabel: { formatter: (v) => fmtUs(v) } },
+    xAxis: OPS.usAxis(Math.max(0, ...cats.map((c) => Math.max(c.before_us || 0, c.after_us || 0)))),
     yAxis: { type: "category", inverse: true, data: cats.map((c) => c.category) },
     series: [{ name: "BASE", type: "bar", data: cats.map((c) => c.before_us), itemStyle: { color: "#9aa5b4" } },
              { name: "NEW", type: "bar", data: cats.map((c) => c.after_us), itemStyle: { color: "#2f6fdb" } }],
@@ -77,7 +78,8 @@
   const rowColumns = (extra) => [
     { key: "name", label: "Name", kind: "name" }, ...extra,
     { key: "status", label: "Status", kind: "text" },
-    { key: "calls_before", label: "Calls B", kind: "float" }, { key: "calls_after", label: "Calls N", kind: "float" },
+    { key: "calls_before", label: D.per_step ? "Calls/step B" : "Calls B", kind: "count" },
+    { key: "calls_after", label: D.per_step ? "Calls/step N" : "Calls N", kind: "count" },
     { key: "total_before_us", label: "Total B", kind: "us" }, { key: "total_after_us", label: "Total N", kind: "us" },
     { key: "delta_us", label: "Delta", kind: "signed_us" }, { key: "ratio", label: "Ratio", kind: "float" },
   ];
@@ -95,11 +97,18 @@
   const shapeCol = D.ops.rows.some((r) => r.shape !== undefined) ? [{ key: "shape", label: "Shape", kind: "text" }] : [];
   table(opsBox, rowColumns(shapeCol), D.ops.rows, { id: "op-diff" });
   hiddenNote(opsBox, D.ops, "operator");
+  // CPU-side causes (a DataLoader, Python overhead) that operators ranked by GPU time would hide.
+  const cpuBox = document.getElementById("cpu-ops-table");
+  const cpuOps = D.cpu_ops || { rows: [] };
+  cpuBox.append(el("p", { class: "note" }, "Operators compared by CPU self time (time in the operator itself, not in the operators inside it)."));
+  table(cpuBox, rowColumns(shapeCol), cpuOps.rows, { id: "cpu-op-diff" });
+  hiddenNote(cpuBox, cpuOps, "cpu-operator");
 
   const gates = document.getElementById("gates-table");
   if (!D.gates.length) gates.append(el("p", { class: "note" }, "No regression gates were given (--fail-above, --fail-kernel, --fail-category)."));
   else table(gates, [{ key: "result", label: "Result", kind: "text", get: (g) => (g.tripped ? "FAIL" : "pass") },
                      { key: "reason", label: "Gate", kind: "text" }], D.gates, { filter: false, id: "gate-rows" });
+  OPS.alerts(D.mismatches);
   OPS.about(D.sources, D.warnings);
   window.opscopeReady = performance.now();
 })();

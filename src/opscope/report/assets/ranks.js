@@ -31,7 +31,7 @@
     tooltip: { trigger: "axis", axisPointer: { type: "shadow" }, formatter: (ps) => { const r = ranks[ps[0].dataIndex];
       return tipHtml(`rank ${r.rank}`, [["busy", fmtUs(r.busy_us)], ["utilization", fmtPct(r.utilization)], ...ps.map((p) => [p.seriesName, fmtUs(p.value)])]); } },
     xAxis: { type: "category", data: ranks.map((r) => `rank ${r.rank}`) },
-    yAxis: { type: "value", axisLabel: { formatter: (v) => fmtUs(v) } },
+    yAxis: OPS.usAxis(Math.max(0, ...ranks.map((r) => r.step_us || 0))),
     series: parts.map(([name, f, color]) => ({ name, type: "bar", stack: "r", itemStyle: { color }, data: ranks.map(f) })),
   });
   table(document.getElementById("ranks-table"), [
@@ -72,6 +72,7 @@
   ];
   table(document.getElementById("kernels-table"), spreadColumns, kernels, { id: "kernel-spread" });
   table(document.getElementById("ops-table"), spreadColumns, D.ops, { id: "op-spread" });
+  OPS.alerts(D.mismatches);
   OPS.about(D.sources, D.warnings);
   window.opscopeReady = performance.now();
 })();

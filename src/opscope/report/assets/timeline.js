@@ -1,4 +1,5 @@
-/* GPU timeline on a canvas: one lane per (device, stream), wheel zoom, drag pan, hover details.
+/* GPU timeline on a canvas: one lane per (device, stream), then per device its idle gaps coloured by cause, then
+   one lane per CPU thread that launched work; wheel zoom, drag pan, hover details, launch -> kernel flows.
 
    A redraw costs O(visible events) in arithmetic but at most one rectangle per lane and pixel column is
    painted: an event wider than ~1.5 px is drawn as itself, narrower ones are summed into their pixel column
@@ -14,8 +15,13 @@
   const note = document.getElementById("timeline-note");
   const rangeLabel = document.getElementById("timeline-range");
   const nLanes = T.lanes.length;
+  // Below the GPU lanes: one idle lane per device (gaps coloured by cause) and one lane per CPU thread that
+  // launched work (its operators, launch calls and syncs; report/cpu_lanes.py).
+  const C = T.cpu || { lanes: [], lane: [], start: [], dur: [], name: [], kind: [], gpu_lane: [], gpu_start: [],
+                       events: 0, shipped: 0, idle: { devices: [], device: [], start: [], dur: [], cause: [] } };
+  const I = C.idle, nIdle = I.devices.length, nCpu = C.lanes.length, nAll = nLanes + nIdle + nCpu;
   // Lanes shrink when there are many (down to 6 px: a few hundred streams stay on about one screen).
-  const LANE_H = Math.max(6, Math.min(20, Math.floor(720 / Math.max(nLanes, 1)))), AXIS_H = 24, LABEL_W = 230, PAD = 4;
+  const LANE_H = Math.max(6, Math.min(20, Math.floor(720 / Math.max(nAll, 1)))), AXIS_H = 24, LABEL_W = 230, PAD = 4;
   const n = T.lane.length;
 
   // Decode the delta-encoded starts; events are sorted by (lane, start).
@@ -43,7 +49,7 @@
   function resize() {
     dpr = window.devicePixelRatio || 1;
     cssW = canvas.parentElement.clientWidth;
-    const cssH = AXIS_H + nLanes * LANE_H + PAD;
+    const cssH = AXIS_H + nAll * LANE_H + PAD;
     canvas.width = Math.round(cssW * dpr); canvas.height = Math.round(cssH * dpr);
     canvas.style.height = cssH + "px";
     draw();
@@ -66,11 +72,15 @@
     // time axis
     ctx.fillStyle = "#5f6b7a"; ctx.strokeStyle = "#e3e7ee"; ctx.textBaseline = "middle";
     const step = niceStep(v1 - v0, W);
+    // One unit for every tick, chosen from the tick step, with the decimals the step needs (no "25.116 s" x7).
+    const [div, unit] = step >= 1e9 ? [1e9, "s"] : step >= 1e6 ? [1e6, "ms"] : step >= 1e3 ? [1e3, "µs"] : [1, "ns"];
+    const digits = Math.max(0, -Math.floor(Math.log10(step / div) + 1e-9));
+    const tick = (t) => (t === 0 ? "0" : (t / div).toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits }) + " " + unit);
     for (let t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
       const x = LABEL_W + (t - v0) * scale;
       ctx.fillRect(x, AXIS_H - 6, 1, 6);
-      ctx.beginPath(); ctx.moveTo(x + 0.5, AXIS_H); ctx.lineTo(x + 0.5, AXIS_H + nLanes * LANE_H); ctx.stroke();
-      ctx.fillText(fmtNs(t), x + 3, AXIS_H / 2);
+      ctx.beginPath(); ctx.moveTo(x + 0.5, AXIS_H); ctx.lineTo(x + 0.5, AXIS_H + nAll * LANE_H); ctx.stroke();
+      ctx.fillText(tick(t), x + 3, AXIS_H / 2);
     }
     let rects = 0, columns = 0, visited = 0;
     const cov = new Float32Array(Math.ceil(W) + 2);
@@ -119,9 +129,120 @@
       }
       ctx.globalAlpha = 1;
     }
+    const extra = drawExtra(ctx, W, scale);
     rangeLabel.textContent = `${fmtNs(v0)} – ${fmtNs(v1)} (${fmtNs(v1 - v0)} shown)`;
-    view.lastDraw = { rects, columns, visited, width: W, lanes: nLanes, ms: performance.now() - t0, v0, v1 };
+    view.lastDraw = { rects, columns, visited, width: W, lanes: nLanes, ms: performance.now() - t0, v0, v1,
+                      cpuRects: extra.cpu, idleRects: extra.idle };
   }
+
+  // ---- CPU lanes and idle gaps --------------------------------------------------------------------------
+  const cn = C.lane.length, cStart = new Float64Array(cn), cEnd = new Float64Array(cn), cDepth = new Uint8Array(cn);
+  let cAcc = 0;  // starts are delta-encoded, as the GPU ones
+  for (let i = 0; i < cn; i++) { cAcc += C.start[i]; cStart[i] = cAcc; cEnd[i] = cAcc + C.dur[i]; }
+  const cFrom = new Int32Array(nCpu + 1).fill(cn), cMax = new Float64Array(nCpu);
+  for (let i = cn - 1; i >= 0; i--) cFrom[C.lane[i]] = i;
+  for (let l = nCpu - 1; l >= 0; l--) if (cFrom[l] > cFrom[l + 1]) cFrom[l] = cFrom[l + 1];
+  cFrom[nCpu] = cn;
+  for (let l = 0; l < nCpu; l++) {  // nesting depth: events are sorted by start, longest first
+    const open = [];
+    for (let i = cFrom[l]; i < cFrom[l + 1]; i++) {
+      while (open.length && cEnd[open[open.length - 1]] <= cStart[i]) open.pop();
+      cDepth[i] = Math.min(open.length, 6); open.push(i);
+      if (C.dur[i] > cMax[l]) cMax[l] = C.dur[i];
+    }
+  }
+  const iDev = I.devices.map((d) => d), iFrom = new Int32Array(nIdle + 1).fill(I.start.length);
+  const iLane = I.device.map((d) => iDev.indexOf(d));
+  for (let i = I.start.length - 1; i >= 0; i--) iFrom[iLane[i]] = i;
+  for (let l = nIdle - 1; l >= 0; l--) if (iFrom[l] > iFrom[l + 1]) iFrom[l] = iFrom[l + 1];
+  const CPU_COLORS = ["#b8c4d6", "#e8a33d", "#d9534f"];  // operator, launch call, synchronising call
+  const IDLE_COLORS = ["#f0b35a", "#d9534f", "#c4cad3"];  // host wait, sync wait, other
+  const IDLE_CAUSES = ["host wait: the GPU waited for the CPU to launch work",
+                       "sync wait: the host was blocked in a synchronising call",
+                       "other: work was submitted but had not started (latency, waits on other streams)"];
+  const KINDS = ["operator", "launch call", "synchronising call"];
+  // The GPU event a launch started, found by (GPU lane, start); and back, kernel -> its launch.
+  function kernelOf(i) {
+    const l = C.gpu_lane[i];
+    if (l < 0 || l >= nLanes) return -1;
+    const k = lowerBound(laneFrom[l], laneFrom[l + 1], C.gpu_start[i]);
+    return k < laneFrom[l + 1] && start[k] === C.gpu_start[i] ? k : -1;
+  }
+  const launchOfKernel = new Map();
+  for (let i = 0; i < cn; i++) if (C.kind[i] === 1) { const k = kernelOf(i); if (k >= 0) launchOfKernel.set(k, i); }
+  function cLower(lo, hi, t) { while (lo < hi) { const m = (lo + hi) >> 1; if (cStart[m] < t) lo = m + 1; else hi = m; } return lo; }
+
+  function drawExtra(ctx, W, scale) {
+    let cpu = 0, idleRects = 0;
+    for (let k = 0; k < nIdle; k++) {
+      const y = AXIS_H + (nLanes + k) * LANE_H;
+      ctx.fillStyle = "#fff8ee"; ctx.fillRect(LABEL_W, y, W, LANE_H);
+      ctx.fillStyle = "#1d2330";
+      const d = iDev[k];
+      ctx.fillText(`GPU ${d === null ? "?" : d} · idle (why)`, 4, y + LANE_H / 2);
+      for (let i = iFrom[k]; i < iFrom[k + 1]; i++) {
+        const a = I.start[i], b = a + I.dur[i];
+        if (b <= v0 || a >= v1) continue;
+        const x0 = (Math.max(a, v0) - v0) * scale, x1 = (Math.min(b, v1) - v0) * scale;
+        ctx.fillStyle = IDLE_COLORS[I.cause[i]];
+        ctx.fillRect(LABEL_W + x0, y + 2, Math.max(x1 - x0, 1), LANE_H - 4); idleRects++;
+      }
+    }
+    for (let c = 0; c < nCpu; c++) {
+      const y = AXIS_H + (nLanes + nIdle + c) * LANE_H;
+      ctx.fillStyle = c % 2 ? "#f7f8fb" : "#eef1f6"; ctx.fillRect(LABEL_W, y, W, LANE_H);
+      ctx.fillStyle = "#1d2330";
+      ctx.fillText(OPS.shortName(S(C.lanes[c].label), 34), 4, y + LANE_H / 2);
+      const hi = cFrom[c + 1];
+      for (let i = cLower(cFrom[c], hi, v0 - cMax[c]); i < hi && cStart[i] < v1; i++) {
+        if (cEnd[i] <= v0) continue;
+        const x0 = (Math.max(cStart[i], v0) - v0) * scale, x1 = (Math.min(cEnd[i], v1) - v0) * scale;
+        const inset = Math.min(cDepth[i] * 2, LANE_H / 2 - 1);
+        ctx.fillStyle = CPU_COLORS[C.kind[i]];
+        ctx.fillRect(LABEL_W + x0, y + 1 + inset, Math.max(x1 - x0, 1), Math.max(LANE_H - 2 - inset, 2)); cpu++;
+      }
+    }
+    return { cpu, idle: idleRects };
+  }
+  function laneOfY(y) { return Math.floor((y - AXIS_H) / LANE_H); }
+  function hitExtra(x, y) {  // {kind: "cpu" | "idle", i} or null
+    const l = laneOfY(y);
+    if (l < nLanes || l >= nAll || x < LABEL_W) return null;
+    const scale = (cssW - LABEL_W) / (v1 - v0), t = v0 + (x - LABEL_W) / scale, slack = 3 / scale;
+    if (l < nLanes + nIdle) {
+      const k = l - nLanes;
+      for (let i = iFrom[k]; i < iFrom[k + 1]; i++) if (I.start[i] - slack <= t && t <= I.start[i] + I.dur[i] + slack) return { kind: "idle", i };
+      return null;
+    }
+    const c = l - nLanes - nIdle, hi = cFrom[c + 1];
+    let best = -1;  // the innermost (last drawn) event under the pointer
+    for (let i = cLower(cFrom[c], hi, t - slack - cMax[c]); i < hi && cStart[i] <= t + slack; i++) {
+      if (cEnd[i] >= t - slack) best = i;
+    }
+    return best < 0 ? null : { kind: "cpu", i: best };
+  }
+  function describeExtra(h) {
+    if (h.kind === "idle") {
+      return [`GPU ${I.device[h.i]} idle`, [["cause", IDLE_CAUSES[I.cause[h.i]]], ["duration", fmtNs(I.dur[h.i])], ["start", fmtNs(I.start[h.i])]]];
+    }
+    const i = h.i, rows = [["kind", KINDS[C.kind[i]]], ["duration", fmtNs(C.dur[i])], ["start", fmtNs(cStart[i])]];
+    const k = C.kind[i] === 1 ? kernelOf(i) : -1;
+    if (k >= 0) rows.push(["launched", S(T.name[k])], ["launch delay", fmtNs(start[k] - cStart[i])]);
+    return [S(C.name[i]), rows];
+  }
+  function cpuPixel(i) { const l = nLanes + nIdle + C.lane[i]; return { x: LABEL_W + (cStart[i] - v0) * (cssW - LABEL_W) / (v1 - v0), y: AXIS_H + l * LANE_H + LANE_H / 2 }; }
+  function gpuPixel(k) { return { x: LABEL_W + (start[k] - v0) * (cssW - LABEL_W) / (v1 - v0), y: AXIS_H + T.lane[k] * LANE_H + LANE_H / 2 }; }
+  // The flow from a launch call to its kernel, drawn over the lanes while one of the two is hovered.
+  function drawFlow(launch, kernel) {
+    draw();
+    const ctx = canvas.getContext("2d"), a = cpuPixel(launch), b = gpuPixel(kernel);
+    ctx.save(); ctx.strokeStyle = "#c0392b"; ctx.lineWidth = 1.5; ctx.beginPath();
+    ctx.moveTo(a.x, a.y); ctx.bezierCurveTo(a.x, (a.y + b.y) / 2, b.x, (a.y + b.y) / 2, b.x, b.y); ctx.stroke();
+    ctx.fillStyle = "#c0392b"; ctx.beginPath(); ctx.arc(b.x, b.y, 3, 0, 2 * Math.PI); ctx.fill(); ctx.restore();
+    view.flow = { launch, kernel, from: a, to: b };
+  }
+  let flowShown = false;
+  function clearFlow() { if (flowShown) { flowShown = false; view.flow = null; draw(); } }
 
   function clampView(a, b) {
     const minSpan = 1000; // 1 µs
@@ -176,12 +297,21 @@
       const dt = (e.clientX - drag.x) / (cssW - LABEL_W) * (drag.v1 - drag.v0);
       clampView(drag.v0 - dt, drag.v1 - dt); draw(); hideTip(); return;
     }
+    const extraHit = hitExtra(x, y);
+    if (extraHit) {
+      const [title, rows] = describeExtra(extraHit);
+      const k = extraHit.kind === "cpu" && C.kind[extraHit.i] === 1 ? kernelOf(extraHit.i) : -1;
+      if (k >= 0) { drawFlow(extraHit.i, k); flowShown = true; } else clearFlow();
+      showTip(e.clientX, e.clientY, title, rows); return;
+    }
     const i = hit(x, y);
-    if (i < 0) { hideTip(); return; }
+    if (i < 0) { clearFlow(); hideTip(); return; }
+    const launch = launchOfKernel.has(i) ? launchOfKernel.get(i) : -1;
+    if (launch >= 0) { drawFlow(launch, i); flowShown = true; } else clearFlow();
     const [title, rows] = describe(i);
     showTip(e.clientX, e.clientY, title, rows);
   });
-  canvas.addEventListener("mouseleave", hideTip);
+  canvas.addEventListener("mouseleave", () => { hideTip(); clearFlow(); });
   canvas.addEventListener("dblclick", () => { clampView(full[0], full[1]); draw(); });
   canvas.addEventListener("keydown", (e) => {
     const k = e.key.toLowerCase();
@@ -194,6 +324,9 @@
   }));
 
   let text = `${fmtInt(T.events)} GPU events in ${fmtInt(nLanes)} lanes; times relative to the window start.`;
+  if (nIdle) text += " Idle lanes: why each GPU waited (orange: for the CPU to launch work; red: the host was blocked in a sync; grey: work submitted, not started).";
+  if (nCpu) text += ` CPU lanes: the ${fmtInt(nCpu)} thread(s) that launched GPU work, with their operators (grey), launch calls (orange) and synchronising calls (red); hover a launch or a kernel to see the flow between them.`;
+  if (C.shipped < C.events) text += ` The ${fmtInt(C.shipped)} longest of ${fmtInt(C.events)} CPU events are drawn.`;
   if (T.shipped < T.events) text += ` The ${fmtInt(T.shipped)} longest are drawn one by one; the grey strip under each lane shows every event's busy fraction.`;
   note.textContent = text;
   window.addEventListener("resize", resize);
@@ -207,5 +340,9 @@
   view.describe = (i) => describe(i);
   view.pixelOf = (i) => ({ x: LABEL_W + ((start[i] + end[i]) / 2 - v0) * (cssW - LABEL_W) / (v1 - v0), y: AXIS_H + T.lane[i] * LANE_H + LANE_H / 2 });
   view.count = n;
+  view.cpu = { count: cn, lanes: nCpu, idleLanes: nIdle, idleCount: I.start.length, kernelOf, launchOf: (k) => (launchOfKernel.has(k) ? launchOfKernel.get(k) : -1),
+               pixelOf: cpuPixel, describe: (i) => describeExtra({ kind: "cpu", i }), hit: hitExtra,
+               span: (i) => [cStart[i], cEnd[i]], idleDescribe: (i) => describeExtra({ kind: "idle", i }),
+               idlePixel: (i) => ({ x: LABEL_W + (I.start[i] + I.dur[i] / 2 - v0) * (cssW - LABEL_W) / (v1 - v0), y: AXIS_H + (nLanes + iLane[i]) * LANE_H + LANE_H / 2 }) };
   window.opscopeTimeline = view;
 })();

@@ -28,7 +28,7 @@
     grid: { left: 330, right: 90, top: 10, bottom: 30 },
     tooltip: { trigger: "item", formatter: (p) => { const r = top[p.dataIndex];
       return tipHtml(S(r.name), [["total", fmtUs(r.total_us)], ["share", fmtPct(r.share)], ["calls", fmtInt(r.calls)], ["mean", fmtUs(r.avg_us)], ["category", r.category]]); } },
-    xAxis: { type: "value", name: "ms", axisLabel: { formatter: (v) => (v / 1e3).toLocaleString("en-US") } },
+    xAxis: OPS.usAxis(Math.max(0, ...top.map((r) => r.total_us || 0))),
     yAxis: { type: "category", data: top.map((r) => S(r.short_name)), axisLabel: { fontSize: 11 } },
     series: [{ type: "bar", data: top.map((r) => ({ value: r.total_us, itemStyle: { color: colorOf(r.category) } })),
                label: { show: true, position: "right", formatter: (p) => fmtPct(top[p.dataIndex].share) } }],
@@ -67,7 +67,7 @@
     tooltip: { trigger: "item", formatter: (p) => { const c = cats[p.dataIndex];
       return tipHtml(c.category, [["GPU time", fmtUs(c.total_us)], ["share", fmtPct(c.share)], ["calls", fmtInt(c.calls)]]); } },
     grid: { left: 120, right: 90, top: 10, bottom: 30 },
-    xAxis: { type: "value", axisLabel: { formatter: (v) => fmtUs(v) } },
+    xAxis: OPS.usAxis(Math.max(0, ...cats.map((c) => c.total_us || 0))),
     yAxis: { type: "category", inverse: true, data: cats.map((c) => c.category) },
     series: [{ type: "bar", data: cats.map((c) => ({ value: c.total_us, itemStyle: { color: colorOf(c.category) } })),
                label: { show: true, position: "right", formatter: (p) => fmtPct(cats[p.dataIndex].share) } }],
@@ -93,7 +93,7 @@
       tooltip: { trigger: "axis", axisPointer: { type: "shadow" }, formatter: (ps) => { const s = steps[ps[0].dataIndex];
         return tipHtml(s.name, [["wall", fmtUs(s.wall_us)], ["GPU busy", fmtUs(s.busy_us)], ...ps.map((p) => [p.seriesName, fmtUs(p.value)])]); } },
       xAxis: { type: "category", data: steps.map((s) => s.name.replace("ProfilerStep", "step ")) },
-      yAxis: { type: "value", axisLabel: { formatter: (v) => fmtUs(v) } },
+      yAxis: OPS.usAxis(Math.max(0, ...steps.map((s) => Math.max(s.wall_us || 0, s.busy_us || 0)))),
       series,
     });
   }
@@ -104,12 +104,15 @@
   for (const [k, v] of [["kernels measured", fmtInt(L.kernels)], ["median", fmtUs(L.p50_us)], ["p95", fmtUs(L.p95_us)], ["max", fmtUs(L.max_us)], ["mean", fmtUs(L.mean_us)]]) {
     const span = el("span", null, k + ": "); span.append(el("b", { "data-fact": k }, v)); facts.append(span);
   }
+  OPS.launchDelayNote(document.getElementById("launch-delay-explain"), L);
   if (L.counts.length) {
-    const labels = L.counts.map((_, i) => `${fmtUs(L.edges_us[i])}–${i + 2 < L.edges_us.length ? fmtUs(L.edges_us[i + 1]) : "∞"}`);
+    // Bin edges in one unit (µs, the axis name), with thousands separators; the chart keeps room for them.
+    const edge = (us) => (us === 0 ? "0" : Number(us).toLocaleString("en-US", { maximumFractionDigits: 2 }));
+    const labels = L.counts.map((_, i) => `${edge(L.edges_us[i])}–${i + 2 < L.edges_us.length ? edge(L.edges_us[i + 1]) : "∞"}`);
     chart("launch-delay-chart", {
-      grid: { left: 60, right: 20, top: 10, bottom: 60 },
-      tooltip: { trigger: "item", formatter: (p) => tipHtml(labels[p.dataIndex], [["kernels", fmtInt(p.value)]]) },
-      xAxis: { type: "category", data: labels, axisLabel: { rotate: 35, fontSize: 10 } },
+      grid: { left: 60, right: 30, top: 10, bottom: 20, containLabel: true },
+      tooltip: { trigger: "item", formatter: (p) => tipHtml(labels[p.dataIndex] + " µs", [["kernels", fmtInt(p.value)]]) },
+      xAxis: { type: "category", name: "µs", nameLocation: "end", data: labels, axisLabel: { rotate: 35, fontSize: 10, interval: 0 } },
       yAxis: { type: "value", name: "kernels" },
       series: [{ type: "bar", data: L.counts, itemStyle: { color: "#4e79a7" } }],
     });

@@ -1,0 +1,52 @@
+"""The report's CPU operator view: the operators by CPU self time (`analysis.attribution.cpu_ops`, the table
+`opscope run` and `opscope demo` print for a CPU-only capture), so that a trace without GPU activity still
+shows where the time went, and a GPU trace shows its CPU side next to the GPU panels."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from opscope.analysis.attribution.cpu_ops import cpu_op_table
+
+if TYPE_CHECKING:
+    from opscope.analysis.attribution.linking import Linkage
+    from opscope.model.trace import Trace
+
+CPU_ROWS = 30
+
+
+def _us(ns: float) -> float:
+    return round(ns / 1e3, 3)
+
+
+def cpu_panel(trace: Trace, linkage: Linkage, top: int = CPU_ROWS) -> dict[str, Any]:
+    """{"ops": rows by self time (name, calls, total_us, self_us, avg_us, share), "threads", "self_total_us",
+    "rest": the rows left out or None}."""
+    table = cpu_op_table(trace, top=top, linkage=linkage)
+    rest = table.rest
+    return {
+        "ops": [
+            {
+                "name": r.name,
+                "calls": r.calls,
+                "total_us": _us(r.total_ns),
+                "self_us": _us(r.self_ns),
+                "avg_us": _us(r.avg_ns),
+                "share": round(r.share, 6),
+            }
+            for r in table.rows
+        ],
+        "threads": table.threads,
+        "self_total_us": _us(table.self_total_ns),
+        "rest": None
+        if rest is None
+        else {
+            "rows": rest.rows,
+            "calls": rest.calls,
+            "self_us": _us(rest.self_ns),
+            "share": round(rest.share, 6),
+        },
+    }
+
+
+__all__ = ["cpu_panel"]
