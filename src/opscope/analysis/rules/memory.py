@@ -1,28 +1,75 @@
 """`memory_near_capacity`: peak allocated memory against the device's memory (docs/advice.md).
 
-The event table does not carry the `[memory]` events' `Total Allocated` (it keeps no per-event allocator
-state); the peak comes with the memory analysis (analysis/memory/). Until then the rule reports that it could
-not be evaluated, and `peak_fraction` is the trigger it will apply.
+The peak per device comes from the memory analysis (analysis/memory/: the largest `Total Allocated` of the
+allocator's `[memory]` events), the capacity from `deviceProperties[].totalGlobalMem`. Memory is not time: the
+time at stake is what the allocator's own runtime calls (cudaMalloc / cudaFree and their HIP twins) took in the
+window, which is what running close to the limit costs first (the caching allocator frees its cache and retries,
+synchronising the device).
 """
 
 from __future__ import annotations
 
-from opscope.analysis.rules.context import RuleContext
-from opscope.analysis.rules.model import ABOVE, WINDOW, Hit, Rule
+import polars as pl
 
-NOT_YET = (
-    "memory_near_capacity: not evaluated: the event table carries no allocator totals ([memory] events' "
-    "'Total Allocated'); it arrives with the memory analysis"
-)
+from opscope.analysis.memory.summary import MemoryOptions, memory_stats
+from opscope.analysis.rules.context import RuleContext
+from opscope.analysis.rules.model import ABOVE, MAX_EVIDENCE, WINDOW, Hit, Rule
+from opscope.model.schema import Col, Kind
+
+ALLOCATOR_CALLS = r"^(cuda|hip)(Malloc|Free)(Async)?$|^cu(MemAlloc|MemFree)"
 
 
 def peak_fraction(peak_bytes: int, capacity_bytes: int) -> float:
     return peak_bytes / capacity_bytes if capacity_bytes > 0 else 0.0
 
 
+def _allocator_ns(ctx: RuleContext) -> int:
+    calls = (
+        ctx.trace.lazy()
+        .filter(pl.col(Col.KIND) == Kind.RUNTIME)
+        .filter(pl.col(Col.NAME).cast(pl.String).str.contains(ALLOCATOR_CALLS))
+        .select(pl.col(Col.DUR_NS).sum())
+        .collect()
+        .item()
+    )
+    return int(calls or 0)
+
+
 def near_capacity(ctx: RuleContext, threshold: float) -> Hit | None:
-    ctx.notes.append(NOT_YET)
-    return None
+    stats = memory_stats(ctx.trace, MemoryOptions(steps=ctx.analysis.options.steps, top=0))
+    gpus = [
+        d
+        for d in stats.devices
+        if d.device != "cpu" and not d.relative and d.capacity_bytes and d.capacity_bytes > 0
+    ]
+    if not gpus:
+        if any(d.device != "cpu" for d in stats.devices):
+            ctx.notes.append("memory_near_capacity: not evaluated: no device capacity (deviceProperties) "
+                             "or no allocator totals for the GPU memory events")
+        return None
+    fractions = {d.device: peak_fraction(d.peak_allocated_bytes, d.capacity_bytes or 0) for d in gpus}
+    value = max(fractions.values())
+    if value <= threshold:
+        return Hit(value=value, time_at_stake_ns=0)
+    near = sorted((d for d in gpus if fractions[d.device] > threshold), key=lambda d: -fractions[d.device])
+    evidence = tuple(
+        {
+            "device": d.device,
+            "peak_allocated_bytes": d.peak_allocated_bytes,
+            "capacity_bytes": d.capacity_bytes,
+            "fraction": round(fractions[d.device], 4),
+            "peak_reserved_bytes": d.peak_reserved_bytes,
+            "op_at_peak": d.peak_allocated_op,
+            "step_at_peak": d.peak_allocated_step,
+        }
+        for d in near[:MAX_EVIDENCE]
+    )
+    return Hit(
+        value=value,
+        time_at_stake_ns=_allocator_ns(ctx),
+        evidence=evidence,
+        detail=f"{', '.join(d.device for d in near)} at {100 * value:.1f}% of device memory",
+    )
 
 
 RULES = (

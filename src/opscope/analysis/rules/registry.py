@@ -6,6 +6,7 @@ from __future__ import annotations
 from opscope.analysis.rules import (
     attention,
     copies,
+    efficiency,
     gemm,
     host,
     launch,
@@ -28,6 +29,7 @@ RULES: tuple[Rule, ...] = (
     *timeline.RULES,
     *memory.RULES,
     *occupancy.RULES,
+    *efficiency.RULES,
 )
 
 

@@ -1,0 +1,83 @@
+"""`low_efficiency`: hot GEMM / convolution / attention ops far below the GPU's peak FLOP/s, and hot
+memory-bound ops far below its peak bandwidth (docs/advice.md, figures from docs/efficiency.md).
+
+The figures are those of `opscope efficiency` (analysis/efficiency/), per op and shape; an op is hot when it
+takes at least `HOT_SHARE` of the analysed GPU time. A GPU missing from the peak table gives no percentages, so
+the rule says it could not be evaluated instead of guessing.
+"""
+
+from __future__ import annotations
+
+from opscope.analysis.efficiency.advice import low_efficiency_candidates
+from opscope.analysis.efficiency.families import COMPUTE_FAMILIES
+from opscope.analysis.efficiency.table import EfficiencyOptions, efficiency
+from opscope.analysis.rules.context import RuleContext
+from opscope.analysis.rules.model import BELOW, GPU_TIME, MAX_EVIDENCE, Hit, Rule
+
+HOT_SHARE = 0.01  # ops under 1% of GPU time are not worth a finding of their own
+
+
+def low_efficiency(ctx: RuleContext, threshold: float) -> Hit | None:
+    opts = ctx.analysis.options
+    table = efficiency(ctx.trace, EfficiencyOptions(by_shape=True, top=0, devices=opts.devices,
+                                                    streams=opts.streams), ctx.linkage)
+    if table.peaks is None:
+        if table.rows:
+            ctx.notes.append("low_efficiency: not evaluated: the GPU is not in the peak table "
+                             "(opscope efficiency --peak-tflops / --peak-tbps)")
+        return None
+    total_us = table.gpu_time_ns / 1e3
+    hot = [r for r in table.rows if total_us > 0 and r.gpu_time_us / total_us >= HOT_SHARE]
+    pcts = [
+        r.pct_of_peak_compute if r.family in COMPUTE_FAMILIES else r.pct_of_peak_bandwidth
+        for r in hot
+        if r.family in COMPUTE_FAMILIES or r.bound == "memory"
+    ]
+    known = [p for p in pcts if p is not None]
+    if not known:
+        return None
+    fraction = threshold / 100.0
+    low = low_efficiency_candidates(hot, fraction, fraction, total_us, HOT_SHARE)
+    value = min(known)
+    if not low:
+        return Hit(value=value, time_at_stake_ns=0)
+    evidence = tuple(
+        {
+            "op": c.row.op,
+            "shape": c.row.shape,
+            "dtype": c.row.dtype,
+            "kind": c.kind,
+            "calls": c.row.calls,
+            "gpu_time_us": round(c.gpu_time_us, 3),
+            "pct_of_peak": round(c.pct_of_peak, 2),
+            "achieved_tflops": c.row.achieved_tflops,
+            "achieved_tbps": c.row.achieved_tbps,
+            "model": c.row.model,
+        }
+        for c in low[:MAX_EVIDENCE]
+    )
+    return Hit(
+        value=value,
+        time_at_stake_ns=round(sum(c.gpu_time_us for c in low) * 1e3),
+        evidence=evidence,
+        detail=f"{len(low)} hot op shapes below {threshold:g}% of peak",
+    )
+
+
+RULES = (
+    Rule(
+        id="low_efficiency",
+        title="Hot ops far below the GPU's peak",
+        source="own",
+        metric="lowest % of peak (compute for GEMM / conv / attention, bandwidth for memory-bound ops) "
+        "among ops with >= 1% of GPU time",
+        threshold=30,
+        direction=BELOW,
+        basis=GPU_TIME,
+        advice="A GEMM or attention op far below peak FLOP/s is usually too small or badly shaped (pad M, N, K "
+        "to multiples of 64-128, batch small GEMMs, use bf16/fp16 or fp8, fused attention); a memory-bound op "
+        "far below peak bandwidth moves data in small or strided pieces: fuse it with its neighbours "
+        "(torch.compile) or make its inputs contiguous.",
+        check=low_efficiency,
+    ),
+)
