@@ -20,12 +20,12 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from opscope.errors import ClusterError, MissingDependency, UsageError
+from opscope.scale import CONNECT_TIMEOUT_S
 
 T = TypeVar("T")
 R = TypeVar("R")
 log = logging.getLogger("opscope")
 
-CONNECT_TIMEOUT_S = 5.0
 POLL_S = 0.5  # how often a Dask run checks that its cluster still has a scheduler and workers
 DASK_SCHEMES = ("tcp", "tls", "ucx", "ws", "wss", "inproc")
 # Below this much input, starting worker processes (each imports polars) costs more than it saves.
