@@ -15,7 +15,7 @@ use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
 use serde_json::value::RawValue;
 
-use crate::event::{array_items, classify, parse_event, Arg, Args, RawEvent, Text, Val};
+use crate::event::{array_items, classify, parse_event_into, Arg, ArgsKind, RawEvent, Text, Val};
 use crate::number::{self, Parsed};
 use crate::scan::{flag, Batch};
 use crate::schema::{self, col, kind};
@@ -211,8 +211,9 @@ pub fn decode_batch(batch: &Batch) -> Result<(RecordBatch, Stats), arrow_schema:
                 }
             },
         };
-        match parse_event(&text) {
-            Ok(ev) => {
+        let mut ev = RawEvent::default();
+        match parse_event_into(&text, &mut ev) {
+            Ok(()) => {
                 let row = to_row(&ev, &mut stats);
                 cols.push(row);
                 stats.events += 1;
@@ -330,7 +331,7 @@ fn placement(text: Option<&str>) -> Option<i64> {
 }
 
 /// Raw value of a key, or of its older spelling when the key is absent or null.
-fn either<'a>(args: &Args<'a>, key: Arg, old: Arg) -> Option<&'a RawValue> {
+fn either<'a>(args: &crate::event::Args<'a>, key: Arg, old: Arg) -> Option<&'a RawValue> {
     match args.get(key) {
         Some(raw) if raw.get() != "null" => Some(raw),
         _ => args.get(old),
@@ -364,7 +365,7 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
     row.i64s[slot(&I64_COLS, col::FLOW_ID)] = count(int_of(ev.id), stats);
 
     let args = &ev.args;
-    if matches!(args, Args::Wrong) {
+    if args.kind == ArgsKind::Wrong {
         stats.wrong_type += 1;
     }
     let gpu = matches!(k, kind::KERNEL | kind::MEMCPY | kind::MEMSET);

@@ -102,6 +102,28 @@ fn split_decimal(text: &[u8]) -> Option<Decimal<'_>> {
 
 /// The decimal scaled by 10^`scale`, rounded half to even, as an i64 (None when out of range).
 fn scaled_integer(dec: &Decimal<'_>, scale: i64) -> Option<i64> {
+    fast_scaled(dec, scale).or_else(|| scaled_integer_long(dec, scale))
+}
+
+/// The common case (nearly every time and id) of `scaled_integer`: no exponent, no digit dropped, and at
+/// most 19 digits once scaled, so the value is exact in a u64 (< 10^19). None when it does not apply (the
+/// long way then decides, also for |values| >= 2^63).
+fn fast_scaled(dec: &Decimal<'_>, scale: i64) -> Option<i64> {
+    let frac = dec.frac_digits.len() as i64;
+    if dec.exponent != 0 || frac > scale || dec.int_digits.len() as i64 + scale > 19 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &d in dec.int_digits.iter().chain(dec.frac_digits) {
+        v = v * 10 + u64::from(d - b'0');
+    }
+    v *= 10u64.pow((scale - frac) as u32);
+    let v = i64::try_from(v).ok()?;
+    Some(if dec.negative { -v } else { v })
+}
+
+/// `scaled_integer` for any decimal: digit by digit in a u128, with rounding half to even.
+fn scaled_integer_long(dec: &Decimal<'_>, scale: i64) -> Option<i64> {
     // The significant digits (leading zeros dropped) and the power of ten that applies to the last one.
     let digits = dec.int_digits.iter().chain(dec.frac_digits.iter()).copied();
     let total = dec.int_digits.len() + dec.frac_digits.len();
@@ -304,6 +326,39 @@ mod tests {
         assert_eq!(integer(b"0xFFFFFFFFFFFFFFFFF", true), Parsed::OutOfRange);
         assert_eq!(integer(b"seven", true), Parsed::WrongType);
         assert_eq!(integer(b"1e99", false), Parsed::OutOfRange);
+    }
+
+    proptest::proptest! {
+        /// The fast path gives exactly what the digit-by-digit conversion gives, wherever it applies.
+        #[test]
+        fn fast_path_is_exact(text in "-?(0|[1-9][0-9]{0,19})(\\.[0-9]{1,4})?", scale in 0i64..4) {
+            let dec = split_decimal(text.as_bytes()).unwrap();
+            if let Some(fast) = fast_scaled(&dec, scale) {
+                proptest::prop_assert_eq!(Some(fast), scaled_integer_long(&dec, scale));
+            }
+        }
+    }
+
+    #[test]
+    fn fast_path_edges() {
+        for (text, scale) in [
+            ("9223372036854775807", 0),
+            ("9223372036854775808", 0),
+            ("-9223372036854775808", 0),
+            ("9999999999999999999", 0),
+            ("9223372036854775.807", 3),
+            ("-9223372036854775.808", 3),
+            ("0.5", 3),
+            ("-0", 0),
+            ("0.000", 3),
+        ] {
+            let dec = split_decimal(text.as_bytes()).unwrap();
+            assert_eq!(
+                scaled_integer(&dec, scale),
+                scaled_integer_long(&dec, scale),
+                "{text}"
+            );
+        }
     }
 
     #[test]
