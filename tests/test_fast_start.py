@@ -44,3 +44,21 @@ def test_commands_are_modules_with_the_same_name() -> None:
     for name in COMMANDS:
         module = command_module(name)
         assert name == module.NAME and callable(module.prepare_parser) and callable(module.run)
+
+
+def test_warm_json_summary_skips_numpy_rich_and_asyncio(tmp_path) -> None:
+    """A cache hit rendered as JSON needs polars and nothing of numpy (the parse path's errstate, step
+    windows), rich (terminal tables, the progress bar), asyncio (Dask runs) or the executor (several traces):
+    their imports were ~45% of the CPU time of a warm `summary` (docs/ingest.md)."""
+    import os
+
+    from conftest import corpus_path
+
+    trace = str(corpus_path("hta/trace_compare_base_base.json.gz"))
+    argv = ["summary", trace, "--format", "json", "--top", "0"]
+    code = CHECK.format(argv=argv, heavy=("numpy", "rich", "asyncio", "opscope.scale.executor", "polars"))
+    env = {**os.environ, "OPSCOPE_CACHE_DIR": str(tmp_path)}
+    for _run in ("cold", "warm"):
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "['polars']"

@@ -38,9 +38,7 @@ def load(path: str | os.PathLike[str] | None = None, *, cache: bool = True, stri
     """
     if path is not None and str(os.fspath(path)) == "":
         raise InputError("empty trace path (pass a file or a folder; None means $PROFILER_LOG_DIR or ./trace_logs)")
-    import numpy as np  # here: importing opscope (and the CLI) must not import numpy, polars or pyarrow
-
-    with input_errors(path), np.errstate(all="ignore"):
+    with input_errors(path):  # numpy's RuntimeWarnings are silenced where a reader parses (ingest.loader)
         return _ingest_load(path, cache=cache, strict=strict, progress=progress)
 
 

@@ -8,14 +8,15 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use arrow_array::builder::{
-    Float32Builder, Float64Builder, Int32Builder, Int64Builder, StringDictionaryBuilder,
+use arrow_array::builder::StringDictionaryBuilder;
+use arrow_array::types::{ArrowPrimitiveType, Float32Type, Float64Type, Int32Type, Int64Type};
+use arrow_array::{
+    ArrayRef, DictionaryArray, Int32Array, PrimitiveArray, RecordBatch, StringArray,
 };
-use arrow_array::types::Int32Type;
-use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
+use arrow_buffer::{BooleanBufferBuilder, NullBuffer, ScalarBuffer};
 use serde_json::value::RawValue;
 
-use crate::event::{array_items, classify, parse_event, Arg, Args, RawEvent, Text, Val};
+use crate::event::{array_items, classify, parse_event_into, Arg, ArgsKind, RawEvent, Text, Val};
 use crate::number::{self, Parsed};
 use crate::scan::{flag, Batch};
 use crate::schema::{self, col, kind};
@@ -48,14 +49,56 @@ impl Stats {
     }
 }
 
+/// A numeric column that stores only its present values, with their rows: most of the 23 numeric columns
+/// are empty on most rows (launch geometry on kernels only, Python ids on Python events...), and a builder's
+/// `append_null` per empty cell cost more than the values themselves.
+struct Sparse<T: ArrowPrimitiveType> {
+    rows: Vec<u32>,
+    values: Vec<T::Native>,
+}
+
+impl<T: ArrowPrimitiveType> Sparse<T> {
+    fn new() -> Self {
+        Sparse {
+            rows: Vec::new(),
+            values: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, row: usize, value: Option<T::Native>) {
+        if let Some(v) = value {
+            self.rows.push(row as u32);
+            self.values.push(v);
+        }
+    }
+
+    /// The dense column of `n` rows: the same buffers a builder would give (zeros under nulls, no null
+    /// buffer when every row has a value).
+    fn finish(&self, n: usize) -> PrimitiveArray<T> {
+        let mut dense = vec![T::Native::default(); n];
+        for (&r, &v) in self.rows.iter().zip(&self.values) {
+            dense[r as usize] = v;
+        }
+        let nulls = (self.rows.len() != n).then(|| {
+            let mut valid = BooleanBufferBuilder::new(n);
+            valid.append_n(n, false);
+            for &r in &self.rows {
+                valid.set_bit(r as usize, true);
+            }
+            NullBuffer::new(valid.finish())
+        });
+        PrimitiveArray::new(ScalarBuffer::from(dense), nulls)
+    }
+}
+
 struct Columns {
     // ph, cat, name, pid, tid, input_dims, input_types, label, concrete_inputs, hlo_op, hlo_module, name_stack
     text: Vec<StringDictionaryBuilder<Int32Type>>,
     kind: Vec<i32>,
-    i64s: Vec<Int64Builder>, // by position in I64_COLS
-    i32s: Vec<Int32Builder>,
-    f32s: Vec<Float32Builder>,
-    bandwidth: Float64Builder,
+    i64s: Vec<Sparse<Int64Type>>, // by position in I64_COLS
+    i32s: Vec<Sparse<Int32Type>>,
+    f32s: Vec<Sparse<Float32Type>>,
+    bandwidth: Sparse<Float64Type>,
 }
 
 const TEXT_COLS: [usize; 12] = [
@@ -129,16 +172,10 @@ impl Columns {
                 .map(|_| StringDictionaryBuilder::<Int32Type>::new())
                 .collect(),
             kind: Vec::with_capacity(n),
-            i64s: (0..I64_COLS.len())
-                .map(|_| Int64Builder::with_capacity(n))
-                .collect(),
-            i32s: (0..I32_COLS.len())
-                .map(|_| Int32Builder::with_capacity(n))
-                .collect(),
-            f32s: (0..F32_COLS.len())
-                .map(|_| Float32Builder::with_capacity(n))
-                .collect(),
-            bandwidth: Float64Builder::with_capacity(n),
+            i64s: (0..I64_COLS.len()).map(|_| Sparse::new()).collect(),
+            i32s: (0..I32_COLS.len()).map(|_| Sparse::new()).collect(),
+            f32s: (0..F32_COLS.len()).map(|_| Sparse::new()).collect(),
+            bandwidth: Sparse::new(),
         }
     }
 
@@ -151,17 +188,18 @@ impl Columns {
                 None => b.append_null(),
             }
         }
+        let at = self.kind.len();
         self.kind.push(row.kind);
         for (b, v) in self.i64s.iter_mut().zip(row.i64s) {
-            b.append_option(v);
+            b.push(at, v);
         }
         for (b, v) in self.i32s.iter_mut().zip(row.i32s) {
-            b.append_option(v);
+            b.push(at, v);
         }
         for (b, v) in self.f32s.iter_mut().zip(row.f32s) {
-            b.append_option(v);
+            b.push(at, v);
         }
-        self.bandwidth.append_option(row.bandwidth);
+        self.bandwidth.push(at, row.bandwidth);
     }
 
     fn finish(mut self) -> Result<RecordBatch, arrow_schema::ArrowError> {
@@ -169,21 +207,22 @@ impl Columns {
         for (i, b) in self.text.iter_mut().enumerate() {
             arrays[TEXT_COLS[i]] = Some(Arc::new(b.finish()));
         }
+        let n = self.kind.len();
         let kinds = DictionaryArray::<Int32Type>::try_new(
             Int32Array::from(std::mem::take(&mut self.kind)),
             Arc::new(StringArray::from(schema::KINDS.to_vec())),
         )?;
         arrays[col::KIND] = Some(Arc::new(kinds));
-        for (i, b) in self.i64s.iter_mut().enumerate() {
-            arrays[I64_COLS[i]] = Some(Arc::new(b.finish()));
+        for (i, b) in self.i64s.iter().enumerate() {
+            arrays[I64_COLS[i]] = Some(Arc::new(b.finish(n)));
         }
-        for (i, b) in self.i32s.iter_mut().enumerate() {
-            arrays[I32_COLS[i]] = Some(Arc::new(b.finish()));
+        for (i, b) in self.i32s.iter().enumerate() {
+            arrays[I32_COLS[i]] = Some(Arc::new(b.finish(n)));
         }
-        for (i, b) in self.f32s.iter_mut().enumerate() {
-            arrays[F32_COLS[i]] = Some(Arc::new(b.finish()));
+        for (i, b) in self.f32s.iter().enumerate() {
+            arrays[F32_COLS[i]] = Some(Arc::new(b.finish(n)));
         }
-        arrays[col::BANDWIDTH_GBPS] = Some(Arc::new(self.bandwidth.finish()));
+        arrays[col::BANDWIDTH_GBPS] = Some(Arc::new(self.bandwidth.finish(n)));
         let columns: Vec<ArrayRef> = arrays
             .into_iter()
             .map(|a| a.expect("every column is built"))
@@ -227,8 +266,9 @@ pub fn decode_batch(batch: &Batch) -> Result<(RecordBatch, Stats), arrow_schema:
                 }
             },
         };
-        match parse_event(&text) {
-            Ok(ev) => {
+        let mut ev = RawEvent::default();
+        match parse_event_into(&text, &mut ev) {
+            Ok(()) => {
                 let row = to_row(&ev, &mut stats);
                 cols.push(row);
                 stats.events += 1;
@@ -346,7 +386,7 @@ fn placement(text: Option<&str>) -> Option<i64> {
 }
 
 /// Raw value of a key, or of its older spelling when the key is absent or null.
-fn either<'a>(args: &Args<'a>, key: Arg, old: Arg) -> Option<&'a RawValue> {
+fn either<'a>(args: &crate::event::Args<'a>, key: Arg, old: Arg) -> Option<&'a RawValue> {
     match args.get(key) {
         Some(raw) if raw.get() != "null" => Some(raw),
         _ => args.get(old),
@@ -404,7 +444,7 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
     row.i64s[slot(&I64_COLS, col::FLOW_ID)] = count(int_of(ev.id), stats);
 
     let args = &ev.args;
-    if matches!(args, Args::Wrong) {
+    if args.kind == ArgsKind::Wrong {
         stats.wrong_type += 1;
     }
     let gpu = matches!(k, kind::KERNEL | kind::MEMCPY | kind::MEMSET);
@@ -552,6 +592,33 @@ mod tests {
         s.finish();
         let batches = s.take_batches();
         decode_batch(&batches[0]).unwrap()
+    }
+
+    /// The sparse columns give exactly the arrays the Arrow builders gave (values, validity, no null
+    /// buffer when nothing is missing).
+    #[test]
+    fn sparse_columns_equal_builders() {
+        use arrow_array::builder::Int64Builder;
+        use arrow_array::Array;
+        let patterns: [&[Option<i64>]; 5] = [
+            &[],
+            &[None, None],
+            &[Some(1), Some(-2), Some(3)],
+            &[None, Some(7), None, Some(0), Some(i64::MIN)],
+            &[Some(5), None],
+        ];
+        for values in patterns {
+            let mut sparse = Sparse::<Int64Type>::new();
+            let mut builder = Int64Builder::new();
+            for (row, v) in values.iter().enumerate() {
+                sparse.push(row, *v);
+                builder.append_option(*v);
+            }
+            let (a, b) = (sparse.finish(values.len()), builder.finish());
+            assert_eq!(a, b, "{values:?}");
+            assert_eq!(a.nulls().is_some(), b.nulls().is_some(), "{values:?}");
+            assert_eq!(a.values(), b.values(), "{values:?}");
+        }
     }
 
     #[test]

@@ -155,25 +155,33 @@ fn arg_of(key: &str) -> Option<Arg> {
 }
 
 /// `args` as found: absent, an object (the known keys' raw values), or another type.
-#[derive(Default)]
-#[allow(clippy::large_enum_variant)] // one per event, on the stack: boxing would only add an allocation
-pub enum Args<'a> {
+#[derive(Default, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ArgsKind {
     #[default]
     Absent,
-    Object([Option<&'a RawValue>; N_ARGS]),
+    Object,
     Wrong,
+}
+
+/// The known keys' raw values (meaningful only for an object). Filled in place by the parser: at 21 fat
+/// pointers it is too large to move through serde's `Result`s once per event (those copies were ~5% of the
+/// decoder's time).
+#[derive(Default)]
+pub struct Args<'a> {
+    pub kind: ArgsKind,
+    values: [Option<&'a RawValue>; N_ARGS],
 }
 
 impl<'a> Args<'a> {
     pub fn get(&self, arg: Arg) -> Option<&'a RawValue> {
-        match self {
-            Args::Object(values) => values[arg as usize],
+        match self.kind {
+            ArgsKind::Object => self.values[arg as usize],
             _ => None,
         }
     }
 }
 
-struct ArgsVisitor;
+struct ArgsVisitor<'b, 'de>(&'b mut Args<'de>);
 
 /// A key, borrowed where possible (keys with escapes are decoded into a String).
 struct Key<'a>(Cow<'a, str>);
@@ -197,13 +205,14 @@ impl<'de> de::Deserialize<'de> for Key<'de> {
     }
 }
 
-impl<'de> Visitor<'de> for ArgsVisitor {
-    type Value = Args<'de>;
+impl<'de> Visitor<'de> for ArgsVisitor<'_, 'de> {
+    type Value = ArgsKind;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("any JSON value")
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut values: [Option<&'de RawValue>; N_ARGS] = [None; N_ARGS];
+        let values = &mut self.0.values;
+        *values = [None; N_ARGS];
         while let Some(key) = map.next_key::<Key<'de>>()? {
             match arg_of(&key.0) {
                 Some(arg) => values[arg as usize] = Some(map.next_value::<&'de RawValue>()?),
@@ -212,38 +221,39 @@ impl<'de> Visitor<'de> for ArgsVisitor {
                 }
             }
         }
-        Ok(Args::Object(values))
+        Ok(ArgsKind::Object)
     }
     fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Args::Absent)
+        Ok(ArgsKind::Absent)
     }
     fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Args::Wrong)
+        Ok(ArgsKind::Wrong)
     }
     fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Args::Wrong)
+        Ok(ArgsKind::Wrong)
     }
     fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Args::Wrong)
+        Ok(ArgsKind::Wrong)
     }
     fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Args::Wrong)
+        Ok(ArgsKind::Wrong)
     }
     fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Args::Wrong)
+        Ok(ArgsKind::Wrong)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Args::Wrong)
+        Ok(ArgsKind::Wrong)
     }
 }
 
-struct ArgsSeed;
+/// Parses `args` into the event's `Args` in place; returns what kind of value it was.
+struct ArgsSeed<'b, 'de>(&'b mut Args<'de>);
 
-impl<'de> DeserializeSeed<'de> for ArgsSeed {
-    type Value = Args<'de>;
+impl<'de> DeserializeSeed<'de> for ArgsSeed<'_, 'de> {
+    type Value = ArgsKind;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(ArgsVisitor)
+        d.deserialize_any(ArgsVisitor(self.0))
     }
 }
 
@@ -261,15 +271,16 @@ pub struct RawEvent<'a> {
     pub args: Args<'a>,
 }
 
-struct EventVisitor;
+/// Fills an event in place (see `Args`).
+struct EventVisitor<'b, 'de>(&'b mut RawEvent<'de>);
 
-impl<'de> Visitor<'de> for EventVisitor {
-    type Value = RawEvent<'de>;
+impl<'de> Visitor<'de> for EventVisitor<'_, 'de> {
+    type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an event object")
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut ev = RawEvent::default();
+        let ev = self.0;
         while let Some(key) = map.next_key::<Key<'de>>()? {
             match key.0.as_ref() {
                 "ph" => ev.ph = map.next_value_seed(TextSeed)?,
@@ -280,21 +291,28 @@ impl<'de> Visitor<'de> for EventVisitor {
                 "ts" => ev.ts = Some(map.next_value()?),
                 "dur" => ev.dur = Some(map.next_value()?),
                 "id" => ev.id = Some(map.next_value()?),
-                "args" => ev.args = map.next_value_seed(ArgsSeed)?,
+                "args" => ev.args.kind = map.next_value_seed(ArgsSeed(&mut ev.args))?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
         }
-        Ok(ev)
+        Ok(())
     }
+}
+
+/// Parse one element (a JSON object, valid UTF-8) into `ev` (which must be `RawEvent::default()`); Err when
+/// it is not valid JSON (then `ev` holds whatever was read before the error).
+pub fn parse_event_into<'a>(text: &'a str, ev: &mut RawEvent<'a>) -> Result<(), serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.deserialize_map(EventVisitor(ev))?;
+    de.end()
 }
 
 /// Parse one element (a JSON object, valid UTF-8) into its fields; Err when it is not valid JSON.
 pub fn parse_event(text: &str) -> Result<RawEvent<'_>, serde_json::Error> {
-    let mut de = serde_json::Deserializer::from_str(text);
-    let ev = de.deserialize_map(EventVisitor)?;
-    de.end()?;
+    let mut ev = RawEvent::default();
+    parse_event_into(text, &mut ev)?;
     Ok(ev)
 }
 

@@ -150,8 +150,50 @@ fn scaled_integer(dec: &Decimal<'_>, scale: i64) -> Option<i64> {
     i64::try_from(signed).ok()
 }
 
+/// One pass over the common shape `-?(0|[1-9][0-9]*)(\.[0-9]+)?` with at most `scale` decimals and at most
+/// 19 digits once scaled by 10^`scale`: the exact value (it fits a u64). None for anything else (an exponent,
+/// more decimals, more digits, |value| >= 2^63, text that is not a number): `split_decimal` and
+/// `scaled_integer` then decide. Saves the second pass over the digits on nearly every time and id.
+fn fast_decimal(text: &[u8], scale: usize) -> Option<i64> {
+    let (negative, body) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
+    };
+    let mut v: u64 = 0;
+    let mut i = 0;
+    while i < body.len() && body[i].is_ascii_digit() {
+        v = v.wrapping_mul(10).wrapping_add(u64::from(body[i] - b'0'));
+        i += 1;
+    }
+    let int_len = i;
+    if int_len == 0 || (int_len > 1 && body[0] == b'0') || int_len + scale > 19 {
+        return None;
+    }
+    let mut frac_len = 0;
+    if i < body.len() && body[i] == b'.' {
+        i += 1;
+        let start = i;
+        while i < body.len() && body[i].is_ascii_digit() && i - start < scale {
+            v = v * 10 + u64::from(body[i] - b'0');
+            i += 1;
+        }
+        frac_len = i - start;
+        if frac_len == 0 {
+            return None;
+        }
+    }
+    if i != body.len() {
+        return None;
+    }
+    let v = i64::try_from(v * 10u64.pow((scale - frac_len) as u32)).ok()?;
+    Some(if negative { -v } else { v })
+}
+
 /// Microseconds (JSON number text, or a string holding one) to integer nanoseconds.
 pub fn micros_to_ns(text: &[u8]) -> Parsed<i64> {
+    if let Some(ns) = fast_decimal(text, 3) {
+        return Parsed::Value(ns);
+    }
     match split_decimal(text) {
         None => Parsed::WrongType,
         Some(dec) => match scaled_integer(&dec, 3) {
@@ -192,6 +234,9 @@ pub fn integer(text: &[u8], from_string: bool) -> Parsed<i64> {
             let value = if negative { -value } else { value };
             return i64::try_from(value).map_or(Parsed::OutOfRange, Parsed::Value);
         }
+    }
+    if let Some(v) = fast_decimal(text, 0) {
+        return Parsed::Value(v);
     }
     let Some(dec) = split_decimal(text) else {
         return Parsed::WrongType;
@@ -304,6 +349,60 @@ mod tests {
         assert_eq!(integer(b"0xFFFFFFFFFFFFFFFFF", true), Parsed::OutOfRange);
         assert_eq!(integer(b"seven", true), Parsed::WrongType);
         assert_eq!(integer(b"1e99", false), Parsed::OutOfRange);
+    }
+
+    proptest::proptest! {
+        /// The one-pass parser agrees with the general one wherever it answers, on numbers and on junk.
+        #[test]
+        fn fast_decimal_is_exact(
+            text in "-?[0-9]{0,21}(\\.[0-9]{0,5})?([eE][+-]?[0-9]{1,2})?|[-0-9.eE+ a]{0,8}",
+            scale in 0usize..4,
+        ) {
+            if let Some(v) = fast_decimal(text.as_bytes(), scale) {
+                let dec = split_decimal(text.as_bytes());
+                proptest::prop_assert!(dec.is_some(), "{}", text);
+                let general = scaled_integer(&dec.unwrap(), scale as i64);
+                proptest::prop_assert_eq!(Some(v), general, "{}", text);
+                proptest::prop_assert!(
+                    dec_frac_len(text.as_bytes()) <= scale,
+                    "{} has digits the scale drops", text
+                );
+            }
+        }
+    }
+
+    fn dec_frac_len(text: &[u8]) -> usize {
+        split_decimal(text).map_or(0, |d| d.frac_digits.len())
+    }
+
+    #[test]
+    fn fast_path_edges() {
+        // (text, scale, what the one-pass parser answers); where it answers, the general path agrees.
+        for (text, scale, fast) in [
+            ("9223372036854775807", 0, Some(i64::MAX)),
+            ("9223372036854775808", 0, None), // >= 2^63: the general path says out of range
+            ("-9223372036854775808", 0, None), // i64::MIN: the general path gives it
+            ("9999999999999999999", 0, None),
+            ("9223372036854775.807", 3, Some(i64::MAX)),
+            ("-9223372036854775.808", 3, None),
+            ("1712192699123456.789", 3, Some(1_712_192_699_123_456_789)),
+            ("0.5", 3, Some(500)),
+            ("-0", 0, Some(0)),
+            ("0.000", 3, Some(0)),
+            ("0.0005", 3, None), // a digit to round: the general path
+            ("7.0", 0, None),
+            ("1e3", 3, None),
+            ("01", 0, None),
+            ("1.", 3, None),
+            ("-", 0, None),
+            ("", 0, None),
+        ] {
+            assert_eq!(fast_decimal(text.as_bytes(), scale), fast, "{text}");
+            if let Some(v) = fast {
+                let dec = split_decimal(text.as_bytes()).unwrap();
+                assert_eq!(Some(v), scaled_integer(&dec, scale as i64), "{text}");
+            }
+        }
     }
 
     #[test]

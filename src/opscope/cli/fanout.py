@@ -20,7 +20,7 @@ R = TypeVar("R")
 
 
 def add_parallel_args(parser: argparse.ArgumentParser) -> None:
-    from opscope.scale.executor import CONNECT_TIMEOUT_S
+    from opscope.scale import CONNECT_TIMEOUT_S
 
     parser.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                         help="worker processes (default: by cores, memory and input size; 1 = this process)")
@@ -63,12 +63,14 @@ def _work_bytes(task: FileTask) -> int:
 
 
 def run_tasks(func: Callable[[FileTask], R], tasks: Sequence[FileTask], args: argparse.Namespace) -> list[R]:
-    from opscope.scale.executor import default_jobs, parallel_mode, run_all
-
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be 1 or more")
     if args.connect_timeout <= 0:
         raise UsageError("--connect-timeout must be positive")
+    if len(tasks) <= 1 and not args.scheduler:
+        return [func(t) for t in tasks]  # what run_all does for one task, without importing the executor
+    from opscope.scale.executor import default_jobs, parallel_mode, run_all
+
     jobs = args.jobs if args.jobs is not None else default_jobs([_work_bytes(t) for t in tasks])
     if args.scheduler or (jobs > 1 and len(tasks) > 1 and parallel_mode() == "processes"):
         # Each trace already has a process (Dask workers cannot even start one): the reader decodes in it.

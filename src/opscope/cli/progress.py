@@ -13,19 +13,13 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
+from typing import TYPE_CHECKING
 
 from opscope.untrusted import visible
+
+if TYPE_CHECKING:  # rich is imported only when a bar may be drawn: piped and quiet runs do not pay for it
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
 
 
 class ParseProgress:
@@ -43,6 +37,15 @@ class ParseProgress:
         if self.bar is None:
             if time.monotonic() - self.started < self.delay_s:
                 return
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+                TransferSpeedColumn,
+            )
+
             self.bar = Progress(TextColumn("{task.description}", style="progress.description", markup=False), BarColumn(),
                                 DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
                                 console=self.console, transient=True)
@@ -63,6 +66,8 @@ def parse_progress(args: argparse.Namespace, label: str) -> Iterator[ParseProgre
     if getattr(args, "quiet", False) or not sys.stderr.isatty():
         yield None
         return
+    from rich.console import Console
+
     plain = getattr(args, "no_color", False) or "NO_COLOR" in os.environ
     console = Console(stderr=True, no_color=plain, color_system=None if plain else "auto", highlight=False)
     callback = ParseProgress(console, label)

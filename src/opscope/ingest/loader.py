@@ -38,7 +38,11 @@ def load(path: str | os.PathLike[str] | None = None, *, cache: bool = True, stri
             _log_warnings(meta, strict)
             return Trace.from_parquet(meta, parquet)
     reader = detect(source, display)
-    with reporting(progress):
+    # numpy's RuntimeWarnings (a reader's 0/0 on damaged input) stay silent; imported only here, since a cache
+    # hit (the warm path) runs no numpy and should not pay its import.
+    import numpy as np
+
+    with reporting(progress), np.errstate(all="ignore"):
         return _parse(reader, source, display, cache, strict)
 
 

@@ -10,10 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from rich import box
-from rich.console import Console
-from rich.table import Table as RichTable
-from rich.text import Text
 
 from opscope.report import names
 from opscope.report.document import COUNT, FLOAT, INT, MS, NAME, PCT, US, Column, Document, Table
@@ -75,6 +71,11 @@ def _table_cells(table: Table, options: RenderOptions, total_width: int) -> tupl
 def render_table(doc: Document, options: RenderOptions) -> str:
     """A terminal table. Everything goes to Rich as `Text` (never a markup string) after `visible`: no text
     from a trace is markup, and none reaches the terminal as a control sequence."""
+    from rich import box  # only the table format draws with rich: JSON, CSV and Markdown runs skip its import
+    from rich.console import Console
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
     buf = io.StringIO()
     width = options.width or 100
     laid_out = [(table, *_table_cells(table, options, width)) for table in doc.tables]

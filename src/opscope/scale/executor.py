@@ -8,7 +8,6 @@ a worker that dies, a scheduler that cannot be reached, a cluster without worker
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import multiprocessing
@@ -21,12 +20,12 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from opscope.errors import ClusterError, MissingDependency, UsageError
+from opscope.scale import CONNECT_TIMEOUT_S
 
 T = TypeVar("T")
 R = TypeVar("R")
 log = logging.getLogger("opscope")
 
-CONNECT_TIMEOUT_S = 5.0
 POLL_S = 0.5  # how often a Dask run checks that its cluster still has a scheduler and workers
 DASK_SCHEMES = ("tcp", "tls", "ucx", "ws", "wss", "inproc")
 # Below this much input, starting worker processes (each imports polars) costs more than it saves.
@@ -188,6 +187,8 @@ def _gather(client: Any, futures: list[Any], address: str, timeout_s: float) -> 
     """Wait for every future, checking the cluster every `POLL_S`: a cluster left without workers for
     `timeout_s` (tasks would wait for one forever) or a lost scheduler ends the wait with a `ClusterError` that
     says how far the run got. The results come back all together or not at all."""
+    import asyncio  # here, not at the top: only a Dask run needs it (and dask has imported it already)
+
     from distributed.scheduler import KilledWorker
 
     total = len(futures)

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
 import polars as pl
 
 from opscope.errors import UsageError
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
+
+if TYPE_CHECKING:
+    import numpy as np
 
 STEP_NAME = r"^ProfilerStep#(\d+)$"
 STEP_ANY = "ProfilerStep#*"
@@ -147,6 +150,8 @@ def overlap_pairs(start: np.ndarray, end: np.ndarray, windows: tuple[StepWindow,
                                                                                                  np.ndarray]:
     """Every (event index, window index) with a non-empty overlap, or with the event's start inside the window
     for zero-length events. Windows may overlap one another; cost is sorting plus the number of pairs."""
+    import numpy as np  # only here: a command that selects no steps must not pay numpy's import
+
     if not windows or len(start) == 0:
         empty = np.empty(0, dtype=np.int64)
         return empty, empty
