@@ -16,7 +16,9 @@ use arrow_array::{
 use arrow_buffer::{BooleanBufferBuilder, NullBuffer, ScalarBuffer};
 use serde_json::value::RawValue;
 
-use crate::event::{array_items, classify, parse_event_into, Arg, ArgsKind, RawEvent, Text, Val};
+use crate::event::{
+    array_items, classify, parse_event_into, Arg, Args, ArgsKind, RawEvent, Text, Val,
+};
 use crate::number::{self, Parsed};
 use crate::scan::{flag, Batch};
 use crate::schema::{self, col, kind};
@@ -386,7 +388,7 @@ fn placement(text: Option<&str>) -> Option<i64> {
 }
 
 /// Raw value of a key, or of its older spelling when the key is absent or null.
-fn either<'a>(args: &crate::event::Args<'a>, key: Arg, old: Arg) -> Option<&'a RawValue> {
+fn either<'a>(args: &Args<'a>, key: Arg, old: Arg) -> Option<&'a RawValue> {
     match args.get(key) {
         Some(raw) if raw.get() != "null" => Some(raw),
         _ => args.get(old),
@@ -428,7 +430,9 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
         k = kind::METADATA;
     }
     let mut row = Row {
-        text: [ph, cat, name, pid, tid, None, None, None, None, None, None, None],
+        text: [
+            ph, cat, name, pid, tid, None, None, None, None, None, None, None,
+        ],
         kind: k,
         i64s: [None; 17],
         i32s: [None; 10],
