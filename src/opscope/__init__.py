@@ -36,7 +36,6 @@ from opscope.untrusted import install_log_filter
 install_log_filter(logging.getLogger("opscope"))
 
 if TYPE_CHECKING:
-    from opscope.analysis.efficiency.table import Efficiency, EfficiencyRow
     from collections.abc import Sequence
     from pathlib import Path
 
@@ -46,6 +45,7 @@ if TYPE_CHECKING:
     from opscope.analysis.attribution.tree import OpTree
     from opscope.analysis.compare.diff import TraceDiff
     from opscope.analysis.compare.ranks import RanksReport
+    from opscope.analysis.efficiency.table import Efficiency, EfficiencyRow
     from opscope.analysis.kernels.summary import KernelRow, KernelSummary, SummaryOptions
     from opscope.analysis.overview import Analysis, AnalyzeOptions
     from opscope.history.api import History
@@ -237,9 +237,9 @@ def link(trace: Trace) -> Linkage:
 __all__ = [
     "Analysis",
     "AnalyzeOptions",
-    "History",
     "Efficiency",
     "EfficiencyRow",
+    "History",
     "InputError",
     "KernelRow",
     "KernelSummary",
@@ -259,8 +259,8 @@ __all__ = [
     "analyze",
     "annotate",
     "compare_strategies",
-    "efficiency",
     "diff",
+    "efficiency",
     "link",
     "load",
     "measure_overhead",

@@ -29,14 +29,14 @@ from opscope.analysis.timeline.memcpy import memcpy_stats
 from opscope.analysis.timeline.windows import overlap_pairs
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
-from opscope.report.critical_path_report import critical_path_panel
-from opscope.report.findings_data import report_findings
-from opscope.report.memory_panel import memory_panel
-from opscope.report.efficiency_report import SOURCE as EFFICIENCY_SOURCE
-from opscope.report.efficiency_report import efficiency_report
 from opscope.report import names
 from opscope.report.cpu_lanes import cpu_lanes
 from opscope.report.cpu_panel import cpu_panel
+from opscope.report.critical_path_report import critical_path_panel
+from opscope.report.efficiency_report import SOURCE as EFFICIENCY_SOURCE
+from opscope.report.efficiency_report import efficiency_report
+from opscope.report.findings_data import report_findings
+from opscope.report.memory_panel import memory_panel
 from opscope.report.summary_view import summary_data
 from opscope.report.timeline_data import TimelineOptions as LaneOptions
 from opscope.report.timeline_data import pack_timeline
