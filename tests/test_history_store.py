@@ -296,3 +296,40 @@ def test_long_kernel_names_keep_their_full_name(db) -> None:  # noqa: F811
 def test_reading_a_missing_trace_is_an_input_error(db) -> None:  # noqa: F811
     with History(db) as history, pytest.raises(InputError, match="no such trace file"):
         history.add("/nonexistent/trace.json")
+
+
+def test_busy_sqlite_errors_are_retried(tmp_path) -> None:
+    """SQLite can answer 'database is locked' without waiting for its busy timeout (seen on CI while two
+    processes created the same history): such errors are DatabaseBusy, and the operation is run again."""
+    import sqlite3
+
+    from opscope.history.store import DatabaseBusy, HistoryError, _sqlite_error, retrying
+
+    path = tmp_path / "locked.sqlite"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    other = sqlite3.connect(path, timeout=0)
+    with pytest.raises(sqlite3.OperationalError) as caught:
+        other.execute("SELECT * FROM t")
+    assert isinstance(_sqlite_error(str(path), caught.value), DatabaseBusy)
+    holder.execute("COMMIT")
+    other.close()
+    holder.close()
+    assert not isinstance(_sqlite_error("x", sqlite3.DatabaseError("file is not a database")), DatabaseBusy)
+
+    calls: list[int] = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise DatabaseBusy("history database x: database is locked")
+        return "done"
+
+    assert retrying(flaky) == "done" and len(calls) == 3
+
+    def always() -> str:
+        raise DatabaseBusy("history database x: database is locked")
+
+    with pytest.raises(HistoryError, match="locked"):
+        retrying(always, timeout_s=0.05)

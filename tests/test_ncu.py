@@ -89,4 +89,4 @@ def test_formats_lists_readers(cli):
     assert result.code == 0
     data = json.loads(result.out)
     assert data["schema"] == "opscope.formats/1"
-    assert [f["name"] for f in data["formats"]] == ["nsys", "rocprof", "rocprof-csv", "kineto"]
+    assert [f["name"] for f in data["formats"]] == ["nsys", "xplane", "rocprof", "rocprof-csv", "kineto"]

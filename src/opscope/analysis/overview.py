@@ -21,7 +21,7 @@ from opscope.analysis.rules.context import RuleContext
 from opscope.analysis.rules.engine import RuleConfig, evaluate
 from opscope.analysis.rules.model import Advice
 from opscope.analysis.timeline import intervals
-from opscope.analysis.timeline.activity import TimelineOptions, gpu_activity
+from opscope.analysis.timeline.activity import Activity, TimelineOptions, gpu_activity
 from opscope.analysis.timeline.busy import Timeline, timeline
 from opscope.analysis.timeline.idle import IdleBreakdown, idle_breakdown
 from opscope.analysis.timeline.launch_delay import LaunchDelay, launch_delay
@@ -92,15 +92,21 @@ def _kernels(clipped: pl.DataFrame, top: int) -> tuple[KernelLine, ...]:
                  for r in grouped.iter_rows(named=True))
 
 
-def analyze(trace: Trace, options: AnalyzeOptions | None = None, linkage: Linkage | None = None) -> Analysis:
+def analyze(
+    trace: Trace, options: AnalyzeOptions | None = None, linkage: Linkage | None = None,
+    activity: Activity | None = None,
+) -> Analysis:
     """All timeline analyses of `trace` (see the module doc and docs/analysis-timeline.md). `linkage`:
-    `link(trace)` when the caller already has it."""
+    `link(trace)` when the caller already has it; `activity`: the `gpu_activity` of the same devices and
+    streams over the whole trace, when the caller already has it (it is not reused when steps select windows)."""
     opts = options or AnalyzeOptions()
     windows = opts.windows
     if windows is None and opts.steps is not None:
         windows = tuple((w.start_ns, w.end_ns) for w in select_windows(trace, opts.steps))
     linkage = linkage or link(trace)
-    act = gpu_activity(trace, TimelineOptions(devices=opts.devices, streams=opts.streams, windows=windows), linkage)
+    act = (activity if activity is not None and windows is None
+           else gpu_activity(trace, TimelineOptions(devices=opts.devices, streams=opts.streams, windows=windows),
+                             linkage))
     syncs = sync_calls(trace)
     clipped = act.clipped()
     ops = op_stats(trace, OpOptions(top=opts.top, devices=opts.devices, streams=opts.streams, steps=opts.steps),

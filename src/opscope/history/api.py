@@ -34,7 +34,7 @@ from opscope.history.policy import (
     judge,
 )
 from opscope.history.runs import Run, read_names, read_runs, read_values
-from opscope.history.store import Store, Tx, display, resolve_db
+from opscope.history.store import Store, Tx, display, resolve_db, retrying
 from opscope.model.trace import Trace
 
 
@@ -130,8 +130,7 @@ class History:
                 raise InputError(f"{file}: no such trace file")
             sha, path = file_sha256(file), str(file)
         store = self._open(create=True)
-        with store.transaction() as tx:
-            existing = tx.execute("SELECT id FROM opscope_runs WHERE sha256 = ?", (sha,))
+        existing = retrying(lambda: self._run_id(store, sha))
         if existing:
             return Added(int(existing[0][0]), sha, path, new=False)
         if trace is None:
@@ -140,8 +139,17 @@ class History:
             trace = load(path, cache=cache)
         measured = extract(trace)
         all_tags = {**(git_tags() if git else {}), **(tags or {})}
-        with store.transaction(write=True) as tx:
-            return self._write(tx, sha, path, measured, all_tags)
+
+        def write() -> Added:
+            with store.transaction(write=True) as tx:
+                return self._write(tx, sha, path, measured, all_tags)
+
+        return retrying(write)  # _write is idempotent: a trace added meanwhile is found, not added twice
+
+    @staticmethod
+    def _run_id(store: Store, sha: str) -> list[tuple[Any, ...]]:
+        with store.transaction() as tx:
+            return tx.execute("SELECT id FROM opscope_runs WHERE sha256 = ?", (sha,))
 
     def _write(self, tx: Tx, sha: str, path: str, measured: RunMetrics, tags: dict[str, str]) -> Added:
         facts = measured.facts

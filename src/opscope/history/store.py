@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from opscope.errors import InputError, MissingDependency
@@ -24,8 +25,39 @@ BUSY_TIMEOUT_S = 60  # how long a writer waits for another one (parallel CI jobs
 _MIGRATION_LOCK = 0x6F70_7363  # pg_advisory_xact_lock key: one migrating process at a time
 
 
+_T = TypeVar("_T")
+
+
 class HistoryError(InputError):
     """The history database cannot be opened, read or written, or is not one this opscope understands."""
+
+
+class DatabaseBusy(HistoryError):
+    """SQLite answered SQLITE_BUSY / SQLITE_LOCKED without waiting: it does so, despite the busy timeout, when
+    waiting could deadlock (a read transaction that must become a write one) and while another connection
+    switches the file to WAL or recovers its log. The whole operation is retried (`retrying`)."""
+
+
+def _sqlite_error(url: str, exc: sqlite3.Error) -> HistoryError:
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return DatabaseBusy(f"history database {url}: {_first_line(exc)}")
+    return HistoryError(f"history database {url}: {_first_line(exc)}")
+
+
+def retrying(operation: Callable[[], _T], timeout_s: float = BUSY_TIMEOUT_S) -> _T:
+    """`operation()`, run again (with a growing pause) while SQLite reports the database busy, for up to
+    `timeout_s`; then the busy error. The operation must be a whole transaction, safe to repeat."""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.02
+    while True:
+        try:
+            return operation()
+        except DatabaseBusy:
+            if time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
 
 
 def resolve_db(db: str | os.PathLike[str] | None) -> str:
@@ -86,7 +118,10 @@ class Store:
             self._connect_postgres() if self.dialect == "postgresql" else self._connect_sqlite(create)
         )
         try:
-            self._migrate()
+            if self.dialect == "sqlite":
+                retrying(self._migrate)
+            else:
+                self._migrate()
         except BaseException:
             self.close()
             raise
@@ -116,7 +151,7 @@ class Store:
         try:
             mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         except sqlite3.Error as exc:
-            raise HistoryError(f"history database {self.url}: {_first_line(exc)}") from None
+            raise _sqlite_error(self.url, exc) from None
         if str(mode).lower() != "wal":
             raise HistoryError(
                 f"history database {self.url}: cannot use write-ahead logging (journal mode {mode})"
@@ -144,7 +179,7 @@ class Store:
                 self._conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             cursor = self._conn.cursor()
         except self._errors as exc:
-            raise HistoryError(f"history database {display(self.url)}: {_first_line(exc)}") from None
+            raise self._error(exc) from None
         try:
             yield Tx(cursor, self.dialect)
             if self.dialect == "sqlite":
@@ -154,10 +189,15 @@ class Store:
         except BaseException as exc:
             self._rollback()
             if isinstance(exc, self._errors):
-                raise HistoryError(f"history database {display(self.url)}: {_first_line(exc)}") from None
+                raise self._error(exc) from None
             raise
         finally:
             cursor.close()
+
+    def _error(self, exc: BaseException) -> HistoryError:
+        if isinstance(exc, sqlite3.Error):
+            return _sqlite_error(self.url, exc)
+        return HistoryError(f"history database {display(self.url)}: {_first_line(exc)}")
 
     def _rollback(self) -> None:
         try:

@@ -7,12 +7,15 @@ from typing import Any
 
 from opscope.analysis.attribution.linking import Linkage
 from opscope.analysis.overview import AnalyzeOptions, analyze
+from opscope.analysis.timeline.activity import Activity
 from opscope.model.trace import Trace
 from opscope.report.advice_view import findings_data
 
 
 def report_findings(
-    trace: Trace, linkage: Linkage, devices: tuple[int, ...] | None, streams: tuple[int, ...] | None
+    trace: Trace, linkage: Linkage, devices: tuple[int, ...] | None, streams: tuple[int, ...] | None,
+    activity: Activity | None = None,
 ) -> list[dict[str, Any]]:
-    result = analyze(trace, AnalyzeOptions(devices=devices, streams=streams), linkage)
+    """`activity`: the report's `gpu_activity` of the same devices and streams, reused rather than recomputed."""
+    result = analyze(trace, AnalyzeOptions(devices=devices, streams=streams), linkage, activity)
     return findings_data(result.advice)

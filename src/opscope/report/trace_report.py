@@ -111,7 +111,7 @@ def trace_report(trace: Trace, options: ReportOptions | None = None) -> dict[str
         "flame": _flame(tree.root, tree.gpu_time_ns, strings),
         "launch_delay": _launch_delay(trace, act),
         "memcpy": _memcpy(trace, act),
-        "findings": report_findings(trace, linkage, opts.devices, opts.streams),
+        "findings": report_findings(trace, linkage, opts.devices, opts.streams, act),
         "critical_path": critical_path_panel(trace, linkage, act.window.start_ns, strings),
         "memory": memory_panel(trace),
         "efficiency": efficiency_report(trace, linkage, strings, opts.devices, opts.streams),
