@@ -26,6 +26,7 @@ _MIGRATION_LOCK = 0x6F70_7363  # pg_advisory_xact_lock key: one migrating proces
 
 
 _T = TypeVar("_T")
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6  # SQLite's primary result codes (sqlite3.SQLITE_BUSY in Python >= 3.11)
 
 
 class HistoryError(InputError):
@@ -40,7 +41,7 @@ class DatabaseBusy(HistoryError):
 
 def _sqlite_error(url: str, exc: sqlite3.Error) -> HistoryError:
     code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+    if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
         return DatabaseBusy(f"history database {url}: {_first_line(exc)}")
     return HistoryError(f"history database {url}: {_first_line(exc)}")
 
