@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,20 @@ def browser_missing() -> str | None:
     except ImportError:
         return "playwright for Python is not installed (pip install playwright; no `playwright install` needed)"
     return None
+
+
+def wait_for(page: Any, expression: str, timeout_s: float = 30.0) -> Any:
+    """Poll `expression` with `page.evaluate` until it is truthy, and return its value. Not Playwright's
+    `wait_for_function`: its polling evaluates the string with `new Function`, which the report's Content
+    Security Policy (no 'unsafe-eval') refuses whenever the condition is not already true."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = page.evaluate(expression)
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still false after {timeout_s:.0f} s: {expression}")
+        page.wait_for_timeout(50)
 
 
 @dataclass

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from browser import chromium, open_report  # noqa: F401  (fixtures)
+from browser import chromium, open_report, wait_for  # noqa: F401  (fixtures)
 from conftest import corpus_path
 
 QWEN = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
@@ -42,6 +42,6 @@ def test_panel_in_the_browser(cli, tmp_path, open_report) -> None:  # type: igno
     assert drawn["pieces"] > 0
     # The strip follows the GPU timeline's view.
     page.evaluate("window.opscopeTimeline.zoomTo(1000000, 3000000)")
-    page.wait_for_function("window.opscopeCriticalPath.draw().v0 === 1000000")
+    wait_for(page, "window.opscopeCriticalPath.draw().v0 === 1000000")
     assert "step(s)" in page.locator("#critical-path-note").inner_text()
     opened.screenshot("critical-path.png", "#critical-path")

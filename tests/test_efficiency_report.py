@@ -8,7 +8,7 @@ import json
 import pytest
 
 import opscope
-from browser import chromium, open_report  # noqa: F401  (fixtures)
+from browser import chromium, open_report, wait_for  # noqa: F401  (fixtures)
 from conftest import corpus_path
 from opscope.analysis.efficiency.table import EfficiencyOptions, efficiency
 from opscope.report.trace_report import trace_report
@@ -37,7 +37,7 @@ def test_roofline_and_table_in_the_browser(cli, tmp_path, open_report) -> None: 
     page_path = tmp_path / "qwen.html"
     assert cli("report", path, "-o", page_path).code == 0
     opened = open_report(page_path)
-    opened.page.wait_for_function("window.opscopeReady !== undefined")
+    wait_for(opened.page, "window.opscopeReady !== undefined")
     assert opened.problems() == [] and opened.dialogs == []
     assert opened.page.locator("#efficiency-chart canvas").count() >= 1  # the roofline is drawn
     first = opened.page.locator("#efficiency-rows tbody tr").first.inner_text()

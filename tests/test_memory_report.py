@@ -10,7 +10,7 @@ import pytest
 
 import memory_reference as mref
 import reference as ref
-from browser import chromium, open_report  # noqa: F401  (fixtures)
+from browser import chromium, open_report, wait_for  # noqa: F401  (fixtures)
 from conftest import corpus_path
 from rawfixtures import HOSTILE_OP
 
@@ -65,7 +65,7 @@ def test_report_memory_panel(cli, tmp_path, open_report) -> None:  # noqa: F811
     mem = json.loads(cli("memory", path, "--format", "json", "--top", "20").out)
     opened = open_report(out)
     page = opened.page
-    page.wait_for_function("window.opscopeMemoryReady !== undefined")
+    wait_for(page, "window.opscopeMemoryReady !== undefined")
     assert opened.problems() == [] and opened.dialogs == []
     peak = mem["devices"][0]["peak_allocated_bytes"]
     assert page.locator('[data-card="memory-cuda:0"] .value').inner_text() == f"{peak / 1e6:.2f} MB"
@@ -102,6 +102,6 @@ def test_report_memory_panel_hostile_names(cli, tmp_path, open_report) -> None: 
     out = tmp_path / "hostile.html"
     assert cli("report", trace, "-o", out).code == 0
     opened = open_report(out)
-    opened.page.wait_for_function("window.opscopeMemoryReady !== undefined")
+    wait_for(opened.page, "window.opscopeMemoryReady !== undefined")
     assert opened.dialogs == [] and opened.errors == []
     assert opened.page.locator("#memory-live tbody tr td").nth(2).inner_text() == HOSTILE_OP

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from browser import chromium, open_report  # noqa: F401  (fixtures)
+from browser import chromium, open_report, wait_for  # noqa: F401  (fixtures)
 from conftest import corpus_path
 from rawfixtures import HOSTILE_KERNEL, HOSTILE_KERNEL_2, HOSTILE_OP, hostile_trace, many_kernels_trace
 
@@ -179,7 +179,7 @@ def test_edge_traces_render_without_errors(cli, tmp_path, open_report, name) -> 
     out = tmp_path / "edge.html"
     assert cli("report", corpus_path(name), "-o", out).code == 0
     opened = open_report(out)
-    opened.page.wait_for_function("window.opscopeReady !== undefined")
+    wait_for(opened.page, "window.opscopeReady !== undefined")
     assert opened.problems() == [] and opened.dialogs == []
     data = json.loads(cli("report", corpus_path(name), "--format", "json").out)
     if not data["kernels"]["rows"]:
@@ -198,7 +198,7 @@ def test_diff_report(cli, tmp_path, open_report) -> None:  # noqa: F811
     data = json.loads(cli("diff", base, new, "--top", "0", "--format", "json").out)
     opened = open_report(out)
     page = opened.page
-    page.wait_for_function("window.opscopeReady !== undefined")
+    wait_for(page, "window.opscopeReady !== undefined")
     assert opened.problems() == [] and opened.dialogs == []
     figures = {f["key"]: f for f in data["headline"]}
     assert card_value(opened, "gpu_time") == fmt_ms(figures["gpu_time"]["after"])
@@ -236,7 +236,7 @@ def test_ranks_report(cli, tmp_path, open_report) -> None:  # noqa: F811
     data = json.loads(cli("ranks", folder, "--format", "json").out)
     opened = open_report(out)
     page = opened.page
-    page.wait_for_function("window.opscopeReady !== undefined")
+    wait_for(page, "window.opscopeReady !== undefined")
     assert opened.problems() == [] and opened.dialogs == []
     assert card_value(opened, "ranks") == f"{data['ranks_found']} / {data['world_size']}"
     if data["straggler"]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from browser import chromium, open_report  # noqa: F401  (fixtures)
+from browser import chromium, open_report, wait_for  # noqa: F401  (fixtures)
 from conftest import corpus_path
 
 A100_PCIE = "particle_transformer/run1_chrome_traces__single_epoch_forward_pass_batch_size_2.json"
@@ -38,7 +38,7 @@ def test_diff_page_opens_with_the_mismatch_and_its_axes_start_at_zero(cli, tmp_p
     assert cli("diff", corpus_path(A100_PCIE), corpus_path(V100), "--html", out, "--no-cache").code == 0
     opened = open_report(out)
     page = opened.page
-    page.wait_for_function("window.opscopeReady !== undefined")
+    wait_for(page, "window.opscopeReady !== undefined")
     assert opened.problems() == [] and opened.dialogs == []
     alert = page.locator("#alerts .alert")
     assert alert.count() == 1 and "different devices" in alert.inner_text()
@@ -65,7 +65,7 @@ def test_launch_delay_view_explains_a_deep_queue(cli, tmp_path, open_report) -> 
     assert p50_ms > 50  # this V100 trace queues kernels ~70 ms deep
     opened = open_report(out)
     page = opened.page
-    page.wait_for_function("window.opscopeReady !== undefined")
+    wait_for(page, "window.opscopeReady !== undefined")
     assert opened.problems() == []
     text = page.locator("#launch-delay-explain").inner_text()
     assert "deep queue" in text and "GPU-bound" in text and f"{p50_ms:.3f} ms" in text
@@ -125,7 +125,7 @@ def test_cpu_only_trace_shows_cpu_operators_not_empty_gpu_panels(cli, tmp_path, 
     )[:30]
     opened = open_report(out)
     page = opened.page
-    page.wait_for_function("window.opscopeReady !== undefined")
+    wait_for(page, "window.opscopeReady !== undefined")
     assert opened.problems() == []
     for section in GPU_SECTIONS:
         assert not page.locator(f"#{section}").is_visible()
@@ -146,7 +146,7 @@ def test_demo_report_on_cpu_shows_the_terminal_diagnosis(cli, tmp_path, open_rep
         pytest.skip("this machine ran the demo on a GPU")
     opened = open_report(Path(data["report"]))
     page = opened.page
-    page.wait_for_function("window.opscopeReady !== undefined")
+    wait_for(page, "window.opscopeReady !== undefined")
     assert opened.problems() == []
     shown = page.locator("#diagnosis .diagnosis").all_inner_texts()
     assert shown == [f"diagnosis: {line}" for line in data["diagnosis"]] and shown
@@ -193,7 +193,7 @@ def test_timeline_has_cpu_lanes_idle_causes_and_flows(cli, tmp_path, open_report
     assert cpu["kind"].count(0) == len(ops)
     opened = open_report(out)
     page = opened.page
-    page.wait_for_function("window.opscopeReady !== undefined")
+    wait_for(page, "window.opscopeReady !== undefined")
     assert opened.problems() == []
     view = page.evaluate(
         "() => ({ lanes: window.opscopeTimeline.cpu.lanes, idle: window.opscopeTimeline.cpu.idleLanes,"
