@@ -333,3 +333,21 @@ def test_busy_sqlite_errors_are_retried(tmp_path) -> None:
 
     with pytest.raises(HistoryError, match="locked"):
         retrying(always, timeout_s=0.05)
+
+
+@pytest.mark.corpus
+def test_peak_memory_is_stored_and_matches_the_raw_events() -> None:
+    """Global peak allocated / reserved bytes, recomputed from the `[memory]` events' allocator totals."""
+    import memory_reference as mref
+
+    qwen = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+    values = {(s, k, m): v for s, k, m, v in metrics_module.extract(real_trace(qwen)).rows}
+    devices = mref.by_device(reference.load(corpus_path(qwen)))
+    gpus = {d: items for d, items in devices.items() if d.startswith("cuda")}
+    assert gpus, "the Qwen H100 trace was profiled with profile_memory=True"
+    allocated = max(int(e["args"]["Total Allocated"]) for items in gpus.values() for _, _, e in items)
+    reserved = max(int(e["args"]["Total Reserved"]) for items in gpus.values() for _, _, e in items)
+    assert values[("global", "run", "peak_allocated_bytes")] == allocated
+    assert values[("global", "run", "peak_reserved_bytes")] == reserved
+    no_memory = {(s, k, m) for s, k, m, _ in metrics_module.extract(real_trace(ALEXNET)).rows}
+    assert ("global", "run", "peak_allocated_bytes") not in no_memory

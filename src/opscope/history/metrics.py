@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from opscope.analysis.kernels.summary import SummaryOptions, select_gpu
+from opscope.analysis.memory.events import is_gpu
+from opscope.analysis.memory.peaks import peak_memory
 from opscope.analysis.overview import AnalyzeOptions, analyze
 from opscope.history.keys import series_key
 from opscope.model.schema import Col
@@ -162,8 +164,22 @@ def extract(trace: Trace) -> RunMetrics:
             "step_time_p95_us": _quantile(walls, P95),
             "gpu_time_per_step_us": statistics.median(busy),
         }
+    glob |= _peak_memory(trace)
     rows += [("global", "run", metric, float(value)) for metric, value in glob.items()]
     return RunMetrics(rows=tuple(rows), names=names, facts=run_facts(trace))
+
+
+def _peak_memory(trace: Trace) -> dict[str, float]:
+    """The largest peak allocated / reserved bytes over the GPUs whose `[memory]` events carry the allocator's
+    totals (`opscope memory`'s peaks, analysis/memory/peaks.py); nothing when the trace has none."""
+    peaks = [p for p in peak_memory(trace) if is_gpu(p.device) and not p.relative]
+    out: dict[str, float] = {}
+    if peaks:
+        out["peak_allocated_bytes"] = float(max(p.peak_allocated_bytes for p in peaks))
+        reserved = [p.peak_reserved_bytes for p in peaks if p.peak_reserved_bytes is not None]
+        if reserved:
+            out["peak_reserved_bytes"] = float(max(reserved))
+    return out
 
 
 _SAFE_KEY = re.compile(r"^[\w.\-]+$")

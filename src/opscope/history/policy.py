@@ -22,7 +22,7 @@ CHECKED: dict[str, tuple[str, ...]] = {
     "op": ("total_us",),
     "category": ("total_us",),
     "step": ("wall_us",),
-    "global": ("gpu_time_us", "step_time_us", "gpu_time_per_step_us", "utilization"),
+    "global": ("gpu_time_us", "step_time_us", "gpu_time_per_step_us", "utilization", "peak_allocated_bytes"),
 }
 LOWER_IS_WORSE = frozenset({"utilization"})
 MIN_BASELINE = 3  # fewer baseline runs than this: "insufficient data"
