@@ -260,3 +260,76 @@ def test_cli_steps(cli) -> None:  # type: ignore[no-untyped-def]
     assert result.code == 0, result.err
     assert [s["step"] for s in json.loads(result.out)["steps"]] == [102, 103]
     assert cli("critical-path", corpus_path(NS_STEPS), "--steps", "999").code == 2
+
+
+# ---- a hand-made cross-stream wait (times in µs) -------------------------------------------------------------------
+#   CPU  |ProfilerStep#1 0..200                                                          |
+#        |launch 10..12 (corr 1)|record 20..21 (corr 2)|wait 30..31 (corr 3)|launch 40..42 (corr 4)|sync 50..190|
+#   GPU stream 7: producer_kernel 12..150
+#   GPU stream 8: consumer_kernel 152..180 (waits for the event recorded on stream 7 after producer_kernel)
+# Path: 0-10 step, 10-12 launch, 12-150 producer (gpu), 150-152 cross-stream wait, 152-180 consumer (gpu),
+# 180-190 sync wait, 190-200 step (cpu) = 200. Without the wait edge the consumer's start would be explained by its
+# launch at 40 (110 µs of "launch overhead") instead of the producer.
+
+
+def cross_stream(tmp_path: Path) -> Path:
+    """Hand-made fixture (not a recording), with Kineto's cuda_sync "Stream Wait Event" record."""
+    events = [
+        _x("ProfilerStep#1", "user_annotation", 0, 200),
+        _x("cudaLaunchKernel", "cuda_runtime", 10, 2, correlation=1),
+        _x("cudaEventRecord", "cuda_runtime", 20, 1, correlation=2),
+        _x("cudaStreamWaitEvent", "cuda_runtime", 30, 1, correlation=3),
+        _x("cudaLaunchKernel", "cuda_runtime", 40, 2, correlation=4),
+        _x("cudaDeviceSynchronize", "cuda_runtime", 50, 140),
+        _x("producer_kernel", "kernel", 12, 138, correlation=1, device=0, stream=7),
+        _x("consumer_kernel", "kernel", 152, 28, correlation=4, device=0, stream=8),
+        {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 8, "ts": 31, "dur": 0,
+         "args": {"cuda_sync_kind": "Stream Wait Event", "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": 2,
+                  "stream": 8, "correlation": 3, "device": 0}},
+    ]
+    path = tmp_path / "hand_made_cross_stream.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def test_cross_stream_wait_is_on_the_path(tmp_path: Path) -> None:
+    (step,) = critical_path_stats(opscope.load(cross_stream(tmp_path))).steps
+    path = step.path
+    assert path.length_ns == step.window.dur_ns == 200_000
+    assert {k: v for k, v in path.breakdown_ns.items() if v} == {
+        "cpu_bound": 20_000,  # 0-10 and 190-200
+        "gpu_kernel_launch_overhead": 2_000,  # the launch call's start (10) to the producer's start (12)
+        "gpu_compute_bound": 166_000,  # producer 138 + consumer 28
+        "gpu_kernel_kernel_overhead": 2_000,  # 150-152: the consumer starts 2 µs after the producer ends
+        "sync_wait": 10_000,
+    }
+    assert {t.name for t in path.top} >= {"producer_kernel", "consumer_kernel"}
+    (halved,) = critical_path_stats(opscope.load(cross_stream(tmp_path)), rules=[WhatIf.parse("producer:0.5")]).steps
+    # the consumer follows the producer: halving the producer moves both (the step ends 69 µs earlier)
+    assert halved.predicted is not None and halved.predicted.length_ns == 200_000 - 69_000
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", [ALEXNET, "hta/critical_path_cuda_event_sync_multi_stream_event_sync_trace.json.gz"])
+def test_cross_stream_waits_of_real_traces(name: str) -> None:
+    """Every `Stream Wait Event` of the raw trace whose wait and record calls and both activities lie in the window
+    gives one edge from the recorded stream to the waiting one, never back in time."""
+    from opscope.analysis.critical_path.graph import stream_waits
+
+    trace = opscope.load(corpus_path(name))
+    raw = [e for e in ref.load(corpus_path(name)) if e.get("cat") == "cuda_sync"
+           and (e.get("args") or {}).get("stream", -1) >= 0 and (e.get("args") or {}).get("wait_on_stream", -1) >= 0]
+    assert stream_waits(trace).height == len({(e["args"]["correlation"], e["args"]["wait_on_cuda_event_record_corr_id"])
+                                              for e in raw}) > 0
+    window = step_windows(trace)[0]
+    graph = build(trace, link(trace), window.start_ns, window.end_ns)
+    ev = graph.events
+    src, dst = graph.edges["src"].to_numpy(), graph.edges["dst"].to_numpy()
+    is_gpu = ev["is_gpu"].to_numpy()
+    cross = is_gpu[src // 2] & is_gpu[dst // 2] & (src % 2 == 1) & (dst % 2 == 0)
+    streams = trace.lazy().select("stream").collect()["stream"].to_numpy()
+    rows = ev["row"].to_numpy()
+    other_stream = cross & (streams[rows[src // 2]] != streams[rows[dst // 2]])
+    assert other_stream.sum() > 0
+    ts = graph.node_ts()
+    assert (ts[dst[other_stream]] >= ts[src[other_stream]]).all()

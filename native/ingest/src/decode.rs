@@ -117,7 +117,7 @@ const TEXT_COLS: [usize; 12] = [
     col::HLO_MODULE,
     col::NAME_STACK,
 ];
-const I64_COLS: [usize; 17] = [
+const I64_COLS: [usize; 19] = [
     col::TS_NS,
     col::DUR_NS,
     col::STREAM,
@@ -135,6 +135,8 @@ const I64_COLS: [usize; 17] = [
     col::MEM_RESERVED,
     col::PROGRAM_ID,
     col::STEP_NUM,
+    col::WAIT_ON_STREAM,
+    col::WAIT_ON_CORRELATION,
 ];
 const I32_COLS: [usize; 10] = [
     col::DEVICE,
@@ -161,7 +163,7 @@ fn slot(cols: &[usize], c: usize) -> usize {
 struct Row<'a> {
     text: [Option<Cow<'a, str>>; 12],
     kind: i32,
-    i64s: [Option<i64>; 17],
+    i64s: [Option<i64>; I64_COLS.len()],
     i32s: [Option<i32>; 10],
     f32s: [Option<f32>; 3],
     bandwidth: Option<f64>,
@@ -434,7 +436,7 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
             ph, cat, name, pid, tid, None, None, None, None, None, None, None,
         ],
         kind: k,
-        i64s: [None; 17],
+        i64s: [None; I64_COLS.len()],
         i32s: [None; 10],
         f32s: [None; 3],
         bandwidth: None,
@@ -492,6 +494,19 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
             ),
         );
         xla_fields(&mut row, args, stats);
+        if k == kind::SYNC {
+            // Kineto's cuda_sync events: the stream and the cudaEventRecord a wait is on
+            set64(
+                &mut row,
+                col::WAIT_ON_STREAM,
+                count(int_of(args.get(Arg::WaitOnStream)), stats),
+            );
+            set64(
+                &mut row,
+                col::WAIT_ON_CORRELATION,
+                count(int_of(args.get(Arg::WaitOnCorrelation)), stats),
+            );
+        }
         if !launch {
             set64(
                 &mut row,

@@ -111,9 +111,11 @@ pub enum Arg {
     ProgramId,
     StepNum,
     CorrelationId,
+    WaitOnStream,
+    WaitOnCorrelation,
 }
 
-pub const N_ARGS: usize = 33;
+pub const N_ARGS: usize = 35;
 
 fn arg_of(key: &str) -> Option<Arg> {
     Some(match key {
@@ -150,6 +152,8 @@ fn arg_of(key: &str) -> Option<Arg> {
         "program_id" => Arg::ProgramId,
         "step_num" => Arg::StepNum,
         "correlation_id" => Arg::CorrelationId,
+        "wait_on_stream" => Arg::WaitOnStream,
+        "wait_on_cuda_event_record_corr_id" => Arg::WaitOnCorrelation,
         _ => return None,
     })
 }

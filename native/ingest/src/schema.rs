@@ -33,6 +33,7 @@ pub mod kind {
     pub const RUNTIME: i32 = 4;
     pub const DRIVER: i32 = 5;
     pub const PYTHON: i32 = 8;
+    pub const SYNC: i32 = 11;
     pub const METADATA: i32 = 13;
     pub const OTHER: i32 = 15;
 }
@@ -122,6 +123,8 @@ pub mod col {
     pub const PROGRAM_ID: usize = 41;
     pub const NAME_STACK: usize = 42;
     pub const STEP_NUM: usize = 43;
+    pub const WAIT_ON_STREAM: usize = 44;
+    pub const WAIT_ON_CORRELATION: usize = 45;
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -133,7 +136,7 @@ pub enum ColType {
     F64,
 }
 
-pub const COLUMNS: [(&str, ColType); 44] = [
+pub const COLUMNS: [(&str, ColType); 46] = [
     ("ph", ColType::Text),
     ("cat", ColType::Text),
     ("kind", ColType::Text),
@@ -178,6 +181,8 @@ pub const COLUMNS: [(&str, ColType); 44] = [
     ("program_id", ColType::I64),
     ("name_stack", ColType::Text),
     ("step_num", ColType::I64),
+    ("wait_on_stream", ColType::I64),
+    ("wait_on_correlation", ColType::I64),
 ];
 
 pub fn arrow_type(t: ColType) -> DataType {

@@ -74,6 +74,8 @@ class RawArgs(msgspec.Struct, gc=False):
     program_id: Raw = EMPTY
     step_num: Raw = EMPTY
     correlation_id: Raw = EMPTY
+    wait_on_stream: Raw = EMPTY
+    wait_on_correlation: Raw = field(name="wait_on_cuda_event_record_corr_id", default=EMPTY)
 
 
 _EVENTS = msgspec.json.Decoder(list[RawEvent])
@@ -412,6 +414,9 @@ class Decoder:
             row[Col.EXTERNAL_ID] = count(self._int(_either(a.external_id, a.external_id_old)))
             row[Col.CORRELATION] = count(self._int(_either(a.correlation, a.correlation_id)))
             self._xla_fields(row, a)
+            if kind == Kind.SYNC:  # Kineto's cuda_sync events: the stream and the cudaEventRecord a wait is on
+                row[Col.WAIT_ON_STREAM] = count(self._int(bytes(a.wait_on_stream)))
+                row[Col.WAIT_ON_CORRELATION] = count(self._int(bytes(a.wait_on_correlation)))
             if not launch:
                 row[Col.STREAM] = count(self._int(bytes(a.stream)))
                 row[Col.DEVICE] = count(self._int32(bytes(a.device)))

@@ -56,6 +56,8 @@ class Col:
     HLO_MODULE: Final = "hlo_module"  # XLA: the HLO module (compiled program) it belongs to (jit_step, ...)
     PROGRAM_ID: Final = "program_id"  # XLA: the compiled program's id
     NAME_STACK: Final = "name_stack"  # JAX name stack of the HLO op (jit(loss)/jvp()/dot_general)
+    WAIT_ON_STREAM: Final = "wait_on_stream"  # cuda_sync events: the stream whose recorded event is waited on
+    WAIT_ON_CORRELATION: Final = "wait_on_correlation"  # cuda_sync: correlation id of that cudaEventRecord call
     STEP_NUM: Final = "step_num"  # step number of a step marker (jax.profiler.StepTraceAnnotation step_num)
 
 

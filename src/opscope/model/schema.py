@@ -67,6 +67,8 @@ COLUMNS: Final[dict[str, pl.DataType]] = {
     Col.PROGRAM_ID: pl.Int64(),
     Col.NAME_STACK: pl.Categorical(),
     Col.STEP_NUM: pl.Int64(),
+    Col.WAIT_ON_STREAM: pl.Int64(),
+    Col.WAIT_ON_CORRELATION: pl.Int64(),
 }
 
 @functools.cache

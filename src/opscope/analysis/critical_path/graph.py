@@ -9,6 +9,10 @@ GPU events are kernels, memcpys and memsets whose launch call is one of those CP
 - GPU activity: start -> end, weight the duration;
 - launch: the launch call's start -> the activity's start (`analysis.attribution.linking` finds the launch);
 - stream order: the previous activity's end on the same device and stream -> the next one's start;
+- cross-stream wait: where Kineto records a `cudaStreamWaitEvent` (its `cuda_sync` "Stream Wait Event" names
+  the stream and the `cudaEventRecord` call waited on), the end of the last activity launched onto the recorded
+  stream before that record call -> the start of the first activity launched onto the waiting stream after the
+  wait call;
 - synchronisation: the end of a GPU activity -> the end of the blocking host call that waited for it (the last
   activity per stream, launched by the same process before the call began, that ended while the call blocked;
   for `*MemcpyAsync` only its own copy, which ends inside it when the copy was in fact blocking); each weighs
@@ -103,8 +107,34 @@ def cpu_table(trace: Trace) -> pl.DataFrame:
             pl.col(Col.TID).cast(pl.String),
             Col.TS_NS,
             (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias("end_ns"),
+            Col.CORRELATION,
         )
         .sort([Col.TS_NS, ROW])
+        .collect()
+    )
+
+
+def stream_waits(trace: Trace) -> pl.DataFrame:
+    """Kineto's records of `cudaStreamWaitEvent` (`cuda_sync` events with a stream, the stream waited on and the
+    correlation id of its `cudaEventRecord` call): device, stream (waiting), wait_on_stream, wait_correlation
+    (of the cudaStreamWaitEvent call), record_correlation."""
+    return (
+        trace.lazy()
+        .filter(
+            (pl.col(Col.KIND).cast(pl.String) == Kind.SYNC)
+            & (pl.col(Col.STREAM) >= 0)
+            & (pl.col(Col.WAIT_ON_STREAM) >= 0)
+            & (pl.col(Col.WAIT_ON_CORRELATION) >= 0)
+            & pl.col(Col.CORRELATION).is_not_null()
+        )
+        .select(
+            Col.DEVICE,
+            Col.STREAM,
+            Col.WAIT_ON_STREAM,
+            pl.col(Col.CORRELATION).alias("wait_correlation"),
+            pl.col(Col.WAIT_ON_CORRELATION).alias("record_correlation"),
+        )
+        .unique()
         .collect()
     )
 
@@ -155,6 +185,7 @@ def build(
     gpu = _gpu_events(linkage, cpu, start_ns, end_ns)
     n_cpu = cpu.height
     gpu = gpu.with_row_index("_e", offset=n_cpu).with_columns(pl.col("_e").cast(pl.Int64))
+    waits = _cross_stream_pairs(stream_waits(trace), cpu, gpu)
     thread = (
         cpu.select(
             (pl.col(Col.PID).fill_null("") + "\x00" + pl.col(Col.TID).fill_null(""))
@@ -199,7 +230,7 @@ def build(
     edges = pl.concat(
         [
             _program_order(thread, c_start, c_end, parent, blocked, blocking),
-            _gpu_edges(gpu, cpu),
+            _gpu_edges(gpu, cpu, waits),
             syncs.select(
                 (pl.col("gpu") * 2 + 1).alias("src"),
                 (pl.col("sync") * 2 + 1).alias("dst"),
@@ -261,8 +292,54 @@ def _program_order(
     return _edge_frame(src, dst, weight, kind, owner)
 
 
-def _gpu_edges(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
-    """Duration, launch and stream-order edges of the GPU activities."""
+def _cross_stream_pairs(waits: pl.DataFrame, cpu: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+    """(producer, consumer) GPU event indices of the cross-stream waits in the window (see the module doc)."""
+    empty = pl.DataFrame(schema={"producer": pl.Int64, "consumer": pl.Int64})
+    if waits.height == 0 or gpu.height == 0 or cpu.height == 0:
+        return empty
+    calls = cpu.filter(pl.col(Col.CORRELATION).is_not_null()).select(
+        Col.CORRELATION, Col.PID, pl.col(Col.TS_NS).alias("call_ts")
+    )
+    # The wait call and the record call, from the same process (correlation ids are per process).
+    found = waits.join(
+        calls.rename({Col.CORRELATION: "wait_correlation", "call_ts": "wait_ts"}), on="wait_correlation"
+    ).join(
+        calls.rename({Col.CORRELATION: "record_correlation", "call_ts": "record_ts"}),
+        on=["record_correlation", Col.PID],
+    )
+    if found.height == 0:
+        return empty
+    linked = gpu.filter(pl.col("launch") >= 0)
+    launched = linked.select(
+        "_e",
+        Col.DEVICE,
+        Col.STREAM,
+        pl.col("launch_pid").alias(Col.PID),
+        pl.Series("l_ts", cpu[Col.TS_NS].to_numpy()[linked["launch"].to_numpy()], dtype=pl.Int64),
+    )
+    found = found.with_row_index("_w")
+    producer = (
+        found.join(
+            launched.rename({Col.STREAM: Col.WAIT_ON_STREAM}), on=[Col.DEVICE, Col.WAIT_ON_STREAM, Col.PID]
+        )
+        .filter(pl.col("l_ts") < pl.col("record_ts"))
+        .sort("l_ts")
+        .group_by("_w")
+        .agg(pl.col("_e").last().alias("producer"))
+    )
+    consumer = (
+        found.join(launched, on=[Col.DEVICE, Col.STREAM, Col.PID])
+        .filter(pl.col("l_ts") > pl.col("wait_ts"))
+        .sort("l_ts")
+        .group_by("_w")
+        .agg(pl.col("_e").first().alias("consumer"))
+    )
+    return producer.join(consumer, on="_w").select("producer", "consumer").unique().sort(["consumer", "producer"])
+
+
+def _gpu_edges(gpu: pl.DataFrame, cpu: pl.DataFrame, waits: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Duration, launch, stream-order and cross-stream edges of the GPU activities (`waits`: producer and
+    consumer event indices of `_cross_stream_pairs`)."""
     if gpu.height == 0:
         return _edge_frame(*(np.empty(0, dtype=np.int64),) * 3, CPU_BOUND, np.empty(0, dtype=np.int64))
     e = gpu["_e"].to_numpy()
@@ -295,16 +372,32 @@ def _gpu_edges(gpu: pl.DataFrame, cpu: pl.DataFrame) -> pl.DataFrame:
     has_prev = prev >= 0
     p_end = np.where(has_prev, end[np.maximum(prev, 0)], np.iinfo(np.int64).min)
     delay = np.where(linked, np.maximum(ts - np.where(linked, l_ts, ts), 0), 0)
-    launch_bound = linked & (~has_prev | (p_end <= l_ts))
+    # The latest end of the activities this one waits for on other streams (cudaStreamWaitEvent).
+    x_end = np.full(len(e), np.iinfo(np.int64).min, dtype=np.int64)
+    if waits is not None and waits.height:
+        producer = waits["producer"].to_numpy() - e[0]
+        consumer = waits["consumer"].to_numpy() - e[0]
+        np.maximum.at(x_end, consumer, end[producer])
+    cross_bound = (x_end > np.where(linked, l_ts, np.iinfo(np.int64).min)) & (
+        x_end > np.where(has_prev, p_end, np.iinfo(np.int64).min)
+    )
+    launch_bound = linked & (~has_prev | (p_end <= l_ts)) & ~cross_bound
     launch_w = np.where(launch_bound, delay, np.maximum(np.minimum(delay - 1, l_dur), 0))
     trace_prev = gpu["trace_prev_end"].fill_null(np.iinfo(np.int64).min).to_numpy()
     backlog = ~has_prev & (trace_prev > l_ts)
     launch_kind = pl.Series(np.where(backlog, BACKLOG, LAUNCH)[linked], dtype=pl.String)
     frames.append(_edge_frame(2 * launch[linked], 2 * e[linked], launch_w[linked], launch_kind, e[linked]))
-    gap = np.where(launch_bound, 0, ts - p_end)
+    gap = np.where(launch_bound | cross_bound, 0, ts - p_end)
     frames.append(
         _edge_frame(2 * e[prev[has_prev]] + 1, 2 * e[has_prev], gap[has_prev], KERNEL_KERNEL, e[has_prev])
     )
+    if waits is not None and waits.height:
+        # Only the binding wait weighs the time since its producer ended; the others weigh 0 (as a stream edge
+        # does behind a launch-bound activity), so the longest path stays the observed span.
+        binds = cross_bound[consumer] & (end[producer] == x_end[consumer])
+        weight = np.where(binds, ts[consumer] - end[producer], 0)
+        frames.append(_edge_frame(2 * (producer + e[0]) + 1, 2 * (consumer + e[0]), weight, KERNEL_KERNEL,
+                                  consumer + e[0]))
     return pl.concat(frames)
 
 
