@@ -149,7 +149,7 @@ def select_gpu(trace: Trace, opts: SummaryOptions) -> GpuSelection:
     chosen = select.by_name(select.by_kinds(frame.lazy(), opts.kinds), opts.name_filter)
     # Both trace-wide counts in one scan of the table.
     events, kernels = trace.lazy().select(
-        pl.len(), (pl.col(Col.KIND).cast(pl.String) == Kind.KERNEL).sum()).collect().row(0)
+        pl.len(), (pl.col(Col.KIND) == Kind.KERNEL).sum()).collect().row(0)
     used = sorted(int(d) for d in frame[Col.DEVICE].drop_nulls().unique().to_list())
     return GpuSelection(frame=frame, chosen=chosen, events=int(events), kernels=int(kernels or 0),
                         devices=device_names(trace, used))
