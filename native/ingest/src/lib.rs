@@ -89,21 +89,26 @@ impl KinetoReader {
         let workers = options.workers.max(1);
         let (work_tx, work_rx) = bounded::<(u64, scan::Batch)>(workers * 2);
         let (out_tx, out_rx) = bounded::<(u64, Decoded)>(workers * 2);
+        // decoded batches go back to the scanner for reuse (never blocking: a full channel drops them)
+        let (spare_tx, spare_rx) = bounded::<scan::Batch>(workers * 2);
         let mut handles = Vec::with_capacity(workers);
         for _ in 0..workers {
             let rx = work_rx.clone();
             let tx = out_tx.clone();
+            let spare = spare_tx.clone();
             handles.push(std::thread::spawn(move || {
                 for (seq, batch) in rx.iter() {
                     let result = std::panic::catch_unwind(|| decode::decode_batch(&batch))
                         .map_err(|_| "a decoder thread panicked".to_string())
                         .and_then(|r| r.map_err(|e| e.to_string()));
+                    let _ = spare.try_send(batch);
                     if tx.send((seq, result)).is_err() {
                         return;
                     }
                 }
             }));
         }
+        drop(spare_tx);
         drop(out_tx);
         let position = Arc::new(AtomicU64::new(0));
         let counter = position.clone();
@@ -121,6 +126,9 @@ impl KinetoReader {
             };
             let (gzip, problem) =
                 source::read_chunks(&path, options.chunk_bytes, counter, &mut |chunk| {
+                    while let Ok(batch) = spare_rx.try_recv() {
+                        scanner.recycle(batch);
+                    }
                     scanner.feed(chunk);
                     send_ready(&mut scanner, &mut seq) && !scanner.done()
                 })
