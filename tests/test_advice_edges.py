@@ -293,3 +293,18 @@ def test_time_at_stake_and_severity(tmp_path: Path) -> None:
     found, _ = run(tmp_path, alignment(True), "gemm_alignment")
     assert found is not None and found.evidence[0]["misaligned"] == {"K": 65}
     assert found.evidence[0]["pad_to"] == {"K": 72} and found.evidence[0]["multiple_of"] == 8
+    assert found.evidence[0]["pad_to_64"] == {"K": 128}
+
+
+@pytest.mark.parametrize(("op", "dtype"), [("aten::_scaled_mm", "c10::Float8_e4m3fn"), ("aten::_int_mm", "signed char")])
+def test_fp8_and_int8_gemms_need_16_elements(tmp_path: Path, op: str, dtype: str) -> None:
+    """Hand-made: an fp8 / int8 GEMM with K = 40 (a multiple of 8, not of 16) is misaligned; K = 48 is not."""
+    for k, expect in ((40, {"K": 40}), (48, None)):
+        event = cpu_op(op, 0, 20, dims=[[64, k], [k, 64]])
+        event["args"]["Input type"] = [dtype, dtype]
+        found, _ = run(tmp_path, [event, *launched("sm90_xmma_gemm_e4m3", 1, 5, 1)], "gemm_alignment")
+        if expect is None:
+            assert found is None or found.time_at_stake_ns == 0
+        else:
+            assert found is not None and found.evidence[0]["misaligned"] == expect
+            assert found.evidence[0]["multiple_of"] == 16 and found.evidence[0]["pad_to"] == {"K": 48}
