@@ -197,6 +197,22 @@ def test_prune_keeps_the_newest(db) -> None:  # noqa: F811
         assert history.add(perturbed(9), git=False).run_id > ids[-1]  # ids are never reused
 
 
+def test_prune_drops_full_names_no_remaining_figure_uses(db) -> None:  # noqa: F811
+    long_key = series_key(LONG_NAME)[0]
+    with History(db) as history:
+        history.add(renamed(3), git=False)
+        history.add(renamed(4), git=False)
+        others = set(history.names()) - {long_key}  # the BERT trace's own long kernel names
+        history.add(perturbed(5), git=False)
+        assert history.names()[long_key] == LONG_NAME[:-3]
+        history.prune(2)  # the newer renamed run still uses the name
+        assert history.names()[long_key] == LONG_NAME[:-3]
+        history.prune(1)
+        assert set(history.names()) == others  # still used by the remaining run
+        history.prune(0)
+        assert history.names() == {}
+
+
 def test_git_tags_are_added_in_a_checkout(db, tmp_path, monkeypatch) -> None:  # noqa: F811
     if shutil.which("git") is None:
         pytest.skip("git not installed")
@@ -270,25 +286,32 @@ def test_keys_normalise_triton_suffixes_whitespace_and_long_names() -> None:
     assert series_key("short") == ("short", None)
 
 
-def test_long_kernel_names_keep_their_full_name(db) -> None:  # noqa: F811
-    """A hand-made rename of one kernel of the real trace to a 400-character name."""
+LONG_NAME = "triton_per_fused_" + "x" * 400 + "_12"
+
+
+def renamed(seed: int):
+    """A hand-made rename of one kernel of the (perturbed) real trace to a 400-character name."""
     import polars as pl
 
     from opscope.model.schema import Col
     from opscope.model.trace import Trace
 
-    base = perturbed(3)
-    long = "triton_per_fused_" + "x" * 400 + "_12"
+    base = perturbed(seed)
     name = pl.col(Col.NAME).cast(pl.String)
     events = base.events.with_columns(
         pl.when(name.str.starts_with("void at::native::(anonymous namespace)::vectorized_layer_norm"))
-        .then(pl.lit(long))
+        .then(pl.lit(LONG_NAME))
         .otherwise(name)
         .cast(pl.Categorical)
         .alias(Col.NAME)
     )
+    return Trace.from_frame(base.meta, events)
+
+
+def test_long_kernel_names_keep_their_full_name(db) -> None:  # noqa: F811
+    long = LONG_NAME
     with History(db) as history:
-        history.add(Trace.from_frame(base.meta, events), git=False)
+        history.add(renamed(3), git=False)
         series = history.series("kernel", "x{300}")
     assert series.height == 1 and series["name"][0] == long[:-3] and len(series["key"][0]) < MAX_KEY_CHARS
 

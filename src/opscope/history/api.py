@@ -189,7 +189,8 @@ class History:
         return Added(run_id, sha, path, new=True)
 
     def prune(self, keep: int) -> list[int]:
-        """Delete all but the newest `keep` runs; returns the ids removed."""
+        """Delete all but the newest `keep` runs and the full names no remaining figure uses; returns the ids
+        removed."""
         if keep < 0:
             raise UsageError("--keep must be 0 or more")
         with self._open().transaction(write=True) as tx:
@@ -204,6 +205,12 @@ class History:
                     ("opscope_runs", "id"),
                 ):
                     tx.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)
+            if gone:
+                # A full name is kept while a remaining figure still has its key (any scope: kernels and ops).
+                tx.execute(
+                    "DELETE FROM opscope_names WHERE NOT EXISTS "
+                    "(SELECT 1 FROM opscope_metrics m WHERE m.key = opscope_names.key)"
+                )
         return gone
 
     # -- reading ------------------------------------------------------------------------------------------------
