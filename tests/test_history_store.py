@@ -374,3 +374,80 @@ def test_peak_memory_is_stored_and_matches_the_raw_events() -> None:
     assert values[("global", "run", "peak_reserved_bytes")] == reserved
     no_memory = {(s, k, m) for s, k, m, _ in metrics_module.extract(real_trace(ALEXNET)).rows}
     assert ("global", "run", "peak_allocated_bytes") not in no_memory
+
+
+# ---- the run's facts, against the raw document -----------------------------------------------------------------------
+
+DLRM_RANK0 = "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json"  # 245 kernels, all on device 0
+
+
+def raw_facts(relative: str) -> tuple[set[int | None], list[str]]:
+    """The devices of the raw GPU events and the names in deviceProperties, read from the JSON itself."""
+    doc = reference.load_doc(corpus_path(relative))
+    used = {g.device for g in reference.gpu(reference.load(corpus_path(relative)))}
+    props = doc.get("deviceProperties", []) if isinstance(doc, dict) else []
+    return used, [str(p["name"]) for p in props]
+
+
+def test_gpu_count_counts_the_devices_that_ran_work() -> None:
+    """DLRM rank 0: deviceProperties lists the node's 8 V100s, but every GPU event ran on device 0."""
+    used, listed = raw_facts(DLRM_RANK0)
+    assert used == {0} and len(listed) == 8  # what the test relies on, from the raw document
+    facts = metrics_module.run_facts(real_trace(DLRM_RANK0))
+    assert facts.gpu_count == 1 and facts.gpu_name == listed[0] == "Tesla V100-SXM2-32GB"
+
+
+def test_gpu_facts_of_a_single_gpu_trace() -> None:
+    used, listed = raw_facts(BERT)
+    facts = metrics_module.run_facts(real_trace(BERT))
+    assert (facts.gpu_count, facts.gpu_name) == (len(used), listed[0]) == (1, "NVIDIA H100 80GB HBM3")
+    assert facts.cuda_version == "12.4" and facts.hip_version is None and facts.tags() == {}
+
+
+def test_gpu_facts_fall_back_to_the_device_table_without_event_devices() -> None:
+    """The DLRM trace with the device column emptied: the 8 entries of deviceProperties are all there is."""
+    import polars as pl
+
+    from opscope.model.schema import Col
+    from opscope.model.trace import Trace
+
+    base = real_trace(DLRM_RANK0)
+    events = base.events.with_columns(pl.lit(None, dtype=base.events.schema[Col.DEVICE]).alias(Col.DEVICE))
+    facts = metrics_module.run_facts(Trace.from_frame(base.meta, events))
+    assert facts.gpu_count == 8 and facts.gpu_name == "Tesla V100-SXM2-32GB"
+
+
+def test_host_is_null_when_the_trace_records_none(db) -> None:  # noqa: F811
+    """Kineto traces carry no host name; the machine that adds the trace is not it."""
+    assert metrics_module.run_facts(real_trace(ALEXNET)).host is None
+    with History(db) as history:
+        history.add(corpus_path(ALEXNET), git=False)
+        (run,) = history.runs()
+    assert run.host is None and run.to_dict()["host"] is None
+
+
+def nested_items(value: object) -> list[tuple[str, object]]:
+    """Every (key, value) of a JSON document's objects, at any depth."""
+    if isinstance(value, dict):
+        return [(str(k), v) for k, v in value.items()] + [i for v in value.values() for i in nested_items(v)]
+    if isinstance(value, list):
+        return [i for v in value for i in nested_items(v)]
+    return []
+
+
+def test_rocm_trace_stores_its_hip_runtime_version(db) -> None:  # noqa: F811
+    """Kineto AMD traces write HIP_VERSION (major * 10^7 + minor * 10^5 + patch) as `hip_runtime_version`; the
+    same trace's metadata spells it out ("6.4.43483")."""
+    doc = reference.load_doc(corpus_path(BERT_MI300))
+    spelled = [v for k, v in nested_items(doc["metadata"]) if k == "hip_runtime_version"]
+    assert int(doc["hip_runtime_version"]) == 60443483 and spelled == ["6.4.43483"]
+    assert "cuda_runtime_version" not in doc
+    facts = metrics_module.run_facts(real_trace(BERT_MI300))
+    assert facts.hip_version == "6.4.43483" and facts.cuda_version is None
+    with History(db) as history:
+        history.add(corpus_path(BERT_MI300), git=False)
+        history.add(corpus_path(BERT), {"hip_version": "given"}, git=False)
+        (rocm, cuda) = history.runs()
+        assert [r.id for r in history.runs({"hip_version": "6.4.43483"})] == [rocm.id]
+    assert rocm.tags == {"hip_version": "6.4.43483"} and rocm.cuda_version is None
+    assert cuda.tags == {"hip_version": "given"}  # a tag given on the command line wins

@@ -119,7 +119,7 @@ class History:
         git: bool = True,
         cache: bool = True,
     ) -> Added:
-        """Add one trace (a file, or a loaded `Trace`). Tags given here override the automatic git tags."""
+        """Add one trace (a file, or a loaded `Trace`). Tags given here override the automatic ones (git, hip_version)."""
         check_tags(tags or {})
         if isinstance(source, Trace):
             trace: Trace | None = source
@@ -138,7 +138,7 @@ class History:
 
             trace = load(path, cache=cache)
         measured = extract(trace)
-        all_tags = {**(git_tags() if git else {}), **(tags or {})}
+        all_tags = {**measured.facts.tags(), **(git_tags() if git else {}), **(tags or {})}
 
         def write() -> Added:
             with store.transaction(write=True) as tx:

@@ -9,7 +9,6 @@ Times are stored in microseconds (`*_us`), shares and utilisation as fractions. 
 from __future__ import annotations
 
 import re
-import socket
 import statistics
 from dataclasses import dataclass
 
@@ -35,6 +34,11 @@ class RunFacts:
     gpu_count: int
     torch_version: str | None
     cuda_version: str | None
+    hip_version: str | None = None  # stored as the automatic tag `hip_version` (the runs table has no column)
+
+    def tags(self) -> dict[str, str]:
+        """The facts stored as automatic tags."""
+        return {"hip_version": self.hip_version} if self.hip_version else {}
 
 
 @dataclass(frozen=True)
@@ -55,18 +59,53 @@ def _cuda(value: object) -> str | None:
     return str(value) if isinstance(value, str) and value else None
 
 
+def _hip(value: object) -> str | None:
+    """Kineto AMD traces write HIP_VERSION as an integer: major * 10^7 + minor * 10^5 + patch
+    (60443483 -> "6.4.43483")."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return f"{value // 10_000_000}.{value // 100_000 % 100}.{value % 100_000}"
+    return str(value) if isinstance(value, str) and value else None
+
+
+def used_devices(trace: Trace) -> list[int]:
+    """The distinct device ids of the trace's GPU events, ascending (events without a device left out)."""
+    frame = trace.gpu_events().select(pl.col(Col.DEVICE).drop_nulls().unique()).collect()
+    return sorted(int(d) for d in frame[Col.DEVICE].to_list())
+
+
+def _gpus(trace: Trace, used: list[int]) -> tuple[str | None, int]:
+    """(name, count) of the GPUs that ran work: the devices of the GPU events, named by the trace's device table
+    (the first used device it describes, else its first entry); the device table alone when no GPU event has a
+    device."""
+    table = trace.meta.devices
+    named = [d.name for i in used for d in table if d.id == i]
+    first = table[0].name if table else None
+    if used:
+        return (named[0] if named else first), len(used)
+    return first, len(table)
+
+
+def _host(extra: dict[str, object]) -> str | None:
+    """The host the trace records (never the machine reading it)."""
+    for key in ("hostname", "nsys_hostname", "host", "hostnames"):
+        value = extra.get(key)
+        if value:
+            return str(value)
+    return None
+
+
 def run_facts(trace: Trace) -> RunFacts:
     extra = trace.meta.extra
-    names = [d.name for d in trace.meta.devices]
     torch = extra.get("pytorch_version") or extra.get("torch_version")
-    host = extra.get("hostname") or extra.get("nsys_hostname") or extra.get("host") or socket.gethostname()
+    gpu_name, gpu_count = _gpus(trace, used_devices(trace))
     return RunFacts(
         source_format=trace.meta.format,
-        host=str(host) if host else None,
-        gpu_name=names[0] if names else None,
-        gpu_count=len(names),
+        host=_host(extra),
+        gpu_name=gpu_name,
+        gpu_count=gpu_count,
         torch_version=str(torch) if torch else None,
         cuda_version=_cuda(extra.get("cuda_runtime_version") or extra.get("cuda_version")),
+        hip_version=_hip(extra.get("hip_runtime_version")),
     )
 
 
