@@ -451,3 +451,70 @@ def test_rocm_trace_stores_its_hip_runtime_version(db) -> None:  # noqa: F811
         assert [r.id for r in history.runs({"hip_version": "6.4.43483"})] == [rocm.id]
     assert rocm.tags == {"hip_version": "6.4.43483"} and rocm.cuda_version is None
     assert cuda.tags == {"hip_version": "given"}  # a tag given on the command line wins
+
+
+# ---- per-call spread of operators and categories, against the raw events ---------------------------------------------
+
+
+def raw_op_calls(events: list[dict]) -> dict[str, list[int]]:
+    """Op name -> the GPU time of each of its instances: the GPU events whose launch lies inside the instance
+    (the innermost op of the launch and its enclosing ops, by the stack sweep), each counted for the outermost
+    instance of a name only; ProfilerStep#N are instances of "ProfilerStep#*"."""
+    raw = reference.link(events)
+
+    def name(i: int) -> str:
+        return "ProfilerStep#*" if reference.is_step(events[i]) else str(events[i]["name"])
+
+    per_instance: dict[int, int] = defaultdict(int)
+    for g in raw.gpu:
+        outermost: dict[str, int] = {}
+        op = raw.op[g]
+        while op is not None:
+            outermost[name(op)] = op  # walking outwards: the last one seen is the outermost
+            op = raw.op_parent.get(op)
+        for instance in outermost.values():
+            per_instance[instance] += reference.gpu_dur(events, g)
+    calls: dict[str, list[int]] = defaultdict(list)
+    for i, e in enumerate(events):
+        if e.get("cat") in reference.OP_CATS and reference.is_x(e):
+            calls[name(i)].append(per_instance.get(i, 0))
+    return calls
+
+
+@pytest.mark.parametrize("relative", [ALEXNET, MINITOY])  # MINITOY: two ProfilerStep#N, one "ProfilerStep#*" row
+def test_op_spread_matches_the_raw_events(relative: str) -> None:
+    events = reference.load(corpus_path(relative))
+    stored: dict[str, dict[str, float]] = defaultdict(dict)
+    for scope, key, metric, value in metrics_module.extract(real_trace(relative)).rows:
+        if scope == "op":
+            stored[key][metric] = value
+    calls = raw_op_calls(events)
+    assert set(stored) == {series_key(n, kernel=False)[0] for n in calls}
+    for op, values in calls.items():
+        row = stored[series_key(op, kernel=False)[0]]
+        assert row["calls"] == len(values)
+        assert row["total_us"] == pytest.approx(sum(values) / 1e3, abs=1e-9)  # the calls add up to the total
+        assert row["mean_us"] == pytest.approx(sum(values) / len(values) / 1e3, abs=1e-9)
+        assert row["median_us"] == pytest.approx(float(np.median(values)) / 1e3, abs=1e-9)
+        assert row["p95_us"] == pytest.approx(float(np.percentile(values, 95)) / 1e3, abs=1e-9)
+    assert sum(len(set(v)) > 1 for v in calls.values()) > 5  # calls of one op do differ: a non-trivial check
+
+
+def test_category_spread_matches_the_raw_events() -> None:
+    from opscope.analysis.kernels.categories import classify
+
+    durations: dict[str, list[int]] = defaultdict(list)
+    for g in reference.gpu(reference.load(corpus_path(ALEXNET))):
+        durations[classify(g.name, g.kind)].append(g.end - g.start)
+    stored: dict[str, dict[str, float]] = defaultdict(dict)
+    for scope, key, metric, value in metrics_module.extract(real_trace(ALEXNET)).rows:
+        if scope == "category":
+            stored[key][metric] = value
+    assert set(stored) == set(durations) and len(durations) >= 5
+    for category, values in durations.items():
+        row = stored[category]
+        assert row["calls"] == len(values)
+        assert row["total_us"] == pytest.approx(sum(values) / 1e3, abs=1e-9)
+        assert row["mean_us"] == pytest.approx(sum(values) / len(values) / 1e3)
+        assert row["median_us"] == pytest.approx(float(np.median(values)) / 1e3)
+        assert row["p95_us"] == pytest.approx(float(np.percentile(values, 95)) / 1e3)

@@ -2,7 +2,8 @@
 
 Nothing is recomputed here that an analysis already defines: the kernel rows come from the selection of the
 `opscope summary` table (`kernels.summary.select_gpu`), grouped by the normalised key of `history.keys`;
-operators, categories, steps and the busy fraction come from `opscope analyze` (`analysis.overview.analyze`).
+operators, categories, steps and the busy fraction come from `opscope analyze` (`analysis.overview.analyze`),
+and the per-call spread of operators and categories, which those tables only total, from `history.spread`.
 Times are stored in microseconds (`*_us`), shares and utilisation as fractions. Definitions: docs/history.md.
 """
 
@@ -14,16 +15,20 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from opscope.analysis.attribution.linking import link
 from opscope.analysis.kernels.summary import SummaryOptions, select_gpu
 from opscope.analysis.memory.events import is_gpu
 from opscope.analysis.memory.peaks import peak_memory
 from opscope.analysis.overview import AnalyzeOptions, analyze
+from opscope.analysis.timeline.activity import TimelineOptions, gpu_activity
 from opscope.history.keys import series_key
+from opscope.history.spread import Spread, category_spread, op_spread
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
 SCOPES = ("kernel", "op", "category", "step", "global")
 P95 = 0.95  # linear interpolation between the closest ranks (numpy's default percentile)
+NO_CALLS = Spread(0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -153,25 +158,36 @@ def extract(trace: Trace) -> RunMetrics:
     """Every stored figure of `trace` (see the module doc)."""
     names: dict[str, str] = {}
     rows, gpu_ns, gpu_calls = _kernel_rows(trace, names)
-    result = analyze(trace, AnalyzeOptions(top=0))
+    linkage = link(trace)
+    activity = gpu_activity(trace, TimelineOptions(), linkage)
+    result = analyze(trace, AnalyzeOptions(top=0), linkage, activity)
+    per_op = op_spread(trace, linkage)
     for op in result.ops.rows:
         key, full = series_key(op.name, kernel=False)
         if full is not None:
             names[key] = full
         mean = op.gpu_total_ns / op.calls if op.calls else 0.0
+        spread = per_op.get(op.name, NO_CALLS)
         rows += [
             ("op", key, "calls", float(op.calls)),
             ("op", key, "total_us", _us(op.gpu_total_ns)),
             ("op", key, "self_us", _us(op.gpu_self_ns)),
             ("op", key, "mean_us", _us(mean)),
+            ("op", key, "median_us", _us(spread.median)),
+            ("op", key, "p95_us", _us(spread.p95)),
             ("op", key, "cpu_total_us", _us(op.cpu_total_ns)),
             ("op", key, "cpu_self_us", _us(op.cpu_self_ns)),
             ("op", key, "share", op.gpu_share),
         ]
+    per_category = category_spread(activity.clipped())
     for cat in result.categories.rows:
+        spread = per_category.get(cat.category, NO_CALLS)
         rows += [
             ("category", cat.category, "calls", float(cat.calls)),
             ("category", cat.category, "total_us", _us(cat.total_ns)),
+            ("category", cat.category, "mean_us", _us(cat.total_ns / cat.calls if cat.calls else 0.0)),
+            ("category", cat.category, "median_us", _us(spread.median)),
+            ("category", cat.category, "p95_us", _us(spread.p95)),
             ("category", cat.category, "busy_us", _us(cat.busy_ns)),
             ("category", cat.category, "share", cat.share),
         ]
