@@ -52,7 +52,7 @@ def _spread(frame: pl.DataFrame, key: str, value: str) -> dict[str, Spread]:
 def op_call_gpu(trace: Trace, linkage: Linkage) -> pl.DataFrame:
     """One row per op instance: row, name (String, steps folded), gpu_ns (see the module doc)."""
     instances = fold_steps(linkage.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS)))).select(
-        ROW, pl.col(Col.NAME).cast(pl.String), "op_parent_row"
+        ROW, pl.col(Col.NAME).cast(pl.String).fill_null(""), "op_parent_row"
     )
     gpu = selected_gpu(trace, linkage)
     launched = gpu.filter(pl.col("op_row").is_not_null()).select(
