@@ -95,3 +95,60 @@ def test_copy_in_another_op_does_not_make_the_wait_an_item(tmp_path: Path) -> No
     assert found is not None
     (only,) = found.evidence
     assert only["op"] == "aten::add" and only["pattern"] == "explicit synchronisation"
+
+
+# --- --steps restricts low_occupancy and memory_near_capacity --------------------------------------------------
+
+V100_NS = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+
+
+@pytest.mark.corpus
+def test_steps_restrict_low_occupancy() -> None:
+    """V100 ResNet, step 102 only: the flagged launch configurations (name, block, registers, shared memory;
+    occupancy does not depend on the grid) count only the raw kernels that start inside ProfilerStep#102."""
+    events = raw(V100_NS)
+    chosen = [(s, e) for n, s, e in ref.step_windows(events) if n == 102]
+    advice = analyze(opscope.load(corpus_path(V100_NS)), opscope.AnalyzeOptions(steps="102")).advice
+    assert advice is not None
+    (found,) = [f for f in advice.findings if f.id == "low_occupancy"]
+    assert len(found.evidence) < 10  # every flagged configuration is listed
+    keys = {(e["kernel"], tuple(e["block"]), e["registers_per_thread"], e["shared_memory"]) for e in found.evidence}
+
+    def key(e: dict) -> tuple:
+        a = e["args"]
+        return e["name"], tuple(a.get("block", ())), a.get("registers per thread"), a.get("shared memory")
+
+    kernels = [e for e in events if e.get("cat") == "kernel" and ref.is_x(e) and key(e) in keys]
+    inside = [e for e in kernels if ref.in_steps(ref.span(e)[0], chosen)]
+    assert sum(e["calls"] for e in found.evidence) == len(inside) < len(kernels)
+    assert found.time_at_stake_ns == pytest.approx(sum(b - a for a, b in map(ref.span, inside)), abs=len(inside))
+
+
+def memory_event(ts: float, nbytes: int, allocated: int) -> Event:
+    return {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 100, "tid": 1, "ts": ts,
+            "args": {"Addr": 4096, "Bytes": nbytes, "Total Allocated": allocated, "Total Reserved": allocated,
+                     "Device Type": 1, "Device Id": 0}}
+
+
+def test_steps_restrict_the_allocator_time(tmp_path: Path) -> None:
+    """HAND-MADE: two steps with a cudaMalloc each (7 us in step 0, 11 us in step 1); the allocation in step 1
+    brings the allocator to 95% of a 40 GiB device. All steps: 18 us at stake; --steps 1: 11 us."""
+    gib = 2**30
+    peak = 38 * gib
+
+    def malloc(ts: float, dur: float) -> Event:
+        return {"ph": "X", "cat": "cuda_runtime", "name": "cudaMalloc", "pid": 100, "tid": 1, "ts": ts, "dur": dur,
+                "args": {}}
+
+    events = [step(0, 0, 100), step(1, 100, 100), malloc(10, 7), malloc(110, 11),
+              memory_event(120, peak, peak), memory_event(190, -peak, 0)]
+    doc = document(events)
+    doc["deviceProperties"] = [{"id": 0, "name": "Hand-made GPU", "totalGlobalMem": 40 * gib}]
+    trace = opscope.load(write(tmp_path / "handmade_memory_steps.json", doc), cache=False)
+    at_stake = {}
+    for steps in (None, "1"):
+        advice = analyze(trace, opscope.AnalyzeOptions(steps=steps)).advice
+        assert advice is not None
+        (found,) = [f for f in advice.findings if f.id == "memory_near_capacity"]
+        at_stake[steps] = found.time_at_stake_ns
+    assert at_stake == {None: 18_000, "1": 11_000}
