@@ -152,3 +152,53 @@ def test_steps_restrict_the_allocator_time(tmp_path: Path) -> None:
         (found,) = [f for f in advice.findings if f.id == "memory_near_capacity"]
         at_stake[steps] = found.time_at_stake_ns
     assert at_stake == {None: 18_000, "1": 11_000}
+
+
+# --- CSV carries the JSON's scalar fields ----------------------------------------------------------------------
+
+RESNET_V100 = "kineto/tb_plugin_samples_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz"
+BERT_H100 = "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
+
+
+def csv_rows(text: str) -> list[dict[str, str]]:
+    import csv
+    import io
+
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+@pytest.mark.corpus
+def test_advise_csv_carries_the_json_scalars(cli) -> None:
+    path = corpus_path(RESNET_V100)
+    data = __import__("json").loads(cli("advise", path, "--format", "json").out)
+    out = cli("advise", path, "--format", "csv")
+    assert out.code == 0, out.err
+    header = out.out.splitlines()[0].split(",")
+    assert header[:5] == ["severity", "id", "time_us", "share", "title"]  # the old columns, first, unrenamed
+    rows = csv_rows(out.out)
+    assert [r["id"] for r in rows] == [f["id"] for f in data["findings"]]
+    for row, f in zip(rows, data["findings"], strict=True):
+        for key in ("metric", "value", "threshold", "time_at_stake_us", "predicted_saving_us", "source", "advice"):
+            expected = f[key]
+            if expected is None:
+                assert row[key] == ""
+            elif isinstance(expected, str):
+                assert row[key] == expected
+            else:
+                assert float(row[key]) == pytest.approx(expected)
+
+
+@pytest.mark.corpus
+def test_efficiency_csv_carries_the_json_scalars(cli) -> None:
+    path = corpus_path(BERT_H100)
+    data = __import__("json").loads(cli("efficiency", path, "--format", "json", "--top", "0").out)
+    out = cli("efficiency", path, "--format", "csv", "--top", "0")
+    assert out.code == 0, out.err
+    rows = csv_rows(out.out)
+    assert len(rows) == len(data["rows"]) > 0
+    assert list(rows[0])[:3] == ["op", "shape", "dtype"]
+    for row, r in zip(rows, data["rows"], strict=True):
+        assert row["op"] == r["op"]
+        for key in ("gpu_time_us", "flops_per_call", "bytes_per_call", "intensity_flops_per_byte", "peak_tflops",
+                    "peak_tbps"):
+            assert (row[key] == "") if r[key] is None else float(row[key]) == pytest.approx(r[key])
