@@ -42,12 +42,18 @@ class DemoResult:
 
 def diagnose(gpu: bool, shares: Sequence[tuple[str, float]], step_ns: Sequence[int], busy: float | None,
              advice: Advice | None = None) -> list[str]:
-    """Plain-language findings from the profiled steps. `shares`: (name, share of GPU time or of CPU-operator
-    self time), largest first. `advice`: the advice rules' findings (analysis/rules/, the same as `opscope
-    advise`), which say what to fix on a GPU run; the rules read GPU activity, so a CPU-only run keeps the one
-    CPU hint below (convolutions)."""
+    """Plain-language findings from the profiled steps: first the advice rules' findings (analysis/rules/, the
+    same engine and the same findings as `opscope advise`, on every run), then only the lines no rule states:
+    the largest item (context for the findings), the first step's warm-up cost (no rule compares steps), and
+    on a CPU-only run the CPU-operator busy share and the convolution hint (the rules read GPU activity, so
+    they have nothing to say about CPU operators). The GPU busy share is left to the rules (`host_bound`,
+    `low_utilization_windows`, `gpu_gaps` say it with its cause). `shares`: (name, share of GPU time or of
+    CPU-operator self time), largest first."""
     unit = "GPU time" if gpu else "CPU operator self time"
-    findings = []
+    findings = [
+        f"[{f.severity}] {f.id}: {f.title} ({f.time_at_stake_ns / 1e6:.2f} ms at stake). {f.advice}"
+        for f in (advice.findings if advice else ())
+    ]
     if shares:
         name, share = shares[0]
         top3 = sum(s for _, s in shares[:3])
@@ -62,13 +68,9 @@ def diagnose(gpu: bool, shares: Sequence[tuple[str, float]], step_ns: Sequence[i
             findings.append(f"Step 0 took {step_ns[0] / 1e6:.1f} ms vs {later / 1e6:.1f} ms for the later profiled "
                             f"steps ({step_ns[0] / later:.1f}x): first-call costs (allocation, algorithm selection, "
                             "lazy init). Profile steady state with opscope.profile(wait=1, warmup=1, active=3).")
-    if busy is not None and gpu:
-        findings.append(f"The GPU was busy {busy * 100:.1f}% of the profiled step time.")
-    elif busy is not None:
+    if busy is not None and not gpu:
         findings.append(f"At least one CPU operator was running {busy * 100:.1f}% of the profiled step time; the "
                         "rest is Python and framework work between operators.")
-    for f in advice.findings if advice else ():
-        findings.append(f"[{f.severity}] {f.id}: {f.title} ({f.time_at_stake_ns / 1e6:.2f} ms at stake). {f.advice}")
     return findings
 
 
@@ -106,7 +108,7 @@ def run_demo(device: str | None = None, total_steps: int = 10, profiled_steps: i
     else:
         shares = [(r.name, r.share) for r in cpu_op_table(trace, top=0, linkage=linkage).rows]
     busy = utilization(trace, gpu, linkage)
-    advice = analyze(trace, AnalyzeOptions(), linkage).advice if gpu else None
+    advice = analyze(trace, AnalyzeOptions(), linkage).advice  # the rule engine, on every run
     step_ns = tuple(w.dur_ns for w in windows if w.step is not None)
     return DemoResult(device=describe_device(chosen), total_steps=total_steps, profiled_steps=profiled_steps,
                       latent_shape=tuple(latents.shape), seconds=seconds,

@@ -16,6 +16,17 @@ from opscope.analysis.rules.registry import RULES
 from opscope.report.document import FLOAT, MS, NAME, PCT, TEXT, Column, Document, Table
 
 SCHEMA = "opscope.advise/1"
+# the JSON's scalar fields that the table leaves out, as CSV-only columns (names as in the JSON)
+CSV_EXTRA = (
+    Column("metric", "Metric", TEXT),
+    Column("value", "Value", FLOAT),
+    Column("threshold", "Threshold", FLOAT),
+    Column("time_at_stake_us", "At stake us", FLOAT),
+    Column("predicted_saving_us", "Saving us", FLOAT),
+    Column("source", "Source", TEXT),
+    Column("advice", "Advice", NAME),
+)
+CSV_EXTRA_KEYS = frozenset(c.key for c in CSV_EXTRA)
 EVIDENCE_IN_TABLE = 3  # evidence items per finding in the text tables (JSON carries up to 10)
 
 
@@ -56,6 +67,7 @@ def findings_table(advice: Advice | None, name: str = "findings") -> Table:
                 "time": f.time_at_stake_ns,
                 "share": f.share,
                 "title": f.title,
+                **{k: v for k, v in finding_data(f).items() if k in CSV_EXTRA_KEYS},
             }
         )
     return Table(
@@ -69,6 +81,7 @@ def findings_table(advice: Advice | None, name: str = "findings") -> Table:
             Column("title", "Finding", NAME),
         ),
         tuple(rows),
+        csv_extra=CSV_EXTRA,
     )
 
 

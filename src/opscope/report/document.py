@@ -25,6 +25,8 @@ class Table:
     columns: tuple[Column, ...]
     rows: tuple[dict[str, Any], ...]
     footer: tuple[str, ...] = ()
+    # columns written only by CSV, after `columns`: the JSON's scalar fields that do not fit a terminal table
+    csv_extra: tuple[Column, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -90,8 +90,23 @@ def efficiency_columns(by_shape: bool) -> tuple[Column, ...]:
     )
 
 
+# the JSON's scalar fields that the table leaves out, as CSV-only columns (names as in the JSON)
+CSV_EXTRA = (
+    Column("gpu_time_us", "GPU us", FLOAT),
+    Column("flops_per_call", "FLOPs/call", FLOAT),
+    Column("bytes_per_call", "Bytes/call", FLOAT),
+    Column("intensity_flops_per_byte", "FLOP/B", FLOAT),
+    Column("peak_tflops", "Peak TFLOP/s", FLOAT),
+    Column("peak_tbps", "Peak TB/s", FLOAT),
+    Column("family", "Family", TEXT),
+    Column("note", "Note", NAME),
+)
+
+
 def efficiency_cells(r: EfficiencyRow) -> dict[str, Any]:
+    data = row_data(r)
     return {
+        **{c.key: data[c.key] for c in CSV_EXTRA},
         "op": r.op,
         "shape": r.shape,
         "dtype": r.dtype,
@@ -111,7 +126,7 @@ def efficiency_document(result: Efficiency) -> Document:
     rows = tuple(efficiency_cells(r) for r in result.rows)
     hidden = result.total_rows - len(result.rows)
     footer = (f"{hidden:,} more rows (--top 0 shows all)",) if hidden > 0 else ()
-    tables = [Table("efficiency", "", efficiency_columns(by_shape), rows, footer)]
+    tables = [Table("efficiency", "", efficiency_columns(by_shape), rows, footer, csv_extra=CSV_EXTRA)]
     if result.unsized:
         tables.append(
             Table(

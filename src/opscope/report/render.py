@@ -144,15 +144,17 @@ def render_markdown(doc: Document, options: RenderOptions) -> str:
 
 
 def render_csv(doc: Document, options: RenderOptions) -> str:
-    """The document's first table, one row per line, raw values (full names, nanoseconds as microseconds).
+    """The document's first table, one row per line, raw values (full names, nanoseconds as microseconds), with
+    its CSV-only columns (`Table.csv_extra`) after the shown ones.
     Text cells go through `csv_cell`: control characters visible, formula starts neutralised with `'`."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     if not doc.tables:
         return ""
     table = doc.tables[0]
+    columns = (*table.columns, *table.csv_extra)
     header = []
-    for col in table.columns:
+    for col in columns:
         key = col.key
         if col.kind in (MS, US):  # values are written in microseconds: say so in the header
             key = key[:-3] + "_us" if key.endswith("_ns") else key if key.endswith("_us") else key + "_us"
@@ -160,7 +162,7 @@ def render_csv(doc: Document, options: RenderOptions) -> str:
     writer.writerow([csv_cell(key) for key in header])
     for row in table.rows:
         out = []
-        for col in table.columns:
+        for col in columns:
             value = row.get(col.key)
             if value is not None and col.kind in (MS, US):
                 value = round(value / 1e3, 3)

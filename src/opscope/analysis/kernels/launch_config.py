@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 import polars as pl
 
 from opscope.analysis.timeline import select
+from opscope.analysis.timeline import window as win
 from opscope.model.meta import DeviceInfo
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
@@ -124,6 +125,7 @@ class LaunchOptions:
     name_filter: str | None = None
     low_occupancy_pct: float = 50.0  # theoretical occupancy below this is flagged
     tail_efficiency: float = 0.8  # wave efficiency below this (with >= 1 wave) is flagged
+    window: win.Window | None = None  # only kernels that start inside it (--steps); None = the whole trace
 
 
 @dataclass(frozen=True)
@@ -173,9 +175,13 @@ def launch_key(row: LaunchRow) -> tuple[object, ...]:
     return (row.name, row.device, *row.grid, *row.block, row.registers_per_thread, row.shared_memory)
 
 
-def launch_groups(trace: Trace, name_filter: str | None = None) -> pl.DataFrame:
-    """Kernel launches grouped by name and launch configuration: calls, total time, mean est. occupancy."""
-    return (kernel_launches(trace, name_filter).select([*LAUNCH_KEY, Col.DUR_NS, Col.OCCUPANCY_PCT])
+def launch_groups(trace: Trace, name_filter: str | None = None, window: win.Window | None = None) -> pl.DataFrame:
+    """Kernel launches grouped by name and launch configuration: calls, total time, mean est. occupancy; only
+    the kernels that start inside `window` when given."""
+    launches = kernel_launches(trace, name_filter)
+    if window is not None:
+        launches = launches.filter(win.starts_inside(window))
+    return (launches.select([*LAUNCH_KEY, Col.DUR_NS, Col.OCCUPANCY_PCT])
             .group_by(LAUNCH_KEY).agg(pl.len().alias("calls"), pl.col(Col.DUR_NS).sum().alias("total_ns"),
                                 # Kineto writes 0 where it made no estimate (cutlass / cuBLAS GEMMs with large
                                 # shared memory or cluster launches): a kernel that ran had some warps resident,
@@ -215,7 +221,7 @@ def _dim(value: object) -> int:
 def launch_config(trace: Trace, options: LaunchOptions | None = None) -> LaunchReport:
     """One row per kernel name and launch configuration, sorted by total time (see the module doc)."""
     opts = options or LaunchOptions()
-    groups = launch_groups(trace, opts.name_filter)
+    groups = launch_groups(trace, opts.name_filter, opts.window)
     devices = {d.id: d for d in trace.meta.devices}
     rows: list[LaunchRow] = []
     for r in groups.iter_rows(named=True):

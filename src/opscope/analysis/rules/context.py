@@ -13,6 +13,7 @@ import polars as pl
 from opscope.analysis.attribution.linking import ROW, Linkage
 from opscope.analysis.timeline import intervals
 from opscope.analysis.timeline.activity import Activity
+from opscope.analysis.timeline.window import Window
 from opscope.analysis.timeline.windows import STEP_NAME, StepWindow, select_windows
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
@@ -41,6 +42,13 @@ class RuleContext:
     def steps(self) -> tuple[StepWindow, ...]:
         """The ProfilerStep#N windows analysed: those of `--steps` when given, else all (none without markers)."""
         return tuple(w for w in select_windows(self.trace, self.analysis.options.steps) if w.step is not None)
+
+    @functools.cached_property
+    def selected_window(self) -> Window | None:
+        """The analysed window when `--steps` (or explicit windows) chose part of the trace, else None: for
+        the checks that read the trace's events directly rather than `clipped`."""
+        options = self.analysis.options
+        return self.activity.window if options.steps or options.windows else None
 
     @functools.cached_property
     def gpu_total_ns(self) -> int:

@@ -14,6 +14,7 @@ import polars as pl
 from opscope.analysis.memory.summary import MemoryOptions, memory_stats
 from opscope.analysis.rules.context import RuleContext
 from opscope.analysis.rules.model import ABOVE, MAX_EVIDENCE, WINDOW, Hit, Rule
+from opscope.analysis.timeline.window import starts_inside
 from opscope.model.schema import Col, Kind
 
 ALLOCATOR_CALLS = r"^(cuda|hip)(Malloc|Free)(Async)?$|^cu(MemAlloc|MemFree)"
@@ -24,10 +25,13 @@ def peak_fraction(peak_bytes: int, capacity_bytes: int) -> float:
 
 
 def _allocator_ns(ctx: RuleContext) -> int:
+    """The allocator's runtime calls, those that start in the selected steps with `--steps`."""
+    window = ctx.selected_window
     calls = (
         ctx.trace.lazy()
         .filter(pl.col(Col.KIND) == Kind.RUNTIME)
         .filter(pl.col(Col.NAME).cast(pl.String).str.contains(ALLOCATOR_CALLS))
+        .filter(starts_inside(window) if window is not None else pl.lit(True))
         .select(pl.col(Col.DUR_NS).sum())
         .collect()
         .item()

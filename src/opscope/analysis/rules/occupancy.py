@@ -12,7 +12,7 @@ COMMUNICATION_KERNEL = r"nccl|rccl|msccl"  # collectives keep few blocks residen
 
 
 def low_theoretical_occupancy(ctx: RuleContext, threshold: float) -> Hit | None:
-    report = launch_config(ctx.trace, LaunchOptions(top=0))
+    report = launch_config(ctx.trace, LaunchOptions(top=0, window=ctx.selected_window))
     rows = [
         r
         for r in report.rows

@@ -4,23 +4,64 @@ from __future__ import annotations
 
 import polars as pl
 
+from opscope.analysis.attribution.linking import ROW, Linkage
 from opscope.analysis.rules.context import RuleContext
 from opscope.analysis.rules.model import ABOVE, MAX_EVIDENCE, WINDOW, Hit, Rule, exact_names
-from opscope.analysis.timeline.syncs import END, issuing_ops, sync_calls
+from opscope.analysis.timeline.syncs import END, issuing_op_rows, issuing_ops, sync_calls
 from opscope.model.schema import Col, Kind
+from opscope.model.trace import Trace
 
 NOT_HOST_WAIT = r"StreamWaitEvent"  # orders two streams on the GPU; the host does not wait
-SCALAR_OPS = (
-    "aten::item",
-    "aten::_local_scalar_dense",
-    "aten::cpu",
-    "aten::to",
-    "aten::_to_copy",
-    "aten::copy_",
-    "aten::nonzero",
-    "aten::is_nonzero",
-    "aten::tolist",
-)
+DEVICE_TO_HOST = r"DtoH|D2H|Device_?To_?Host|Device -> (Pageable|Pinned|Host)"  # GPU memcpy names
+ITEM = ".item() / .cpu(): a device-to-host copy, then a wait"
+D2H, OTHER_COPY = "d2h", "copy"  # what `copy_then_wait` says
+
+
+def copy_then_wait(calls: pl.DataFrame, trace: Trace, linkage: Linkage) -> pl.Series:
+    """For each synchronising call (name, pid, tid, ts_ns, end_ns): "d2h" when it is the `.item()` / `.cpu()`
+    pattern, a device-to-host copy then a wait: the call itself launched a device-to-host memcpy (a blocking
+    cudaMemcpy), or the runtime / driver call just before it on the same thread did and both lie in the same
+    innermost op (cudaMemcpyAsync DtoH then cudaStreamSynchronize inside aten::_local_scalar_dense); "copy"
+    when that copy goes another way (a blocking host-to-device `copy_`); else null. The copy is the GPU
+    memcpy event linked to the call (`launch_row`); its direction comes from its name."""
+    if calls.height == 0:
+        return pl.Series("copy", [], dtype=pl.String)
+    d2h = pl.col(Col.NAME).cast(pl.String).str.contains(DEVICE_TO_HOST)
+    copies = (
+        linkage.gpu.filter((pl.col(Col.KIND) == Kind.MEMCPY) & pl.col("launch_row").is_not_null())
+        .select(pl.col("launch_row").alias(ROW), pl.col("op_row").alias("_copy_op"),
+                pl.when(d2h).then(pl.lit(D2H)).otherwise(pl.lit(OTHER_COPY)).alias("_dir"))
+        .sort("_dir", descending=True)  # "d2h" first: a call that launched both kinds counts as d2h
+        .unique(ROW, keep="first", maintain_order=True)
+    )
+    host = (
+        trace.lazy()
+        .with_row_index(ROW)
+        .filter(pl.col(Col.KIND).cast(pl.String).is_in([Kind.RUNTIME, Kind.DRIVER]) & pl.col(Col.TS_NS).is_not_null())
+        .select(pl.col(ROW).cast(pl.Int64), pl.col(Col.PID).cast(pl.String), pl.col(Col.TID).cast(pl.String),
+                Col.TS_NS)
+        .collect()
+        .sort(Col.TS_NS)
+    )
+    queries = calls.select(Col.PID, Col.TID, Col.TS_NS).with_columns(
+        issuing_op_rows(calls, linkage).alias("_op"), pl.int_range(pl.len()).alias("_q")
+    ).sort(Col.TS_NS)
+
+    def nearest(exact: bool, alias: str) -> pl.DataFrame:
+        found = queries.join_asof(host.rename({ROW: alias}), on=Col.TS_NS, by=[Col.PID, Col.TID],
+                                  strategy="backward", allow_exact_matches=exact, check_sortedness=False)
+        return found.select("_q", "_op", alias)
+
+    own = nearest(True, "_self").join(copies.rename({ROW: "_self"}), on="_self", how="left")
+    before = nearest(False, "_prev").join(copies.rename({ROW: "_prev"}), on="_prev", how="left")
+    same_op = (pl.col("_copy_op") == pl.col("_op")).fill_null(False)
+    marked = own.select("_q", pl.col("_dir").alias("_a")).join(
+        before.select("_q", pl.when(same_op).then(pl.col("_dir")).alias("_b")), on="_q"
+    )
+    by_query = marked.select("_q", pl.coalesce("_a", "_b").alias("copy"))
+    ordered = pl.DataFrame({"_q": pl.int_range(calls.height, eager=True)}).join(by_query, on="_q", how="left",
+                                                                                  maintain_order="left")
+    return ordered["copy"]
 
 
 def syncs_in_steps(ctx: RuleContext, threshold: float) -> Hit | None:
@@ -37,11 +78,13 @@ def syncs_in_steps(ctx: RuleContext, threshold: float) -> Hit | None:
     found = found.with_columns(
         issuing_ops(found, ctx.linkage).fill_null("(no op)").alias("op"),
         python_context(found, ctx.linkage.scopes).alias("python"),
+        copy_then_wait(found, ctx.trace, ctx.linkage).alias("copy"),
     )
     groups = (
-        found.group_by(Col.NAME, "op", "python")
+        found.group_by(Col.NAME, "op", "python", "copy")
         .agg(pl.len().alias("calls"), pl.col(Col.DUR_NS).sum().alias("_ns"))
-        .sort(["_ns", Col.NAME, "op", "python"], descending=[True, False, False, False], nulls_last=True)
+        .sort(["_ns", Col.NAME, "op", "python", "copy"], descending=[True, False, False, False, False],
+              nulls_last=True)
     )
     evidence = tuple(
         {
@@ -50,8 +93,10 @@ def syncs_in_steps(ctx: RuleContext, threshold: float) -> Hit | None:
             "python": r["python"],
             "calls": r["calls"],
             "time_us": round(r["_ns"] / 1e3, 3),
-            "pattern": ".item() / .cpu(): a device-to-host copy, then a wait"
-            if r["op"] in SCALAR_OPS
+            "pattern": ITEM
+            if r["copy"] == D2H
+            else "blocking copy: a copy to or from the device, then a wait"
+            if r["copy"] == OTHER_COPY
             else "explicit synchronisation"
             if "Synchronize" in r[Col.NAME]
             else "blocking copy",

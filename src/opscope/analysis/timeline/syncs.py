@@ -76,7 +76,15 @@ def gpu_sync_events(trace: Trace) -> pl.DataFrame:
 
 
 def issuing_ops(calls: pl.DataFrame, linkage: Linkage) -> pl.Series:
-    """Name of the innermost CPU op or user annotation containing each call on its thread (null when none).
+    """Name of the innermost CPU op or user annotation containing each call on its thread (null when none)."""
+    rows = pl.DataFrame({ROW: issuing_op_rows(calls, linkage)})
+    names = linkage.scopes.select(ROW, pl.col(Col.NAME).cast(pl.String))
+    return rows.join(names, on=ROW, how="left", maintain_order="left")[Col.NAME].alias("op")
+
+
+def issuing_op_rows(calls: pl.DataFrame, linkage: Linkage) -> pl.Series:
+    """Row (in the trace's event table) of the innermost CPU op or user annotation containing each call on its
+    thread (null when none).
 
     Reuses the call tree `analysis.attribution.linking` built: the op that started last at or before the call is the
     innermost container if it still runs at the call's end; otherwise the container is among its ancestors
@@ -91,7 +99,7 @@ def issuing_ops(calls: pl.DataFrame, linkage: Linkage) -> pl.Series:
         .sort([Col.TS_NS, "_end"], descending=[False, True])  # on equal starts the inner (shorter) op last
     )
     if ops.height == 0:
-        return pl.Series("op", [None] * calls.height, dtype=pl.String)
+        return pl.Series(ROW, [None] * calls.height, dtype=pl.Int64)
     found = (
         queries.filter(pl.col(Col.TS_NS).is_not_null()).sort(Col.TS_NS)
         .join_asof(ops.select(ROW, Col.PID, Col.TID, Col.TS_NS), on=Col.TS_NS, by=[Col.PID, Col.TID],
@@ -109,10 +117,9 @@ def issuing_ops(calls: pl.DataFrame, linkage: Linkage) -> pl.Series:
         if not outside.any():
             break
         current = np.where(outside, parents[np.minimum(at, len(ends) - 1)], current)
-    names = pl.DataFrame({"_q": found["_q"], ROW: pl.Series(current).replace(-1, None)}).join(
-        by_row.select(ROW, pl.col(Col.NAME).cast(pl.String)), on=ROW, how="left")
-    ordered = queries.select("_q").join(names, on="_q", how="left", maintain_order="left")
-    return ordered[Col.NAME].alias("op")
+    rows_found = pl.DataFrame({"_q": found["_q"], ROW: pl.Series(current, dtype=pl.Int64).replace(-1, None)})
+    ordered = queries.select("_q").join(rows_found, on="_q", how="left", maintain_order="left")
+    return ordered[ROW]
 
 
 def _rows(frame: pl.DataFrame, key: str) -> tuple[SyncRow, ...]:
