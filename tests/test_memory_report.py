@@ -12,10 +12,12 @@ import memory_reference as mref
 import reference as ref
 from browser import chromium, open_report, wait_for  # noqa: F401  (fixtures)
 from conftest import corpus_path
+from opscope.analysis.memory.peaks import pair_devices
 from rawfixtures import HOSTILE_OP
 
 BERT = "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
 QWEN = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+BERT_MI300 = "tracelens/mi300__gaunernst_bert-small-uncased__1016001.json.gz"
 
 
 def test_analyze_shows_peak_memory(cli) -> None:
@@ -44,6 +46,43 @@ def test_diff_shows_peaks_and_gates_on_memory(cli) -> None:
     assert cli("diff", new, base, "--fail-memory", "0").code == 0  # it shrank
     assert "Peak memory per device (BASE -> NEW)" in cli("diff", base, new).out
     assert cli("diff", base, new, "--fail-memory", "lots").code == 2
+
+
+def test_diff_pairs_cuda_with_hip_and_gates_across_vendors(cli) -> None:
+    # the same BERT model on an H100 (cuda:0) and an MI300X (hip:0): one row, both names kept, the gate fires
+    base, new = corpus_path(BERT), corpus_path(BERT_MI300)
+    b, n = mref.summary(ref.load(base))["cuda:0"], mref.summary(ref.load(new))["hip:0"]
+    growth = (n["peak_allocated_bytes"] - b["peak_allocated_bytes"]) / b["peak_allocated_bytes"]
+    assert growth > 0.4  # the MI300X run peaks ~45% higher
+    r = cli("diff", base, new, "--format", "json", "--fail-memory", "5")
+    assert r.code == 1 and "cuda:0 -> hip:0 peak allocated memory grew by 44.5% (limit 5%)" in r.err
+    gpu = [d for d in json.loads(r.out)["memory"]["devices"] if d["device"] != "cpu"]
+    assert len(gpu) == 1
+    (row,) = gpu
+    assert row["device"] == "cuda:0 -> hip:0"
+    assert row["base"]["device"] == "cuda:0" and row["new"]["device"] == "hip:0"
+    assert row["base"]["peak_allocated_bytes"] == b["peak_allocated_bytes"]
+    assert row["new"]["peak_reserved_bytes"] == n["peak_reserved_bytes"]
+    assert row["peak_allocated_change"] == pytest.approx(growth)
+    back = cli("diff", new, base, "--fail-memory", "5")  # the GPU shrank the other way round
+    assert "hip:0 -> cuda:0" in back.out and "hip:0 -> cuda:0 peak" not in back.err
+
+
+def test_pair_devices_by_index_only_when_unambiguous() -> None:
+    # HAND-MADE device lists
+    assert pair_devices(["cuda:0", "cuda:1", "cpu"], ["hip:1", "hip:0", "cpu"]) == [
+        ("cuda:0", "hip:0"),
+        ("cuda:1", "hip:1"),
+        ("cpu", "cpu"),
+    ]
+    assert pair_devices(["cuda:0", "hip:0"], ["hip:0", "xpu:0"]) == [("cuda:0", "xpu:0"), ("hip:0", "hip:0")]
+    assert pair_devices(["cuda:0"], ["hip:0", "xpu:0"]) == [("cuda:0", None), (None, "hip:0"), (None, "xpu:0")]
+    assert pair_devices(["cuda:0", "mps"], ["hip:1", "cpu"]) == [
+        ("cuda:0", None),
+        (None, "hip:1"),
+        ("mps", None),
+        (None, "cpu"),
+    ]
 
 
 def test_ranks_show_peak_memory_per_rank(cli) -> None:
