@@ -96,6 +96,8 @@ def summary(events: list[dict]) -> dict[str, dict]:
         level, relative = levels(items)
         peak = max(level)
         at = level.index(peak)
+        if relative and peak <= 0:  # the running sum starts from 0, before the first event
+            peak, at = 0, 0
         gpu = name != "cpu"
         reserved = [e["args"].get("Total Reserved") for _, _, e in items]
         has_reserved = gpu and not relative and None not in reserved

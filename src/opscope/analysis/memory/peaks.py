@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis.memory.events import device_order, is_gpu, memory_events
+from opscope.analysis.memory.events import device_order, is_gpu, memory_events, peak_of
 from opscope.analysis.timeline import windows
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
@@ -53,7 +53,8 @@ def peak_memory(trace: Trace, steps: str | None = None) -> tuple[DevicePeak, ...
         reserved = frame[Col.MEM_RESERVED]
         has_reserved = is_gpu(name) and not relative and reserved.null_count() == 0
         peak_reserved = int(reserved.to_numpy().max()) if has_reserved else None
-        out.append(DevicePeak(name, int(level.to_numpy().max()), peak_reserved, relative))
+        _, peak = peak_of(level.to_numpy(), relative)
+        out.append(DevicePeak(name, peak, peak_reserved, relative))
     return tuple(out)
 
 
