@@ -83,6 +83,30 @@ def test_real_trace_devices_steps_and_ops() -> None:
     assert sum(o.self_alloc_bytes for o in stats.top_ops if o.device == "hip:0") == hip.alloc_bytes
 
 
+OP_FIELDS = ("self_alloc_bytes", "self_alloc_count", "self_increase_bytes", "alloc_bytes", "alloc_count")
+
+
+def test_real_trace_op_rows_match_the_raw_events() -> None:
+    # every (op, device) row of the Qwen H100 trace, self and inclusive, against brute-force containment
+    path = corpus_path("tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
+    events = ref.load(path)
+    trace = opscope.load(path, cache=False)
+    stats = memory_stats(trace, MemoryOptions(top=0))
+    for device in ("cuda:0", "cpu"):
+        want = mref.op_rows(events, device)
+        got = {o.op: {f: getattr(o, f) for f in OP_FIELDS} for o in stats.top_ops if o.device == device}
+        assert got == want, device
+    cuda = mref.op_rows(events, "cuda:0")
+    # not vacuous: workspaces freed inside their op, and ops whose inclusive figures exceed their own
+    assert cuda["aten::addmm (aten::empty)"]["self_increase_bytes"] == 0
+    assert cuda["aten::linear"]["alloc_count"] > cuda["aten::addmm"]["alloc_count"] > 0
+    assert cuda["ProfilerStep#*"]["alloc_count"] > 1000
+    top = memory_stats(trace, MemoryOptions(top=5)).top_ops  # the top ops (default view) are those rows
+    assert len(top) == 5
+    for o in top:
+        assert {f: getattr(o, f) for f in OP_FIELDS} == mref.op_rows(events, o.device)[o.op]
+
+
 def test_old_trace_without_totals_is_relative(cli) -> None:
     path = corpus_path(
         "kineto/tb_plugin_samples_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz"
