@@ -9,10 +9,10 @@ import json
 import pytest
 
 import memory_reference as mref
+import opscope
 import reference as ref
 from browser import chromium, open_report, wait_for  # noqa: F401  (fixtures)
 from conftest import corpus_path
-import opscope
 from opscope.analysis.memory.peaks import pair_devices
 from opscope.report.memory_panel import MAX_POINTS, memory_panel
 from rawfixtures import HOSTILE_OP

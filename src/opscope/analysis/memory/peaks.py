@@ -90,6 +90,6 @@ def compare_peaks(base: tuple[DevicePeak, ...], new: tuple[DevicePeak, ...]) -> 
     n = {p.device: p for p in new}
     out = []
     for bn, nn in pair_devices(list(b), list(n)):
-        label = bn if nn is None or bn == nn else nn if bn is None else f"{bn} -> {nn}"
+        label = " -> ".join(dict.fromkeys(d for d in (bn, nn) if d is not None))
         out.append(PeakChange(label, b.get(bn) if bn else None, n.get(nn) if nn else None))
     return tuple(out)
