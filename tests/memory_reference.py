@@ -96,6 +96,8 @@ def summary(events: list[dict]) -> dict[str, dict]:
         level, relative = levels(items)
         peak = max(level)
         at = level.index(peak)
+        if relative and peak <= 0:  # the running sum starts from 0, before the first event
+            peak, at = 0, 0
         gpu = name != "cpu"
         reserved = [e["args"].get("Total Reserved") for _, _, e in items]
         has_reserved = gpu and not relative and None not in reserved
@@ -144,27 +146,68 @@ def step_rows(events: list[dict]) -> dict[tuple[int, str], tuple[int, int, int]]
 STEP = re.compile(r"^ProfilerStep#\d+$")
 
 
+def _containing(ops: dict[tuple[str, str], list[tuple[int, int, str]]], e: dict) -> list[tuple[int, int, str]]:
+    """(start, end, name) of the ops on the event's thread whose [ts, ts + dur] holds it, innermost first
+    (latest start, ties: the shorter): brute-force containment, no op tree."""
+    at = ref.ns(e.get("ts"))
+    held = [o for o in ops.get(_thread(e), []) if o[0] <= at <= o[1]]
+    return sorted(held, key=lambda o: (o[0], o[0] - o[1]), reverse=True)
+
+
+def op_rows(events: list[dict], device: str) -> dict[str, dict[str, int]]:
+    """op label -> self_alloc_bytes, self_alloc_count, self_increase_bytes, alloc_bytes, alloc_count, as
+    docs/memory.md defines them ("Who allocates"), straight from the raw events:
+
+    - the charged op: the innermost containing op, or, while that is an `aten::empty*`, the next one out;
+      label `parent (outermost factory)`; `ProfilerStep#N` folds into `ProfilerStep#*`; none: `(no op)`;
+    - self increase: the allocation's bytes when its free (pairs(): same address, latest unmatched
+      allocation) comes after the charged op instance ends, or never; every `(no op)` allocation counts;
+    - inclusive: each allocation counts once for every distinct name on the chain from the charged op out
+      to the outermost containing op; a `parent (aten::empty)` row's inclusive figures are its self ones.
+    """
+    ops: dict[tuple[str, str], list[tuple[int, int, str]]] = defaultdict(list)
+    for o in events:
+        if o.get("cat") in ref.OP_CATS and ref.is_x(o):
+            ops[_thread(o)].append((*ref.span(o), str(o.get("name"))))
+    items = by_device(events).get(device, [])
+    freed_at = {a: items[f][0] for a, f in pairs(items)[0].items()}
+    fields = ("self_alloc_bytes", "self_alloc_count", "self_increase_bytes", "alloc_bytes", "alloc_count")
+    rows: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(fields, 0))
+    factory_rows = set()
+    for k, (_, _, e) in enumerate(items):
+        nbytes = e["args"]["Bytes"]
+        if nbytes <= 0:
+            continue
+        chain = _containing(ops, e)
+        names = ["ProfilerStep#*" if STEP.match(o[2]) else o[2] for o in chain]
+        label, end, outward = "(no op)", None, ["(no op)"]
+        if names:
+            c = 0
+            while names[c].startswith("aten::empty") and c + 1 < len(names):
+                c += 1
+            label = names[c] if c == 0 else f"{names[c]} ({names[c - 1]})"
+            end = chain[c][1]
+            outward = list(dict.fromkeys(names[c:]))
+            if c:
+                factory_rows.add(label)
+        row = rows[label]
+        row["self_alloc_bytes"] += nbytes
+        row["self_alloc_count"] += 1
+        if end is None or k not in freed_at or freed_at[k] > end:
+            row["self_increase_bytes"] += nbytes
+        for name in outward:
+            rows[name]["alloc_bytes"] += nbytes
+            rows[name]["alloc_count"] += 1
+    for label in factory_rows:
+        rows[label]["alloc_bytes"] = rows[label]["self_alloc_bytes"]
+        rows[label]["alloc_count"] = rows[label]["self_alloc_count"]
+    return dict(rows)
+
+
 def self_allocs(events: list[dict], device: str) -> dict[str, tuple[int, int]]:
     """op label -> (self bytes, self count), with the aten::empty rule, by brute-force containment."""
-    ops = [o for o in events if o.get("cat") in ref.OP_CATS and ref.is_x(o)]
-    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for _, _, e in by_device(events).get(device, []):
-        if e["args"]["Bytes"] <= 0:
-            continue
-        at = ref.ns(e.get("ts"))
-        chain = sorted(
-            (o for o in ops if _thread(o) == _thread(e) and ref.span(o)[0] <= at <= ref.span(o)[1]),
-            key=lambda o: (ref.span(o)[0], -(ref.span(o)[1] - ref.span(o)[0])),
-            reverse=True,
-        )
-        names = ["ProfilerStep#*" if STEP.match(o["name"]) else o["name"] for o in chain]
-        if not names:
-            label = "(no op)"
-        else:
-            k = 0
-            while names[k].startswith("aten::empty") and k + 1 < len(names):
-                k += 1
-            label = names[k] if k == 0 else f"{names[k]} ({names[k - 1]})"
-        out[label][0] += e["args"]["Bytes"]
-        out[label][1] += 1
-    return {k: (v[0], v[1]) for k, v in out.items()}
+    return {
+        k: (v["self_alloc_bytes"], v["self_alloc_count"])
+        for k, v in op_rows(events, device).items()
+        if v["self_alloc_count"]
+    }

@@ -15,6 +15,7 @@ import opscope
 import reference as ref
 from conftest import corpus_path
 from opscope.analysis.memory.events import device_name
+from opscope.analysis.memory.peaks import peak_memory
 from opscope.analysis.memory.summary import MemoryOptions, memory_stats
 from opscope.report.memory_view import memory_data
 
@@ -80,6 +81,30 @@ def test_real_trace_devices_steps_and_ops() -> None:
     assert got_ops == want_ops
     assert "aten::addmm (aten::empty)" in got_ops
     assert sum(o.self_alloc_bytes for o in stats.top_ops if o.device == "hip:0") == hip.alloc_bytes
+
+
+OP_FIELDS = ("self_alloc_bytes", "self_alloc_count", "self_increase_bytes", "alloc_bytes", "alloc_count")
+
+
+def test_real_trace_op_rows_match_the_raw_events() -> None:
+    # every (op, device) row of the Qwen H100 trace, self and inclusive, against brute-force containment
+    path = corpus_path("tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
+    events = ref.load(path)
+    trace = opscope.load(path, cache=False)
+    stats = memory_stats(trace, MemoryOptions(top=0))
+    for device in ("cuda:0", "cpu"):
+        want = mref.op_rows(events, device)
+        got = {o.op: {f: getattr(o, f) for f in OP_FIELDS} for o in stats.top_ops if o.device == device}
+        assert got == want, device
+    cuda = mref.op_rows(events, "cuda:0")
+    # not vacuous: workspaces freed inside their op, and ops whose inclusive figures exceed their own
+    assert cuda["aten::addmm (aten::empty)"]["self_increase_bytes"] == 0
+    assert cuda["aten::linear"]["alloc_count"] > cuda["aten::addmm"]["alloc_count"] > 0
+    assert cuda["ProfilerStep#*"]["alloc_count"] > 1000
+    top = memory_stats(trace, MemoryOptions(top=5)).top_ops  # the top ops (default view) are those rows
+    assert len(top) == 5
+    for o in top:
+        assert {f: getattr(o, f) for f in OP_FIELDS} == mref.op_rows(events, o.device)[o.op]
 
 
 def test_old_trace_without_totals_is_relative(cli) -> None:
@@ -294,6 +319,23 @@ def test_handmade_missing_totals_and_hip(tmp_path: Path) -> None:
     assert d.peak_allocated_bytes == 400 and d.peak_allocated_ts_ns == 2000
     assert d.peak_reserved_bytes is None and d.fragmentation_at_peak_bytes is None
     assert d.live_at_end_count is None and d.lifetime_ns is None and d.unmatched_frees == 0
+
+
+def test_handmade_relative_peak_counts_the_starting_zero(tmp_path: Path) -> None:
+    # HAND-MADE: no totals; a free of 100 (made before the profiler started), then an allocation of 50:
+    # the running sum is 0 (start), -100, -50, so the peak is the starting 0, not -50
+    events = [_mem(1, -100, addr=None), _mem(2, 50, addr=None)]
+    stats, _ = _stats(tmp_path, events)
+    (d,) = stats.devices
+    assert d.relative and d.peak_allocated_bytes == 0 and d.peak_allocated_ts_ns == 1000
+    path = tmp_path / "hand.json"
+    (p,) = peak_memory(opscope.load(path, cache=False))
+    assert p.relative and p.peak_allocated_bytes == 0
+    want = mref.summary(ref.load(path))["cuda:0"]
+    assert (want["peak_allocated_bytes"], want["peak_ts_ns"]) == (0, 1000)
+    # a level that does rise above 0 keeps its own peak
+    stats, _ = _stats(tmp_path, [_mem(1, -100, addr=None), _mem(2, 150, addr=None), _mem(3, 10, addr=None)])
+    assert stats.devices[0].peak_allocated_bytes == 60 and stats.devices[0].peak_allocated_ts_ns == 3000
 
 
 def test_handmade_attribution_empty_rule_and_increase(tmp_path: Path) -> None:

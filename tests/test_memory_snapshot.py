@@ -198,6 +198,11 @@ def test_cli_on_a_snapshot_file(cli, tmp_path: Path) -> None:
     assert table.code == 0 and "Out-of-memory events" in table.out and "make_weights" in table.out
     only = json.loads(cli("memory", path, "--format", "json", "--device", "1").out)
     assert [d["device"] for d in only["devices"]] == ["cuda:1"] and only["ooms"] == []
+    for unknown in ("cuda:7", "7", "hip:0"):  # a device the snapshot lacks: one line, exit 2, as for a trace
+        bad = cli("memory", path, "--device", unknown)
+        assert bad.code == 2 and bad.out == "", unknown
+        (line,) = bad.err.strip().splitlines()
+        assert "--device" in line and "cuda:0, cuda:1" in line
     renamed = tmp_path / "snapshot.bin"  # recognised by content too (pickle protocol header)
     renamed.write_bytes(pickle.dumps(handmade_snapshot(), protocol=4))
     assert is_snapshot(renamed) and cli("memory", renamed, "--format", "json").code == 0

@@ -13,18 +13,30 @@ from opscope.analysis.memory.summary import MemoryOptions, memory_stats
 from opscope.model.trace import Trace
 from opscope.report.memory_view import device_data
 
-MAX_POINTS = 2_000  # per device: the series keeps every local peak (max per bucket), so the peak stays exact
+MAX_POINTS = 2_000  # per device: each bucket keeps both series' own extremes, so each series' peak stays exact
 TOP = 20
 
 
+def bucket_extremes(series: list[np.ndarray], n: int, buckets: int) -> np.ndarray:
+    """Positions of the highest and lowest value of each series in each of `buckets` runs of n events (in
+    order, each once): a thinned step line then still reaches every series' own maxima and minima."""
+    edges = np.linspace(0, n, buckets + 1).astype(np.int64)
+    picks: set[int] = set()
+    for lo, hi in itertools.pairwise(edges):
+        if hi > lo:
+            for values in series:
+                picks.update((lo + int(np.argmax(values[lo:hi])), lo + int(np.argmin(values[lo:hi]))))
+    return np.array(sorted(picks), dtype=np.int64)
+
+
 def _thin(ts: list[int], level: list[int], reserved: list[int] | None) -> dict[str, Any]:
-    """At most MAX_POINTS samples: in each bucket of events, the one with the highest allocated level."""
+    """At most MAX_POINTS samples: every event, or in each bucket of events the extremes of allocated and of
+    reserved (the reserved line must reach its own peak, not only where allocated peaks)."""
     n = len(ts)
     picks = np.arange(n)
     if n > MAX_POINTS:
-        edges = np.linspace(0, n, MAX_POINTS + 1).astype(np.int64)
-        lv = np.asarray(level)
-        picks = np.array([lo + int(np.argmax(lv[lo:hi])) for lo, hi in itertools.pairwise(edges) if hi > lo])
+        series = [np.asarray(level)] + ([np.asarray(reserved)] if reserved is not None else [])
+        picks = bucket_extremes(series, n, MAX_POINTS // (2 * len(series)))
     base = ts[0] if ts else 0
     return {
         "t_us": [round((ts[i] - base) / 1e3, 3) for i in picks],

@@ -84,6 +84,16 @@ def device_order(names: list[str]) -> list[str]:
     return sorted(set(names), key=key)
 
 
+def peak_of(level: np.ndarray, relative: bool) -> tuple[int, int]:
+    """(position, bytes) of the peak of a device's allocated level: the first event that reaches the maximum.
+    A relative level (the running sum of `Bytes`) starts from 0 before the first event, so its peak is never
+    below 0: where no event rises above 0 it is 0, placed at the first event (the level just before it)."""
+    at = int(np.argmax(level))
+    if relative and level[at] <= 0:
+        return 0, 0
+    return at, int(level[at])
+
+
 @dataclass(frozen=True)
 class Pairing:
     """Per event of one device (positions in its frame): `partner` is the matching free of an allocation or

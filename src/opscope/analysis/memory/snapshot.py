@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from opscope.errors import InputError
+from opscope.errors import InputError, UsageError
 
 ALLOCATED = "active_allocated"
 
@@ -83,6 +83,22 @@ def _stack(frames: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _history_devices(snapshot: dict[str, Any]) -> set[str]:
+    traces = snapshot.get("device_traces", [])
+    return {f"cuda:{i}" for i, t in enumerate(traces if isinstance(traces, list) else []) if t}
+
+
+def chosen_devices(wanted: tuple[str, ...], present: list[str]) -> set[str]:
+    """`--device` names (`cuda:1`, or a bare index `1`) that the snapshot has; none of them: a usage error, as
+    for a trace."""
+    chosen = {d if ":" in d else f"cuda:{d}" for d in wanted} & set(present)
+    if not chosen:
+        raise UsageError(
+            f"--device: the snapshot has no {', '.join(wanted)} (it has {', '.join(present) or 'no device'})"
+        )
+    return chosen
+
+
 def snapshot_stats(
     snapshot: dict[str, Any], path: str = "", devices: tuple[str, ...] | None = None, top: int = 20
 ) -> SnapshotStats:
@@ -143,7 +159,8 @@ def snapshot_stats(
                 )
     out = [SnapshotDevice(f"cuda:{i}", a[0], a[1], a[2], a[3], a[4], a[5]) for i, a in sorted(per.items())]
     if devices:
-        chosen = {d if ":" in d else f"cuda:{d}" for d in devices}
+        present = sorted({d.device for d in out} | {o.device for o in ooms} | _history_devices(snapshot))
+        chosen = chosen_devices(devices, present)
         out = [d for d in out if d.device in chosen]
         blocks = [b for b in blocks if b.device in chosen]
         ooms = [o for o in ooms if o.device in chosen]

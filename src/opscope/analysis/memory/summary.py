@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from opscope.analysis.memory.events import device_order, is_gpu, memory_events, pair_frees
+from opscope.analysis.memory.events import device_order, is_gpu, memory_events, pair_frees, peak_of
 from opscope.analysis.memory.owners import Owners, find_owners
 from opscope.analysis.memory.steps import StepMemory, growth_warnings, step_memory
 from opscope.analysis.timeline import windows
@@ -186,7 +186,7 @@ def _device(
     allocated = frame[Col.MEM_ALLOCATED]
     relative = allocated.null_count() > 0
     level = np.cumsum(nbytes) if relative else allocated.to_numpy().astype(np.int64)
-    peak_at = int(np.argmax(level))
+    peak_at, peak = peak_of(level, relative)
     gpu = is_gpu(name)
     reserved_col = frame[Col.MEM_RESERVED]
     has_reserved = gpu and not relative and reserved_col.null_count() == 0
@@ -201,7 +201,7 @@ def _device(
     step = next((w.step for w in markers if w.start_ns <= ts[peak_at] <= w.end_ns), None)
     dev = DeviceMemory(
         device=name,
-        peak_allocated_bytes=int(level[peak_at]),
+        peak_allocated_bytes=peak,
         peak_allocated_ts_ns=int(ts[peak_at]),
         peak_allocated_op=own.innermost[peak_at],
         peak_allocated_step=step,
