@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 import opscope
@@ -158,6 +159,29 @@ def test_gpu_backlog_when_the_gpu_runs_behind() -> None:
     steps = critical_path_stats(opscope.load(corpus_path(NS_STEPS)), steps="102").steps
     assert steps[0].path.breakdown_ns["gpu_backlog"] > 0.3 * steps[0].path.length_ns
     assert steps[0].path.length_ns > steps[0].window.dur_ns
+
+
+def test_untraced_gpu_work_explains_a_sync() -> None:
+    """Qwen H100: a 14.1 ms cudaDeviceSynchronize waits for ~500 kernels whose launch calls are not in the trace;
+    they feed its sync edges, so the wait is GPU work on the path, and the path is still the span."""
+    trace = opscope.load(corpus_path(QWEN))
+    window = step_windows(trace)[0]
+    graph = build(trace, link(trace), window.start_ns, window.end_ns)
+    path = critical_path(graph, top=5)
+    events = graph.events
+    (sync,) = events.with_row_index("e").filter(pl.col("name") == "cudaDeviceSynchronize")["e"].to_list()
+    into = graph.edges.filter(pl.col("sync") & (pl.col("dst") == 2 * sync + 1))
+    launch = events["launch"].to_numpy()
+    assert into.height >= 1 and (launch[into["src"].to_numpy() // 2] < 0).all()
+    on = graph.edges[path.edges]
+    assert on.filter(pl.col("dst") == 2 * sync + 1)["kind"].to_list() == ["sync_wait"]
+    assert path.breakdown_ns["sync_wait"] < 0.01 * path.length_ns  # was 28.6 %: the wait is the GPU's work
+    assert path.breakdown_ns["gpu_compute_bound"] > 0.8 * path.length_ns
+    ts = graph.node_ts()
+    assert path.length_ns == ts.max() - ts.min()
+    # Removing the sync no longer saves its 14.1 ms: the kernels launched after it queue behind that GPU work.
+    saved = path.length_ns - what_if(graph, [WhatIf("cudaDeviceSynchronize", 0)], top=0).length_ns
+    assert 0 <= saved < 1_000_000
 
 
 # ---- what-if sanity on real traces -------------------------------------------------------------------------------
