@@ -225,6 +225,33 @@ def test_a_path_where_hta_fails(name: str) -> None:
         assert not stats.from_markers and len(stats.steps) == 1
 
 
+XPLANE = (
+    "tracelens/mi300__jax08_attention__tw003.xplane.pb",
+    "tracelens/mi300__jax08_gemm__tw003.xplane.pb",
+    "tracelens/mi300__jax_conv_minimal_legacy__chi-mi300x-013.ord.vultr.cpe.ice.amd.com.xplane.pb",
+)
+
+
+@pytest.mark.parametrize("name", XPLANE)
+def test_xplane_window_is_the_graph_span(name: str) -> None:
+    """JAX xplane: the whole-trace window is the span of the graph's events (the trace's extent also counts the
+    Python frames, up to 230x longer); launches (hip* runtime events) are linked to their kernels by correlation.
+    The GPU is on the path only when its work ends last or a blocking call in the graph waited for it: JAX waits
+    in `block_until_ready`, a Python frame, so on these traces the path is the host's (docs/critical-path.md)."""
+    trace = opscope.load(corpus_path(name))
+    (step,) = critical_path_stats(trace).steps
+    assert step.window.dur_ns == step.span_ns
+    assert 0.99 * step.span_ns <= step.path.length_ns <= step.span_ns  # several host threads
+    graph = build(trace, link(trace), step.window.start_ns, step.window.end_ns)
+    events = graph.events
+    gpu = events.filter(pl.col("is_gpu"))
+    assert gpu.height > 0 and (gpu["launch"] >= 0).all()
+    gpu_last = gpu["end_ns"].max() == events["end_ns"].max()
+    waited = graph.edges["sync"].any()
+    on_gpu = sum(step.path.breakdown_ns[k] for k in ("gpu_compute_bound", "memcpy"))
+    assert (on_gpu > 0) == (gpu_last or waited)
+
+
 # ---- the command -------------------------------------------------------------------------------------------------
 
 
