@@ -293,6 +293,13 @@ def test_cli_formats(cli, fmt: str) -> None:  # type: ignore[no-untyped-def]
         header, row = result.out.splitlines()
         assert header.split(",")[:4] == ["step", "wall_us", "path_us", "cpu_bound"]
         assert row.split(",")[:3] == ["100", "3154.0", "3154.0"]
+        # ... then in µs, after the existing columns: each kind's share times the path, summing to the path.
+        cells = dict(zip(header.split(","), row.split(","), strict=True))
+        kinds = [k for k in header.split(",") if k + "_us" in cells]
+        assert kinds and "cpu_bound" in kinds and header.split(",")[-len(kinds):] == [k + "_us" for k in kinds]
+        assert sum(float(cells[k + "_us"]) for k in kinds) == pytest.approx(3154.0, abs=0.01)
+        for k in kinds:
+            assert float(cells[k + "_us"]) == pytest.approx(float(cells[k]) * 3154.0, abs=0.01)
     else:
         assert "aten::empty" in result.out
 

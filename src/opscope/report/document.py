@@ -25,6 +25,7 @@ class Table:
     columns: tuple[Column, ...]
     rows: tuple[dict[str, Any], ...]
     footer: tuple[str, ...] = ()
+    csv_columns: tuple[Column, ...] = ()  # written after `columns` by the CSV renderer only (too wide for a terminal)
 
 
 @dataclass(frozen=True)

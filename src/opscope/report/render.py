@@ -151,8 +151,9 @@ def render_csv(doc: Document, options: RenderOptions) -> str:
     if not doc.tables:
         return ""
     table = doc.tables[0]
+    columns = (*table.columns, *table.csv_columns)
     header = []
-    for col in table.columns:
+    for col in columns:
         key = col.key
         if col.kind in (MS, US):  # values are written in microseconds: say so in the header
             key = key[:-3] + "_us" if key.endswith("_ns") else key if key.endswith("_us") else key + "_us"
@@ -160,7 +161,7 @@ def render_csv(doc: Document, options: RenderOptions) -> str:
     writer.writerow([csv_cell(key) for key in header])
     for row in table.rows:
         out = []
-        for col in table.columns:
+        for col in columns:
             value = row.get(col.key)
             if value is not None and col.kind in (MS, US):
                 value = round(value / 1e3, 3)
