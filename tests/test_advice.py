@@ -274,7 +274,7 @@ def test_advise_json_contract(cli) -> None:
     assert set(data["rules_checked"]) == ALL_IDS
     assert data["findings"] and all(set(f) == FINDING_KEYS for f in data["findings"])
     assert all(len(f["evidence"]) <= 10 for f in data["findings"])
-    removal = {"dataloader_bound", "sync_in_loop", "channels_last"}
+    removal = {"dataloader_bound", "sync_in_loop", "channels_last", "pageable_memcpy"}
     assert all((f["predicted_saving_us"] is None) == (f["id"] not in removal) for f in data["findings"])
     assert [f["time_at_stake_us"] for f in data["findings"]] == sorted(
         (f["time_at_stake_us"] for f in data["findings"]), reverse=True
@@ -491,10 +491,27 @@ def test_predicted_saving_is_the_critical_path_what_if(cli) -> None:
     assert all(
         f["predicted_saving_us"] is None
         for f in advise["findings"]
-        if f["id"] not in ("dataloader_bound", "sync_in_loop", "channels_last")
+        if f["id"] not in ("dataloader_bound", "sync_in_loop", "channels_last", "pageable_memcpy")
     )
     analyze = json.loads(cli("analyze", path, "--format", "json").out)
     assert all(f["predicted_saving_us"] is None for f in analyze["findings"])
+
+
+@pytest.mark.corpus
+def test_pageable_memcpy_predicted_saving_is_the_pinned_what_if(cli) -> None:
+    """pageable_memcpy: the pageable copies and the calls that issued them rescaled to 0.5 (pinned memory's
+    cost, docs/advice.md), the critical path's what-if summed over the steps."""
+    path = corpus_path(RESNET_V100)
+    advise = json.loads(cli("advise", path, "--format", "json").out)
+    (found,) = [f for f in advise["findings"] if f["id"] == "pageable_memcpy"]
+    names = sorted({e["copy"] for e in found["evidence"]} | {e["launch_call"] for e in found["evidence"]})
+    from opscope.analysis.rules.model import exact_names
+
+    pattern = exact_names(names)
+    cp = json.loads(cli("critical-path", path, "--what-if", f"{pattern}:0.5", "--format", "json").out)
+    expected = sum(s["what_if"]["saving_us"] for s in cp["steps"])
+    assert found["predicted_saving_us"] is not None and found["predicted_saving_us"] >= 0
+    assert found["predicted_saving_us"] == pytest.approx(expected, abs=1e-3)
 
 
 def test_exact_names_regex_matches_only_those_names() -> None:

@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 import opscope
@@ -160,6 +161,29 @@ def test_gpu_backlog_when_the_gpu_runs_behind() -> None:
     assert steps[0].path.length_ns > steps[0].window.dur_ns
 
 
+def test_untraced_gpu_work_explains_a_sync() -> None:
+    """Qwen H100: a 14.1 ms cudaDeviceSynchronize waits for ~500 kernels whose launch calls are not in the trace;
+    they feed its sync edges, so the wait is GPU work on the path, and the path is still the span."""
+    trace = opscope.load(corpus_path(QWEN))
+    window = step_windows(trace)[0]
+    graph = build(trace, link(trace), window.start_ns, window.end_ns)
+    path = critical_path(graph, top=5)
+    events = graph.events
+    (sync,) = events.with_row_index("e").filter(pl.col("name") == "cudaDeviceSynchronize")["e"].to_list()
+    into = graph.edges.filter(pl.col("sync") & (pl.col("dst") == 2 * sync + 1))
+    launch = events["launch"].to_numpy()
+    assert into.height >= 1 and (launch[into["src"].to_numpy() // 2] < 0).all()
+    on = graph.edges[path.edges]
+    assert on.filter(pl.col("dst") == 2 * sync + 1)["kind"].to_list() == ["sync_wait"]
+    assert path.breakdown_ns["sync_wait"] < 0.01 * path.length_ns  # was 28.6 %: the wait is the GPU's work
+    assert path.breakdown_ns["gpu_compute_bound"] > 0.8 * path.length_ns
+    ts = graph.node_ts()
+    assert path.length_ns == ts.max() - ts.min()
+    # Removing the sync no longer saves its 14.1 ms: the kernels launched after it queue behind that GPU work.
+    saved = path.length_ns - what_if(graph, [WhatIf("cudaDeviceSynchronize", 0)], top=0).length_ns
+    assert 0 <= saved < 1_000_000
+
+
 # ---- what-if sanity on real traces -------------------------------------------------------------------------------
 
 
@@ -199,6 +223,33 @@ def test_a_path_where_hta_fails(name: str) -> None:
         assert step.path.top
     if name in (NO_STEPS, ALEXNET):
         assert not stats.from_markers and len(stats.steps) == 1
+
+
+XPLANE = (
+    "tracelens/mi300__jax08_attention__tw003.xplane.pb",
+    "tracelens/mi300__jax08_gemm__tw003.xplane.pb",
+    "tracelens/mi300__jax_conv_minimal_legacy__chi-mi300x-013.ord.vultr.cpe.ice.amd.com.xplane.pb",
+)
+
+
+@pytest.mark.parametrize("name", XPLANE)
+def test_xplane_window_is_the_graph_span(name: str) -> None:
+    """JAX xplane: the whole-trace window is the span of the graph's events (the trace's extent also counts the
+    Python frames, up to 230x longer); launches (hip* runtime events) are linked to their kernels by correlation.
+    The GPU is on the path only when its work ends last or a blocking call in the graph waited for it: JAX waits
+    in `block_until_ready`, a Python frame, so on these traces the path is the host's (docs/critical-path.md)."""
+    trace = opscope.load(corpus_path(name))
+    (step,) = critical_path_stats(trace).steps
+    assert step.window.dur_ns == step.span_ns
+    assert 0.99 * step.span_ns <= step.path.length_ns <= step.span_ns  # several host threads
+    graph = build(trace, link(trace), step.window.start_ns, step.window.end_ns)
+    events = graph.events
+    gpu = events.filter(pl.col("is_gpu"))
+    assert gpu.height > 0 and (gpu["launch"] >= 0).all()
+    gpu_last = gpu["end_ns"].max() == events["end_ns"].max()
+    waited = graph.edges["sync"].any()
+    on_gpu = sum(step.path.breakdown_ns[k] for k in ("gpu_compute_bound", "memcpy"))
+    assert (on_gpu > 0) == (gpu_last or waited)
 
 
 # ---- the command -------------------------------------------------------------------------------------------------
@@ -242,6 +293,13 @@ def test_cli_formats(cli, fmt: str) -> None:  # type: ignore[no-untyped-def]
         header, row = result.out.splitlines()
         assert header.split(",")[:4] == ["step", "wall_us", "path_us", "cpu_bound"]
         assert row.split(",")[:3] == ["100", "3154.0", "3154.0"]
+        # ... then in µs, after the existing columns: each kind's share times the path, summing to the path.
+        cells = dict(zip(header.split(","), row.split(","), strict=True))
+        kinds = [k for k in header.split(",") if k + "_us" in cells]
+        assert kinds and "cpu_bound" in kinds and header.split(",")[-len(kinds):] == [k + "_us" for k in kinds]
+        assert sum(float(cells[k + "_us"]) for k in kinds) == pytest.approx(3154.0, abs=0.01)
+        for k in kinds:
+            assert float(cells[k + "_us"]) == pytest.approx(float(cells[k]) * 3154.0, abs=0.01)
     else:
         assert "aten::empty" in result.out
 

@@ -78,12 +78,15 @@ def critical_path_document(result: CriticalPathStats) -> Document:
     step_cols += [Column(k, LABELS.get(k, k), PCT) for k in shown or EDGE_KINDS[:1]]
     if result.what_ifs:
         step_cols += [Column("predicted", "What-if ms", MS), Column("saving", "Saving ms", MS)]
+    # CSV also gets the breakdown in µs (`<kind>_us`), after the shares.
+    us_cols = tuple(Column(f"{k}_ns", LABELS.get(k, k), MS) for k in shown or EDGE_KINDS[:1])
     rows: list[dict[str, Any]] = []
     top_rows: list[dict[str, Any]] = []
     for s in result.steps:
         length = s.path.length_ns or 1
         row: dict[str, Any] = {"step": _label(s), "wall": s.window.dur_ns, "path": s.path.length_ns}
         row.update({k: v / length for k, v in s.path.breakdown_ns.items()})
+        row.update({f"{k}_ns": v for k, v in s.path.breakdown_ns.items()})
         if s.predicted is not None:
             row.update(predicted=s.predicted.length_ns, saving=s.saving_ns)
         rows.append(row)
@@ -129,7 +132,7 @@ def critical_path_document(result: CriticalPathStats) -> Document:
         data=critical_path_data(result),
         facts=tuple(facts),
         tables=(
-            Table("steps", "Critical path per step", tuple(step_cols), tuple(rows)),
+            Table("steps", "Critical path per step", tuple(step_cols), tuple(rows), csv_extra=us_cols),
             Table("top", "On the critical path", top_cols, tuple(top_rows)),
         ),
         notes=tuple(notes),

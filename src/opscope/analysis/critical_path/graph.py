@@ -2,7 +2,8 @@
 
 Every event in the window becomes two nodes, its start and its end (node 2e and 2e+1 for event e). CPU events
 are ops, user annotations and runtime / driver calls that start inside the window with a positive duration;
-GPU events are kernels, memcpys and memsets whose launch call is one of those CPU events (HTA's rule). Edges:
+GPU events are kernels, memcpys and memsets whose launch call is one of those CPU events (HTA's rule), and those
+with no launch call in the trace that start in the window (launch -1). Edges:
 
 - program order: consecutive start/end points on a CPU thread (this also encodes op nesting), weight the time
   between them; owned by the innermost event open over that stretch (none between top-level events);
@@ -15,8 +16,12 @@ GPU events are kernels, memcpys and memsets whose launch call is one of those CP
   wait call;
 - synchronisation: the end of a GPU activity -> the end of the blocking host call that waited for it (the last
   activity per stream, launched by the same process before the call began, that ended while the call blocked;
-  for `*MemcpyAsync` only its own copy, which ends inside it when the copy was in fact blocking); each weighs
-  the call's return latency after the last of them ended.
+  for `*MemcpyAsync` only its own copy, which ends inside it when the copy was in fact blocking; GPU work with no
+  launch call in the trace, which no process can be matched to, when it is on a device the calling process
+  launched onto in the window, or on any device when it launched nothing); each weighs the call's return
+  latency after the last of them ended;
+- untraced start: the first node of the graph -> the start of the first activity on a stream that has no launch
+  call in the trace (what else would bind it), weight the time between them.
 
 Weights reproduce the observed times: on every node the *binding* incoming edge (what the node really waited
 for) weighs exactly the time since its source, the others less (a kernel queued behind another: the launch edge
@@ -231,6 +236,7 @@ def build(
         [
             _program_order(thread, c_start, c_end, parent, blocked, blocking),
             _gpu_edges(gpu, cpu, waits),
+            _untraced_starts(gpu, events),
             syncs.select(
                 (pl.col("gpu") * 2 + 1).alias("src"),
                 (pl.col("sync") * 2 + 1).alias("dst"),
@@ -290,6 +296,28 @@ def _program_order(
     # Time inside a blocking call is waiting, even when the trace shows no GPU work that explains it.
     kind = pl.Series(np.where(into_end & blocking[dst // 2], SYNC_WAIT, CPU_BOUND), dtype=pl.String)
     return _edge_frame(src, dst, weight, kind, owner)
+
+
+def _untraced_starts(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
+    """An edge from the first node of the graph to the start of each GPU activity with no launch call in the
+    trace and no earlier activity on its stream in the window, weighing the time between them (tight: nothing
+    else explains when it began). Without it such an activity starts a chain of its own, and a blocking call
+    that waited for that chain would end a path shorter than the span. Kind: `gpu_backlog` when the stream was
+    still busy with earlier work at the first node, else `gpu_kernel_launch_overhead` (an untraced launch)."""
+    none = np.empty(0, dtype=np.int64)
+    if gpu.height == 0:
+        return _edge_frame(none, none, none, LAUNCH, none)
+    starts = events[Col.TS_NS].to_numpy()
+    first = int(np.lexsort((events["is_gpu"].to_numpy(), starts))[0])  # CPU events first on a tie
+    first_ts = int(starts[first])
+    lane = [pl.col(Col.DEVICE).fill_null(-1), pl.col(Col.STREAM).fill_null(-1)]
+    heads = gpu.filter(
+        (pl.int_range(pl.len()).over(lane) == 0) & (pl.col("launch") < 0) & (pl.col(Col.TS_NS) > first_ts)
+    )
+    e = heads["_e"].to_numpy()
+    busy = heads["trace_prev_end"].fill_null(np.iinfo(np.int64).min).to_numpy() > first_ts
+    kind = pl.Series(np.where(busy, BACKLOG, LAUNCH), dtype=pl.String)
+    return _edge_frame(np.full(len(e), 2 * first), 2 * e, heads[Col.TS_NS].to_numpy() - first_ts, kind, e)
 
 
 def _cross_stream_pairs(waits: pl.DataFrame, cpu: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
@@ -401,6 +429,16 @@ def _gpu_edges(gpu: pl.DataFrame, cpu: pl.DataFrame, waits: pl.DataFrame | None 
     return pl.concat(frames)
 
 
+def _process_devices(gpu: pl.DataFrame) -> pl.DataFrame:
+    """launch_pid, device, uses_device (True): the devices each process launched GPU work onto in the window."""
+    return (
+        gpu.filter(pl.col("launch") >= 0)
+        .select("launch_pid", Col.DEVICE)
+        .unique()
+        .with_columns(pl.lit(True).alias("uses_device"))
+    )
+
+
 def _sync_pairs(cpu: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray]:
     """(sync event, GPU event, weight_ns) for every blocking call and the last activity per stream it waited
     for (see the module doc), and the mask of the CPU events that are blocking calls."""
@@ -415,7 +453,7 @@ def _sync_pairs(cpu: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, np.
     calls = cpu.filter(pl.col(Col.NAME).is_in(blocking + copies) & is_call)
     if calls.height == 0 or gpu.height == 0:
         return empty, mask
-    g = gpu.filter(pl.col("launch") >= 0).sort("end_ns")
+    g = gpu.sort("end_ns")
     g_end = g["end_ns"].to_numpy()
     s_ts, s_end = calls[Col.TS_NS].to_numpy(), calls["end_ns"].to_numpy()
     lo = np.searchsorted(g_end, s_ts, side="right")
@@ -442,10 +480,19 @@ def _sync_pairs(cpu: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, np.
         Col.STREAM,
     )[pos]
     pairs = pl.concat([on_call, on_gpu], how="horizontal")
-    pairs = pairs.with_columns(pl.Series("l_ts", cpu_ts[pairs["launch"].to_numpy()], dtype=pl.Int64))
+    launch = pairs["launch"].to_numpy()
+    l_ts = np.where(launch >= 0, cpu_ts[np.maximum(launch, 0)] if len(cpu_ts) else 0, np.iinfo(np.int64).max)
+    pairs = pairs.with_columns(pl.Series("l_ts", l_ts, dtype=pl.Int64)).join(
+        _process_devices(gpu), left_on=["s_pid", Col.DEVICE], right_on=["launch_pid", Col.DEVICE], how="left"
+    )
     same_pid = pl.col("l_pid").eq_missing(pl.col("s_pid"))
     own = pl.col("launch") == pl.col("sync")
-    waited = pl.when(pl.col("copy")).then(own).otherwise((pl.col("l_ts") <= pl.col("s_ts")) & same_pid)
+    launched_before = (pl.col("l_ts") <= pl.col("s_ts")) & same_pid
+    # No launch call in the trace: no process to match, so any activity on a device the calling process uses
+    # (any device when it launched nothing in the window).
+    launching = gpu.filter(pl.col("launch") >= 0)["launch_pid"].drop_nulls().unique().to_list()
+    untraced = (pl.col("launch") < 0) & pl.col("uses_device").fill_null(~pl.col("s_pid").is_in(launching))
+    waited = pl.when(pl.col("copy")).then(own).otherwise(launched_before | untraced)
     pairs = pairs.filter(waited)
     if pairs.height == 0:
         return empty, mask

@@ -4,7 +4,7 @@ predicted step time under what-if rules; `predict_saving` is the one-call form t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -64,6 +64,13 @@ def _segments(graph: Graph, path: PathResult) -> pl.DataFrame:
     )
 
 
+def graph_window(window: StepWindow, node_ts: np.ndarray) -> StepWindow:
+    """The whole-trace window narrowed to the span of the graph's events: the trace's own extent also counts
+    events the graph leaves out (Python frames, instants, host planes of an xplane), which made `wall_us` of a
+    JAX trace up to 230x its path."""
+    return replace(window, start_ns=int(node_ts.min()), end_ns=int(node_ts.max()))
+
+
 def step_path(
     trace: Trace,
     window: StepWindow,
@@ -75,6 +82,8 @@ def step_path(
     graph = build(trace, linkage, window.start_ns, window.end_ns, cpu_all)
     ts = graph.node_ts()
     span = int(ts.max() - ts.min()) if len(ts) else 0
+    if window.step is None and len(ts):
+        window = graph_window(window, ts)
     base = critical_path(graph, top)
     predicted = what_if(graph, rules, top) if rules else None
     return StepPath(

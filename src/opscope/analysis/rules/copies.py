@@ -5,10 +5,14 @@ from __future__ import annotations
 import polars as pl
 
 from opscope.analysis.rules.context import E, RuleContext, S
-from opscope.analysis.rules.model import ABOVE, GPU_TIME, MAX_EVIDENCE, Hit, Rule
+from opscope.analysis.rules.model import ABOVE, GPU_TIME, MAX_EVIDENCE, Hit, Rule, exact_names
 from opscope.analysis.timeline.activity import LAUNCH_NAME, LAUNCH_OP
 from opscope.analysis.timeline.memcpy import direction, host_memory
 from opscope.model.schema import Col, Kind
+
+# What pinned memory would cost, as a share of the pageable copy: a pageable copy is staged through a pinned
+# bounce buffer (host memcpy, then DMA), which about halves its bandwidth; the call that issued it blocks as long.
+PINNED_FACTOR = 0.5
 
 
 def pageable_copies(ctx: RuleContext, threshold: float) -> Hit | None:
@@ -47,7 +51,9 @@ def pageable_copies(ctx: RuleContext, threshold: float) -> Hit | None:
     detail = f"{found.height:,} copies, {int(found[Col.BYTES].fill_null(0).sum()):,} bytes"
     if n_async:
         detail += f", {n_async:,} through an Async call (made synchronous by the pageable memory)"
-    return Hit(value=found.height, time_at_stake_ns=total, evidence=evidence, detail=detail)
+    launches = found[LAUNCH_NAME].drop_nulls().unique().to_list()
+    what_if = (exact_names(sorted(set(pageable) | set(launches))), PINNED_FACTOR)
+    return Hit(value=found.height, time_at_stake_ns=total, evidence=evidence, detail=detail, what_if=what_if)
 
 
 RULES = (
