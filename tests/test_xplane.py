@@ -157,6 +157,39 @@ def test_launch_config_and_devices() -> None:
 
 @pytest.mark.corpus
 @pytest.mark.parametrize("relative", FILES)
+def test_device_properties_match_jaxlib(relative: str) -> None:
+    """Issue 16: device planes' clock rate (kHz) and memory bandwidth (bytes/s) are kept with the other
+    properties; jaxlib's decoder of the same plane stats is the reference."""
+    path = corpus_path(relative)
+    want = {int(p.name.rsplit(":", 1)[1]): dict(p.stats) for p in _profile(path).planes
+            if p.name.startswith("/device:GPU:")}
+    got = {d.id: d for d in load(path, cache=False).meta.devices}
+    assert sorted(got) == sorted(want) and want
+    for ordinal, stats in want.items():
+        dev = got[ordinal]
+        assert (dev.clock_rate_khz, dev.memory_bandwidth_bytes_per_s) == (stats["clock_rate"], stats["memory_bandwidth"])
+        assert (dev.sm_count, dev.total_memory) == (stats["core_count"], stats["memory_size"])
+    assert got[0].clock_rate_khz == 2_100_000 and got[0].memory_bandwidth_bytes_per_s == 2_662_400_000_000
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("relative", FILES)
+def test_critical_path_memory_efficiency_run(cli, relative: str) -> None:  # type: ignore[no-untyped-def]
+    """Issue 16: the commands beyond summary/ops/tree run on every real xplane file: exit 0 with their table
+    (critical-path: per-step table; memory / efficiency: their clean message when the capture has no memory
+    events or no shapes - see docs/readers.md)."""
+    path = corpus_path(relative)
+    expected = {"critical-path": "Critical path per step", "memory": "No [memory] events in this selection",
+                "efficiency": "No op could be sized"}
+    for command, text in expected.items():
+        result = cli(command, path, "--width", "100")
+        assert result.code == 0, (command, result.err)
+        assert text in " ".join(result.out.split()) and "Traceback" not in result.err
+        assert max(len(line) for line in result.out.splitlines()) <= 100
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("relative", FILES)
 def test_ops_and_tree_attribute_to_hlo(cli, relative: str) -> None:  # type: ignore[no-untyped-def]
     """`ops`: an HLO op's GPU self time = the device time of the events whose launch names that op (jaxlib; a
     launch without HLO stats, as in the legacy file, takes them from its device event); `tree`: the module

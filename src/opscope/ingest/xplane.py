@@ -306,6 +306,8 @@ def _device_info(plane: Any, ordinal: int) -> DeviceInfo:
         or f"{vendor or 'unknown'} {_DEVICE_PLANE.match(plane.name).group(1)}",  # type: ignore[union-attr]
         sm_count=_int(props.get("core_count")),
         total_memory=_int(props.get("memory_size")),
+        clock_rate_khz=_int(props.get("clock_rate")),
+        memory_bandwidth_bytes_per_s=_int(props.get("memory_bandwidth")),
         # ROCm fills compute_cap_major/minor with the gfx version (9.4 = gfx94x), which is not a CUDA compute
         # capability: kept only for NVIDIA (the occupancy tables are NVIDIA's), see build_meta for AMD.
         compute_capability=f"{major}.{minor}"

@@ -184,7 +184,7 @@ def diff_document(diff: TraceDiff, gates: tuple[GateResult, ...] = (), view: Dif
     ops = _rows_table("ops", f"Operators ({metric})", diff.ops, diff, v, diff.options.by_shape)
     headline = Table(
         name="headline", title="Headline",
-        columns=(Column("figure", "Figure", TEXT), Column("before", "Before", TEXT), Column("after", "After", TEXT),
+        columns=(Column("figure", "Figure", TEXT, wrap=True), Column("before", "Before", TEXT), Column("after", "After", TEXT),
                  Column("change", "Change", TEXT)),
         rows=tuple(_figure_cells(f) for f in diff.figures),
     )

@@ -9,6 +9,7 @@ from typing import Any
 # 0..1 share), float.
 TEXT, INT, MS, US, PCT, FLOAT, NAME = "text", "int", "ms", "us", "pct", "float", "name"
 COUNT = "count"  # a mean count (calls per step): at most one decimal
+LAST_RESORT = 100  # `Column.drop` from here up: hidden only when the names are already at their narrowest
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,11 @@ class Column:
     key: str
     label: str
     kind: str = TEXT
+    # Terminal tables only: `drop` > 0 marks a column that may be hidden (lowest number first, and said so under
+    # the table) when the table would not fit its width with readable names (from LAST_RESORT up: with the
+    # narrowest names); `wrap` lets a long text column wrap onto more lines instead of widening the table.
+    drop: int = 0
+    wrap: bool = False
 
 
 @dataclass(frozen=True)

@@ -83,10 +83,10 @@ def efficiency_columns(by_shape: bool) -> tuple[Column, ...]:
         Column("gpu_time", "GPU ms", MS),
         Column("achieved_tflops", "TFLOP/s", FLOAT),
         Column("pct_of_peak_compute", "%pk", FLOAT),
-        Column("achieved_tbps", "TB/s", FLOAT),
+        Column("achieved_tbps", "TB/s", FLOAT, drop=2),
         Column("pct_of_peak_bandwidth", "%BW", FLOAT),
         Column("bound", "bound", TEXT),
-        Column("model", "model", TEXT),
+        Column("model", "model", TEXT, drop=1),
     )
 
 
@@ -137,7 +137,7 @@ def efficiency_document(result: Efficiency) -> Document:
                     *((Column("shape", "Shape", NAME),) if by_shape else ()),
                     Column("calls", "Calls", INT),
                     Column("gpu_time", "GPU ms", MS),
-                    Column("reason", "Why", TEXT),
+                    Column("reason", "Why", TEXT, wrap=True),
                 ),
                 tuple(
                     {

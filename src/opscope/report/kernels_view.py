@@ -70,13 +70,16 @@ def _dims(values: tuple[int, int, int]) -> str:
 
 
 def kernels_document(report: LaunchReport, join: MetricsJoin | None = None) -> Document:
+    # At a narrow width the launch details go first (in `drop` order, named under the table), then the flags wrap:
+    # the name, the time and the occupancy verdict stay.
     columns = [Column("name", "Name", NAME), Column("calls", "Calls", INT), Column("total_ns", "Total ms", MS),
-               Column("grid", "Grid", TEXT), Column("block", "Block", TEXT), Column("regs", "Regs", INT),
-               Column("smem", "Smem B", INT), Column("theo", "Theo occ %", FLOAT), Column("limiter", "Limiter", TEXT),
-               Column("est", "Est occ %", TEXT), Column("waves", "Waves", FLOAT)]
+               Column("grid", "Grid", TEXT, drop=6), Column("block", "Block", TEXT, drop=5),
+               Column("regs", "Regs", INT, drop=3), Column("smem", "Smem B", INT, drop=2),
+               Column("theo", "Theo occ %", FLOAT), Column("limiter", "Limiter", TEXT, drop=4),
+               Column("est", "Est occ %", TEXT, drop=1), Column("waves", "Waves", FLOAT)]
     if join is not None:
-        columns += [Column(key, label, FLOAT) for key, label in _NCU_COLUMNS]
-    columns.append(Column("flags", "Flags", TEXT))
+        columns += [Column(key, label, FLOAT, drop=7) for key, label in _NCU_COLUMNS]
+    columns.append(Column("flags", "Flags", TEXT, wrap=True))
     rows = []
     for r in report.rows:
         found = _metrics(r, join)

@@ -68,13 +68,25 @@ def _drop_params(name: str) -> str:
     return name
 
 
+_NEAR = 5  # a fragment this short between two ellipses is too short to read: the cut takes it
+
+
 def middle(text: str, width: int) -> str:
+    """Cut the middle out, keeping the start and the end. One cut, one ellipsis: an ellipsis that an earlier
+    step left within four characters of the cut (`_fold`, `_drop_params`) is taken into it, so the result never
+    reads `a……b` or `a…ray…c` (the name may then be a few characters shorter than `width`)."""
     if len(text) <= width or width < 5:
         return text
     keep = width - 1
-    head = (keep + 1) // 2
-    tail = keep - head
-    return text[:head] + ELLIPSIS + text[len(text) - tail :]
+    head = text[: (keep + 1) // 2]
+    tail = text[len(text) - (keep - len(head)) :]
+    near = head.rfind(ELLIPSIS, max(0, len(head) - _NEAR))
+    if near >= 0:
+        head = head[:near]
+    near = tail.find(ELLIPSIS, 0, _NEAR)
+    if near >= 0:
+        tail = tail[near + 1 :]
+    return head + ELLIPSIS + tail
 
 
 _LAMBDA = re.compile(r"\{lambda\([^{}]*?\)#(\d+)\}")

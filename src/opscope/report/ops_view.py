@@ -45,13 +45,13 @@ def ops_data(result: OpStats) -> dict[str, object]:
 
 def ops_document(result: OpStats) -> Document:
     by_shape = result.options.by_shape
-    columns = [Column("name", "Op", NAME), Column("kind", "Kind", TEXT)]
+    columns = [Column("name", "Op", NAME), Column("kind", "Kind", TEXT, drop=2)]
     if by_shape:
-        columns.append(Column("input_dims", "Input dims", TEXT))
+        columns.append(Column("input_dims", "Input dims", TEXT, wrap=True))
     columns += [
-        Column("calls", "Calls", INT), Column("cpu_total", "CPU total ms", MS),
+        Column("calls", "Calls", INT), Column("cpu_total", "CPU total ms", MS, drop=3),
         Column("cpu_self", "CPU self ms", MS), Column("gpu_total", "GPU total ms", MS),
-        Column("gpu_self", "GPU self ms", MS), Column("kernels_per_call", "Kernels/call", FLOAT),
+        Column("gpu_self", "GPU self ms", MS), Column("kernels_per_call", "Kernels/call", FLOAT, drop=1),
         Column("gpu_share", "GPU share", PCT),
     ]
     def cells(rows_in: tuple[OpRow, ...]) -> tuple[dict[str, object], ...]:

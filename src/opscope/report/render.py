@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from opscope.report import names
-from opscope.report.document import COUNT, FLOAT, INT, MS, NAME, PCT, US, Column, Document, Table
+from opscope.report.document import COUNT, FLOAT, INT, LAST_RESORT, MS, NAME, PCT, US, Column, Document, Table
 from opscope.report.escape import csv_cell, json_text, md_code, md_text
 from opscope.untrusted import visible
 
@@ -45,27 +45,75 @@ def fmt(value: Any, kind: str) -> str:
 
 
 NAME_MIN = 16  # a shortened name is never narrower than this; the table grows past --width instead
+NAME_READABLE = 28  # a table hides its optional columns (`Column.drop`) before cutting a name below this
+WRAP_MIN = 12  # a wrapping text column (`Column.wrap`) is never narrower than this
 
 
-def _gaps(table: Table) -> int:
-    return 2 * (len(table.columns) - 1) + 2
+def _gaps(columns: int) -> int:
+    return 2 * (columns - 1) + 2
 
 
-def _table_cells(table: Table, options: RenderOptions, total_width: int) -> tuple[list[list[str]], list[int]]:
-    """Format every cell (text with control characters made visible); the name column gets whatever width the
-    other columns leave (at least NAME_MIN), its names shortened by `names.shorten_all` (kept distinct). With
+def _flex_widths(cols: list[Column], natural: list[int], total_width: int, name_floor: int) -> list[int]:
+    """Widths for one set of columns: fixed columns keep their natural width; names and wrapping columns
+    start at their floor (never under their label) and grow, in column order, into what is left of the width."""
+    flex = [i for i, c in enumerate(cols) if c.kind == NAME or c.wrap]
+    floors = {i: max(len(cols[i].label), min(natural[i], name_floor if cols[i].kind == NAME else WRAP_MIN))
+              for i in flex}
+    left = total_width - _gaps(len(cols)) - sum(w for i, w in enumerate(natural) if i not in floors)
+    left -= sum(floors.values())
+    widths = list(natural)
+    for i in flex:
+        widths[i] = floors[i] + max(0, min(natural[i] - floors[i], left))
+        left -= widths[i] - floors[i]
+    return widths
+
+
+def _layout(table: Table, natural: list[int], options: RenderOptions, total_width: int) -> tuple[list[int], list[int]]:
+    """The columns shown (indices) and their widths. Optional columns are hidden, lowest `drop` first, while the
+    table does not fit `total_width` with names of NAME_READABLE; then names go down to NAME_MIN and the
+    last-resort columns (`drop` >= LAST_RESORT) are hidden; past that the table is wider than asked. With `wide`
+    every column is shown at its full width."""
+    kept = list(range(len(table.columns)))
+    if options.wide:
+        return kept, list(natural)
+    droppable = [i for _, i in sorted((c.drop, i) for i, c in enumerate(table.columns) if c.drop)]
+    for floor, limit in ((NAME_READABLE, LAST_RESORT), (NAME_MIN, None)):
+        while True:
+            widths = _flex_widths([table.columns[i] for i in kept], [natural[i] for i in kept], total_width, floor)
+            if sum(widths) + _gaps(len(kept)) <= total_width:
+                return kept, widths
+            candidates = [i for i in droppable if i in kept and (limit is None or table.columns[i].drop < limit)]
+            if not candidates:
+                break
+            kept.remove(candidates[0])
+    return kept, widths
+
+
+@dataclass(frozen=True)
+class _LaidOut:
+    columns: list[Column]
+    cells: list[list[str]]
+    widths: list[int]
+    hidden: list[str]  # labels of the optional columns left out to fit the width
+
+
+def _table_cells(table: Table, options: RenderOptions, total_width: int) -> _LaidOut:
+    """Format every cell (text with control characters made visible), choose the columns and widths
+    (`_layout`), and shorten names to their column's width by `names.shorten_all` (kept distinct). With
     `wide`, names are kept whole."""
     raw = [[visible(fmt(row.get(c.key), c.kind) if c.kind != NAME else str(row.get(c.key) or ""))
             for c in table.columns] for row in table.rows]
-    widths = [max([len(c.label)] + [len(str(r[i])) for r in raw]) for i, c in enumerate(table.columns)]
-    for i, col in enumerate(table.columns):
+    natural = [max([len(c.label)] + [len(str(r[i])) for r in raw]) for i, c in enumerate(table.columns)]
+    kept, widths = _layout(table, natural, options, total_width)
+    columns = [table.columns[i] for i in kept]
+    cells = [[r[i] for i in kept] for r in raw]
+    for j, col in enumerate(columns):
         if col.kind == NAME and not options.wide:
-            others = sum(w for j, w in enumerate(widths) if j != i)
-            widths[i] = max(NAME_MIN, min(widths[i], total_width - others - _gaps(table)))
-            for r, short in zip(raw, names.shorten_all([str(r[i]) for r in raw], widths[i]), strict=True):
-                r[i] = short
-            widths[i] = max([len(col.label)] + [len(r[i]) for r in raw])
-    return raw, widths
+            for r, short in zip(cells, names.shorten_all([r[j] for r in cells], widths[j]), strict=True):
+                r[j] = short
+            widths[j] = max([len(col.label)] + [len(r[j]) for r in cells])
+    hidden = [c.label for i, c in enumerate(table.columns) if i not in kept]
+    return _LaidOut(columns, cells, widths, hidden)
 
 
 def render_table(doc: Document, options: RenderOptions) -> str:
@@ -78,10 +126,11 @@ def render_table(doc: Document, options: RenderOptions) -> str:
 
     buf = io.StringIO()
     width = options.width or 100
-    laid_out = [(table, *_table_cells(table, options, width)) for table in doc.tables]
-    # Never drop or squeeze a column: when the numbers and the narrowest names need more than `width` (or, with
-    # --wide, the full names do), the output is that much wider instead.
-    needed = max((sum(w) + _gaps(t) for t, _, w in laid_out), default=0)
+    laid_out = [(table, _table_cells(table, options, width)) for table in doc.tables]
+    # Optional columns are hidden (and named under the table) before names get unreadable; when the numbers and
+    # the narrowest names still need more than `width` (or, with --wide, the full names do), the output is that
+    # much wider instead.
+    needed = max((sum(t.widths) + _gaps(len(t.widths)) for _, t in laid_out), default=0)
     console = Console(file=buf, width=max(width, needed), force_terminal=options.color, no_color=not options.color,
                       highlight=False, emoji=False, color_system="auto" if options.color else None)
     console.print(Text(visible(doc.title), style="bold"))
@@ -89,19 +138,22 @@ def render_table(doc: Document, options: RenderOptions) -> str:
         console.print(Text(f"WARNING: {visible(alert)}", style="bold red"))
     for label, value in doc.facts:
         console.print(Text.assemble((f"  {visible(label)}: ", "dim"), visible(value)))
-    for table, cells, widths in laid_out:
+    for table, shown in laid_out:
         title = Text(visible(table.title), style="bold") if table.title else None
         rich = RichTable(title=title, box=box.SIMPLE_HEAD, title_justify="left", expand=False,
                          pad_edge=False, title_style="bold", collapse_padding=True)
-        for col, col_width in zip(table.columns, widths):
+        for col, col_width in zip(shown.columns, shown.widths, strict=True):
             numeric = col.kind in NUMERIC
-            rich.add_column(Text(visible(col.label)), justify="right" if numeric else "left", no_wrap=True,
+            rich.add_column(Text(visible(col.label)), justify="right" if numeric else "left", no_wrap=not col.wrap,
                             overflow="fold", min_width=col_width, max_width=col_width)
-        for row in cells:
+        for row in shown.cells:
             rich.add_row(*[Text(c) for c in row])
         console.print(rich)
         for line in table.footer:
             console.print(Text(visible(line)))
+        if shown.hidden:
+            console.print(Text(f"Hidden to fit {width} columns: {', '.join(shown.hidden)} (a larger --width, "
+                               "--wide or --format json shows them)", style="dim"))
     for note in doc.notes:
         console.print(Text(visible(note), style="dim"))
     return buf.getvalue()

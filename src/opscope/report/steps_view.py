@@ -42,8 +42,8 @@ def steps_document(result: StepStats) -> Document:
     columns = (
         Column("step", "Step", TEXT), Column("device", "GPU", TEXT), Column("wall", "Wall ms", MS),
         Column("busy", "Busy ms", MS), Column("kernel", "Kernel ms", MS), Column("memcpy", "Memcpy ms", MS),
-        Column("memset", "Memset ms", MS), Column("comm", "Comm ms", MS), Column("idle", "Idle ms", MS),
-        Column("utilization", "Busy %", PCT), Column("gpu_events", "GPU events", INT), Column("mark", "", TEXT),
+        Column("memset", "Memset ms", MS, drop=2), Column("comm", "Comm ms", MS), Column("idle", "Idle ms", MS),
+        Column("utilization", "Busy %", PCT), Column("gpu_events", "GPU events", INT, drop=1), Column("mark", "", TEXT),
     )
     rows: list[dict[str, Any]] = []
     for row in result.rows:

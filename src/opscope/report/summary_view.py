@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from opscope.analysis.kernels.summary import KernelSummary
-from opscope.report.document import INT, MS, NAME, PCT, TEXT, US, Column, Document, Table
+from opscope.report.document import INT, LAST_RESORT, MS, NAME, PCT, TEXT, US, Column, Document, Table
 
 SCHEMA = "opscope.summary/1"
 
@@ -65,10 +65,10 @@ def summary_document(result: KernelSummary) -> Document:
         Column("calls", "Calls", INT),
         Column("total_ns", "Total ms", MS),
         Column("avg_ns", "Mean us", US),
-        Column("min_ns", "Min us", US),
-        Column("max_ns", "Max us", US),
-        Column("median_ns", "Median us", US),
-        Column("stddev_ns", "StdDev us", US),
+        Column("min_ns", "Min us", US, drop=LAST_RESORT + 2),
+        Column("max_ns", "Max us", US, drop=LAST_RESORT + 3),
+        Column("median_ns", "Median us", US, drop=LAST_RESORT + 1),
+        Column("stddev_ns", "StdDev us", US, drop=LAST_RESORT + 0),
         Column("share", "Share", PCT),
     )
     rows = tuple(
