@@ -1,6 +1,6 @@
 """Accelerators other than GPUs: the real Meta MTIA trace reads as device work (its `mtia_ccp_events` are the
 device's events, `mtia_runtime` the launch calls, linked by ac2g flows), and device-like events of a category
-opscope does not know give a warning rather than "a CPU-only capture?"."""
+opscope does not know are read as device work, with a warning, rather than "a CPU-only capture?"."""
 
 from __future__ import annotations
 
@@ -66,7 +66,13 @@ def test_handmade_unknown_accelerator_category_warns(cli, tmp_path):
     assert found.category == "nextgen_accel_events" and found.events == 1313
     result = cli("summary", path)
     assert "nextgen_accel_events" in result.out + result.err and "CPU-only" not in result.out
-    assert opscope.summary(trace).gpu_calls == 0
+    # read as device work: the same calls and time as the known MTIA category gives
+    raw = [e for e in doc["traceEvents"] if e.get("cat") == "nextgen_accel_events" and e.get("ph") == "X"]
+    summary = opscope.summary(trace)
+    assert summary.gpu_calls == len(raw) == 1313
+    assert summary.gpu_time_ns == pytest.approx(sum(e["dur"] for e in raw) * 1000, abs=len(raw))
+    warm = opscope.load(path)  # the cache keeps what was found
+    assert unknown_device_categories(warm) == (found,) and opscope.summary(warm).gpu_calls == 1313
 
 
 @pytest.mark.corpus

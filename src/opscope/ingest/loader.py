@@ -53,10 +53,15 @@ def _parse(reader: Reader, source: Path, display: str, cache: bool, strict: bool
     target = None if scratch is None else Path(scratch.name) / "events.parquet"
     writer: CacheWriter | None = None
     try:
+        from opscope.ingest.device_like import DeviceLikeScan  # the parse path only (it imports pyarrow)
+
         writer = CacheWriter(source, target)
         batches, finish = reader.read(source, display)
-        writer.write_all(batches)
+        watch = DeviceLikeScan()
+        writer.write_all(watch.observe(batches))
         meta = _printable_path(finish())
+        if meta.format == "kineto":
+            meta = dataclasses.replace(meta, device_like=watch.result(meta.devices))
         _check_nonempty(meta, writer.rows, display)
         written = writer.finish(meta)
     except BaseException as exc:  # SIGTERM (cli.main.Terminated) included: nothing half-written stays

@@ -55,6 +55,17 @@ class DeviceInfo:
 
 
 @dataclass(frozen=True)
+class DeviceLike:
+    """Complete events of a category opscope does not know that look like device work (on a device's process,
+    or where launch flows end): read as kernels (`ingest/device_like.py`, docs/readers.md)."""
+
+    category: str
+    pids: tuple[str, ...]
+    events: int
+    total_ns: int
+
+
+@dataclass(frozen=True)
 class TraceMeta:
     """Everything known about a trace except its events."""
 
@@ -71,6 +82,7 @@ class TraceMeta:
     extra: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     truncated: bool = False
+    device_like: tuple[DeviceLike, ...] = ()  # unknown categories read as device work
 
     def device_name(self, device: int | None) -> str | None:
         for info in self.devices:

@@ -33,11 +33,17 @@ class Trace:
         return cls(meta=meta, _parquet=path, _keepalive=keepalive)
 
     def lazy(self) -> pl.LazyFrame:
-        """The events as a LazyFrame (columns are read on demand)."""
+        """The events as a LazyFrame (columns are read on demand). Device work of a category opscope does not
+        know (`meta.device_like`) reads as kernels."""
         if self._frame is not None:
             return self._frame.lazy()
         assert self._parquet is not None
-        return pl.scan_parquet(self._parquet)
+        frame = pl.scan_parquet(self._parquet)
+        if self.meta.device_like:
+            from opscope.ingest.device_like import as_device_work
+
+            frame = as_device_work(frame, self.meta.device_like)
+        return frame
 
     @property
     def events(self) -> pl.DataFrame:
