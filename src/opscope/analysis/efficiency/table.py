@@ -20,7 +20,7 @@ from opscope.analysis.attribution.nesting import ancestors
 from opscope.analysis.attribution.ops import OpOptions, OpRow, op_stats
 from opscope.analysis.efficiency.families import COMPUTE_FAMILIES, Cost
 from opscope.analysis.efficiency.peaks import GpuPeaks, match_peaks
-from opscope.analysis.efficiency.sizing import size_call, size_ops
+from opscope.analysis.efficiency.sizing import list_dtypes, size_call, size_ops
 from opscope.model.kinds import Kind
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
@@ -118,13 +118,17 @@ def _device(trace: Trace, options: EfficiencyOptions) -> tuple[str | None, GpuPe
 
 
 def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The op scopes (row, name, whitespace-free input_dims, input_types, concrete_inputs) and their
-    (row, ancestor) pairs."""
+    """The op scopes (row, name, whitespace-free input_dims, input_types, concrete_inputs, list_dtype: the
+    dtype of aten::cat's inputs, from their producer) and their (row, ancestor) pairs."""
     scopes = linked.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS))).select(
         ROW,
         pl.col(Col.NAME).cast(pl.String),
         pl.col(Col.INPUT_DIMS).cast(pl.String).str.replace_all(r"\s+", ""),
         "op_parent_row",
+        Col.PID,
+        Col.TID,
+        Col.TS_NS,
+        Col.DUR_NS,
     )
     types = (
         trace.lazy()
@@ -137,6 +141,7 @@ def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, pl.DataFrame]:
         .collect()
     )
     scopes = scopes.join(types, on=ROW, how="left")
+    scopes = scopes.join(list_dtypes(scopes), on=ROW, how="left")
     pairs = ancestors(scopes.select(ROW, "op_parent_row"), up="op_parent_row").filter(pl.col("level") > 0)
     return scopes, pairs
 
