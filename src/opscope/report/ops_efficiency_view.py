@@ -8,7 +8,6 @@ cells are empty."""
 from __future__ import annotations
 
 import dataclasses
-
 from typing import Any
 
 from opscope.analysis.efficiency.table import Efficiency, EfficiencyRow
