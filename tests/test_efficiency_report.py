@@ -46,3 +46,36 @@ def test_roofline_and_table_in_the_browser(cli, tmp_path, open_report) -> None: 
     assert top["op"] in first and f"{top['achieved_tflops']:.3f}" in first
     assert "H100 SXM" in opened.page.locator("#efficiency-facts").inner_text()
     opened.screenshot("efficiency-roofline.png", "#efficiency")
+
+
+@pytest.mark.corpus
+def test_report_ops_table_payload_carries_gpu_time_and_efficiency() -> None:
+    """The report's ops table (the Efficiency section's table) = the sized rows, each with GPU time and the
+    efficiency columns, plus every unsized op with its GPU time and reason: together the GPU time of the ops."""
+    trace = opscope.load(corpus_path(QWEN_H100))
+    view = trace_report(trace)["efficiency"]
+    columns = ("achieved_tflops", "achieved_tbps", "pct_of_peak_compute", "pct_of_peak_bandwidth", "bound")
+    for row in view["rows"]:
+        assert row["gpu_time_us"] > 0 and all(c in row for c in columns)
+        assert row["achieved_tbps"] is not None and row["bound"] in ("compute", "memory")
+    assert view["unsized"] and all(u["gpu_time_us"] > 0 and u["reason"] for u in view["unsized"])
+    listed = sum(r["gpu_time_us"] for r in view["rows"]) + sum(u["gpu_time_us"] for u in view["unsized"])
+    assert listed <= view["gpu_time_us"] + 1e-3
+
+
+@pytest.mark.browser
+@pytest.mark.corpus
+def test_ops_table_columns_render_in_the_browser(cli, tmp_path, open_report) -> None:  # noqa: F811
+    path = corpus_path(QWEN_H100)
+    page_path = tmp_path / "qwen.html"
+    assert cli("report", path, "-o", page_path).code == 0
+    opened = open_report(page_path)
+    wait_for(opened.page, "window.opscopeReady !== undefined")
+    assert opened.problems() == []
+    header = opened.page.locator("#efficiency-rows thead").inner_text()
+    for label in ("GPU time", "TFLOP/s", "% peak FLOP/s", "TB/s", "% peak BW", "Bound"):
+        assert label in header
+    body = opened.page.locator("#efficiency-rows tbody").inner_text()
+    assert "aten::cat" in body  # sized since this branch (memory-bound, bf16)
+    unsized = opened.page.locator("#efficiency-rows tbody tr", has_text="not sized").first.inner_text()
+    assert "aten::all" in unsized or "no model" in unsized  # an unsized op keeps its row, with the reason

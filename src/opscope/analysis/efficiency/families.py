@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from opscope.analysis.efficiency import attention, conv, gemm
+from opscope.analysis.efficiency import attention, conv, gather, gemm
 from opscope.analysis.efficiency.cost import COMPUTE_FAMILIES, Args, Concrete, Cost, Sizer, Unsized, arg, need
 from opscope.analysis.efficiency.shapes import broadcast
 
@@ -185,6 +185,8 @@ def _registry() -> dict[str, Sizer]:
         "zero_": write_only,
         "clone": same_size("copy"),
         "contiguous": same_size("copy"),
+        "index_select": gather.index_select,
+        "arange": gather.arange,
     }
     table.update({name: conv.forward(positions) for name, positions in conv.CONV_ARGS.items()})
     table.update({name: attention.sizer(*spec) for name, spec in attention.ATTENTION.items()})

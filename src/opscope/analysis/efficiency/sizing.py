@@ -4,25 +4,42 @@ of a row are the mean over its calls and total FLOPs = flops_per_call · calls e
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 
 import polars as pl
 
+from opscope.analysis.efficiency import gather
 from opscope.analysis.efficiency.cost import Cost, Unsized
 from opscope.analysis.efficiency.families import FAMILIES
-from opscope.analysis.efficiency.shapes import concrete_values, tensors
+from opscope.analysis.efficiency.shapes import DTYPES, concrete_values, tensors
 from opscope.model.schema import Col
 
 Key = tuple[str, "str | None"]
+LIST_OPS = ("aten::cat",)  # sized from a TensorList (gather.cat), with the dtype of the inputs' producer
+MODELLED = (*FAMILIES, *LIST_OPS)
+LIST_DTYPE = "list_dtype"  # the scopes column size_ops reads the TensorList dtype label from
+_SIZES = {label: size for size, label in DTYPES.values()}
+_CASTS = ("aten::to", "aten::_to_copy", "aten::type_as")  # their output dtype is not their input's
+_LOOK_BACK = 64  # ops examined before a cat for the producer of its inputs
 
 
-def size_call(name: str, dims: str | None, types: str | None, concrete: str | None) -> Cost | Unsized:
-    """One call's cost, or why it cannot be sized."""
+def size_call(
+    name: str, dims: str | None, types: str | None, concrete: str | None, list_dtype: str | None = None
+) -> Cost | Unsized:
+    """One call's cost, or why it cannot be sized. `list_dtype`: the dtype label of a TensorList input
+    (aten::cat), found by `list_dtypes`; None: not known."""
+    if dims is None and name in MODELLED:
+        return Unsized("no Input Dims recorded (record_shapes off)")
+    if name in LIST_OPS:
+        shapes = gather.tensor_list(dims, types, 0)
+        if shapes is None:
+            return Unsized("no Input type recorded" if types is None else "needs a TensorList of shapes")
+        size = _SIZES.get(list_dtype) if list_dtype else None
+        return gather.cat(shapes, (size, list_dtype) if size and list_dtype else None)
     sizer = FAMILIES.get(name)
     if sizer is None:
         return Unsized("no model for this op")
-    if dims is None:
-        return Unsized("no Input Dims recorded (record_shapes off)")
     args = tensors(dims, types)
     if args is None:
         return Unsized("no Input type recorded" if types is None else "Input Dims or Input type unreadable")
@@ -31,17 +48,69 @@ def size_call(name: str, dims: str | None, types: str | None, concrete: str | No
 
 def size_ops(scopes: pl.DataFrame) -> dict[Key, Cost | Unsized]:
     """Per (name, input_dims) of the modelled ops in `scopes` (columns name, input_dims, input_types,
-    concrete_inputs): the mean cost per call over its calls; Unsized when any of its calls is."""
+    concrete_inputs, and list_dtype when present): the mean cost per call over its calls; Unsized when any of
+    its calls is."""
+    if LIST_DTYPE not in scopes.columns:
+        scopes = scopes.with_columns(pl.lit(None, dtype=pl.String).alias(LIST_DTYPE))
+    group = (Col.NAME, Col.INPUT_DIMS, Col.INPUT_TYPES, Col.CONCRETE_INPUTS, LIST_DTYPE)
     variants = (
-        scopes.filter(pl.col(Col.NAME).is_in(list(FAMILIES)))
-        .group_by(Col.NAME, Col.INPUT_DIMS, Col.INPUT_TYPES, Col.CONCRETE_INPUTS)
+        scopes.filter(pl.col(Col.NAME).is_in(list(MODELLED)))
+        .group_by(*group)
         .agg(pl.len().alias("calls"))
-        .sort(Col.NAME, Col.INPUT_DIMS, Col.INPUT_TYPES, Col.CONCRETE_INPUTS, "calls", nulls_last=True)
+        .sort(*group, "calls", nulls_last=True)
     )
     parts: dict[Key, list[tuple[int, Cost | Unsized]]] = defaultdict(list)
-    for name, dims, types, concrete, calls in variants.iter_rows():
-        parts[(name, dims)].append((calls, size_call(name, dims, types, concrete)))
+    for name, dims, types, concrete, list_dtype, calls in variants.iter_rows():
+        parts[(name, dims)].append((calls, size_call(name, dims, types, concrete, list_dtype)))
     return {key: _combine(found) for key, found in parts.items()}
+
+
+def list_dtypes(scopes: pl.DataFrame) -> pl.DataFrame:
+    """(row, list_dtype) of every aten::cat call whose inputs' producer is found: walking back over the ops
+    of the same thread that ended before the cat began (latest start first, at most _LOOK_BACK), the first
+    with a tensor argument of as many elements as one of the cat's inputs gives that tensor's dtype (views,
+    transposes, elementwise ops and copy_'s destination keep it); a cast op (aten::to, _to_copy, type_as)
+    met first ends the search (its output dtype is not recorded). `scopes`: row, name, input_dims,
+    input_types, pid, tid, ts_ns, dur_ns."""
+    found: list[tuple[int, str]] = []
+    cats = scopes.filter(pl.col(Col.NAME).is_in(list(LIST_OPS)))
+    threads = cats.select(Col.PID, Col.TID).unique()
+    ops = scopes.join(threads, on=[Col.PID, Col.TID]).sort(Col.PID, Col.TID, Col.TS_NS)
+    for (pid, tid), lane in ops.group_by(Col.PID, Col.TID, maintain_order=True):
+        starts = lane[Col.TS_NS].to_list()
+        rows = lane.select(Col.NAME, Col.INPUT_DIMS, Col.INPUT_TYPES, Col.TS_NS, Col.DUR_NS).rows()
+        for row, dims, types, ts in (
+            cats.filter((pl.col(Col.PID) == pid) & (pl.col(Col.TID) == tid))
+            .select("row", Col.INPUT_DIMS, Col.INPUT_TYPES, Col.TS_NS)
+            .iter_rows()
+        ):
+            shapes = gather.tensor_list(dims, types, 0)
+            if shapes is None:
+                continue
+            label = _producer_dtype(
+                rows, bisect.bisect_left(starts, ts), ts, {gather.numel(s) for s in shapes}
+            )
+            if label is not None:
+                found.append((row, label))
+    return pl.DataFrame(found, schema={"row": pl.Int64, LIST_DTYPE: pl.String}, orient="row")
+
+
+def _producer_dtype(
+    rows: list[tuple[str, str | None, str | None, int, int]], before: int, start: int, sizes: set[int]
+) -> str | None:
+    looked = 0
+    for name, dims, types, ts, dur in reversed(rows[max(0, before - 4 * _LOOK_BACK) : before]):
+        if ts + dur > start:  # an enclosing op, or one still running
+            continue
+        if name in _CASTS:
+            return None
+        for t in tensors(dims, types) or []:
+            if t is not None and t.numel in sizes:
+                return t.dtype
+        looked += 1
+        if looked >= _LOOK_BACK:
+            break
+    return None
 
 
 def _combine(found: list[tuple[int, Cost | Unsized]]) -> Cost | Unsized:

@@ -20,7 +20,7 @@ from opscope.analysis.attribution.nesting import ancestors
 from opscope.analysis.attribution.ops import OpOptions, OpRow, op_stats
 from opscope.analysis.efficiency.families import COMPUTE_FAMILIES, Cost
 from opscope.analysis.efficiency.peaks import GpuPeaks, match_peaks
-from opscope.analysis.efficiency.sizing import size_call, size_ops
+from opscope.analysis.efficiency.sizing import list_dtypes, size_call, size_ops
 from opscope.model.kinds import Kind
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
@@ -71,6 +71,18 @@ class UnsizedRow:
 
 
 @dataclass(frozen=True)
+class Inherited:
+    """An op (and shape) with no row of its own whose every call runs inside a sized op with a row, the same
+    (op, shape) for all its calls, the nearest such: `ops --efficiency` shows that row's figures, marked
+    `via` it (`aten::addmm` via `aten::linear`)."""
+
+    op: str
+    shape: str | None
+    via_op: str
+    via_shape: str | None
+
+
+@dataclass(frozen=True)
 class Efficiency:
     path: str
     device: str | None  # the deviceProperties name the peaks were matched on
@@ -85,6 +97,7 @@ class Efficiency:
     unsized_gpu_time_ns: int
     options: EfficiencyOptions
     warnings: tuple[str, ...] = field(default=())
+    inherited: tuple[Inherited, ...] = field(default=())  # over all rows, not only the --top ones
 
     def to_polars(self) -> pl.DataFrame:
         """The rows as a DataFrame (one column per field of `EfficiencyRow`)."""
@@ -118,13 +131,17 @@ def _device(trace: Trace, options: EfficiencyOptions) -> tuple[str | None, GpuPe
 
 
 def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The op scopes (row, name, whitespace-free input_dims, input_types, concrete_inputs) and their
-    (row, ancestor) pairs."""
+    """The op scopes (row, name, whitespace-free input_dims, input_types, concrete_inputs, list_dtype: the
+    dtype of aten::cat's inputs, from their producer) and their (row, ancestor) pairs."""
     scopes = linked.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS))).select(
         ROW,
         pl.col(Col.NAME).cast(pl.String),
         pl.col(Col.INPUT_DIMS).cast(pl.String).str.replace_all(r"\s+", ""),
         "op_parent_row",
+        Col.PID,
+        Col.TID,
+        Col.TS_NS,
+        Col.DUR_NS,
     )
     types = (
         trace.lazy()
@@ -137,6 +154,7 @@ def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, pl.DataFrame]:
         .collect()
     )
     scopes = scopes.join(types, on=ROW, how="left")
+    scopes = scopes.join(list_dtypes(scopes), on=ROW, how="left")
     pairs = ancestors(scopes.select(ROW, "op_parent_row"), up="op_parent_row").filter(pl.col("level") > 0)
     return scopes, pairs
 
@@ -158,6 +176,51 @@ def _nested(scopes: pl.DataFrame, pairs: pl.DataFrame, sized: pl.DataFrame) -> s
         .filter(pl.col("nested"))
     )
     return {(r[Col.NAME], r[Col.INPUT_DIMS]) for r in table.iter_rows(named=True)}
+
+
+def _inherited(
+    scopes: pl.DataFrame, pairs: pl.DataFrame, rows: list[EfficiencyRow], by_shape: bool
+) -> tuple[Inherited, ...]:
+    """Per (op, shape) without a row: its nearest enclosing op with a row, when every call has one and it is
+    the same row for all (else none: figures of different ops are never mixed)."""
+    dims = pl.col(Col.INPUT_DIMS) if by_shape else pl.lit(None, dtype=pl.String).alias(Col.INPUT_DIMS)
+    keyed = scopes.select(ROW, Col.NAME, dims)
+    listed = pl.DataFrame(
+        [(r.op, r.shape) for r in rows], schema={"via_op": pl.String, "via_shape": pl.String}, orient="row"
+    )
+    nearest = (
+        pairs.join(
+            keyed.rename({ROW: "ancestor", Col.NAME: "via_op", Col.INPUT_DIMS: "via_shape"}), on="ancestor"
+        )
+        .join(listed, on=["via_op", "via_shape"], nulls_equal=True, how="semi")
+        .sort(ROW, "level")
+        .unique(ROW, keep="first")
+        .select(ROW, "via_op", "via_shape")
+    )
+    per_key = (
+        keyed.join(
+            listed.rename({"via_op": Col.NAME, "via_shape": Col.INPUT_DIMS}),
+            on=[Col.NAME, Col.INPUT_DIMS],
+            nulls_equal=True,
+            how="anti",
+        )
+        .join(nearest, on=ROW, how="left")
+        .group_by(Col.NAME, Col.INPUT_DIMS)
+        .agg(
+            pl.col("via_op").is_not_null().all().alias("every"),
+            pl.struct("via_op", "via_shape").n_unique().alias("vias"),
+            pl.col("via_op").first(),
+            pl.col("via_shape").first(),
+        )
+        .filter(pl.col("every") & (pl.col("vias") == 1))
+        .sort(Col.NAME, Col.INPUT_DIMS, nulls_last=True)
+    )
+    return tuple(
+        Inherited(name, shape, via, via_shape)
+        for name, shape, via, via_shape in per_key.select(
+            Col.NAME, Col.INPUT_DIMS, "via_op", "via_shape"
+        ).iter_rows()
+    )
 
 
 def efficiency(
@@ -211,6 +274,7 @@ def efficiency(
         unsized_gpu_time_ns=sum(round(u.gpu_time_us * 1e3) for u in unsized),
         options=opts,
         warnings=tuple(warnings) + stats.warnings,
+        inherited=_inherited(scopes, pairs, rows, opts.by_shape),
     )
 
 

@@ -1,5 +1,6 @@
 /* Efficiency view: a roofline (GEMM / convolution / attention ops as points, sized by GPU time, against the
-   device's bandwidth and compute roofs) and the efficiency table of every sized op. Data: D.efficiency. */
+   device's bandwidth and compute roofs) and the report's ops table: every op with GPU time, with the efficiency
+   columns where it is sized. Data: D.efficiency. */
 "use strict";
 
 (function () {
@@ -48,10 +49,13 @@
       series,
     });
   }
+  // One ops table: the sized rows and the unsized ops (GPU time, no efficiency figures), by GPU time.
+  const ops = [...E.rows, ...E.unsized.map((u) => ({ ...u, dtype: null, achieved_tflops: null, pct_of_peak_compute: null,
+    achieved_tbps: null, pct_of_peak_bandwidth: null, bound: null, model: null }))];
   table(document.getElementById("efficiency-table"), [
     { key: "op", label: "Op", kind: "name", get: (r) => S(r.op) },
     { key: "shape", label: "Shape", kind: "text", get: (r) => shortName(r.shape || "—", 60) },
-    { key: "dtype", label: "dtype", kind: "text" },
+    { key: "dtype", label: "dtype", kind: "text", get: (r) => r.dtype || "—" },
     { key: "calls", label: "Calls", kind: "int" },
     { key: "gpu_time_us", label: "GPU time", kind: "us" },
     { key: "achieved_tflops", label: "TFLOP/s", kind: "float" },
@@ -59,12 +63,10 @@
     { key: "achieved_tbps", label: "TB/s", kind: "float" },
     { key: "pct_of_peak_bandwidth", label: "% peak BW", kind: "float" },
     { key: "bound", label: "Bound", kind: "text", get: (r) => r.bound || "—" },
-    { key: "model", label: "Model", kind: "text" },
-  ], E.rows, { id: "efficiency-rows", sortKey: "gpu_time_us", sortDir: -1 });
-  if (E.unsized.length) {
-    const note = el("p", { class: "note", id: "efficiency-unsized" },
-      `Not sized (no model or no shapes; never guessed): ${E.unsized.slice(0, 8).map((u) => `${S(u.op)} (${fmtUs(u.gpu_time_us)}: ${u.reason})`).join("; ")}` +
-      (E.unsized.length > 8 ? `; ${E.unsized.length - 8} more` : "") + ". Definitions: docs/efficiency.md.");
-    document.getElementById("efficiency-table").after(note);
-  }
+    { key: "model", label: "Model", kind: "text", get: (r) => r.reason ? `not sized: ${r.reason}` : r.model },
+  ], ops, { id: "efficiency-rows", sortKey: "gpu_time_us", sortDir: -1 });
+  const note = el("p", { class: "note", id: "efficiency-unsized" },
+    "The report's ops table: every op with GPU time (kernels it or an op inside it launched), an op nested in a sized op counted in that op's row; " +
+    "the efficiency columns where the model sizes the op, \u2014 and the reason where it cannot (never guessed). Definitions: docs/efficiency.md.");
+  document.getElementById("efficiency-table").after(note);
 })();
