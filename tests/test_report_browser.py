@@ -16,6 +16,7 @@ from rawfixtures import HOSTILE_KERNEL, HOSTILE_KERNEL_2, HOSTILE_OP, hostile_tr
 pytestmark = pytest.mark.browser
 
 V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+QWEN = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"  # 24 Qwen2DecoderLayer instances
 
 
 def fmt_ms(us: float) -> str:
@@ -79,6 +80,9 @@ def test_trace_report_views_and_numbers(cli, tmp_path, open_report) -> None:  # 
     opened.screenshot("trace-timeline-hover.png", "#timeline")
     page.mouse.move(0, 0)
     assert page.evaluate("window.opscopeFlame.lastDraw.drawn") > 10
+    # No module type repeats in this trace: the instance view would be the type view, its button is disabled.
+    assert page.locator("#flame-instances").is_disabled()
+    assert page.locator("#flame-types").get_attribute("aria-pressed") == "true"
 
     # The first step's bar tooltip shows the GPU busy time of `opscope steps` for that step.
     steps = json.loads(cli("steps", trace, "--format", "json").out)["steps"]
@@ -93,6 +97,38 @@ def test_trace_report_views_and_numbers(cli, tmp_path, open_report) -> None:  # 
     assert steps[0]["name"] in tooltip.inner_text()
     opened.screenshot("trace-report.png")
     assert opened.problems() == []
+
+
+def test_flame_toggles_between_module_types_and_instances(cli, tmp_path, open_report) -> None:  # noqa: F811
+    trace = corpus_path(QWEN)
+    out = tmp_path / "report.html"
+    assert cli("report", trace, "-o", out).code == 0
+    data = json.loads(cli("report", trace, "--format", "json").out)
+    opened = open_report(out)
+    page = opened.page
+    types, instances = page.locator("#flame-types"), page.locator("#flame-instances")
+    flame = page.evaluate("window.opscopeFlame")
+
+    def shown() -> tuple[str, int, str | None, str | None, float]:
+        draw = page.evaluate("window.opscopeFlame.lastDraw")
+        height = page.locator("#flame-canvas").bounding_box()["height"]
+        return draw["view"], draw["nodes"], types.get_attribute("aria-pressed"), \
+            instances.get_attribute("aria-pressed"), height
+
+    assert flame["view"] == "types" and page.evaluate("window.opscopeFlame.lastDraw.drawn") > 10
+    by_type = shown()
+    assert by_type[:4] == ("types", len(data["flame"]["parent"]), "true", "false")
+    page.locator("#flame-canvas").click(position={"x": 5, "y": 27})  # zoom into a frame: the toggle resets it
+    assert page.evaluate("window.opscopeFlame.lastDraw.focus") > 0
+    instances.click()
+    by_instance = shown()
+    assert by_instance[:4] == ("instances", len(data["flame_instances"]["parent"]), "false", "true")
+    assert by_instance[1] > by_type[1]
+    assert page.evaluate("window.opscopeFlame.lastDraw.focus") == 0
+    opened.screenshot("flame-instances.png", "#flame")
+    types.click()
+    assert shown() == by_type
+    assert opened.problems() == [] and opened.dialogs == []
 
 
 def test_kernel_table_sorts_and_filters(cli, tmp_path, open_report) -> None:  # noqa: F811

@@ -4,6 +4,7 @@ escaping of the embedded data, and the `report` command's other formats."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections import defaultdict
 
@@ -11,9 +12,10 @@ import pytest
 
 import opscope
 from conftest import corpus_path
+from opscope.analysis.attribution.tree import TreeOptions, op_tree
 from opscope.errors import MissingDependency
 from opscope.report.html import json_for_script, render_html
-from opscope.report.trace_report import ReportOptions, trace_report
+from opscope.report.trace_report import FLAME_MIN_SHARE, ReportOptions, trace_report
 from rawfixtures import HOSTILE_KERNEL, HOSTILE_OP, hostile_trace
 from reference import gpu_events, ns, window
 from reference import load as raw_events
@@ -21,6 +23,7 @@ from reference import union_length as union
 
 V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 NCCL = "hta/nccl_parser_config_nccl_data.json.gz"
+QWEN = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"  # 24 Qwen2DecoderLayer instances
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +68,37 @@ def test_kernel_rows_and_flame_total_against_raw_json(v100) -> None:
         children[parent] += value
     for node, total in children.items():  # a frame's time is the sum of its children's (leaves are events)
         assert total == flame["value"][node]
+
+
+def _sums_hold(flame: dict) -> None:
+    children: dict[int, int] = defaultdict(int)
+    for parent, value in zip(flame["parent"][1:], flame["value"][1:]):
+        children[parent] += value
+    for node, total in children.items():
+        assert total == flame["value"][node]
+
+
+def test_flame_carries_the_type_and_the_instance_view(v100) -> None:
+    """`flame` merges module instances by type (as `opscope tree`), `flame_instances` keeps one node per
+    instance (as `--modules instances`): the same GPU time, more nodes, and per module type the instances add up
+    to the merged node. A trace where no module type repeats ships no second tree (V100: no nn.Module frames)."""
+    trace = opscope.load(corpus_path(QWEN))
+    data = trace_report(trace)
+    strings, types, instances = data["strings"], data["flame"], data["flame_instances"]
+    assert set(types) == set(instances) == {"parent", "name", "value", "total_ns"}
+    assert instances["value"][0] == types["value"][0] == instances["total_ns"] == types["total_ns"] > 0
+    assert len(instances["parent"]) > len(types["parent"])
+    _sums_hold(types)
+    _sums_hold(instances)
+    merged = {strings[n]: v for n, v in zip(types["name"], types["value"], strict=True)}
+    layer = "nn.Module: Qwen2DecoderLayer"
+    assert layer in merged and not any(strings[n].startswith(layer + "_") for n in types["name"])
+    per_instance = [v for n, v in zip(instances["name"], instances["value"], strict=True)
+                    if re.fullmatch(re.escape(layer) + r"_\d+", strings[n])]
+    assert len(per_instance) == 24 and sum(per_instance) == merged[layer]
+    tree = op_tree(trace, TreeOptions(depth=0, min_share=FLAME_MIN_SHARE, modules="instances"))
+    assert len(instances["parent"]) == tree.nodes + 1  # bounded as `flame`: siblings under 1/5000 folded
+    assert v100[0]["flame_instances"] is None
 
 
 def test_timeline_arrays(v100) -> None:

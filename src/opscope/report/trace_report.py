@@ -11,7 +11,7 @@ page puts it into the DOM as text only.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,7 @@ import polars as pl
 
 from opscope.analysis.attribution.linking import ROW, Linkage, link
 from opscope.analysis.attribution.steps import StepOptions, step_stats
-from opscope.analysis.attribution.tree import TreeNode, TreeOptions, op_tree
+from opscope.analysis.attribution.tree import OpTree, TreeNode, TreeOptions, op_tree
 from opscope.analysis.kernels.categories import CATEGORY, categories_of, category_breakdown
 from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
 from opscope.analysis.timeline.activity import LAUNCH_OP, Activity, TimelineOptions, gpu_activity
@@ -50,7 +50,7 @@ SOURCES = {
     "categories": "analysis/kernels/categories.py (as opscope analyze)",
     "steps": "analysis/attribution/steps.py (as opscope steps); category sums per step here",
     "timeline": "analysis/timeline/activity.py (linking, categories) + report/timeline_data.py",
-    "flame": "analysis/attribution/tree.py (as opscope tree)",
+    "flame": "analysis/attribution/tree.py (as opscope tree; flame_instances as opscope tree --modules instances)",
     "launch_delay": "analysis/timeline/launch_delay.py (as opscope analyze)",
     "memcpy": "analysis/timeline/memcpy.py (as opscope analyze)",
     "findings": "analysis/rules/ (as opscope advise; docs/advice.md)",
@@ -95,8 +95,9 @@ def trace_report(trace: Trace, options: ReportOptions | None = None) -> dict[str
     linkage = link(trace)
     act = gpu_activity(trace, TimelineOptions(devices=opts.devices, streams=opts.streams), linkage)
     summary = kernel_summary(trace, SummaryOptions(top=0, devices=opts.devices, streams=opts.streams))
-    tree = op_tree(trace, TreeOptions(depth=0, min_share=FLAME_MIN_SHARE, devices=opts.devices,
-                                      streams=opts.streams), linkage)
+    flame_options = TreeOptions(depth=0, min_share=FLAME_MIN_SHARE, devices=opts.devices, streams=opts.streams)
+    tree = op_tree(trace, flame_options, linkage)  # module instances merged by type (Layer x24)
+    instances = op_tree(trace, replace(flame_options, modules="instances"), linkage)  # one node per instance
     device_names = {d.id: d.name for d in trace.meta.devices}
     return {
         "schema": SCHEMA,
@@ -109,6 +110,7 @@ def trace_report(trace: Trace, options: ReportOptions | None = None) -> dict[str
         "steps": _steps(trace, act.events, linkage, opts),
         "timeline": _timeline(act, strings, device_names, opts, trace),
         "flame": _flame(tree.root, tree.gpu_time_ns, strings),
+        "flame_instances": _flame_instances(instances, tree, strings),
         "launch_delay": _launch_delay(trace, act),
         "memcpy": _memcpy(trace, act),
         "findings": report_findings(trace, linkage, opts.devices, opts.streams, act),
@@ -238,6 +240,14 @@ def _flame(root: TreeNode, total: int, strings: Strings) -> dict[str, Any]:
         value.append(node.gpu_ns)
         stack.extend((child, index) for child in reversed(node.children))
     return {"parent": parent, "name": name_ids, "value": value, "total_ns": total}
+
+
+def _flame_instances(instances: OpTree, types: OpTree, strings: Strings) -> dict[str, Any] | None:
+    """The instance view of the flame graph (`opscope tree --modules instances`), bounded as `flame`; None when
+    it equals the type view (no module type repeats), so the page does not carry the same tree twice."""
+    if instances.root == types.root:
+        return None
+    return _flame(instances.root, instances.gpu_time_ns, strings)
 
 
 def _launch_delay(trace: Trace, act: Activity) -> dict[str, Any]:

@@ -1,22 +1,26 @@
 /* Operator -> kernel icicle (a flame graph drawn top-down): the root is all GPU time, each row one level of the
    launch stack (ops, annotations, nn.Module frames), the last level the GPU events; width = GPU time.
-   Click a frame to zoom into it; hover for its time and shares. */
+   Click a frame to zoom into it; hover for its time and shares. Two views, switched by the buttons above the
+   canvas: module instances merged by type (default) or one frame per instance. */
 "use strict";
 
 (function () {
   const { D, S, fmtNs, fmtPct, showTip, hideTip, colorOf, el } = OPS;
-  const F = D.flame;
   const canvas = document.getElementById("flame-canvas");
-  if (!F || !canvas) return;
-  if (!F.total_ns) { OPS.empty("flame-canvas", "No GPU time to attribute to operators in this trace."); return; }
+  if (!D.flame || !canvas) return;
+  if (!D.flame.total_ns) { OPS.empty("flame-canvas", "No GPU time to attribute to operators in this trace."); return; }
   const ROW = 18;
-  const n = F.parent.length;
-  const children = Array.from({ length: n }, () => []);
-  for (let i = 1; i < n; i++) children[F.parent[i]].push(i);
-  for (const c of children) c.sort((a, b) => F.value[b] - F.value[a]);
-  const depth = new Int32Array(n), x = new Float64Array(n);
-  let maxDepth = 0;
-  (function layout() { // x offset of each node in GPU ns, children packed left to right
+  // Two views of the same GPU time: "types" (instances of a module type merged, Layer x24) and "instances"
+  // (one frame per module instance); null when no module type repeats, as the two trees are then the same.
+  const trees = { types: D.flame, instances: D.flame_instances || null };
+  const laid = {};
+  function layout(F) { // children sorted heaviest first, and the depth and x offset (GPU ns) of each node
+    const n = F.parent.length;
+    const children = Array.from({ length: n }, () => []);
+    for (let i = 1; i < n; i++) children[F.parent[i]].push(i);
+    for (const c of children) c.sort((a, b) => F.value[b] - F.value[a]);
+    const depth = new Int32Array(n), x = new Float64Array(n);
+    let maxDepth = 0;
     const stack = [0];
     while (stack.length) {
       const i = stack.pop();
@@ -24,7 +28,15 @@
       for (const c of children[i]) { depth[c] = depth[i] + 1; x[c] = off; off += F.value[c]; stack.push(c); }
       if (depth[i] > maxDepth) maxDepth = depth[i];
     }
-  })();
+    return { F, n, children, depth, x, maxDepth };
+  }
+  let view = "types", F, n, children, depth, x, maxDepth;
+  function use(name) {
+    view = name;
+    const t = laid[name] || (laid[name] = layout(trees[name]));
+    ({ F, n, children, depth, x, maxDepth } = t);
+  }
+  use("types");
   let focus = 0, cssW = 0, dpr = 1;
   const crumbs = document.getElementById("flame-crumbs");
 
@@ -36,7 +48,12 @@
     draw();
   }
   function isLeaf(i) { return children[i].length === 0 && i !== 0; }
-  function color(i) { return i === 0 ? "#c9d1dc" : isLeaf(i) ? "#e8a35c" : colorOf(S(F.name[i]).split("::")[0]); }
+  function color(i) { // the instances of a module type (Layer_0, Layer_1, ...) share the type's colour
+    if (i === 0) return "#c9d1dc";
+    if (isLeaf(i)) return "#e8a35c";
+    const name = S(F.name[i]);
+    return colorOf(name.startsWith("nn.Module: ") ? name.replace(/_\d+$/, "") : name.split("::")[0]);
+  }
 
   function draw() {
     const ctx = canvas.getContext("2d");
@@ -67,7 +84,7 @@
     const path = [];
     for (let i = focus; i > 0; i = F.parent[i]) path.unshift(i);
     crumbs.append(el("span", null, path.length ? "focus: " + path.map((i) => OPS.shortName(S(F.name[i]), 40)).join(" › ") : ""));
-    window.opscopeFlame.lastDraw = { drawn, focus };
+    window.opscopeFlame.lastDraw = { drawn, focus, view, nodes: n };
   }
   function nodeAt(px, py) {
     const d = Math.floor(py / ROW);
@@ -97,7 +114,26 @@
     if (i >= 0) { focus = i; draw(); }
   });
   document.getElementById("flame-reset").addEventListener("click", () => { focus = 0; draw(); });
-  window.opscopeFlame = { lastDraw: null, focusOn: (i) => { focus = i; draw(); }, nodes: n };
+  const buttons = document.querySelectorAll("#flame .toggle button[data-view]");
+  function setView(name) {
+    if (!trees[name]) return;
+    use(name);
+    focus = 0;
+    buttons.forEach((b) => b.setAttribute("aria-pressed", String(b.dataset.view === name)));
+    hideTip();
+    resize(); // the depth, hence the canvas height, differs between the views
+  }
+  buttons.forEach((b) => {
+    if (!trees[b.dataset.view]) {
+      b.disabled = true;
+      b.title = "no module type repeats in this trace: the instance view is the type view";
+    }
+    b.addEventListener("click", () => setView(b.dataset.view));
+  });
+  window.opscopeFlame = {
+    lastDraw: null, focusOn: (i) => { focus = i; draw(); }, setView,
+    get view() { return view; }, get nodes() { return n; },
+  };
   window.addEventListener("resize", resize);
   resize();
 })();
