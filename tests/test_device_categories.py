@@ -43,13 +43,18 @@ def test_mtia_launches_link_to_device_events(cli):
 
 
 @pytest.mark.corpus
-def test_real_unknown_device_category_warns(cli):
-    """The CUPTI range-profiler trace has no kernel events, only `cuda_profiler_range` events on the device."""
+def test_cupti_range_profiler_ranges_are_gpu_ranges(cli):
+    """The CUPTI range-profiler trace has no kernel events, only `cuda_profiler_range` events on the device: ranges
+    over the work they measured (GPU annotations), neither device work of an unknown category nor a CPU-only
+    capture."""
     path = corpus_path("hta/cupti_profiler_benchmark_result_924719_1679055439_trace.json.gz")
-    found = unknown_device_categories(opscope.load(path))
-    assert [(u.category, u.events) for u in found] == [("cuda_profiler_range", 77)]
-    result = cli("summary", path)
-    assert "cuda_profiler_range" in result.out + result.err and "CPU-only" not in result.out
+    raw = [e for e in _raw(path)["traceEvents"] if e.get("cat") == "cuda_profiler_range"]
+    trace = opscope.load(path)
+    assert unknown_device_categories(trace) == ()
+    result = opscope.summary(trace)
+    assert result.gpu_calls == 0 and result.gpu_ranges == len(raw) == 77
+    out = cli("summary", path).out
+    assert "a CPU-only capture?" not in out and "77 ranges on the GPU" in out
 
 
 @pytest.mark.corpus

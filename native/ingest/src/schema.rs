@@ -39,7 +39,7 @@ pub mod kind {
 }
 
 /// Raw category -> kind code, across schema generations (see `CATEGORY_KINDS` in schema.py).
-pub const CATEGORY_KINDS: [(&str, &str); 27] = [
+pub const CATEGORY_KINDS: [(&str, &str); 28] = [
     ("kernel", "kernel"),
     ("Kernel", "kernel"),
     ("gpu_memcpy", "memcpy"),
@@ -56,6 +56,7 @@ pub const CATEGORY_KINDS: [(&str, &str); 27] = [
     ("hip_driver", "driver"),
     ("user_annotation", "user_annotation"),
     ("gpu_user_annotation", "gpu_user_annotation"),
+    ("cuda_profiler_range", "gpu_user_annotation"),
     ("python_function", "python_function"),
     ("ac2g", "flow"),
     ("async_cpu_to_gpu", "flow"),

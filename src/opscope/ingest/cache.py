@@ -28,7 +28,7 @@ from opscope.model.meta import TraceMeta
 if TYPE_CHECKING:
     import pyarrow as pa
 
-CACHE_VERSION = "11"  # 11: device work of unknown categories (TraceMeta.device_like); 10: xplane devices keep clock_rate and memory_bandwidth; 9: wait_on_stream / wait_on_correlation of cuda_sync events; 8: MTIA categories, GPU names for pmc_perf.csv; 7: XLA columns (hlo_op, hlo_module, program_id, name_stack, step_num), concrete_inputs and the mem_* columns of "[memory]" events; 5: native reader rules
+CACHE_VERSION = "12"  # 12: cuda_profiler_range is a GPU annotation; 11: device work of unknown categories (TraceMeta.device_like); 10: xplane devices keep clock_rate and memory_bandwidth; 9: wait_on_stream / wait_on_correlation of cuda_sync events; 8: MTIA categories, GPU names for pmc_perf.csv; 7: XLA columns (hlo_op, hlo_module, program_id, name_stack, step_num), concrete_inputs and the mem_* columns of "[memory]" events; 5: native reader rules
 _META_KEY = b"opscope.meta"
 _KEY_KEY = b"opscope.key"
 

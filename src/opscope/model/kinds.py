@@ -124,6 +124,8 @@ CATEGORY_KINDS: Final[dict[str, str]] = {
     "hip_driver": Kind.DRIVER,
     "user_annotation": Kind.USER_ANNOTATION,
     "gpu_user_annotation": Kind.GPU_ANNOTATION,
+    # CUPTI's range profiler: ranges over the device work they measured, drawn on the device (not work itself)
+    "cuda_profiler_range": Kind.GPU_ANNOTATION,
     "python_function": Kind.PYTHON,
     "ac2g": Kind.FLOW,
     "async_cpu_to_gpu": Kind.FLOW,

@@ -40,7 +40,7 @@ class Trace:
         assert self._parquet is not None
         frame = pl.scan_parquet(self._parquet)
         if self.meta.device_like:
-            from opscope.ingest.device_like import as_device_work
+            from opscope.model.device_work import as_device_work
 
             frame = as_device_work(frame, self.meta.device_like)
         return frame

@@ -88,7 +88,11 @@ def summary_document(result: KernelSummary) -> Document:
     if result.traces:
         notes.append(f"{len(result.traces)} traces merged into one table; medians are sketch estimates "
                      "(1% relative accuracy), every other column is exact.")
-    if result.gpu_calls == 0 and not any("look like device work" in w for w in result.warnings):
+    if result.gpu_calls == 0 and result.gpu_ranges:
+        notes.append(f"No GPU kernels, memcpys or memsets in this trace, but {result.gpu_ranges:,} ranges on the GPU "
+                     "(gpu_user_annotation, e.g. CUPTI's range profiler): not a CPU-only capture; ranges mark "
+                     "device work, they are not counted as GPU time.")
+    elif result.gpu_calls == 0 and not any("look like device work" in w for w in result.warnings):
         notes.append("No GPU kernels, memcpys or memsets in this trace (a CPU-only capture?).")
     notes.extend(f"warning: {w}" for w in result.warnings)
     return Document(

@@ -81,6 +81,7 @@ class KernelSummary(Tabular):
     warnings: tuple[str, ...] = field(default=())
     traces: tuple[str, ...] = ()  # with several traces merged (`opscope summary A B ...`): their paths
     median_estimated: bool = False  # True when medians come from a merged quantile sketch (1% accuracy)
+    gpu_ranges: int = 0  # gpu_user_annotation events (ranges drawn on the GPU; not work, not GPU time)
 
     def _table_rows(self) -> list[dict[str, Any]]:
         return dataclass_rows(self.rows)
@@ -96,7 +97,7 @@ def device_names(trace: Trace, used: list[int]) -> tuple[str, ...]:
 def finish_summary(*, path: str, devices: tuple[str, ...], events: int, kernels: int, gpu_time_ns: int,
                    gpu_calls: int, all_rows: list[KernelRow], options: SummaryOptions,
                    warnings: tuple[str, ...], traces: tuple[str, ...] = (),
-                   median_estimated: bool = False) -> KernelSummary:
+                   median_estimated: bool = False, gpu_ranges: int = 0) -> KernelSummary:
     """Cut the sorted rows at --top and account for everything below the cut."""
     shown = all_rows if options.top <= 0 else all_rows[: options.top]
     readable = demangle_names(r.name for r in shown)
@@ -116,7 +117,7 @@ def finish_summary(*, path: str, devices: tuple[str, ...], events: int, kernels:
         path=path, devices=devices, events=events, kernels=kernels, gpu_time_ns=gpu_time_ns, gpu_calls=gpu_calls,
         selected_total_ns=sum(r.total_ns for r in all_rows), selected_calls=sum(r.calls for r in all_rows),
         selected_rows=len(all_rows), rows=tuple(shown), rest=rest, options=options, warnings=warnings,
-        traces=traces, median_estimated=median_estimated,
+        traces=traces, median_estimated=median_estimated, gpu_ranges=gpu_ranges,
     )
 
 
@@ -130,6 +131,7 @@ class GpuSelection:
     events: int
     kernels: int
     devices: tuple[str, ...]
+    gpu_ranges: int = 0
 
     @property
     def gpu_time_ns(self) -> int:
@@ -148,11 +150,13 @@ def select_gpu(trace: Trace, opts: SummaryOptions) -> GpuSelection:
         frame = gpu.select(Col.NAME, Col.KIND, Col.DUR_NS, Col.DEVICE).collect()
     chosen = select.by_name(select.by_kinds(frame.lazy(), opts.kinds), opts.name_filter)
     # Both trace-wide counts in one scan of the table.
-    events, kernels = trace.lazy().select(
-        pl.len(), (pl.col(Col.KIND) == Kind.KERNEL).sum()).collect().row(0)
+    events, kernels, ranges = trace.lazy().select(
+        pl.len(), (pl.col(Col.KIND) == Kind.KERNEL).sum().alias("kernels"),
+        (pl.col(Col.KIND) == Kind.GPU_ANNOTATION).sum().alias("ranges"),
+    ).collect().row(0)
     used = sorted(int(d) for d in frame[Col.DEVICE].drop_nulls().unique().to_list())
     return GpuSelection(frame=frame, chosen=chosen, events=int(events), kernels=int(kernels or 0),
-                        devices=device_names(trace, used))
+                        devices=device_names(trace, used), gpu_ranges=int(ranges or 0))
 
 
 def kernel_summary(trace: Trace, options: SummaryOptions | None = None) -> KernelSummary:
@@ -196,4 +200,5 @@ def kernel_summary(trace: Trace, options: SummaryOptions | None = None) -> Kerne
         path=trace.path, devices=selection.devices, events=selection.events, kernels=selection.kernels,
         gpu_time_ns=gpu_time, gpu_calls=selection.frame.height, all_rows=all_rows, options=opts,
         warnings=(*trace.meta.warnings, *(u.warning for u in unknown_device_categories(trace))),
+        gpu_ranges=selection.gpu_ranges,
     )
