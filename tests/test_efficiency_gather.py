@@ -67,6 +67,10 @@ def test_arange_int64_default_and_recorded_dtypes() -> None:
     )
     assert isinstance(typed, Cost) and (typed.bytes, typed.dtype) == (3 * 2, "bf16")  # 1, 4, 7 in bf16
     assert isinstance(size("aten::arange", "[[], [], [], [], [], []]", six, None), Unsized)
+    # arange(end, dtype, layout, device, pin_memory): one scalar (the demo's CPU capture records it so)
+    five = '["Scalar", "", "", "", "Scalar"]'
+    one = size("aten::arange", "[[], [], [], [], []]", five, '["16", "", "", "", "False"]')
+    assert isinstance(one, Cost) and (one.bytes, one.dtype) == (16 * 8, "int64")
 
 
 def test_cat_dtype_from_the_producer_else_an_estimate() -> None:

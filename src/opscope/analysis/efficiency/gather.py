@@ -60,7 +60,12 @@ def arange(args: Args, c: Concrete) -> Cost | Unsized:
     scalars = [arg(c, i) for i in range(count)]
     if not all(_number(v) for v in scalars):
         return Unsized("start / end not recorded (Concrete Inputs)")
-    start, end, step = {1: (0, scalars[0], 1), 2: (scalars[0], scalars[1], 1)}.get(count, tuple(scalars))
+    if count == 1:
+        start, end, step = 0, scalars[0], 1
+    elif count == 2:
+        start, end, step = scalars[0], scalars[1], 1
+    else:
+        start, end, step = scalars
     if not step:
         return Unsized("step is 0")
     numel = max(0, math.ceil((end - start) / step))  # type: ignore[operator]
