@@ -57,9 +57,13 @@ def arange(args: Args, c: Concrete) -> Cost | Unsized:
     count = len(args) - 1 if out is not None else _ARANGE_SCALARS.get(len(args))
     if count is None or count not in (1, 2, 3):
         return Unsized("unknown arange overload")
-    scalars = [arg(c, i) for i in range(count)]
-    if not all(_number(v) for v in scalars):
+    recorded_scalars = [arg(c, i) for i in range(count)]
+    scalars: list[float] = [v for v in recorded_scalars if _number(v)]  # type: ignore[misc]
+    if len(scalars) != count:
         return Unsized("start / end not recorded (Concrete Inputs)")
+    start: float
+    end: float
+    step: float
     if count == 1:
         start, end, step = 0, scalars[0], 1
     elif count == 2:
@@ -68,7 +72,7 @@ def arange(args: Args, c: Concrete) -> Cost | Unsized:
         start, end, step = scalars
     if not step:
         return Unsized("step is 0")
-    numel = max(0, math.ceil((end - start) / step))  # type: ignore[operator]
+    numel = max(0, math.ceil((end - start) / step))
     if out is not None:
         return Cost("elementwise", None, numel * out.itemsize, out.dtype, "exact")
     recorded = arg(c, count)
