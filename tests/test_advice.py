@@ -274,7 +274,7 @@ def test_advise_json_contract(cli) -> None:
     assert set(data["rules_checked"]) == ALL_IDS
     assert data["findings"] and all(set(f) == FINDING_KEYS for f in data["findings"])
     assert all(len(f["evidence"]) <= 10 for f in data["findings"])
-    removal = {"dataloader_bound", "sync_in_loop", "channels_last", "pageable_memcpy"}
+    removal = {"dataloader_bound", "sync_in_loop", "channels_last", "pageable_memcpy", "low_efficiency"}
     assert all((f["predicted_saving_us"] is None) == (f["id"] not in removal) for f in data["findings"])
     assert [f["time_at_stake_us"] for f in data["findings"]] == sorted(
         (f["time_at_stake_us"] for f in data["findings"]), reverse=True
@@ -491,7 +491,7 @@ def test_predicted_saving_is_the_critical_path_what_if(cli) -> None:
     assert all(
         f["predicted_saving_us"] is None
         for f in advise["findings"]
-        if f["id"] not in ("dataloader_bound", "sync_in_loop", "channels_last", "pageable_memcpy")
+        if f["id"] not in ("dataloader_bound", "sync_in_loop", "channels_last", "pageable_memcpy", "low_efficiency")
     )
     analyze = json.loads(cli("analyze", path, "--format", "json").out)
     assert all(f["predicted_saving_us"] is None for f in analyze["findings"])
@@ -527,3 +527,34 @@ def test_exact_names_regex_matches_only_those_names() -> None:
     series = pl.Series([*names, names[0] + " ", "x" + names[1], "other"])
     assert series.str.contains(pattern).to_list() == [True, True, False, False, False]
     assert [bool(re.search(pattern, n)) for n in series] == [True, True, False, False, False]
+
+
+@pytest.mark.corpus
+def test_low_efficiency_predicted_saving_is_the_faster_kernel_what_if(cli) -> None:
+    """low_efficiency (a faster kernel): the kernels of the low op shapes rescaled as if each shape ran at the
+    threshold (30% of peak): factor = the time-weighted mean of pct / 30 over the low shapes; the prediction is
+    the critical path's what-if with that selector and factor, summed over the steps."""
+    from opscope.analysis.attribution.linking import link
+    from opscope.analysis.rules.context import RuleContext
+    from opscope.analysis.rules.efficiency import low_efficiency
+    from opscope.analysis.timeline.activity import TimelineOptions, gpu_activity
+
+    path = corpus_path(RESNET_V100)
+    advise = json.loads(cli("advise", path, "--format", "json").out)
+    (found,) = [f for f in advise["findings"] if f["id"] == "low_efficiency"]
+    trace = opscope.load(path)
+    linkage = link(trace)
+    ctx = RuleContext(trace, analyze(trace, linkage=linkage), linkage, gpu_activity(trace, TimelineOptions(), linkage))
+    hit = low_efficiency(ctx, 30)
+    assert hit is not None and hit.what_if is not None
+    pattern, factor = hit.what_if
+    ev = found["evidence"]
+    if len(ev) < 10:  # every low shape is in the evidence: the factor can be recomputed from it
+        time = sum(e["gpu_time_us"] for e in ev)
+        recomputed = sum(e["gpu_time_us"] * min(e["pct_of_peak"] / 30, 1.0) for e in ev) / time
+        assert factor == pytest.approx(recomputed, rel=1e-2)  # the evidence is rounded (pct to 0.01)
+    assert 0 < factor < 1
+    cp = json.loads(cli("critical-path", path, "--what-if", f"{pattern}:{factor!r}", "--format", "json").out)
+    expected = sum(s["what_if"]["saving_us"] for s in cp["steps"])
+    assert found["predicted_saving_us"] == pytest.approx(expected, abs=1e-3)
+    assert 0 <= found["predicted_saving_us"] <= found["time_at_stake_us"] + 1e-6

@@ -8,11 +8,15 @@ the rule says it could not be evaluated instead of guessing.
 
 from __future__ import annotations
 
+import polars as pl
+
+from opscope.analysis.attribution.linking import ROW
 from opscope.analysis.efficiency.advice import low_efficiency_candidates
 from opscope.analysis.efficiency.families import COMPUTE_FAMILIES
 from opscope.analysis.efficiency.table import EfficiencyOptions, efficiency
 from opscope.analysis.rules.context import RuleContext
-from opscope.analysis.rules.model import BELOW, GPU_TIME, MAX_EVIDENCE, Hit, Rule
+from opscope.analysis.rules.model import BELOW, GPU_TIME, MAX_EVIDENCE, Hit, Rule, exact_names
+from opscope.model.schema import Col
 
 HOT_SHARE = 0.01  # ops under 1% of GPU time are not worth a finding of their own
 
@@ -61,7 +65,29 @@ def low_efficiency(ctx: RuleContext, threshold: float) -> Hit | None:
         time_at_stake_ns=round(sum(c.gpu_time_us for c in low) * 1e3),
         evidence=evidence,
         detail=f"{len(low)} hot op shapes below {threshold:g}% of peak",
+        what_if=_at_threshold(ctx, [(c.row.op, c.row.shape, c.gpu_time_us, c.pct_of_peak) for c in low], threshold),
     )
+
+
+def _at_threshold(
+    ctx: RuleContext, low: list[tuple[str, str | None, float, float]], threshold: float
+) -> tuple[str, float] | None:
+    """The what-if of a faster kernel: the kernels launched inside the low op shapes, rescaled as if each shape
+    ran at the threshold's % of peak (its time x pct / threshold), one factor for all of them (their
+    time-weighted mean). A model: the same kernels, only faster; a kernel name that other ops launch too is
+    rescaled there as well."""
+    ops = ctx.ops.with_columns(pl.col(Col.INPUT_DIMS).str.replace_all(r"\s", "").alias("_shape"))
+    names: set[str] = set()
+    for op, shape, _, _ in low:
+        chosen = ops.filter((pl.col(Col.NAME) == op) & (pl.col("_shape").eq_missing(shape) if shape else True))
+        if chosen.height:
+            for kernels in ctx.gpu_ns_under(chosen[ROW])["kernels"].to_list():
+                names.update(k for k in kernels if k)
+    time = sum(t for _, _, t, _ in low)
+    if not names or time <= 0:
+        return None
+    factor = sum(t * min(pct / threshold, 1.0) for _, _, t, pct in low) / time
+    return exact_names(sorted(names)), factor
 
 
 RULES = (
