@@ -1,5 +1,6 @@
 //! Times each stage of the reader on one file: decompression alone, + scanning, + decoding (one thread),
-//! and the whole threaded pipeline. `cargo run --release --example stages -- FILE`
+//! and the whole threaded pipeline. `cargo run --release --example stages -- FILE`; `STAGES_ONLY=pipeline`
+//! runs only the threaded reader (for `perf stat`), `STAGES_ONLY=decode` times decoding alone.
 use std::sync::Arc;
 
 use std::time::Instant;
@@ -8,6 +9,11 @@ use opscope_ingest::{decode, scan, source, KinetoReader, Options};
 
 fn main() {
     let path = std::path::PathBuf::from(std::env::args().nth(1).expect("FILE"));
+    if std::env::var("STAGES_ONLY").as_deref() == Ok("pipeline") {
+        // The threaded reader alone, default options (for `perf stat`: its CPU time and page faults).
+        pipeline(&path, Options::default());
+        return;
+    }
     if std::env::var("STAGES_ONLY").as_deref() == Ok("decode") {
         // Scan once, then time decoding alone (for profiling the decoder).
         let mut scanner = scan::Scanner::new(4 << 20);
@@ -78,24 +84,29 @@ fn main() {
     );
 
     for workers in [1, 2, 4] {
-        let t = Instant::now();
-        let mut r = KinetoReader::open(
-            path.clone(),
+        pipeline(
+            &path,
             Options {
                 workers,
                 ..Options::default()
             },
-        )
-        .unwrap();
-        let mut rows = 0usize;
-        while let Some(b) = r.next_batch() {
-            rows += b.num_rows();
-        }
-        r.finish().unwrap();
-        println!(
-            "pipeline w={workers}    {:6.3} s  {} rows",
-            t.elapsed().as_secs_f64(),
-            rows
         );
     }
+}
+
+/// The threaded reader end to end with these options, timed.
+fn pipeline(path: &std::path::Path, options: Options) {
+    let t = Instant::now();
+    let mut r = KinetoReader::open(path.to_path_buf(), options).unwrap();
+    let mut rows = 0usize;
+    while let Some(b) = r.next_batch() {
+        rows += b.num_rows();
+    }
+    r.finish().unwrap();
+    println!(
+        "pipeline w={}    {:6.3} s  {} rows",
+        options.workers,
+        t.elapsed().as_secs_f64(),
+        rows
+    );
 }
