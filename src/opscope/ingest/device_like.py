@@ -13,27 +13,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
+from opscope.ingest import columns as C
 from opscope.model.meta import DeviceInfo, DeviceLike
 from opscope.model.schema import CATEGORY_KINDS, KIND_CODES, KINDS, Col, Kind
 
-if TYPE_CHECKING:
-    import pyarrow as pa
-
 _OTHER, _FLOW = KIND_CODES[Kind.OTHER], KIND_CODES[Kind.FLOW]
-
-
-def _codes(indices: pa.Array) -> np.ndarray:
-    """Dictionary codes as int32 numpy, read from the Arrow buffer (no copy; -1 for nulls, which need one)."""
-    import pyarrow as pa
-
-    if indices.type != pa.int32() or indices.null_count:
-        return np.asarray(indices.fill_null(-1).cast(pa.int32()).to_pylist(), dtype=np.int32)
-    return np.frombuffer(indices.buffers()[1], dtype=np.int32, count=len(indices), offset=indices.offset * 4)
 
 
 def _code_of(column: pa.DictionaryArray, value: str) -> int:
@@ -65,12 +54,12 @@ class DeviceLikeScan:
             rows = np.arange(batch.num_rows)
             self._count_rows(batch, rows, rows)
             return
-        kinds, phs = _codes(kind.indices), _codes(ph.indices)
+        kinds, phs = C.codes(kind.indices), C.codes(ph.indices)
         other = np.flatnonzero((kinds == _OTHER) & (phs == _code_of(ph, "X")))
         flow_ends = np.flatnonzero((kinds == _FLOW) & (phs == _code_of(ph, "f")))
         if flow_ends.size:  # the pids where flows end: their distinct dictionary codes, no table built
             pid = batch.column(Col.PID)
-            for code in np.unique(_codes(pid.indices)[flow_ends]):
+            for code in np.unique(C.codes(pid.indices)[flow_ends]):
                 value = pid.dictionary[int(code)].as_py() if code >= 0 else None
                 if value is not None:
                     self._flow_ends.add(str(value))
@@ -78,11 +67,8 @@ class DeviceLikeScan:
             self._count_rows(batch, other, np.empty(0, dtype=np.int64))
 
     def _count_rows(self, batch: pa.RecordBatch, other: np.ndarray, flow_ends: np.ndarray) -> None:
-        import pyarrow as pa
-
         def take(rows: np.ndarray) -> pl.DataFrame:
-            index = pa.Array.from_buffers(pa.int64(), len(rows), [None, pa.py_buffer(rows.astype(np.int64))])
-            frame = pl.from_arrow(batch.select([Col.PH, Col.CAT, Col.KIND, Col.PID, Col.DUR_NS]).take(index))
+            frame = pl.from_arrow(batch.select([Col.PH, Col.CAT, Col.KIND, Col.PID, Col.DUR_NS]).take(C.row_indices(rows)))
             assert isinstance(frame, pl.DataFrame)
             return frame
 

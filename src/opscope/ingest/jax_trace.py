@@ -31,21 +31,6 @@ _STREAM = re.compile(r"^Stream #(\d+)")
 _OTHER = KIND_CODES[Kind.OTHER]
 
 
-def _codes(indices: pa.Array) -> np.ndarray:
-    """The int32 dictionary codes as a numpy array, read from the Arrow buffer (pyarrow's `to_numpy` imports
-    pandas, 0.15-0.3 s of a cold run); a copy only when the array has nulls (they become -1)."""
-    if indices.type != pa.int32() or indices.null_count:
-        return np.asarray(indices.fill_null(-1).cast(pa.int32()).to_pylist(), dtype=np.int32)
-    return np.frombuffer(indices.buffers()[1], dtype=np.int32, count=len(indices), offset=indices.offset * 4)
-
-
-def _take_indices(rows: np.ndarray) -> pa.Array:
-    """Row positions as an Arrow int64 array, built from the numpy buffer: `pa.array` asks pandas whether its
-    input is array-like, and importing pandas cost 0.15-0.3 s of every cold read (this runs on every batch)."""
-    rows = np.ascontiguousarray(rows, dtype=np.int64)
-    return pa.Array.from_buffers(pa.int64(), len(rows), [None, pa.py_buffer(rows)])
-
-
 class JaxConventions:
     """Applied to each record batch of a Kineto read, in order; `finish()` gives the derived HLO scopes."""
 
@@ -57,7 +42,7 @@ class JaxConventions:
 
     def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         cols = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
-        kinds = _codes(cols[Col.KIND].indices)
+        kinds = C.codes(cols[Col.KIND].indices)
         meta = np.flatnonzero(kinds == KIND_CODES[Kind.METADATA])
         if meta.size:
             self._learn(cols, meta)
@@ -68,7 +53,7 @@ class JaxConventions:
         todo = [i for i in np.flatnonzero(kinds == _OTHER).tolist() if ph[i] == "X" and not cat[i].is_valid]
         if not todo:
             return batch
-        rows = _take_indices(np.asarray(todo, dtype=np.int64))
+        rows = C.row_indices(np.asarray(todo, dtype=np.int64))
         pid, tid, name = (cols[c].take(rows).to_pylist() for c in (Col.PID, Col.TID, Col.NAME))
         corr, step = (cols[c].take(rows).to_pylist() for c in (Col.CORRELATION, Col.STEP_NUM))
         device = cols[Col.DEVICE].to_pylist()
@@ -97,7 +82,7 @@ class JaxConventions:
         return out
 
     def _learn(self, cols: dict[str, Any], rows: np.ndarray) -> None:
-        take = _take_indices(rows)
+        take = C.row_indices(rows)
         for name, pid, tid, label in zip(
             *(cols[c].take(take).to_pylist() for c in (Col.NAME, Col.PID, Col.TID, Col.LABEL))
         ):
@@ -112,7 +97,7 @@ class JaxConventions:
     def _keep_launches(self, batch: pa.RecordBatch, rows: np.ndarray) -> None:
         if not rows.size:
             return
-        part = batch.take(_take_indices(rows))
+        part = batch.take(C.row_indices(rows))
         fields = (
             Col.PID,
             Col.TID,
