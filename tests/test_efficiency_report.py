@@ -34,10 +34,7 @@ def test_report_efficiency_data_matches_the_command() -> None:
 @pytest.mark.corpus
 def test_roofline_and_table_in_the_browser(cli, tmp_path, open_report) -> None:  # noqa: F811
     path = corpus_path(QWEN_H100)
-    page_path = tmp_path / "qwen.html"
-    assert cli("report", path, "-o", page_path).code == 0
-    opened = open_report(page_path)
-    wait_for(opened.page, "window.opscopeReady !== undefined")
+    opened = _open_qwen_report(cli, tmp_path, open_report)
     assert opened.problems() == [] and opened.dialogs == []
     assert opened.page.locator("#efficiency-chart canvas").count() >= 1  # the roofline is drawn
     first = opened.page.locator("#efficiency-rows tbody tr").first.inner_text()
@@ -66,11 +63,7 @@ def test_report_ops_table_payload_carries_gpu_time_and_efficiency() -> None:
 @pytest.mark.browser
 @pytest.mark.corpus
 def test_ops_table_columns_render_in_the_browser(cli, tmp_path, open_report) -> None:  # noqa: F811
-    path = corpus_path(QWEN_H100)
-    page_path = tmp_path / "qwen.html"
-    assert cli("report", path, "-o", page_path).code == 0
-    opened = open_report(page_path)
-    wait_for(opened.page, "window.opscopeReady !== undefined")
+    opened = _open_qwen_report(cli, tmp_path, open_report)
     assert opened.problems() == []
     header = opened.page.locator("#efficiency-rows thead").inner_text()
     for label in ("GPU time", "TFLOP/s", "% peak FLOP/s", "TB/s", "% peak BW", "Bound"):
@@ -79,3 +72,12 @@ def test_ops_table_columns_render_in_the_browser(cli, tmp_path, open_report) -> 
     assert "aten::cat" in body  # sized since this branch (memory-bound, bf16)
     unsized = opened.page.locator("#efficiency-rows tbody tr", has_text="not sized").first.inner_text()
     assert "aten::all" in unsized or "no model" in unsized  # an unsized op keeps its row, with the reason
+
+
+def _open_qwen_report(cli, tmp_path, opener):  # type: ignore[no-untyped-def]
+    """The Qwen H100 trace's HTML report, written by the CLI and opened in Chromium, ready."""
+    page_path = tmp_path / "qwen.html"
+    assert cli("report", corpus_path(QWEN_H100), "-o", page_path).code == 0
+    opened = opener(page_path)
+    wait_for(opened.page, "window.opscopeReady !== undefined")
+    return opened
