@@ -496,16 +496,12 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
         xla_fields(&mut row, args, stats);
         if k == kind::SYNC {
             // Kineto's cuda_sync events: the stream and the cudaEventRecord a wait is on
-            set64(
-                &mut row,
-                col::WAIT_ON_STREAM,
-                count(int_of(args.get(Arg::WaitOnStream)), stats),
-            );
-            set64(
-                &mut row,
-                col::WAIT_ON_CORRELATION,
-                count(int_of(args.get(Arg::WaitOnCorrelation)), stats),
-            );
+            for (c, key) in [
+                (col::WAIT_ON_STREAM, Arg::WaitOnStream),
+                (col::WAIT_ON_CORRELATION, Arg::WaitOnCorrelation),
+            ] {
+                set64(&mut row, c, count(int_of(args.get(key)), stats));
+            }
         }
         if !launch {
             set64(
