@@ -147,9 +147,14 @@ def stream_waits(trace: Trace) -> pl.DataFrame:
 def _gpu_events(linkage: Linkage, cpu: pl.DataFrame, start_ns: int, end_ns: int) -> pl.DataFrame:
     """The GPU events launched from `cpu`, and those with no launch call in the trace that start in the window
     (a GPU-only capture: launch -1), with `trace_prev_end`: the end of the previous activity on the same device
-    and stream in the whole trace (to tell a backlog from before the window)."""
+    and stream in the whole trace (to tell a backlog from before the window), and the launch call's process,
+    start and end (`launch_pid`, `launch_ts`, `launch_end`; null without one)."""
     launches = cpu.select(
-        pl.col(ROW).alias("launch_row"), pl.col("_e").alias("launch"), pl.col(Col.PID).alias("launch_pid")
+        pl.col(ROW).alias("launch_row"),
+        pl.col("_e").alias("launch"),
+        pl.col(Col.PID).alias("launch_pid"),
+        pl.col(Col.TS_NS).alias("launch_ts"),
+        pl.col("end_ns").alias("launch_end"),
     )
     lane = [Col.DEVICE, Col.STREAM]
     return (
@@ -235,7 +240,7 @@ def build(
     edges = pl.concat(
         [
             _program_order(thread, c_start, c_end, parent, blocked, blocking),
-            _gpu_edges(gpu, cpu, waits),
+            _gpu_edges(gpu, waits),
             _untraced_starts(gpu, events),
             syncs.select(
                 (pl.col("gpu") * 2 + 1).alias("src"),
@@ -337,13 +342,8 @@ def _cross_stream_pairs(waits: pl.DataFrame, cpu: pl.DataFrame, gpu: pl.DataFram
     )
     if found.height == 0:
         return empty
-    linked = gpu.filter(pl.col("launch") >= 0)
-    launched = linked.select(
-        "_e",
-        Col.DEVICE,
-        Col.STREAM,
-        pl.col("launch_pid").alias(Col.PID),
-        pl.Series("l_ts", cpu[Col.TS_NS].to_numpy()[linked["launch"].to_numpy()], dtype=pl.Int64),
+    launched = gpu.filter(pl.col("launch") >= 0).select(
+        "_e", Col.DEVICE, Col.STREAM, pl.col("launch_pid").alias(Col.PID), pl.col("launch_ts").alias("l_ts")
     )
     found = found.with_row_index("_w")
     producer = (
@@ -365,7 +365,7 @@ def _cross_stream_pairs(waits: pl.DataFrame, cpu: pl.DataFrame, gpu: pl.DataFram
     return producer.join(consumer, on="_w").select("producer", "consumer").unique().sort(["consumer", "producer"])
 
 
-def _gpu_edges(gpu: pl.DataFrame, cpu: pl.DataFrame, waits: pl.DataFrame | None = None) -> pl.DataFrame:
+def _gpu_edges(gpu: pl.DataFrame, waits: pl.DataFrame | None = None) -> pl.DataFrame:
     """Duration, launch, stream-order and cross-stream edges of the GPU activities (`waits`: producer and
     consumer event indices of `_cross_stream_pairs`)."""
     if gpu.height == 0:
@@ -378,11 +378,8 @@ def _gpu_edges(gpu: pl.DataFrame, cpu: pl.DataFrame, waits: pl.DataFrame | None 
     frames = [_edge_frame(2 * e, 2 * e + 1, end - ts, pl.Series(kind, dtype=pl.String), e)]
     launch = gpu["launch"].to_numpy()
     linked = launch >= 0  # GPU work with no launch call in the trace has no launch edge
-    safe = np.maximum(launch, 0)
-    c_ts = cpu[Col.TS_NS].to_numpy() if cpu.height else np.zeros(1, dtype=np.int64)
-    c_end = cpu["end_ns"].to_numpy() if cpu.height else np.zeros(1, dtype=np.int64)
-    l_ts = np.where(linked, c_ts[np.minimum(safe, len(c_ts) - 1)], np.iinfo(np.int64).min)
-    l_dur = np.where(linked, c_end[np.minimum(safe, len(c_end) - 1)] - l_ts, 0)
+    l_ts = gpu["launch_ts"].fill_null(np.iinfo(np.int64).min).to_numpy()
+    l_dur = (gpu["launch_end"] - gpu["launch_ts"]).fill_null(0).to_numpy()
     # Previous activity on the same device and stream (in start order).
     key = (
         gpu.select(
@@ -462,7 +459,6 @@ def _sync_pairs(cpu: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, np.
     which = np.repeat(np.arange(calls.height), counts)
     offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
     pos = np.repeat(lo, counts) + offsets
-    cpu_ts = cpu[Col.TS_NS].to_numpy()
     # Gather with polars, not numpy: text columns with nulls would become object arrays.
     on_call = calls.select(
         pl.col("_e").alias("sync"),
@@ -476,13 +472,11 @@ def _sync_pairs(cpu: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, np.
         pl.col("end_ns").alias("g_end"),
         "launch",
         pl.col("launch_pid").alias("l_pid"),
+        pl.col("launch_ts").fill_null(np.iinfo(np.int64).max).alias("l_ts"),
         Col.DEVICE,
         Col.STREAM,
     )[pos]
-    pairs = pl.concat([on_call, on_gpu], how="horizontal")
-    launch = pairs["launch"].to_numpy()
-    l_ts = np.where(launch >= 0, cpu_ts[np.maximum(launch, 0)] if len(cpu_ts) else 0, np.iinfo(np.int64).max)
-    pairs = pairs.with_columns(pl.Series("l_ts", l_ts, dtype=pl.Int64)).join(
+    pairs = pl.concat([on_call, on_gpu], how="horizontal").join(
         _process_devices(gpu), left_on=["s_pid", Col.DEVICE], right_on=["launch_pid", Col.DEVICE], how="left"
     )
     same_pid = pl.col("l_pid").eq_missing(pl.col("s_pid"))
