@@ -119,10 +119,7 @@ class Store:
             self._connect_postgres() if self.dialect == "postgresql" else self._connect_sqlite(create)
         )
         try:
-            if self.dialect == "sqlite":
-                retrying(self._migrate)
-            else:
-                self._migrate()
+            retrying(self._migrate)  # only SQLite reports DatabaseBusy
         except BaseException:
             self.close()
             raise

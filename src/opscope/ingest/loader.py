@@ -57,10 +57,10 @@ def _parse(reader: Reader, source: Path, display: str, cache: bool, strict: bool
 
         writer = CacheWriter(source, target)
         batches, finish = reader.read(source, display)
-        watch = DeviceLikeScan()
-        writer.write_all(watch.observe(batches))
+        watch = DeviceLikeScan() if reader.name == "kineto" else None  # other readers set every kind themselves
+        writer.write_all(batches if watch is None else watch.observe(batches))
         meta = _printable_path(finish())
-        if meta.format == "kineto":
+        if watch is not None:
             meta = dataclasses.replace(meta, device_like=watch.result(meta.devices))
         _check_nonempty(meta, writer.rows, display)
         written = writer.finish(meta)
