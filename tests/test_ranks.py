@@ -206,3 +206,24 @@ def test_step_lookalikes_are_operators_in_ranks_as_in_diff_and_ops(tmp_path) -> 
     assert rows == {"ProfilerStep#warmup": (1, 10_000), "aten::mm": (1, 20_000)}
     assert ref.op_totals(ref.load(tmp_path / "r0.json"), per_step=True) == {
         "ProfilerStep#warmup": (1, 10_000), "aten::mm": (1, 20_000)}
+
+
+def test_each_trace_is_read_once_for_ranks_and_diff(monkeypatch, cli) -> None:
+    """The memory peaks come from the same read as the rank (or diff) figures: reading every trace a second
+    time cost as much again with --no-cache."""
+    import opscope.scale.tasks as tasks
+
+    reads: list[str] = []
+    real = tasks.load
+
+    def counting(path, *args, **kwargs):
+        reads.append(str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(tasks, "load", counting)
+    files = _dlrm_files()[:3]
+    assert cli("-q", "ranks", *files, "--no-cache", "--jobs", "1", "--format", "json").code == 0
+    assert sorted(reads) == sorted(str(f.resolve()) for f in files)
+    reads.clear()
+    assert cli("-q", "diff", *files[:2], "--no-cache", "--jobs", "1", "--format", "json").code == 0
+    assert sorted(reads) == sorted(str(f.resolve()) for f in files[:2])

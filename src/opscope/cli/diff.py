@@ -14,7 +14,6 @@ from opscope.errors import GateFailed, UsageError
 
 if TYPE_CHECKING:
     from opscope.analysis.compare.gates import Gate
-    from opscope.cli.memory_diff import MemoryDiff
 
 NAME = "diff"
 log = logging.getLogger("opscope")
@@ -72,18 +71,13 @@ def _findings(args: argparse.Namespace) -> dict[str, list[dict[str, object]]]:
     return findings_changes(base, new)
 
 
-def _memory(args: argparse.Namespace) -> MemoryDiff:
-    from opscope.cli.memory_diff import memory_diff
-
-    return memory_diff(args)
-
-
 def run(args: argparse.Namespace) -> int:
     from opscope.analysis.compare.diff import DiffOptions, diff_profiles, unmatched_key_ops
     from opscope.analysis.compare.gates import KERNEL, check_gates, parse_min_delta
+    from opscope.cli.memory_diff import memory_diff
     from opscope.report.diff_view import DiffView, diff_data, diff_document
     from opscope.report.findings_diff import with_findings
-    from opscope.scale.tasks import profile_file
+    from opscope.scale.memory_tasks import profile_and_peaks_file
 
     if args.top < 0:
         raise UsageError("--top must be 0 (all rows) or a positive number")
@@ -91,9 +85,10 @@ def run(args: argparse.Namespace) -> int:
     view = DiffView(top=args.top, min_delta=parse_min_delta(args.min_delta) if args.min_delta else None,
                     means=args.format != "table" or args.wide or _width(args) >= WIDE)
     options = DiffOptions(per_step=args.per_step, by_shape=args.by_shape, key_ops=tuple(args.key_op or ()))
-    base, new = run_tasks(profile_file, file_tasks([args.base, args.new], args, args.by_shape), args)
+    (base, base_peaks), (new, new_peaks) = run_tasks(
+        profile_and_peaks_file, file_tasks([args.base, args.new], args, args.by_shape), args)  # one read each
     diff = diff_profiles(base, new, options)
-    memory = _memory(args)
+    memory = memory_diff(args, base_peaks, new_peaks)
     results = check_gates(diff, gates)
     unmatched = unmatched_key_ops(diff)
     if unmatched:

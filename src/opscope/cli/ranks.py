@@ -48,16 +48,18 @@ def run(args: argparse.Namespace) -> int:
     from opscope.analysis.compare.ranks import RanksOptions, compare_ranks
     from opscope.cli.memory_diff import rank_peaks
     from opscope.report.ranks_view import ranks_data, ranks_document
-    from opscope.scale.tasks import rank_file
+    from opscope.scale.memory_tasks import rank_and_peaks_file
 
     if args.top < 0:
         raise UsageError("--top must be 0 (all rows) or a positive number")
     options = RanksOptions(top=args.top, threshold=parse_pct(args.threshold, "--threshold") / 100.0)
-    partials = run_tasks(rank_file, file_tasks(_files(args.paths), args), args)
-    report = compare_ranks(partials, options)
+    tasks = file_tasks(_files(args.paths), args)
+    results = run_tasks(rank_and_peaks_file, tasks, args)  # one read per trace for both
+    report = compare_ranks([partial for partial, _ in results], options)
     for warning in report.warnings:
         log.warning(warning)
-    emit(rank_peaks(ranks_document(report), args), args)
+    peaks = {task.label: peaks for task, (_, peaks) in zip(tasks, results, strict=True)}
+    emit(rank_peaks(ranks_document(report), peaks), args)
     if args.html:
         write_html(ranks_data(report), "ranks", f"opscope ranks: {len(report.ranks)} ranks", args.html)
     return 0

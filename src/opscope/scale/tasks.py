@@ -15,8 +15,6 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from opscope.analysis.compare.profile import TraceProfile, profile_trace
-from opscope.analysis.compare.ranks import RankPartial, rank_partial
 from opscope.analysis.kernels.merge import SummaryPartial, summary_partial
 from opscope.analysis.kernels.summary import SummaryOptions
 from opscope.loading import load
@@ -86,13 +84,5 @@ def read(task: FileTask) -> Trace:
     return trace
 
 
-def profile_file(task: FileTask) -> TraceProfile:
-    return profile_trace(read(task), task.by_shape)
-
-
 def summary_file(task: FileTask) -> SummaryPartial:
     return summary_partial(read(task), task.summary or SummaryOptions())
-
-
-def rank_file(task: FileTask) -> RankPartial:
-    return rank_partial(read(task))
