@@ -78,3 +78,35 @@ def test_cold_summary_does_not_import_pandas(tmp_path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize(("argv", "preset", "expected"), [
+    (["formats"], None, "1"),  # opscope's own commands: numpy's OpenBLAS asked for one thread
+    (["formats"], "4", "4"),  # the user's setting stands
+])
+def test_blas_threads_for_opscope_commands(argv: list[str], preset: str | None, expected: str | None) -> None:
+    """numpy's OpenBLAS spins a thread per core after import; opscope does no BLAS, so its own commands ask
+    for one thread before numpy loads (measured: ~3% of the CPU of a cold 1 GB `summary`)."""
+    import os
+
+    code = (f"import os\nfrom opscope.cli.main import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+            "print(repr(os.environ.get('OPENBLAS_NUM_THREADS')))")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if preset is not None:
+        env["OPENBLAS_NUM_THREADS"] = preset
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert done.stdout.strip().splitlines()[-1] == repr(expected)
+
+
+@pytest.mark.parametrize("command", ["run", "bench", "demo"])
+def test_blas_threads_left_alone_for_user_code(monkeypatch, command: str) -> None:
+    """The commands that run the user's script or model leave numpy's BLAS as the user has it."""
+    from opscope.cli import main as cli_main
+
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "")  # recorded, so that the test's changes are undone
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+    monkeypatch.delitem(sys.modules, "numpy", raising=False)
+    cli_main._single_threaded_blas(command)
+    assert "OPENBLAS_NUM_THREADS" not in __import__("os").environ
+    cli_main._single_threaded_blas("summary")
+    assert __import__("os").environ["OPENBLAS_NUM_THREADS"] == "1"

@@ -98,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse prints its own one-line usage error
         return int(exc.code or 0)
     _setup_logging(getattr(args, "quiet", False))
+    _single_threaded_blas(getattr(args, "command", None))
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
@@ -125,6 +126,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+# Commands that run the user's code (a script, a model), whose numpy may need its BLAS threads.
+RUNS_USER_CODE = frozenset({"run", "bench", "demo"})
+
+
+def _single_threaded_blas(command: str | None) -> None:
+    """opscope does no linear algebra, but numpy's OpenBLAS starts a thread per core at import that spins
+    for a while: ~3% of the CPU of a cold `summary` on 2 cores, taken from the reader's threads. Asked for
+    one thread unless the user set it, numpy is already loaded (too late), or the command runs user code."""
+    if command is None or command in RUNS_USER_CODE or "numpy" in sys.modules:
+        return
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 class Terminated(BaseException):
