@@ -10,6 +10,7 @@ pub mod event;
 pub mod number;
 pub mod scan;
 pub mod schema;
+pub mod skip;
 pub mod source;
 
 use std::collections::BTreeMap;

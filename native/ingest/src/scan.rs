@@ -11,6 +11,7 @@
 //!
 //! The rules are written in `docs/ingest.md`; the Python reference reader (`opscope.ingest.pyreader`)
 //! implements the same ones, and a differential test holds the two to identical results.
+use crate::skip;
 
 /// Deepest nesting inside an event (the event object itself is level 1).
 pub const MAX_DEPTH: u32 = 64;
@@ -123,29 +124,6 @@ pub struct Scanner {
     spare: Vec<Batch>,
     pub outline: Outline,
 }
-
-const QUOTE: u8 = 1;
-const OPEN: u8 = 2;
-const CLOSE: u8 = 3;
-
-/// Bytes that matter outside strings, inside an element.
-static OUTSIDE: [u8; 256] = {
-    let mut t = [0u8; 256];
-    t[b'"' as usize] = QUOTE;
-    t[b'{' as usize] = OPEN;
-    t[b'[' as usize] = OPEN;
-    t[b'}' as usize] = CLOSE;
-    t[b']' as usize] = CLOSE;
-    t
-};
-
-/// Bytes that matter inside strings.
-static IN_STRING: [bool; 256] = {
-    let mut t = [false; 256];
-    t[b'"' as usize] = true;
-    t[b'\\' as usize] = true;
-    t
-};
 
 fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
@@ -469,7 +447,7 @@ impl Scanner {
                     i += 1;
                     continue;
                 }
-                while i < n && !IN_STRING[chunk[i] as usize] {
+                while i < n && !skip::IN_STRING[chunk[i] as usize] {
                     i += 1;
                 }
                 if i == n {
@@ -487,15 +465,54 @@ impl Scanner {
                 continue;
             }
             if depth > 0 {
-                while i < n && OUTSIDE[chunk[i] as usize] == 0 {
+                while i + 64 <= n && !escape {
+                    // 64 bytes at a time while they hold no backslash (escapes: the byte loop below)
+                    let block: &[u8; 64] = chunk[i..i + 64].try_into().expect("64 bytes");
+                    let m = skip::masks(block);
+                    if m.backslash != 0 {
+                        break;
+                    }
+                    let inside = skip::prefix_xor(m.quote) ^ if in_str { !0 } else { 0 };
+                    let mut brackets = (m.open | m.close) & !inside;
+                    let mut ended = None;
+                    while brackets != 0 {
+                        let k = brackets.trailing_zeros() as usize;
+                        brackets &= brackets - 1;
+                        if m.open >> k & 1 == 1 {
+                            depth += 1;
+                            if depth > MAX_DEPTH {
+                                flags |= flag::TOO_DEEP;
+                            }
+                        } else {
+                            depth -= 1;
+                            if depth == 0 {
+                                ended = Some(k);
+                                break;
+                            }
+                        }
+                    }
+                    if let Some(k) = ended {
+                        closed = true;
+                        in_str = false;
+                        last_end = base + (i + k) as u64 + 1;
+                        i += k + 1;
+                        break;
+                    }
+                    in_str = inside >> 63 == 1;
+                    i += 64;
+                }
+                if depth == 0 || in_str {
+                    continue;
+                }
+                while i < n && skip::OUTSIDE[chunk[i] as usize] == 0 {
                     i += 1;
                 }
                 if i == n {
                     break;
                 }
-                match OUTSIDE[chunk[i] as usize] {
-                    QUOTE => in_str = true,
-                    OPEN => {
+                match skip::OUTSIDE[chunk[i] as usize] {
+                    skip::QUOTE => in_str = true,
+                    skip::OPEN => {
                         depth += 1;
                         if depth > MAX_DEPTH {
                             flags |= flag::TOO_DEEP;

@@ -101,6 +101,40 @@ proptest! {
         prop_assert!(one.iter().all(|(_, flags)| *flags == 0));
     }
 
+    /// Chunks shorter than 64 bytes never take the scanner's 64-byte block path, a whole document does:
+    /// both must cut the same elements with the same flags (junk, nesting, strings across blocks).
+    #[test]
+    fn the_block_path_equals_the_byte_path(body in "[{}\\[\\]\",: a1]{0,700}", chunk in 1usize..64) {
+        let doc = format!("{{\"traceEvents\": [{body}], \"k\": 1}}");
+        let (one, o1) = scan(doc.as_bytes(), doc.len());
+        let (many, o2) = scan(doc.as_bytes(), chunk);
+        prop_assert_eq!(&one, &many);
+        prop_assert_eq!(o1.salvaged_up_to, o2.salvaged_up_to);
+        prop_assert_eq!(o1.members, o2.members);
+        prop_assert_eq!((o1.closed, o1.document_closed), (o2.closed, o2.document_closed));
+        prop_assert_eq!(o1.malformed_after_events_at, o2.malformed_after_events_at);
+        prop_assert_eq!(o1.trailing_data_at, o2.trailing_data_at);
+    }
+
+    /// Nesting around the limit (`MAX_DEPTH`), with strings holding brackets and escaped quotes, padded so
+    /// that the brackets fall anywhere in a block.
+    #[test]
+    fn deep_events_are_flagged_alike_on_both_paths(
+        depth in 55usize..75, pad in 0usize..130, escaped in prop::bool::ANY, chunk in 1usize..64,
+    ) {
+        let text = if escaped { r#""a\"]}{""# } else { r#""]}{[""# };
+        let event = format!(
+            "{{\"name\": {text}, \"args\": {}{}{}}}",
+            "[".repeat(depth), " ".repeat(pad), "]".repeat(depth)
+        );
+        let doc = format!("{{\"traceEvents\": [{event}, {{\"ph\": \"X\"}}, {event}]}}");
+        let (one, _) = scan(doc.as_bytes(), doc.len());
+        let (many, _) = scan(doc.as_bytes(), chunk);
+        prop_assert_eq!(&one, &many);
+        prop_assert_eq!(one.len(), 3);
+        prop_assert_eq!(one[0].1 != 0, depth + 1 > opscope_ingest::scan::MAX_DEPTH as usize);
+    }
+
     #[test]
     fn a_prefix_keeps_exactly_the_complete_events(doc in document(), cut in 0.0f64..1.0, chunk in 1usize..4096) {
         let limit = ((doc.len() as f64) * cut) as usize;
