@@ -113,7 +113,7 @@ def analyze(
                    linkage)
     steps = step_stats(trace, StepOptions(devices=opts.devices, streams=opts.streams, steps=opts.steps), linkage)
     used = set(clipped[Col.DEVICE].drop_nulls().to_list())
-    names = tuple(d.name for d in trace.meta.devices if not used or d.id in used)
+    names = trace.meta.used_device_names(int(d) for d in used)
     warnings = list(trace.meta.warnings)
     result = Analysis(
         path=trace.path, device_names=names, timeline=timeline(trace, activity=act),

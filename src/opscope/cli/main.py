@@ -77,7 +77,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         if name == wanted:
             module = command_module(name)
             module.prepare_parser(child)
-            child.set_defaults(_run=module.run)
+            child.set_defaults(_run=module.run, _command=name)
     return parser
 
 
@@ -98,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse prints its own one-line usage error
         return int(exc.code or 0)
     _setup_logging(getattr(args, "quiet", False))
-    _single_threaded_blas(getattr(args, "command", None))
+    _single_threaded_blas(getattr(args, "_command", None))  # `args.command` is the script of `run`
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2

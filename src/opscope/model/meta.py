@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,8 +85,24 @@ class TraceMeta:
     truncated: bool = False
     device_like: tuple[DeviceLike, ...] = ()  # unknown categories read as device work
 
-    def device_name(self, device: int | None) -> str | None:
+    def describe(self, device: int | None) -> DeviceInfo | None:
+        """The description of `device`: its own entry; else the only entry, when the trace describes one
+        device (a process that sees one GPU may report its work under another index than its description:
+        MI300X kernels on device 2 beside `deviceProperties` id 0, under HIP/CUDA_VISIBLE_DEVICES); else
+        None."""
         for info in self.devices:
             if info.id == device:
-                return info.name
-        return None
+                return info
+        return self.devices[0] if len(self.devices) == 1 else None
+
+    def device_name(self, device: int | None) -> str | None:
+        info = self.describe(device)
+        return info.name if info else None
+
+    def used_device_names(self, used: Iterable[int]) -> tuple[str, ...]:
+        """The names of the devices that ran work (`used`: their ids), each name once, in id order, `device
+        N` for one the trace does not describe; every described device when none ran any."""
+        ids = sorted(set(used))
+        if not ids:
+            return tuple(dict.fromkeys(d.name for d in self.devices))
+        return tuple(dict.fromkeys(self.device_name(i) or f"device {i}" for i in ids))

@@ -98,7 +98,9 @@ def trace_report(trace: Trace, options: ReportOptions | None = None) -> dict[str
     flame_options = TreeOptions(depth=0, min_share=FLAME_MIN_SHARE, devices=opts.devices, streams=opts.streams)
     tree = op_tree(trace, flame_options, linkage)  # module instances merged by type (Layer x24)
     instances = op_tree(trace, replace(flame_options, modules="instances"), linkage)  # one node per instance
-    device_names = {d.id: d.name for d in trace.meta.devices}
+    used = (int(d) for d in act.events[Col.DEVICE].drop_nulls().unique().to_list())
+    device_names = {d.id: d.name for d in trace.meta.devices} | {
+        d: name for d in used if (name := trace.meta.device_name(d)) is not None}
     return {
         "schema": SCHEMA,
         "kind": "trace",

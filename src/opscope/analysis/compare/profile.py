@@ -104,15 +104,7 @@ def scope_profile(trace: Trace, scope: headline.Scope, by_shape: bool, linkage: 
 def device_names(trace: Trace) -> tuple[str, ...]:
     """Names of the devices that ran GPU activity (all described devices when none ran any)."""
     used = trace.gpu_events().select(pl.col(Col.DEVICE).unique()).collect()[Col.DEVICE].drop_nulls().to_list()
-    described = {d.name for d in trace.meta.devices}
-    # A process that sees one GPU may report it under another index than its deviceProperties entry.
-    only = next(iter(described)) if len(described) == 1 else None
-    names = []
-    for device in sorted(int(d) for d in used):
-        names.append(trace.meta.device_name(device) or only or f"device {device}")
-    if not names:
-        names = [d.name for d in trace.meta.devices]
-    return tuple(dict.fromkeys(names))
+    return trace.meta.used_device_names(int(d) for d in used)
 
 
 def profile_trace(trace: Trace, by_shape: bool = False) -> TraceProfile:

@@ -118,7 +118,8 @@ _POLARS_TYPES: dict[str, Any] = {
 
 
 def _device(trace: Trace, options: EfficiencyOptions) -> tuple[str | None, GpuPeaks | None, list[str]]:
-    devices = [d for d in trace.meta.devices if options.devices is None or d.id in options.devices]
+    devices = (list(trace.meta.devices) if options.devices is None
+               else [d for d in map(trace.meta.describe, options.devices) if d is not None])
     names = list(dict.fromkeys(d.name for d in devices if d.name and d.name != "unknown"))
     if not names:
         return None, None, []

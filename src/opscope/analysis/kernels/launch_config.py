@@ -222,13 +222,12 @@ def launch_config(trace: Trace, options: LaunchOptions | None = None) -> LaunchR
     """One row per kernel name and launch configuration, sorted by total time (see the module doc)."""
     opts = options or LaunchOptions()
     groups = launch_groups(trace, opts.name_filter, opts.window)
-    devices = {d.id: d for d in trace.meta.devices}
     rows: list[LaunchRow] = []
     for r in groups.iter_rows(named=True):
         grid = (_dim(r[Col.GRID_X]), _dim(r[Col.GRID_Y]), _dim(r[Col.GRID_Z]))
         block = (_dim(r[Col.BLOCK_X]), _dim(r[Col.BLOCK_Y]), _dim(r[Col.BLOCK_Z]))
         device = r[Col.DEVICE]
-        info = devices.get(device) if device is not None else (trace.meta.devices[0] if trace.meta.devices else None)
+        info = trace.meta.describe(device) if device is not None else (trace.meta.devices[0] if trace.meta.devices else None)
         blocks, threads = grid[0] * grid[1] * grid[2], block[0] * block[1] * block[2]
         arch = arch_limits(info)
         occ = occupancy(threads, r[Col.REGISTERS], r[Col.SHARED_MEMORY], arch) if arch and threads else None
@@ -246,7 +245,7 @@ def launch_config(trace: Trace, options: LaunchOptions | None = None) -> LaunchR
         rows.append(replace(row, flags=_flags(row, sm_count, opts)))
     shown = rows if opts.top <= 0 else rows[: opts.top]
     used = {r.device for r in rows}
-    names = tuple(d.name for d in trace.meta.devices if d.id in used) or tuple(d.name for d in trace.meta.devices)
+    names = trace.meta.used_device_names(d for d in used if d is not None)
     return LaunchReport(
         path=trace.path, devices=names, kernels=sum(r.calls for r in rows),
         rows=tuple(shown), hidden_rows=len(rows) - len(shown),

@@ -87,13 +87,6 @@ class KernelSummary(Tabular):
         return dataclass_rows(self.rows)
 
 
-def device_names(trace: Trace, used: list[int]) -> tuple[str, ...]:
-    if trace.meta.devices:
-        chosen = [d for d in trace.meta.devices if not used or d.id in used] or list(trace.meta.devices)
-        return tuple(d.name for d in chosen)
-    return tuple(f"device {d}" for d in used)
-
-
 def finish_summary(*, path: str, devices: tuple[str, ...], events: int, kernels: int, gpu_time_ns: int,
                    gpu_calls: int, all_rows: list[KernelRow], options: SummaryOptions,
                    warnings: tuple[str, ...], traces: tuple[str, ...] = (),
@@ -156,7 +149,7 @@ def select_gpu(trace: Trace, opts: SummaryOptions) -> GpuSelection:
     ).collect().row(0)
     used = sorted(int(d) for d in frame[Col.DEVICE].drop_nulls().unique().to_list())
     return GpuSelection(frame=frame, chosen=chosen, events=int(events), kernels=int(kernels or 0),
-                        devices=device_names(trace, used), gpu_ranges=int(ranges or 0))
+                        devices=trace.meta.used_device_names(used), gpu_ranges=int(ranges or 0))
 
 
 def kernel_summary(trace: Trace, options: SummaryOptions | None = None) -> KernelSummary:
