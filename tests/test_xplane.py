@@ -4,8 +4,10 @@ profile-folder layout, hand-made XSpace messages for GPU-plane fields the real f
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
+import zlib
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -384,14 +386,70 @@ def test_handmade_steps(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped
 # -- damaged input -------------------------------------------------------------------------------------------
 
 
+def _plane_ends(data: bytes) -> list[int]:
+    """Independent of the reader's framing walk: where each plane's field ends in the file, from the sizes the
+    protobuf runtime gives the planes it decodes out of the whole file (tag, length, body), in order."""
+    from opscope.ingest.xplane_proto import messages
+
+    space = messages()["XSpace"]()
+    space.ParseFromString(data)
+    assert space.ByteSize() == len(data)  # the runtime's sizes are the file's
+    ends, pos = [], 0
+    for plane in space.planes:
+        body = plane.ByteSize()
+        size, length = body, 1
+        while size >= 0x80:
+            size >>= 7
+            length += 1
+        pos += 1 + length + body
+        ends.append(pos)
+    return ends
+
+
 @pytest.mark.corpus
-def test_truncated_and_corrupted_are_one_line(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("fraction", [0.3, 0.5, 0.75, 0.99, 0.9999])
+def test_cut_off_file_keeps_every_whole_plane(cli, tmp_path: Path, fraction: float) -> None:  # type: ignore[no-untyped-def]
+    """A file cut off mid-write keeps every plane that lies whole before the cut, and says so; the same for
+    a gzip stream cut off (what it decompresses to, up to the cut)."""
     data = corpus_path(FILES[1]).read_bytes()
+    ends = _plane_ends(data)
+    cut = int(len(data) * fraction)
+    whole = sum(end <= cut for end in ends)
+    assert whole >= 1
+    plain = tmp_path / "cut.xplane.pb"
+    plain.write_bytes(data[:cut])
+    trace = load(plain, cache=False)
+    assert trace.meta.truncated
+    assert f"salvaged {whole:,} complete planes" in trace.meta.warnings[0]
+    result = cli("summary", plain, "--format", "json")
+    assert result.code == 0 and "cut off mid-write" in result.err
+    assert cli("summary", plain, "--strict").code == 2
+    zipped = tmp_path / "cut.xplane.pb.gz"
+    compressed = gzip.compress(data)
+    zipped.write_bytes(compressed[: int(len(compressed) * fraction)])
+    decompressed = zlib.decompressobj(wbits=31).decompress(zipped.read_bytes())
+    kept = sum(end <= len(decompressed) for end in ends)
+    if kept == 0:
+        with pytest.raises(InputError, match="nothing to salvage"):
+            load(zipped, cache=False)
+        return
+    trace = load(zipped, cache=False)
+    assert trace.meta.truncated and f"salvaged {kept:,} complete planes" in trace.meta.warnings[0]
+
+
+@pytest.mark.corpus
+def test_cut_before_the_first_plane_and_damage_are_one_line(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    data = corpus_path(FILES[1]).read_bytes()
+    first_end = _plane_ends(data)[0]
     cut = tmp_path / "cut.xplane.pb"
-    cut.write_bytes(data[: len(data) // 2])
+    cut.write_bytes(data[: first_end - 1])
     result = cli("summary", cut)
-    assert result.code == 2
-    assert "not a valid XSpace protobuf" in result.err and "Traceback" not in result.err
+    assert result.code == 2 and "nothing to salvage" in result.err
+    assert len(result.err.strip().splitlines()) == 1 and "Traceback" not in result.err
+    damaged = tmp_path / "damaged.xplane.pb"
+    damaged.write_bytes(b"\x0a\x05/host" + data)  # a plane field that claims 5 bytes, then garbage framing
+    result = cli("summary", damaged)
+    assert result.code == 2 and "Traceback" not in result.err
     assert len(result.err.strip().splitlines()) == 1
 
 

@@ -22,7 +22,7 @@ one-line error.
 
 from __future__ import annotations
 
-import gzip
+import dataclasses
 import re
 import zlib
 from collections.abc import Callable, Iterator
@@ -94,32 +94,106 @@ def _skip_varint(data: bytes, pos: int) -> int | None:
     return None
 
 
-def parse_space(path: Path, display: str) -> Any:
-    """The file's `XSpace` message (gzip-compressed files are decompressed); bad content is one `InputError`."""
+def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
+    """(value, position after it) of the varint at `pos`, or None where it is cut off or longer than 10 bytes."""
+    value = 0
+    for shift, i in enumerate(range(pos, min(pos + 10, len(data)))):
+        value |= (data[i] & 0x7F) << (7 * shift)
+        if data[i] < 0x80:
+            return value, i + 1
+    return None
+
+
+def complete_prefix(data: bytes) -> tuple[int, int]:
+    """(end of the last whole top-level field of the XSpace, whole planes before it): only the framing of the
+    top level is read here (tag, length), to find where a cut-off file stops; the fields themselves are decoded
+    by the protobuf runtime."""
+    pos = planes = 0
+    while pos < len(data):
+        tag = _varint(data, pos)
+        if tag is None:
+            break
+        key, after = tag
+        wire = key & 7
+        if wire == 2:  # length-delimited: planes (field 1), errors, warnings, hostnames
+            length = _varint(data, after)
+            if length is None or length[1] + length[0] > len(data):
+                break
+            end = length[1] + length[0]
+            planes += key >> 3 == 1
+        elif wire == 0:
+            value = _varint(data, after)
+            if value is None:
+                break
+            end = value[1]
+        elif wire in (1, 5):
+            end = after + (8 if wire == 1 else 4)
+            if end > len(data):
+                break
+        else:
+            break
+        pos = end
+    return pos, planes
+
+
+def _decompress(data: bytes, display: str) -> tuple[bytes, bool]:
+    """The decompressed bytes of a gzip file, and whether its stream was cut off (what it held up to the cut is
+    kept)."""
+    inflater = zlib.decompressobj(wbits=31)
+    try:
+        out = inflater.decompress(data)
+    except zlib.error as exc:
+        raise InputError(f"{display}: damaged gzip data ({exc})") from None
+    return out, not inflater.eof
+
+
+def parse_space(path: Path, display: str) -> tuple[Any, str | None]:
+    """The file's `XSpace` message (gzip-compressed files are decompressed) and, for a file cut off mid-write,
+    the warning saying what was salvaged (every whole plane before the cut); bad content is one `InputError`."""
     from google.protobuf.message import DecodeError
 
     from opscope.ingest.xplane_proto import messages
 
     try:
         data = path.read_bytes()
-        if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
     except OSError as exc:
         raise InputError(f"{display}: cannot read: {exc.strerror or exc}") from None
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise InputError(f"{display}: damaged gzip data ({exc})") from None
+    gzip_cut = False
+    if data[:2] == b"\x1f\x8b":
+        data, gzip_cut = _decompress(data, display)
     if len(data) > _MAX_BYTES:
         raise InputError(f"{display}: an xplane larger than 2 GiB, beyond what the protobuf runtime decodes")
     space = messages()["XSpace"]()
+    salvaged = None
     try:
         space.ParseFromString(data)
     except DecodeError:
-        raise InputError(
-            f"{display}: not a valid XSpace protobuf (truncated or damaged xplane.pb; {len(data):,} bytes)"
-        ) from None
+        end, planes = complete_prefix(data)
+        space = messages()["XSpace"]()
+        try:
+            if end == len(data) or planes == 0:
+                raise DecodeError("no whole plane before the damage")
+            space.ParseFromString(data[:end])
+        except DecodeError:
+            if end < len(data) and planes == 0:
+                raise InputError(f"{display}: cut off or damaged before the end of its first plane (byte "
+                                 f"{end:,} of {len(data):,}); nothing to salvage") from None
+            raise InputError(
+                f"{display}: not a valid XSpace protobuf (truncated or damaged xplane.pb; {len(data):,} bytes)"
+            ) from None
+        salvaged = end
     if not space.planes:
         raise InputError(f"{display}: an XSpace protobuf without planes (nothing was profiled)")
-    return space
+    warning = None
+    if salvaged is not None or gzip_cut:
+        kept = salvaged if salvaged is not None else len(data)
+        if gzip_cut:
+            warning = (f"{path.name}: trace cut off mid-write (gzip stream ends at byte {len(data):,} of the "
+                       f"decompressed data); salvaged {len(space.planes):,} complete planes up to byte {kept:,}")
+        else:
+            warning = (f"{path.name}: trace cut off mid-write or damaged (the XSpace protobuf is unreadable after "
+                       f"byte {kept:,} of {len(data):,}); salvaged {len(space.planes):,} complete planes")
+    return space, warning
 
 
 def _stat_value(stat: Any, names: dict[int, str]) -> Any:
@@ -318,7 +392,7 @@ def _device_info(plane: Any, ordinal: int) -> DeviceInfo:
 
 def read_batches(path: Path, display: str) -> tuple[Iterator[pa.RecordBatch], Callable[[], TraceMeta]]:
     """Start reading `path`; returns the batch iterator and a finisher that builds `TraceMeta` afterwards."""
-    space = parse_space(path, display)
+    space, salvage = parse_space(path, display)
 
     def batches() -> Iterator[pa.RecordBatch]:
         device_hlo: dict[int, dict[str, Any]] = {}
@@ -352,7 +426,10 @@ def read_batches(path: Path, display: str) -> tuple[Iterator[pa.RecordBatch], Ca
             yield scope_batch(scopes[lo : lo + 65536])
 
     def finish() -> TraceMeta:
-        return build_meta(space, path)
+        meta = build_meta(space, path)
+        if salvage is None:
+            return meta
+        return dataclasses.replace(meta, warnings=(salvage, *meta.warnings), truncated=True)
 
     return batches(), finish
 
