@@ -153,3 +153,18 @@ def test_native_crc_equals_zlib(trace_copy: Path) -> None:
     opscope.load(trace_copy)
     target = cache_mod.cache_path(trace_copy)
     assert _native.file_crc32(str(target)) == zlib.crc32(target.read_bytes()) == cache_mod.file_crc(target)
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, (16 << 20) + 1, (40 << 20) + 3])
+def test_native_crc_of_ranges_equals_zlib(tmp_path: Path, size: int) -> None:
+    """Files over 16 MiB are hashed in ranges by several threads and the CRCs combined: the same value as
+    zlib's over the whole file, whatever the size (odd sizes: ranges of unequal length)."""
+    import random
+    import zlib
+
+    from opscope import _native
+
+    data = random.Random(size).randbytes(size)
+    path = tmp_path / "blob.bin"
+    path.write_bytes(data)
+    assert _native.file_crc32(str(path)) == zlib.crc32(data)

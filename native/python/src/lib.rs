@@ -205,24 +205,64 @@ fn limits() -> (u32, usize, usize) {
     )
 }
 
-/// CRC-32 (the zlib / gzip polynomial, equal to `zlib.crc32`) of a whole file, read in 8 MiB blocks with the GIL
-/// released: the cache's integrity check, ~10x faster than zlib's on this machine.
+/// CRC-32 (the zlib / gzip polynomial, equal to `zlib.crc32`) of a whole file, with the GIL released: the
+/// cache's integrity check. Files over 16 MiB are cut into one range per core (at most 4), each read and
+/// hashed by its own thread, and the CRCs combined in order (`crc32fast::Hasher::combine`): a warm run's
+/// check of a 148 MB cache took 23-35 ms on one thread.
 #[pyfunction]
 fn file_crc32(py: Python<'_>, path: PathBuf) -> PyResult<u32> {
     py.detach(|| {
-        use std::io::Read;
-        let mut file = std::fs::File::open(&path)?;
-        let mut hasher = crc32fast::Hasher::new();
-        let mut buf = vec![0u8; 8 << 20];
-        loop {
-            let n = file.read(&mut buf)?;
-            if n == 0 {
-                return Ok(hasher.finalize());
-            }
-            hasher.update(&buf[..n]);
+        let size = std::fs::metadata(&path)?.len();
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(4) as u64;
+        let parts = if size > 16 << 20 { threads } else { 1 };
+        let step = size.div_ceil(parts.max(1));
+        let hashers = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..parts)
+                .map(|k| {
+                    let path = &path;
+                    scope.spawn(move || crc_range(path, k * step, ((k + 1) * step).min(size)))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(std::io::Error::other("CRC thread panicked")))
+                })
+                .collect::<std::io::Result<Vec<_>>>()
+        })?;
+        let mut total = crc32fast::Hasher::new();
+        for hasher in hashers {
+            total.combine(&hasher);
         }
+        Ok(total.finalize())
     })
     .map_err(|e: std::io::Error| PyOSError::new_err(e.to_string()))
+}
+
+/// The CRC state of bytes `start..end` of the file (a file that shrinks meanwhile is an error).
+fn crc_range(path: &std::path::Path, start: u64, end: u64) -> std::io::Result<crc32fast::Hasher> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path)?;
+    file.seek(SeekFrom::Start(start))?;
+    let mut hasher = crc32fast::Hasher::new();
+    let mut left = end.saturating_sub(start);
+    let mut buf = vec![0u8; (8 << 20).min(left as usize)];
+    while left > 0 {
+        let want = buf.len().min(left as usize);
+        let n = file.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the file shrank while read",
+            ));
+        }
+        hasher.update(&buf[..n]);
+        left -= n as u64;
+    }
+    Ok(hasher)
 }
 
 /// Itanium C++ demangling of kernel names (`_ZN7ck_tile6kentry...` -> `void ck_tile::kentry<...>(...)`) with the
