@@ -134,7 +134,7 @@ def best(args: list[str], repeat: int, env: dict[str, str] | None = None) -> tup
 def run_case(tiled: Path, cores: int, address: str | None, repeat: int) -> dict[str, tuple[float, int]]:
     common = ["ranks", str(tiled), "--no-cache", "--format", "json", "--top", "0"]
     serial = best([*common, "--jobs", "1"], repeat)
-    parallel = best([*common, "--jobs", str(cores)], repeat)  # threads, the default
+    parallel = best([*common, "--jobs", str(cores)], repeat, {"OPSCOPE_PARALLEL": "threads"})
     processes = best([*common, "--jobs", str(cores)], repeat, {"OPSCOPE_PARALLEL": "processes"})
     assert json.loads(serial[2]) == json.loads(parallel[2]) == json.loads(processes[2]), "parallel result differs"
     row = {"serial": serial[:2], "parallel": parallel[:2], "processes": processes[:2]}

@@ -56,6 +56,22 @@ def test_default_jobs_bounded_by_input_cores_and_memory(monkeypatch) -> None:
     assert default_jobs([big] * 20) == 1
 
 
+def test_parallel_mode_by_count_and_size(monkeypatch) -> None:
+    """Unset, many traces with enough input run in processes (they pay for starting them), others in threads;
+    $OPSCOPE_PARALLEL always wins."""
+    monkeypatch.delenv("OPSCOPE_PARALLEL", raising=False)
+    many = executor.PROCESS_TASKS_PER_WORKER * 2
+    assert executor.parallel_mode(many, 2, 64 << 20) == "processes"
+    assert executor.parallel_mode(many - 1, 2, 64 << 20) == "threads"
+    assert executor.parallel_mode(many, 2, 1 << 20) == "threads"  # tiny traces: not worth the start-up
+    assert executor.parallel_mode(many, 1, 64 << 20) == "threads"
+    assert executor.parallel_mode() == "threads"
+    monkeypatch.setenv("OPSCOPE_PARALLEL", "threads")
+    assert executor.parallel_mode(many, 2, 64 << 20) == "threads"
+    monkeypatch.setenv("OPSCOPE_PARALLEL", "processes")
+    assert executor.parallel_mode(2, 2, 0) == "processes"
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

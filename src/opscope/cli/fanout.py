@@ -71,8 +71,10 @@ def run_tasks(func: Callable[[FileTask], R], tasks: Sequence[FileTask], args: ar
         return [func(t) for t in tasks]  # what run_all does for one task, without importing the executor
     from opscope.scale.executor import default_jobs, parallel_mode, run_all
 
-    jobs = args.jobs if args.jobs is not None else default_jobs([_work_bytes(t) for t in tasks])
-    if args.scheduler or (jobs > 1 and len(tasks) > 1 and parallel_mode() == "processes"):
+    sizes = [_work_bytes(t) for t in tasks]
+    jobs = args.jobs if args.jobs is not None else default_jobs(sizes)
+    mode = parallel_mode(len(tasks), jobs, sum(sizes))
+    if args.scheduler or (jobs > 1 and len(tasks) > 1 and mode == "processes"):
         # Each trace already has a process (Dask workers cannot even start one): the reader decodes in it.
         tasks = [dataclasses.replace(t, decode_workers=1) for t in tasks]
-    return run_all(func, tasks, jobs=jobs, scheduler=args.scheduler, timeout_s=args.connect_timeout)
+    return run_all(func, tasks, jobs=jobs, scheduler=args.scheduler, timeout_s=args.connect_timeout, mode=mode)
