@@ -52,9 +52,9 @@ def calibrate(cores: int) -> float:
     started = time.perf_counter()
     run_all(burn, items, jobs=1)
     serial = time.perf_counter() - started
-    run_all(burn, items[:cores], jobs=cores)  # start the worker processes
+    run_all(burn, items[:cores], jobs=cores, mode="processes")  # start the worker processes
     started = time.perf_counter()
-    run_all(burn, items, jobs=cores)
+    run_all(burn, items, jobs=cores, mode="processes")  # processes: threads would measure the GIL
     return serial / (time.perf_counter() - started)
 
 
