@@ -373,7 +373,13 @@ def test_no_memory_events(cli) -> None:
     path = corpus_path("hta/triton_example_triton_example.json.gz")
     r = cli("memory", path, "--format", "json")
     assert r.code == 0 and json.loads(r.out)["devices"] == []
-    assert "profile_memory=True" in cli("memory", path).out
+    out = cli("memory", path).out
+    assert "profile_memory=True" in out
+    # the reason first, not under two empty tables; CSV keeps its header for scripts
+    assert "Peak MiB" not in out and "Who allocates" not in out
+    assert out.index("No [memory] events") < out.index("Peak = the largest")
+    assert "Peak MiB" not in cli("memory", path, "--format", "markdown").out
+    assert cli("memory", path, "--format", "csv").out.startswith("device,peak,reserved")
 
 
 def test_memory_data_is_json_serialisable(tmp_path: Path) -> None:

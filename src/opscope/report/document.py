@@ -33,6 +33,11 @@ class Table:
     footer: tuple[str, ...] = ()
     # columns written only by CSV, after `columns`: the JSON's scalar fields that do not fit a terminal table
     csv_extra: tuple[Column, ...] = ()
+    # without rows, left out of the terminal and Markdown (CSV still writes its header, JSON its empty list)
+    hide_when_empty: bool = False
+
+    def shown(self) -> bool:
+        return bool(self.rows) or not self.hide_when_empty
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from opscope.analysis.memory.summary import DeviceMemory, MemoryStats
@@ -178,11 +179,10 @@ def memory_document(result: MemoryStats) -> Document:
         "Peak = the largest 'Total Allocated' of the allocator's events; fragmentation = reserved - allocated; "
         "see docs/memory.md."
     ]
-    if not result.devices:
-        notes.append(
-            "No [memory] events in this selection: record with profile_memory=True "
-            "(opscope run --profile-memory)."
-        )
+    if not result.devices:  # the empty tables say nothing more: the reason first, without them
+        notes.insert(0, "No [memory] events in this selection: record with profile_memory=True "
+                        "(opscope run --profile-memory).")
+        tables = [replace(t, hide_when_empty=True) for t in tables]
     notes.extend(f"warning: {w}" for w in result.warnings)
     return Document(
         title="Memory", data=memory_data(result), facts=tuple(facts), tables=tuple(tables), notes=tuple(notes)

@@ -126,7 +126,7 @@ def render_table(doc: Document, options: RenderOptions) -> str:
 
     buf = io.StringIO()
     width = options.width or 100
-    laid_out = [(table, _table_cells(table, options, width)) for table in doc.tables]
+    laid_out = [(table, _table_cells(table, options, width)) for table in doc.tables if table.shown()]
     # Optional columns are hidden (and named under the table) before names get unreadable; when the numbers and
     # the narrowest names still need more than `width` (or, with --wide, the full names do), the output is that
     # much wider instead.
@@ -169,7 +169,7 @@ def render_markdown(doc: Document, options: RenderOptions) -> str:
         lines.append(f"- **{md_text(label)}**: {md_text(fact)}")
     if doc.facts:
         lines.append("")
-    for table in doc.tables:
+    for table in (t for t in doc.tables if t.shown()):
         if table.title:
             lines.extend([f"**{md_text(table.title)}**", ""])
         lines.append("| " + " | ".join(md_text(c.label) for c in table.columns) + " |")
