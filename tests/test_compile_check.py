@@ -153,3 +153,12 @@ def test_cpu_capture_gates(cli, cpu_compile_trace: Path) -> None:
     assert check_json(cli, cpu_compile_trace, "--max-graph-breaks", "5", "--max-recompiles", "5")[0] == 0
     bad = cli("compile-check", cpu_compile_trace, "--max-graph-breaks", "-1")
     assert bad.code == 2 and "--max-graph-breaks" in bad.err
+
+
+@pytest.mark.corpus
+def test_trace_without_compiled_regions_says_so_without_empty_tables(cli) -> None:  # type: ignore[no-untyped-def]
+    path = corpus_path("hta/nccl_parser_config_nccl_data.json.gz")
+    out = cli("compile-check", path).out
+    assert "No 'Torch-Compiled Region' events" in out
+    assert "Inductor kernels" not in out and "Other kernels launched" not in out
+    assert "Inductor kernels" not in cli("compile-check", path, "--format", "markdown").out

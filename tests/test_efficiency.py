@@ -633,8 +633,18 @@ def test_unknown_gpu_and_hostile_names_hand_made(cli, tmp_path) -> None:  # type
 def test_trace_without_operators_says_why(cli) -> None:  # type: ignore[no-untyped-def]
     res = cli("efficiency", corpus_path("pipit/saxpy-mpi-cuda_nsys_perlmutter0.sqlite"))
     assert res.code == 0 and "No op could be sized" in res.out
+    assert "TFLOP/s" not in res.out.split("No op could be sized")[0]  # no empty table above the reason
     data = json.loads(cli("efficiency", corpus_path(NO_SHAPES), "--format", "json").out)
     assert data["rows"] == [] and data["device"]["peaks"] == "NVIDIA A100 SXM 40GB"
+
+
+@pytest.mark.corpus
+def test_cpu_only_trace_says_there_is_no_gpu_work(cli) -> None:  # type: ignore[no-untyped-def]
+    res = cli("efficiency", corpus_path("hta/cpu_only_rank-34.OLDVERSION_b8cce2cd9c.pt.trace.json.gz"))
+    assert res.code == 0 and "No GPU kernels, memcpys or memsets" in res.out and "No op could be sized" not in res.out
+    csv_out = cli("efficiency", corpus_path("hta/cpu_only_rank-34.OLDVERSION_b8cce2cd9c.pt.trace.json.gz"),
+                  "--format", "csv").out
+    assert csv_out.startswith("op,")  # CSV keeps its header
 
 
 def _torch_flops(build, only: str | None = None):  # type: ignore[no-untyped-def]

@@ -91,6 +91,7 @@ def compile_document(result: CompileCheck, violations: list[str], top: int = 20)
             {"name": k.name, "kind": k.kind, "ops": ", ".join(k.ops), "calls": k.calls, "total": k.total_ns}
             for k in result.fused[: top or None]
         ),
+        hide_when_empty=True,  # without compiled regions the note says why
     )
     eager = Table(
         "eager",
@@ -112,6 +113,7 @@ def compile_document(result: CompileCheck, violations: list[str], top: int = 20)
             }
             for k in result.eager_in_regions[: top or None]
         ),
+        hide_when_empty=True,
     )
     notes = [f"violation: {v}" for v in violations]
     if not result.regions:

@@ -126,7 +126,8 @@ def efficiency_document(result: Efficiency) -> Document:
     rows = tuple(efficiency_cells(r) for r in result.rows)
     hidden = result.total_rows - len(result.rows)
     footer = (f"{hidden:,} more rows (--top 0 shows all)",) if hidden > 0 else ()
-    tables = [Table("efficiency", "", efficiency_columns(by_shape), rows, footer, csv_extra=CSV_EXTRA)]
+    tables = [Table("efficiency", "", efficiency_columns(by_shape), rows, footer, csv_extra=CSV_EXTRA,
+                    hide_when_empty=True)]  # nothing sized: the note says why
     if result.unsized:
         tables.append(
             Table(
@@ -178,7 +179,10 @@ def efficiency_document(result: Efficiency) -> Document:
         "calls / GPU time. Bound: the roofline side (intensity against peak FLOP/s / peak bandwidth). "
         "FLOPs and bytes per call, and what an estimate assumed: --format json. Definitions: docs/efficiency.md."
     ]
-    if not result.rows:
+    if not result.rows and not result.gpu_time_ns:
+        notes.insert(0, "No GPU kernels, memcpys or memsets in this selection: efficiency is GPU time against "
+                        "the GPU's peak, so there is nothing to measure.")
+    elif not result.rows:
         notes.insert(
             0,
             "No op could be sized: the model needs CPU ops with record_shapes (Input Dims, Input type) "
