@@ -26,6 +26,7 @@ CPU_SPAN_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
 UNTIMED_KINDS = (Kind.METADATA, Kind.TRACE)
 COMMUNICATION = "communication"
 SHAPE = "shape"
+_SET = "_busy_set"  # the group key of busy_ns_of_sets
 
 @dataclass(frozen=True)
 class Scope:
@@ -137,6 +138,18 @@ def busy_ns(activity: pl.DataFrame, scope: Scope) -> tuple[int, int]:
     disjoint windows. `activity` needs ts_ns, dur_ns, device."""
     if activity.is_empty() or not scope.windows:
         return 0, 0
+    return busy_ns_of_sets({"": activity}, scope)[""], activity[Col.DEVICE].n_unique()
+
+
+def busy_ns_of_sets(sets: dict[str, pl.DataFrame], scope: Scope) -> dict[str, int]:
+    """`busy_ns` of several sets of GPU intervals at once (one interval merge over all of them, the set's
+    name a group key): {name: busy time summed over devices}; 0 for an empty set."""
+    out = dict.fromkeys(sets, 0)
+    parts = [frame.select(Col.DEVICE, Col.TS_NS, Col.DUR_NS).with_columns(pl.lit(name).alias(_SET))
+             for name, frame in sets.items() if not frame.is_empty()]
+    if not parts or not scope.windows:
+        return out
     spans = tuple(windows.StepWindow(None, windows.WHOLE_TRACE, lo, hi) for lo, hi in scope.windows)
-    per_device = steps.busy_ns(activity.select(Col.DEVICE, Col.TS_NS, Col.DUR_NS), spans, by=[Col.DEVICE])
-    return sum(per_device.values()), activity[Col.DEVICE].n_unique()
+    for (_, name, _), ns in steps.busy_ns(pl.concat(parts), spans, by=[_SET, Col.DEVICE]).items():
+        out[name] += ns
+    return out

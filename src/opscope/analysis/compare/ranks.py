@@ -65,10 +65,11 @@ def rank_partial(trace: Trace) -> RankPartial:
     timed = with_category(trace.gpu_events().select(
         pl.col(Col.NAME).cast(pl.String), pl.col(Col.KIND).cast(pl.String), Col.TS_NS, Col.DUR_NS, Col.DEVICE
     ).collect())
-    busy, devices = headline.busy_ns(timed, scope)
-    compute, _ = headline.busy_ns(timed.filter(is_kernel & ~comm), scope)
-    comm_ns, _ = headline.busy_ns(timed.filter(is_kernel & comm), scope)
-    kernels_busy, _ = headline.busy_ns(timed.filter(is_kernel), scope)
+    sets = headline.busy_ns_of_sets({"busy": timed, "compute": timed.filter(is_kernel & ~comm),
+                                     "comm": timed.filter(is_kernel & comm), "kernels": timed.filter(is_kernel)},
+                                    scope)  # one interval merge for the four figures
+    busy, compute, comm_ns, kernels_busy = sets["busy"], sets["compute"], sets["comm"], sets["kernels"]
+    devices = timed[Col.DEVICE].n_unique() if scope.windows and not timed.is_empty() else 0
     base = trace.meta.base_time_ns or 0
     collectives = with_category(activity).filter(is_kernel & comm).drop(CATEGORY).sort(Col.TS_NS, Col.NAME)
     ops = headline.cpu_ops(trace, scope)
