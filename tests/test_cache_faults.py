@@ -62,7 +62,7 @@ def test_in_place_edit_with_mtime_restored_invalidates(trace_copy: Path, tmp_pat
     assert cache_mod.read_cached(trace_copy) is None  # the ctime moved: not served
 
 
-@pytest.mark.parametrize("fault", ["file_in_the_way", "read_only", "full_disk"])
+@pytest.mark.parametrize("fault", ["file_in_the_way", "read_only", "full_disk", "full_disk_native"])
 def test_unusable_cache_folder_warns_once_and_reads_without(cli, trace_copy: Path, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch, fault: str) -> None:
     folder = tmp_path / "cache"
@@ -79,8 +79,17 @@ def test_unusable_cache_folder_warns_once_and_reads_without(cli, trace_copy: Pat
             return real_mkstemp(*args, **kwargs)
 
         monkeypatch.setattr(cache_mod.tempfile, "mkstemp", refuse)
+    elif fault == "full_disk_native":  # the native writer thread meets a full disk: /dev/full (ENOSPC)
+        folder.mkdir()
+        from opscope import _native
+
+        def sink(path: str, schema):  # type: ignore[no-untyped-def]
+            return _native.ParquetSink("/dev/full" if str(folder) in path else path, schema)
+
+        monkeypatch.setattr(cache_mod, "_native_sink", lambda: sink)
     else:
         folder.mkdir()
+        monkeypatch.setenv("OPSCOPE_CACHE_WRITER", "pyarrow")  # the fault is simulated in pyarrow's writer
         import pyarrow.parquet as pq
 
         real = pq.ParquetWriter.write_batch

@@ -7,6 +7,8 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 
+mod sink;
+
 use arrow_pyarrow::ToPyArrow;
 use opscope_ingest::{schema, Fatal, GzipProblem, KinetoReader, Options, Report};
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyStopIteration};
@@ -295,6 +297,7 @@ fn demangle(py: Python<'_>, names: Vec<String>) -> Vec<Option<String>> {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(file_crc32, m)?)?;
     m.add_class::<Reader>()?;
+    m.add_class::<sink::ParquetSink>()?;
     m.add_function(wrap_pyfunction!(columns, m)?)?;
     m.add_function(wrap_pyfunction!(kinds, m)?)?;
     m.add_function(wrap_pyfunction!(limits, m)?)?;
