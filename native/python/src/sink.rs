@@ -73,13 +73,16 @@ fn run(path: PathBuf, schema: Schema, rx: crossbeam_channel::Receiver<Message>) 
 }
 
 impl ParquetSink {
-    /// The writer thread's error, once it has stopped.
-    fn stopped(&mut self, py: Python<'_>) -> PyErr {
+    /// Close the channel and wait for the writer thread: Ok once the file is complete, else its error.
+    fn join(&mut self, py: Python<'_>) -> PyResult<()> {
         self.tx = None;
         match self.thread.take().map(|t| py.detach(|| t.join())) {
-            Some(Ok(Err(why))) => PyOSError::new_err(why),
-            Some(Err(_)) => PyRuntimeError::new_err("internal error in the cache writer (panic)"),
-            _ => PyOSError::new_err("the cache writer has stopped"),
+            Some(Ok(Ok(()))) => Ok(()),
+            Some(Ok(Err(why))) => Err(PyOSError::new_err(why)),
+            Some(Err(_)) => Err(PyRuntimeError::new_err(
+                "internal error in the cache writer (panic)",
+            )),
+            None => Err(PyOSError::new_err("the cache writer is closed")),
         }
     }
 }
@@ -108,11 +111,14 @@ impl ParquetSink {
         let Some(tx) = self.tx.as_ref() else {
             return Err(PyOSError::new_err("the cache writer is closed"));
         };
-        let sent = py.detach(|| tx.send(Message::Batch(batch.0)));
-        match sent {
-            Ok(()) => Ok(()),
-            Err(_) => Err(self.stopped(py)), // the thread stopped on an error
+        if py.detach(|| tx.send(Message::Batch(batch.0))).is_ok() {
+            return Ok(());
         }
+        // the thread stopped on an error (it never ends well before `finish`)
+        Err(self
+            .join(py)
+            .err()
+            .unwrap_or_else(|| PyOSError::new_err("the cache writer has stopped")))
     }
 
     /// Write the key-value metadata and the footer, and wait for the file to be complete.
@@ -121,22 +127,11 @@ impl ParquetSink {
             return Err(PyOSError::new_err("the cache writer is closed"));
         };
         let _ = py.detach(|| tx.send(Message::Finish(metadata)));
-        drop(tx);
-        match self.thread.take().map(|t| py.detach(|| t.join())) {
-            Some(Ok(Ok(()))) => Ok(()),
-            Some(Ok(Err(why))) => Err(PyOSError::new_err(why)),
-            Some(Err(_)) => Err(PyRuntimeError::new_err(
-                "internal error in the cache writer (panic)",
-            )),
-            None => Err(PyOSError::new_err("the cache writer is closed")),
-        }
+        self.join(py)
     }
 
     /// Stop without finishing (the caller removes the file); waits for the thread.
     fn abort(&mut self, py: Python<'_>) {
-        self.tx = None;
-        if let Some(t) = self.thread.take() {
-            let _ = py.detach(|| t.join());
-        }
+        let _ = self.join(py); // its error, if any, is the write that is being dropped
     }
 }

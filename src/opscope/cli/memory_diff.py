@@ -7,10 +7,8 @@ import argparse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from opscope.analysis.memory.peaks import DevicePeak, PeakChange
+from opscope.analysis.memory.peaks import PeakChange, Peaks
 from opscope.report.document import Document
-
-Peaks = tuple[DevicePeak, ...]
 
 
 @dataclass(frozen=True)

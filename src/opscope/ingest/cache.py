@@ -71,14 +71,20 @@ def _crc_path(target: Path) -> Path:
     return target.with_name(target.name + ".crc")
 
 
-def file_crc(path: Path) -> int:
-    """CRC-32 of the file (zlib's polynomial): the native module's (SIMD, GIL released) when built."""
+def _native_module() -> Any:
+    """The native extension, or None in a source checkout without the built extension."""
     try:
         from opscope import _native
     except ImportError:  # pragma: no cover - a source checkout without the built extension
-        _native = None  # type: ignore[assignment]
-    if _native is not None:
-        return _native.file_crc32(str(path))
+        return None
+    return _native
+
+
+def file_crc(path: Path) -> int:
+    """CRC-32 of the file (zlib's polynomial): the native module's (SIMD, GIL released) when built."""
+    native = _native_module()
+    if native is not None:
+        return native.file_crc32(str(path))
     crc = 0
     with open(path, "rb") as handle:
         while block := handle.read(8 << 20):
@@ -120,11 +126,7 @@ def _native_sink() -> Any:
     `OPSCOPE_CACHE_WRITER=pyarrow`)."""
     if os.environ.get("OPSCOPE_CACHE_WRITER", "").strip().lower() == "pyarrow":
         return None
-    try:
-        from opscope import _native
-    except ImportError:  # pragma: no cover - a source checkout without the built extension
-        return None
-    return getattr(_native, "ParquetSink", None)
+    return getattr(_native_module(), "ParquetSink", None)
 
 
 class _NativeWriter:

@@ -98,9 +98,8 @@ def trace_report(trace: Trace, options: ReportOptions | None = None) -> dict[str
     flame_options = TreeOptions(depth=0, min_share=FLAME_MIN_SHARE, devices=opts.devices, streams=opts.streams)
     tree = op_tree(trace, flame_options, linkage)  # module instances merged by type (Layer x24)
     instances = op_tree(trace, replace(flame_options, modules="instances"), linkage)  # one node per instance
-    used = (int(d) for d in act.events[Col.DEVICE].drop_nulls().unique().to_list())
-    device_names = {d.id: d.name for d in trace.meta.devices} | {
-        d: name for d in used if (name := trace.meta.device_name(d)) is not None}
+    device_names = {int(d): trace.meta.device_name(int(d))
+                    for d in act.events[Col.DEVICE].drop_nulls().unique().to_list()}
     return {
         "schema": SCHEMA,
         "kind": "trace",
@@ -127,7 +126,7 @@ def trace_report(trace: Trace, options: ReportOptions | None = None) -> dict[str
     }
 
 
-def _headline(trace: Trace, act: Activity, names: dict[int, str], gpu_time_ns: int) -> dict[str, Any]:
+def _headline(trace: Trace, act: Activity, names: dict[int, str | None], gpu_time_ns: int) -> dict[str, Any]:
     tl = timeline(trace, activity=act)
     devices = [{"device": d.device, "name": names.get(d.device) if d.device is not None else None,
                 "busy_us": _us(d.busy_ns), "utilization": round(d.utilization, 6)} for d in tl.devices]
@@ -211,7 +210,7 @@ def _ids(frame: pl.DataFrame, column: str, strings: Strings) -> pl.Expr:
     return pl.col(column).replace_strict(mapping, default=None, return_dtype=pl.Int64)
 
 
-def _timeline(act: Activity, strings: Strings, device_names: dict[int, str], opts: ReportOptions,
+def _timeline(act: Activity, strings: Strings, device_names: dict[int, str | None], opts: ReportOptions,
               trace: Trace) -> dict[str, Any]:
     """Every selected GPU event with its launch op and launch delay (analysis/timeline/launch_delay.py's measure)."""
     measured, _, _ = kernel_delays(act)

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from opscope.analysis.compare.profile import TraceProfile, profile_trace
 from opscope.analysis.compare.ranks import RankPartial, rank_partial
-from opscope.analysis.memory.peaks import DevicePeak, peak_memory
+from opscope.analysis.memory.peaks import Peaks, peak_memory
 from opscope.scale.tasks import FileTask, read
-
-Peaks = tuple[DevicePeak, ...]
 
 
 def rank_and_peaks_file(task: FileTask) -> tuple[RankPartial, Peaks]:

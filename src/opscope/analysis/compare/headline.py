@@ -136,9 +136,12 @@ def busy_ns(activity: pl.DataFrame, scope: Scope) -> tuple[int, int]:
     """(busy time summed over devices, number of devices) of GPU intervals: the busy time of `opscope steps`
     (`attribution.steps.busy_ns`, per device the union of its intervals cut to each window) over the scope's
     disjoint windows. `activity` needs ts_ns, dur_ns, device."""
-    if activity.is_empty() or not scope.windows:
-        return 0, 0
-    return busy_ns_of_sets({"": activity}, scope)[""], activity[Col.DEVICE].n_unique()
+    return busy_ns_of_sets({"": activity}, scope)[""], device_count(activity, scope)
+
+
+def device_count(activity: pl.DataFrame, scope: Scope) -> int:
+    """The devices `busy_ns` sums over: those of `activity`, none without windows."""
+    return activity[Col.DEVICE].n_unique() if scope.windows and not activity.is_empty() else 0
 
 
 def busy_ns_of_sets(sets: dict[str, pl.DataFrame], scope: Scope) -> dict[str, int]:

@@ -69,7 +69,7 @@ def rank_partial(trace: Trace) -> RankPartial:
                                      "comm": timed.filter(is_kernel & comm), "kernels": timed.filter(is_kernel)},
                                     scope)  # one interval merge for the four figures
     busy, compute, comm_ns, kernels_busy = sets["busy"], sets["compute"], sets["comm"], sets["kernels"]
-    devices = timed[Col.DEVICE].n_unique() if scope.windows and not timed.is_empty() else 0
+    devices = headline.device_count(timed, scope)
     base = trace.meta.base_time_ns or 0
     collectives = with_category(activity).filter(is_kernel & comm).drop(CATEGORY).sort(Col.TS_NS, Col.NAME)
     ops = headline.cpu_ops(trace, scope)

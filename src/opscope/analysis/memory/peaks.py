@@ -37,6 +37,9 @@ class PeakChange:
         ) / self.base.peak_allocated_bytes
 
 
+Peaks = tuple[DevicePeak, ...]  # one trace's peaks, a device each
+
+
 def peak_memory(trace: Trace, steps: str | None = None) -> tuple[DevicePeak, ...]:
     """The peak allocated / reserved bytes of each device with `[memory]` events (empty without them)."""
     events = memory_events(trace)
