@@ -465,8 +465,9 @@ impl Scanner {
                 continue;
             }
             if depth > 0 {
-                while i + 64 <= n && !escape {
-                    // 64 bytes at a time while they hold no backslash (escapes: the byte loop below)
+                while i + 64 <= n {
+                    // 64 bytes at a time while they hold no backslash (escapes: the byte loop below); outside
+                    // a string here, so no escape is pending
                     let block: &[u8; 64] = chunk[i..i + 64].try_into().expect("64 bytes");
                     let m = skip::masks(block);
                     if m.backslash != 0 {

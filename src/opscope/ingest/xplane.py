@@ -87,13 +87,6 @@ def sniff(head: bytes, path: Path) -> bool:
     )
 
 
-def _skip_varint(data: bytes, pos: int) -> int | None:
-    for i in range(pos, min(pos + 10, len(data))):
-        if data[i] < 0x80:
-            return i + 1
-    return None
-
-
 def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
     """(value, position after it) of the varint at `pos`, or None where it is cut off or longer than 10 bytes."""
     value = 0
@@ -102,6 +95,11 @@ def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
         if data[i] < 0x80:
             return value, i + 1
     return None
+
+
+def _skip_varint(data: bytes, pos: int) -> int | None:
+    found = _varint(data, pos)
+    return None if found is None else found[1]
 
 
 def complete_prefix(data: bytes) -> tuple[int, int]:
@@ -147,6 +145,27 @@ def _decompress(data: bytes, display: str) -> tuple[bytes, bool]:
     return out, not inflater.eof
 
 
+def _whole_planes(data: bytes, display: str) -> tuple[Any, int]:
+    """The XSpace of the whole top-level fields before the cut or the damage in `data`, and where they end;
+    an `InputError` when no whole plane precedes it, or what precedes it does not decode either."""
+    from google.protobuf.message import DecodeError
+
+    from opscope.ingest.xplane_proto import messages
+
+    end, planes = complete_prefix(data)
+    if end < len(data) and planes == 0:
+        raise InputError(f"{display}: cut off or damaged before the end of its first plane (byte {end:,} of "
+                         f"{len(data):,}); nothing to salvage")
+    if end < len(data):
+        space = messages()["XSpace"]()
+        try:
+            space.ParseFromString(data[:end])
+            return space, end
+        except DecodeError:
+            pass
+    raise InputError(f"{display}: not a valid XSpace protobuf (truncated or damaged xplane.pb; {len(data):,} bytes)")
+
+
 def parse_space(path: Path, display: str) -> tuple[Any, str | None]:
     """The file's `XSpace` message (gzip-compressed files are decompressed) and, for a file cut off mid-write,
     the warning saying what was salvaged (every whole plane before the cut); bad content is one `InputError`."""
@@ -168,20 +187,7 @@ def parse_space(path: Path, display: str) -> tuple[Any, str | None]:
     try:
         space.ParseFromString(data)
     except DecodeError:
-        end, planes = complete_prefix(data)
-        space = messages()["XSpace"]()
-        try:
-            if end == len(data) or planes == 0:
-                raise DecodeError("no whole plane before the damage")
-            space.ParseFromString(data[:end])
-        except DecodeError:
-            if end < len(data) and planes == 0:
-                raise InputError(f"{display}: cut off or damaged before the end of its first plane (byte "
-                                 f"{end:,} of {len(data):,}); nothing to salvage") from None
-            raise InputError(
-                f"{display}: not a valid XSpace protobuf (truncated or damaged xplane.pb; {len(data):,} bytes)"
-            ) from None
-        salvaged = end
+        space, salvaged = _whole_planes(data, display)
     if not space.planes:
         raise InputError(f"{display}: an XSpace protobuf without planes (nothing was profiled)")
     warning = None
