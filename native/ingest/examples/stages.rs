@@ -24,16 +24,22 @@ fn main() {
             batches.len() < 60
         })
         .unwrap();
-        let t = Instant::now();
-        let rows: usize = batches
-            .iter()
-            .map(|b| decode::decode_batch(b).unwrap().0.num_rows())
-            .sum();
-        println!(
-            "decode only     {:6.3} s  {} rows",
-            t.elapsed().as_secs_f64(),
-            rows
-        );
+        let rounds: usize = std::env::var("STAGES_ROUNDS")
+            .ok()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(1);
+        for _ in 0..rounds {
+            let t = Instant::now();
+            let rows: usize = batches
+                .iter()
+                .map(|b| decode::decode_batch(b).unwrap().0.num_rows())
+                .sum();
+            println!(
+                "decode only     {:6.3} s  {} rows",
+                t.elapsed().as_secs_f64(),
+                rows
+            );
+        }
         return;
     }
     let t = Instant::now();

@@ -8,17 +8,17 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use arrow_array::builder::StringDictionaryBuilder;
 use arrow_array::types::{ArrowPrimitiveType, Float32Type, Float64Type, Int32Type, Int64Type};
 use arrow_array::{
     ArrayRef, DictionaryArray, Int32Array, PrimitiveArray, RecordBatch, StringArray,
 };
 use arrow_buffer::{BooleanBufferBuilder, NullBuffer, ScalarBuffer};
-use serde_json::value::RawValue;
 
+use crate::dict::DictBuilder;
 use crate::event::{
     array_items, classify, parse_event_into, Arg, Args, ArgsKind, RawEvent, Text, Val,
 };
+use crate::fast::parse_event_fast;
 use crate::number::{self, Parsed};
 use crate::scan::{flag, Batch};
 use crate::schema::{self, col, kind};
@@ -95,7 +95,9 @@ impl<T: ArrowPrimitiveType> Sparse<T> {
 
 struct Columns {
     // ph, cat, name, pid, tid, input_dims, input_types, label, concrete_inputs, hlo_op, hlo_module, name_stack
-    text: Vec<StringDictionaryBuilder<Int32Type>>,
+    text: Vec<DictBuilder>,
+    /// the kind of each category in the `cat` column's dictionary, by key
+    cat_kinds: Vec<i32>,
     kind: Vec<i32>,
     i64s: Vec<Sparse<Int64Type>>, // by position in I64_COLS
     i32s: Vec<Sparse<Int32Type>>,
@@ -173,8 +175,9 @@ impl Columns {
     fn new(n: usize) -> Self {
         Columns {
             text: (0..TEXT_COLS.len())
-                .map(|_| StringDictionaryBuilder::<Int32Type>::new())
+                .map(|_| DictBuilder::default())
                 .collect(),
+            cat_kinds: Vec::new(),
             kind: Vec::with_capacity(n),
             i64s: (0..I64_COLS.len()).map(|_| Sparse::new()).collect(),
             i32s: (0..I32_COLS.len()).map(|_| Sparse::new()).collect(),
@@ -183,16 +186,24 @@ impl Columns {
         }
     }
 
-    fn push(&mut self, row: Row<'_>) {
+    /// The next row's category (set in its column now) and the kind it maps to.
+    fn category(&mut self, cat: Option<&str>) -> i32 {
+        let Some(cat) = cat else { return kind::OTHER };
+        let key = self.text[1].set(self.kind.len(), cat) as usize;
+        if key == self.cat_kinds.len() {
+            self.cat_kinds.push(schema::kind_code(cat));
+        }
+        self.cat_kinds[key]
+    }
+
+    /// Append a row (its category already set by `category`).
+    fn push(&mut self, row: &Row<'_>) {
+        let at = self.kind.len();
         for (b, v) in self.text.iter_mut().zip(row.text.iter()) {
-            match v {
-                Some(s) => {
-                    b.append_value(s.as_ref());
-                }
-                None => b.append_null(),
+            if let Some(v) = v {
+                b.set(at, v);
             }
         }
-        let at = self.kind.len();
         self.kind.push(row.kind);
         for (b, v) in self.i64s.iter_mut().zip(row.i64s) {
             b.push(at, v);
@@ -208,10 +219,10 @@ impl Columns {
 
     fn finish(mut self) -> Result<RecordBatch, arrow_schema::ArrowError> {
         let mut arrays: Vec<Option<ArrayRef>> = vec![None; schema::COLUMNS.len()];
-        for (i, b) in self.text.iter_mut().enumerate() {
-            arrays[TEXT_COLS[i]] = Some(Arc::new(b.finish()));
-        }
         let n = self.kind.len();
+        for (i, b) in std::mem::take(&mut self.text).into_iter().enumerate() {
+            arrays[TEXT_COLS[i]] = Some(Arc::new(b.finish(n)));
+        }
         let kinds = DictionaryArray::<Int32Type>::try_new(
             Int32Array::from(std::mem::take(&mut self.kind)),
             Arc::new(StringArray::from(schema::KINDS.to_vec())),
@@ -271,10 +282,16 @@ pub fn decode_batch(batch: &Batch) -> Result<(RecordBatch, Stats), arrow_schema:
             },
         };
         let mut ev = RawEvent::default();
-        match parse_event_into(&text, &mut ev) {
+        let parsed = if parse_event_fast(&text, &mut ev) {
+            Ok(())
+        } else {
+            ev = RawEvent::default();
+            parse_event_into(&text, &mut ev)
+        };
+        match parsed {
             Ok(()) => {
-                let row = to_row(&ev, &mut stats);
-                cols.push(row);
+                let row = to_row(&ev, &mut stats, &mut cols);
+                cols.push(&row);
                 stats.events += 1;
             }
             Err(_) => stats.malformed += 1,
@@ -302,7 +319,7 @@ fn count<T>(p: Parsed<T>, stats: &mut Stats) -> Option<T> {
     }
 }
 
-fn int_of(raw: Option<&RawValue>) -> Parsed<i64> {
+fn int_of(raw: Option<&str>) -> Parsed<i64> {
     match classify(raw) {
         Val::Null => Parsed::Null,
         Val::Num(t) => number::integer(t.as_bytes(), false),
@@ -311,7 +328,7 @@ fn int_of(raw: Option<&RawValue>) -> Parsed<i64> {
     }
 }
 
-fn int32_of(raw: Option<&RawValue>) -> Parsed<i32> {
+fn int32_of(raw: Option<&str>) -> Parsed<i32> {
     match int_of(raw) {
         Parsed::Value(v) => i32::try_from(v).map_or(Parsed::OutOfRange, Parsed::Value),
         Parsed::Null => Parsed::Null,
@@ -321,7 +338,7 @@ fn int32_of(raw: Option<&RawValue>) -> Parsed<i32> {
     }
 }
 
-fn float_of(raw: Option<&RawValue>) -> Parsed<f64> {
+fn float_of(raw: Option<&str>) -> Parsed<f64> {
     match classify(raw) {
         Val::Null => Parsed::Null,
         Val::Num(t) => number::float(t.as_bytes(), false),
@@ -330,7 +347,7 @@ fn float_of(raw: Option<&RawValue>) -> Parsed<f64> {
     }
 }
 
-fn float32_of(raw: Option<&RawValue>) -> Parsed<f32> {
+fn float32_of(raw: Option<&str>) -> Parsed<f32> {
     match float_of(raw) {
         Parsed::Value(v) if v.abs() <= f64::from(f32::MAX) => Parsed::Value(v as f32),
         Parsed::Value(_) => Parsed::OutOfRange,
@@ -341,7 +358,7 @@ fn float32_of(raw: Option<&RawValue>) -> Parsed<f32> {
     }
 }
 
-fn time_of(raw: Option<&RawValue>) -> Parsed<i64> {
+fn time_of(raw: Option<&str>) -> Parsed<i64> {
     match classify(raw) {
         Val::Null => Parsed::Null,
         Val::Num(t) => number::micros_to_ns(t.as_bytes()),
@@ -351,7 +368,7 @@ fn time_of(raw: Option<&RawValue>) -> Parsed<i64> {
 }
 
 /// pid / tid as text: a string as it is, an integer as written; anything else is the wrong type.
-fn id_text<'a>(raw: Option<&'a RawValue>, stats: &mut Stats) -> Option<Cow<'a, str>> {
+fn id_text<'a>(raw: Option<&'a str>, stats: &mut Stats) -> Option<Cow<'a, str>> {
     match classify(raw) {
         Val::Null => None,
         Val::Str(s) => Some(s),
@@ -390,15 +407,15 @@ fn placement(text: Option<&str>) -> Option<i64> {
 }
 
 /// Raw value of a key, or of its older spelling when the key is absent or null.
-fn either<'a>(args: &Args<'a>, key: Arg, old: Arg) -> Option<&'a RawValue> {
+fn either<'a>(args: &Args<'a>, key: Arg, old: Arg) -> Option<&'a str> {
     match args.get(key) {
-        Some(raw) if raw.get() != "null" => Some(raw),
+        Some(raw) if raw != "null" => Some(raw),
         _ => args.get(old),
     }
 }
 
 /// A string arg as text: null / absent give None, another type is counted as the wrong type.
-fn arg_text<'a>(raw: Option<&'a RawValue>, stats: &mut Stats) -> Option<Cow<'a, str>> {
+fn arg_text<'a>(raw: Option<&'a str>, stats: &mut Stats) -> Option<Cow<'a, str>> {
     match classify(raw) {
         Val::Str(s) => Some(s),
         Val::Null => None,
@@ -421,19 +438,20 @@ fn xla_fields<'a>(row: &mut Row<'a>, args: &Args<'a>, stats: &mut Stats) {
     row.i64s[slot(&I64_COLS, col::STEP_NUM)] = count(int_of(args.get(Arg::StepNum)), stats);
 }
 
-fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
+/// The row of one event (its category goes into `cols` at once: see `Columns::category`).
+fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats, cols: &mut Columns) -> Row<'a> {
     let ph = text_of(&ev.ph, stats);
     let cat = text_of(&ev.cat, stats);
     let name = text_of(&ev.name, stats);
     let pid = id_text(ev.pid, stats);
     let tid = id_text(ev.tid, stats);
-    let mut k = cat.as_deref().map_or(kind::OTHER, schema::kind_code);
+    let mut k = cols.category(cat.as_deref());
     if ph.as_deref() == Some("M") {
         k = kind::METADATA;
     }
     let mut row = Row {
         text: [
-            ph, cat, name, pid, tid, None, None, None, None, None, None, None,
+            ph, None, name, pid, tid, None, None, None, None, None, None, None,
         ],
         kind: k,
         i64s: [None; I64_COLS.len()],
@@ -523,7 +541,7 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
                                 row.i32s[slot(&I32_COLS, axis_col + axis)] = count(v, stats);
                             }
                         }
-                        None if raw.get() == "null" => {}
+                        None if raw == "null" => {}
                         None => stats.wrong_type += 1,
                     }
                 }
@@ -546,17 +564,15 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats) -> Row<'a> {
             row.bandwidth = count(float_of(args.get(Arg::Bandwidth)), stats);
         } else if !launch {
             let dims = either(args, Arg::InputDims, Arg::InputDimsOld);
-            row.text[5] = dims
-                .filter(|r| r.get() != "null")
-                .map(|r| Cow::Borrowed(r.get()));
+            row.text[5] = dims.filter(|r| *r != "null").map(Cow::Borrowed);
             row.text[6] = args
                 .get(Arg::InputTypes)
-                .filter(|r| r.get() != "null")
-                .map(|r| Cow::Borrowed(r.get()));
+                .filter(|r| *r != "null")
+                .map(Cow::Borrowed);
             row.text[slot(&TEXT_COLS, col::CONCRETE_INPUTS)] = args
                 .get(Arg::ConcreteInputs)
-                .filter(|r| r.get() != "null")
-                .map(|r| Cow::Borrowed(r.get()));
+                .filter(|r| *r != "null")
+                .map(Cow::Borrowed);
             set64(
                 &mut row,
                 col::SEQ,

@@ -117,7 +117,7 @@ pub enum Arg {
 
 pub const N_ARGS: usize = 35;
 
-fn arg_of(key: &str) -> Option<Arg> {
+pub(crate) fn arg_of(key: &str) -> Option<Arg> {
     Some(match key {
         "External id" => Arg::ExternalId,
         "external id" => Arg::ExternalIdOld,
@@ -170,9 +170,10 @@ pub enum ArgsKind {
 /// The known keys' raw values (meaningful only for an object). Filled in place by the parser: at 33 fat
 /// pointers it is too large to move through serde's `Result`s once per event (those copies were ~5% of the
 /// decoder's time).
+#[derive(Debug, PartialEq)]
 pub struct Args<'a> {
     pub kind: ArgsKind,
-    values: [Option<&'a RawValue>; N_ARGS],
+    pub(crate) values: [Option<&'a str>; N_ARGS],
 }
 
 impl Default for Args<'_> {
@@ -185,7 +186,7 @@ impl Default for Args<'_> {
 }
 
 impl<'a> Args<'a> {
-    pub fn get(&self, arg: Arg) -> Option<&'a RawValue> {
+    pub fn get(&self, arg: Arg) -> Option<&'a str> {
         match self.kind {
             ArgsKind::Object => self.values[arg as usize],
             _ => None,
@@ -227,7 +228,7 @@ impl<'de> Visitor<'de> for ArgsVisitor<'_, 'de> {
         *values = [None; N_ARGS];
         while let Some(key) = map.next_key::<Key<'de>>()? {
             match arg_of(&key.0) {
-                Some(arg) => values[arg as usize] = Some(map.next_value::<&'de RawValue>()?),
+                Some(arg) => values[arg as usize] = Some(map.next_value::<&'de RawValue>()?.get()),
                 None => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -269,17 +270,17 @@ impl<'de> DeserializeSeed<'de> for ArgsSeed<'_, 'de> {
     }
 }
 
-/// The fields of one event, as found.
-#[derive(Default)]
+/// The fields of one event, as found: texts decoded, every other field as its raw JSON text.
+#[derive(Default, Debug, PartialEq)]
 pub struct RawEvent<'a> {
     pub ph: Text<'a>,
     pub cat: Text<'a>,
     pub name: Text<'a>,
-    pub pid: Option<&'a RawValue>,
-    pub tid: Option<&'a RawValue>,
-    pub ts: Option<&'a RawValue>,
-    pub dur: Option<&'a RawValue>,
-    pub id: Option<&'a RawValue>,
+    pub pid: Option<&'a str>,
+    pub tid: Option<&'a str>,
+    pub ts: Option<&'a str>,
+    pub dur: Option<&'a str>,
+    pub id: Option<&'a str>,
     pub args: Args<'a>,
 }
 
@@ -298,11 +299,11 @@ impl<'de> Visitor<'de> for EventVisitor<'_, 'de> {
                 "ph" => ev.ph = map.next_value_seed(TextSeed)?,
                 "cat" => ev.cat = map.next_value_seed(TextSeed)?,
                 "name" => ev.name = map.next_value_seed(TextSeed)?,
-                "pid" => ev.pid = Some(map.next_value()?),
-                "tid" => ev.tid = Some(map.next_value()?),
-                "ts" => ev.ts = Some(map.next_value()?),
-                "dur" => ev.dur = Some(map.next_value()?),
-                "id" => ev.id = Some(map.next_value()?),
+                "pid" => ev.pid = Some(map.next_value::<&RawValue>()?.get()),
+                "tid" => ev.tid = Some(map.next_value::<&RawValue>()?.get()),
+                "ts" => ev.ts = Some(map.next_value::<&RawValue>()?.get()),
+                "dur" => ev.dur = Some(map.next_value::<&RawValue>()?.get()),
+                "id" => ev.id = Some(map.next_value::<&RawValue>()?.get()),
                 "args" => ev.args.kind = map.next_value_seed(ArgsSeed(&mut ev.args))?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -336,10 +337,14 @@ pub enum Val<'a> {
     Other,
 }
 
-pub fn classify(raw: Option<&RawValue>) -> Val<'_> {
-    let Some(raw) = raw else { return Val::Null };
-    let text = raw.get();
+/// `raw` is the text of one valid JSON value (as both parsers keep it).
+pub fn classify(raw: Option<&str>) -> Val<'_> {
+    let Some(text) = raw else { return Val::Null };
     match text.as_bytes().first() {
+        // a valid string without escapes is its contents
+        Some(b'"') if !text.contains('\\') && text.len() >= 2 => {
+            Val::Str(Cow::Borrowed(&text[1..text.len() - 1]))
+        }
         Some(b'"') => {
             let mut de = serde_json::Deserializer::from_str(text);
             match de.deserialize_any(TextVisitor) {
@@ -354,9 +359,10 @@ pub fn classify(raw: Option<&RawValue>) -> Val<'_> {
 }
 
 /// The elements of a raw JSON array (None when it is not an array).
-pub fn array_items(raw: &RawValue) -> Option<Vec<&RawValue>> {
-    if !raw.get().starts_with('[') {
+pub fn array_items(raw: &str) -> Option<Vec<&str>> {
+    if !raw.starts_with('[') {
         return None;
     }
-    serde_json::from_str::<Vec<&RawValue>>(raw.get()).ok()
+    let items = serde_json::from_str::<Vec<&RawValue>>(raw).ok()?;
+    Some(items.into_iter().map(RawValue::get).collect())
 }

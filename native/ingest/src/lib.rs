@@ -6,7 +6,9 @@
 //! receives them in file order. Channels are bounded, so memory stays bounded whatever the input.
 
 pub mod decode;
+pub mod dict;
 pub mod event;
+pub mod fast;
 pub mod number;
 pub mod scan;
 pub mod schema;

@@ -3,6 +3,8 @@
 //! arbitrary bytes never panic.
 
 use opscope_ingest::decode::decode_batch;
+use opscope_ingest::event::{parse_event, RawEvent};
+use opscope_ingest::fast::parse_event_fast;
 use opscope_ingest::number::{micros_to_ns, Parsed};
 use opscope_ingest::scan::Scanner;
 use proptest::prelude::*;
@@ -45,6 +47,67 @@ fn event() -> impl Strategy<Value = String> {
         })
 }
 
+/// Text that looks like an event: an object of JSON tokens in any order, right or wrong (escapes, control
+/// characters, bad numbers and literals, trailing commas, deep nesting, the keys the decoder reads).
+fn event_like() -> impl Strategy<Value = String> {
+    let token = prop_oneof![
+        Just("{"),
+        Just("}"),
+        Just("["),
+        Just("]"),
+        Just(","),
+        Just(":"),
+        Just(" "),
+        Just("\n  "),
+        Just(r#""ph""#),
+        Just(r#""cat""#),
+        Just(r#""name""#),
+        Just(r#""pid""#),
+        Just(r#""ts""#),
+        Just(r#""dur""#),
+        Just(r#""id""#),
+        Just(r#""args""#),
+        Just(r#""stream""#),
+        Just(r#""grid""#),
+        Just(r#""External id""#),
+        Just(r#""x""#),
+        Just(r#""a\"b""#),
+        Just(r#""\u00e9""#),
+        Just("\"\t\""),
+        Just(r#""é€""#),
+        Just(r#""a\q""#),
+        Just("0"),
+        Just("-12"),
+        Just("1.5"),
+        Just("3e-7"),
+        Just("-0.0E+2"),
+        Just("01"),
+        Just("1."),
+        Just("1e"),
+        Just("-"),
+        Just(".5"),
+        Just("true"),
+        Just("false"),
+        Just("null"),
+        Just("tru"),
+        Just("nul"),
+        Just("1712192699123456.789"),
+    ];
+    prop::collection::vec(token, 0..40).prop_map(|tokens| format!("{{{}", tokens.concat()))
+}
+
+/// The fast parser either hands the text to serde or gives exactly what serde gives.
+fn fast_agrees_with_serde(text: &str) -> Result<(), TestCaseError> {
+    let mut ev = RawEvent::default();
+    if parse_event_fast(text, &mut ev) {
+        match parse_event(text) {
+            Ok(reference) => prop_assert_eq!(ev, reference, "{}", text),
+            Err(e) => prop_assert!(false, "fast parsed what serde rejects ({}): {}", e, text),
+        }
+    }
+    Ok(())
+}
+
 fn document() -> impl Strategy<Value = String> {
     prop::collection::vec(event(), 0..20).prop_map(|events| {
         format!(
@@ -85,6 +148,31 @@ fn complete_events(doc: &[u8], limit: usize) -> usize {
         }
     }
     count
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn the_fast_parser_agrees_with_serde(text in event_like()) {
+        fast_agrees_with_serde(&text)?;
+    }
+
+    #[test]
+    fn the_fast_parser_takes_plain_events(text in event()) {
+        let text = text.replace(r#"\""#, "'"); // without escapes
+        let mut ev = RawEvent::default();
+        prop_assert!(parse_event_fast(&text, &mut ev), "{}", text);
+        prop_assert_eq!(ev, parse_event(&text).unwrap());
+    }
+
+    #[test]
+    fn the_fast_parser_agrees_on_damaged_events(text in event(), at in 0usize..400, byte in 0u8..128) {
+        let mut bytes = text.into_bytes();
+        let at = at % bytes.len();
+        bytes[at] = byte;
+        fast_agrees_with_serde(std::str::from_utf8(&bytes).unwrap())?;
+    }
 }
 
 proptest! {
