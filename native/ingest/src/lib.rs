@@ -28,6 +28,11 @@ pub use decode::Stats;
 pub use scan::{Fatal, Outline};
 pub use source::GzipProblem;
 
+/// Decoded batches that may wait for the consumer: enough to keep the threads busy while Python imports
+/// before asking for the first one (`ingest/headstart.py`: ~0.3 s, ~20 batches of 4 MB on one core), at
+/// ~2.5 MB of Arrow memory each.
+const RESULTS_AHEAD: usize = 24;
+
 /// Reading options.
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
@@ -91,7 +96,7 @@ impl KinetoReader {
         std::fs::File::open(&path).map_err(ReadError::Open)?;
         let workers = options.workers.max(1);
         let (work_tx, work_rx) = bounded::<(u64, scan::Batch)>(workers * 2);
-        let (out_tx, out_rx) = bounded::<(u64, Decoded)>(workers * 2);
+        let (out_tx, out_rx) = bounded::<(u64, Decoded)>(RESULTS_AHEAD.max(workers * 2));
         // decoded batches go back to the scanner for reuse (never blocking: a full channel drops them)
         let (spare_tx, spare_rx) = bounded::<scan::Batch>(workers * 2);
         let mut handles = Vec::with_capacity(workers);

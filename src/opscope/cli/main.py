@@ -16,6 +16,7 @@ from typing import Any
 from opscope._version import __version__
 from opscope.cli.parser import OneLineParser
 from opscope.errors import OpscopeError
+from opscope.ingest import headstart
 from opscope.untrusted import visible
 
 # Subcommands, in the order `--help` lists them: name -> one-line help. Each lives in `opscope.cli.<name>`
@@ -103,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     previous = _on_sigterm()
+    _head_start(args)
     try:
         return int(args._run(args))
     except Terminated:
@@ -124,8 +126,18 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 3
     finally:
+        headstart.cancel()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _head_start(args: argparse.Namespace) -> None:
+    """Start the native reader on the command's one trace while the command imports (`ingest.headstart`)."""
+    trace = getattr(args, "trace", None)
+    if isinstance(trace, list):
+        trace = trace[0] if len(trace) == 1 else None
+    if isinstance(trace, str) and trace:
+        headstart.begin(trace, cache=not getattr(args, "no_cache", False))
 
 
 # Commands that run the user's code (a script, a model), whose numpy may need its BLAS threads.

@@ -42,10 +42,13 @@ def open_reader(path: Path, batch_bytes: int | None = None) -> Any:
 
         return Reader(path, batch_bytes)
     from opscope import _native
+    from opscope.ingest import headstart
 
-    workers = os.environ.get("OPSCOPE_WORKERS", "").strip()
+    started = headstart.take(path) if batch_bytes is None else None
+    if started is not None:
+        return started
     try:
-        return _native.Reader(str(path), batch_bytes, int(workers) if workers.isdigit() and int(workers) > 0 else None)
+        return _native.Reader(str(path), batch_bytes, headstart.workers())
     except OSError as exc:
         raise InputError(f"{path}: cannot open: {exc}") from None
 

@@ -48,6 +48,19 @@ def _sniff_kineto(head: bytes, path: Path) -> bool:
     return text[:1] == b"{" and (b'"traceEvents"' in head or b'"schemaVersion"' in head or len(head) >= (64 << 10))
 
 
+def _sniff_rocprof_json(head: bytes, path: Path) -> bool:
+    return head.lstrip()[:1] == b"{" and ROCPROF_JSON_KEY in head[:4096]
+
+
+def kineto_head(head: bytes) -> bool:
+    """Whether a file starting with `head` goes to the Kineto reader, decided without importing any reader: of
+    the readers before it, only rocprof's JSON can take a JSON head (an XSpace starts with 0x0a, SQLite with its
+    magic, a CSV reader needs a header line of its columns)."""
+    head = head.removeprefix(b"\xef\xbb\xbf")
+    return _sniff_kineto(head, Path()) and not _sniff_rocprof_json(head, Path())
+
+
+ROCPROF_JSON_KEY = b'"rocprofiler-sdk-tool"'
 SQLITE_MAGIC = b"SQLite format 3\x00"
 NCU_COLUMNS = (b'"ID"', b'"Kernel Name"')  # Nsight Compute CSV: not a trace, read by `kernels --metrics`
 
@@ -77,7 +90,7 @@ READERS: list[Reader] = [
         name="rocprof",
         description="rocprofv3 / rocprofiler-sdk JSON (--output-format json): kernel dispatches, memory copies",
         extensions=(".json", ".json.gz"),
-        sniff=_lazy("rocprof:sniff_json"),
+        sniff=_sniff_rocprof_json,
         read=_lazy("rocprof:read_json"),
     ),
     Reader(

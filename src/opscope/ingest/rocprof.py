@@ -31,7 +31,6 @@ from opscope.ingest.source import ChunkReader
 from opscope.model.meta import DeviceInfo, TraceMeta
 from opscope.model.schema import Col, Kind
 
-JSON_KEY = b'"rocprofiler-sdk-tool"'
 BATCH = 1 << 16
 _KD_SUFFIX = re.compile(r"(\s*\[clone \.kd\]|\.kd)$")
 # rocprofiler_memory_copy_operation_t
@@ -233,10 +232,6 @@ def read_json(path: Path, display: str) -> tuple[Iterator[pa.RecordBatch], Calla
         return TraceMeta(path=str(path), format="rocprof", devices=tuple(devices[k] for k in sorted(devices)))
 
     return batches(), finish
-
-
-def sniff_json(head: bytes, path: Path) -> bool:
-    return head.lstrip()[:1] == b"{" and JSON_KEY in head[:4096]
 
 
 # -- rocprof CSV ---------------------------------------------------------------------------------------------
