@@ -157,19 +157,50 @@ const F32_COLS: [usize; 3] = [col::BLOCKS_PER_SM, col::WARPS_PER_SM, col::OCCUPA
 /// The name of the allocator's instant events, whose args fill the `mem_*` columns.
 const MEMORY_EVENT: &str = "[memory]";
 
-fn slot(cols: &[usize], c: usize) -> usize {
-    cols.iter().position(|&x| x == c).unwrap_or(0)
+/// The position of column `c` in `cols` (evaluated at compile time for the constants below).
+const fn slot(cols: &[usize], c: usize) -> usize {
+    let mut i = 0;
+    while i < cols.len() {
+        if cols[i] == c {
+            return i;
+        }
+        i += 1;
+    }
+    panic!("not a column of this list")
 }
 
-/// One row's values before they go into the builders.
-struct Row<'a> {
-    text: [Option<Cow<'a, str>>; 12],
-    kind: i32,
-    i64s: [Option<i64>; I64_COLS.len()],
-    i32s: [Option<i32>; 10],
-    f32s: [Option<f32>; 3],
-    bandwidth: Option<f64>,
-}
+// text columns, by position in TEXT_COLS
+const T_PH: usize = slot(&TEXT_COLS, col::PH);
+const T_CAT: usize = slot(&TEXT_COLS, col::CAT);
+const T_NAME: usize = slot(&TEXT_COLS, col::NAME);
+const T_PID: usize = slot(&TEXT_COLS, col::PID);
+const T_TID: usize = slot(&TEXT_COLS, col::TID);
+const T_DIMS: usize = slot(&TEXT_COLS, col::INPUT_DIMS);
+const T_TYPES: usize = slot(&TEXT_COLS, col::INPUT_TYPES);
+const T_LABEL: usize = slot(&TEXT_COLS, col::LABEL);
+const T_CONCRETE: usize = slot(&TEXT_COLS, col::CONCRETE_INPUTS);
+const T_HLO_OP: usize = slot(&TEXT_COLS, col::HLO_OP);
+const T_HLO_MODULE: usize = slot(&TEXT_COLS, col::HLO_MODULE);
+const T_NAME_STACK: usize = slot(&TEXT_COLS, col::NAME_STACK);
+// 64-bit integer columns, by position in I64_COLS
+const L_TS: usize = slot(&I64_COLS, col::TS_NS);
+const L_DUR: usize = slot(&I64_COLS, col::DUR_NS);
+const L_STREAM: usize = slot(&I64_COLS, col::STREAM);
+const L_CORRELATION: usize = slot(&I64_COLS, col::CORRELATION);
+const L_EXTERNAL_ID: usize = slot(&I64_COLS, col::EXTERNAL_ID);
+const L_FLOW_ID: usize = slot(&I64_COLS, col::FLOW_ID);
+const L_SHARED_MEMORY: usize = slot(&I64_COLS, col::SHARED_MEMORY);
+const L_BYTES: usize = slot(&I64_COLS, col::BYTES);
+const L_PY_ID: usize = slot(&I64_COLS, col::PY_ID);
+const L_PY_PARENT_ID: usize = slot(&I64_COLS, col::PY_PARENT_ID);
+const L_SEQ: usize = slot(&I64_COLS, col::SEQ);
+const L_PROGRAM_ID: usize = slot(&I64_COLS, col::PROGRAM_ID);
+const L_STEP_NUM: usize = slot(&I64_COLS, col::STEP_NUM);
+// 32-bit integer columns, by position in I32_COLS
+const I_DEVICE: usize = slot(&I32_COLS, col::DEVICE);
+const I_GRID_X: usize = slot(&I32_COLS, col::GRID_X);
+const I_BLOCK_X: usize = slot(&I32_COLS, col::BLOCK_X);
+const I_REGISTERS: usize = slot(&I32_COLS, col::REGISTERS);
 
 impl Columns {
     fn new(n: usize) -> Self {
@@ -189,32 +220,43 @@ impl Columns {
     /// The next row's category (set in its column now) and the kind it maps to.
     fn category(&mut self, cat: Option<&str>) -> i32 {
         let Some(cat) = cat else { return kind::OTHER };
-        let key = self.text[1].set(self.kind.len(), cat) as usize;
+        let key = self.text[T_CAT].set(self.kind.len(), cat) as usize;
         if key == self.cat_kinds.len() {
             self.cat_kinds.push(schema::kind_code(cat));
         }
         self.cat_kinds[key]
     }
 
-    /// Append a row (its category already set by `category`).
-    fn push(&mut self, row: &Row<'_>) {
-        let at = self.kind.len();
-        for (b, v) in self.text.iter_mut().zip(row.text.iter()) {
-            if let Some(v) = v {
-                b.set(at, v);
-            }
+    /// The row being built (the next one).
+    #[inline]
+    fn row(&self) -> usize {
+        self.kind.len()
+    }
+
+    #[inline]
+    fn text(&mut self, c: usize, v: Option<&str>) {
+        if let Some(v) = v {
+            let at = self.row();
+            self.text[c].set(at, v);
         }
-        self.kind.push(row.kind);
-        for (b, v) in self.i64s.iter_mut().zip(row.i64s) {
-            b.push(at, v);
-        }
-        for (b, v) in self.i32s.iter_mut().zip(row.i32s) {
-            b.push(at, v);
-        }
-        for (b, v) in self.f32s.iter_mut().zip(row.f32s) {
-            b.push(at, v);
-        }
-        self.bandwidth.push(at, row.bandwidth);
+    }
+
+    #[inline]
+    fn i64(&mut self, c: usize, v: Option<i64>) {
+        let at = self.row();
+        self.i64s[c].push(at, v);
+    }
+
+    #[inline]
+    fn i32(&mut self, c: usize, v: Option<i32>) {
+        let at = self.row();
+        self.i32s[c].push(at, v);
+    }
+
+    /// End the row: its kind (every other column was set by the calls above).
+    #[inline]
+    fn end_row(&mut self, kind: i32) {
+        self.kind.push(kind);
     }
 
     fn finish(mut self) -> Result<RecordBatch, arrow_schema::ArrowError> {
@@ -290,8 +332,7 @@ pub fn decode_batch(batch: &Batch) -> Result<(RecordBatch, Stats), arrow_schema:
         };
         match parsed {
             Ok(()) => {
-                let row = to_row(&ev, &mut stats, &mut cols);
-                cols.push(&row);
+                add_row(&ev, &mut stats, &mut cols);
                 stats.events += 1;
             }
             Err(_) => stats.malformed += 1,
@@ -428,18 +469,26 @@ fn arg_text<'a>(raw: Option<&'a str>, stats: &mut Stats) -> Option<Cow<'a, str>>
 
 /// XLA / JAX args (JAX's trace.json): `hlo_op`, `hlo_module`, `program_id`, `step_num`, and `name` as the
 /// JAX name stack on events that name an HLO op (elsewhere `name` is not read).
-fn xla_fields<'a>(row: &mut Row<'a>, args: &Args<'a>, stats: &mut Stats) {
-    row.text[slot(&TEXT_COLS, col::HLO_OP)] = arg_text(args.get(Arg::HloOp), stats);
-    row.text[slot(&TEXT_COLS, col::HLO_MODULE)] = arg_text(args.get(Arg::HloModule), stats);
-    if row.text[slot(&TEXT_COLS, col::HLO_OP)].is_some() {
-        row.text[slot(&TEXT_COLS, col::NAME_STACK)] = arg_text(args.get(Arg::Name), stats);
+fn xla_fields(cols: &mut Columns, args: &Args<'_>, stats: &mut Stats) {
+    let hlo_op = arg_text(args.get(Arg::HloOp), stats);
+    let named = hlo_op.is_some();
+    cols.text(T_HLO_OP, hlo_op.as_deref());
+    cols.text(
+        T_HLO_MODULE,
+        arg_text(args.get(Arg::HloModule), stats).as_deref(),
+    );
+    if named {
+        cols.text(
+            T_NAME_STACK,
+            arg_text(args.get(Arg::Name), stats).as_deref(),
+        );
     }
-    row.i64s[slot(&I64_COLS, col::PROGRAM_ID)] = count(int_of(args.get(Arg::ProgramId)), stats);
-    row.i64s[slot(&I64_COLS, col::STEP_NUM)] = count(int_of(args.get(Arg::StepNum)), stats);
+    cols.i64(L_PROGRAM_ID, count(int_of(args.get(Arg::ProgramId)), stats));
+    cols.i64(L_STEP_NUM, count(int_of(args.get(Arg::StepNum)), stats));
 }
 
-/// The row of one event (its category goes into `cols` at once: see `Columns::category`).
-fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats, cols: &mut Columns) -> Row<'a> {
+/// Add the row of one event to `cols`.
+fn add_row(ev: &RawEvent<'_>, stats: &mut Stats, cols: &mut Columns) {
     let ph = text_of(&ev.ph, stats);
     let cat = text_of(&ev.cat, stats);
     let name = text_of(&ev.name, stats);
@@ -449,23 +498,17 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats, cols: &mut Columns) -> Row<'
     if ph.as_deref() == Some("M") {
         k = kind::METADATA;
     }
-    let mut row = Row {
-        text: [
-            ph, None, name, pid, tid, None, None, None, None, None, None, None,
-        ],
-        kind: k,
-        i64s: [None; I64_COLS.len()],
-        i32s: [None; 10],
-        f32s: [None; 3],
-        bandwidth: None,
-    };
-    row.i64s[slot(&I64_COLS, col::TS_NS)] = count(time_of(ev.ts), stats);
+    cols.text(T_PH, ph.as_deref());
+    cols.text(T_NAME, name.as_deref());
+    cols.text(T_PID, pid.as_deref());
+    cols.text(T_TID, tid.as_deref());
+    cols.i64(L_TS, count(time_of(ev.ts), stats));
     let dur = match time_of(ev.dur) {
         Parsed::Value(v) if v < 0 => Parsed::Negative,
         other => other,
     };
-    row.i64s[slot(&I64_COLS, col::DUR_NS)] = count(dur, stats);
-    row.i64s[slot(&I64_COLS, col::FLOW_ID)] = count(int_of(ev.id), stats);
+    cols.i64(L_DUR, count(dur, stats));
+    cols.i64(L_FLOW_ID, count(int_of(ev.id), stats));
 
     let args = &ev.args;
     if args.kind == ArgsKind::Wrong {
@@ -473,20 +516,16 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats, cols: &mut Columns) -> Row<'
     }
     let gpu = matches!(k, kind::KERNEL | kind::MEMCPY | kind::MEMSET);
     let launch = matches!(k, kind::RUNTIME | kind::DRIVER);
-    let set64 = |row: &mut Row<'a>, c: usize, v: Option<i64>| row.i64s[slot(&I64_COLS, c)] = v;
+    // GPU work without args.device / args.stream takes them from pid / tid (below)
+    let (mut device, mut stream) = (None, None);
     if k == kind::PYTHON {
-        set64(
-            &mut row,
-            col::PY_ID,
-            count(int_of(args.get(Arg::PythonId)), stats),
-        );
-        set64(
-            &mut row,
-            col::PY_PARENT_ID,
+        cols.i64(L_PY_ID, count(int_of(args.get(Arg::PythonId)), stats));
+        cols.i64(
+            L_PY_PARENT_ID,
             count(int_of(args.get(Arg::PythonParentId)), stats),
         );
     } else if k == kind::METADATA {
-        row.text[7] = match classify(args.get(Arg::Name)) {
+        let label = match classify(args.get(Arg::Name)) {
             Val::Str(s) => Some(s),
             Val::Null => None,
             _ => {
@@ -494,43 +533,38 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats, cols: &mut Columns) -> Row<'
                 None
             }
         };
+        cols.text(T_LABEL, label.as_deref());
     } else {
-        set64(
-            &mut row,
-            col::EXTERNAL_ID,
+        cols.i64(
+            L_EXTERNAL_ID,
             count(
                 int_of(either(args, Arg::ExternalId, Arg::ExternalIdOld)),
                 stats,
             ),
         );
-        set64(
-            &mut row,
-            col::CORRELATION,
+        cols.i64(
+            L_CORRELATION,
             count(
                 int_of(either(args, Arg::Correlation, Arg::CorrelationId)),
                 stats,
             ),
         );
-        xla_fields(&mut row, args, stats);
+        xla_fields(cols, args, stats);
         if k == kind::SYNC {
             // Kineto's cuda_sync events: the stream and the cudaEventRecord a wait is on
             for (c, key) in [
                 (col::WAIT_ON_STREAM, Arg::WaitOnStream),
                 (col::WAIT_ON_CORRELATION, Arg::WaitOnCorrelation),
             ] {
-                set64(&mut row, c, count(int_of(args.get(key)), stats));
+                cols.i64(slot(&I64_COLS, c), count(int_of(args.get(key)), stats));
             }
         }
         if !launch {
-            set64(
-                &mut row,
-                col::STREAM,
-                count(int_of(args.get(Arg::Stream)), stats),
-            );
-            row.i32s[slot(&I32_COLS, col::DEVICE)] = count(int32_of(args.get(Arg::Device)), stats);
+            stream = count(int_of(args.get(Arg::Stream)), stats);
+            device = count(int32_of(args.get(Arg::Device)), stats);
         }
         if gpu {
-            for (axis_col, key) in [(col::GRID_X, Arg::Grid), (col::BLOCK_X, Arg::Block)] {
+            for (axis_col, key) in [(I_GRID_X, Arg::Grid), (I_BLOCK_X, Arg::Block)] {
                 if let Some(raw) = args.get(key) {
                     match array_items(raw) {
                         Some(items) => {
@@ -538,7 +572,7 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats, cols: &mut Columns) -> Row<'
                                 let v = items
                                     .get(axis)
                                     .map_or(Parsed::Null, |item| int32_of(Some(item)));
-                                row.i32s[slot(&I32_COLS, axis_col + axis)] = count(v, stats);
+                                cols.i32(axis_col + axis, count(v, stats));
                             }
                         }
                         None if raw == "null" => {}
@@ -546,67 +580,61 @@ fn to_row<'a>(ev: &RawEvent<'a>, stats: &mut Stats, cols: &mut Columns) -> Row<'
                     }
                 }
             }
-            row.i32s[slot(&I32_COLS, col::REGISTERS)] =
-                count(int32_of(args.get(Arg::Registers)), stats);
-            set64(
-                &mut row,
-                col::SHARED_MEMORY,
+            cols.i32(
+                I_REGISTERS,
+                count(int32_of(args.get(Arg::Registers)), stats),
+            );
+            cols.i64(
+                L_SHARED_MEMORY,
                 count(int_of(args.get(Arg::SharedMemory)), stats),
             );
-            row.f32s[0] = count(float32_of(args.get(Arg::BlocksPerSm)), stats);
-            row.f32s[1] = count(float32_of(args.get(Arg::WarpsPerSm)), stats);
-            row.f32s[2] = count(float32_of(args.get(Arg::Occupancy)), stats);
-            set64(
-                &mut row,
-                col::BYTES,
-                count(int_of(args.get(Arg::Bytes)), stats),
-            );
-            row.bandwidth = count(float_of(args.get(Arg::Bandwidth)), stats);
+            let at = cols.row();
+            for (i, key) in [Arg::BlocksPerSm, Arg::WarpsPerSm, Arg::Occupancy]
+                .into_iter()
+                .enumerate()
+            {
+                cols.f32s[i].push(at, count(float32_of(args.get(key)), stats));
+            }
+            cols.i64(L_BYTES, count(int_of(args.get(Arg::Bytes)), stats));
+            let bandwidth = count(float_of(args.get(Arg::Bandwidth)), stats);
+            cols.bandwidth.push(at, bandwidth);
         } else if !launch {
-            let dims = either(args, Arg::InputDims, Arg::InputDimsOld);
-            row.text[5] = dims.filter(|r| *r != "null").map(Cow::Borrowed);
-            row.text[6] = args
-                .get(Arg::InputTypes)
-                .filter(|r| *r != "null")
-                .map(Cow::Borrowed);
-            row.text[slot(&TEXT_COLS, col::CONCRETE_INPUTS)] = args
-                .get(Arg::ConcreteInputs)
-                .filter(|r| *r != "null")
-                .map(Cow::Borrowed);
-            set64(
-                &mut row,
-                col::SEQ,
-                count(int_of(args.get(Arg::Sequence)), stats),
-            );
+            let dims = either(args, Arg::InputDims, Arg::InputDimsOld).filter(|r| *r != "null");
+            cols.text(T_DIMS, dims);
+            let types = args.get(Arg::InputTypes).filter(|r| *r != "null");
+            cols.text(T_TYPES, types);
+            let concrete = args.get(Arg::ConcreteInputs).filter(|r| *r != "null");
+            cols.text(T_CONCRETE, concrete);
+            cols.i64(L_SEQ, count(int_of(args.get(Arg::Sequence)), stats));
         }
-        if row.text[2].as_deref() == Some(MEMORY_EVENT) {
+        if name.as_deref() == Some(MEMORY_EVENT) {
             for (c, key) in [
                 (col::MEM_ADDR, Arg::MemAddr),
                 (col::MEM_BYTES, Arg::MemBytes),
                 (col::MEM_ALLOCATED, Arg::MemAllocated),
                 (col::MEM_RESERVED, Arg::MemReserved),
             ] {
-                set64(&mut row, c, count(int_of(args.get(key)), stats));
+                cols.i64(slot(&I64_COLS, c), count(int_of(args.get(key)), stats));
             }
             for (c, key) in [
                 (col::MEM_DEVICE_TYPE, Arg::MemDeviceType),
                 (col::MEM_DEVICE_ID, Arg::MemDeviceId),
             ] {
-                row.i32s[slot(&I32_COLS, c)] = count(int32_of(args.get(key)), stats);
+                cols.i32(slot(&I32_COLS, c), count(int32_of(args.get(key)), stats));
             }
         }
     }
     if gpu {
-        let dev = slot(&I32_COLS, col::DEVICE);
-        if row.i32s[dev].is_none() {
-            row.i32s[dev] = placement(row.text[3].as_deref()).and_then(|v| i32::try_from(v).ok());
+        if device.is_none() {
+            device = placement(pid.as_deref()).and_then(|v| i32::try_from(v).ok());
         }
-        let stream = slot(&I64_COLS, col::STREAM);
-        if row.i64s[stream].is_none() {
-            row.i64s[stream] = placement(row.text[4].as_deref());
+        if stream.is_none() {
+            stream = placement(tid.as_deref());
         }
     }
-    row
+    cols.i32(I_DEVICE, device);
+    cols.i64(L_STREAM, stream);
+    cols.end_row(k);
 }
 
 #[cfg(test)]
