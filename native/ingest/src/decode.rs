@@ -12,7 +12,7 @@ use arrow_array::types::{ArrowPrimitiveType, Float32Type, Float64Type, Int32Type
 use arrow_array::{
     ArrayRef, DictionaryArray, Int32Array, PrimitiveArray, RecordBatch, StringArray,
 };
-use arrow_buffer::{BooleanBufferBuilder, NullBuffer, ScalarBuffer};
+use arrow_buffer::{BooleanBufferBuilder, Buffer, NullBuffer, ScalarBuffer};
 
 use crate::dict::DictBuilder;
 use crate::event::{
@@ -75,8 +75,12 @@ impl<T: ArrowPrimitiveType> Sparse<T> {
     }
 
     /// The dense column of `n` rows: the same buffers a builder would give (zeros under nulls, no null
-    /// buffer when every row has a value).
-    fn finish(&self, n: usize) -> PrimitiveArray<T> {
+    /// buffer when every row has a value). A column with no value at all shares `empty`'s buffers.
+    fn finish(&self, n: usize, empty: &Empty) -> PrimitiveArray<T> {
+        if self.rows.is_empty() && n > 0 {
+            let (zeros, nulls) = empty.get(n);
+            return PrimitiveArray::new(ScalarBuffer::new(zeros, 0, n), Some(nulls));
+        }
         let mut dense = vec![T::Native::default(); n];
         for (&r, &v) in self.rows.iter().zip(&self.values) {
             dense[r as usize] = v;
@@ -90,6 +94,24 @@ impl<T: ArrowPrimitiveType> Sparse<T> {
             NullBuffer::new(valid.finish())
         });
         PrimitiveArray::new(ScalarBuffer::from(dense), nulls)
+    }
+}
+
+/// The buffers of an all-null column of `n` rows (zeros, all bits clear), made once per batch and shared by
+/// every numeric column without a value (a third of them on a typical batch: memory events, XLA ids, ...).
+#[derive(Default)]
+struct Empty(std::cell::OnceCell<(Buffer, NullBuffer)>);
+
+impl Empty {
+    fn get(&self, n: usize) -> (Buffer, NullBuffer) {
+        self.0
+            .get_or_init(|| {
+                (
+                    Buffer::from_vec(vec![0i64; n]), // 8 bytes a row: wide and aligned enough for every type
+                    NullBuffer::new_null(n),
+                )
+            })
+            .clone()
     }
 }
 
@@ -270,16 +292,17 @@ impl Columns {
             Arc::new(StringArray::from(schema::KINDS.to_vec())),
         )?;
         arrays[col::KIND] = Some(Arc::new(kinds));
+        let empty = Empty::default();
         for (i, b) in self.i64s.iter().enumerate() {
-            arrays[I64_COLS[i]] = Some(Arc::new(b.finish(n)));
+            arrays[I64_COLS[i]] = Some(Arc::new(b.finish(n, &empty)));
         }
         for (i, b) in self.i32s.iter().enumerate() {
-            arrays[I32_COLS[i]] = Some(Arc::new(b.finish(n)));
+            arrays[I32_COLS[i]] = Some(Arc::new(b.finish(n, &empty)));
         }
         for (i, b) in self.f32s.iter().enumerate() {
-            arrays[F32_COLS[i]] = Some(Arc::new(b.finish(n)));
+            arrays[F32_COLS[i]] = Some(Arc::new(b.finish(n, &empty)));
         }
-        arrays[col::BANDWIDTH_GBPS] = Some(Arc::new(self.bandwidth.finish(n)));
+        arrays[col::BANDWIDTH_GBPS] = Some(Arc::new(self.bandwidth.finish(n, &empty)));
         let columns: Vec<ArrayRef> = arrays
             .into_iter()
             .map(|a| a.expect("every column is built"))
@@ -673,7 +696,7 @@ mod tests {
                 sparse.push(row, *v);
                 builder.append_option(*v);
             }
-            let (a, b) = (sparse.finish(values.len()), builder.finish());
+            let (a, b) = (sparse.finish(values.len(), &Empty::default()), builder.finish());
             assert_eq!(a, b, "{values:?}");
             assert_eq!(a.nulls().is_some(), b.nulls().is_some(), "{values:?}");
             assert_eq!(a.values(), b.values(), "{values:?}");
