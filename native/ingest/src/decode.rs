@@ -696,7 +696,10 @@ mod tests {
                 sparse.push(row, *v);
                 builder.append_option(*v);
             }
-            let (a, b) = (sparse.finish(values.len(), &Empty::default()), builder.finish());
+            let (a, b) = (
+                sparse.finish(values.len(), &Empty::default()),
+                builder.finish(),
+            );
             assert_eq!(a, b, "{values:?}");
             assert_eq!(a.nulls().is_some(), b.nulls().is_some(), "{values:?}");
             assert_eq!(a.values(), b.values(), "{values:?}");
