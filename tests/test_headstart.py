@@ -103,3 +103,28 @@ def test_a_reader_nobody_takes_is_dropped_when_the_command_ends(tmp_path: Path,
     # an argument error after the start: the command never reads the trace
     assert main(["summary", str(trace), "--top", "-1"]) != 0
     assert headstart._started is None
+
+
+def test_head_bytes_decompresses_only_the_head_and_equals_the_stream(tmp_path: Path) -> None:
+    """Format detection's head: the first 64 KiB of the decompressed stream, across gzip members, up to damage
+    (hand-made gzip files: members, a cut, junk after a member, empty), and of a real trace."""
+    import gzip
+
+    from opscope.ingest.source import ChunkReader, head_bytes
+
+    data = os.urandom(10) + b"x" * 300_000
+    cases = {
+        "members.gz": gzip.compress(data[:5]) + gzip.compress(data[5:100]) + gzip.compress(data[100:]),
+        "one.gz": gzip.compress(data),
+        "plain": data,
+        "cut.gz": gzip.compress(data)[:50],
+        "junk.gz": gzip.compress(data[:100]) + b"junkjunk",
+        "empty": b"",
+    }
+    for name, content in cases.items():
+        path = tmp_path / name
+        path.write_bytes(content)
+        stream = b"".join(ChunkReader(path, chunk_bytes=1 << 16, report_progress=False))
+        assert head_bytes(path) == stream[: 1 << 16], name
+    real = corpus_path(TRACE)
+    assert head_bytes(real) == next(iter(ChunkReader(real, report_progress=False)))[: 1 << 16]

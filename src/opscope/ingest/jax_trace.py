@@ -54,8 +54,8 @@ class JaxConventions:
         if not todo:
             return batch
         rows = C.row_indices(np.asarray(todo, dtype=np.int64))
-        pid, tid, name = (cols[c].take(rows).to_pylist() for c in (Col.PID, Col.TID, Col.NAME))
-        corr, step = (cols[c].take(rows).to_pylist() for c in (Col.CORRELATION, Col.STEP_NUM))
+        pid, tid, name = (C.values_at(cols[c], rows) for c in (Col.PID, Col.TID, Col.NAME))
+        corr, step = (C.values_at(cols[c], rows) for c in (Col.CORRELATION, Col.STEP_NUM))
         device = cols[Col.DEVICE].to_pylist()
         stream = cols[Col.STREAM].to_pylist()
         new_kinds = kinds.copy()
@@ -84,7 +84,7 @@ class JaxConventions:
     def _learn(self, cols: dict[str, Any], rows: np.ndarray) -> None:
         take = C.row_indices(rows)
         for name, pid, tid, label in zip(
-            *(cols[c].take(take).to_pylist() for c in (Col.NAME, Col.PID, Col.TID, Col.LABEL))
+            *(C.values_at(cols[c], take) for c in (Col.NAME, Col.PID, Col.TID, Col.LABEL))
         ):
             if label is None:
                 continue
