@@ -352,6 +352,34 @@ mod tests {
         }
     }
 
+    /// The word-at-a-time searches find the same first byte as a byte loop: every byte value at every
+    /// position of a word of one filler byte.
+    #[test]
+    fn word_searches_find_the_first_byte() {
+        let first = |w: [u8; 8], f: fn(u64) -> u64| {
+            let m = f(u64::from_le_bytes(w));
+            (m != 0).then(|| (m.trailing_zeros() / 8) as usize)
+        };
+        for fill in [b'5', b' ', b'a', 0xFF, 0x00, b'"', 0x1F, 0x20] {
+            for at in 0..8 {
+                for b in 0..=255u8 {
+                    let mut w = [fill; 8];
+                    w[at] = b;
+                    let expect = |p: fn(u8) -> bool| w.iter().position(|&x| p(x));
+                    assert_eq!(
+                        first(w, |x| nonzero_bytes(x ^ (ONES * 0x20))),
+                        expect(|x| x != b' ')
+                    );
+                    assert_eq!(first(w, control_bytes), expect(|x| x < 0x20), "{w:?}");
+                    assert_eq!(
+                        first(w, |x| zero_bytes(x ^ (ONES * 0x22))),
+                        expect(|x| x == b'"')
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn anything_unusual_goes_to_serde() {
         for text in [
