@@ -200,3 +200,29 @@ def test_nested_objects_laid_out_like_events(tmp_path: Path, monkeypatch: pytest
     trace = opscope.load(path, cache=False)
     assert trace.events["external_id"].to_list() == list(range(3000))
     assert not trace.meta.warnings
+
+
+def test_dictionary_codes_and_values_read_from_buffers_equal_pyarrows() -> None:
+    """`columns.codes` and `columns.values_at` read Arrow buffers (validity bits included, sliced arrays at any
+    offset) without pyarrow.compute; they give what `fill_null` / `take` give (hand-made arrays)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from opscope.ingest import columns as C
+
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 7, 8, 9, 100, 1000):
+        values = [None if rng.random() < 0.3 else int(rng.integers(0, 5)) for _ in range(n)]
+        whole = pa.array(values, type=pa.int32())
+        for offset in (0, 1, 3, 9):
+            for length in (0, 1, 5, 50):
+                if offset + length > n:
+                    continue
+                indices = whole.slice(offset, length)
+                expected = indices.fill_null(-1).to_pylist()
+                assert C.codes(indices).tolist() == expected, (n, offset, length)
+                column = pa.DictionaryArray.from_arrays(indices, pa.array(list("abcde")))
+                rows = np.arange(length)[::2]
+                assert C.values_at(column, rows) == column.take(pa.array(rows)).to_pylist()
+    plain = pa.array([5, None, 7], type=pa.int64())
+    assert C.values_at(plain, np.array([2, 1])) == [7, None]

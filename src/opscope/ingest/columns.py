@@ -26,11 +26,18 @@ def _kind_dict() -> pa.Array:
 
 
 def codes(indices: pa.Array) -> np.ndarray:
-    """A dictionary column's int32 codes as numpy, read from the Arrow buffer without a copy (pyarrow's
-    `to_numpy` imports pandas, 0.15-0.3 s of a cold run); a copy only when there are nulls (they become -1)."""
-    if indices.type != pa.int32() or indices.null_count:
+    """A dictionary column's codes as int32 numpy, read from the Arrow buffers without pyarrow.compute (whose
+    import costs 60-90 ms of a cold run) or pandas (which `to_numpy` imports: 0.15-0.3 s); null rows are -1
+    (a copy only then)."""
+    if indices.type != pa.int32():
         return np.asarray(indices.fill_null(-1).cast(pa.int32()).to_pylist(), dtype=np.int32)
-    return np.frombuffer(indices.buffers()[1], dtype=np.int32, count=len(indices), offset=indices.offset * 4)
+    buffers = indices.buffers()
+    values = np.frombuffer(buffers[1], dtype=np.int32, count=len(indices), offset=indices.offset * 4)
+    if not indices.null_count:
+        return values
+    bits = np.unpackbits(np.frombuffer(buffers[0], dtype=np.uint8), bitorder="little")
+    valid = bits[indices.offset : indices.offset + len(indices)].astype(bool)
+    return np.where(valid, values, np.int32(-1))
 
 
 def row_indices(rows: np.ndarray) -> pa.Array:
@@ -40,13 +47,15 @@ def row_indices(rows: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(rows), [None, pa.py_buffer(rows)])
 
 
-def values_at(column: pa.Array, rows: pa.Array) -> list[Any]:
-    """The Python values of `column` at `rows`: a dictionary column is decoded after the take, so only the rows'
-    strings are built (`to_pylist` of a taken dictionary array converts its whole dictionary, ~9x slower)."""
-    taken = column.take(rows)
-    if pa.types.is_dictionary(taken.type):
-        taken = taken.dictionary_decode()
-    return taken.to_pylist()  # type: ignore[no-any-return]
+def values_at(column: pa.Array, rows: np.ndarray) -> list[Any]:
+    """The Python values of `column` at `rows` (positions): for a dictionary column, only the strings of the
+    codes that occur are built (`to_pylist` of a taken dictionary array converts its whole dictionary, ~9x
+    slower) and nothing imports pyarrow.compute (the metadata rows of every Kineto read come this way)."""
+    if pa.types.is_dictionary(column.type):
+        at = codes(column.indices)[rows]
+        strings = {int(c): column.dictionary[int(c)].as_py() for c in np.unique(at[at >= 0])}
+        return [strings.get(int(c)) for c in at]
+    return column.take(row_indices(rows)).to_pylist()  # type: ignore[no-any-return]
 
 
 def kinds_from_codes(codes: np.ndarray) -> pa.DictionaryArray:

@@ -53,7 +53,7 @@ class JaxConventions:
         todo = [i for i in np.flatnonzero(kinds == _OTHER).tolist() if ph[i] == "X" and not cat[i].is_valid]
         if not todo:
             return batch
-        rows = C.row_indices(np.asarray(todo, dtype=np.int64))
+        rows = np.asarray(todo, dtype=np.int64)
         pid, tid, name = (C.values_at(cols[c], rows) for c in (Col.PID, Col.TID, Col.NAME))
         corr, step = (C.values_at(cols[c], rows) for c in (Col.CORRELATION, Col.STEP_NUM))
         device = cols[Col.DEVICE].to_pylist()
@@ -82,9 +82,8 @@ class JaxConventions:
         return out
 
     def _learn(self, cols: dict[str, Any], rows: np.ndarray) -> None:
-        take = C.row_indices(rows)
         for name, pid, tid, label in zip(
-            *(C.values_at(cols[c], take) for c in (Col.NAME, Col.PID, Col.TID, Col.LABEL))
+            *(C.values_at(cols[c], rows) for c in (Col.NAME, Col.PID, Col.TID, Col.LABEL))
         ):
             if label is None:
                 continue
