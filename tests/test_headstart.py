@@ -128,3 +128,44 @@ def test_head_bytes_decompresses_only_the_head_and_equals_the_stream(tmp_path: P
         assert head_bytes(path) == stream[: 1 << 16], name
     real = corpus_path(TRACE)
     assert head_bytes(real) == next(iter(ChunkReader(real, report_progress=False)))[: 1 << 16]
+
+
+def test_a_dropped_reader_stops_its_threads(tmp_path: Path) -> None:
+    """A head-start reader nobody takes holds threads blocked on full channels (a trace larger than what it may
+    read ahead); dropping it must end them all, not leave them waiting for the process to exit. Hand-made trace:
+    ~150 MB of one repeated kernel event (gzip), more than the reader's ~120 MB of read-ahead."""
+    import gc
+    import gzip
+    import time
+
+    def threads() -> int:
+        return len(os.listdir("/proc/self/task"))
+
+    def settled() -> int:  # readers dropped by earlier tests end their threads in the background
+        count, since = threads(), time.monotonic()
+        while time.monotonic() - since < 0.5:
+            time.sleep(0.05)
+            if threads() != count:
+                count, since = threads(), time.monotonic()
+        return count
+
+    event = b'{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":2,"args":{"stream":7}},\n'
+    trace = tmp_path / "big.json.gz"
+    with gzip.open(trace, "wb", compresslevel=1) as out:
+        out.write(b'{"traceEvents":[\n')
+        block = event * 10_000
+        for _ in range(160):
+            out.write(block)
+        out.write(event.rstrip(b",\n") + b"]}")
+    gc.collect()
+    before = settled()
+    headstart.begin(str(trace))
+    assert headstart._started is not None
+    time.sleep(0.5)  # let it fill its channels and block
+    assert threads() > before
+    headstart.cancel()
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while threads() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threads() <= before
