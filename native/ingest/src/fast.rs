@@ -158,58 +158,55 @@ impl<'a> Cursor<'a> {
         (self.bytes.get(self.at..end)? == word).then(|| self.at = end)
     }
 
+    /// The members of an object or the items of an array, the cursor just past its opening bracket: `item`
+    /// reads each (with its key, in an object), separated by commas, up to `close`; no trailing comma.
+    #[inline]
+    fn members(&mut self, close: u8, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.ws();
+        if self.eat(close).is_some() {
+            return Some(());
+        }
+        loop {
+            item(self)?;
+            self.ws();
+            match self.peek()? {
+                b',' => {
+                    self.at += 1;
+                    self.ws();
+                }
+                b if b == close => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// An object member's key and its colon; the cursor is left on the value.
+    #[inline]
+    fn key(&mut self) -> Option<&'a str> {
+        let key = self.string()?;
+        self.ws();
+        self.eat(b':')?;
+        self.ws();
+        Some(key)
+    }
+
     /// Skip one value (the cursor on its first byte), validating it.
     fn value(&mut self, depth: u32) -> Option<()> {
         match self.peek()? {
             b'"' => self.string().map(|_| ()),
-            b'{' => {
+            open @ (b'{' | b'[') => {
                 (depth < MAX_NESTING).then_some(())?;
                 self.at += 1;
-                self.ws();
-                if self.eat(b'}').is_some() {
-                    return Some(());
-                }
-                loop {
-                    self.string()?;
-                    self.ws();
-                    self.eat(b':')?;
-                    self.ws();
-                    self.value(depth + 1)?;
-                    self.ws();
-                    match self.peek()? {
-                        b',' => {
-                            self.at += 1;
-                            self.ws();
-                        }
-                        b'}' => {
-                            self.at += 1;
-                            return Some(());
-                        }
-                        _ => return None,
-                    }
-                }
-            }
-            b'[' => {
-                (depth < MAX_NESTING).then_some(())?;
-                self.at += 1;
-                self.ws();
-                if self.eat(b']').is_some() {
-                    return Some(());
-                }
-                loop {
-                    self.value(depth + 1)?;
-                    self.ws();
-                    match self.peek()? {
-                        b',' => {
-                            self.at += 1;
-                            self.ws();
-                        }
-                        b']' => {
-                            self.at += 1;
-                            return Some(());
-                        }
-                        _ => return None,
-                    }
+                if open == b'{' {
+                    self.members(b'}', |c| {
+                        c.key()?;
+                        c.value(depth + 1)
+                    })
+                } else {
+                    self.members(b']', |c| c.value(depth + 1))
                 }
             }
             b't' => self.literal(b"true"),
@@ -245,70 +242,34 @@ impl<'a> Cursor<'a> {
             _ => return None,
         }
         args.values = [None; N_ARGS];
-        self.ws();
-        if self.eat(b'}').is_some() {
-            return Some(ArgsKind::Object);
-        }
-        loop {
-            let key = self.string()?;
-            self.ws();
-            self.eat(b':')?;
-            self.ws();
-            match arg_of(key) {
-                Some(arg) => args.values[arg as usize] = Some(self.raw(2)?),
-                None => self.value(2)?,
+        self.members(b'}', |c| {
+            match arg_of(c.key()?) {
+                Some(arg) => args.values[arg as usize] = Some(c.raw(2)?),
+                None => c.value(2)?,
             }
-            self.ws();
-            match self.peek()? {
-                b',' => {
-                    self.at += 1;
-                    self.ws();
-                }
-                b'}' => {
-                    self.at += 1;
-                    return Some(ArgsKind::Object);
-                }
-                _ => return None,
-            }
-        }
+            Some(())
+        })?;
+        Some(ArgsKind::Object)
     }
 
     fn event(&mut self, ev: &mut RawEvent<'a>) -> Option<()> {
         self.ws();
         self.eat(b'{')?;
-        self.ws();
-        if self.eat(b'}').is_none() {
-            loop {
-                let key = self.string()?;
-                self.ws();
-                self.eat(b':')?;
-                self.ws();
-                match key {
-                    "ph" => ev.ph = self.text_field()?,
-                    "cat" => ev.cat = self.text_field()?,
-                    "name" => ev.name = self.text_field()?,
-                    "pid" => ev.pid = Some(self.raw(1)?),
-                    "tid" => ev.tid = Some(self.raw(1)?),
-                    "ts" => ev.ts = Some(self.raw(1)?),
-                    "dur" => ev.dur = Some(self.raw(1)?),
-                    "id" => ev.id = Some(self.raw(1)?),
-                    "args" => ev.args.kind = self.args(&mut ev.args)?,
-                    _ => self.value(1)?,
-                }
-                self.ws();
-                match self.peek()? {
-                    b',' => {
-                        self.at += 1;
-                        self.ws();
-                    }
-                    b'}' => {
-                        self.at += 1;
-                        break;
-                    }
-                    _ => return None,
-                }
+        self.members(b'}', |c| {
+            match c.key()? {
+                "ph" => ev.ph = c.text_field()?,
+                "cat" => ev.cat = c.text_field()?,
+                "name" => ev.name = c.text_field()?,
+                "pid" => ev.pid = Some(c.raw(1)?),
+                "tid" => ev.tid = Some(c.raw(1)?),
+                "ts" => ev.ts = Some(c.raw(1)?),
+                "dur" => ev.dur = Some(c.raw(1)?),
+                "id" => ev.id = Some(c.raw(1)?),
+                "args" => ev.args.kind = c.args(&mut ev.args)?,
+                _ => c.value(1)?,
             }
-        }
+            Some(())
+        })?;
         self.ws();
         (self.at == self.bytes.len()).then_some(())
     }
