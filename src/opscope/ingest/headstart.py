@@ -31,8 +31,16 @@ def _key(path: Path) -> _Key | None:
 
 
 def enabled() -> bool:
-    return (os.environ.get("OPSCOPE_HEADSTART", "").strip() != "0"
-            and os.environ.get("OPSCOPE_READER", "").strip().lower() in ("", "native"))
+    """Not switched off, and the native reader in use (a wrong `$OPSCOPE_READER` is the normal path's error)."""
+    from opscope.errors import InputError
+    from opscope.ingest.registry import reader_name
+
+    if os.environ.get("OPSCOPE_HEADSTART", "").strip() == "0":
+        return False
+    try:
+        return reader_name() == "native"
+    except InputError:
+        return False
 
 
 def workers() -> int | None:

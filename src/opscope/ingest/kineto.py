@@ -10,7 +10,6 @@ profiler flags) and the warnings, so metadata and messages are built by one piec
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,19 +20,10 @@ import pyarrow as pa
 from opscope.errors import InputError
 from opscope.ingest import progress
 from opscope.ingest.jax_trace import JaxConventions
+from opscope.ingest.registry import reader_name
 from opscope.model.meta import DeviceInfo, TraceMeta
 
 _FLAG_KEYS = ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules")
-READERS = ("native", "python")
-
-
-def reader_name() -> str:
-    """The reader in use: `$OPSCOPE_READER` (native / python), else native."""
-    wanted = os.environ.get("OPSCOPE_READER", "").strip().lower() or "native"
-    if wanted not in READERS:
-        raise InputError(f"OPSCOPE_READER={wanted!r}: expected one of {', '.join(READERS)}")
-    return wanted
-
 
 def open_reader(path: Path, batch_bytes: int | None = None) -> Any:
     """A reader object: iterate for record batches, then `finish()` for the report dict."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,17 @@ if TYPE_CHECKING:
     from opscope.model.meta import TraceMeta
 
     BatchStream = tuple[Iterator[pa.RecordBatch], Callable[[], TraceMeta]]
+
+
+KINETO_READERS = ("native", "python")
+
+
+def reader_name() -> str:
+    """The Kineto reader in use: `$OPSCOPE_READER` (native / python), else native."""
+    wanted = os.environ.get("OPSCOPE_READER", "").strip().lower() or "native"
+    if wanted not in KINETO_READERS:
+        raise InputError(f"OPSCOPE_READER={wanted!r}: expected one of {', '.join(KINETO_READERS)}")
+    return wanted
 
 
 def _lazy(target: str) -> Callable[..., Any]:
