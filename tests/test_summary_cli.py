@@ -65,6 +65,10 @@ def test_kind_filter_device_stream(cli) -> None:
     stream = int(gpu["stream"].drop_nulls().mode()[0])
     one = summary_json(cli, path, "--top", "0", "--stream", str(stream))
     assert one["totals"]["calls"] == gpu.filter(pl.col("stream") == stream).height
+    # the trace-wide counts (read in the same scan as the GPU activity) do not depend on the selection
+    kernels = events.filter(pl.col("kind").cast(str) == "kernel").height  # with or without a duration
+    for data in (everything, one):
+        assert data["trace"]["events"] == events.height and data["trace"]["kernels"] == kernels
     none = summary_json(cli, path, "--top", "0", "--device", "7")
     assert none["totals"]["calls"] == 0 and none["rows"] == []
 

@@ -15,6 +15,11 @@ from opscope.model.meta import TraceMeta
 from opscope.model.schema import COLUMNS, GPU_KINDS, Col
 
 
+def gpu_activity() -> pl.Expr:
+    """The rows that are GPU activity: kernels, memcpys and memsets with a duration (docs/metrics.md)."""
+    return pl.col(Col.KIND).is_in(list(GPU_KINDS)) & pl.col(Col.DUR_NS).is_not_null()
+
+
 @dataclass
 class Trace:
     """One trace. Build it with `opscope.load(path)`; read it with `events`, `lazy()` or `to_pandas()`."""
@@ -64,7 +69,7 @@ class Trace:
 
     def gpu_events(self) -> pl.LazyFrame:
         """Kernels, memcpys and memsets with a duration."""
-        return self.lazy().filter(pl.col(Col.KIND).is_in(list(GPU_KINDS)) & pl.col(Col.DUR_NS).is_not_null())
+        return self.lazy().filter(gpu_activity())
 
     def count(self) -> int:
         if self._frame is not None:
