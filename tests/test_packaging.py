@@ -1,0 +1,96 @@
+"""Packaging (issue 10, item 1): the sdist carries the whole Rust crate and its lockfile, so that `pip install`
+of it compiles opscope._native anywhere; a wheel built by maturin holds the extension and imports on its own.
+
+Built with the same maturin the build backend uses (`pyproject.toml`'s `[build-system]`, also in the dev extra).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _maturin() -> str:
+    found = shutil.which("maturin", path=str(Path(sys.executable).parent)) or shutil.which("maturin")
+    if found is None:
+        pytest.skip("maturin is not installed (pip install -e '.[dev]' installs it)")
+    return found
+
+
+def _tracked(*prefixes: str) -> set[str]:
+    out = subprocess.run(["git", "ls-files", *prefixes], cwd=REPO, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        pytest.skip("not a git checkout: the tracked files cannot be listed")
+    return {line for line in out.stdout.splitlines() if line}
+
+
+@pytest.fixture(scope="module")
+def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("sdist")
+    subprocess.run([_maturin(), "sdist", "--out", str(out)], cwd=REPO, check=True, capture_output=True)
+    (archive,) = out.glob("opscope-*.tar.gz")
+    return archive
+
+
+def test_the_sdist_holds_the_crate_its_lockfile_and_the_package(sdist: Path) -> None:
+    with tarfile.open(sdist) as tar:
+        names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+    crate = {p for p in _tracked("native") if not p.startswith("native/fuzz/") and p.endswith((".rs", ".toml"))}
+    package = {p for p in _tracked("src/opscope") if p.endswith((".py", ".pyi"))}
+    assert {"pyproject.toml", "native/Cargo.lock", "native/Cargo.toml", "README.md"} <= names
+    assert crate - names == set(), "Rust sources missing from the sdist"
+    assert package - names == set(), "Python modules missing from the sdist"
+    # nothing built, captured or borrowed rides along
+    assert not [n for n in names if n.startswith(("native/target", "bench/out")) or n.endswith(".so")]
+    assert not [n for n in names if n.endswith((".json.gz", ".pt.trace.json", ".parquet", ".sqlite"))]
+
+
+def test_the_crate_in_the_sdist_resolves_from_its_own_lockfile(sdist: Path, tmp_path: Path) -> None:
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        pytest.skip("cargo is not installed")
+    with tarfile.open(sdist) as tar:
+        tar.extractall(tmp_path, filter="data")
+    (root,) = tmp_path.iterdir()
+    # --locked: the committed Cargo.lock must already say everything (no resolution on a user's machine);
+    # --offline: the crates it names are the ones this checkout's build fetched
+    result = subprocess.run([cargo, "metadata", "--locked", "--offline", "--format-version", "1",
+                             "--manifest-path", str(root / "native" / "Cargo.toml")],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert '"name":"opscope-native"' in result.stdout and '"name":"opscope-ingest"' in result.stdout
+
+
+def test_a_built_wheel_holds_the_extension_and_imports_alone(tmp_path: Path) -> None:
+    """The wheel `pip install .` installs: built in the release profile (reusing this checkout's build), unpacked
+    into an empty folder, and imported from there in a fresh interpreter."""
+    if shutil.which("cargo") is None:
+        pytest.skip("cargo is not installed")
+    wheels = tmp_path / "wheels"
+    subprocess.run([_maturin(), "build", "--release", "--out", str(wheels), "--interpreter", sys.executable],
+                   cwd=REPO, check=True, capture_output=True)
+    (wheel,) = wheels.glob("opscope-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        archive.extractall(tmp_path / "site")
+    assert "opscope/__init__.py" in names and "opscope/cli/main.py" in names
+    assert [n for n in names if n.startswith("opscope/_native") and n.endswith(".so")], sorted(names)[:20]
+    entry = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    with zipfile.ZipFile(wheel) as archive:
+        scripts = archive.read(entry[0]).decode().replace(" ", "")
+    assert "[console_scripts]\nopscope=opscope.cli.main:entry" in scripts
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import opscope, opscope._native as n; "
+            "print(opscope.__file__); print(len(n.columns()))")
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "site")], capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    where, columns = result.stdout.split()
+    assert Path(where).is_relative_to(tmp_path / "site") and int(columns) > 0
