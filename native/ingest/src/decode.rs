@@ -218,11 +218,19 @@ const L_PY_PARENT_ID: usize = slot(&I64_COLS, col::PY_PARENT_ID);
 const L_SEQ: usize = slot(&I64_COLS, col::SEQ);
 const L_PROGRAM_ID: usize = slot(&I64_COLS, col::PROGRAM_ID);
 const L_STEP_NUM: usize = slot(&I64_COLS, col::STEP_NUM);
+const L_WAIT_ON_STREAM: usize = slot(&I64_COLS, col::WAIT_ON_STREAM);
+const L_WAIT_ON_CORRELATION: usize = slot(&I64_COLS, col::WAIT_ON_CORRELATION);
+const L_MEM_ADDR: usize = slot(&I64_COLS, col::MEM_ADDR);
+const L_MEM_BYTES: usize = slot(&I64_COLS, col::MEM_BYTES);
+const L_MEM_ALLOCATED: usize = slot(&I64_COLS, col::MEM_ALLOCATED);
+const L_MEM_RESERVED: usize = slot(&I64_COLS, col::MEM_RESERVED);
 // 32-bit integer columns, by position in I32_COLS
 const I_DEVICE: usize = slot(&I32_COLS, col::DEVICE);
 const I_GRID_X: usize = slot(&I32_COLS, col::GRID_X);
 const I_BLOCK_X: usize = slot(&I32_COLS, col::BLOCK_X);
 const I_REGISTERS: usize = slot(&I32_COLS, col::REGISTERS);
+const I_MEM_DEVICE_TYPE: usize = slot(&I32_COLS, col::MEM_DEVICE_TYPE);
+const I_MEM_DEVICE_ID: usize = slot(&I32_COLS, col::MEM_DEVICE_ID);
 
 impl Columns {
     fn new(n: usize) -> Self {
@@ -576,10 +584,10 @@ fn add_row(ev: &RawEvent<'_>, stats: &mut Stats, cols: &mut Columns) {
         if k == kind::SYNC {
             // Kineto's cuda_sync events: the stream and the cudaEventRecord a wait is on
             for (c, key) in [
-                (col::WAIT_ON_STREAM, Arg::WaitOnStream),
-                (col::WAIT_ON_CORRELATION, Arg::WaitOnCorrelation),
+                (L_WAIT_ON_STREAM, Arg::WaitOnStream),
+                (L_WAIT_ON_CORRELATION, Arg::WaitOnCorrelation),
             ] {
-                cols.i64(slot(&I64_COLS, c), count(int_of(args.get(key)), stats));
+                cols.i64(c, count(int_of(args.get(key)), stats));
             }
         }
         if !launch {
@@ -632,18 +640,18 @@ fn add_row(ev: &RawEvent<'_>, stats: &mut Stats, cols: &mut Columns) {
         }
         if name.as_deref() == Some(MEMORY_EVENT) {
             for (c, key) in [
-                (col::MEM_ADDR, Arg::MemAddr),
-                (col::MEM_BYTES, Arg::MemBytes),
-                (col::MEM_ALLOCATED, Arg::MemAllocated),
-                (col::MEM_RESERVED, Arg::MemReserved),
+                (L_MEM_ADDR, Arg::MemAddr),
+                (L_MEM_BYTES, Arg::MemBytes),
+                (L_MEM_ALLOCATED, Arg::MemAllocated),
+                (L_MEM_RESERVED, Arg::MemReserved),
             ] {
-                cols.i64(slot(&I64_COLS, c), count(int_of(args.get(key)), stats));
+                cols.i64(c, count(int_of(args.get(key)), stats));
             }
             for (c, key) in [
-                (col::MEM_DEVICE_TYPE, Arg::MemDeviceType),
-                (col::MEM_DEVICE_ID, Arg::MemDeviceId),
+                (I_MEM_DEVICE_TYPE, Arg::MemDeviceType),
+                (I_MEM_DEVICE_ID, Arg::MemDeviceId),
             ] {
-                cols.i32(slot(&I32_COLS, c), count(int32_of(args.get(key)), stats));
+                cols.i32(c, count(int32_of(args.get(key)), stats));
             }
         }
     }
