@@ -8,11 +8,8 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use arrow_array::types::{ArrowPrimitiveType, Float32Type, Float64Type, Int32Type, Int64Type};
-use arrow_array::{
-    ArrayRef, DictionaryArray, Int32Array, PrimitiveArray, RecordBatch, StringArray,
-};
-use arrow_buffer::{BooleanBufferBuilder, Buffer, NullBuffer, ScalarBuffer};
+use arrow_array::types::{Float32Type, Float64Type, Int32Type, Int64Type};
+use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
 
 use crate::dict::DictBuilder;
 use crate::event::{
@@ -22,6 +19,7 @@ use crate::fast::parse_event_fast;
 use crate::number::{self, Parsed};
 use crate::scan::{flag, Batch};
 use crate::schema::{self, col, kind};
+use crate::sparse::{Empty, Sparse};
 
 /// Counts of what a batch had to skip or repair (summed over batches into the reader's report).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -48,70 +46,6 @@ impl Stats {
         self.wrong_type += o.wrong_type;
         self.out_of_range += o.out_of_range;
         self.negative_durations += o.negative_durations;
-    }
-}
-
-/// A numeric column that stores only its present values, with their rows: most of the 23 numeric columns
-/// are empty on most rows (launch geometry on kernels only, Python ids on Python events...), and a builder's
-/// `append_null` per empty cell cost more than the values themselves.
-struct Sparse<T: ArrowPrimitiveType> {
-    rows: Vec<u32>,
-    values: Vec<T::Native>,
-}
-
-impl<T: ArrowPrimitiveType> Sparse<T> {
-    fn new() -> Self {
-        Sparse {
-            rows: Vec::new(),
-            values: Vec::new(),
-        }
-    }
-
-    fn push(&mut self, row: usize, value: Option<T::Native>) {
-        if let Some(v) = value {
-            self.rows.push(row as u32);
-            self.values.push(v);
-        }
-    }
-
-    /// The dense column of `n` rows: the same buffers a builder would give (zeros under nulls, no null
-    /// buffer when every row has a value). A column with no value at all shares `empty`'s buffers.
-    fn finish(&self, n: usize, empty: &Empty) -> PrimitiveArray<T> {
-        if self.rows.is_empty() && n > 0 {
-            let (zeros, nulls) = empty.get(n);
-            return PrimitiveArray::new(ScalarBuffer::new(zeros, 0, n), Some(nulls));
-        }
-        let mut dense = vec![T::Native::default(); n];
-        for (&r, &v) in self.rows.iter().zip(&self.values) {
-            dense[r as usize] = v;
-        }
-        let nulls = (self.rows.len() != n).then(|| {
-            let mut valid = BooleanBufferBuilder::new(n);
-            valid.append_n(n, false);
-            for &r in &self.rows {
-                valid.set_bit(r as usize, true);
-            }
-            NullBuffer::new(valid.finish())
-        });
-        PrimitiveArray::new(ScalarBuffer::from(dense), nulls)
-    }
-}
-
-/// The buffers of an all-null column of `n` rows (zeros, all bits clear), made once per batch and shared by
-/// every numeric column without a value (a third of them on a typical batch: memory events, XLA ids, ...).
-#[derive(Default)]
-struct Empty(std::cell::OnceCell<(Buffer, NullBuffer)>);
-
-impl Empty {
-    fn get(&self, n: usize) -> (Buffer, NullBuffer) {
-        self.0
-            .get_or_init(|| {
-                (
-                    Buffer::from_vec(vec![0i64; n]), // 8 bytes a row: wide and aligned enough for every type
-                    NullBuffer::new_null(n),
-                )
-            })
-            .clone()
     }
 }
 
@@ -240,10 +174,10 @@ impl Columns {
                 .collect(),
             cat_kinds: Vec::new(),
             kind: Vec::with_capacity(n),
-            i64s: (0..I64_COLS.len()).map(|_| Sparse::new()).collect(),
-            i32s: (0..I32_COLS.len()).map(|_| Sparse::new()).collect(),
-            f32s: (0..F32_COLS.len()).map(|_| Sparse::new()).collect(),
-            bandwidth: Sparse::new(),
+            i64s: (0..I64_COLS.len()).map(|_| Sparse::default()).collect(),
+            i32s: (0..I32_COLS.len()).map(|_| Sparse::default()).collect(),
+            f32s: (0..F32_COLS.len()).map(|_| Sparse::default()).collect(),
+            bandwidth: Sparse::default(),
         }
     }
 
@@ -289,25 +223,25 @@ impl Columns {
         self.kind.push(kind);
     }
 
-    fn finish(mut self) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    fn finish(self) -> Result<RecordBatch, arrow_schema::ArrowError> {
         let mut arrays: Vec<Option<ArrayRef>> = vec![None; schema::COLUMNS.len()];
         let n = self.kind.len();
-        for (i, b) in std::mem::take(&mut self.text).into_iter().enumerate() {
-            arrays[TEXT_COLS[i]] = Some(Arc::new(b.finish(n)));
+        let empty = Empty::new(n);
+        for (i, b) in self.text.into_iter().enumerate() {
+            arrays[TEXT_COLS[i]] = Some(Arc::new(b.finish(n, &empty)));
         }
         let kinds = DictionaryArray::<Int32Type>::try_new(
-            Int32Array::from(std::mem::take(&mut self.kind)),
+            Int32Array::from(self.kind),
             Arc::new(StringArray::from(schema::KINDS.to_vec())),
         )?;
         arrays[col::KIND] = Some(Arc::new(kinds));
-        let empty = Empty::default();
-        for (i, b) in self.i64s.iter().enumerate() {
+        for (i, b) in self.i64s.into_iter().enumerate() {
             arrays[I64_COLS[i]] = Some(Arc::new(b.finish(n, &empty)));
         }
-        for (i, b) in self.i32s.iter().enumerate() {
+        for (i, b) in self.i32s.into_iter().enumerate() {
             arrays[I32_COLS[i]] = Some(Arc::new(b.finish(n, &empty)));
         }
-        for (i, b) in self.f32s.iter().enumerate() {
+        for (i, b) in self.f32s.into_iter().enumerate() {
             arrays[F32_COLS[i]] = Some(Arc::new(b.finish(n, &empty)));
         }
         arrays[col::BANDWIDTH_GBPS] = Some(Arc::new(self.bandwidth.finish(n, &empty)));
@@ -682,36 +616,6 @@ mod tests {
         s.finish();
         let batches = s.take_batches();
         decode_batch(&batches[0]).unwrap()
-    }
-
-    /// The sparse columns give exactly the arrays the Arrow builders gave (values, validity, no null
-    /// buffer when nothing is missing).
-    #[test]
-    fn sparse_columns_equal_builders() {
-        use arrow_array::builder::Int64Builder;
-        use arrow_array::Array;
-        let patterns: [&[Option<i64>]; 5] = [
-            &[],
-            &[None, None],
-            &[Some(1), Some(-2), Some(3)],
-            &[None, Some(7), None, Some(0), Some(i64::MIN)],
-            &[Some(5), None],
-        ];
-        for values in patterns {
-            let mut sparse = Sparse::<Int64Type>::new();
-            let mut builder = Int64Builder::new();
-            for (row, v) in values.iter().enumerate() {
-                sparse.push(row, *v);
-                builder.append_option(*v);
-            }
-            let (a, b) = (
-                sparse.finish(values.len(), &Empty::default()),
-                builder.finish(),
-            );
-            assert_eq!(a, b, "{values:?}");
-            assert_eq!(a.nulls().is_some(), b.nulls().is_some(), "{values:?}");
-            assert_eq!(a.values(), b.values(), "{values:?}");
-        }
     }
 
     #[test]

@@ -8,18 +8,18 @@
 use std::sync::Arc;
 
 use arrow_array::types::Int32Type;
-use arrow_array::{DictionaryArray, Int32Array, StringArray};
-use arrow_buffer::{BooleanBufferBuilder, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_array::{DictionaryArray, StringArray};
+use arrow_buffer::{OffsetBuffer, ScalarBuffer};
 use hashbrown::hash_table::{Entry, HashTable};
+
+use crate::sparse::{Empty, Sparse};
 
 pub struct DictBuilder {
     state: ahash::RandomState,
     table: HashTable<i32>,
     offsets: Vec<i32>,
     bytes: Vec<u8>,
-    keys: Vec<i32>,
-    /// the row of each key, once a row was skipped (before that, key i is row i)
-    rows: Option<Vec<u32>>,
+    keys: Sparse<Int32Type>,
     /// the key of the last value appended, -1 before any
     last: i32,
 }
@@ -37,8 +37,7 @@ impl Default for DictBuilder {
             table: HashTable::new(),
             offsets: vec![0],
             bytes: Vec::new(),
-            keys: Vec::new(),
-            rows: None,
+            keys: Sparse::default(),
             last: -1,
         }
     }
@@ -47,19 +46,9 @@ impl Default for DictBuilder {
 impl DictBuilder {
     /// Set `row` to `s` and return its key (rows increase from call to call; rows never set are null).
     pub fn set(&mut self, row: usize, s: &str) -> i32 {
-        let at = self.keys.len();
-        match &mut self.rows {
-            Some(rows) => rows.push(row as u32),
-            None if row == at => {}
-            None => {
-                let mut rows: Vec<u32> = (0..at as u32).collect();
-                rows.push(row as u32);
-                self.rows = Some(rows);
-            }
-        }
         let b = s.as_bytes();
         if self.last >= 0 && value(&self.offsets, &self.bytes, self.last) == b {
-            self.keys.push(self.last);
+            self.keys.set(row, self.last);
             return self.last;
         }
         let (offsets, bytes, state) = (&mut self.offsets, &mut self.bytes, &self.state);
@@ -79,29 +68,13 @@ impl DictBuilder {
             }
         };
         self.last = key;
-        self.keys.push(key);
+        self.keys.set(row, key);
         key
     }
 
-    /// The column of `n` rows.
-    pub fn finish(self, n: usize) -> DictionaryArray<Int32Type> {
-        let keys = match self.rows {
-            None if self.keys.len() == n => Int32Array::new(ScalarBuffer::from(self.keys), None),
-            rows => {
-                let mut dense = vec![0i32; n];
-                let mut valid = BooleanBufferBuilder::new(n);
-                valid.append_n(n, false);
-                for (i, &key) in self.keys.iter().enumerate() {
-                    let row = rows.as_ref().map_or(i, |r| r[i] as usize);
-                    dense[row] = key;
-                    valid.set_bit(row, true);
-                }
-                Int32Array::new(
-                    ScalarBuffer::from(dense),
-                    Some(NullBuffer::new(valid.finish())),
-                )
-            }
-        };
+    /// The column of `n` rows (`empty`: the batch's shared all-null buffers).
+    pub fn finish(self, n: usize, empty: &Empty) -> DictionaryArray<Int32Type> {
+        let keys = self.keys.finish(n, empty);
         let values = StringArray::new(
             OffsetBuffer::new(ScalarBuffer::from(self.offsets)),
             self.bytes.into(),
@@ -142,7 +115,10 @@ mod tests {
                     None => theirs.append_null(),
                 }
             }
-            let (a, b) = (ours.finish(values.len()), theirs.finish());
+            let (a, b) = (
+                ours.finish(values.len(), &Empty::new(values.len())),
+                theirs.finish(),
+            );
             assert_eq!(a, b, "{values:?}");
             assert_eq!(a.keys().values(), b.keys().values(), "{values:?}");
             assert_eq!(a.nulls().is_some(), b.nulls().is_some(), "{values:?}");

@@ -14,6 +14,7 @@ pub mod scan;
 pub mod schema;
 pub mod skip;
 pub mod source;
+pub mod sparse;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
