@@ -22,8 +22,13 @@ from pathlib import Path
 
 from _timing import best_of  # bench/_timing.py; bench scripts run with bench/ on sys.path
 
-DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "traces" / "hta" / \
-    "ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+DEFAULT = (
+    Path(__file__).resolve().parents[2]
+    / "shared"
+    / "traces"
+    / "hta"
+    / "ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+)
 ID_KEYS = ("correlation", "External id", "external id")
 
 
@@ -37,8 +42,12 @@ def _tile(source: Path, target_mb: float, out: Path) -> tuple[int, int]:
     hi = max(e["ts"] + (e.get("dur") or 0) for e in timed if isinstance(e.get("dur", 0), (int, float)))
     period = (hi - lo) * 1.01 + 1
     ids = [e.get("id") for e in events if isinstance(e.get("id"), int)] + [
-        e["args"][k] for e in events if isinstance(e.get("args"), dict) for k in ID_KEYS
-        if isinstance(e["args"].get(k), int)]
+        e["args"][k]
+        for e in events
+        if isinstance(e.get("args"), dict)
+        for k in ID_KEYS
+        if isinstance(e["args"].get(k), int)
+    ]
     id_step = (max(ids) + 1) if ids else 0
     one = len(json.dumps(events))
     copies = max(1, int(target_mb * 1e6 / one))
@@ -93,9 +102,13 @@ def main() -> None:
         _time(["summary", str(path), *out], 1)  # fill the cache
         warm_s = _time(["summary", str(path), *out], args.repeat)
         warm_a = _time(["analyze", str(path), *out], args.repeat)
-    print(f"cold (parse + analysis): summary {cold_s:.2f}s  analyze {cold_a:.2f}s  ratio {cold_a / cold_s:.2f}x "
-          f"(target <= 2x)")
-    print(f"warm (from cache):       summary {warm_s:.2f}s  analyze {warm_a:.2f}s  ratio {warm_a / warm_s:.2f}x")
+    print(
+        f"cold (parse + analysis): summary {cold_s:.2f}s  analyze {cold_a:.2f}s  ratio {cold_a / cold_s:.2f}x "
+        f"(target <= 2x)"
+    )
+    print(
+        f"warm (from cache):       summary {warm_s:.2f}s  analyze {warm_a:.2f}s  ratio {warm_a / warm_s:.2f}x"
+    )
 
 
 if __name__ == "__main__":

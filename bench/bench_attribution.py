@@ -30,16 +30,22 @@ import polars as pl
 
 import opscope
 from _timing import best_of  # bench/_timing.py; bench scripts run with bench/ on sys.path
-from opscope.analysis.attribution.linking import link
 from opscope.analysis.attribution.ops import OpOptions, op_stats
 from opscope.analysis.attribution.steps import step_stats
 from opscope.analysis.attribution.tree import TreeOptions, op_tree
+from opscope.analysis.base.linking import link
 from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
 BENCH = Path(__file__).resolve().parent
-DEFAULT = BENCH.parent.parent / "shared" / "traces" / "kineto" / "plugin_samples_resnet50_num_workers_0_worker0.pt.trace.json.gz"
+DEFAULT = (
+    BENCH.parent.parent
+    / "shared"
+    / "traces"
+    / "kineto"
+    / "plugin_samples_resnet50_num_workers_0_worker0.pt.trace.json.gz"
+)
 
 
 def tile(trace: Trace, copies: int) -> Trace:
@@ -49,8 +55,10 @@ def tile(trace: Trace, copies: int) -> Trace:
     span = hi - lo + 1_000_000
     ids = [Col.CORRELATION, Col.FLOW_ID, Col.EXTERNAL_ID, Col.PY_ID, Col.PY_PARENT_ID]
     shift = max(int(frame.select(pl.max_horizontal(*(pl.col(c).max() for c in ids))).item() or 0), 0) + 1
-    parts = [frame.with_columns(pl.col(Col.TS_NS) + k * span, *((pl.col(c) + k * shift) for c in ids))
-             for k in range(copies)]
+    parts = [
+        frame.with_columns(pl.col(Col.TS_NS) + k * span, *((pl.col(c) + k * shift) for c in ids))
+        for k in range(copies)
+    ]
     return Trace.from_frame(trace.meta, pl.concat(parts))
 
 
@@ -60,10 +68,15 @@ def end_to_end(paths: list[str], repeat: int) -> list[dict[str, object]]:
     code = "import sys; from opscope.cli.main import main; sys.exit(main(sys.argv[1:]))"
     out = []
     for path in paths:
+
         def run(*argv: str, target: str = path) -> float:
             start = time.perf_counter()
-            subprocess.run([sys.executable, "-c", code, *argv, target, "--format", "json"], check=True, env=env,
-                           stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [sys.executable, "-c", code, *argv, target, "--format", "json"],
+                check=True,
+                env=env,
+                stdout=subprocess.DEVNULL,
+            )
             return time.perf_counter() - start
 
         run("summary")
@@ -76,7 +89,9 @@ def end_to_end(paths: list[str], repeat: int) -> list[dict[str, object]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--trace", default=str(DEFAULT))
     parser.add_argument("--tiles", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--repeat", type=int, default=2, help="best of N runs per figure")
@@ -85,8 +100,9 @@ def main() -> None:
     if args.files:
         results_e2e = end_to_end(args.files, args.repeat)
         (BENCH / "out").mkdir(exist_ok=True)
-        (BENCH / "out" / "attribution_e2e.json").write_text(json.dumps({"schema": "opscope.bench.attribution_e2e/1",
-                                                                         "results": results_e2e}, indent=2))
+        (BENCH / "out" / "attribution_e2e.json").write_text(
+            json.dumps({"schema": "opscope.bench.attribution_e2e/1", "results": results_e2e}, indent=2)
+        )
         return
     base = opscope.load(args.trace)
     results = []
@@ -115,8 +131,11 @@ def main() -> None:
         print(f"{name}: {growth:.0f}x events -> {scale:.1f}x time (linear would be {growth:.0f}x)")
     out = BENCH / "out"
     out.mkdir(exist_ok=True)
-    (out / "attribution_bench.json").write_text(json.dumps({"schema": "opscope.bench.attribution/1",
-                                                             "trace": args.trace, "results": results}, indent=2))
+    (out / "attribution_bench.json").write_text(
+        json.dumps(
+            {"schema": "opscope.bench.attribution/1", "trace": args.trace, "results": results}, indent=2
+        )
+    )
 
 
 if __name__ == "__main__":

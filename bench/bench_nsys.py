@@ -32,9 +32,16 @@ from pathlib import Path
 from _timing import best_of  # bench/_timing.py; bench scripts run with bench/ on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_SOURCE = REPO.parent / "shared" / "traces" / "pipit" / "cloverleaf-nsys__perlmutter-cloverleaf-cuda.sqlite"
-TILED_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
-                "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
+DEFAULT_SOURCE = (
+    REPO.parent / "shared" / "traces" / "pipit" / "cloverleaf-nsys__perlmutter-cloverleaf-cuda.sqlite"
+)
+TILED_TABLES = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "NVTX_EVENTS",
+)
 
 GROUP_BY = """
 SELECT s.value, count(*), sum(k.end - k.start), avg(k.end - k.start), min(k.end - k.start), max(k.end - k.start)
@@ -44,20 +51,35 @@ GROUP BY k.demangledName ORDER BY 3 DESC
 
 
 def _db_bytes(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("PRAGMA page_count").fetchone()[0]) * int(conn.execute("PRAGMA page_size").fetchone()[0])
+    return int(conn.execute("PRAGMA page_count").fetchone()[0]) * int(
+        conn.execute("PRAGMA page_size").fetchone()[0]
+    )
 
 
 def tile(source: Path, target: Path, size_mb: float) -> int:
     """Copy `source` to `target` and repeat its activity rows until the file reaches `size_mb`; returns copies."""
     shutil.copyfile(source, target)
     conn = sqlite3.connect(target)
-    tables = [t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'") if t in TILED_TABLES]
+    tables = [
+        t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'") if t in TILED_TABLES
+    ]
     originals = {t: int(conn.execute(f"SELECT max(rowid) FROM {t}").fetchone()[0] or 0) for t in tables}
     lo = min(int(conn.execute(f"SELECT min(start) FROM {t}").fetchone()[0] or 0) for t in tables)
-    hi = max(int(conn.execute(f"SELECT max(coalesce(end, start)) FROM {t}").fetchone()[0] or 0) for t in tables)
+    hi = max(
+        int(conn.execute(f"SELECT max(coalesce(end, start)) FROM {t}").fetchone()[0] or 0) for t in tables
+    )
     span = hi - lo + 1_000
-    max_corr = max((int(conn.execute(f"SELECT max(correlationId) FROM {t}").fetchone()[0] or 0)
-                    for t in tables if t != "NVTX_EVENTS"), default=0) + 1
+    max_corr = (
+        max(
+            (
+                int(conn.execute(f"SELECT max(correlationId) FROM {t}").fetchone()[0] or 0)
+                for t in tables
+                if t != "NVTX_EVENTS"
+            ),
+            default=0,
+        )
+        + 1
+    )
     columns = {t: [row[1] for row in conn.execute(f"PRAGMA table_info({t})")] for t in tables}
     target_bytes = int(size_mb * (1 << 20))
     copies = 1
@@ -75,8 +97,10 @@ def tile(source: Path, target: Path, size_mb: float) -> int:
                 else:
                     exprs.append(col)
             names = ", ".join(f'"{c}"' for c in columns[table])
-            conn.execute(f"INSERT INTO {table} ({names}) SELECT {', '.join(exprs)} FROM {table} "
-                         f"WHERE rowid <= {originals[table]}")
+            conn.execute(
+                f"INSERT INTO {table} ({names}) SELECT {', '.join(exprs)} FROM {table} "
+                f"WHERE rowid <= {originals[table]}"
+            )
         conn.commit()
         copies += 1
     conn.close()
@@ -87,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=float, default=1024.0, help="size of the tiled file (default 1024)")
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="the nsys SQLite export to tile")
-    parser.add_argument("--workdir", type=Path, default=None, help="where to write the tiled file (default: a temp dir)")
+    parser.add_argument(
+        "--workdir", type=Path, default=None, help="where to write the tiled file (default: a temp dir)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the tiled file afterwards")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO / "src"))
@@ -102,11 +128,16 @@ def main(argv: list[str] | None = None) -> int:
         size = tiled.stat().st_size
         conn = sqlite3.connect(f"file:{tiled}?mode=ro", uri=True)
         kernels = conn.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
-        rows = sum(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for (t,) in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type='table'").fetchall() if t in TILED_TABLES)
+        rows = sum(
+            conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+            if t in TILED_TABLES
+        )
         conn.close()
-        print(f"tiled {args.source.name} x{copies} -> {size / 1e6:,.0f} MB, {rows:,} activity rows "
-              f"({kernels:,} kernels) in {time.perf_counter() - start:.1f} s")
+        print(
+            f"tiled {args.source.name} x{copies} -> {size / 1e6:,.0f} MB, {rows:,} activity rows "
+            f"({kernels:,} kernels) in {time.perf_counter() - start:.1f} s"
+        )
 
         def floor() -> None:
             with sqlite3.connect(f"file:{tiled}?mode=ro", uri=True) as db:
@@ -129,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
         summary()  # writes the cache
         t_warm = best_of(summary, repeat=2)
         print(f"(a) sqlite3 GROUP BY          {t_floor:8.2f} s")
-        print(f"(b) opscope summary, cold     {t_cold:8.2f} s   ratio b/a = {t_cold / t_floor:5.2f}x  (target <= 3x)")
+        print(
+            f"(b) opscope summary, cold     {t_cold:8.2f} s   ratio b/a = {t_cold / t_floor:5.2f}x  (target <= 3x)"
+        )
         print(f"(c) opscope summary, warm     {t_warm:8.2f} s   ratio c/a = {t_warm / t_floor:5.2f}x")
     finally:
         if not args.keep:

@@ -74,8 +74,14 @@ def tile(folder: Path, count: int, sources: list[Path] | None = None) -> Path:
 def measure(args: list[str], env: dict[str, str] | None = None) -> tuple[float, int, str]:
     """Wall seconds, peak summed RSS (bytes) of the process tree, and stdout of `opscope ARGS`."""
     output = Path(tempfile.mkstemp(prefix="opscope-bench-", suffix=".out")[1])
-    command = [sys.executable, "-c", "import sys; from opscope.cli.main import main; sys.exit(main(sys.argv[1:]))",
-               *args, "-o", str(output)]
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; from opscope.cli.main import main; sys.exit(main(sys.argv[1:]))",
+        *args,
+        "-o",
+        str(output),
+    ]
     # stdout/stderr to files: a full pipe would block the command while this loop samples memory
     with tempfile.TemporaryFile() as errors:
         started = time.perf_counter()
@@ -105,10 +111,29 @@ def start_cluster(workers: int) -> tuple[str, list[subprocess.Popen[bytes]]]:
     dask = str(Path(sys.executable).parent / "dask")
     address = f"tcp://127.0.0.1:{port}"
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": ENV}
-    procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-                              **quiet)]  # type: ignore[call-overload]
-    procs += [subprocess.Popen([dask, "worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard",
-                                "--host", "127.0.0.1"], **quiet) for _ in range(workers)]  # type: ignore[call-overload]
+    procs = [
+        subprocess.Popen(
+            [dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"], **quiet
+        )
+    ]  # type: ignore[call-overload]
+    procs += [
+        subprocess.Popen(
+            [
+                dask,
+                "worker",
+                address,
+                "--nworkers",
+                "1",
+                "--nthreads",
+                "1",
+                "--no-dashboard",
+                "--host",
+                "127.0.0.1",
+            ],
+            **quiet,
+        )
+        for _ in range(workers)
+    ]  # type: ignore[call-overload]
     from distributed import Client
 
     deadline = time.monotonic() + 60
@@ -136,7 +161,9 @@ def run_case(tiled: Path, cores: int, address: str | None, repeat: int) -> dict[
     serial = best([*common, "--jobs", "1"], repeat)
     parallel = best([*common, "--jobs", str(cores)], repeat, {"OPSCOPE_PARALLEL": "threads"})
     processes = best([*common, "--jobs", str(cores)], repeat, {"OPSCOPE_PARALLEL": "processes"})
-    assert json.loads(serial[2]) == json.loads(parallel[2]) == json.loads(processes[2]), "parallel result differs"
+    assert json.loads(serial[2]) == json.loads(parallel[2]) == json.loads(processes[2]), (
+        "parallel result differs"
+    )
     row = {"serial": serial[:2], "parallel": parallel[:2], "processes": processes[:2]}
     if address:
         measure([*common, "--scheduler", address])  # warm the workers (imports)
@@ -148,8 +175,11 @@ def run_case(tiled: Path, cores: int, address: str | None, repeat: int) -> dict[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traces", default="8,16,64",
-                        help="trace counts, comma-separated (default 8,16,64); memory compares the last two")
+    parser.add_argument(
+        "--traces",
+        default="8,16,64",
+        help="trace counts, comma-separated (default 8,16,64); memory compares the last two",
+    )
     parser.add_argument("--no-dask", action="store_true", help="skip the Dask comparison")
     parser.add_argument("--repeat", type=int, default=2, help="runs per configuration; the fastest counts")
     parser.add_argument("--no-large", dest="large", action="store_false", help="skip the 8 larger traces")
@@ -170,22 +200,30 @@ def main() -> None:
             row = run_case(tile(folder, count, sources), cores, address, options.repeat)
             results[label] = row
             mb = {k: v[1] / 2**20 for k, v in row.items()}
-            print(f"{label}: one thread {row['serial'][0]:6.2f} s ({mb['serial']:.0f} MiB), "
-                  f"{cores} threads {row['parallel'][0]:6.2f} s ({mb['parallel']:.0f} MiB), "
-                  f"{cores} processes {row['processes'][0]:6.2f} s ({mb['processes']:.0f} MiB)"
-                  + (f", Dask {row['dask'][0]:6.2f} s" if "dask" in row else ""))
-        print(f"cores: {cores}; pure-Python speed-up available right now (machine load): {calibrate(cores):.2f}x "
-              f"(load average {os.getloadavg()[0]:.1f})")
+            print(
+                f"{label}: one thread {row['serial'][0]:6.2f} s ({mb['serial']:.0f} MiB), "
+                f"{cores} threads {row['parallel'][0]:6.2f} s ({mb['parallel']:.0f} MiB), "
+                f"{cores} processes {row['processes'][0]:6.2f} s ({mb['processes']:.0f} MiB)"
+                + (f", Dask {row['dask'][0]:6.2f} s" if "dask" in row else "")
+            )
+        print(
+            f"cores: {cores}; pure-Python speed-up available right now (machine load): {calibrate(cores):.2f}x "
+            f"(load average {os.getloadavg()[0]:.1f})"
+        )
         for label, row in results.items():
-            print(f"speed-up, {label}, {cores} threads vs one: {row['serial'][0] / row['parallel'][0]:.2f}x; "
-                  f"{cores} processes vs one: {row['serial'][0] / row['processes'][0]:.2f}x")
+            print(
+                f"speed-up, {label}, {cores} threads vs one: {row['serial'][0] / row['parallel'][0]:.2f}x; "
+                f"{cores} processes vs one: {row['serial'][0] / row['processes'][0]:.2f}x"
+            )
             if "dask" in row:
                 print(f"Dask / local parallel time, {label}: {row['dask'][0] / row['parallel'][0]:.2f}x")
         # The last two counts: with few small traces this process finishes before the workers have taken any.
         first, last = results[cases[max(len(counts) - 2, 0)][0]], results[cases[len(counts) - 1][0]]
-        print(f"peak memory, {counts[-1]} vs {counts[max(len(counts) - 2, 0)]} DLRM ranks (parallel, whole process tree): "
-              f"{last['parallel'][1] / first['parallel'][1]:.2f}x "
-              f"(one process: {last['serial'][1] / first['serial'][1]:.2f}x)")
+        print(
+            f"peak memory, {counts[-1]} vs {counts[max(len(counts) - 2, 0)]} DLRM ranks (parallel, whole process tree): "
+            f"{last['parallel'][1] / first['parallel'][1]:.2f}x "
+            f"(one process: {last['serial'][1] / first['serial'][1]:.2f}x)"
+        )
     finally:
         for proc in reversed(cluster):
             proc.terminate()

@@ -23,8 +23,9 @@ sys.path[:0] = [str(REPO / "src"), str(REPO / "tests")]
 
 import opscope  # noqa: E402
 from _timing import best_of  # noqa: E402  (bench/_timing.py; bench/ is on sys.path)
-from opscope.report.html import render_html  # noqa: E402
-from opscope.report.trace_report import trace_report  # noqa: E402
+from opscope.analysis.bundle import trace_bundle  # noqa: E402
+from opscope.report.html.page import render_html  # noqa: E402
+from opscope.report.html.trace_report import trace_report  # noqa: E402
 
 TRACES = REPO.parent / "shared" / "traces"
 CHROMIUM = "/usr/bin/chromium"
@@ -46,7 +47,7 @@ def largest_trace() -> tuple[Path, int]:
 
 def build(path: Path, out: Path) -> float:
     def once() -> None:
-        data = trace_report(opscope.load(path))
+        data = trace_report(trace_bundle(opscope.load(path)))
         out.write_text(render_html(data, title=path.name), encoding="utf-8")
 
     return best_of(once, 2)
@@ -72,17 +73,25 @@ def render(out: Path) -> tuple[float, float]:
 
 def report_line(label: str, out: Path, build_s: float, with_browser: bool) -> None:
     size_mb = out.stat().st_size / 1e6
-    print(f"{label}\n  report size: {size_mb:.2f} MB (target < {SIZE_TARGET_MB:.0f} MB: "
-          f"{size_mb / SIZE_TARGET_MB:.2f} of it)\n  build (load from cache + data + HTML): {build_s:.2f} s")
+    print(
+        f"{label}\n  report size: {size_mb:.2f} MB (target < {SIZE_TARGET_MB:.0f} MB: "
+        f"{size_mb / SIZE_TARGET_MB:.2f} of it)\n  build (load from cache + data + HTML): {build_s:.2f} s"
+    )
     if with_browser:
         seconds, redraw = render(out)
-        print(f"  headless render to every view drawn: {seconds:.2f} s (target < {RENDER_TARGET_S:.0f} s: "
-              f"{seconds / RENDER_TARGET_S:.2f} of it); one full-zoom timeline redraw: {redraw:.1f} ms")
+        print(
+            f"  headless render to every view drawn: {seconds:.2f} s (target < {RENDER_TARGET_S:.0f} s: "
+            f"{seconds / RENDER_TARGET_S:.2f} of it); one full-zoom timeline redraw: {redraw:.1f} ms"
+        )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--kernels", type=int, default=200_000, help="kernels of the hand-made trace (0: skip)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--kernels", type=int, default=200_000, help="kernels of the hand-made trace (0: skip)"
+    )
     args = parser.parse_args()
     with_browser = Path(CHROMIUM).exists()
     if not with_browser:
@@ -90,15 +99,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path, events = largest_trace()
         out = Path(tmp) / "largest.html"
-        report_line(f"largest corpus trace: {path.relative_to(TRACES)} ({events:,} events)", out, build(path, out),
-                    with_browser)
+        report_line(
+            f"largest corpus trace: {path.relative_to(TRACES)} ({events:,} events)",
+            out,
+            build(path, out),
+            with_browser,
+        )
         if args.kernels:
             from rawfixtures import many_kernels_trace
 
             synthetic = many_kernels_trace(Path(tmp) / "many.json.gz", args.kernels)
             out = Path(tmp) / "many.html"
-            report_line(f"hand-made trace: {args.kernels:,} kernels on 4 streams", out, build(synthetic, out),
-                        with_browser)
+            report_line(
+                f"hand-made trace: {args.kernels:,} kernels on 4 streams",
+                out,
+                build(synthetic, out),
+                with_browser,
+            )
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ TARGETS = (
 
 # ---- the measured workloads (run as `bench_summary.py --worker NAME PATH` in a fresh interpreter) ----
 
+
 def work_floor(path: str) -> dict[str, Any]:
     from isal import igzip
 
@@ -84,7 +85,11 @@ def work_naive(path: str) -> dict[str, Any]:
             totals[event["name"]] += event.get("dur", 0)
             calls += 1
     top = sorted(totals.items(), key=lambda item: -item[1])
-    return {"kernel_calls": calls, "kernel_us": sum(totals.values()), "top_kernel": top[0][0] if top else None}
+    return {
+        "kernel_calls": calls,
+        "kernel_us": sum(totals.values()),
+        "top_kernel": top[0][0] if top else None,
+    }
 
 
 def work_hta(path: str) -> dict[str, Any]:
@@ -105,6 +110,7 @@ WORKERS = {"floor": work_floor, "naive": work_naive, "hta": work_hta}
 
 
 # ---- the harness ----
+
 
 @dataclass
 class Run:
@@ -154,14 +160,21 @@ def opscope_command(path: str) -> list[str]:
 def opscope_checks(output: str) -> dict[str, Any]:
     document = json.loads(output)
     kernels = [row for row in document["rows"] if row["kind"] == "kernel"]
-    return {"kernel_calls": sum(row["calls"] for row in kernels), "kernel_us": sum(row["total_us"] for row in kernels),
-            "gpu_us": document["totals"]["gpu_time_us"], "events": document["trace"]["events"]}
+    return {
+        "kernel_calls": sum(row["calls"] for row in kernels),
+        "kernel_us": sum(row["total_us"] for row in kernels),
+        "gpu_us": document["totals"]["gpu_time_us"],
+        "events": document["trace"]["events"],
+    }
 
 
 def run_all(path: str, args: argparse.Namespace) -> dict[str, Run]:
     runs = {name: Run(name, label) for name, label in LABELS.items()}
     # this checkout's opscope, whatever is installed
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])),
+    )
     if args.skip_naive:
         runs["naive"].skipped = "--skip-naive"
     if args.skip_hta:
@@ -218,20 +231,39 @@ def ratios(runs: dict[str, Run]) -> dict[str, float | None]:
         return round(wa / wb, 2) if wa is not None and wb else None
 
     opscope_rss = [runs[name].peak_rss_mb for name in ("cold", "warm") if runs[name].walls_s]
-    return {"naive_over_cold": over("naive", "cold"), "hta_over_cold": over("hta", "cold"),
-            "cold_over_floor": over("cold", "floor"), "cold_over_warm": over("cold", "warm"),
-            "naive_over_warm": over("naive", "warm"), "polars_over_help": over("polars", "help"),
-            "opscope_peak_rss_mb": max(opscope_rss) if opscope_rss else None}
+    return {
+        "naive_over_cold": over("naive", "cold"),
+        "hta_over_cold": over("hta", "cold"),
+        "cold_over_floor": over("cold", "floor"),
+        "cold_over_warm": over("cold", "warm"),
+        "naive_over_warm": over("naive", "warm"),
+        "polars_over_help": over("polars", "help"),
+        "opscope_peak_rss_mb": max(opscope_rss) if opscope_rss else None,
+    }
 
 
 def targets(values: dict[str, float | None]) -> list[dict[str, Any]]:
-    checks = {">=": lambda v, t: v >= t, "<=": lambda v, t: v <= t, "<": lambda v, t: v < t, ">": lambda v, t: v > t}
+    checks = {
+        ">=": lambda v, t: v >= t,
+        "<=": lambda v, t: v <= t,
+        "<": lambda v, t: v < t,
+        ">": lambda v, t: v > t,
+    }
     result = []
     for name, key, op, threshold, text in TARGETS:
         value = values[key]
         verdict = "SKIP" if value is None else "PASS" if checks[op](value, threshold) else "FAIL"
-        result.append({"target": name, "what": text, "ratio": key, "value": value, "op": op,
-                       "threshold": threshold, "verdict": verdict})
+        result.append(
+            {
+                "target": name,
+                "what": text,
+                "ratio": key,
+                "value": value,
+                "op": op,
+                "threshold": threshold,
+                "verdict": verdict,
+            }
+        )
     return result
 
 
@@ -241,13 +273,18 @@ def consistency(runs: dict[str, Run]) -> list[str]:
     naive, cold, warm = runs["naive"].checks, runs["cold"].checks, runs["warm"].checks
     for label, got in (("cold", cold), ("warm", warm)):
         if naive and got:
-            same = got["kernel_calls"] == naive["kernel_calls"] and \
-                abs(got["kernel_us"] - naive["kernel_us"]) <= 1e-6 * max(1.0, naive["kernel_us"])
-            lines.append(f"opscope {label} kernels {got['kernel_calls']} calls / {got['kernel_us']:.3f} us vs naive "
-                         f"{naive['kernel_calls']} / {naive['kernel_us']:.3f}: {'OK' if same else 'MISMATCH'}")
+            same = got["kernel_calls"] == naive["kernel_calls"] and abs(
+                got["kernel_us"] - naive["kernel_us"]
+            ) <= 1e-6 * max(1.0, naive["kernel_us"])
+            lines.append(
+                f"opscope {label} kernels {got['kernel_calls']} calls / {got['kernel_us']:.3f} us vs naive "
+                f"{naive['kernel_calls']} / {naive['kernel_us']:.3f}: {'OK' if same else 'MISMATCH'}"
+            )
     if runs["hta"].checks and cold:
-        lines.append(f"HTA GPU time {runs['hta'].checks['gpu_us']:.0f} us vs opscope {cold['gpu_us']:.0f} us "
-                     "(definitions differ; informational)")
+        lines.append(
+            f"HTA GPU time {runs['hta'].checks['gpu_us']:.0f} us vs opscope {cold['gpu_us']:.0f} us "
+            "(definitions differ; informational)"
+        )
     return lines
 
 
@@ -266,16 +303,25 @@ def table(runs: dict[str, Run], markdown: bool) -> str:
         lines += ["| " + " | ".join(row) + " |" for row in rows]
         return "\n".join(lines)
     widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(4)]
-    fmt = lambda r: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)  # noqa: E731
-                              for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+
+    def fmt(r: tuple[object, ...]) -> str:
+        return "  ".join(
+            str(c).ljust(w) if i == 0 else str(c).rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+
     return "\n".join([fmt(header), *(fmt(r) for r in rows)])
 
 
 def target_table(verdicts: list[dict[str, Any]], markdown: bool) -> str:
-    rows = [(v["what"], f"{v['ratio']} = " + ("-" if v["value"] is None else f"{v['value']:g}"), v["verdict"])
-            for v in verdicts]
+    rows = [
+        (v["what"], f"{v['ratio']} = " + ("-" if v["value"] is None else f"{v['value']:g}"), v["verdict"])
+        for v in verdicts
+    ]
     if markdown:
-        return "\n".join(["| target | measured | |", "|---|---|---|", *("| " + " | ".join(r) + " |" for r in rows)])
+        return "\n".join(
+            ["| target | measured | |", "|---|---|---|", *("| " + " | ".join(r) + " |" for r in rows)]
+        )
     return "\n".join(f"  {verdict:4}  {what:42} {value}" for what, value, verdict in rows)
 
 
@@ -284,11 +330,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("trace", nargs="?", default=None, help="benchmark this file instead of building one")
     parser.add_argument("--size-mb", type=float, default=1000, help="size of the tiled trace (default 1000)")
-    parser.add_argument("--source", type=Path, default=None, help="real trace to tile (default: make_big_trace's)")
+    parser.add_argument(
+        "--source", type=Path, default=None, help="real trace to tile (default: make_big_trace's)"
+    )
     parser.add_argument("--repeat", type=int, default=1, help="runs of each; the best wall time is kept")
     parser.add_argument("--skip-naive", action="store_true", help="skip (b), ~40 s and 5.6 GB RSS at 1 GB")
     parser.add_argument("--skip-hta", action="store_true", help="skip (c), ~75 s and 7 GB RSS at 1 GB")
-    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (for the README)")
+    parser.add_argument(
+        "--markdown", action="store_true", help="print the table as Markdown (for the README)"
+    )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds allowed per run (default 1800)")
     parser.add_argument("--json-out", type=Path, default=OUT_DIR / "summary_bench.json", help="results file")
     args = parser.parse_args(argv)
@@ -303,8 +353,14 @@ def main(argv: list[str] | None = None) -> int:
         # In a subprocess: a child's peak RSS starts at its parent's (fork/vfork + exec), so the harness itself
         # must stay small and never hold the source trace.
         _progress(f"building the tiled trace (~{args.size_mb:g} MB) ...")
-        command = [sys.executable, str(BENCH / "make_big_trace.py"), "--size-mb", str(args.size_mb), "--reuse",
-                   "--json"] + (["--source", str(args.source)] if args.source else [])
+        command = [
+            sys.executable,
+            str(BENCH / "make_big_trace.py"),
+            "--size-mb",
+            str(args.size_mb),
+            "--reuse",
+            "--json",
+        ] + (["--source", str(args.source)] if args.source else [])
         built = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
         path = built["path"]
         _progress(f" {path}\n")
@@ -313,25 +369,47 @@ def main(argv: list[str] | None = None) -> int:
     verdicts = targets(values)
     notes = consistency(runs)
     size = os.path.getsize(path)
-    info = (f"trace: {os.path.relpath(path, REPO)} ({size / MB:,.0f} MB gzip"
-            + (f", {built['uncompressed_bytes'] / MB:,.0f} MB JSON, {built['copies']} copies x "
-               f"{built['events_per_copy']:,} events of {Path(built['source']).name}" if built else "") + ")")
-    machine = {"cpus": os.cpu_count(), "load_1min": round(os.getloadavg()[0], 2), "python": platform.python_version(),
-               "platform": platform.platform(), "isal": _version("isal"), "hta": _version("HolisticTraceAnalysis"),
-               "opscope_src": str(REPO / "src"), "harness_peak_rss_mb": round(_self_rss_mb(), 1)}
+    info = (
+        f"trace: {os.path.relpath(path, REPO)} ({size / MB:,.0f} MB gzip"
+        + (
+            f", {built['uncompressed_bytes'] / MB:,.0f} MB JSON, {built['copies']} copies x "
+            f"{built['events_per_copy']:,} events of {Path(built['source']).name}"
+            if built
+            else ""
+        )
+        + ")"
+    )
+    machine = {
+        "cpus": os.cpu_count(),
+        "load_1min": round(os.getloadavg()[0], 2),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "isal": _version("isal"),
+        "hta": _version("HolisticTraceAnalysis"),
+        "opscope_src": str(REPO / "src"),
+        "harness_peak_rss_mb": round(_self_rss_mb(), 1),
+    }
     print(info)
-    print(f"machine: {machine['cpus']} CPUs, load {machine['load_1min']} at the end, Python {machine['python']}, "
-          f"HTA {machine['hta']}; best of {args.repeat}\n")
+    print(
+        f"machine: {machine['cpus']} CPUs, load {machine['load_1min']} at the end, Python {machine['python']}, "
+        f"HTA {machine['hta']}; best of {args.repeat}\n"
+    )
     print(table(runs, args.markdown))
     print("\nratios and targets (targets are for the ~1 GB trace):\n")
     print(target_table(verdicts, args.markdown))
     for line in notes:
         print(f"  check: {line}")
     args.json_out.parent.mkdir(parents=True, exist_ok=True)
-    result = {"schema": SCHEMA, "trace": {"path": path, "gzip_bytes": size, **built},
-              "machine": machine, "repeat": args.repeat,
-              "runs": [{**asdict(run), "wall_s": run.wall_s} for run in runs.values()],
-              "ratios": values, "targets": verdicts, "checks": notes}
+    result = {
+        "schema": SCHEMA,
+        "trace": {"path": path, "gzip_bytes": size, **built},
+        "machine": machine,
+        "repeat": args.repeat,
+        "runs": [{**asdict(run), "wall_s": run.wall_s} for run in runs.values()],
+        "ratios": values,
+        "targets": verdicts,
+        "checks": notes,
+    }
     args.json_out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nwrote {args.json_out}")
     failed = any(run.skipped and run.skipped.startswith("failed") for run in runs.values())

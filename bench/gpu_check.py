@@ -40,7 +40,10 @@ def check(name: str, fn: Callable[[], str]) -> None:
         RESULTS.append((name, False, detail))
         traceback.print_exc(file=sys.stderr)
     ok = RESULTS[-1][1]
-    print(f"[{'PASS' if ok else 'FAIL'}] {name} ({time.perf_counter() - start:.1f} s): {RESULTS[-1][2]}", flush=True)
+    print(
+        f"[{'PASS' if ok else 'FAIL'}] {name} ({time.perf_counter() - start:.1f} s): {RESULTS[-1][2]}",
+        flush=True,
+    )
 
 
 def count(trace, kind: str) -> int:
@@ -58,12 +61,18 @@ def main() -> int:
         return 2
     device = torch.device("cuda")
     work = Path(tempfile.mkdtemp(prefix="opscope-gpu-check-"))
-    print(f"gpu_check: torch {torch.__version__}, {torch.cuda.get_device_name(0)}, "
-          f"{'ROCm ' + torch.version.hip if torch.version.hip else 'CUDA ' + str(torch.version.cuda)}; "
-          f"traces in {work}")
+    print(
+        f"gpu_check: torch {torch.__version__}, {torch.cuda.get_device_name(0)}, "
+        f"{'ROCm ' + torch.version.hip if torch.version.hip else 'CUDA ' + str(torch.version.cuda)}; "
+        f"traces in {work}"
+    )
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
-                                torch.nn.Linear(32 * 32 * 32, 256)).to(device)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 32, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Flatten(),
+        torch.nn.Linear(32 * 32 * 32, 256),
+    ).to(device)
     x = torch.randn(16, 3, 32, 32, device=device)
     state: dict[str, object] = {}
 
@@ -80,9 +89,18 @@ def main() -> int:
 
     def contents() -> str:
         trace = opscope.load(state["prof"].trace_path)  # type: ignore[attr-defined]
-        kernels, flows, runtime = count(trace, Kind.KERNEL), count(trace, Kind.FLOW), count(trace, Kind.RUNTIME)
-        steps = sorted(n for n in trace.events.filter(pl.col(Col.KIND).cast(pl.String) == Kind.USER_ANNOTATION)
-                       [Col.NAME].cast(pl.String).to_list() if n.startswith("ProfilerStep#"))
+        kernels, flows, runtime = (
+            count(trace, Kind.KERNEL),
+            count(trace, Kind.FLOW),
+            count(trace, Kind.RUNTIME),
+        )
+        steps = sorted(
+            n
+            for n in trace.events.filter(pl.col(Col.KIND).cast(pl.String) == Kind.USER_ANNOTATION)[Col.NAME]
+            .cast(pl.String)
+            .to_list()
+            if n.startswith("ProfilerStep#")
+        )
         assert kernels > 0, "no kernels"
         assert flows > 0, "no ac2g flow events"
         assert runtime > 0, "no runtime (launch) events"
@@ -111,8 +129,9 @@ def main() -> int:
     def bench() -> str:
         def setup(batch: int):
             torch.manual_seed(0)
-            net = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU(),
-                                      torch.nn.Conv2d(64, 64, 3, padding=1))
+            net = torch.nn.Sequential(
+                torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 3, padding=1)
+            )
             return net, torch.randn(batch, 3, 64, 64)
 
         variants = ["bf16", "fp16", "channels_last"] + (["compile"] if args.compile else [])
@@ -123,7 +142,9 @@ def main() -> int:
             assert run.figures is not None and run.figures.metric == "gpu_busy", run.figures
             assert run.figures.utilization is not None and 0 < run.figures.utilization <= 1, run.figures
             assert run.accuracy is None or run.accuracy.match, f"{run.variant}: {run.accuracy}"
-            lines.append(f"{run.variant} {run.latency.median * 1e3:.3f} ms, busy {run.figures.utilization:.0%}")
+            lines.append(
+                f"{run.variant} {run.latency.median * 1e3:.3f} ms, busy {run.figures.utilization:.0%}"
+            )
         return "; ".join(lines)
 
     def demo() -> str:
@@ -138,28 +159,52 @@ def main() -> int:
         from opscope.cli.main import main as cli
 
         script = work / "job.py"
-        script.write_text(textwrap.dedent("""
+        script.write_text(
+            textwrap.dedent("""
             import torch, opscope
             layer = torch.nn.Linear(512, 512).cuda()
             for _ in range(6):
                 layer(torch.randn(64, 512, device="cuda")).sum().item()
                 opscope.step()
-        """))
+        """)
+        )
         out = work / "run.json"
-        code = cli(["run", "--steps", "3", "--log-dir", str(work / "run"), "--format", "json", "-o", str(out),
-                    "--", "python", str(script)])
+        code = cli(
+            [
+                "run",
+                "--steps",
+                "3",
+                "--log-dir",
+                str(work / "run"),
+                "--format",
+                "json",
+                "-o",
+                str(out),
+                "--",
+                "python",
+                str(script),
+            ]
+        )
         assert code == 0, f"exit code {code}"
         data = json.loads(out.read_text())
         capture = data["capture"]
         assert capture["gpu_activity"] and capture["steps"] == 3, (capture["gpu_activity"], capture["steps"])
         return f"{data['capture']['summary']['totals']['calls']} GPU activities in 3 steps"
 
-    for name, fn in (("capture with opscope.profile", capture), ("kernels, flows, steps in the trace", contents),
-                     ("prof.summary() kernel table", summary), ("tracing overhead on the GPU", overhead),
-                     ("compare_strategies on the GPU", bench), ("opscope demo on CUDA", demo),
-                     ("opscope run on a GPU script", run_command)):
-        if name != "capture with opscope.profile" and "prof" not in state and name in (
-                "kernels, flows, steps in the trace", "prof.summary() kernel table"):
+    for name, fn in (
+        ("capture with opscope.profile", capture),
+        ("kernels, flows, steps in the trace", contents),
+        ("prof.summary() kernel table", summary),
+        ("tracing overhead on the GPU", overhead),
+        ("compare_strategies on the GPU", bench),
+        ("opscope demo on CUDA", demo),
+        ("opscope run on a GPU script", run_command),
+    ):
+        if (
+            name != "capture with opscope.profile"
+            and "prof" not in state
+            and name in ("kernels, flows, steps in the trace", "prof.summary() kernel table")
+        ):
             RESULTS.append((name, False, "skipped: the capture failed"))
             continue
         check(name, fn)

@@ -42,15 +42,25 @@ TRACES = Path(os.environ.get("OPSCOPE_TRACES", BENCH.parent.parent / "shared" / 
 # distributedInfo, which HolisticTraceAnalysis needs to load a trace without renaming tricks.
 DEFAULT_SOURCE = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 # Integer-valued keys, at any depth of an event, that name an identity and must not collide across copies.
-ID_KEYS = ("id", "correlation", "External id", "Sequence number", "Ev Idx", "Record function id", "Python id",
-           "Python parent id")
+ID_KEYS = (
+    "id",
+    "correlation",
+    "External id",
+    "Sequence number",
+    "Ev Idx",
+    "Record function id",
+    "Python id",
+    "Python parent id",
+)
 # Keys whose 0 is a real value (an index), not the "no id" sentinel that 0 means for the other keys.
 ZERO_BASED_KEYS = ("Ev Idx",)
 GAP_US = 1000
 
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 _SLOT = re.compile(
-    rb'(?<!\\)"(ts|' + b"|".join(re.escape(k.encode()) for k in ID_KEYS) + rb')"\s*:\s*(-?\d+)(\.\d+)?([eE][-+]?\d+)?'
+    rb'(?<!\\)"(ts|'
+    + b"|".join(re.escape(k.encode()) for k in ID_KEYS)
+    + rb')"\s*:\s*(-?\d+)(\.\d+)?([eE][-+]?\d+)?'
 )
 
 
@@ -85,14 +95,20 @@ class Template:
         self._pieces, values, keys = _slots(self.body)
         starts, ends, timed = _time_range(text)
         self.shift_us = math.ceil(max(ends) - min(starts)) + gap_us
-        self.id_stride = 10 ** len(str(max([v for v, key in zip(values, keys, strict=True) if key != "ts"], default=0)))
+        self.id_stride = 10 ** len(
+            str(max([v for v, key in zip(values, keys, strict=True) if key != "ts"], default=0))
+        )
         zero_based = ("ts", *ZERO_BASED_KEYS)
         self._values = values
-        self._steps = [self.shift_us if key == "ts" else self.id_stride if v > 0 or (v == 0 and key in zero_based)
-                       else 0 for v, key in zip(values, keys, strict=True)]
+        self._steps = [
+            self.shift_us if key == "ts" else self.id_stride if v > 0 or (v == 0 and key in zero_based) else 0
+            for v, key in zip(values, keys, strict=True)
+        ]
         if keys.count("ts") != timed:
-            raise ValueError(f"found {keys.count('ts')} numeric `ts` fields in the text but "
-                             f"{timed} events with a numeric ts; cannot shift them all")
+            raise ValueError(
+                f"found {keys.count('ts')} numeric `ts` fields in the text but "
+                f"{timed} events with a numeric ts; cannot shift them all"
+            )
 
     def copy(self, k: int) -> bytes:
         """The events text of copy k (k = 0 is the source's text unchanged)."""
@@ -164,7 +180,7 @@ def _slots(body: bytes) -> tuple[list[bytes], list[int], list[str]]:
         key = match.group(1).decode()
         if match.group(3) and key != "ts":
             continue  # a fractional id is not an id we know how to shift; leave it
-        pieces.append(body[position:match.start(2)])
+        pieces.append(body[position : match.start(2)])
         values.append(int(match.group(2)))
         keys.append(key)
         position = match.end(2)
@@ -208,9 +224,18 @@ def default_output(source: Path, copies: int) -> Path:
     return OUT_DIR / f"{stem}.x{copies}.pt.trace.json.gz"
 
 
-def make_big_trace(source: Path, out: Path | None = None, *, size_mb: float | None = 1000, copies: int | None = None,
-                   gap_us: int = GAP_US, level: int = 1, plain: bool = False, reuse: bool = False,
-                   template: Template | None = None) -> TiledTrace:
+def make_big_trace(
+    source: Path,
+    out: Path | None = None,
+    *,
+    size_mb: float | None = 1000,
+    copies: int | None = None,
+    gap_us: int = GAP_US,
+    level: int = 1,
+    plain: bool = False,
+    reuse: bool = False,
+    template: Template | None = None,
+) -> TiledTrace:
     """Write `source` tiled `copies` times (or to about `size_mb` MB uncompressed) as .json.gz (+ .json)."""
     started = time.perf_counter()
     template = template or Template(read_source(source), gap_us)
@@ -221,7 +246,11 @@ def make_big_trace(source: Path, out: Path | None = None, *, size_mb: float | No
     meta_path = out.with_name(out.name + ".meta.json")
     if reuse and out.exists() and meta_path.exists() and (plain_path is None or plain_path.exists()):
         previous = TiledTrace(**json.loads(meta_path.read_text()))
-        if previous.source == str(source) and previous.copies == copies and previous.shift_us == template.shift_us:
+        if (
+            previous.source == str(source)
+            and previous.copies == copies
+            and previous.shift_us == template.shift_us
+        ):
             return previous
     out.parent.mkdir(parents=True, exist_ok=True)
     written = 0
@@ -239,10 +268,18 @@ def make_big_trace(source: Path, out: Path | None = None, *, size_mb: float | No
     tmp_gz.replace(out)
     if plain_path is not None:
         plain_path.with_name(f".tmp-{plain_path.name}").replace(plain_path)
-    result = TiledTrace(path=str(out), plain_path=str(plain_path) if plain_path else None, source=str(source),
-                        copies=copies, events_per_copy=template.events, shift_us=template.shift_us,
-                        id_stride=template.id_stride, uncompressed_bytes=written,
-                        compressed_bytes=out.stat().st_size, seconds=round(time.perf_counter() - started, 3))
+    result = TiledTrace(
+        path=str(out),
+        plain_path=str(plain_path) if plain_path else None,
+        source=str(source),
+        copies=copies,
+        events_per_copy=template.events,
+        shift_us=template.shift_us,
+        id_stride=template.id_stride,
+        uncompressed_bytes=written,
+        compressed_bytes=out.stat().st_size,
+        seconds=round(time.perf_counter() - started, 3),
+    )
     meta_path.write_text(json.dumps(asdict(result), indent=2) + "\n")
     return result
 
@@ -251,11 +288,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--source", type=Path, default=TRACES / DEFAULT_SOURCE, help="real trace to tile")
     parser.add_argument("--size-mb", type=float, default=1000, help="target uncompressed size (default 1000)")
-    parser.add_argument("--copies", type=int, default=None, help="exact number of copies (overrides --size-mb)")
-    parser.add_argument("--gap-us", type=int, default=GAP_US, help="idle gap between copies (default 1000 us)")
-    parser.add_argument("--level", type=int, default=1, choices=range(4), help="ISA-L gzip level 0-3 (default 1)")
+    parser.add_argument(
+        "--copies", type=int, default=None, help="exact number of copies (overrides --size-mb)"
+    )
+    parser.add_argument(
+        "--gap-us", type=int, default=GAP_US, help="idle gap between copies (default 1000 us)"
+    )
+    parser.add_argument(
+        "--level", type=int, default=1, choices=range(4), help="ISA-L gzip level 0-3 (default 1)"
+    )
     parser.add_argument("--plain", action="store_true", help="also write the uncompressed .json")
-    parser.add_argument("-o", "--out", type=Path, default=None, help="output .json.gz (default under bench/out/)")
+    parser.add_argument(
+        "-o", "--out", type=Path, default=None, help="output .json.gz (default under bench/out/)"
+    )
     parser.add_argument("--reuse", action="store_true", help="keep an existing output built the same way")
     parser.add_argument("--json", action="store_true", help="print what was written as JSON")
     args = parser.parse_args(argv)
@@ -263,17 +308,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.source}: no such trace (set OPSCOPE_TRACES or pass --source)", file=sys.stderr)
         return 2
     try:
-        result = make_big_trace(args.source, args.out, size_mb=args.size_mb, copies=args.copies,
-                                gap_us=args.gap_us, level=args.level, plain=args.plain, reuse=args.reuse)
+        result = make_big_trace(
+            args.source,
+            args.out,
+            size_mb=args.size_mb,
+            copies=args.copies,
+            gap_us=args.gap_us,
+            level=args.level,
+            plain=args.plain,
+            reuse=args.reuse,
+        )
     except ValueError as exc:
         print(f"error: {args.source}: {exc}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(asdict(result)))
         return 0
-    print(f"{result.path}: {result.copies} copies x {result.events_per_copy} events, "
-          f"{result.uncompressed_bytes / 1e6:.0f} MB uncompressed, {result.compressed_bytes / 1e6:.0f} MB gzip, "
-          f"shift {result.shift_us} us, id stride {result.id_stride}, {result.seconds:.1f} s")
+    print(
+        f"{result.path}: {result.copies} copies x {result.events_per_copy} events, "
+        f"{result.uncompressed_bytes / 1e6:.0f} MB uncompressed, {result.compressed_bytes / 1e6:.0f} MB gzip, "
+        f"shift {result.shift_us} us, id stride {result.id_stride}, {result.seconds:.1f} s"
+    )
     return 0
 
 

@@ -30,7 +30,9 @@ def browser_missing() -> str | None:
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
-        return "playwright for Python is not installed (pip install playwright; no `playwright install` needed)"
+        return (
+            "playwright for Python is not installed (pip install playwright; no `playwright install` needed)"
+        )
     return None
 
 
@@ -84,7 +86,9 @@ def chromium() -> Iterator[Any]:
     if _SHARED["users"] == 0:
         pw = sync_playwright().start()
         _SHARED["pw"] = pw
-        _SHARED["browser"] = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        _SHARED["browser"] = pw.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
+        )
     _SHARED["users"] += 1
     try:
         yield _SHARED["browser"]

@@ -15,31 +15,73 @@ Event = dict[str, Any]
 
 
 def kernel(name: str, ts: float, dur: float, corr: int, device: int = 0, stream: int = 7) -> Event:
-    return {"ph": "X", "cat": "kernel", "name": name, "pid": device, "tid": stream, "ts": ts, "dur": dur,
-            "args": {"device": device, "stream": stream, "correlation": corr, "External id": corr}}
+    return {
+        "ph": "X",
+        "cat": "kernel",
+        "name": name,
+        "pid": device,
+        "tid": stream,
+        "ts": ts,
+        "dur": dur,
+        "args": {"device": device, "stream": stream, "correlation": corr, "External id": corr},
+    }
 
 
 def launch(ts: float, corr: int, dur: float = 2, tid: int = 1) -> Event:
-    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": tid, "ts": ts,
-            "dur": dur, "args": {"correlation": corr, "External id": corr}}
+    return {
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": "cudaLaunchKernel",
+        "pid": 100,
+        "tid": tid,
+        "ts": ts,
+        "dur": dur,
+        "args": {"correlation": corr, "External id": corr},
+    }
 
 
 def cpu_op(name: str, ts: float, dur: float, dims: Any = None, tid: int = 1) -> Event:
     args: dict[str, Any] = {}
     if dims is not None:
         args["Input Dims"] = dims
-    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 100, "tid": tid, "ts": ts, "dur": dur, "args": args}
+    return {
+        "ph": "X",
+        "cat": "cpu_op",
+        "name": name,
+        "pid": 100,
+        "tid": tid,
+        "ts": ts,
+        "dur": dur,
+        "args": args,
+    }
 
 
 def step(number: int, ts: float, dur: float) -> Event:
-    return {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{number}", "pid": 100, "tid": 1, "ts": ts,
-            "dur": dur, "args": {}}
+    return {
+        "ph": "X",
+        "cat": "user_annotation",
+        "name": f"ProfilerStep#{number}",
+        "pid": 100,
+        "tid": 1,
+        "ts": ts,
+        "dur": dur,
+        "args": {},
+    }
 
 
-def document(events: list[Event], *, rank: int | None = None, world_size: int | None = None,
-             base_ns: int | None = None, device: str = "Hand-made GPU") -> dict[str, Any]:
-    doc: dict[str, Any] = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": device}],
-                           "traceEvents": events}
+def document(
+    events: list[Event],
+    *,
+    rank: int | None = None,
+    world_size: int | None = None,
+    base_ns: int | None = None,
+    device: str = "Hand-made GPU",
+) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": device}],
+        "traceEvents": events,
+    }
     if rank is not None:
         doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world_size}
     if base_ns is not None:
@@ -53,8 +95,13 @@ def write(path: Path, doc: dict[str, Any]) -> Path:
     return path
 
 
-def training_steps(steps: int, kernels_per_step: int = 2, step_us: float = 100.0, kernel_us: float = 10.0,
-                   name: str = "gemm_kernel") -> list[Event]:
+def training_steps(
+    steps: int,
+    kernels_per_step: int = 2,
+    step_us: float = 100.0,
+    kernel_us: float = 10.0,
+    name: str = "gemm_kernel",
+) -> list[Event]:
     """`steps` identical ProfilerSteps, each with one aten::mm that launches `kernels_per_step` kernels."""
     events: list[Event] = []
     corr = 1

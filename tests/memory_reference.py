@@ -146,7 +146,9 @@ def step_rows(events: list[dict]) -> dict[tuple[int, str], tuple[int, int, int]]
 STEP = re.compile(r"^ProfilerStep#\d+$")
 
 
-def _containing(ops: dict[tuple[str, str], list[tuple[int, int, str]]], e: dict) -> list[tuple[int, int, str]]:
+def _containing(
+    ops: dict[tuple[str, str], list[tuple[int, int, str]]], e: dict
+) -> list[tuple[int, int, str]]:
     """(start, end, name) of the ops on the event's thread whose [ts, ts + dur] holds it, innermost first
     (latest start, ties: the shorter): brute-force containment, no op tree."""
     at = ref.ns(e.get("ts"))

@@ -10,7 +10,7 @@ from typing import Any
 
 HOSTILE_KERNEL = "<img src=x onerror=alert(1)>"
 HOSTILE_OP = "</script><script>alert(2)</script>"
-HOSTILE_KERNEL_2 = "\"><svg onload=alert(3)>&amp;"
+HOSTILE_KERNEL_2 = '"><svg onload=alert(3)>&amp;'
 
 
 def hostile_trace(path: Path) -> Path:
@@ -23,26 +23,86 @@ def hostile_trace(path: Path) -> Path:
     corr = 100
     for step in range(2):
         base = 1000.0 + step * 1000.0
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1,
-                       "ts": base, "dur": 900.0})
-        events.append({"ph": "X", "cat": "cpu_op", "name": HOSTILE_OP, "pid": 1, "tid": 1, "ts": base + 10,
-                       "dur": 200.0})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{step}",
+                "pid": 1,
+                "tid": 1,
+                "ts": base,
+                "dur": 900.0,
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": HOSTILE_OP,
+                "pid": 1,
+                "tid": 1,
+                "ts": base + 10,
+                "dur": 200.0,
+            }
+        )
         for i, (name, stream) in enumerate(((HOSTILE_KERNEL, 7), (HOSTILE_KERNEL_2, 8), (HOSTILE_KERNEL, 7))):
             launch = base + 20 + i * 30
             corr += 1
-            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-                           "ts": launch, "dur": 5.0, "args": {"correlation": corr}})
-            events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream,
-                           "ts": launch + 40 + i * 10, "dur": 100.0 + 50 * i,
-                           "args": {"device": 0, "stream": stream, "correlation": corr}})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": launch,
+                    "dur": 5.0,
+                    "args": {"correlation": corr},
+                }
+            )
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": name,
+                    "pid": 0,
+                    "tid": stream,
+                    "ts": launch + 40 + i * 10,
+                    "dur": 100.0 + 50 * i,
+                    "args": {"device": 0, "stream": stream, "correlation": corr},
+                }
+            )
         corr += 1
-        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1,
-                       "ts": base + 300, "dur": 5.0, "args": {"correlation": corr}})
-        events.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0,
-                       "tid": 7, "ts": base + 400, "dur": 50.0,
-                       "args": {"device": 0, "stream": 7, "correlation": corr, "bytes": 1 << 20}})
-    doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "Fake <GPU> & Co"}],
-           "traceEvents": events, "traceName": "<hand-made>"}
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaMemcpyAsync",
+                "pid": 1,
+                "tid": 1,
+                "ts": base + 300,
+                "dur": 5.0,
+                "args": {"correlation": corr},
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "gpu_memcpy",
+                "name": "Memcpy HtoD (Pageable -> Device)",
+                "pid": 0,
+                "tid": 7,
+                "ts": base + 400,
+                "dur": 50.0,
+                "args": {"device": 0, "stream": 7, "correlation": corr, "bytes": 1 << 20},
+            }
+        )
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "Fake <GPU> & Co"}],
+        "traceEvents": events,
+        "traceName": "<hand-made>",
+    }
     path.write_text(json.dumps(doc), encoding="utf-8")
     return path
 

@@ -84,8 +84,15 @@ def span(event: dict) -> tuple[int, int]:
 
 # ---- categories (every schema generation) ----------------------------------------------------------------------
 
-GPU_CATS = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
-            "gpu_memset": "memset", "Memset": "memset", "mtia_ccp_events": "kernel"}
+GPU_CATS = {
+    "kernel": "kernel",
+    "Kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "Memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "Memset": "memset",
+    "mtia_ccp_events": "kernel",
+}
 LAUNCH_CATS = {"cuda_runtime", "Runtime", "cuda_driver", "hip_runtime", "hip_driver", "mtia_runtime"}
 CPU_OP_CATS = {"cpu_op", "Operator", "operator"}
 OP_CATS = CPU_OP_CATS | {"user_annotation"}
@@ -94,8 +101,10 @@ FLOW_CATS = {"ac2g", "async", "async_gpu", "async_cpu_to_gpu"}
 CPU_CATS = OP_CATS | LAUNCH_CATS | {"python_function"}  # CPU work: what the analysed window spans
 RANK = {"python_function": 0, "user_annotation": 1}  # outer first on identical bounds; ops 2, launches 3
 STEP = re.compile(r"^ProfilerStep#(\d+)$")
-SYNC_NAMES = re.compile(r"^(cuda|hip)(Device|Stream|Event)Synchronize$|^(cuda|hip)StreamWaitEvent$"
-                        r"|^(cuda|hip)Memcpy(WithStream)?$")
+SYNC_NAMES = re.compile(
+    r"^(cuda|hip)(Device|Stream|Event)Synchronize$|^(cuda|hip)StreamWaitEvent$"
+    r"|^(cuda|hip)Memcpy(WithStream)?$"
+)
 COMM = re.compile(r"nccl|rccl|allreduce|all_reduce|allgather|reducescatter|alltoall")
 
 
@@ -205,7 +214,8 @@ def link(events: list[dict]) -> RawLink:
     scope_of_launch = innermost(events, scopes, used)
     op_parent = innermost(events, ops, ops)
     return RawLink(
-        gpu=gpu, launch=launch,
+        gpu=gpu,
+        launch=launch,
         op={g: op_of_launch[launch[g]] if launch[g] is not None else None for g in gpu},  # type: ignore[index]
         scope={g: scope_of_launch[launch[g]] if launch[g] is not None else None for g in gpu},  # type: ignore[index]
         op_parent=op_parent,
@@ -259,9 +269,18 @@ def gpu(evs: list[dict]) -> list[Gpu]:
         start, dur = ns(e["ts"]), ns(e["dur"])
         if dur < 0:
             continue
-        out.append(Gpu(kind, e.get("name") or "", _int(a.get("device", e.get("pid"))),
-                       _int(a.get("stream", e.get("tid"))), start, start + dur, a.get("correlation"),
-                       a.get("bytes")))
+        out.append(
+            Gpu(
+                kind,
+                e.get("name") or "",
+                _int(a.get("device", e.get("pid"))),
+                _int(a.get("stream", e.get("tid"))),
+                start,
+                start + dur,
+                a.get("correlation"),
+                a.get("bytes"),
+            )
+        )
     return out
 
 
@@ -272,8 +291,11 @@ def gpu_events(events: list[dict]) -> list[dict]:
 
 def window(evs: list[dict]) -> tuple[int, int]:
     """First start to last end of GPU activity and CPU work with a duration (the analysed window)."""
-    spans = [span(e) for e in evs if is_x(e) and e.get("ts") is not None
-             and (e.get("cat") in CPU_CATS or e.get("cat") in GPU_CATS)]
+    spans = [
+        span(e)
+        for e in evs
+        if is_x(e) and e.get("ts") is not None and (e.get("cat") in CPU_CATS or e.get("cat") in GPU_CATS)
+    ]
     assert spans
     return min(s for s, _ in spans), max(e for _, e in spans)
 
@@ -370,9 +392,16 @@ def op_totals(events: list[dict], per_step: bool) -> dict[str, tuple[int, int]]:
 
 def cpu_ops(events: list[dict]) -> list[dict]:
     """Complete cpu_op events in file order (step markers are not operators): name, thread, ts, dur (ns)."""
-    return [{"name": e["name"], "thread": (str(e.get("pid")), str(e.get("tid"))), "ts": ns(e["ts"]),
-             "dur": max(ns(e["dur"]), 0)}
-            for e in events if is_x(e) and e.get("cat") in CPU_OP_CATS and not is_step(e)]
+    return [
+        {
+            "name": e["name"],
+            "thread": (str(e.get("pid")), str(e.get("tid"))),
+            "ts": ns(e["ts"]),
+            "dur": max(ns(e["dur"]), 0),
+        }
+        for e in events
+        if is_x(e) and e.get("cat") in CPU_OP_CATS and not is_step(e)
+    ]
 
 
 def cpu_op_stats(events: list[dict]) -> dict[str, dict[str, int]]:

@@ -14,8 +14,9 @@ import pytest
 import opscope
 import reference as ref
 from conftest import corpus_path
+from opscope.analysis.findings import Finding
 from opscope.analysis.overview import Analysis, analyze
-from opscope.analysis.rules.model import Finding
+from opscope.analysis.rules.advise import advise
 from opscope.analysis.rules.registry import rule_ids
 
 FALCON_H100 = "tracelens/h100__Falconsai_nsfw_image_detection__1016002.json.gz"  # ViT, bf16, SDPA, H100
@@ -71,7 +72,7 @@ POSITIVE_NEGATIVE = [
 
 @cache
 def result(rel: str) -> Analysis:
-    return analyze(opscope.load(corpus_path(rel)))
+    return advise(opscope.load(corpus_path(rel)))
 
 
 def finding(rel: str, rule: str) -> Finding | None:
@@ -491,7 +492,8 @@ def test_predicted_saving_is_the_critical_path_what_if(cli) -> None:
     assert all(
         f["predicted_saving_us"] is None
         for f in advise["findings"]
-        if f["id"] not in ("dataloader_bound", "sync_in_loop", "channels_last", "pageable_memcpy", "low_efficiency")
+        if f["id"]
+        not in ("dataloader_bound", "sync_in_loop", "channels_last", "pageable_memcpy", "low_efficiency")
     )
     analyze = json.loads(cli("analyze", path, "--format", "json").out)
     assert all(f["predicted_saving_us"] is None for f in analyze["findings"])
@@ -534,7 +536,7 @@ def test_low_efficiency_predicted_saving_is_the_faster_kernel_what_if(cli) -> No
     """low_efficiency (a faster kernel): the kernels of the low op shapes rescaled as if each shape ran at the
     threshold (30% of peak): factor = the time-weighted mean of pct / 30 over the low shapes; the prediction is
     the critical path's what-if with that selector and factor, summed over the steps."""
-    from opscope.analysis.attribution.linking import link
+    from opscope.analysis.base.linking import link
     from opscope.analysis.rules.context import RuleContext
     from opscope.analysis.rules.efficiency import low_efficiency
     from opscope.analysis.timeline.activity import TimelineOptions, gpu_activity
@@ -544,7 +546,9 @@ def test_low_efficiency_predicted_saving_is_the_faster_kernel_what_if(cli) -> No
     (found,) = [f for f in advise["findings"] if f["id"] == "low_efficiency"]
     trace = opscope.load(path)
     linkage = link(trace)
-    ctx = RuleContext(trace, analyze(trace, linkage=linkage), linkage, gpu_activity(trace, TimelineOptions(), linkage))
+    ctx = RuleContext(
+        trace, analyze(trace, linkage=linkage), linkage, gpu_activity(trace, TimelineOptions(), linkage)
+    )
     hit = low_efficiency(ctx, 30)
     assert hit is not None and hit.what_if is not None
     pattern, factor = hit.what_if

@@ -12,8 +12,8 @@ import pytest
 
 import opscope
 from handmade_traces import Event, cpu_op, document, kernel, launch, step, write
-from opscope.analysis.overview import analyze
-from opscope.analysis.rules.model import Finding
+from opscope.analysis.findings import Finding
+from opscope.analysis.rules.advise import advise
 
 DEVICE = {
     "id": 0,
@@ -33,7 +33,7 @@ def run(tmp_path: Path, events: list[Event], rule: str) -> tuple[Finding | None,
     doc = document(events)
     doc["deviceProperties"] = [DEVICE]
     path = write(tmp_path / f"handmade_{rule}.json", doc)
-    result = analyze(opscope.load(path, cache=False))
+    result = advise(opscope.load(path, cache=False))
     assert result.advice is not None
     assert not [w for w in result.advice.warnings if "not evaluated" not in w], result.advice.warnings
     found = [f for f in result.advice.findings if f.id == rule]
@@ -296,7 +296,9 @@ def test_time_at_stake_and_severity(tmp_path: Path) -> None:
     assert found.evidence[0]["pad_to_64"] == {"K": 128}
 
 
-@pytest.mark.parametrize(("op", "dtype"), [("aten::_scaled_mm", "c10::Float8_e4m3fn"), ("aten::_int_mm", "signed char")])
+@pytest.mark.parametrize(
+    ("op", "dtype"), [("aten::_scaled_mm", "c10::Float8_e4m3fn"), ("aten::_int_mm", "signed char")]
+)
 def test_fp8_and_int8_gemms_need_16_elements(tmp_path: Path, op: str, dtype: str) -> None:
     """Hand-made: an fp8 / int8 GEMM with K = 40 (a multiple of 8, not of 16) is misaligned; K = 48 is not."""
     for k, expect in ((40, {"K": 40}), (48, None)):

@@ -13,8 +13,8 @@ import opscope
 import reference as ref
 from conftest import corpus_path
 from handmade_traces import Event, cpu_op, document, step, write
-from opscope.analysis.overview import analyze
-from opscope.analysis.rules.model import Finding
+from opscope.analysis.findings import Finding
+from opscope.analysis.rules.advise import advise
 
 DLRM = "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json"
 ITEM = ".item()"
@@ -26,7 +26,7 @@ def raw(rel: str) -> list[dict]:
 
 
 def sync_finding(path: Path) -> Finding | None:
-    advice = analyze(opscope.load(path, cache=False)).advice
+    advice = advise(opscope.load(path, cache=False)).advice
     assert advice is not None
     return next((f for f in advice.findings if f.id == "sync_in_loop"), None)
 
@@ -43,7 +43,9 @@ def test_item_pattern_only_after_a_device_to_host_copy_dlrm() -> None:
     copies = {e["args"]["correlation"]: e["name"] for e in events if e.get("cat") == "gpu_memcpy"}
     direction = {"DtoH": 0, "other": 0}
     for call in (e for e in runtime if e["name"] == "cudaStreamSynchronize"):
-        before = [e for e in runtime if (e["pid"], e["tid"]) == (call["pid"], call["tid"]) and e["ts"] < call["ts"]]
+        before = [
+            e for e in runtime if (e["pid"], e["tid"]) == (call["pid"], call["tid"]) and e["ts"] < call["ts"]
+        ]
         prev = max(before, key=lambda e: e["ts"])
         name = copies.get(prev["args"].get("correlation"), "")
         direction["DtoH" if "DtoH" in name else "other"] += 1
@@ -60,12 +62,36 @@ def copy_then_sync(name: str, direction: str, t0: float, corr: int) -> list[Even
     """HAND-MADE: `name` (an aten op) issues cudaMemcpyAsync (a `direction` memcpy on the GPU), then waits."""
     return [
         cpu_op(name, t0, 60),
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 100, "tid": 1, "ts": t0 + 5,
-         "dur": 3, "args": {"correlation": corr}},
-        {"ph": "X", "cat": "gpu_memcpy", "name": f"Memcpy {direction}", "pid": 0, "tid": 7, "ts": t0 + 10,
-         "dur": 20, "args": {"device": 0, "stream": 7, "correlation": corr, "bytes": 4096}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 100, "tid": 1, "ts": t0 + 10,
-         "dur": 25, "args": {}},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaMemcpyAsync",
+            "pid": 100,
+            "tid": 1,
+            "ts": t0 + 5,
+            "dur": 3,
+            "args": {"correlation": corr},
+        },
+        {
+            "ph": "X",
+            "cat": "gpu_memcpy",
+            "name": f"Memcpy {direction}",
+            "pid": 0,
+            "tid": 7,
+            "ts": t0 + 10,
+            "dur": 20,
+            "args": {"device": 0, "stream": 7, "correlation": corr, "bytes": 4096},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaStreamSynchronize",
+            "pid": 100,
+            "tid": 1,
+            "ts": t0 + 10,
+            "dur": 25,
+            "args": {},
+        },
     ]
 
 
@@ -108,11 +134,14 @@ def test_steps_restrict_low_occupancy() -> None:
     occupancy does not depend on the grid) count only the raw kernels that start inside ProfilerStep#102."""
     events = raw(V100_NS)
     chosen = [(s, e) for n, s, e in ref.step_windows(events) if n == 102]
-    advice = analyze(opscope.load(corpus_path(V100_NS)), opscope.AnalyzeOptions(steps="102")).advice
+    advice = advise(opscope.load(corpus_path(V100_NS)), opscope.AnalyzeOptions(steps="102")).advice
     assert advice is not None
     (found,) = [f for f in advice.findings if f.id == "low_occupancy"]
     assert len(found.evidence) < 10  # every flagged configuration is listed
-    keys = {(e["kernel"], tuple(e["block"]), e["registers_per_thread"], e["shared_memory"]) for e in found.evidence}
+    keys = {
+        (e["kernel"], tuple(e["block"]), e["registers_per_thread"], e["shared_memory"])
+        for e in found.evidence
+    }
 
     def key(e: dict) -> tuple:
         a = e["args"]
@@ -121,13 +150,29 @@ def test_steps_restrict_low_occupancy() -> None:
     kernels = [e for e in events if e.get("cat") == "kernel" and ref.is_x(e) and key(e) in keys]
     inside = [e for e in kernels if ref.in_steps(ref.span(e)[0], chosen)]
     assert sum(e["calls"] for e in found.evidence) == len(inside) < len(kernels)
-    assert found.time_at_stake_ns == pytest.approx(sum(b - a for a, b in map(ref.span, inside)), abs=len(inside))
+    assert found.time_at_stake_ns == pytest.approx(
+        sum(b - a for a, b in map(ref.span, inside)), abs=len(inside)
+    )
 
 
 def memory_event(ts: float, nbytes: int, allocated: int) -> Event:
-    return {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 100, "tid": 1, "ts": ts,
-            "args": {"Addr": 4096, "Bytes": nbytes, "Total Allocated": allocated, "Total Reserved": allocated,
-                     "Device Type": 1, "Device Id": 0}}
+    return {
+        "ph": "i",
+        "s": "t",
+        "cat": "cpu_instant_event",
+        "name": "[memory]",
+        "pid": 100,
+        "tid": 1,
+        "ts": ts,
+        "args": {
+            "Addr": 4096,
+            "Bytes": nbytes,
+            "Total Allocated": allocated,
+            "Total Reserved": allocated,
+            "Device Type": 1,
+            "Device Id": 0,
+        },
+    }
 
 
 def test_steps_restrict_the_allocator_time(tmp_path: Path) -> None:
@@ -137,17 +182,31 @@ def test_steps_restrict_the_allocator_time(tmp_path: Path) -> None:
     peak = 38 * gib
 
     def malloc(ts: float, dur: float) -> Event:
-        return {"ph": "X", "cat": "cuda_runtime", "name": "cudaMalloc", "pid": 100, "tid": 1, "ts": ts, "dur": dur,
-                "args": {}}
+        return {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaMalloc",
+            "pid": 100,
+            "tid": 1,
+            "ts": ts,
+            "dur": dur,
+            "args": {},
+        }
 
-    events = [step(0, 0, 100), step(1, 100, 100), malloc(10, 7), malloc(110, 11),
-              memory_event(120, peak, peak), memory_event(190, -peak, 0)]
+    events = [
+        step(0, 0, 100),
+        step(1, 100, 100),
+        malloc(10, 7),
+        malloc(110, 11),
+        memory_event(120, peak, peak),
+        memory_event(190, -peak, 0),
+    ]
     doc = document(events)
     doc["deviceProperties"] = [{"id": 0, "name": "Hand-made GPU", "totalGlobalMem": 40 * gib}]
     trace = opscope.load(write(tmp_path / "handmade_memory_steps.json", doc), cache=False)
     at_stake = {}
     for steps in (None, "1"):
-        advice = analyze(trace, opscope.AnalyzeOptions(steps=steps)).advice
+        advice = advise(trace, opscope.AnalyzeOptions(steps=steps)).advice
         assert advice is not None
         (found,) = [f for f in advice.findings if f.id == "memory_near_capacity"]
         at_stake[steps] = found.time_at_stake_ns
@@ -178,7 +237,15 @@ def test_advise_csv_carries_the_json_scalars(cli) -> None:
     rows = csv_rows(out.out)
     assert [r["id"] for r in rows] == [f["id"] for f in data["findings"]]
     for row, f in zip(rows, data["findings"], strict=True):
-        for key in ("metric", "value", "threshold", "time_at_stake_us", "predicted_saving_us", "source", "advice"):
+        for key in (
+            "metric",
+            "value",
+            "threshold",
+            "time_at_stake_us",
+            "predicted_saving_us",
+            "source",
+            "advice",
+        ):
             expected = f[key]
             if expected is None:
                 assert row[key] == ""
@@ -199,6 +266,12 @@ def test_efficiency_csv_carries_the_json_scalars(cli) -> None:
     assert list(rows[0])[:3] == ["op", "shape", "dtype"]
     for row, r in zip(rows, data["rows"], strict=True):
         assert row["op"] == r["op"]
-        for key in ("gpu_time_us", "flops_per_call", "bytes_per_call", "intensity_flops_per_byte", "peak_tflops",
-                    "peak_tbps"):
+        for key in (
+            "gpu_time_us",
+            "flops_per_call",
+            "bytes_per_call",
+            "intensity_flops_per_byte",
+            "peak_tflops",
+            "peak_tbps",
+        ):
             assert (row[key] == "") if r[key] is None else float(row[key]) == pytest.approx(r[key])

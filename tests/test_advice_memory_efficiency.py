@@ -13,15 +13,15 @@ import opscope
 from conftest import corpus_path
 from handmade_traces import Event, cpu_op, document, kernel, launch, write
 from opscope.analysis.efficiency.table import EfficiencyOptions, efficiency
-from opscope.analysis.overview import analyze
-from opscope.analysis.rules.model import Finding
+from opscope.analysis.findings import Finding
+from opscope.analysis.rules.advise import advise as advise_trace
 
 QWEN_H100 = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 GIB = 2**30
 
 
 def advise(path: Path) -> tuple[Finding | None, Finding | None, tuple[str, ...]]:
-    advice = analyze(opscope.load(path, cache=False)).advice
+    advice = advise_trace(opscope.load(path, cache=False)).advice
     assert advice is not None
     by_id = {f.id: f for f in advice.findings}
     return by_id.get("memory_near_capacity"), by_id.get("low_efficiency"), advice.warnings
@@ -31,18 +31,41 @@ def advise(path: Path) -> tuple[Finding | None, Finding | None, tuple[str, ...]]
 
 
 def memory_event(ts: float, addr: int, nbytes: int, allocated: int) -> Event:
-    return {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 100, "tid": 1, "ts": ts,
-            "args": {"Addr": addr, "Bytes": nbytes, "Total Allocated": allocated, "Total Reserved": allocated,
-                     "Device Type": 1, "Device Id": 0}}
+    return {
+        "ph": "i",
+        "s": "t",
+        "cat": "cpu_instant_event",
+        "name": "[memory]",
+        "pid": 100,
+        "tid": 1,
+        "ts": ts,
+        "args": {
+            "Addr": addr,
+            "Bytes": nbytes,
+            "Total Allocated": allocated,
+            "Total Reserved": allocated,
+            "Device Type": 1,
+            "Device Id": 0,
+        },
+    }
 
 
 def memory_trace(tmp_path: Path, peak: int) -> Path:
     """HAND-MADE: one kernel, a cudaMalloc of 7 us, and an allocation that brings the allocator to `peak`
     bytes on a 40 GiB device, then frees it."""
     events: list[Event] = [
-        launch(0, 1), kernel("my_kernel", 2, 100, 1),
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMalloc", "pid": 100, "tid": 1, "ts": 10, "dur": 7,
-         "args": {}},
+        launch(0, 1),
+        kernel("my_kernel", 2, 100, 1),
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaMalloc",
+            "pid": 100,
+            "tid": 1,
+            "ts": 10,
+            "dur": 7,
+            "args": {},
+        },
         memory_event(20, 4096, peak, peak),
         memory_event(90, 4096, -peak, 0),
     ]
@@ -123,10 +146,21 @@ def test_efficiency_real_positive_is_the_attention() -> None:
     table = efficiency(opscope.load(path), EfficiencyOptions(top=0))
     total_us = table.gpu_time_ns / 1e3
     hot = [r for r in table.rows if r.gpu_time_us / total_us >= 0.01]
-    low = [r for r in hot if r.family in ("attention", "gemm", "convolution") and r.pct_of_peak_compute is not None
-           and r.pct_of_peak_compute < 30]
-    low += [r for r in hot if r.family not in ("attention", "gemm", "convolution") and r.bound == "memory"
-            and r.pct_of_peak_bandwidth is not None and r.pct_of_peak_bandwidth < 30]
+    low = [
+        r
+        for r in hot
+        if r.family in ("attention", "gemm", "convolution")
+        and r.pct_of_peak_compute is not None
+        and r.pct_of_peak_compute < 30
+    ]
+    low += [
+        r
+        for r in hot
+        if r.family not in ("attention", "gemm", "convolution")
+        and r.bound == "memory"
+        and r.pct_of_peak_bandwidth is not None
+        and r.pct_of_peak_bandwidth < 30
+    ]
     assert found.time_at_stake_ns == round(sum(r.gpu_time_us for r in low) * 1e3)
     assert found.evidence[0]["op"] == "aten::scaled_dot_product_attention"
     assert found.evidence[0]["pct_of_peak"] == pytest.approx(9.12, abs=0.01)

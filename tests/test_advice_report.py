@@ -44,7 +44,9 @@ def test_findings_of_hostile_names_render_as_text(cli, tmp_path, open_report) ->
     assert cli("report", path, "-o", out, "--no-cache").code == 0
     opened = open_report(out)
     assert opened.page.locator("#findings").count() == 1
-    assert HOSTILE_OP in opened.page.locator("#findings").inner_text()  # the op in host_bound's evidence, as text
+    assert (
+        HOSTILE_OP in opened.page.locator("#findings").inner_text()
+    )  # the op in host_bound's evidence, as text
     assert opened.page.locator("#findings script, #findings img").count() == 0
     assert opened.page.locator("img").count() == 0
     assert opened.dialogs == [] and opened.problems() == []

@@ -10,9 +10,27 @@ import pytest
 from conftest import corpus_path
 
 DLRM = "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json"
-TOP_KEYS = {"schema", "trace", "window_us", "window", "devices", "categories", "unattributed_share",
-            "launch_delay_us", "launch_delay", "kernels", "ops", "syncs", "memcpy", "steps", "steps_spec", "linking",
-            "warnings", "findings", "memory"}
+TOP_KEYS = {
+    "schema",
+    "trace",
+    "window_us",
+    "window",
+    "devices",
+    "categories",
+    "unattributed_share",
+    "launch_delay_us",
+    "launch_delay",
+    "kernels",
+    "ops",
+    "syncs",
+    "memcpy",
+    "steps",
+    "steps_spec",
+    "linking",
+    "warnings",
+    "findings",
+    "memory",
+}
 
 
 def analyze_json(cli, *args) -> dict:
@@ -29,7 +47,9 @@ def test_json_contract(cli) -> None:
     assert {"device", "busy_us", "idle_us", "utilization", "idle_breakdown"} <= set(device)
     assert set(device["idle_breakdown"]) >= {"host_wait_us", "sync_wait_us", "other_us"}
     parts = device["idle_breakdown"]
-    assert parts["host_wait_us"] + parts["sync_wait_us"] + parts["other_us"] == pytest.approx(device["idle_us"])
+    assert parts["host_wait_us"] + parts["sync_wait_us"] + parts["other_us"] == pytest.approx(
+        device["idle_us"]
+    )
     assert device["busy_us"] + device["idle_us"] == pytest.approx(data["window_us"])
     assert all({"category", "total_us", "share"} <= set(c) for c in data["categories"])
     assert sum(c["share"] for c in data["categories"]) == pytest.approx(1.0, abs=1e-5)
@@ -46,11 +66,19 @@ def test_other_formats(cli, fmt: str) -> None:
     assert result.code == 0, result.err
     if fmt == "csv":
         header = result.out.splitlines()[0]
-        assert header == ("device,busy_us,idle_us,utilization,host_wait_us,sync_wait_us,other_idle_us,comm_us,"
-                          "exposed_comm_us,multi_stream_us")
+        assert header == (
+            "device,busy_us,idle_us,utilization,host_wait_us,sync_wait_us,other_idle_us,comm_us,"
+            "exposed_comm_us,multi_stream_us"
+        )
     else:
-        for needle in ("Busy and idle per device", "GPU time by kernel category", "Top kernels", "Memory copies",
-                       "Synchronisations", "launch delay"):
+        for needle in (
+            "Busy and idle per device",
+            "GPU time by kernel category",
+            "Top kernels",
+            "Memory copies",
+            "Synchronisations",
+            "launch delay",
+        ):
             assert needle in result.out
 
 
@@ -90,9 +118,36 @@ def test_negative_and_zero_durations(cli, tmp_path) -> None:
     --strict), so the kernel has no GPU time; a zero-length one counts as a call with no time."""
     evs = [
         {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
-        {"ph": "X", "cat": "kernel", "name": "ok", "pid": 0, "tid": 7, "ts": 10, "dur": 10, "args": {"device": 0}},
-        {"ph": "X", "cat": "kernel", "name": "zero", "pid": 0, "tid": 7, "ts": 30, "dur": 0, "args": {"device": 0}},
-        {"ph": "X", "cat": "kernel", "name": "bad", "pid": 0, "tid": 7, "ts": 40, "dur": -5, "args": {"device": 0}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "ok",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10,
+            "dur": 10,
+            "args": {"device": 0},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "zero",
+            "pid": 0,
+            "tid": 7,
+            "ts": 30,
+            "dur": 0,
+            "args": {"device": 0},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "bad",
+            "pid": 0,
+            "tid": 7,
+            "ts": 40,
+            "dur": -5,
+            "args": {"device": 0},
+        },
     ]
     path = tmp_path / "durations.json"
     path.write_text(json.dumps({"traceEvents": evs}))
@@ -122,7 +177,9 @@ def test_api_matches_cli(cli) -> None:
 
     path = corpus_path(DLRM)
     trace = opscope.load(path)
-    assert with_peaks(analyze_document(opscope.analyze(trace)), peak_memory(trace)).data == analyze_json(cli, path)
+    assert with_peaks(analyze_document(opscope.analyze(trace)), peak_memory(trace)).data == analyze_json(
+        cli, path
+    )
 
 
 @pytest.mark.corpus
@@ -134,5 +191,8 @@ def test_steps_option(cli) -> None:
     assert [s["name"] for s in data["steps"]] == ["ProfilerStep#102", "ProfilerStep#103"]
     walls = sum(s["wall_us"] for s in data["steps"])
     assert data["window_us"] == pytest.approx(walls, abs=0.01)
-    assert data["window_us"] < whole["window_us"] and data["devices"][0]["busy_us"] < whole["devices"][0]["busy_us"]
+    assert (
+        data["window_us"] < whole["window_us"]
+        and data["devices"][0]["busy_us"] < whole["devices"][0]["busy_us"]
+    )
     assert cli("analyze", path, "--steps", "99").code == 2

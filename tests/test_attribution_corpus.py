@@ -36,8 +36,12 @@ def test_commands_on_every_kineto_trace(cli, path) -> None:
 
 def test_device_selection(cli) -> None:
     path = corpus_path("tracelens/inference__vllm_decode_full__graph_execution.json.gz")  # GPU 2 only
-    on = {c: json.loads(cli(c, path, "--format", "json", "--device", "2").out) for c in ("ops", "tree", "steps")}
-    off = {c: json.loads(cli(c, path, "--format", "json", "--device", "0").out) for c in ("ops", "tree", "steps")}
+    on = {
+        c: json.loads(cli(c, path, "--format", "json", "--device", "2").out) for c in ("ops", "tree", "steps")
+    }
+    off = {
+        c: json.loads(cli(c, path, "--format", "json", "--device", "0").out) for c in ("ops", "tree", "steps")
+    }
     assert on["ops"]["totals"]["gpu_time_us"] > 0 and off["ops"]["totals"]["gpu_time_us"] == 0
     assert on["tree"]["gpu_time_us"] > 0 and off["tree"]["root"]["children"] == []
     assert on["steps"]["devices"] == [2] and off["steps"]["devices"] == []

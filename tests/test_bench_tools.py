@@ -51,7 +51,9 @@ def _shared_prefix(a: bytes, b: bytes) -> int:
 
 def _ids(event: dict[str, Any]) -> dict[str, Any]:
     found = {key: event[key] for key in ("id",) if key in event}
-    found.update({key: value for key, value in (event.get("args") or {}).items() if key in ID_KEYS and key != "id"})
+    found.update(
+        {key: value for key, value in (event.get("args") or {}).items() if key in ID_KEYS and key != "id"}
+    )
     return found
 
 
@@ -69,8 +71,9 @@ def tiled(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 def test_document_is_the_source_repeated(tiled: tuple[Path, Any]) -> None:
     source, result = tiled
     original, big = _document(source), _document(Path(result.path))
-    assert {k: v for k, v in big.items() if k != "traceEvents"} == \
-        {k: v for k, v in original.items() if k != "traceEvents"}
+    assert {k: v for k, v in big.items() if k != "traceEvents"} == {
+        k: v for k, v in original.items() if k != "traceEvents"
+    }
     events, copy = original["traceEvents"], big["traceEvents"]
     assert result.events_per_copy == len(events)
     assert len(copy) == COPIES * len(events)
@@ -88,12 +91,16 @@ def test_each_copy_is_shifted_in_time_and_ids_only(tiled: tuple[Path, Any]) -> N
     events, big = _document(source)["traceEvents"], _document(Path(result.path))["traceEvents"]
     n = len(events)
     for k in range(COPIES):
-        for original, copy in zip(events, big[k * n:(k + 1) * n], strict=True):
+        for original, copy in zip(events, big[k * n : (k + 1) * n], strict=True):
             expected = dict(original)
             if "ts" in original:
                 expected["ts"] = original["ts"] + k * result.shift_us  # exact: Decimal, whole microseconds
-            ids = {key: value + k * result.id_stride if isinstance(value, int) and
-                   (value > 0 or key == "Ev Idx") else value for key, value in _ids(original).items()}
+            ids = {
+                key: value + k * result.id_stride
+                if isinstance(value, int) and (value > 0 or key == "Ev Idx")
+                else value
+                for key, value in _ids(original).items()
+            }
             if "id" in ids:
                 expected["id"] = ids.pop("id")
             if ids:
@@ -105,15 +112,25 @@ def test_copies_follow_each_other_and_never_share_ids(tiled: tuple[Path, Any]) -
     _, result = tiled
     big = _document(Path(result.path))["traceEvents"]
     n = result.events_per_copy
-    copies = [[e for e in big[k * n:(k + 1) * n] if e.get("ph") != "M" and "ts" in e] for k in range(COPIES)]
+    copies = [
+        [e for e in big[k * n : (k + 1) * n] if e.get("ph") != "M" and "ts" in e] for k in range(COPIES)
+    ]
     for earlier, later in itertools.pairwise(copies):
         assert max(e["ts"] + e.get("dur", 0) for e in earlier) < min(e["ts"] for e in later)
     checked = 0
     for key in ("correlation", "External id", "Python id"):
-        per_copy = [{e["args"][key] for e in copy if isinstance((e.get("args") or {}).get(key), int)
-                     and e["args"][key] > 0} for copy in copies]
+        per_copy = [
+            {
+                e["args"][key]
+                for e in copy
+                if isinstance((e.get("args") or {}).get(key), int) and e["args"][key] > 0
+            }
+            for copy in copies
+        ]
         checked += bool(per_copy[0])
-        assert len(set().union(*per_copy)) == sum(len(ids) for ids in per_copy), f"{key} collides across copies"
+        assert len(set().union(*per_copy)) == sum(len(ids) for ids in per_copy), (
+            f"{key} collides across copies"
+        )
     assert checked >= 2
 
 
@@ -140,14 +157,32 @@ def test_bench_summary_ratios_and_verdicts() -> None:
     from bench_summary import LABELS, Run, ratios, targets
 
     runs = {name: Run(name, label) for name, label in LABELS.items()}
-    for name, wall, rss in (("floor", 0.5, 30), ("naive", 40.0, 5600), ("cold", 2.0, 400), ("warm", 0.8, 200),
-                            ("help", 0.05, 20), ("polars", 0.2, 60)):
+    for name, wall, rss in (
+        ("floor", 0.5, 30),
+        ("naive", 40.0, 5600),
+        ("cold", 2.0, 400),
+        ("warm", 0.8, 200),
+        ("help", 0.05, 20),
+        ("polars", 0.2, 60),
+    ):
         runs[name].walls_s, runs[name].peak_rss_mb = [wall, wall * 2], rss
     runs["hta"].skipped = "--skip-hta"
     values = ratios(runs)
-    assert values == {"naive_over_cold": 20.0, "hta_over_cold": None, "cold_over_floor": 4.0,
-                      "cold_over_warm": 2.5, "naive_over_warm": 50.0, "polars_over_help": 4.0,
-                      "opscope_peak_rss_mb": 400}
+    assert values == {
+        "naive_over_cold": 20.0,
+        "hta_over_cold": None,
+        "cold_over_floor": 4.0,
+        "cold_over_warm": 2.5,
+        "naive_over_warm": 50.0,
+        "polars_over_help": 4.0,
+        "opscope_peak_rss_mb": 400,
+    }
     verdicts = {v["target"]: v["verdict"] for v in targets(values)}
-    assert verdicts == {"vs naive": "PASS", "vs HTA": "SKIP", "vs floor": "PASS", "RSS": "PASS", "warm": "FAIL",
-                        "start": "PASS"}
+    assert verdicts == {
+        "vs naive": "PASS",
+        "vs HTA": "SKIP",
+        "vs floor": "PASS",
+        "RSS": "PASS",
+        "warm": "FAIL",
+        "start": "PASS",
+    }

@@ -63,8 +63,9 @@ def test_in_place_edit_with_mtime_restored_invalidates(trace_copy: Path, tmp_pat
 
 
 @pytest.mark.parametrize("fault", ["file_in_the_way", "read_only", "full_disk", "full_disk_native"])
-def test_unusable_cache_folder_warns_once_and_reads_without(cli, trace_copy: Path, tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch, fault: str) -> None:
+def test_unusable_cache_folder_warns_once_and_reads_without(
+    cli, trace_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str
+) -> None:
     folder = tmp_path / "cache"
     if fault == "file_in_the_way":
         folder.write_text("not a folder")
@@ -121,8 +122,9 @@ def test_non_utf8_file_name(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def test_orphaned_temporary_files_are_removed(trace_copy: Path, tmp_path: Path) -> None:
     folder = tmp_path / "cache"
     folder.mkdir()
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     orphan = folder / f".tmp-{dead}-abc.parquet"
     orphan.write_bytes(b"half a cache file")
     mine = folder / f".tmp-{os.getpid()}-live.parquet"
@@ -137,13 +139,20 @@ def test_sigterm_during_a_cache_build_leaves_no_temporary_file(tmp_path: Path) -
     shutil.copy(corpus_path(TRACE), big)
     env = dict(os.environ, OPSCOPE_CACHE_DIR=str(cache), PYTHONPATH=str(REPO / "src"))
     # a reader that pauses mid-build, so the signal arrives while the temporary file exists
-    code = ("import sys, time\nfrom opscope.ingest import kineto\nreal = kineto.read_batches\n"
-            "def slow(path, name):\n    batches, finish = real(path, name)\n"
-            "    def gen():\n        for b in batches:\n            yield b\n            time.sleep(0.5)\n"
-            "    return gen(), finish\nkineto.read_batches = slow\n"
-            "from opscope.cli.main import main\nsys.exit(main(['summary', sys.argv[1]]))\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(big)], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    code = (
+        "import sys, time\nfrom opscope.ingest import kineto\nreal = kineto.read_batches\n"
+        "def slow(path, name):\n    batches, finish = real(path, name)\n"
+        "    def gen():\n        for b in batches:\n            yield b\n            time.sleep(0.5)\n"
+        "    return gen(), finish\nkineto.read_batches = slow\n"
+        "from opscope.cli.main import main\nsys.exit(main(['summary', sys.argv[1]]))\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(big)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not list(cache.glob(".tmp-*")) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -35,7 +35,9 @@ def _cached_table(path: Path, folder: Path, monkeypatch: pytest.MonkeyPatch, wri
 
 @pytest.mark.corpus
 @pytest.mark.parametrize("name", TRACES)
-def test_native_cache_equals_pyarrow_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+def test_native_cache_equals_pyarrow_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
     path = corpus_path(name)
     native = _cached_table(path, tmp_path / "native", monkeypatch, "")
     reference = _cached_table(path, tmp_path / "pyarrow", monkeypatch, "pyarrow")
@@ -47,7 +49,9 @@ def test_native_cache_equals_pyarrow_cache(tmp_path: Path, monkeypatch: pytest.M
 def test_sink_writes_metadata_and_batches(tmp_path: Path) -> None:
     """hand-made: two batches (a dictionary column with different dictionaries) and key-value metadata."""
     schema = pa.schema([pa.field("name", pa.dictionary(pa.int32(), pa.string())), pa.field("ts", pa.int64())])
-    first = pa.record_batch([pa.array(["a", "b", "a"]).dictionary_encode(), pa.array([1, 2, None])], schema=schema)
+    first = pa.record_batch(
+        [pa.array(["a", "b", "a"]).dictionary_encode(), pa.array([1, 2, None])], schema=schema
+    )
     second = pa.record_batch([pa.array(["c", None]).dictionary_encode(), pa.array([4, 5])], schema=schema)
     target = tmp_path / "out.parquet"
     sink = _native.ParquetSink(str(target), schema)

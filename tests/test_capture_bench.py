@@ -22,21 +22,30 @@ torch = pytest.importorskip("torch", reason="torch is an optional extra (pip ins
 
 def setup(batch_size):
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3))
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3)
+    )
     return model, torch.randn(batch_size, 3, 16, 16, generator=torch.Generator().manual_seed(batch_size))
 
 
 @pytest.fixture(scope="module")
 def comparison(tmp_path_factory):
     folder = tmp_path_factory.mktemp("bench")
-    return opscope.compare_strategies(setup, ["bf16", "channels_last"], [1, 2], repeats=3, warmup=1,
-                                      trace_steps=2, log_dir=str(folder))
+    return opscope.compare_strategies(
+        setup, ["bf16", "channels_last"], [1, 2], repeats=3, warmup=1, trace_steps=2, log_dir=str(folder)
+    )
 
 
 def test_every_variant_and_batch_size_ran(comparison):
     assert comparison.variants == ("baseline", "bf16", "channels_last")
     assert [(r.variant, r.batch_size) for r in comparison.runs] == [
-        ("baseline", 1), ("bf16", 1), ("channels_last", 1), ("baseline", 2), ("bf16", 2), ("channels_last", 2)]
+        ("baseline", 1),
+        ("bf16", 1),
+        ("channels_last", 1),
+        ("baseline", 2),
+        ("bf16", 2),
+        ("channels_last", 2),
+    ]
     for run in comparison.runs:
         assert run.error is None and len(run.latency_s) == 3
         assert run.figures is not None and run.figures.metric == "cpu_op_busy" and run.figures.steps == 2
@@ -53,7 +62,9 @@ def test_outputs_match_with_dtype_tolerances_and_the_error_is_recomputed(compari
         run = comparison.run("bf16", batch)
         assert run.accuracy.compute_dtype == "bfloat16" and run.accuracy.match
         assert run.accuracy.max_abs_error == pytest.approx(float((bf16 - expected).abs().max()), rel=1e-9)
-        assert run.accuracy.max_rel_error == pytest.approx(run.accuracy.max_abs_error / float(expected.abs().max()))
+        assert run.accuracy.max_rel_error == pytest.approx(
+            run.accuracy.max_abs_error / float(expected.abs().max())
+        )
         last = comparison.run("channels_last", batch).accuracy
         assert last.compute_dtype == "float32" and last.match and last.max_abs_error < 1e-5
         assert comparison.run("baseline", batch).accuracy is None
@@ -77,16 +88,26 @@ def test_document_and_json(comparison):
     assert [b["batch_size"] for b in data["batches"]] == [1, 2]
     batch = data["batches"][0]
     base, bf16 = batch["runs"][0], batch["runs"][1]
-    assert bf16["latency_ms"]["median"] == pytest.approx(comparison.run("bf16", 1).latency.median * 1e3, abs=1e-4)
+    assert bf16["latency_ms"]["median"] == pytest.approx(
+        comparison.run("bf16", 1).latency.median * 1e3, abs=1e-4
+    )
     compared = batch["comparisons"][0]
     # against the unrounded medians: the JSON's milliseconds are rounded to 0.1 µs, too coarse for CPU runs
     expected = comparison.run("baseline", 1).latency.median / comparison.run("bf16", 1).latency.median
     assert compared["latency_speedup"] == pytest.approx(expected, rel=1e-4)
-    assert compared["utilization_change_pp"] == pytest.approx((bf16["utilization"] - base["utilization"]) * 100,
-                                                              abs=0.02)
+    assert compared["utilization_change_pp"] == pytest.approx(
+        (bf16["utilization"] - base["utilization"]) * 100, abs=0.02
+    )
     text = render(doc, "table", RenderOptions(width=120))
-    for expected in ("batch 1: bf16 vs baseline", "end-to-end latency (ms)", "key-op time (ms/step)",
-                     "utilization (%)", "improvement", "batch 2 stability: latency IQR/median", "outputs: match"):
+    for expected in (
+        "batch 1: bf16 vs baseline",
+        "end-to-end latency (ms)",
+        "key-op time (ms/step)",
+        "utilization (%)",
+        "improvement",
+        "batch 2 stability: latency IQR/median",
+        "outputs: match",
+    ):
         assert expected in text
     markdown = render(doc, "markdown", RenderOptions())
     assert "| metric | baseline | bf16 | improvement |" in markdown
@@ -104,8 +125,15 @@ def test_failing_and_mismatching_variants_are_reported(tmp_path):
         def forward(self, x):
             return self.inner(x) + 1.0
 
-    result = opscope.compare_strategies(setup, {"broken": broken, "shifted": Shifted}, [1], repeats=1, warmup=0,
-                                        trace_steps=1, log_dir=str(tmp_path))
+    result = opscope.compare_strategies(
+        setup,
+        {"broken": broken, "shifted": Shifted},
+        [1],
+        repeats=1,
+        warmup=0,
+        trace_steps=1,
+        log_dir=str(tmp_path),
+    )
     assert result.run("broken", 1).error == "RuntimeError: cannot transform this model"
     shifted = result.run("shifted", 1).accuracy
     assert not shifted.match and shifted.max_abs_error == pytest.approx(1.0, abs=1e-6)
@@ -140,27 +168,52 @@ def test_strategy_resolution():
 
 def test_bench_command(cli, tmp_path):
     module = tmp_path / "models.py"
-    module.write_text(textwrap.dedent("""
+    module.write_text(
+        textwrap.dedent("""
         import torch
 
         def setup(batch_size):
             torch.manual_seed(0)
             return torch.nn.Conv2d(3, 4, 3), torch.randn(batch_size, 3, 12, 12)
-    """))
-    args = ("bench", f"{module}:setup", "--variants", "channels_last", "--batch-sizes", "1,2", "--repeats", "2",
-            "--warmup", "0", "--trace-steps", "1", "--log-dir", tmp_path / "logs")
+    """)
+    )
+    args = (
+        "bench",
+        f"{module}:setup",
+        "--variants",
+        "channels_last",
+        "--batch-sizes",
+        "1,2",
+        "--repeats",
+        "2",
+        "--warmup",
+        "0",
+        "--trace-steps",
+        "1",
+        "--log-dir",
+        tmp_path / "logs",
+    )
     result = cli(*args, "--format", "json")
     assert result.code == 0, result.err
     data = json.loads(result.out)
     assert data["schema"] == "opscope.bench/1" and [b["batch_size"] for b in data["batches"]] == [1, 2]
-    assert all(run["trace"].startswith(str(tmp_path / "logs" / "bench")) for b in data["batches"] for run in b["runs"])
+    assert all(
+        run["trace"].startswith(str(tmp_path / "logs" / "bench"))
+        for b in data["batches"]
+        for run in b["runs"]
+    )
     table = cli(*args)
     assert table.code == 0 and "batch 2: channels_last vs baseline" in table.out
 
 
-@pytest.mark.parametrize("entry, message", [("no_colon", "expected MODULE:FUNCTION"),
-                                            ("missing_module_xyz:setup", "cannot import"),
-                                            ("json:no_such_function", "has no function")])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ("no_colon", "expected MODULE:FUNCTION"),
+        ("missing_module_xyz:setup", "cannot import"),
+        ("json:no_such_function", "has no function"),
+    ],
+)
 def test_bench_bad_entry_points(cli, entry, message):
     result = cli("bench", entry)
     assert result.code == 2 and result.err.count("\n") == 1 and message in result.err
@@ -177,8 +230,9 @@ def test_bench_unknown_variant(cli, tmp_path):
 def test_torch_compile_variant(tmp_path):
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("torch.compile on the CPU needs a C/C++ compiler for inductor; none on this machine")
-    result = opscope.compare_strategies(setup, ["compile"], [1], repeats=1, warmup=0, trace_steps=1,
-                                        log_dir=str(tmp_path))
+    result = opscope.compare_strategies(
+        setup, ["compile"], [1], repeats=1, warmup=0, trace_steps=1, log_dir=str(tmp_path)
+    )
     run = result.run("compile", 1)
     assert run.error is None, run.error
     assert run.accuracy.match and run.figures.key_op is not None
@@ -208,8 +262,15 @@ def test_a_warm_up_pass_runs_before_the_baseline_is_measured(tmp_path, monkeypat
         return real_time_call(call, device)
 
     monkeypatch.setattr(compare, "time_call", timed)
-    result = opscope.compare_strategies(lambda b: (Logged(), torch.randn(b, 4)), [], [1], repeats=1, warmup=1,
-                                        trace_steps=1, log_dir=str(tmp_path))
+    result = opscope.compare_strategies(
+        lambda b: (Logged(), torch.randn(b, 4)),
+        [],
+        [1],
+        repeats=1,
+        warmup=1,
+        trace_steps=1,
+        log_dir=str(tmp_path),
+    )
     assert result.run("baseline", 1).latency_s
     first_timed = log.index("timed")
     assert "profiled" in log[:first_timed], log

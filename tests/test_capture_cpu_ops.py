@@ -13,7 +13,7 @@ from conftest import corpus_path
 from opscope.analysis.attribution.cpu_ops import cpu_busy_ns, cpu_op_table
 from opscope.analysis.attribution.ops import OpOptions, op_stats
 from opscope.analysis.attribution.steps import step_stats
-from opscope.analysis.timeline.windows import step_windows
+from opscope.analysis.base.windows import step_windows
 from opscope.capture.summary import summarize, utilization
 from opscope.model.schema import Kind
 
@@ -45,8 +45,11 @@ def test_cpu_op_table_matches_raw_recomputation(relative):
 def test_cpu_op_table_shows_the_numbers_of_ops(relative):
     # One definition of CPU self time: the capture table is the cpu_op rows of `opscope ops`, number for number.
     trace = opscope.load(corpus_path(relative))
-    ops = {r.name: (r.calls, r.cpu_total_ns, r.cpu_self_ns) for r in op_stats(trace, OpOptions(top=0)).rows
-           if r.kind == Kind.CPU_OP and r.name != "ProfilerStep#*"}
+    ops = {
+        r.name: (r.calls, r.cpu_total_ns, r.cpu_self_ns)
+        for r in op_stats(trace, OpOptions(top=0)).rows
+        if r.kind == Kind.CPU_OP and r.name != "ProfilerStep#*"
+    }
     table = cpu_op_table(trace, top=0)
     assert {r.name: (r.calls, r.total_ns, r.self_ns) for r in table.rows} == ops
 
@@ -67,7 +70,9 @@ def test_self_time_sums_to_per_thread_union():
     path = corpus_path(CORPUS[0])
     ops = ref.cpu_ops(ref.load(path))
     threads = {op["thread"] for op in ops}
-    union = sum(ref.union_length([(o["ts"], o["ts"] + o["dur"]) for o in ops if o["thread"] == t]) for t in threads)
+    union = sum(
+        ref.union_length([(o["ts"], o["ts"] + o["dur"]) for o in ops if o["thread"] == t]) for t in threads
+    )
     assert cpu_op_table(opscope.load(path)).self_total_ns == union
 
 
@@ -82,7 +87,10 @@ def test_top_cut_keeps_the_rest_line():
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("relative", [CORPUS[0], "kineto/tb_plugin_samples_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz"])
+@pytest.mark.parametrize(
+    "relative",
+    [CORPUS[0], "kineto/tb_plugin_samples_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz"],
+)
 def test_step_windows_and_cpu_busy_match_raw(relative):
     # The 2021-schema resnet trace files its ProfilerStep markers as "Operator" events.
     path = corpus_path(relative)
@@ -92,8 +100,9 @@ def test_step_windows_and_cpu_busy_match_raw(relative):
     raw = ref.step_windows(events)
     assert [(w.step, w.start_ns, w.end_ns) for w in windows] == raw
     ops = ref.cpu_ops(events)
-    expected = sum(ref.union_length([(max(o["ts"], lo), min(o["ts"] + o["dur"], hi)) for o in ops])
-                   for _, lo, hi in raw)
+    expected = sum(
+        ref.union_length([(max(o["ts"], lo), min(o["ts"] + o["dur"], hi)) for o in ops]) for _, lo, hi in raw
+    )
     assert cpu_busy_ns(trace, windows) == expected
     assert utilization(trace, gpu=False) == pytest.approx(ref.cpu_busy_share(events))
 

@@ -14,8 +14,6 @@ from opscope.capture.demo import diagnose
 torch = pytest.importorskip("torch", reason="torch is an optional extra (pip install opscope[torch])")
 
 
-
-
 def test_demo_on_cpu_says_what_ran_and_shows_cpu_operators(cli, tmp_path):
     result = cli("demo", "--log-dir", tmp_path)  # the defaults: 10 steps, the first 3 profiled
     assert result.code == 0, result.err
@@ -65,9 +63,16 @@ def test_demo_rejects_bad_step_counts(cli, tmp_path):
 
 
 def test_diagnosis_rules():
-    cpu = diagnose(False, [("aten::mkldnn_convolution", 0.5), ("aten::add", 0.2), ("aten::mul", 0.1)],
-                   [30_000_000, 10_000_000, 10_000_000], 0.9)
-    assert cpu[0] == "aten::mkldnn_convolution is the largest item: 50.0% of CPU operator self time (top 3: 80.0%)."
+    cpu = diagnose(
+        False,
+        [("aten::mkldnn_convolution", 0.5), ("aten::add", 0.2), ("aten::mul", 0.1)],
+        [30_000_000, 10_000_000, 10_000_000],
+        0.9,
+    )
+    assert (
+        cpu[0]
+        == "aten::mkldnn_convolution is the largest item: 50.0% of CPU operator self time (top 3: 80.0%)."
+    )
     assert any(f.startswith("Convolutions take 50.0%") for f in cpu)
     assert any("Step 0 took 30.0 ms vs 10.0 ms" in f and "(3.0x)" in f for f in cpu)
     assert cpu[-1].startswith("At least one CPU operator was running 90.0%")
@@ -81,10 +86,10 @@ def test_diagnosis_on_gpu_comes_from_the_advice_rules(tmp_path):
     the idle time waiting for the host)."""
     import opscope
     from handmade_traces import document, kernel, launch, step, write
-    from opscope.analysis.overview import analyze
+    from opscope.analysis.rules.advise import advise
 
     events = [step(0, 0, 1000), launch(0, 1), kernel("k", 1, 300, 1), launch(900, 2), kernel("k", 902, 10, 2)]
-    advice = analyze(opscope.load(write(tmp_path / "handmade.json", document(events)), cache=False)).advice
+    advice = advise(opscope.load(write(tmp_path / "handmade.json", document(events)), cache=False)).advice
     gpu = diagnose(True, [("k", 1.0)], [1_000_000], 0.31, advice)
     assert advice is not None and any(f.id == "host_bound" for f in advice.findings)
     assert any(line.startswith("[crit] host_bound: The GPU waits for the host") for line in gpu)

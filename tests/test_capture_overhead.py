@@ -44,7 +44,9 @@ def test_measure_overhead_runs_and_reports_the_pairs():
     assert result.device == "cpu" and result.timing == "perf_counter" and result.capture == "the whole block"
     ratios = [t / u - 1 for t, u in zip(result.traced_s, result.untraced_s, strict=True)]
     assert result.intrusion.median == pytest.approx(statistics.median(ratios))
-    assert result.intrusion.min == pytest.approx(min(ratios)) and result.intrusion.max == pytest.approx(max(ratios))
+    assert result.intrusion.min == pytest.approx(min(ratios)) and result.intrusion.max == pytest.approx(
+        max(ratios)
+    )
     assert result.untraced.median == pytest.approx(statistics.median(result.untraced_s))
     data = overhead_document(result).data
     assert data["schema"] == "opscope.overhead/1"
@@ -64,8 +66,10 @@ def test_overhead_with_a_step_schedule_collects_its_warnings_once():
     assert len(result.warnings) == 1 and "step() was never called" in result.warnings[0]
 
 
-@pytest.mark.parametrize("kwargs, message", [({"repeats": 0}, "repeats"), ({"warmup": -1}, "warmup"),
-                                             ({"repeats": True}, "repeats")])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [({"repeats": 0}, "repeats"), ({"warmup": -1}, "warmup"), ({"repeats": True}, "repeats")],
+)
 def test_bad_arguments(kwargs, message):
     with pytest.raises(UsageError, match=message):
         opscope.measure_overhead(lambda: None, **kwargs)

@@ -74,11 +74,14 @@ def test_summary_is_the_summary_table_plus_cpu_operators(captured):
     prof, _ = captured
     result = prof.summary(top=0)
     assert isinstance(result, CaptureSummary)
-    assert result.kernels == opscope.summary(opscope.load(prof.trace_path), top=0)  # the `opscope summary` table
+    assert result.kernels == opscope.summary(
+        opscope.load(prof.trace_path), top=0
+    )  # the `opscope summary` table
     assert not result.has_gpu_activity and result.device == "cpu" and result.steps == 3
     expected = ref.cpu_op_stats(ref.load(prof.trace_path))
     assert {r.name: (r.calls, r.total_ns, r.self_ns) for r in result.cpu_ops.rows} == {
-        name: (s["calls"], s["total_ns"], s["self_ns"]) for name, s in expected.items()}
+        name: (s["calls"], s["total_ns"], s["self_ns"]) for name, s in expected.items()
+    }
     text = str(result)
     assert "CPU time by operator" in text and "aten::addmm" in text
     assert "the rows are CPU operators" in text
@@ -137,7 +140,11 @@ def test_schedule_longer_than_the_run_warns_and_keeps_what_ran(tmp_path):
             model(torch.randn(4, 32))
             prof.step()
     assert len(prof.warnings) == 1 and "needs 5" in prof.warnings[0]
-    assert [s for s, _, _ in ref.step_windows(ref.load(prof.trace_path))] == [0, 1, 2]  # 2 steps, then the tail until exit
+    assert [s for s, _, _ in ref.step_windows(ref.load(prof.trace_path))] == [
+        0,
+        1,
+        2,
+    ]  # 2 steps, then the tail until exit
 
 
 def test_run_ending_before_recording_writes_nothing_and_says_so(tmp_path):
@@ -179,8 +186,11 @@ def test_with_stack_and_profile_memory_traces_load(tmp_path):
 
 
 def test_nested_profiles_are_refused(tmp_path):
-    with opscope.profile(log_dir=tmp_path), pytest.raises(UsageError, match="already running"), \
-            opscope.profile(log_dir=tmp_path):
+    with (
+        opscope.profile(log_dir=tmp_path),
+        pytest.raises(UsageError, match="already running"),
+        opscope.profile(log_dir=tmp_path),
+    ):
         pass
 
 
@@ -199,10 +209,16 @@ def test_bad_options_are_usage_errors(tmp_path):
         opscope.profile(steps=0)
     with pytest.raises(UsageError, match="steps must be a positive number"):
         opscope.profile(steps=-1)
-    with pytest.raises(UsageError, match="activities"), opscope.profile(activities=("tpu",), log_dir=tmp_path):
+    with (
+        pytest.raises(UsageError, match="activities"),
+        opscope.profile(activities=("tpu",), log_dir=tmp_path),
+    ):
         pass
     if not torch.cuda.is_available():
-        with pytest.raises(UsageError, match="no CUDA"), opscope.profile(activities=("cuda",), log_dir=tmp_path):
+        with (
+            pytest.raises(UsageError, match="no CUDA"),
+            opscope.profile(activities=("cuda",), log_dir=tmp_path),
+        ):
             pass
     with pytest.raises(UsageError, match="non-empty name"):
         opscope.annotate("")
@@ -210,7 +226,10 @@ def test_bad_options_are_usage_errors(tmp_path):
 
 def test_missing_torch_is_a_one_line_hint(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "torch", None)
-    with pytest.raises(MissingDependency, match=r"pip install opscope\[torch\]"), opscope.profile(log_dir=tmp_path):
+    with (
+        pytest.raises(MissingDependency, match=r"pip install opscope\[torch\]"),
+        opscope.profile(log_dir=tmp_path),
+    ):
         pass
 
 
@@ -223,6 +242,9 @@ def test_import_opscope_does_not_import_torch():
 
 def test_only_capture_modules_mention_torch_imports():
     root = Path(opscope.__file__).parent
-    offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
-                 if "capture" not in p.parts and ("import torch" in p.read_text() or "from torch" in p.read_text())]
+    offenders = [
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if "capture" not in p.parts and ("import torch" in p.read_text() or "from torch" in p.read_text())
+    ]
     assert offenders == []

@@ -75,7 +75,7 @@ def test_json_output(cli, script, tmp_path):
     path = script(STEPPING)
     result = cli("run", "--steps", "3", "--log-dir", tmp_path, "--format", "json", path, "4")
     assert result.code == 0, result.err
-    data = json.loads(result.out[result.out.index("{"):])  # the script printed a line first
+    data = json.loads(result.out[result.out.index("{") :])  # the script printed a line first
     assert data["schema"] == "opscope.run/1"
     assert data["exit_status"] == 0 and data["error"] is None
     assert data["steps_marked"] == 4 and data["step_source"] == "user"
@@ -95,7 +95,9 @@ def test_optimizer_steps_mark_steps_when_the_script_does_not(cli, script, tmp_pa
 
 
 def test_explicit_steps_win_over_optimizer_steps(cli, script, tmp_path):
-    path = script(TRAINING.replace("optimizer.step()", "optimizer.step()\n    import opscope; opscope.step()"))
+    path = script(
+        TRAINING.replace("optimizer.step()", "optimizer.step()\n    import opscope; opscope.step()")
+    )
     result = cli("run", "--log-dir", tmp_path, "--format", "json", path)
     assert result.code == 0, result.err
     data = json.loads(result.out)
@@ -139,7 +141,10 @@ def test_script_exit_status_is_passed_on(cli, script, tmp_path):
 def test_schedule_longer_than_the_run_warns(cli, script, tmp_path):
     result = cli("run", "--steps", "10", "--log-dir", tmp_path, script(STEPPING), "2")
     assert result.code == 0, result.err
-    assert "opscope: warning: the block ended after 2 step(s), but the schedule (active=10) needs 10" in result.err
+    assert (
+        "opscope: warning: the block ended after 2 step(s), but the schedule (active=10) needs 10"
+        in result.err
+    )
 
 
 def test_never_marking_steps_warns(cli, script, tmp_path):
@@ -154,23 +159,29 @@ def test_no_trace_when_recording_never_starts(cli, script, tmp_path):
     assert result.err.strip().splitlines()[-1].startswith("opscope: error: no trace was captured")
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--steps", "0"], "--steps must be a positive number of steps, got 0"),
-    (["--steps", "-3"], "--steps must be a positive number of steps, got -3"),
-    (["--repeats", "0", "--overhead"], "--repeats at least 1"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--steps", "0"], "--steps must be a positive number of steps, got 0"),
+        (["--steps", "-3"], "--steps must be a positive number of steps, got -3"),
+        (["--repeats", "0", "--overhead"], "--repeats at least 1"),
+    ],
+)
 def test_bad_numbers_are_one_line_errors(cli, script, args, message):
     result = cli("run", *args, script(STEPPING), "1")
     assert result.code == 2
     assert result.err.count("\n") == 1 and message in result.err
 
 
-@pytest.mark.parametrize("command, message", [
-    ([], "nothing to run"),
-    (["--", "ls", "-l"], "ls: no such script"),
-    (["missing.py"], "missing.py: no such script"),
-    (["python", "-c", "print(1)"], "python option -c is not supported"),
-])
+@pytest.mark.parametrize(
+    "command, message",
+    [
+        ([], "nothing to run"),
+        (["--", "ls", "-l"], "ls: no such script"),
+        (["missing.py"], "missing.py: no such script"),
+        (["python", "-c", "print(1)"], "python option -c is not supported"),
+    ],
+)
 def test_bad_commands_are_one_line_errors(cli, command, message):
     result = cli("run", *command)
     assert result.code == 2
@@ -186,10 +197,20 @@ def test_missing_torch_is_a_one_line_hint(cli, script, monkeypatch):
 
 
 def test_overhead_then_summary(cli, script, tmp_path):
-    result = cli("run", "--overhead", "--repeats", "2", "--log-dir", tmp_path, "--format", "json", script(STEPPING),
-                 "3")
+    result = cli(
+        "run",
+        "--overhead",
+        "--repeats",
+        "2",
+        "--log-dir",
+        tmp_path,
+        "--format",
+        "json",
+        script(STEPPING),
+        "3",
+    )
     assert result.code == 0, result.err
-    data = json.loads(result.out[result.out.index("{"):])
+    data = json.loads(result.out[result.out.index("{") :])
     overhead = data["overhead"]
     assert overhead["schema"] == "opscope.overhead/1" and overhead["repeats"] == 2
     assert len(overhead["samples"]["traced_s"]) == 2 and data["capture"]["steps"] == 4
@@ -201,9 +222,20 @@ def test_overhead_then_summary(cli, script, tmp_path):
 def test_overhead_runs_count_optimizer_steps_like_the_profiled_run(cli, script, tmp_path):
     """Issue 18: `run --overhead --steps 2` printed "step() was never called" next to "step marks: 5 from
     torch.optim optimizer steps": the traced overhead runs did not see the optimizer hook."""
-    result = cli("run", "--overhead", "--repeats", "1", "--steps", "2", "--log-dir", tmp_path, "--format", "json",
-                 script(TRAINING))
+    result = cli(
+        "run",
+        "--overhead",
+        "--repeats",
+        "1",
+        "--steps",
+        "2",
+        "--log-dir",
+        tmp_path,
+        "--format",
+        "json",
+        script(TRAINING),
+    )
     assert result.code == 0, result.err
-    data = json.loads(result.out[result.out.index("{"):])
+    data = json.loads(result.out[result.out.index("{") :])
     assert data["step_source"] == "optimizer" and data["steps_marked"] == 5
     assert data["overhead"]["warnings"] == [] and "never called" not in result.out + result.err

@@ -31,28 +31,20 @@ REAL = {
     "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, true>(float*, float const*, int, int, "
     "int)": "softmax",
     "void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 512, true, 1>(float, float, float)": "normalization",
-    "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float, float const*)":
-        "normalization",
+    "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float, float const*)": "normalization",
     "void at::native::batch_norm_backward_kernel<c10::BFloat16, c10::BFloat16, float, int>(int)": "normalization",
-    "_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256ELi16ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib":
-        "normalization",
-    "_ZN7ck_tile6kentryILi1ENS_12Rmsnorm2dFwdINS_27Rmsnorm2dFwdPipelineOnePassINS_27Rmsnorm2dFwdPipelineProblemIDF16b":
-        "normalization",
-    "void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<float, float>(long, float, float const*)":
-        "normalization",
+    "_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256ELi16ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib": "normalization",
+    "_ZN7ck_tile6kentryILi1ENS_12Rmsnorm2dFwdINS_27Rmsnorm2dFwdPipelineOnePassINS_27Rmsnorm2dFwdPipelineProblemIDF16b": "normalization",
+    "void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<float, float>(long, float, float const*)": "normalization",
     "void cudnn::detail::dgrad_engine<float, 512, 6, 5, 3, 3, 3, false>(int, int, int)": "convolution",
     "void cudnn::cnn::wgrad_alg0_engine<float, 128, 6, 7, 3, 3, 5, false, 512>(int, int, int)": "convolution",
-    "void implicit_convolve_sgemm<float, float, 1024, 6, 7, 3, 3, 5, 1, false, true, true>(int, int, int)":
-        "convolution",
+    "void implicit_convolve_sgemm<float, float, 1024, 6, 7, 3, 3, 5, 1, false, true, true>(int, int, int)": "convolution",
     "volta_scudnn_winograd_128x128_ldg1_ldg4_relu_tile148t_nt_v1": "convolution",
-    "void cudnn::winograd_nonfused::winogradForwardOutput4x4<float, float>(cudnn::winograd_nonfused::WinogradOutputParams)":
-        "convolution",
+    "void cudnn::winograd_nonfused::winogradForwardOutput4x4<float, float>(cudnn::winograd_nonfused::WinogradOutputParams)": "convolution",
     "sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x16_stage4_warpsize2x2x1_g1_"
     "tensor16x8x8_execute_kernel_cudnn_infer": "convolution",
-    "_ZN19cutlass_cudnn_train6KernelINS_4conv6kernel23ImplicitGemmConvolutionINS1_11threadblock22ImplicitGemmMultistage":
-        "convolution",
-    "igemm_bwd_gtcx2_nhwc_bf16_bx0_ex1_bt32x64x32_wt16x64x4_ws1x1_wr1x1_ta1x8x1x1_1x4x1x32_tb1x8x1x2_1x4x1x32_mh_gkgs":
-        "convolution",
+    "_ZN19cutlass_cudnn_train6KernelINS_4conv6kernel23ImplicitGemmConvolutionINS1_11threadblock22ImplicitGemmMultistage": "convolution",
+    "igemm_bwd_gtcx2_nhwc_bf16_bx0_ex1_bt32x64x32_wt16x64x4_ws1x1_wr1x1_ta1x8x1x1_1x4x1x32_tb1x8x1x2_1x4x1x32_mh_gkgs": "convolution",
     "void fft2d_r2c_32x32<float, false, 1u, false>(float2*, float const*, int, int)": "convolution",
     "volta_sgemm_128x64_nn": "gemm",
     "ampere_sgemm_32x32_sliced1x4_tn": "gemm",
@@ -71,8 +63,7 @@ REAL = {
     "void at::native::(anonymous namespace)::max_pool_forward_nchw<float, float>(int, float const*)": "reduction",
     "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, at::detail::Array<char*, 3> >"
     "(int, at::native::AddFunctor<float>, at::detail::Array<char*, 3>)": "elementwise",
-    "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)>(int)":
-        "elementwise",
+    "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)>(int)": "elementwise",
     "triton_poi_fused__unsafe_view_mul_silu_2": "elementwise",
     "void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous namespace)::OpaqueType<2u>, "
     "unsigned int, 4, 64, 64>(int)": "elementwise",
@@ -84,8 +75,7 @@ REAL = {
     "_combined_routing_compute": "reduction",
     "void cub::DeviceRadixSortSingleTileKernel<cub::DeviceRadixSortPolicy<long, int, int>::Policy800, false, long, "
     "int, unsigned int>(long const*, long*, int const*, int*, unsigned int, int, int)": "reduction",
-    "void cub::DeviceRadixSortOnesweepKernel<cub::DeviceRadixSortPolicy<long, int, int>::Policy800>(int)":
-        "reduction",
+    "void cub::DeviceRadixSortOnesweepKernel<cub::DeviceRadixSortPolicy<long, int, int>::Policy800>(int)": "reduction",
 }
 
 # Vendor spellings with no example in the corpus (taken from the libraries' naming schemes).
@@ -122,21 +112,15 @@ VENDOR = {
     "all_to_all_kernel": "communication",
     "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals)": "communication",
     "void sglang::cross_device_reduce_2stage<half, 8>(sglang::RankData*)": "communication",
-    "void tensorrt_llm::kernels::oneShotAllReduceKernel<__nv_bfloat16, 8>(tensorrt_llm::kernels::AllReduceParams)":
-        "communication",
+    "void tensorrt_llm::kernels::oneShotAllReduceKernel<__nv_bfloat16, 8>(tensorrt_llm::kernels::AllReduceParams)": "communication",
     "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_TNN": "gemm",
     "nvjet_hsh_256x128_64x4_1x2_h_bz_coopB_NTN": "gemm",
-    "bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x8x512u2_s3_et128x8_m128x8x32_cga1x1x1_16dp256b_rM_TN_transOut_schedS_sm100f":
-        "gemm",
+    "bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x8x512u2_s3_et128x8_m128x8x32_cga1x1x1_16dp256b_rM_TN_transOut_schedS_sm100f": "gemm",
     "bmm_Bfloat16_E2m1E2m1_Fp32_t128x8x512_s3_et128x8_m128x8x64_cga1x1x1_16dp256b_TN_sm100f": "gemm",
-    "void moe::dev::routing::routingMainKernel<moe::dev::routing::KernelParams<__nv_bfloat16, float, 8> >(int)":
-        "reduction",
-    "void moe::dev::finalize::finalizeKernel<moe::dev::finalize::KernelParams<__nv_bfloat16, float> >(int)":
-        "reduction",
-    "void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernel<float, float>(long, long, float const*)":
-        "normalization",
-    "void at::native::(anonymous namespace)::ComputeInternalGradientsCUDAKernel<float>(long, long, float const*)":
-        "normalization",
+    "void moe::dev::routing::routingMainKernel<moe::dev::routing::KernelParams<__nv_bfloat16, float, 8> >(int)": "reduction",
+    "void moe::dev::finalize::finalizeKernel<moe::dev::finalize::KernelParams<__nv_bfloat16, float> >(int)": "reduction",
+    "void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernel<float, float>(long, long, float const*)": "normalization",
+    "void at::native::(anonymous namespace)::ComputeInternalGradientsCUDAKernel<float>(long, long, float const*)": "normalization",
     "void cuComputeGradGammaBeta<float, float, float>(float const*, int, int, float*)": "normalization",
 }
 
@@ -158,7 +142,9 @@ def corpus_files() -> list[str]:
     """Every file in the corpus (MANIFEST.md aside): the report covers the formats opscope cannot read too."""
     if not TRACES.is_dir():
         return []
-    return sorted(str(p.relative_to(TRACES)) for p in TRACES.rglob("*") if p.is_file() and p.name != "MANIFEST.md")
+    return sorted(
+        str(p.relative_to(TRACES)) for p in TRACES.rglob("*") if p.is_file() and p.name != "MANIFEST.md"
+    )
 
 
 # A *model trace* is a recording of a neural network's training or inference step (a framework's profile of a
@@ -231,9 +217,14 @@ def test_report_of_other_kernels_per_trace(capsys) -> None:
 def corpus_traces() -> list[str]:
     if not TRACES.is_dir():
         return []
-    return sorted(str(p.relative_to(TRACES)) for p in TRACES.rglob("*.json*")
-                  if p.parent.name != "tracelens_reference" and "_et.json" not in p.name
-                  and "memory_timeline" not in p.name and "rocprof" not in p.name)
+    return sorted(
+        str(p.relative_to(TRACES))
+        for p in TRACES.rglob("*.json*")
+        if p.parent.name != "tracelens_reference"
+        and "_et.json" not in p.name
+        and "memory_timeline" not in p.name
+        and "rocprof" not in p.name
+    )
 
 
 @pytest.mark.corpus
@@ -242,7 +233,9 @@ def test_other_share_stays_low_and_totals_match(relative: str) -> None:
     path = corpus_path(relative)
     trace = opscope.load(path)
     result = category_breakdown(gpu_activity(trace).clipped())
-    assert relative in NOT_MODEL or result.other_share < OTHER_LIMIT, [r for r in result.rows if r.category == "other"]
+    assert relative in NOT_MODEL or result.other_share < OTHER_LIMIT, [
+        r for r in result.rows if r.category == "other"
+    ]
     expected = sum(g.end - g.start for g in ref.gpu(ref.load(path)))
     assert result.total_ns == expected
     if result.total_ns:

@@ -13,8 +13,15 @@ import pytest
 import opscope
 from conftest import TRACES
 
-RAW_KINDS = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
-             "gpu_memset": "memset", "Memset": "memset", "mtia_ccp_events": "kernel"}
+RAW_KINDS = {
+    "kernel": "kernel",
+    "Kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "Memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "Memset": "memset",
+    "mtia_ccp_events": "kernel",
+}
 
 
 def kineto_files() -> list[Path]:

@@ -14,11 +14,11 @@ import pytest
 import opscope
 import reference as ref
 from conftest import corpus_path
-from opscope.analysis.attribution.linking import link
+from opscope.analysis.base.linking import link
+from opscope.analysis.base.windows import step_windows
 from opscope.analysis.critical_path.graph import build
 from opscope.analysis.critical_path.path import WhatIf, critical_path, what_if
 from opscope.analysis.critical_path.stats import SavingModel, critical_path_stats, predict_saving
-from opscope.analysis.timeline.windows import step_windows
 
 EVENT_SYNC = "hta/critical_path_cuda_event_sync_event_sync_trace.json.gz"
 NS_STEPS = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
@@ -296,7 +296,9 @@ def test_cli_formats(cli, fmt: str) -> None:  # type: ignore[no-untyped-def]
         # ... then in µs, after the existing columns: each kind's share times the path, summing to the path.
         cells = dict(zip(header.split(","), row.split(","), strict=True))
         kinds = [k for k in header.split(",") if k + "_us" in cells]
-        assert kinds and "cpu_bound" in kinds and header.split(",")[-len(kinds):] == [k + "_us" for k in kinds]
+        assert (
+            kinds and "cpu_bound" in kinds and header.split(",")[-len(kinds) :] == [k + "_us" for k in kinds]
+        )
         assert sum(float(cells[k + "_us"]) for k in kinds) == pytest.approx(3154.0, abs=0.01)
         for k in kinds:
             assert float(cells[k + "_us"]) == pytest.approx(float(cells[k]) * 3154.0, abs=0.01)
@@ -341,9 +343,23 @@ def cross_stream(tmp_path: Path) -> Path:
         _x("cudaDeviceSynchronize", "cuda_runtime", 50, 140),
         _x("producer_kernel", "kernel", 12, 138, correlation=1, device=0, stream=7),
         _x("consumer_kernel", "kernel", 152, 28, correlation=4, device=0, stream=8),
-        {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 8, "ts": 31, "dur": 0,
-         "args": {"cuda_sync_kind": "Stream Wait Event", "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": 2,
-                  "stream": 8, "correlation": 3, "device": 0}},
+        {
+            "ph": "X",
+            "cat": "cuda_sync",
+            "name": "Stream Wait Event",
+            "pid": 0,
+            "tid": 8,
+            "ts": 31,
+            "dur": 0,
+            "args": {
+                "cuda_sync_kind": "Stream Wait Event",
+                "wait_on_stream": 7,
+                "wait_on_cuda_event_record_corr_id": 2,
+                "stream": 8,
+                "correlation": 3,
+                "device": 0,
+            },
+        },
     ]
     path = tmp_path / "hand_made_cross_stream.json"
     path.write_text(json.dumps({"traceEvents": events}))
@@ -362,23 +378,35 @@ def test_cross_stream_wait_is_on_the_path(tmp_path: Path) -> None:
         "sync_wait": 10_000,
     }
     assert {t.name for t in path.top} >= {"producer_kernel", "consumer_kernel"}
-    (halved,) = critical_path_stats(opscope.load(cross_stream(tmp_path)), rules=[WhatIf.parse("producer:0.5")]).steps
+    (halved,) = critical_path_stats(
+        opscope.load(cross_stream(tmp_path)), rules=[WhatIf.parse("producer:0.5")]
+    ).steps
     # the consumer follows the producer: halving the producer moves both (the step ends 69 µs earlier)
     assert halved.predicted is not None and halved.predicted.length_ns == 200_000 - 69_000
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("name", [ALEXNET, "hta/critical_path_cuda_event_sync_multi_stream_event_sync_trace.json.gz"])
+@pytest.mark.parametrize(
+    "name", [ALEXNET, "hta/critical_path_cuda_event_sync_multi_stream_event_sync_trace.json.gz"]
+)
 def test_cross_stream_waits_of_real_traces(name: str) -> None:
     """Every `Stream Wait Event` of the raw trace whose wait and record calls and both activities lie in the window
     gives one edge from the recorded stream to the waiting one, never back in time."""
     from opscope.analysis.critical_path.graph import stream_waits
 
     trace = opscope.load(corpus_path(name))
-    raw = [e for e in ref.load(corpus_path(name)) if e.get("cat") == "cuda_sync"
-           and (e.get("args") or {}).get("stream", -1) >= 0 and (e.get("args") or {}).get("wait_on_stream", -1) >= 0]
-    assert stream_waits(trace).height == len({(e["args"]["correlation"], e["args"]["wait_on_cuda_event_record_corr_id"])
-                                              for e in raw}) > 0
+    raw = [
+        e
+        for e in ref.load(corpus_path(name))
+        if e.get("cat") == "cuda_sync"
+        and (e.get("args") or {}).get("stream", -1) >= 0
+        and (e.get("args") or {}).get("wait_on_stream", -1) >= 0
+    ]
+    assert (
+        stream_waits(trace).height
+        == len({(e["args"]["correlation"], e["args"]["wait_on_cuda_event_record_corr_id"]) for e in raw})
+        > 0
+    )
     window = step_windows(trace)[0]
     graph = build(trace, link(trace), window.start_ns, window.end_ns)
     ev = graph.events

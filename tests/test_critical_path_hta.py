@@ -18,10 +18,10 @@ import pytest
 
 import opscope
 from conftest import corpus_path
-from opscope.analysis.attribution.linking import link
+from opscope.analysis.base.linking import link
+from opscope.analysis.base.windows import step_windows
 from opscope.analysis.critical_path.graph import Graph, build
 from opscope.analysis.critical_path.path import PathResult, critical_path
-from opscope.analysis.timeline.windows import step_windows
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "hta_critical_path.json").read_text())
 CASES = {c["trace"]: c for c in REFERENCE["cases"]}

@@ -31,15 +31,18 @@ def _run(path: Path, reader: str, capsys: pytest.CaptureFixture[str]) -> tuple[i
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_damage_is_salvaged_or_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                        data: st.DataObject) -> None:
+def test_damage_is_salvaged_or_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], data: st.DataObject
+) -> None:
     raw = gzip.decompress(corpus_path(SOURCE).read_bytes())
     compress = data.draw(st.booleans(), label="gzip")
     blob = bytearray(gzip.compress(raw) if compress else raw)
     cut = data.draw(st.integers(min_value=0, max_value=len(blob)), label="cut")
     blob = blob[:cut]
-    flips = data.draw(st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=0, max_value=255)),
-                               max_size=4), label="flips")
+    flips = data.draw(
+        st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=0, max_value=255)), max_size=4),
+        label="flips",
+    )
     for position, value in flips:
         if blob:
             blob[position % len(blob)] = value

@@ -53,11 +53,31 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "src"), str(REPO / "tests")]))
     with contextlib.ExitStack() as stack:
         log = stack.enter_context(open(tmp_path / "cluster.log", "wb"))
-        scheduler = subprocess.Popen([str(dask), "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                                      "--no-dashboard"], env=env, stdout=subprocess.DEVNULL, stderr=log)
-        workers = [subprocess.Popen([str(dask), "worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
-                                     "--host", "127.0.0.1"], env=env, stdout=subprocess.DEVNULL, stderr=log)
-                   for _ in range(2)]
+        scheduler = subprocess.Popen(
+            [str(dask), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        workers = [
+            subprocess.Popen(
+                [
+                    str(dask),
+                    "worker",
+                    address,
+                    "--nthreads",
+                    "1",
+                    "--no-nanny",
+                    "--no-dashboard",
+                    "--host",
+                    "127.0.0.1",
+                ],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+            for _ in range(2)
+        ]
         try:
             _wait_for_workers(address, 2)
             yield Cluster(address, scheduler, workers)
@@ -130,9 +150,23 @@ def _many_traces(tmp_path: Path, copies: int = 64) -> Path:
 def _ranks(folder: Path, address: str) -> subprocess.CompletedProcess[str]:
     """`opscope ranks` in a process of its own, as a user runs it (what it leaves on stderr at exit counts)."""
     return subprocess.run(
-        [sys.executable, "-c", "import sys; from opscope.cli.main import main; sys.exit(main(sys.argv[1:]))",
-         "ranks", str(folder), "--no-cache", "--scheduler", address, "--connect-timeout", str(TIMEOUT_S)],
-        capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO / "src")))
+        [
+            sys.executable,
+            "-c",
+            "import sys; from opscope.cli.main import main; sys.exit(main(sys.argv[1:]))",
+            "ranks",
+            str(folder),
+            "--no-cache",
+            "--scheduler",
+            address,
+            "--connect-timeout",
+            str(TIMEOUT_S),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(REPO / "src")),
+    )
 
 
 def _one_line(done: subprocess.CompletedProcess[str], message: str) -> None:
@@ -150,7 +184,9 @@ def test_every_worker_killed_mid_run(cluster: Cluster, tmp_path: Path) -> None:
     done = _ranks(folder, cluster.address)
     _one_line(done, f"every Dask worker of {cluster.address} was lost after ")
     assert f"none came back within {TIMEOUT_S}s" in done.stderr
-    assert re.search(r"after [1-9]\d* of 64 traces", done.stderr), done.stderr  # killed mid-run, and it says so
+    assert re.search(r"after [1-9]\d* of 64 traces", done.stderr), (
+        done.stderr
+    )  # killed mid-run, and it says so
     assert time.monotonic() - started < 60
 
 

@@ -17,7 +17,9 @@ MI300 = "AMD Instinct MI300X VF"
 
 
 def _meta(*devices: tuple[int, str]) -> TraceMeta:
-    return TraceMeta(path="hand-made", format="kineto", devices=tuple(DeviceInfo(id=i, name=n) for i, n in devices))
+    return TraceMeta(
+        path="hand-made", format="kineto", devices=tuple(DeviceInfo(id=i, name=n) for i, n in devices)
+    )
 
 
 def test_describe_by_id_then_the_only_description() -> None:

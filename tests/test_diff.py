@@ -21,9 +21,14 @@ MI300 = "tracelens/mi300__gaunernst_bert-small-uncased__1016001.json.gz"
 HTA_BASE = "hta/trace_compare_base_base.json.gz"
 HTA_TEST = "hta/trace_compare_test_test.json.gz"
 DLRM0 = "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json"
-TRACELENS_PAIRS = [(f"tracelens/h100__{m}.json.gz", f"tracelens/mi300__{m}.json.gz")
-                   for m in ("gaunernst_bert-small-uncased__1016001", "Falconsai_nsfw_image_detection__1016002",
-                             "Qwen_Qwen1.5-0.5B-Chat__1016005")]
+TRACELENS_PAIRS = [
+    (f"tracelens/h100__{m}.json.gz", f"tracelens/mi300__{m}.json.gz")
+    for m in (
+        "gaunernst_bert-small-uncased__1016001",
+        "Falconsai_nsfw_image_detection__1016002",
+        "Qwen_Qwen1.5-0.5B-Chat__1016005",
+    )
+]
 PAIRS = [(PT2, PT512), (HTA_BASE, HTA_TEST), *TRACELENS_PAIRS]
 
 
@@ -34,8 +39,23 @@ def _diff(a: str, b: str, **options: object):
 @pytest.mark.parametrize("name", [PT2, H100, HTA_BASE, DLRM0])
 def test_self_diff_is_all_zeros_and_passes_every_gate(cli, name: str) -> None:
     path = corpus_path(name)
-    result = cli("diff", path, path, "--format", "json", "--top", "0", "--fail-above", "0",
-                 "--fail-kernel", ".:0", "--fail-category", "gemm:0", "--fail-category", "communication:0")
+    result = cli(
+        "diff",
+        path,
+        path,
+        "--format",
+        "json",
+        "--top",
+        "0",
+        "--fail-above",
+        "0",
+        "--fail-kernel",
+        ".:0",
+        "--fail-category",
+        "gemm:0",
+        "--fail-category",
+        "communication:0",
+    )
     assert result.code == 0, result.err
     data = json.loads(result.out)
     assert data["schema"] == "opscope.diff/1"
@@ -145,7 +165,10 @@ def test_per_step_normalises_different_step_counts(tmp_path, cli) -> None:
     assert data["per_step"] is True and (data["base"]["steps"], data["new"]["steps"]) == (2, 4)
     assert all(f["delta"] == 0 for f in data["headline"] if f["unit"] == "us")
     assert [r["status"] for r in data["kernels"]["rows"]] == [SAME]
-    assert data["kernels"]["rows"][0]["calls_before"] == 2 and data["kernels"]["rows"][0]["total_before_us"] == 20
+    assert (
+        data["kernels"]["rows"][0]["calls_before"] == 2
+        and data["kernels"]["rows"][0]["total_before_us"] == 20
+    )
     whole = json.loads(cli("diff", base, new, "--format", "json", "--no-per-step").out)
     assert whole["per_step"] is False
     assert whole["kernels"]["rows"][0]["delta_us"] == 40.0  # 8 kernels of 10 us against 4
@@ -174,9 +197,19 @@ def test_gates_trip_with_exit_1_and_a_one_line_reason(cli) -> None:
     assert cli("diff", b, a, "--fail-category", "elementwise:10").code == 0
 
 
-@pytest.mark.parametrize("option", [("--fail-above", "x"), ("--fail-above", "-3"), ("--fail-kernel", "nocolon"),
-                                    ("--fail-kernel", "([:5"), ("--fail-category", "tensor:5"),
-                                    ("--min-delta", "50"), ("--min-delta", "fast"), ("--top", "-1")])
+@pytest.mark.parametrize(
+    "option",
+    [
+        ("--fail-above", "x"),
+        ("--fail-above", "-3"),
+        ("--fail-kernel", "nocolon"),
+        ("--fail-kernel", "([:5"),
+        ("--fail-category", "tensor:5"),
+        ("--min-delta", "50"),
+        ("--min-delta", "fast"),
+        ("--top", "-1"),
+    ],
+)
 def test_bad_options_are_one_line_usage_errors(cli, option: tuple[str, str]) -> None:
     path = corpus_path(HTA_BASE)
     result = cli("diff", path, path, *option)
@@ -239,15 +272,18 @@ def test_key_op_regex_rows_sum_the_matching_ops(cli) -> None:
         assert rows[0][side] * 1e3 == gpu["aten::linear"] + gpu["aten::layer_norm"]
     default = json.loads(cli("diff", a, b, "--format", "json").out)
     top = sorted(_op_gpu(PT2, None).items(), key=lambda kv: (-kv[1], kv[0]))[:3]
-    assert [f["key"] for f in default["headline"] if f["key"].startswith("key_op:")] == \
-        [f"key_op:{name}" for name, _ in top]
+    assert [f["key"] for f in default["headline"] if f["key"].startswith("key_op:")] == [
+        f"key_op:{name}" for name, _ in top
+    ]
 
 
 def test_a_kernel_new_in_new_trips_its_gate(tmp_path, cli) -> None:
     # hand-made: NEW runs one more kernel, absent from BASE
     base = write(tmp_path / "base.json", document(training_steps(2)))
     events = training_steps(2)
-    events += [{**e, "name": "extra_kernel"} for e in training_steps(2, kernels_per_step=1) if e["cat"] == "kernel"]
+    events += [
+        {**e, "name": "extra_kernel"} for e in training_steps(2, kernels_per_step=1) if e["cat"] == "kernel"
+    ]
     new = write(tmp_path / "new.json", document(events))
     result = cli("diff", base, new, "--format", "json", "--fail-kernel", "extra:1000")
     assert result.code == 1 and "kernels /extra/ per step" in result.err

@@ -641,9 +641,17 @@ def test_trace_without_operators_says_why(cli) -> None:  # type: ignore[no-untyp
 @pytest.mark.corpus
 def test_cpu_only_trace_says_there_is_no_gpu_work(cli) -> None:  # type: ignore[no-untyped-def]
     res = cli("efficiency", corpus_path("hta/cpu_only_rank-34.OLDVERSION_b8cce2cd9c.pt.trace.json.gz"))
-    assert res.code == 0 and "No GPU kernels, memcpys or memsets" in res.out and "No op could be sized" not in res.out
-    csv_out = cli("efficiency", corpus_path("hta/cpu_only_rank-34.OLDVERSION_b8cce2cd9c.pt.trace.json.gz"),
-                  "--format", "csv").out
+    assert (
+        res.code == 0
+        and "No GPU kernels, memcpys or memsets" in res.out
+        and "No op could be sized" not in res.out
+    )
+    csv_out = cli(
+        "efficiency",
+        corpus_path("hta/cpu_only_rank-34.OLDVERSION_b8cce2cd9c.pt.trace.json.gz"),
+        "--format",
+        "csv",
+    ).out
     assert csv_out.startswith("op,")  # CSV keeps its header
 
 

@@ -10,8 +10,9 @@ import pytest
 import opscope
 from browser import chromium, open_report, wait_for  # noqa: F401  (fixtures)
 from conftest import corpus_path
+from opscope.analysis.bundle import trace_bundle
 from opscope.analysis.efficiency.table import EfficiencyOptions, efficiency
-from opscope.report.trace_report import trace_report
+from opscope.report.html.trace_report import trace_report
 
 QWEN_H100 = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 
@@ -19,7 +20,7 @@ QWEN_H100 = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 @pytest.mark.corpus
 def test_report_efficiency_data_matches_the_command() -> None:
     trace = opscope.load(corpus_path(QWEN_H100))
-    data = trace_report(trace)
+    data = trace_report(trace_bundle(trace))
     view = data["efficiency"]
     rows = efficiency(trace, EfficiencyOptions(top=0)).rows
     assert view["peaks"]["name"] == "NVIDIA H100 SXM" and view["peaks"]["bandwidth_tbps"] == 3.35
@@ -50,7 +51,7 @@ def test_report_ops_table_payload_carries_gpu_time_and_efficiency() -> None:
     """The report's ops table (the Efficiency section's table) = the sized rows, each with GPU time and the
     efficiency columns, plus every unsized op with its GPU time and reason: together the GPU time of the ops."""
     trace = opscope.load(corpus_path(QWEN_H100))
-    view = trace_report(trace)["efficiency"]
+    view = trace_report(trace_bundle(trace))["efficiency"]
     columns = ("achieved_tflops", "achieved_tbps", "pct_of_peak_compute", "pct_of_peak_bandwidth", "bound")
     for row in view["rows"]:
         assert row["gpu_time_us"] > 0 and all(c in row for c in columns)

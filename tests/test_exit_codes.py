@@ -50,8 +50,12 @@ def test_unreadable_folder(cli, tmp_path, monkeypatch) -> None:
     shutil.copyfile(corpus_path(REAL), folder / "t.json.gz")
     unreadable(folder, monkeypatch)
     try:
-        for command in (("summary", folder), ("report", folder, "-o", tmp_path / "r.html"), ("ranks", folder),
-                        ("diff", folder, folder)):
+        for command in (
+            ("summary", folder),
+            ("report", folder, "-o", tmp_path / "r.html"),
+            ("ranks", folder),
+            ("diff", folder, folder),
+        ):
             result = cli(*command)
             one_line_error(result)
             assert "Permission denied" in result.err, result.err
@@ -67,10 +71,17 @@ def test_bad_paths_are_input_errors(cli, tmp_path) -> None:
     with pytest.raises(InputError):
         opscope.load(too_long)
     deep = tmp_path / "deep.json"  # HAND-MADE: args nested 100,000 deep
-    deep.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "args": '
-                    + '{"a": ' * 100_000 + "1" + "}" * 100_000 + "}]}")
+    deep.write_text(
+        '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "args": '
+        + '{"a": ' * 100_000
+        + "1"
+        + "}" * 100_000
+        + "}]}"
+    )
     # The readers skip the one event nested too deeply (issue 10) and say so; --strict makes it an error.
-    assert opscope.load(deep, cache=False).meta.warnings == (f"{deep}: skipped 1 events: nested deeper than 64 levels",)
+    assert opscope.load(deep, cache=False).meta.warnings == (
+        f"{deep}: skipped 1 events: nested deeper than 64 levels",
+    )
     with pytest.raises(InputError, match="nested deeper than 64 levels"):
         opscope.load(deep, cache=False, strict=True)
     one_line_error(cli("summary", deep, "--no-cache", "--strict"))
@@ -82,7 +93,13 @@ def test_reader_surprises_are_input_errors(tmp_path, monkeypatch) -> None:
     from opscope import loading
 
     path = write(tmp_path / "t.json", document([kernel("k", 10, 5, 1)]))  # hand-made
-    for raised in (pl.exceptions.ComputeError("bad\nthing"), KeyError("x"), AssertionError(), PermissionError(13, "no")):
+    for raised in (
+        pl.exceptions.ComputeError("bad\nthing"),
+        KeyError("x"),
+        AssertionError(),
+        PermissionError(13, "no"),
+    ):
+
         def fail(*args, error=raised, **kwargs):  # type: ignore[no-untyped-def]
             raise error
 
@@ -123,8 +140,10 @@ def test_odd_file_names_and_cache_folders_load_or_fail_typed(tmp_path, monkeypat
 
 
 def test_out_of_range_times_raise_no_runtime_warning(cli, tmp_path) -> None:
-    path = write(tmp_path / "huge.json",  # HAND-MADE: times far beyond 64-bit nanoseconds
-                 document([kernel("huge", 1e300, 1e300, 1), kernel("k", 10, 5, 2), kernel("k2", 1e20, 5, 3)]))
+    path = write(
+        tmp_path / "huge.json",  # HAND-MADE: times far beyond 64-bit nanoseconds
+        document([kernel("huge", 1e300, 1e300, 1), kernel("k", 10, 5, 2), kernel("k2", 1e20, 5, 3)]),
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         opscope.load(path, cache=False)
@@ -141,10 +160,21 @@ def test_width_out_of_range(cli) -> None:
 
 def test_stdout_on_a_full_device() -> None:
     with open("/dev/full", "w") as full:
-        done = subprocess.run([sys.executable, "-c", "import sys; from opscope.cli.main import main; "
-                               "sys.exit(main(sys.argv[1:]))", "summary", str(corpus_path(REAL)), "--no-cache"],
-                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
-                              env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from opscope.cli.main import main; sys.exit(main(sys.argv[1:]))",
+                "summary",
+                str(corpus_path(REAL)),
+                "--no-cache",
+            ],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        )
     assert done.returncode == 2, done.stderr
     assert done.stderr == "opscope: error: cannot write to standard output: No space left on device\n"
 
@@ -155,9 +185,11 @@ def test_one_line_parser(capsys) -> None:
     child = sub.add_parser("summary")
     child.add_argument("--top", type=int)
     assert type(child) is OneLineParser
-    for argv, message in ((["summary", "--top", "x"], "opscope summary: error: argument --top: invalid int value"),
-                          (["summary", "--bogus\x1b[2J"], "opscope: error: unrecognized arguments: --bogus\\x1b[2J"),
-                          (["nope"], "opscope: error: argument command: invalid choice")):
+    for argv, message in (
+        (["summary", "--top", "x"], "opscope summary: error: argument --top: invalid int value"),
+        (["summary", "--bogus\x1b[2J"], "opscope: error: unrecognized arguments: --bogus\\x1b[2J"),
+        (["nope"], "opscope: error: argument command: invalid choice"),
+    ):
         capsys.readouterr()
         with pytest.raises(SystemExit) as exc:
             parser.parse_args(argv)
@@ -173,9 +205,15 @@ def test_cli_option_errors_are_one_line(cli) -> None:
 def test_files_on_a_full_device(cli) -> None:
     """Every writer: a full device is one line, exit 2 (a trimmed trace failed with exit 3)."""
     trace = corpus_path(REAL)
-    for command in (("summary", trace, "-o", "/dev/full"), ("report", trace, "-o", "/dev/full"),
-                    ("export", trace, "--folded", "-o", "/dev/full"), ("export", trace, "-o", "/dev/full"),
-                    ("diff", trace, trace, "--html", "/dev/full")):
+    for command in (
+        ("summary", trace, "-o", "/dev/full"),
+        ("report", trace, "-o", "/dev/full"),
+        ("export", trace, "--folded", "-o", "/dev/full"),
+        ("export", trace, "-o", "/dev/full"),
+        ("diff", trace, trace, "--html", "/dev/full"),
+    ):
         result = cli(*command)
-        assert result.code == 2 and result.err == "opscope: error: /dev/full: cannot write: No space left on device\n", \
-            (command, result.err)
+        assert (
+            result.code == 2
+            and result.err == "opscope: error: /dev/full: cannot write: No space left on device\n"
+        ), (command, result.err)

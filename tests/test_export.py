@@ -23,8 +23,9 @@ NCCL = "hta/nccl_parser_config_nccl_data.json.gz"
 GPU_PLACED = {*GPU_CATS, "gpu_user_annotation"}
 
 
-def expected_events(events: list[dict[str, Any]], windows: list[tuple[int, int]] | None,
-                    streams: set[int] | None = None) -> list[dict[str, Any]]:
+def expected_events(
+    events: list[dict[str, Any]], windows: list[tuple[int, int]] | None, streams: set[int] | None = None
+) -> list[dict[str, Any]]:
     """The export rules (docs/reports.md) applied to the raw events, independently of opscope's code."""
 
     def placed_out(e: dict[str, Any]) -> bool:
@@ -59,8 +60,15 @@ def expected_events(events: list[dict[str, Any]], windows: list[tuple[int, int]]
 
 
 def key(e: dict[str, Any]) -> tuple:
-    return (e.get("ph"), e.get("cat"), e.get("name"), str(e.get("pid")), str(e.get("tid")), str(e.get("ts")),
-            str(e.get("id")))
+    return (
+        e.get("ph"),
+        e.get("cat"),
+        e.get("name"),
+        str(e.get("pid")),
+        str(e.get("tid")),
+        str(e.get("ts")),
+        str(e.get("id")),
+    )
 
 
 def check_trimmed(out: Path, source: Path, expected: list[dict[str, Any]]) -> dict[str, Any]:
@@ -85,8 +93,11 @@ def test_export_steps(cli, tmp_path) -> None:
     out = tmp_path / "small.json.gz"
     result = cli("export", source, "--steps", "102-103", "-o", out)
     assert result.code == 0, result.err
-    steps = {e["name"]: e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")
-             and e.get("cat") == "user_annotation"}
+    steps = {
+        e["name"]: e
+        for e in events
+        if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("cat") == "user_annotation"
+    }
     lo = ns(steps["ProfilerStep#102"]["ts"])
     hi = ns(steps["ProfilerStep#103"]["ts"]) + ns(steps["ProfilerStep#103"]["dur"])
     expected = expected_events(events, [(lo, hi)])
@@ -122,12 +133,15 @@ def test_export_stream_keeps_only_whole_flows(cli, tmp_path) -> None:
 
 def test_export_errors(cli, tmp_path) -> None:
     source = corpus_path(V100)
-    for args, message in [((), "needs --folded"), (("--steps", "99", "-o", tmp_path / "x.json"), "no step 99"),
-                          (("--window", "5:1", "-o", tmp_path / "x.json"), "START < END"),
-                          (("--steps", "x", "-o", tmp_path / "x.json"), "--steps"),
-                          (("--steps", "101", "--window", "1:2", "-o", tmp_path / "x.json"), "cannot be combined"),
-                          (("--folded", "--window", "1:2"), "--window applies to trimmed traces"),
-                          (("-o", source), "overwrite")]:
+    for args, message in [
+        ((), "needs --folded"),
+        (("--steps", "99", "-o", tmp_path / "x.json"), "no step 99"),
+        (("--window", "5:1", "-o", tmp_path / "x.json"), "START < END"),
+        (("--steps", "x", "-o", tmp_path / "x.json"), "--steps"),
+        (("--steps", "101", "--window", "1:2", "-o", tmp_path / "x.json"), "cannot be combined"),
+        (("--folded", "--window", "1:2"), "--window applies to trimmed traces"),
+        (("-o", source), "overwrite"),
+    ]:
         result = cli("export", source, *args)
         assert result.code == 2 and message in result.err and result.err.count("\n") == 1, (args, result.err)
 
@@ -148,7 +162,9 @@ def test_folded_stacks_add_up(cli, tmp_path) -> None:
         per_kernel[frames[-1]] += weight
         total += weight
         assert not any(re.fullmatch(r"ProfilerStep#\d+", f) for f in frames)  # steps fold into ProfilerStep#*
-    raw_total = sum(ns(e["dur"]) for e in raw_events(source) if e.get("ph") == "X" and e.get("cat") in GPU_CATS)
+    raw_total = sum(
+        ns(e["dur"]) for e in raw_events(source) if e.get("ph") == "X" and e.get("cat") in GPU_CATS
+    )
     assert total == raw_total
     for row in summary["rows"]:
         assert per_kernel[row["name"].replace(";", ":")] / 1e3 == pytest.approx(row["total_us"], abs=1e-3)
@@ -169,11 +185,38 @@ def test_trim_streams_without_event_boundaries(cli, tmp_path) -> None:
     import gzip as gz
 
     source = tmp_path / "spaces.json.gz"
-    source.write_bytes(gz.compress(b'{"schemaVersion": 1, "traceEvents": [' + b" " * (16 << 20)
-                                   + b'{"ph": "X", "name": "k", "ts": 1, "dur": 1}], "deviceProperties": [{"id": 0}]}'))
+    source.write_bytes(
+        gz.compress(
+            b'{"schemaVersion": 1, "traceEvents": ['
+            + b" " * (16 << 20)
+            + b'{"ph": "X", "name": "k", "ts": 1, "dur": 1}], "deviceProperties": [{"id": 0}]}'
+        )
+    )
     target = tmp_path / "out.json"
     result = cli("export", source, "-o", target, "--no-cache")
     assert result.code == 0, result.err
     doc = json.loads(target.read_text())
     assert [e["name"] for e in doc["traceEvents"]] == ["k"]
     assert doc["schemaVersion"] == 1 and doc["deviceProperties"] == [{"id": 0}]
+
+
+def test_parquet_export_is_the_event_table(cli, tmp_path: Path) -> None:
+    """`export --parquet` (export/parquet.py): one row per event, the schema's columns, the same values as the
+    event table; an existing file is replaced whole, and the command refuses options it would ignore."""
+    import polars as pl
+
+    from opscope.model.schema import COLUMNS
+
+    path = corpus_path(V100)
+    out = tmp_path / "events.parquet"
+    result = cli("export", path, "--parquet", "-o", out)
+    assert result.code == 0, result.err
+    written = pl.read_parquet(out)
+    events = opscope.load(path).events
+    assert written.columns == list(COLUMNS)
+    assert written.height == events.height
+    assert written.select(pl.col("dur_ns").sum()).item() == events.select(pl.col("dur_ns").sum()).item()
+    assert written["name"].cast(pl.String).to_list() == events["name"].cast(pl.String).to_list()
+    assert not list(tmp_path.glob(".*partial"))
+    assert cli("export", path, "--parquet").code == 2  # needs -o
+    assert cli("export", path, "--parquet", "--folded", "-o", out).code == 2

@@ -12,8 +12,10 @@ import pytest
 from opscope.cli.main import COMMANDS
 
 HEAVY = ("polars", "pyarrow", "numpy")
-CHECK = ("import sys\nfrom opscope.cli.main import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
-         "print(sorted(m for m in {heavy!r} if m in sys.modules))")
+CHECK = (
+    "import sys\nfrom opscope.cli.main import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+    "print(sorted(m for m in {heavy!r} if m in sys.modules))"
+)
 
 
 def heavy_modules_after(argv: list[str]) -> str:
@@ -59,7 +61,9 @@ def test_warm_json_summary_skips_numpy_rich_and_asyncio(tmp_path) -> None:
     code = CHECK.format(argv=argv, heavy=("numpy", "rich", "asyncio", "opscope.scale.executor", "polars"))
     env = {**os.environ, "OPSCOPE_CACHE_DIR": str(tmp_path)}
     for _run in ("cold", "warm"):
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env
+        )
         assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "['polars']"
 
@@ -74,25 +78,31 @@ def test_cold_summary_imports_neither_pandas_nor_pyarrow_compute(tmp_path) -> No
     from conftest import corpus_path
 
     trace = str(corpus_path("hta/critical_path_cuda_event_sync_event_sync_trace.json.gz"))
-    code = CHECK.format(argv=["summary", trace, "--format", "json", "--top", "0"],
-                        heavy=("pandas", "pyarrow.compute"))
+    code = CHECK.format(
+        argv=["summary", trace, "--format", "json", "--top", "0"], heavy=("pandas", "pyarrow.compute")
+    )
     env = {**os.environ, "OPSCOPE_CACHE_DIR": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
-@pytest.mark.parametrize(("argv", "preset", "expected"), [
-    (["formats"], None, "1"),  # opscope's own commands: numpy's OpenBLAS asked for one thread
-    (["formats"], "4", "4"),  # the user's setting stands
-])
+@pytest.mark.parametrize(
+    ("argv", "preset", "expected"),
+    [
+        (["formats"], None, "1"),  # opscope's own commands: numpy's OpenBLAS asked for one thread
+        (["formats"], "4", "4"),  # the user's setting stands
+    ],
+)
 def test_blas_threads_for_opscope_commands(argv: list[str], preset: str | None, expected: str | None) -> None:
     """numpy's OpenBLAS spins a thread per core after import; opscope does no BLAS, so its own commands ask
     for one thread before numpy loads (measured: ~3% of the CPU of a cold 1 GB `summary`)."""
     import os
 
-    code = (f"import os\nfrom opscope.cli.main import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
-            "print(repr(os.environ.get('OPENBLAS_NUM_THREADS')))")
+    code = (
+        f"import os\nfrom opscope.cli.main import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "print(repr(os.environ.get('OPENBLAS_NUM_THREADS')))"
+    )
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     if preset is not None:
         env["OPENBLAS_NUM_THREADS"] = preset

@@ -57,8 +57,9 @@ def test_another_file_is_not_given_the_reader(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("setting", [("OPSCOPE_READER", "python"), ("OPSCOPE_HEADSTART", "0")])
-def test_nothing_starts_when_switched_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                          setting: tuple[str, str]) -> None:
+def test_nothing_starts_when_switched_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: tuple[str, str]
+) -> None:
     monkeypatch.setenv(*setting)
     headstart.begin(str(_copy(tmp_path)))
     assert headstart._started is None
@@ -84,8 +85,9 @@ def test_nothing_starts_for_a_cached_trace(tmp_path: Path, cli) -> None:  # type
     assert headstart._started is not None
 
 
-def test_the_cli_answer_is_the_same_with_and_without_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cli_answer_is_the_same_with_and_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     trace = _copy(tmp_path)
     outputs = []
     for setting in ("1", "0"):
@@ -97,8 +99,9 @@ def test_the_cli_answer_is_the_same_with_and_without_it(tmp_path: Path, monkeypa
     assert outputs[0]["trace"]["events"] > 0
 
 
-def test_a_reader_nobody_takes_is_dropped_when_the_command_ends(tmp_path: Path,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_reader_nobody_takes_is_dropped_when_the_command_ends(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     trace = _copy(tmp_path)
     # an argument error after the start: the command never reads the trace
     assert main(["summary", str(trace), "--top", "-1"]) != 0

@@ -481,7 +481,9 @@ def raw_op_calls(events: list[dict]) -> dict[str, list[int]]:
     return calls
 
 
-@pytest.mark.parametrize("relative", [ALEXNET, MINITOY])  # MINITOY: two ProfilerStep#N, one "ProfilerStep#*" row
+@pytest.mark.parametrize(
+    "relative", [ALEXNET, MINITOY]
+)  # MINITOY: two ProfilerStep#N, one "ProfilerStep#*" row
 def test_op_spread_matches_the_raw_events(relative: str) -> None:
     events = reference.load(corpus_path(relative))
     stored: dict[str, dict[str, float]] = defaultdict(dict)

@@ -80,7 +80,9 @@ def check_csv(out: str) -> list[list[str]]:
     rows = list(csv.reader(io.StringIO(out)))
     for row in rows:
         for cell in row:
-            assert not cell.startswith(("=", "+", "@", "\t", "\r")) and not re.match(r"-(?![\d.]+$)", cell), cell
+            assert not cell.startswith(("=", "+", "@", "\t", "\r")) and not re.match(r"-(?![\d.]+$)", cell), (
+                cell
+            )
     return rows
 
 
@@ -102,8 +104,13 @@ def check_markdown(out: str) -> None:
 def md_plain_source(out: str) -> str:
     """The Markdown source outside code spans, as the parser delimits them."""
     md = MarkdownIt("commonmark").enable("table")
-    spans = [child.content for token in md.parse(out) if token.children for child in token.children
-             if child.type == "code_inline"]
+    spans = [
+        child.content
+        for token in md.parse(out)
+        if token.children
+        for child in token.children
+        if child.type == "code_inline"
+    ]
     for span in sorted(spans, key=len, reverse=True):
         out = out.replace(span, "")
     return out
@@ -116,7 +123,15 @@ def check_html(page: str) -> Any:
     return json.loads(match.group(1))
 
 
-COMMANDS = [("summary",), ("analyze",), ("ops",), ("tree", "--depth", "0"), ("steps",), ("kernels",), ("critical-path",)]
+COMMANDS = [
+    ("summary",),
+    ("analyze",),
+    ("ops",),
+    ("tree", "--depth", "0"),
+    ("steps",),
+    ("kernels",),
+    ("critical-path",),
+]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
@@ -134,9 +149,19 @@ def test_every_format_of_every_one_trace_command(cli, hostile, command) -> None:
 def test_summary_shows_names_as_typed_and_keeps_them_exact_in_json(cli, hostile) -> None:
     base, _ = hostile
     out = cli("summary", base, "--wide", "--top", "0", "--width", "300").out
-    for literal in ("kernel[/x]", "foo[bar]baz", "[link=https://evil.example]click[/link]", "\\x1b[2Jclear",
-                    "\\x1b]52;c;aGk=\\x1b\\", "a|b\\n| fake | row |", "c1\\x9bx\\x7fy\\u202eevil", "\\tcmd",
-                    "GPU\\x1b[31m<b>red</b>|[bold]x[/bold]", "dir\\x1b[2J", "base\\x1b]0;title\\x07.json"):
+    for literal in (
+        "kernel[/x]",
+        "foo[bar]baz",
+        "[link=https://evil.example]click[/link]",
+        "\\x1b[2Jclear",
+        "\\x1b]52;c;aGk=\\x1b\\",
+        "a|b\\n| fake | row |",
+        "c1\\x9bx\\x7fy\\u202eevil",
+        "\\tcmd",
+        "GPU\\x1b[31m<b>red</b>|[bold]x[/bold]",
+        "dir\\x1b[2J",
+        "base\\x1b]0;title\\x07.json",
+    ):
         assert literal in out, literal
     data = check_json(cli("summary", base, "--top", "0", "--format", "json").out)
     assert sorted(row["name"] for row in data["rows"]) == sorted(HOSTILE)
@@ -147,8 +172,14 @@ def test_csv_neutralises_formulas_with_a_quote(cli, hostile) -> None:
     base, _ = hostile
     rows = check_csv(cli("summary", base, "--top", "0", "--format", "csv").out)
     names = {row[0] for row in rows[1:]}
-    for expected in ("'=HYPERLINK(\"http://evil.example\",\"x\")", "'+1+1", "'-2+3", "'@SUM(A1)", "\\tcmd",
-                     "kernel[/x]"):
+    for expected in (
+        '\'=HYPERLINK("http://evil.example","x")',
+        "'+1+1",
+        "'-2+3",
+        "'@SUM(A1)",
+        "\\tcmd",
+        "kernel[/x]",
+    ):
         assert expected in names, (expected, names)
     assert csv_cell(-2.5) == -2.5 and csv_cell("-2") == "'-2" and csv_cell("\tx") == "\\tx"
 
@@ -194,8 +225,12 @@ def test_html_reports_keep_exact_names(cli, hostile, tmp_path) -> None:
     check_html((tmp_path / "d.html").read_text(encoding="utf-8"))
     assert cli("ranks", base, new, "--html", tmp_path / "k.html").code == 0
     check_html((tmp_path / "k.html").read_text(encoding="utf-8"))
-    for fmt, check in (("markdown", check_markdown), ("csv", check_csv), ("json", check_json),
-                       ("table", check_table)):
+    for fmt, check in (
+        ("markdown", check_markdown),
+        ("csv", check_csv),
+        ("json", check_json),
+        ("table", check_table),
+    ):
         check(cli("report", base, "--format", fmt).out)
 
 
@@ -206,19 +241,39 @@ def test_folded_stacks_one_line_per_stack_no_control_characters(cli, hostile) ->
     lines = out.splitlines()
     assert len(lines) == len(HOSTILE)
     assert all(re.fullmatch(r".+ \d+", line) for line in lines)
-    assert any(line.startswith("ProfilerStep#*;op a|b\\n| fake | row |;a|b\\n| fake | row | ") for line in lines)
+    assert any(
+        line.startswith("ProfilerStep#*;op a|b\\n| fake | row |;a|b\\n| fake | row | ") for line in lines
+    )
 
 
 def test_colour_output_has_only_colour_sequences() -> None:
     """With colour on, the only escape sequences are SGR colours: no OSC 8 hyperlink from `[link=...]`."""
     rows = tuple({"name": name} for name in HOSTILE)
-    doc = Document(title="t [red]x[/red]", data={}, facts=(("device", DEVICE),),
-                   tables=(Table("k", "[link=https://evil.example]t[/link]", (Column("name", "Name", NAME),), rows,
-                                 footer=("[/x] footer",)),), notes=("[bold]note",))
+    doc = Document(
+        title="t [red]x[/red]",
+        data={},
+        facts=(("device", DEVICE),),
+        tables=(
+            Table(
+                "k",
+                "[link=https://evil.example]t[/link]",
+                (Column("name", "Name", NAME),),
+                rows,
+                footer=("[/x] footer",),
+            ),
+        ),
+        notes=("[bold]note",),
+    )
     out = render(doc, "table", RenderOptions(width=300, wide=True, color=True))
     assert not RAW.search(SGR.sub("", out))
-    for literal in ("t [red]x[/red]", "[link=https://evil.example]t[/link]", "[/x] footer", "[bold]note",
-                    "kernel[/x]", "foo[bar]baz"):
+    for literal in (
+        "t [red]x[/red]",
+        "[link=https://evil.example]t[/link]",
+        "[/x] footer",
+        "[bold]note",
+        "kernel[/x]",
+        "foo[bar]baz",
+    ):
         assert literal in SGR.sub("", out), literal
 
 

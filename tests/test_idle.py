@@ -21,13 +21,29 @@ def _write(tmp_path, evs):
 
 
 def _kernel(name, ts, dur, corr):
-    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
-            "args": {"device": 0, "stream": 7, "correlation": corr}}
+    return {
+        "ph": "X",
+        "cat": "kernel",
+        "name": name,
+        "pid": 0,
+        "tid": 7,
+        "ts": ts,
+        "dur": dur,
+        "args": {"device": 0, "stream": 7, "correlation": corr},
+    }
 
 
 def _launch(ts, corr, name="cudaLaunchKernel"):
-    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 2,
-            "args": {"correlation": corr}}
+    return {
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": name,
+        "pid": 1,
+        "tid": 1,
+        "ts": ts,
+        "dur": 2,
+        "args": {"correlation": corr},
+    }
 
 
 def test_hand_made_trace_every_cause(tmp_path) -> None:
@@ -38,18 +54,42 @@ def test_hand_made_trace_every_cause(tmp_path) -> None:
     host, except 90-95 covered by a cuda_sync record of device 0: sync."""
     evs = [
         {"ph": "X", "cat": "cpu_op", "name": "outer", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
-        _launch(0, 1), _kernel("A", 10, 10, 1),
-        _launch(30, 2), _kernel("B", 35, 5, 2),
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1, "ts": 38, "dur": 12},
-        _launch(55, 3), _kernel("C", 60, 10, 3),
+        _launch(0, 1),
+        _kernel("A", 10, 10, 1),
+        _launch(30, 2),
+        _kernel("B", 35, 5, 2),
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaDeviceSynchronize",
+            "pid": 1,
+            "tid": 1,
+            "ts": 38,
+            "dur": 12,
+        },
+        _launch(55, 3),
+        _kernel("C", 60, 10, 3),
         _kernel("D", 80, 10, 99),
-        {"ph": "X", "cat": "cuda_sync", "name": "Context Sync", "pid": 0, "tid": 7, "ts": 85, "dur": 10,
-         "args": {"device": 0, "stream": 7}},
+        {
+            "ph": "X",
+            "cat": "cuda_sync",
+            "name": "Context Sync",
+            "pid": 0,
+            "tid": 7,
+            "ts": 85,
+            "dur": 10,
+            "args": {"device": 0, "stream": 7},
+        },
     ]
     trace = _write(tmp_path, evs)
     (dev,) = idle_breakdown(trace).devices
     us = 1000
-    assert (dev.idle_ns, dev.host_wait_ns, dev.sync_wait_ns, dev.other_ns) == (65 * us, 20 * us, 15 * us, 30 * us)
+    assert (dev.idle_ns, dev.host_wait_ns, dev.sync_wait_ns, dev.other_ns) == (
+        65 * us,
+        20 * us,
+        15 * us,
+        30 * us,
+    )
     assert dev.gaps == 5 and dev.longest_gap_ns == 20 * us
     assert timeline(trace).devices[0].idle_ns == dev.idle_ns
 
@@ -66,8 +106,11 @@ def reference(path) -> dict:
     evs = ref.load(path)
     wlo, whi = ref.window(evs)
     calls = ref.launches(evs)
-    syncs_cpu = [(ref.ns(e["ts"]), ref.ns(e["ts"]) + max(ref.ns(e.get("dur") or 0), 0)) for e in evs
-                 if e.get("cat") in ref.LAUNCH_CATS and ref.SYNC_NAMES.search(e.get("name") or "")]
+    syncs_cpu = [
+        (ref.ns(e["ts"]), ref.ns(e["ts"]) + max(ref.ns(e.get("dur") or 0), 0))
+        for e in evs
+        if e.get("cat") in ref.LAUNCH_CATS and ref.SYNC_NAMES.search(e.get("name") or "")
+    ]
     out = {}
     for device, items in ref.by_device(ref.gpu(evs)).items():
         merged = ref.merge([(g.start, g.end) for g in items])
@@ -87,8 +130,11 @@ def reference(path) -> dict:
             cut = min(max(min(launch_ts), g0), g1)
             host.append((g0, cut))
             other.append((cut, g1))
-        syncs = syncs_cpu + [(ref.ns(e["ts"]), ref.ns(e["ts"]) + ref.ns(e.get("dur") or 0)) for e in evs
-                             if e.get("cat") == "cuda_sync" and (e.get("args") or {}).get("device", device) == device]
+        syncs = syncs_cpu + [
+            (ref.ns(e["ts"]), ref.ns(e["ts"]) + ref.ns(e.get("dur") or 0))
+            for e in evs
+            if e.get("cat") == "cuda_sync" and (e.get("args") or {}).get("device", device) == device
+        ]
         win = [(wlo, whi)]
         gaps_w = ref.intersect(gaps, win)
         host_w, other_w = ref.intersect(host, win), ref.intersect(other, win)
@@ -123,18 +169,26 @@ def test_idle_breakdown_equals_raw_recomputation(relative: str) -> None:
     for d in result.devices:
         ref = expected[d.device]
         assert (d.idle_ns, d.host_wait_ns, d.sync_wait_ns, d.other_ns) == (
-            ref["idle"], ref["host"], ref["sync"], ref["other"])
+            ref["idle"],
+            ref["host"],
+            ref["sync"],
+            ref["other"],
+        )
         assert d.host_wait_ns + d.sync_wait_ns + d.other_ns == d.idle_ns == tl[d.device].idle_ns
 
 
 @pytest.mark.corpus
 def test_sync_heavy_trace_has_sync_wait() -> None:
-    trace = opscope.load(corpus_path("hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz"))
+    trace = opscope.load(
+        corpus_path("hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz")
+    )
     (dev,) = idle_breakdown(trace).devices
     assert dev.sync_wait_ns > 0 and dev.host_wait_ns > 0
 
 
 @pytest.mark.corpus
 def test_cpu_only_trace_has_no_devices() -> None:
-    result = idle_breakdown(opscope.load(corpus_path("hta/cpu_only_rank-34.OLDVERSION_b8cce2cd9c.pt.trace.json.gz")))
+    result = idle_breakdown(
+        opscope.load(corpus_path("hta/cpu_only_rank-34.OLDVERSION_b8cce2cd9c.pt.trace.json.gz"))
+    )
     assert result.devices == ()

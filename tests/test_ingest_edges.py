@@ -117,8 +117,10 @@ def test_integers_beyond_64_bits_do_not_stop_analysis(cli, tmp_path: Path) -> No
     assert json.loads(result.out)["rows"][0]["name"] == "ncclKernel_AllReduce"
     # hand-made: a correlation id beyond 2^64
     path = tmp_path / "huge.json"
-    path.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, '
-                    '"dur": 2, "args": {"correlation": 123456789012345678901234567890, "stream": 7}}]}')
+    path.write_text(
+        '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, '
+        '"dur": 2, "args": {"correlation": 123456789012345678901234567890, "stream": 7}}]}'
+    )
     result = cli("summary", path, "--format", "json")
     assert result.code == 0, result.err
     assert "beyond 64 bits" in result.err
@@ -128,9 +130,11 @@ def test_integers_beyond_64_bits_do_not_stop_analysis(cli, tmp_path: Path) -> No
 def test_invalid_utf8_is_replaced_with_one_warning(cli, tmp_path: Path) -> None:
     # hand-made: two kernels, one name with a byte that is not UTF-8
     path = tmp_path / "bad_utf8.json"
-    path.write_bytes(b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "gemm\xff_kernel", "pid": 0, "tid": 7, '
-                     b'"ts": 1, "dur": 5}, {"ph": "X", "cat": "kernel", "name": "ok", "pid": 0, "tid": 7, "ts": 9, '
-                     b'"dur": 3}]}')
+    path.write_bytes(
+        b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "gemm\xff_kernel", "pid": 0, "tid": 7, '
+        b'"ts": 1, "dur": 5}, {"ph": "X", "cat": "kernel", "name": "ok", "pid": 0, "tid": 7, "ts": 9, '
+        b'"dur": 3}]}'
+    )
     result = cli("summary", path, "--format", "json")
     assert result.code == 0, result.err
     assert result.err.count("UTF-8") == 1
@@ -141,11 +145,34 @@ def test_invalid_utf8_is_replaced_with_one_warning(cli, tmp_path: Path) -> None:
 def test_values_of_unexpected_types_are_tolerated(tmp_path: Path) -> None:
     # hand-made: stream as text, dur as a string, grid of the wrong shape
     path = tmp_path / "types.json"
-    path.write_text(json.dumps({"traceEvents": [
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": "0", "tid": "stream 7", "ts": 1.5, "dur": "2",
-         "args": {"stream": "7", "grid": 5, "device": 0}},
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 3, "args": {"stream": 7}},
-    ]}))
+    path.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "cat": "kernel",
+                        "name": "k",
+                        "pid": "0",
+                        "tid": "stream 7",
+                        "ts": 1.5,
+                        "dur": "2",
+                        "args": {"stream": "7", "grid": 5, "device": 0},
+                    },
+                    {
+                        "ph": "X",
+                        "cat": "kernel",
+                        "name": "k",
+                        "pid": 0,
+                        "tid": 7,
+                        "ts": 10,
+                        "dur": 3,
+                        "args": {"stream": 7},
+                    },
+                ]
+            }
+        )
+    )
     trace = opscope.load(path)
     events = trace.events
     assert events["stream"].to_list() == [7, 7]
@@ -155,7 +182,9 @@ def test_values_of_unexpected_types_are_tolerated(tmp_path: Path) -> None:
 
 def test_splitter_batches_equal_single_decode_on_compact_and_nested_json() -> None:
     # hand-made: compact one-line JSON with nested arrays of objects and braces inside strings
-    events = [{"ph": "X", "name": f"op}}, {{{i}", "args": {"list": [{"a": i}, {"b": "},{"}]}} for i in range(500)]
+    events = [
+        {"ph": "X", "name": f"op}}, {{{i}", "args": {"list": [{"a": i}, {"b": "},{"}]}} for i in range(500)
+    ]
     doc = json.dumps({"traceEvents": events, "tail": [{"x": 1}]}, separators=(",", ":")).encode()
     scanner = Scanner(batch_bytes=1000)
     batches = []
@@ -184,15 +213,30 @@ def test_decode_threads_do_not_change_the_table(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("OPSCOPE_WORKERS", "4")
     four = opscope.load(path, cache=False).events
     assert one.height == four.height == 86859
-    assert one.cast({c: str for c in ("name", "cat", "kind")}).equals(four.cast({c: str for c in ("name", "cat", "kind")}))
+    assert one.cast({c: str for c in ("name", "cat", "kind")}).equals(
+        four.cast({c: str for c in ("name", "cat", "kind")})
+    )
 
 
 @pytest.mark.parametrize("reader", ["native", "python"])
-def test_nested_objects_laid_out_like_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str) -> None:
+def test_nested_objects_laid_out_like_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str
+) -> None:
     # hand-made: args holding lists of objects laid out like top-level events ("}, {" across lines), so that a
     # guessed cut would fall inside events; nothing may be lost or duplicated, whatever the batch size
-    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1,
-               "args": {"External id": i, "nested": [{"a": i}, {"b": "},\n{"}]}} for i in range(3000)]
+    events = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": f"op{i}",
+            "pid": 1,
+            "tid": 1,
+            "ts": i,
+            "dur": 1,
+            "args": {"External id": i, "nested": [{"a": i}, {"b": "},\n{"}]},
+        }
+        for i in range(3000)
+    ]
     path = tmp_path / "nested.json"
     path.write_text(json.dumps({"traceEvents": events}, indent=1))
     monkeypatch.setenv("OPSCOPE_READER", reader)

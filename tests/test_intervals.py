@@ -6,7 +6,7 @@ import random
 
 import polars as pl
 
-from opscope.analysis.timeline import intervals
+from opscope.analysis.base import intervals
 
 
 def brute_union(pairs: list[tuple[int, int]]) -> int:
@@ -23,8 +23,10 @@ def test_union_matches_brute_force():
         for _ in range(rng.randint(0, 30)):
             s = rng.randint(0, 200)
             pairs.append((s, s + rng.randint(-3, 40)))
-        frame = pl.DataFrame({"start_ns": [p[0] for p in pairs], "end_ns": [p[1] for p in pairs]},
-                             schema={"start_ns": pl.Int64, "end_ns": pl.Int64})
+        frame = pl.DataFrame(
+            {"start_ns": [p[0] for p in pairs], "end_ns": [p[1] for p in pairs]},
+            schema={"start_ns": pl.Int64, "end_ns": pl.Int64},
+        )
         assert intervals.union_ns(frame) == brute_union(pairs)
 
 

@@ -14,10 +14,20 @@ from opscope.analysis.kernels.launch_config import LaunchOptions, arch_limits, l
 from opscope.model.meta import DeviceInfo
 
 V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
-H100 = ["tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
-        "tracelens/h100__Falconsai_nsfw_image_detection__1016002.json.gz"]
-A100 = DeviceInfo(id=0, name="A100", sm_count=108, max_threads_per_sm=2048, regs_per_sm=65536,
-                  shared_mem_per_sm=167936, warp_size=32, compute_capability="8.0")
+H100 = [
+    "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+    "tracelens/h100__Falconsai_nsfw_image_detection__1016002.json.gz",
+]
+A100 = DeviceInfo(
+    id=0,
+    name="A100",
+    sm_count=108,
+    max_threads_per_sm=2048,
+    regs_per_sm=65536,
+    shared_mem_per_sm=167936,
+    warp_size=32,
+    compute_capability="8.0",
+)
 
 
 def _load_gz(path):
@@ -70,7 +80,9 @@ def test_trace_estimate_never_exceeds_theoretical_occupancy(rel):
         assert est <= occ.theoretical_pct + 0.5, (event["name"], est, occ)
         if est > 0:
             checked += 1
-            predicted = min(occ.blocks_per_sm, args["blocks per SM"]) * threads / device.max_threads_per_sm * 100
+            predicted = (
+                min(occ.blocks_per_sm, args["blocks per SM"]) * threads / device.max_threads_per_sm * 100
+            )
             reproduced += abs(predicted - est) <= 0.5 or int(predicted) == est
     assert checked > 0 and reproduced == checked
 
@@ -86,13 +98,17 @@ def test_launch_config_rows_cover_every_kernel_and_flag_small_grids():
     small = [r for r in report.rows if 0 < r.blocks < 80]
     assert small and all("under_filled" in r.flags for r in small)
     assert all("under_filled" not in r.flags for r in report.rows if r.blocks >= 80)
-    low = [r for r in report.rows if r.theoretical_occupancy_pct is not None and r.theoretical_occupancy_pct < 50]
+    low = [
+        r for r in report.rows if r.theoretical_occupancy_pct is not None and r.theoretical_occupancy_pct < 50
+    ]
     assert all("low_occupancy" in r.flags for r in low)
 
 
 @pytest.mark.corpus
 def test_kernels_command_on_amd_has_no_occupancy(cli):
-    result = cli("kernels", corpus_path("omniperf/vcopy_MI100__timestamps.csv"), "--format", "json", "--no-cache")
+    result = cli(
+        "kernels", corpus_path("omniperf/vcopy_MI100__timestamps.csv"), "--format", "json", "--no-cache"
+    )
     assert result.code == 0, result.err
     row = json.loads(result.out)["rows"][0]
     assert row["theoretical_occupancy_pct"] is None and row["grid"] == [4096, 1, 1]

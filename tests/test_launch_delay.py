@@ -12,7 +12,7 @@ import pytest
 import opscope
 import reference as ref
 from conftest import corpus_path
-from opscope.analysis.attribution.linking import link
+from opscope.analysis.base.linking import link
 from opscope.analysis.timeline.launch_delay import launch_delay
 
 CORPUS = [
@@ -51,7 +51,8 @@ def test_delays_equal_raw_recomputation(relative: str) -> None:
     assert result.p95_ns == pytest.approx(np.percentile(delays, 95))
     assert result.max_ns == max(delays) and result.mean_ns == pytest.approx(np.mean(delays))
     assert {w.name: (w.kernels, w.max_ns) for w in result.worst} == {
-        op: (len(v), max(v)) for op, v in by_op.items()}
+        op: (len(v), max(v)) for op, v in by_op.items()
+    }
     assert [w.max_ns for w in result.worst] == sorted((w.max_ns for w in result.worst), reverse=True)
 
 
@@ -65,22 +66,86 @@ def test_negative_delays_are_clamped_and_counted(tmp_path) -> None:
     """Hand-made: kernel 2 appears to start 3 us before its launch call (clock skew)."""
     evs = [
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 50},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 2,
-         "args": {"correlation": 1}},
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 15, "dur": 1,
-         "args": {"device": 0, "stream": 7, "correlation": 1}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 2,
-         "args": {"correlation": 2}},
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 17, "dur": 1,
-         "args": {"device": 0, "stream": 7, "correlation": 2}},
-        {"ph": "X", "cat": "kernel", "name": "orphan", "pid": 0, "tid": 7, "ts": 30, "dur": 1,
-         "args": {"device": 0, "stream": 7, "correlation": 77}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 1, "tid": 1, "ts": 40, "dur": 2,
-         "args": {"correlation": 3}},
-        {"ph": "X", "cat": "kernel", "name": "g1", "pid": 0, "tid": 7, "ts": 41, "dur": 1,
-         "args": {"device": 0, "stream": 7, "correlation": 3}},
-        {"ph": "X", "cat": "kernel", "name": "g2", "pid": 0, "tid": 7, "ts": 43, "dur": 1,
-         "args": {"device": 0, "stream": 7, "correlation": 3}},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 10,
+            "dur": 2,
+            "args": {"correlation": 1},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 15,
+            "dur": 1,
+            "args": {"device": 0, "stream": 7, "correlation": 1},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 20,
+            "dur": 2,
+            "args": {"correlation": 2},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 17,
+            "dur": 1,
+            "args": {"device": 0, "stream": 7, "correlation": 2},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "orphan",
+            "pid": 0,
+            "tid": 7,
+            "ts": 30,
+            "dur": 1,
+            "args": {"device": 0, "stream": 7, "correlation": 77},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaGraphLaunch",
+            "pid": 1,
+            "tid": 1,
+            "ts": 40,
+            "dur": 2,
+            "args": {"correlation": 3},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "g1",
+            "pid": 0,
+            "tid": 7,
+            "ts": 41,
+            "dur": 1,
+            "args": {"device": 0, "stream": 7, "correlation": 3},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "g2",
+            "pid": 0,
+            "tid": 7,
+            "ts": 43,
+            "dur": 1,
+            "args": {"device": 0, "stream": 7, "correlation": 3},
+        },
     ]
     result = launch_delay(_trace(tmp_path, evs))
     assert (result.kernels, result.negative, result.min_raw_ns) == (2, 1, -3000)
@@ -93,13 +158,37 @@ def test_flow_events_link_gpu_work_without_correlation(tmp_path) -> None:
     """Hand-made: the kernel and the launch carry no correlation; an ac2g flow (s on the launch, f on the
     kernel) links them, not the later launch call whose correlation equals the flow id."""
     evs = [
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 2},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 10,
+            "dur": 2,
+        },
         {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": 1, "tid": 1, "ts": 10},
         {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": 0, "tid": 7, "ts": 14, "bp": "e"},
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 14, "dur": 1,
-         "args": {"device": 0, "stream": 7}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 2,
-         "args": {"correlation": 5}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 14,
+            "dur": 1,
+            "args": {"device": 0, "stream": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 20,
+            "dur": 2,
+            "args": {"correlation": 5},
+        },
     ]
     trace = _trace(tmp_path, evs)
     stats = link(trace).stats
@@ -109,7 +198,9 @@ def test_flow_events_link_gpu_work_without_correlation(tmp_path) -> None:
 
 @pytest.mark.corpus
 def test_gpu_only_and_launches_without_kernels() -> None:
-    gpu_only = launch_delay(opscope.load(corpus_path("tracelens/mi210__gpu_only_trace__gpu_only_trace.json.gz")))
+    gpu_only = launch_delay(
+        opscope.load(corpus_path("tracelens/mi210__gpu_only_trace__gpu_only_trace.json.gz"))
+    )
     assert gpu_only.kernels == 562 and {w.name for w in gpu_only.worst} == {"(no op)"}
     no_kernels = launch_delay(opscope.load(corpus_path("zoology/trace.json")))
     assert no_kernels.kernels == 0 and no_kernels.p50_ns is None and no_kernels.worst == ()

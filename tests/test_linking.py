@@ -14,7 +14,7 @@ import pytest
 import opscope
 import reference as ref
 from conftest import corpus_path
-from opscope.analysis.attribution.linking import LAUNCH_API, link
+from opscope.analysis.base.linking import LAUNCH_API, link
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
@@ -30,7 +30,13 @@ CPU_ONLY = "hta/cpu_only_rank-34.OLDVERSION_b8cce2cd9c.pt.trace.json.gz"
 ZERO_KERNELS = "kineto/tb_plugin_samples_resnet50_autograd_api_num_workers_0_worker0.pt.trace.json.gz"
 
 RAW_CHECKED = [
-    V100, RESNET_2021, QWEN_H100, VLLM_GRAPH, SGLANG_GRAPH, GPU_ONLY, ZERO_KERNELS,
+    V100,
+    RESNET_2021,
+    QWEN_H100,
+    VLLM_GRAPH,
+    SGLANG_GRAPH,
+    GPU_ONLY,
+    ZERO_KERNELS,
     "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz",
     "tracelens/mi300__Falconsai_nsfw_image_detection__1016002.json.gz",
     "tracelens/torch_compile_triton__trace.json.gz",
@@ -95,12 +101,18 @@ def test_stack_is_outermost_first_and_nested() -> None:
 
 def test_external_id_agrees_with_innermost_op() -> None:
     # Kineto gives a launch call the External id of the op it ran in: an independent check of containment.
-    for relative in (V100, RESNET_2021, QWEN_H100, "tracelens/mi300__Falconsai_nsfw_image_detection__1016002.json.gz"):
+    for relative in (
+        V100,
+        RESNET_2021,
+        QWEN_H100,
+        "tracelens/mi300__Falconsai_nsfw_image_detection__1016002.json.gz",
+    ):
         trace = opscope.load(corpus_path(relative))
         ext = trace.lazy().with_row_index("r").select(pl.col("r").cast(pl.Int64), Col.EXTERNAL_ID).collect()
         gpu = link(trace).gpu.filter(pl.col("op_row").is_not_null())
-        joined = gpu.join(ext.rename({"r": "launch_row", Col.EXTERNAL_ID: "launch_ext"}), on="launch_row").join(
-            ext.rename({"r": "op_row", Col.EXTERNAL_ID: "op_ext"}), on="op_row")
+        joined = gpu.join(
+            ext.rename({"r": "launch_row", Col.EXTERNAL_ID: "launch_ext"}), on="launch_row"
+        ).join(ext.rename({"r": "op_row", Col.EXTERNAL_ID: "op_ext"}), on="op_row")
         assert joined.height == gpu.height > 0
         assert (joined["launch_ext"] == joined["op_ext"]).all(), relative
 
@@ -112,8 +124,9 @@ def test_nccl_annotation_inside_op_is_innermost() -> None:
     trace = opscope.load(corpus_path("hta/nccl_parser_config_nccl_data.json.gz"))
     ext = trace.lazy().with_row_index("r").select(pl.col("r").cast(pl.Int64), Col.EXTERNAL_ID).collect()
     linkage = link(trace)
-    gpu = linkage.gpu.join(ext.rename({"r": "launch_row", Col.EXTERNAL_ID: "launch_ext"}), on="launch_row").join(
-        ext.rename({"r": "op_row", Col.EXTERNAL_ID: "op_ext"}), on="op_row")
+    gpu = linkage.gpu.join(
+        ext.rename({"r": "launch_row", Col.EXTERNAL_ID: "launch_ext"}), on="launch_row"
+    ).join(ext.rename({"r": "op_row", Col.EXTERNAL_ID: "op_ext"}), on="op_row")
     differ = gpu.filter(pl.col("launch_ext") != pl.col("op_ext"))
     assert differ.height > 0 and set(differ["op_kind"]) == {"user_annotation"}
     parents = _rows(linkage.scopes, "row", "op_parent_row")
@@ -151,8 +164,14 @@ def test_launches_without_kernels(relative: str) -> None:
 
     events = ref.load(corpus_path(relative))
     gpu_corr = {ref.args(e).get("correlation") for e in events if e.get("cat") in ref.GPU_CATS}
-    expected = sum(1 for e in events if e.get("cat") in ref.LAUNCH_CATS and ref.is_x(e)
-                   and re.search(LAUNCH_API, e.get("name", "")) and ref.args(e).get("correlation") not in gpu_corr)
+    expected = sum(
+        1
+        for e in events
+        if e.get("cat") in ref.LAUNCH_CATS
+        and ref.is_x(e)
+        and re.search(LAUNCH_API, e.get("name", ""))
+        and ref.args(e).get("correlation") not in gpu_corr
+    )
     stats = link(opscope.load(corpus_path(relative))).stats
     assert stats.gpu_events == 0 and stats.unattributed_share == 0.0
     assert stats.launches_without_gpu == expected > 0
@@ -166,8 +185,9 @@ def test_cpu_only_trace() -> None:
 
 def _without_correlation(trace: Trace) -> Trace:
     gpu = pl.col(Col.KIND).cast(pl.String).is_in(["kernel", "memcpy", "memset"])
-    frame = trace.events.with_columns(pl.when(gpu).then(None).otherwise(pl.col(Col.CORRELATION))
-                                      .alias(Col.CORRELATION))
+    frame = trace.events.with_columns(
+        pl.when(gpu).then(None).otherwise(pl.col(Col.CORRELATION)).alias(Col.CORRELATION)
+    )
     return Trace.from_frame(trace.meta, frame)
 
 
@@ -192,7 +212,9 @@ def test_dangling_flows_match_raw(relative: str) -> None:
     at = {}
     for e in events:
         if ref.is_x(e):
-            at.setdefault((str(e.get("pid")), str(e.get("tid")), ref.ns(e.get("ts"))), set()).add(e.get("cat"))
+            at.setdefault((str(e.get("pid")), str(e.get("tid")), ref.ns(e.get("ts"))), set()).add(
+                e.get("cat")
+            )
     ends: dict[object, set[str]] = {}
     for e in events:
         if e.get("cat") in ref.FLOW_CATS and e.get("ph") in ("s", "f") and e.get("id") is not None:
@@ -218,12 +240,17 @@ def _x(cat: str, name: str, ts: float, dur: float, pid: int = 1, tid: int = 1, *
 def test_duplicate_correlation_ids(tmp_path: Path) -> None:
     # HAND-MADE: two launch calls carry correlation 7 (as in traces merged from two processes); each kernel
     # takes the latest launch that started before it.
-    trace = _write(tmp_path, [
-        _x("cpu_op", "aten::a", 0, 10), _x("cuda_runtime", "cudaLaunchKernel", 2, 1, correlation=7),
-        _x("cpu_op", "aten::b", 20, 10), _x("cuda_runtime", "cudaLaunchKernel", 22, 1, correlation=7),
-        _x("kernel", "k1", 5, 3, pid=0, tid=7, correlation=7, device=0, stream=7),
-        _x("kernel", "k2", 25, 3, pid=0, tid=7, correlation=7, device=0, stream=7),
-    ])
+    trace = _write(
+        tmp_path,
+        [
+            _x("cpu_op", "aten::a", 0, 10),
+            _x("cuda_runtime", "cudaLaunchKernel", 2, 1, correlation=7),
+            _x("cpu_op", "aten::b", 20, 10),
+            _x("cuda_runtime", "cudaLaunchKernel", 22, 1, correlation=7),
+            _x("kernel", "k1", 5, 3, pid=0, tid=7, correlation=7, device=0, stream=7),
+            _x("kernel", "k2", 25, 3, pid=0, tid=7, correlation=7, device=0, stream=7),
+        ],
+    )
     linkage = link(trace)
     assert linkage.stats.duplicate_correlations == 1
     assert dict(zip(linkage.gpu[Col.NAME], linkage.gpu["op_name"])) == {"k1": "aten::a", "k2": "aten::b"}
@@ -233,8 +260,11 @@ def test_duplicate_correlation_ids(tmp_path: Path) -> None:
 def test_zero_durations_on_real_trace() -> None:
     events = ref.load(corpus_path(ZERO_KERNELS))
     zero_gpu = sum(1 for e in events if e.get("cat") in ref.GPU_CATS and ref.is_x(e) and e["dur"] <= 0)
-    zero_cpu = sum(1 for e in events if e.get("cat") in ref.SCOPE_CATS | ref.LAUNCH_CATS
-                   and ref.is_x(e) and e["dur"] <= 0)
+    zero_cpu = sum(
+        1
+        for e in events
+        if e.get("cat") in ref.SCOPE_CATS | ref.LAUNCH_CATS and ref.is_x(e) and e["dur"] <= 0
+    )
     stats = link(opscope.load(corpus_path(ZERO_KERNELS))).stats
     assert stats.nonpositive_gpu == zero_gpu == 259 and stats.negative_gpu == 0
     assert stats.nonpositive_cpu == zero_cpu
@@ -244,14 +274,19 @@ def test_negative_durations(tmp_path: Path) -> None:
     # HAND-MADE: a kernel with a negative duration (clock glitch) counts as 0 time; a zero-length launch call
     # is still inside its op. The Kineto readers leave a negative `dur` empty (and warn), so the negative
     # duration is put into the table directly, as a reader of another format could deliver it.
-    trace = _write(tmp_path, [
-        _x("cpu_op", "aten::a", 0, 10), _x("cuda_runtime", "cudaLaunchKernel", 10, 0, correlation=1),
-        _x("cuda_runtime", "cudaLaunchKernel", 3, 1, correlation=2),
-        _x("kernel", "bad", 12, 4, pid=0, tid=7, correlation=1, device=0, stream=7),
-        _x("kernel", "good", 20, 5, pid=0, tid=7, correlation=2, device=0, stream=7),
-    ])
+    trace = _write(
+        tmp_path,
+        [
+            _x("cpu_op", "aten::a", 0, 10),
+            _x("cuda_runtime", "cudaLaunchKernel", 10, 0, correlation=1),
+            _x("cuda_runtime", "cudaLaunchKernel", 3, 1, correlation=2),
+            _x("kernel", "bad", 12, 4, pid=0, tid=7, correlation=1, device=0, stream=7),
+            _x("kernel", "good", 20, 5, pid=0, tid=7, correlation=2, device=0, stream=7),
+        ],
+    )
     events = trace.events.with_columns(
-        pl.when(pl.col("name") == "bad").then(-pl.col("dur_ns")).otherwise(pl.col("dur_ns")).alias("dur_ns"))
+        pl.when(pl.col("name") == "bad").then(-pl.col("dur_ns")).otherwise(pl.col("dur_ns")).alias("dur_ns")
+    )
     trace = Trace.from_frame(trace.meta, events)
     linkage = link(trace)
     assert linkage.stats.negative_gpu == 1 and linkage.stats.nonpositive_gpu == 1
@@ -262,13 +297,17 @@ def test_negative_durations(tmp_path: Path) -> None:
 
 def test_flow_pointing_nowhere_is_counted(tmp_path: Path) -> None:
     # HAND-MADE: flow 5 starts at a launch and ends at no event; flow 6 has no start at all.
-    trace = _write(tmp_path, [
-        _x("cpu_op", "aten::a", 0, 10), _x("cuda_runtime", "cudaLaunchKernel", 2, 1),
-        {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": 1, "tid": 1, "ts": 2},
-        {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": 0, "tid": 7, "ts": 50, "bp": "e"},
-        {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 6, "pid": 0, "tid": 7, "ts": 5, "bp": "e"},
-        _x("kernel", "k", 5, 3, pid=0, tid=7, device=0, stream=7),
-    ])
+    trace = _write(
+        tmp_path,
+        [
+            _x("cpu_op", "aten::a", 0, 10),
+            _x("cuda_runtime", "cudaLaunchKernel", 2, 1),
+            {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": 1, "tid": 1, "ts": 2},
+            {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": 0, "tid": 7, "ts": 50, "bp": "e"},
+            {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 6, "pid": 0, "tid": 7, "ts": 5, "bp": "e"},
+            _x("kernel", "k", 5, 3, pid=0, tid=7, device=0, stream=7),
+        ],
+    )
     stats = link(trace).stats
     assert stats.dangling_flows == 2
     assert stats.missing_launch == 1 and stats.without_correlation == 1
@@ -277,8 +316,10 @@ def test_flow_pointing_nowhere_is_counted(tmp_path: Path) -> None:
 
 def test_python_ids_agree_with_time_nesting() -> None:
     # Python frames: the parent by `Python parent id` is the parent by time nesting, on every frame.
-    for relative in ("tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz",
-                     "tracelens/inference__sglang_decode__capture_traces__bs_32_rank0.json.gz"):
+    for relative in (
+        "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz",
+        "tracelens/inference__sglang_decode__capture_traces__bs_32_rank0.json.gz",
+    ):
         scopes = link(opscope.load(corpus_path(relative))).scopes
         python = scopes.filter(pl.col(Col.KIND) == "python_function")
         by_id = dict(zip(python[Col.PY_ID], python["row"]))

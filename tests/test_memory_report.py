@@ -14,7 +14,7 @@ import reference as ref
 from browser import chromium, open_report, wait_for  # noqa: F401  (fixtures)
 from conftest import corpus_path
 from opscope.analysis.memory.peaks import pair_devices
-from opscope.report.memory_panel import MAX_POINTS, memory_panel
+from opscope.report.html.memory_panel import MAX_POINTS, memory_panel
 from rawfixtures import HOSTILE_OP
 
 BERT = "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
@@ -78,7 +78,11 @@ def test_pair_devices_by_index_only_when_unambiguous() -> None:
         ("cpu", "cpu"),
     ]
     assert pair_devices(["cuda:0", "hip:0"], ["hip:0", "xpu:0"]) == [("cuda:0", "xpu:0"), ("hip:0", "hip:0")]
-    assert pair_devices(["cuda:0"], ["hip:0", "xpu:0"]) == [("cuda:0", None), (None, "hip:0"), (None, "xpu:0")]
+    assert pair_devices(["cuda:0"], ["hip:0", "xpu:0"]) == [
+        ("cuda:0", None),
+        (None, "hip:0"),
+        (None, "xpu:0"),
+    ]
     assert pair_devices(["cuda:0", "mps"], ["hip:1", "cpu"]) == [
         ("cuda:0", None),
         (None, "hip:1"),

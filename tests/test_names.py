@@ -21,15 +21,25 @@ from opscope.report.render import RenderOptions, render
 V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 SGLANG = "tracelens/inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz"
 QWEN_MI300 = "tracelens/mi300__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
-HEADER = re.compile(r"^\s*Name\s+Kind\s+Calls\s+Total ms\s+Mean us\s+Min us\s+Max us\s+Median us\s+StdDev us\s+Share\s*$")
-SHOWN = re.compile(r"^\s*Name\s+Kind\s+Calls\s+Total ms\s.*Share\s*$")  # the header, last-resort columns hidden
+HEADER = re.compile(
+    r"^\s*Name\s+Kind\s+Calls\s+Total ms\s+Mean us\s+Min us\s+Max us\s+Median us\s+StdDev us\s+Share\s*$"
+)
+SHOWN = re.compile(
+    r"^\s*Name\s+Kind\s+Calls\s+Total ms\s.*Share\s*$"
+)  # the header, last-resort columns hidden
 
 
 def _table_lines(out: str) -> list[str]:
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if SHOWN.match(line))
-    return [line for line in lines[start + 2:] if line.strip() and "more rows" not in line
-            and not line.startswith("Hidden to fit") and "--format json shows them" not in line]
+    return [
+        line
+        for line in lines[start + 2 :]
+        if line.strip()
+        and "more rows" not in line
+        and not line.startswith("Hidden to fit")
+        and "--format json shows them" not in line
+    ]
 
 
 @pytest.mark.corpus
@@ -87,11 +97,16 @@ def test_shortened_names_stay_distinct_on_a_real_trace(cli):
 
 def test_structure_first_then_hash():
     """Hand-made names (PyTorch's spelling): the lambda's enclosing function is what tells these apart."""
-    clamp = ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar("
-             "at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::"
-             "operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >"
-             "(int, at::detail::Array<char*, 2>)")
-    assert names.shorten(clamp, 90) == "vectorized_elementwise_kernel<4, launch_clamp_scalar::λ1::λ7::λ1, Array<char*, 2> >"
+    clamp = (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar("
+        "at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::"
+        "operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >"
+        "(int, at::detail::Array<char*, 2>)"
+    )
+    assert (
+        names.shorten(clamp, 90)
+        == "vectorized_elementwise_kernel<4, launch_clamp_scalar::λ1::λ7::λ1, Array<char*, 2> >"
+    )
     same_start = ["k<" + "a" * 45 + x + "a" * 45 + ">(int)" for x in "xy"]
     shown = names.shorten_all(same_start, 40)
     assert shown[0] != shown[1] and all(re.search(r" #[0-9a-f]{4}$", s) for s in shown)
@@ -105,7 +120,9 @@ def test_mangled_amd_names_are_demangled_and_raw_kept_in_json(cli):
     mangled = [r for r in data["rows"] if r["raw_name"].startswith("_Z")]
     assert mangled, "the SGLang MI300X trace records ck_tile / sgl_hip / aiter kernels by their mangled names"
     assert all(not r["name"].startswith("_Z") and r["name"] != r["raw_name"] for r in mangled)
-    assert any(r["name"].startswith("void aiter::add_rmsnorm_quant_kernel<std::bfloat16_t, ") for r in mangled)
+    assert any(
+        r["name"].startswith("void aiter::add_rmsnorm_quant_kernel<std::bfloat16_t, ") for r in mangled
+    )
     plain = [r for r in data["rows"] if not r["raw_name"].startswith("_Z")]
     assert all(r["name"] == r["raw_name"] for r in plain)
     table = cli("summary", corpus_path(SGLANG), "--width", "200").out
@@ -118,20 +135,26 @@ def test_newer_clang_manglings_through_llvms_demangler(cli):
     pytest.importorskip("llvmdemangle", reason="the optional LLVM demangler (pip install opscope[demangle])")
     data = json.loads(cli("summary", corpus_path(SGLANG), "--top", "0", "--format", "json").out)
     (row,) = [r for r in data["rows"] if r["raw_name"].startswith("_ZN7sgl_hip10activation")]
-    assert row["name"] == ("void sgl_hip::activation::act_and_mul_kernel<__hip_bfloat16, &__hip_bfloat16 "
-                           "silu<__hip_bfloat16>(__hip_bfloat16 const&)>(__hip_bfloat16*, __hip_bfloat16 const*, int)")
+    assert row["name"] == (
+        "void sgl_hip::activation::act_and_mul_kernel<__hip_bfloat16, &__hip_bfloat16 "
+        "silu<__hip_bfloat16>(__hip_bfloat16 const&)>(__hip_bfloat16*, __hip_bfloat16 const*, int)"
+    )
 
 
 @pytest.mark.skipif(shutil.which("c++filt") is None, reason="binutils' c++filt is the independent reference")
 @pytest.mark.corpus
 def test_demangling_agrees_with_cxxfilt():
     data = opscope.summary(opscope.load(corpus_path(SGLANG)), top=0)
-    raw = sorted({r.raw_name for r in data.rows if r.raw_name and "Tn" not in r.raw_name})  # binutils lacks Tn
+    raw = sorted(
+        {r.raw_name for r in data.rows if r.raw_name and "Tn" not in r.raw_name}
+    )  # binutils lacks Tn
     ours = demangle_names(raw)
     theirs = subprocess.run(["c++filt"], input="\n".join(raw), capture_output=True, text=True, check=True)
     for name, expected in zip(raw, theirs.stdout.splitlines(), strict=True):
         # Both are Itanium demanglers; spacing of template closers and literal suffixes may differ.
-        assert re.sub(r"\s+|\(bool\)|ul\b", "", ours[name]) == re.sub(r"\s+|\(bool\)|ul\b", "", expected), name
+        assert re.sub(r"\s+|\(bool\)|ul\b", "", ours[name]) == re.sub(r"\s+|\(bool\)|ul\b", "", expected), (
+            name
+        )
 
 
 def test_non_symbols_and_garbage_are_left_alone():
@@ -140,9 +163,10 @@ def test_non_symbols_and_garbage_are_left_alone():
 
 @pytest.mark.corpus
 def test_html_chart_names_are_the_terminal_shortening(tmp_path, cli):
-    from opscope.report.trace_report import CHART_NAME_WIDTH, trace_report
+    from opscope.analysis.bundle import trace_bundle
+    from opscope.report.html.trace_report import CHART_NAME_WIDTH, trace_report
 
-    data = trace_report(opscope.load(corpus_path(QWEN_MI300)))
+    data = trace_report(trace_bundle(opscope.load(corpus_path(QWEN_MI300))))
     rows = data["kernels"]["rows"]
     strings = data["strings"]
     full = [strings[r["name"]] for r in rows]
@@ -151,9 +175,18 @@ def test_html_chart_names_are_the_terminal_shortening(tmp_path, cli):
 
 def test_markdown_keeps_shortened_names_distinct():
     rows = tuple({"name": "k<" + "a" * 60 + x + "a" * 60 + ">(int)", "n": 1} for x in "xy")
-    doc = Document(title="t", data={}, tables=(Table(name="t", title="", columns=(Column("name", "Name", "name"),
-                                                                                    Column("n", "N", "int")),
-                                                     rows=rows),))
+    doc = Document(
+        title="t",
+        data={},
+        tables=(
+            Table(
+                name="t",
+                title="",
+                columns=(Column("name", "Name", "name"), Column("n", "N", "int")),
+                rows=rows,
+            ),
+        ),
+    )
     text = render(doc, "markdown", RenderOptions())
     assert len(set(re.findall(r"#[0-9a-f]{4}", text))) == 2
 
@@ -177,4 +210,6 @@ def test_diff_and_ranks_charts_use_the_terminal_shortening(cli):
     folder = corpus_path("param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json").parent
     ranks = json.loads(cli("-q", "ranks", folder, "--format", "json", "--top", "0", "--jobs", "1").out)
     kernels = ranks["kernels"]
-    assert kernels and [k["short_name"] for k in kernels] == names.shorten_all([k["name"] for k in kernels], 50)
+    assert kernels and [k["short_name"] for k in kernels] == names.shorten_all(
+        [k["name"] for k in kernels], 50
+    )

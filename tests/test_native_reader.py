@@ -54,8 +54,13 @@ def same(path: Path, batch_bytes: int | None = None) -> tuple[pl.DataFrame, dict
 
 def test_native_schema_equals_the_python_schema() -> None:
     arrow = schema.arrow_schema()
-    types = {"text": pa.dictionary(pa.int32(), pa.string()), "i64": pa.int64(), "i32": pa.int32(),
-             "f32": pa.float32(), "f64": pa.float64()}
+    types = {
+        "text": pa.dictionary(pa.int32(), pa.string()),
+        "i64": pa.int64(),
+        "i32": pa.int32(),
+        "f32": pa.float32(),
+        "f64": pa.float64(),
+    }
     assert [(f.name, f.type) for f in arrow] == [(n, types[t]) for n, t in _native.columns()]
     kinds, categories = _native.kinds()
     assert tuple(kinds) == schema.KINDS
@@ -78,55 +83,202 @@ def test_native_equals_python_on_every_corpus_trace(path: Path) -> None:
 
 EDGE_DOCS: dict[str, bytes] = {
     # HAND-MADE, every one
-    "types": json.dumps({"traceEvents": [
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": "0", "tid": "stream 7", "ts": 1.5, "dur": "2",
-         "args": {"stream": "7", "grid": 5, "device": 0, "block": [1, "2", None, 4]}},
-        {"ph": "X", "cat": "kernel", "name": 5, "pid": 1.5, "tid": [7], "ts": "abc", "dur": True,
-         "args": {"stream": 7, "registers per thread": 2**40, "bytes": 7.5, "shared memory": "0x10"}},
-        {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1e3, "dur": 0.0015,
-         "args": {"Input Dims": [[1, 2], []], "External id": None, "external id": 9, "Sequence number": "12"}},
-        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": ["x"]}},
-        {"ph": "X", "cat": "python_function", "name": "f", "pid": 1, "tid": 1, "ts": 1, "dur": 1,
-         "args": {"Python id": 3, "Python parent id": "4"}},
-        {"ph": "X", "cat": "kernel", "name": "dup", "name2": 1, "pid": 0, "tid": 7, "ts": 1, "tz": 2, "dur": 1},
-        {"ph": "X", "cat": "malformed", "name": "wrong", "pid": "null", "ts": 3},  # text equal to sentinel names
-    ]}).encode().replace(b'"ts": 1, "tz": 2', b'"ts": 1, "ts": 2'),  # a duplicate key
+    "types": json.dumps(
+        {
+            "traceEvents": [
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": "k",
+                    "pid": "0",
+                    "tid": "stream 7",
+                    "ts": 1.5,
+                    "dur": "2",
+                    "args": {"stream": "7", "grid": 5, "device": 0, "block": [1, "2", None, 4]},
+                },
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": 5,
+                    "pid": 1.5,
+                    "tid": [7],
+                    "ts": "abc",
+                    "dur": True,
+                    "args": {
+                        "stream": 7,
+                        "registers per thread": 2**40,
+                        "bytes": 7.5,
+                        "shared memory": "0x10",
+                    },
+                },
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": "op",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": 1e3,
+                    "dur": 0.0015,
+                    "args": {
+                        "Input Dims": [[1, 2], []],
+                        "External id": None,
+                        "external id": 9,
+                        "Sequence number": "12",
+                    },
+                },
+                {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": ["x"]}},
+                {
+                    "ph": "X",
+                    "cat": "python_function",
+                    "name": "f",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": 1,
+                    "dur": 1,
+                    "args": {"Python id": 3, "Python parent id": "4"},
+                },
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": "dup",
+                    "name2": 1,
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": 1,
+                    "tz": 2,
+                    "dur": 1,
+                },
+                {
+                    "ph": "X",
+                    "cat": "malformed",
+                    "name": "wrong",
+                    "pid": "null",
+                    "ts": 3,
+                },  # text equal to sentinel names
+            ]
+        }
+    )
+    .encode()
+    .replace(b'"ts": 1, "tz": 2', b'"ts": 1, "ts": 2'),  # a duplicate key
     "scalars": b'{"traceEvents": [null, {"ph": "X", "name": "a", "ts": 1, "dur": 1}, 5, true, "s", [1], '
-               b'{"ph": "X", "name": "b", "ts": 2, "dur": 1}, {"a": 1} {"b": 2}, {"c": 1}}, {"d": [1}, ]}',
+    b'{"ph": "X", "name": "b", "ts": 2, "dur": 1}, {"a": 1} {"b": 2}, {"c": 1}}, {"d": [1}, ]}',
     "times": b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1712192699123456.789, "dur": 1e400},'
-             b'{"ph": "X", "name": "b", "ts": 12345678901234567890123, "dur": -1},'
-             b'{"ph": "X", "name": "c", "ts": 0.0005, "dur": 0.0015},'
-             b'{"ph": "X", "name": "d", "ts": -5.25, "dur": 9223372036854775.807}]}',
-    "jax": json.dumps({"traceEvents": [  # JAX trace.json args (issue 16), right and wrong types
-        {"ph": "X", "name": "fusion", "pid": 1, "tid": 2, "ts": 1, "dur": 1,
-         "args": {"hlo_op": "fusion.3", "hlo_module": "jit_f", "program_id": "7", "name": "jit(f)/add",
-                  "correlation_id": "12"}},
-        {"ph": "X", "name": "train", "pid": 1, "tid": 2, "ts": 1, "dur": 5, "args": {"step_num": "3", "name": "x"}},
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 2, "ts": 1, "dur": 1,
-         "args": {"hlo_op": 5, "hlo_module": None, "program_id": [1], "step_num": 1.5, "correlation_id": 4,
-                  "correlation": 9}},
-    ]}).encode(),
+    b'{"ph": "X", "name": "b", "ts": 12345678901234567890123, "dur": -1},'
+    b'{"ph": "X", "name": "c", "ts": 0.0005, "dur": 0.0015},'
+    b'{"ph": "X", "name": "d", "ts": -5.25, "dur": 9223372036854775.807}]}',
+    "jax": json.dumps(
+        {
+            "traceEvents": [  # JAX trace.json args (issue 16), right and wrong types
+                {
+                    "ph": "X",
+                    "name": "fusion",
+                    "pid": 1,
+                    "tid": 2,
+                    "ts": 1,
+                    "dur": 1,
+                    "args": {
+                        "hlo_op": "fusion.3",
+                        "hlo_module": "jit_f",
+                        "program_id": "7",
+                        "name": "jit(f)/add",
+                        "correlation_id": "12",
+                    },
+                },
+                {
+                    "ph": "X",
+                    "name": "train",
+                    "pid": 1,
+                    "tid": 2,
+                    "ts": 1,
+                    "dur": 5,
+                    "args": {"step_num": "3", "name": "x"},
+                },
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": "k",
+                    "pid": 1,
+                    "tid": 2,
+                    "ts": 1,
+                    "dur": 1,
+                    "args": {
+                        "hlo_op": 5,
+                        "hlo_module": None,
+                        "program_id": [1],
+                        "step_num": 1.5,
+                        "correlation_id": 4,
+                        "correlation": 9,
+                    },
+                },
+            ]
+        }
+    ).encode(),
     "bom": b"\xef\xbb\xbf" + b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1}]}',
     "bare": b'[{"ph": "X", "name": "a", "ts": 1, "dur": 1}, {"ph": "X", "name": "b", "ts": 2}]',
     "trailing": b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1}], "x": 1} {"second": 2}',
     "cut_metadata": b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1}], "deviceProperties": [{"id": 0, "na',
     "bad_utf8": b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "gemm\xff_k", "ts": 1, "dur": 5}, '
-                b'{"ph": "X", "cat": "kernel", "name": "ok", "ts": 9, "dur": 3}]}',
-    "deep": ('{"traceEvents": [{"ph": "X", "name": "deep", "args": {"Input Dims": ' + "[" * 1000 + "]" * 1000
-             + '}}, {"ph": "X", "name": "ok", "ts": 1, "dur": 1}], "meta": ' + "[" * 1000 + "]" * 1000
-             + "}").encode(),
-    "memory": json.dumps({"traceEvents": [
-        {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 5,
-         "args": {"Total Reserved": "2048", "Total Allocated": 1024, "Bytes": -512, "Device Id": 0,
-                  "Device Type": 6, "Addr": 139654046813696, "finished": True, "Ev Idx": 3}},
-        {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 6,
-         "args": {"Device Type": 0, "Device Id": -1, "Bytes": 4}},  # PyTorch 1.9: no cat, Addr, totals
-        {"ph": "i", "name": "[memory]", "ts": 7, "args": {"Bytes": 1.5, "Device Id": 2**33, "Addr": [1]}},
-        {"ph": "i", "name": "other", "ts": 8, "args": {"Bytes": 7, "Device Type": 1}},
-        {"ph": "X", "cat": "python_function", "name": "[memory]", "ts": 9, "dur": 1, "args": {"Bytes": 7}},
-    ]}).encode(),
+    b'{"ph": "X", "cat": "kernel", "name": "ok", "ts": 9, "dur": 3}]}',
+    "deep": (
+        '{"traceEvents": [{"ph": "X", "name": "deep", "args": {"Input Dims": '
+        + "[" * 1000
+        + "]" * 1000
+        + '}}, {"ph": "X", "name": "ok", "ts": 1, "dur": 1}], "meta": '
+        + "[" * 1000
+        + "]" * 1000
+        + "}"
+    ).encode(),
+    "memory": json.dumps(
+        {
+            "traceEvents": [
+                {
+                    "ph": "i",
+                    "cat": "cpu_instant_event",
+                    "s": "t",
+                    "name": "[memory]",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": 5,
+                    "args": {
+                        "Total Reserved": "2048",
+                        "Total Allocated": 1024,
+                        "Bytes": -512,
+                        "Device Id": 0,
+                        "Device Type": 6,
+                        "Addr": 139654046813696,
+                        "finished": True,
+                        "Ev Idx": 3,
+                    },
+                },
+                {
+                    "ph": "i",
+                    "s": "t",
+                    "name": "[memory]",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": 6,
+                    "args": {"Device Type": 0, "Device Id": -1, "Bytes": 4},
+                },  # PyTorch 1.9: no cat, Addr, totals
+                {
+                    "ph": "i",
+                    "name": "[memory]",
+                    "ts": 7,
+                    "args": {"Bytes": 1.5, "Device Id": 2**33, "Addr": [1]},
+                },
+                {"ph": "i", "name": "other", "ts": 8, "args": {"Bytes": 7, "Device Type": 1}},
+                {
+                    "ph": "X",
+                    "cat": "python_function",
+                    "name": "[memory]",
+                    "ts": 9,
+                    "dur": 1,
+                    "args": {"Bytes": 7},
+                },
+            ]
+        }
+    ).encode(),
     "escapes": b'{"tr\\u0061ceEvents": 1, "traceEvents": [{"ph": "X", "name": "a\\"}], \\\\", "ts": 1, '
-               b'"args": {"name": "}", "Input type": ["\\u00e9"]}}], "k\\"ey": "v"}',
+    b'"args": {"name": "}", "Input type": ["\\u00e9"]}}], "k\\"ey": "v"}',
 }
 
 
@@ -171,6 +323,8 @@ def test_memory_event_values(tmp_path: Path) -> None:
     assert frame["mem_device_id"].to_list()[:3] == [0, -1, None]
     stats = report["stats"]
     assert stats["wrong_type"] == 2 and stats["out_of_range"] == 1  # 1.5 and [1]; 2**33 beyond i32
+
+
 def test_jax_args(tmp_path: Path) -> None:
     path = tmp_path / "jax.json"
     path.write_bytes(EDGE_DOCS["jax"])
@@ -211,8 +365,10 @@ def test_bom_and_after_the_array(cli, tmp_path: Path) -> None:
     bom = tmp_path / "bom.json"
     bom.write_bytes(EDGE_DOCS["bom"])
     assert opscope.load(bom, cache=False).count() == 1
-    for name, needle in (("trailing", "after the end of the JSON document"),
-                         ("cut_metadata", "ends inside the metadata")):
+    for name, needle in (
+        ("trailing", "after the end of the JSON document"),
+        ("cut_metadata", "ends inside the metadata"),
+    ):
         path = tmp_path / f"{name}.json"
         path.write_bytes(EDGE_DOCS[name])
         result = cli("summary", path, "--no-cache")
@@ -253,8 +409,11 @@ def test_big_header_is_skipped_in_bounded_memory(tmp_path: Path) -> None:
 def test_gzip_damage_keeps_the_data(tmp_path: Path) -> None:
     raw = gzip.decompress(corpus_path("hta/triton_example_triton_example.json.gz").read_bytes())
     packed = gzip.compress(raw)
-    cases = {"bad_crc": packed[:-8] + bytes([packed[-8] ^ 0xFF]) + packed[-7:],
-             "junk": packed + b"junk!", "two_members": packed[: len(packed)] + gzip.compress(b" ")}
+    cases = {
+        "bad_crc": packed[:-8] + bytes([packed[-8] ^ 0xFF]) + packed[-7:],
+        "junk": packed + b"junk!",
+        "two_members": packed[: len(packed)] + gzip.compress(b" "),
+    }
     for name, data in cases.items():
         path = tmp_path / f"{name}.json.gz"
         path.write_bytes(data)

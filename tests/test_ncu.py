@@ -52,8 +52,14 @@ def test_kernels_metrics_join_by_name_and_launch_order(cli):
     assert row["calls"] == 5 and row["metrics"]["launches"] == 3
     assert row["metrics"]["sm_throughput_pct"] == pytest.approx((0.92 + 0.90 + 0.94) / 3, abs=0.01)
     assert row["metrics"]["bound"] == "latency" and row["metrics"]["occupancy_limiter"] == "registers"
-    assert {"under_filled", "low_sm_throughput", "latency_bound", "low_achieved_occupancy", "poor_l1_hit_rate",
-            "poor_l2_hit_rate"} <= set(row["flags"])
+    assert {
+        "under_filled",
+        "low_sm_throughput",
+        "latency_bound",
+        "low_achieved_occupancy",
+        "poor_l1_hit_rate",
+        "poor_l2_hit_rate",
+    } <= set(row["flags"])
 
 
 @pytest.mark.corpus
@@ -67,9 +73,16 @@ def test_details_page_matches_base_names(cli):
 def test_memory_bound_flag_from_a_hand_made_launch(tmp_path):
     from opscope.analysis.kernels.metrics import MetricsOptions, _flags
 
-    bound, _, flags = _flags({"sm_throughput_pct": 21.3, "dram_throughput_pct": 88.4,
-                              "achieved_occupancy_pct": 81.2, "l1_hit_rate_pct": 12.5,
-                              "l2_hit_rate_pct": 35.2}, MetricsOptions())
+    bound, _, flags = _flags(
+        {
+            "sm_throughput_pct": 21.3,
+            "dram_throughput_pct": 88.4,
+            "achieved_occupancy_pct": 81.2,
+            "l1_hit_rate_pct": 12.5,
+            "l2_hit_rate_pct": 35.2,
+        },
+        MetricsOptions(),
+    )
     assert bound == "memory" and "memory_bound" in flags and "low_achieved_occupancy" not in flags
     bound, _, flags = _flags({"sm_throughput_pct": 85.0, "dram_throughput_pct": 30.0}, MetricsOptions())
     assert bound == "compute" and "low_sm_throughput" not in flags

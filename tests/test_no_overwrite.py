@@ -62,7 +62,10 @@ def test_every_writer_refuses_its_inputs(cli, traces) -> None:
         ):
             result = cli(*command)
             assert result.code == 2, (command, result)
-            assert result.err.count("\n") == 1 and "refusing to overwrite it" in result.err, (command, result.err)
+            assert result.err.count("\n") == 1 and "refusing to overwrite it" in result.err, (
+                command,
+                result.err,
+            )
     assert (digest(a), digest(b)) == before
 
 
@@ -79,7 +82,10 @@ def test_a_folder_input_is_its_newest_trace(cli, traces, tmp_path) -> None:
 def test_other_outputs_still_written(cli, traces, tmp_path) -> None:
     a, b = traces
     assert cli("summary", a, "-o", tmp_path / "out.txt").code == 0
-    assert cli("diff", a, b, "--html", tmp_path / "d.html", "-o", tmp_path / "d.md", "--format", "markdown").code == 0
+    assert (
+        cli("diff", a, b, "--html", tmp_path / "d.html", "-o", tmp_path / "d.md", "--format", "markdown").code
+        == 0
+    )
     assert (tmp_path / "d.html").stat().st_size > 0 and (tmp_path / "d.md").stat().st_size > 0
 
 

@@ -28,18 +28,28 @@ def _db(path):
 
 def _events(path, **kw):
     return opscope.load(path, cache=False).events.with_columns(
-        pl.col("name").cast(pl.String), pl.col("kind").cast(pl.String))
+        pl.col("name").cast(pl.String), pl.col("kind").cast(pl.String)
+    )
 
 
 @pytest.mark.corpus
 @pytest.mark.parametrize("rel", [CLOVER, SAXPY])
 def test_kernels_equal_sql_group_by(rel):
     path = corpus_path(rel)
-    expected = {name: (n, total) for name, n, total in _db(path).execute(
-        "SELECT s.value, count(*), sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
-        "JOIN StringIds s ON s.id = k.demangledName GROUP BY s.value")}
-    got = (_events(path).filter(pl.col("kind") == "kernel").group_by("name")
-           .agg(pl.len(), pl.col("dur_ns").sum()).rows())
+    expected = {
+        name: (n, total)
+        for name, n, total in _db(path).execute(
+            "SELECT s.value, count(*), sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+            "JOIN StringIds s ON s.id = k.demangledName GROUP BY s.value"
+        )
+    }
+    got = (
+        _events(path)
+        .filter(pl.col("kind") == "kernel")
+        .group_by("name")
+        .agg(pl.len(), pl.col("dur_ns").sum())
+        .rows()
+    )
     assert {name: (n, total) for name, n, total in got} == expected
 
 
@@ -50,32 +60,56 @@ def test_memcpy_runtime_nvtx_counts_equal_sql(rel):
     db = _db(path)
     events = _events(path)
     memcpy = events.filter(pl.col("kind") == "memcpy")
-    n, total, nbytes = db.execute("SELECT count(*), sum(end - start), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY").fetchone()
+    n, total, nbytes = db.execute(
+        "SELECT count(*), sum(end - start), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY"
+    ).fetchone()
     assert (memcpy.height, memcpy["dur_ns"].sum(), memcpy["bytes"].sum()) == (n, total, nbytes)
-    by_kind = dict(db.execute("SELECT copyKind, count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY 1").fetchall())
+    by_kind = dict(
+        db.execute("SELECT copyKind, count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY 1").fetchall()
+    )
     names = Counter(memcpy["name"].to_list())
     assert sum(v for k, v in names.items() if k.startswith("Memcpy HtoD")) == by_kind.get(1, 0)
     assert sum(v for k, v in names.items() if k.startswith("Memcpy DtoH")) == by_kind.get(2, 0)
     api = events.filter(pl.col("kind").is_in(["runtime", "driver"]))
     assert api.height == db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
-    drivers = db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE eventClass = 1").fetchone()[0]
+    drivers = db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE eventClass = 1").fetchone()[
+        0
+    ]
     assert events.filter(pl.col("kind") == "driver").height == drivers
     tables = {t for (t,) in db.execute("SELECT name FROM sqlite_master")}
-    ranges = db.execute("SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60)").fetchone()[0] \
-        if "NVTX_EVENTS" in tables else 0
+    ranges = (
+        db.execute("SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60)").fetchone()[0]
+        if "NVTX_EVENTS" in tables
+        else 0
+    )
     assert events.filter(pl.col("kind") == "user_annotation").height == ranges
 
 
 @pytest.mark.corpus
 def test_nvtx_ranges_are_annotations_on_the_cpu_thread():
     path = corpus_path(SAXPY)
-    expected = sorted(_db(path).execute(
-        "SELECT n.start, n.end - n.start, coalesce(n.text, s.value), (n.globalTid >> 24) & 16777215, "
-        "n.globalTid & 16777215 FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
-        "WHERE n.eventType = 59").fetchall())
-    got = (_events(path).filter(pl.col("kind") == "user_annotation")
-           .select("ts_ns", "dur_ns", "name", pl.col("pid").cast(pl.String).cast(pl.Int64),
-                   pl.col("tid").cast(pl.String).cast(pl.Int64)).sort("ts_ns").rows())
+    expected = sorted(
+        _db(path)
+        .execute(
+            "SELECT n.start, n.end - n.start, coalesce(n.text, s.value), (n.globalTid >> 24) & 16777215, "
+            "n.globalTid & 16777215 FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+            "WHERE n.eventType = 59"
+        )
+        .fetchall()
+    )
+    got = (
+        _events(path)
+        .filter(pl.col("kind") == "user_annotation")
+        .select(
+            "ts_ns",
+            "dur_ns",
+            "name",
+            pl.col("pid").cast(pl.String).cast(pl.Int64),
+            pl.col("tid").cast(pl.String).cast(pl.Int64),
+        )
+        .sort("ts_ns")
+        .rows()
+    )
     assert sorted(got) == expected
     assert {"saxpy", "MPI_Send", "MPI_Recv"} <= {row[2] for row in got}
 
@@ -102,15 +136,30 @@ def test_devices_threads_and_launch_args():
     assert trace.meta.devices[0].name == "NVIDIA A100-SXM4-80GB"
     assert trace.meta.devices[0].compute_capability == "8.0"
     assert trace.meta.format == "nsys"
-    tids = {(p, t) for p, t in db.execute(
-        "SELECT DISTINCT (globalTid >> 24) & 16777215, globalTid & 16777215 FROM CUPTI_ACTIVITY_KIND_RUNTIME")}
-    got = trace.events.filter(pl.col("kind").cast(pl.String) == "runtime").select(
-        pl.col("pid").cast(pl.String).cast(pl.Int64), pl.col("tid").cast(pl.String).cast(pl.Int64)).unique().rows()
+    tids = {
+        (p, t)
+        for p, t in db.execute(
+            "SELECT DISTINCT (globalTid >> 24) & 16777215, globalTid & 16777215 FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+        )
+    }
+    got = (
+        trace.events.filter(pl.col("kind").cast(pl.String) == "runtime")
+        .select(pl.col("pid").cast(pl.String).cast(pl.Int64), pl.col("tid").cast(pl.String).cast(pl.Int64))
+        .unique()
+        .rows()
+    )
     assert set(got) <= tids and tids == {(1701896, 1701896)}
-    kernel = db.execute("SELECT gridX, blockX, registersPerThread, staticSharedMemory + dynamicSharedMemory "
-                        "FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start LIMIT 1").fetchone()
+    kernel = db.execute(
+        "SELECT gridX, blockX, registersPerThread, staticSharedMemory + dynamicSharedMemory "
+        "FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start LIMIT 1"
+    ).fetchone()
     first = trace.events.filter(pl.col("kind").cast(pl.String) == "kernel").sort("ts_ns").row(0, named=True)
-    assert (first["grid_x"], first["block_x"], first["registers_per_thread"], first["shared_memory"]) == kernel
+    assert (
+        first["grid_x"],
+        first["block_x"],
+        first["registers_per_thread"],
+        first["shared_memory"],
+    ) == kernel
     assert first["blocks_per_sm"] == pytest.approx(kernel[0] / 108, rel=1e-6)
 
 
@@ -132,19 +181,25 @@ def test_agrees_with_pipit_csvs_of_the_same_run():
         mine = kernels.filter(pl.col("name").str.contains(f"::{short}<", literal=True))
         assert (mine.height, mine["dur_ns"].sum()) == (counts[short], totals[short])
     htod = events.filter(pl.col("name").str.starts_with("Memcpy HtoD"))
-    assert (htod.height, htod["dur_ns"].sum()) == (counts["CUDA_MEMCPY_KIND_HTOD"], totals["CUDA_MEMCPY_KIND_HTOD"])
+    assert (htod.height, htod["dur_ns"].sum()) == (
+        counts["CUDA_MEMCPY_KIND_HTOD"],
+        totals["CUDA_MEMCPY_KIND_HTOD"],
+    )
     api: Counter[str] = Counter()
     with open(api_csv, newline="") as handle:
         for row in csv.DictReader(handle):
             if row["Event Type"] == "Enter":
                 name = row["Name"]
-                api[name.rsplit("_v", 1)[0] if "_v" in name and name.rsplit("_v", 1)[1].isdigit() else name] += 1
+                api[
+                    name.rsplit("_v", 1)[0] if "_v" in name and name.rsplit("_v", 1)[1].isdigit() else name
+                ] += 1
     mine_api = Counter(events.filter(pl.col("kind").is_in(["runtime", "driver"]))["name"].to_list())
     assert mine_api == api
 
 
 def _nsys_kern_sum(path):
     """`nsys stats --report cuda_gpu_kern_sum` recomputed: its SQL with median/stdev as sqlite aggregates."""
+
     class Agg:
         def __init__(self):
             self.values = []
@@ -168,7 +223,8 @@ def _nsys_kern_sum(path):
         " median(end - start) AS med, min(end - start) AS min, max(end - start) AS max, stdev(end - start) AS sd "
         "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName GROUP BY 1) "
         "SELECT round(total * 100.0 / (SELECT sum(total) FROM summary), 1), total, num, avg, med, min, max, sd, name "
-        "FROM summary ORDER BY 2 DESC, 3, name").fetchall()
+        "FROM summary ORDER BY 2 DESC, 3, name"
+    ).fetchall()
     return rows
 
 
@@ -187,7 +243,13 @@ def test_summary_reports_what_nsys_cuda_gpu_kern_sum_reports(cli, rel):
         row = rows[name]
         assert row["calls"] == num
         assert row["total_us"] == pytest.approx(total / 1e3, abs=1e-3)
-        for key, value in (("avg_us", avg), ("median_us", med), ("min_us", lo), ("max_us", hi), ("stddev_us", sd)):
+        for key, value in (
+            ("avg_us", avg),
+            ("median_us", med),
+            ("min_us", lo),
+            ("max_us", hi),
+            ("stddev_us", sd),
+        ):
             assert row[key] == pytest.approx(value / 1e3, abs=1e-3), key
         # nsys "Time %" is over kernels only; our share is over all GPU activity (kernels + memcpy + memset).
         nsys_pct = row["share"] * data["totals"]["gpu_time_us"] / kernel_time_us * 100
@@ -254,7 +316,9 @@ def _two_process_export(tmp_path, shift_ns=500):
     path = tmp_path / "two_processes.sqlite"
     shutil.copyfile(corpus_path(SAXPY), path)
     con = sqlite3.connect(path)
-    (pid,) = con.execute("SELECT DISTINCT (globalTid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
+    (pid,) = con.execute(
+        "SELECT DISTINCT (globalTid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+    ).fetchone()
     other = pid + 1
     delta = (other - pid) << 24
     for table, changes in (
@@ -276,7 +340,7 @@ def _two_process_export(tmp_path, shift_ns=500):
 
 @pytest.mark.corpus
 def test_several_processes_link_launches_within_their_own_process(tmp_path):
-    from opscope.analysis.attribution.linking import link
+    from opscope.analysis.base.linking import link
 
     path, pid, other = _two_process_export(tmp_path)
     original = link(opscope.load(corpus_path(SAXPY), cache=False))

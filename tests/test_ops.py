@@ -22,15 +22,19 @@ RESNET_2021 = "kineto/plugin_samples_resnet50_num_workers_0_worker0.pt.trace.jso
 STEP = re.compile(r"^ProfilerStep#\d+$")
 
 
-def raw_ops(relative: str, steps: set[int] | None = None, stream: int | None = None) -> dict[str, dict[str, float]]:
+def raw_ops(
+    relative: str, steps: set[int] | None = None, stream: int | None = None
+) -> dict[str, dict[str, float]]:
     """Per op name from the raw JSON: calls, cpu_total, cpu_self, gpu_self, gpu_total, kernels (ns / counts).
     With `stream`: the GPU events on that stream (args.stream, else tid), and only the op instances that launched
     one of them, directly or through a child op."""
     events = ref.load(corpus_path(relative))
     raw = ref.link(events)
     if stream is not None:
+
         def on_stream(g: int) -> bool:
             return ref.args(events[g]).get("stream", events[g].get("tid")) in (stream, str(stream))
+
         raw.gpu = [g for g in raw.gpu if on_stream(g)]
         launching: set[int] = set()
         for g in raw.gpu:
@@ -42,8 +46,14 @@ def raw_ops(relative: str, steps: set[int] | None = None, stream: int | None = N
     def name(i: int) -> str:
         return "ProfilerStep#*" if STEP.match(events[i]["name"]) else events[i]["name"]
 
-    windows = [ref.span(e) for e in events if e.get("cat") in ref.OP_CATS and ref.is_x(e)
-               and STEP.match(e["name"]) and (steps is None or int(e["name"].split("#")[1]) in steps)]
+    windows = [
+        ref.span(e)
+        for e in events
+        if e.get("cat") in ref.OP_CATS
+        and ref.is_x(e)
+        and STEP.match(e["name"])
+        and (steps is None or int(e["name"].split("#")[1]) in steps)
+    ]
 
     def inside(ts: int) -> bool:
         return steps is None or any(lo <= ts < hi for lo, hi in windows)
@@ -79,8 +89,16 @@ def raw_ops(relative: str, steps: set[int] | None = None, stream: int | None = N
     return out
 
 
-@pytest.mark.parametrize("relative", [BERT, V100, RESNET_2021, "tracelens/mi300__Falconsai_nsfw_image_detection__1016002.json.gz",
-                                      "hta/nccl_parser_config_nccl_data.json.gz"])
+@pytest.mark.parametrize(
+    "relative",
+    [
+        BERT,
+        V100,
+        RESNET_2021,
+        "tracelens/mi300__Falconsai_nsfw_image_detection__1016002.json.gz",
+        "hta/nccl_parser_config_nccl_data.json.gz",
+    ],
+)
 def test_every_row_matches_raw(relative: str) -> None:
     expected = raw_ops(relative)
     result = op_stats(opscope.load(corpus_path(relative)), OpOptions(top=0))
@@ -88,11 +106,14 @@ def test_every_row_matches_raw(relative: str) -> None:
     for r in result.rows:
         e = expected[r.name]
         got = (r.calls, r.cpu_total_ns, r.cpu_self_ns, r.gpu_self_ns, r.gpu_total_ns, r.kernels)
-        assert got == tuple(int(e[k]) for k in ("calls", "cpu_total", "cpu_self", "gpu_self", "gpu_total",
-                                                "kernels")), r.name
+        assert got == tuple(
+            int(e[k]) for k in ("calls", "cpu_total", "cpu_self", "gpu_self", "gpu_total", "kernels")
+        ), r.name
     # GPU self time partitions the attributed GPU time; the rest is the unattributed share.
     assert sum(r.gpu_self_ns for r in result.rows) == result.attributed_ns
-    assert result.attributed_ns + result.unattributed_share * result.gpu_time_ns == pytest.approx(result.gpu_time_ns)
+    assert result.attributed_ns + result.unattributed_share * result.gpu_time_ns == pytest.approx(
+        result.gpu_time_ns
+    )
 
 
 @pytest.mark.parametrize("stream", [7, 40])
@@ -102,10 +123,14 @@ def test_stream_filters_the_cpu_side_too(stream: int) -> None:
     relative = "hta/nccl_parser_config_nccl_data.json.gz"
     expected = {k: v for k, v in raw_ops(relative, stream=stream).items() if v["calls"]}
     result = op_stats(opscope.load(corpus_path(relative)), OpOptions(top=0, streams=(stream,)))
-    got = {r.name: (r.calls, r.cpu_total_ns, r.cpu_self_ns, r.gpu_self_ns, r.gpu_total_ns, r.kernels)
-           for r in result.rows}
-    assert got == {k: tuple(int(v[f]) for f in ("calls", "cpu_total", "cpu_self", "gpu_self", "gpu_total",
-                                                 "kernels")) for k, v in expected.items()}
+    got = {
+        r.name: (r.calls, r.cpu_total_ns, r.cpu_self_ns, r.gpu_self_ns, r.gpu_total_ns, r.kernels)
+        for r in result.rows
+    }
+    assert got == {
+        k: tuple(int(v[f]) for f in ("calls", "cpu_total", "cpu_self", "gpu_self", "gpu_total", "kernels"))
+        for k, v in expected.items()
+    }
     assert all(r.kernels > 0 for r in result.rows)
     if stream == 40:
         assert got["nccl:all_reduce"][0] == 15 and "aten::convolution_backward" not in got
@@ -115,8 +140,11 @@ def test_steps_restrict_ops_and_kernels() -> None:
     expected = raw_ops(RESNET_2021, steps={6, 7})
     result = op_stats(opscope.load(corpus_path(RESNET_2021)), OpOptions(top=0, steps="6-7"))
     got = {r.name: (r.calls, r.cpu_total_ns, r.gpu_self_ns) for r in result.rows if r.calls}
-    assert got == {k: (int(v["calls"]), int(v["cpu_total"]), int(v["gpu_self"])) for k, v in expected.items()
-                   if v["calls"]}
+    assert got == {
+        k: (int(v["calls"]), int(v["cpu_total"]), int(v["gpu_self"]))
+        for k, v in expected.items()
+        if v["calls"]
+    }
     assert next(r for r in result.rows if r.name == "ProfilerStep#*").calls == 2
 
 
@@ -155,28 +183,38 @@ def test_tracelens_ops_summary(stem: str, reference: str) -> None:
     ours = {r.name: r for r in result.rows}
     with open(TRACES / "tracelens_reference" / reference, newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert {r["name"] for r in rows} == {r.name for r in result.rows if r.kind == "cpu_op" and r.gpu_self_ns > 0}
-    from opscope.analysis.attribution.linking import link
+    assert {r["name"] for r in rows} == {
+        r.name for r in result.rows if r.kind == "cpu_op" and r.gpu_self_ns > 0
+    }
+    from opscope.analysis.base.linking import link
 
     launching = link(trace).gpu.group_by("op_name").agg(__import__("polars").col("op_row").n_unique())
     instances = dict(zip(launching["op_name"], launching["op_row"]))
     for row in rows:
         mine = ours[row["name"]]
-        assert mine.gpu_self_ns / 1e3 == pytest.approx(float(row["total_direct_kernel_time_sum"]), rel=1e-6, abs=0.02)
-        assert mine.gpu_total_ns / 1e3 == pytest.approx(float(row["total_subtree_kernel_time_sum"]), rel=1e-6, abs=0.02)
+        assert mine.gpu_self_ns / 1e3 == pytest.approx(
+            float(row["total_direct_kernel_time_sum"]), rel=1e-6, abs=0.02
+        )
+        assert mine.gpu_total_ns / 1e3 == pytest.approx(
+            float(row["total_subtree_kernel_time_sum"]), rel=1e-6, abs=0.02
+        )
         assert int(row["Count"]) == instances[row["name"]] <= mine.calls
 
 
 def test_cpu_only_trace_lists_ops() -> None:
-    result = op_stats(opscope.load(corpus_path("hta/cpu_only_rank-34.OLDVERSION_b8cce2cd9c.pt.trace.json.gz")),
-                      OpOptions(top=0))
+    result = op_stats(
+        opscope.load(corpus_path("hta/cpu_only_rank-34.OLDVERSION_b8cce2cd9c.pt.trace.json.gz")),
+        OpOptions(top=0),
+    )
     assert result.gpu_time_ns == 0 and result.unattributed_share == 0.0
     assert result.rows and all(r.gpu_total_ns == 0 for r in result.rows)
     assert sum(r.calls for r in result.rows) > 7000
 
 
 def test_gpu_only_trace_is_all_unattributed(cli) -> None:
-    result = cli("ops", corpus_path("tracelens/mi210__gpu_only_trace__gpu_only_trace.json.gz"), "--format", "json")
+    result = cli(
+        "ops", corpus_path("tracelens/mi210__gpu_only_trace__gpu_only_trace.json.gz"), "--format", "json"
+    )
     assert result.code == 0, result.err
     data = json.loads(result.out)
     assert data["unattributed_share"] == 1.0 and data["rows"] == []
@@ -190,9 +228,20 @@ def test_cli_json_csv_markdown_table(cli) -> None:
     data = json.loads(result.out)
     assert data["schema"] == "opscope.ops/1" and data["by_shape"] is True
     assert len(data["rows"]) == 5 and data["totals"]["rows"] > 5
-    assert set(data["rows"][0]) >= {"name", "kind", "input_dims", "calls", "cpu_total_us", "cpu_self_us",
-                                    "gpu_total_us", "gpu_self_us", "kernels", "self_kernels", "kernels_per_call",
-                                    "gpu_share"}
+    assert set(data["rows"][0]) >= {
+        "name",
+        "kind",
+        "input_dims",
+        "calls",
+        "cpu_total_us",
+        "cpu_self_us",
+        "gpu_total_us",
+        "gpu_self_us",
+        "kernels",
+        "self_kernels",
+        "kernels_per_call",
+        "gpu_share",
+    }
     assert data["unattributed_share"] == 0.0
     table = cli("ops", path, "--width", "120", "--no-color")
     assert table.code == 0 and "aten::addmm" in table.out and "GPU self ms" in table.out
@@ -203,9 +252,14 @@ def test_cli_json_csv_markdown_table(cli) -> None:
     assert float(addmm["gpu_self_us"]) == pytest.approx(197.598, abs=0.001)
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("--steps", "9"), "no step 9"), (("--steps", "x-y"), "--steps: expected"), (("--top", "-1"), "--top"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--steps", "9"), "no step 9"),
+        (("--steps", "x-y"), "--steps: expected"),
+        (("--top", "-1"), "--top"),
+    ],
+)
 def test_cli_errors(cli, args: tuple[str, ...], message: str) -> None:
     result = cli("ops", corpus_path(BERT), *args)
     assert result.code == 2

@@ -26,7 +26,9 @@ def _maturin() -> str:
 
 
 def _tracked(*prefixes: str) -> set[str]:
-    out = subprocess.run(["git", "ls-files", *prefixes], cwd=REPO, capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        ["git", "ls-files", *prefixes], cwd=REPO, capture_output=True, text=True, check=False
+    )
     if out.returncode != 0:
         pytest.skip("not a git checkout: the tracked files cannot be listed")
     return {line for line in out.stdout.splitlines() if line}
@@ -43,7 +45,9 @@ def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_sdist_holds_the_crate_its_lockfile_and_the_package(sdist: Path) -> None:
     with tarfile.open(sdist) as tar:
         names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
-    crate = {p for p in _tracked("native") if not p.startswith("native/fuzz/") and p.endswith((".rs", ".toml"))}
+    crate = {
+        p for p in _tracked("native") if not p.startswith("native/fuzz/") and p.endswith((".rs", ".toml"))
+    }
     package = {p for p in _tracked("src/opscope") if p.endswith((".py", ".pyi"))}
     assert {"pyproject.toml", "native/Cargo.lock", "native/Cargo.toml", "README.md"} <= names
     assert crate - names == set(), "Rust sources missing from the sdist"
@@ -62,9 +66,21 @@ def test_the_crate_in_the_sdist_resolves_from_its_own_lockfile(sdist: Path, tmp_
     (root,) = tmp_path.iterdir()
     # --locked: the committed Cargo.lock must already say everything (no resolution on a user's machine);
     # --offline: the crates it names are the ones this checkout's build fetched
-    result = subprocess.run([cargo, "metadata", "--locked", "--offline", "--format-version", "1",
-                             "--manifest-path", str(root / "native" / "Cargo.toml")],
-                            capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [
+            cargo,
+            "metadata",
+            "--locked",
+            "--offline",
+            "--format-version",
+            "1",
+            "--manifest-path",
+            str(root / "native" / "Cargo.toml"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert '"name":"opscope-native"' in result.stdout and '"name":"opscope-ingest"' in result.stdout
 
@@ -75,8 +91,12 @@ def test_a_built_wheel_holds_the_extension_and_imports_alone(tmp_path: Path) -> 
     if shutil.which("cargo") is None:
         pytest.skip("cargo is not installed")
     wheels = tmp_path / "wheels"
-    subprocess.run([_maturin(), "build", "--release", "--out", str(wheels), "--interpreter", sys.executable],
-                   cwd=REPO, check=True, capture_output=True)
+    subprocess.run(
+        [_maturin(), "build", "--release", "--out", str(wheels), "--interpreter", sys.executable],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = wheels.glob("opscope-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
@@ -87,10 +107,13 @@ def test_a_built_wheel_holds_the_extension_and_imports_alone(tmp_path: Path) -> 
     with zipfile.ZipFile(wheel) as archive:
         scripts = archive.read(entry[0]).decode().replace(" ", "")
     assert "[console_scripts]\nopscope=opscope.cli.main:entry" in scripts
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import opscope, opscope._native as n; "
-            "print(opscope.__file__); print(len(n.columns()))")
-    result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "site")], capture_output=True, text=True,
-                            check=False)
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import opscope, opscope._native as n; "
+        "print(opscope.__file__); print(len(n.columns()))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "site")], capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     where, columns = result.stdout.split()
     assert Path(where).is_relative_to(tmp_path / "site") and int(columns) > 0

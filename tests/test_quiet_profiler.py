@@ -15,9 +15,13 @@ import pytest
 from opscope.capture.quiet import filtered_stderr, harmless
 
 USDT = b"USDT:2026-12-02 18:30:22 14192:14192 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
-NO_DRIVER = b"ERROR:2026-12-02 18:30:22 14192:14192 DeviceProperties.cpp:50] gpuGetDeviceCount failed with code 35\n"
+NO_DRIVER = (
+    b"ERROR:2026-12-02 18:30:22 14192:14192 DeviceProperties.cpp:50] gpuGetDeviceCount failed with code 35\n"
+)
 REAL_ERROR = b"ERROR:2026-12-02 18:30:22 14192:14192 CuptiActivityApi.cpp:10] CUPTI_ERROR_NOT_INITIALIZED\n"
-OTHER_CODE = b"ERROR:2026-12-02 18:30:22 14192:14192 DeviceProperties.cpp:50] gpuGetDeviceCount failed with code 3\n"
+OTHER_CODE = (
+    b"ERROR:2026-12-02 18:30:22 14192:14192 DeviceProperties.cpp:50] gpuGetDeviceCount failed with code 3\n"
+)
 
 
 def test_only_the_known_lines_are_harmless():
@@ -67,9 +71,15 @@ def test_profiling_in_a_child_process_prints_no_profiler_noise(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     env.pop("OPSCOPE_KINETO_LOGS", None)
     plain = subprocess.run([sys.executable, str(script), "plain"], capture_output=True, env=env, timeout=300)
-    assert b"profiler_start" in plain.stderr  # the noise exists without opscope, so the next check means something
-    quiet = subprocess.run([sys.executable, str(script), "opscope", str(tmp_path / "logs")], capture_output=True,
-                           env=env, timeout=300)
+    assert (
+        b"profiler_start" in plain.stderr
+    )  # the noise exists without opscope, so the next check means something
+    quiet = subprocess.run(
+        [sys.executable, str(script), "opscope", str(tmp_path / "logs")],
+        capture_output=True,
+        env=env,
+        timeout=300,
+    )
     assert quiet.returncode == 0 and quiet.stdout.endswith(b"done\n"), quiet.stderr
     assert b"USDT:" not in quiet.stderr and b"gpuGetDeviceCount failed with code 35" not in quiet.stderr
     assert b"ERROR: a real problem inside the profiled code\n" in quiet.stderr

@@ -17,9 +17,9 @@ import opscope
 import reference as ref
 from conftest import TRACES, corpus_path
 from handmade_traces import cpu_op, document, kernel, launch, step, write
+from opscope.analysis.base.durations import merge_named
 from opscope.analysis.compare.diff import DiffOptions, diff_traces
 from opscope.analysis.compare.ranks import RanksOptions, compare_ranks, rank_from_name, rank_partial
-from opscope.analysis.partials.durations import merge_named
 from opscope.cli.main import main
 
 DLRM = "param/dlrm_kineto"
@@ -101,7 +101,11 @@ def test_partials_merged_by_hand_equal_the_report() -> None:
     for spread in compare_ranks(partials, RanksOptions(top=0)).kernels:
         stats = merged[spread.name]
         assert (spread.calls, spread.total_ns, spread.call_min_ns, spread.call_max_ns) == (
-            stats.count, stats.total_ns, stats.min_ns, stats.max_ns)
+            stats.count,
+            stats.total_ns,
+            stats.min_ns,
+            stats.max_ns,
+        )
         assert spread.call_p99_ns == stats.sketch.quantile(0.99)
     assert report.skew is not None and report.skew.matched > 0 and report.skew.unmatched == 0
 
@@ -117,12 +121,21 @@ def test_parallel_processes_give_the_same_result(cli, dlrm_json) -> None:
     assert parallel == serial
 
 
-def _rank_doc(rank: int | None, world: int | None, compute_us: float, comm: list[tuple[float, float]],
-              base_ns: int | None = None, device: str = "Hand-made GPU") -> dict:
+def _rank_doc(
+    rank: int | None,
+    world: int | None,
+    compute_us: float,
+    comm: list[tuple[float, float]],
+    base_ns: int | None = None,
+    device: str = "Hand-made GPU",
+) -> dict:
     """hand-made: one 1000 us step with a compute kernel and NCCL kernels (start, duration) on another stream."""
     events = [step(1, 1000, 1000), launch(1001, 1), kernel("gemm_kernel", 1005, compute_us, 1)]
     for i, (start, dur) in enumerate(comm, start=2):
-        events += [launch(start - 3, i), kernel("ncclKernel_AllReduce_RING_LL_Sum_float", start, dur, i, stream=20)]
+        events += [
+            launch(start - 3, i),
+            kernel("ncclKernel_AllReduce_RING_LL_Sum_float", start, dur, i, stream=20),
+        ]
     return document(events, rank=rank, world_size=world, base_ns=base_ns, device=device)
 
 
@@ -130,8 +143,11 @@ def test_skew_and_straggler_on_hand_made_ranks(tmp_path) -> None:
     # rank 2 computes 300 us and reaches both collectives last; its peers wait inside their NCCL kernels.
     # Clocks differ: each rank's base time shifts its timestamps, so starts are compared after adding it.
     base = 1_700_000_000_000_000_000
-    specs = {0: (100, [(1200, 250), (1600, 100)], base), 1: (110, [(1210, 240), (1610, 90)], base - 10_000),
-             2: (300, [(1440, 10), (1690, 10)], base + 5_000)}
+    specs = {
+        0: (100, [(1200, 250), (1600, 100)], base),
+        1: (110, [(1210, 240), (1610, 90)], base - 10_000),
+        2: (300, [(1440, 10), (1690, 10)], base + 5_000),
+    }
     paths = [write(tmp_path / f"r{r}.json", _rank_doc(r, 3, c, comm, b)) for r, (c, comm, b) in specs.items()]
     report = compare_ranks([rank_partial(opscope.load(p, cache=False)) for p in paths])
     starts = {r: [(s * 1000 + b) for s, _ in comm] for r, (_, comm, b) in specs.items()}
@@ -146,16 +162,23 @@ def test_skew_and_straggler_on_hand_made_ranks(tmp_path) -> None:
 
 
 def test_rank_from_file_names_then_order(tmp_path, cli) -> None:
-    assert [rank_from_name(n) for n in ("a_rank-3.json", "rank12.json", "worker 4.json", "job_5.json", "x.json")] \
-        == [3, 12, 4, 5, None]
+    assert [
+        rank_from_name(n) for n in ("a_rank-3.json", "rank12.json", "worker 4.json", "job_5.json", "x.json")
+    ] == [3, 12, 4, 5, None]
     for r in (1, 0):
         write(tmp_path / f"trace_rank{r}.json", _rank_doc(None, None, 100, [(1200, 50)]))
     data = json.loads(cli("ranks", tmp_path, "--format", "json", "--no-cache").out)
     assert [(r["rank"], r["rank_source"], Path(r["path"]).name) for r in data["ranks"]] == [
-        (0, "file name", "trace_rank0.json"), (1, "file name", "trace_rank1.json")]
+        (0, "file name", "trace_rank0.json"),
+        (1, "file name", "trace_rank1.json"),
+    ]
     write(tmp_path / "extra.json", _rank_doc(None, None, 100, [(1200, 50)]))
     data = json.loads(cli("ranks", tmp_path, "--format", "json", "--no-cache").out)
-    assert [(r["rank"], r["rank_source"]) for r in data["ranks"]] == [(0, "order"), (1, "order"), (2, "order")]
+    assert [(r["rank"], r["rank_source"]) for r in data["ranks"]] == [
+        (0, "order"),
+        (1, "order"),
+        (2, "order"),
+    ]
 
 
 def test_duplicate_and_missing_ranks(tmp_path, cli) -> None:
@@ -180,7 +203,12 @@ def test_bad_inputs(tmp_path, cli) -> None:
     (tmp_path / "bad.json").write_text("{not json")
     result = cli("ranks", tmp_path / "bad.json", "--no-cache")
     assert result.code == 2 and result.err.startswith("opscope: error:")
-    assert cli("ranks", corpus_path(f"{DLRM}/worker0_step_12.1694128201545.pt.trace.json"), "--threshold", "x").code == 2
+    assert (
+        cli(
+            "ranks", corpus_path(f"{DLRM}/worker0_step_12.1694128201545.pt.trace.json"), "--threshold", "x"
+        ).code
+        == 2
+    )
 
 
 def test_copies_of_one_rank_are_reported_as_duplicates(tmp_path, cli) -> None:
@@ -205,7 +233,9 @@ def test_step_lookalikes_are_operators_in_ranks_as_in_diff_and_ops(tmp_path) -> 
     rows = {r.name: (r.calls_before, r.cpu_before_ns) for r in diff.ops}
     assert rows == {"ProfilerStep#warmup": (1, 10_000), "aten::mm": (1, 20_000)}
     assert ref.op_totals(ref.load(tmp_path / "r0.json"), per_step=True) == {
-        "ProfilerStep#warmup": (1, 10_000), "aten::mm": (1, 20_000)}
+        "ProfilerStep#warmup": (1, 10_000),
+        "aten::mm": (1, 20_000),
+    }
 
 
 def test_each_trace_is_read_once_for_ranks_and_diff(monkeypatch, cli) -> None:

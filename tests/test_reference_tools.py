@@ -39,8 +39,12 @@ DLRM = {  # rank: file, HTA 0.5.0 (idle, compute, non-compute, kernel time) in u
 def _opscope_breakdown(path) -> tuple[int, int, int, int]:
     (device,) = timeline(opscope.load(path)).devices
     us = 1000
-    return (device.idle_in_span_ns // us, device.compute_ns // us, (device.busy_ns - device.compute_ns) // us,
-            device.span_ns // us)
+    return (
+        device.idle_in_span_ns // us,
+        device.compute_ns // us,
+        (device.busy_ns - device.compute_ns) // us,
+        device.span_ns // us,
+    )
 
 
 @pytest.mark.corpus
@@ -53,7 +57,9 @@ def test_hta_temporal_breakdown_recorded(rank: int) -> None:
 @pytest.mark.corpus
 @pytest.mark.slow
 def test_hta_temporal_breakdown_live(tmp_path) -> None:
-    pytest.importorskip("hta", reason="HolisticTraceAnalysis not installed (pip install holistictraceanalysis)")
+    pytest.importorskip(
+        "hta", reason="HolisticTraceAnalysis not installed (pip install holistictraceanalysis)"
+    )
     from hta.trace_analysis import TraceAnalysis
 
     ranks = (0, 7)
@@ -62,7 +68,12 @@ def test_hta_temporal_breakdown_live(tmp_path) -> None:
     frame = TraceAnalysis(trace_dir=str(tmp_path)).get_temporal_breakdown(visualize=False)
     for row in frame.to_dict("records"):
         rank = int(row["rank"])
-        hta = (row["idle_time(us)"], row["compute_time(us)"], row["non_compute_time(us)"], row["kernel_time(us)"])
+        hta = (
+            row["idle_time(us)"],
+            row["compute_time(us)"],
+            row["non_compute_time(us)"],
+            row["kernel_time(us)"],
+        )
         assert tuple(int(v) for v in hta) == DLRM[rank][1]
         assert _opscope_breakdown(corpus_path(f"param/dlrm_kineto/{DLRM[rank][0]}")) == DLRM[rank][1]
 
@@ -71,7 +82,9 @@ def tracelens_pairs() -> list[str]:
     folder = TRACES / "tracelens_reference"
     if not folder.is_dir():
         return []
-    return sorted(p.name.replace("_perf_report_csvs__gpu_timeline.csv", "") for p in folder.glob("*gpu_timeline.csv"))
+    return sorted(
+        p.name.replace("_perf_report_csvs__gpu_timeline.csv", "") for p in folder.glob("*gpu_timeline.csv")
+    )
 
 
 @pytest.mark.corpus
@@ -94,8 +107,9 @@ def test_tracelens_gpu_timeline_relation(stem: str) -> None:
     # TraceLens computation = compute kernels plus memsets (union); opscope keeps memsets apart.
     evs = raw.load(path)
     corr = set(raw.launches(evs))
-    compute_and_memset = raw.length([(g.start, g.end) for g in raw.gpu(evs)
-                                        if g.kind in ("kernel", "memset") and g.correlation in corr])
+    compute_and_memset = raw.length(
+        [(g.start, g.end) for g in raw.gpu(evs) if g.kind in ("kernel", "memset") and g.correlation in corr]
+    )
     assert device.compute_ns <= compute_and_memset <= device.compute_ns + device.memset_ns
     assert abs(compute_and_memset - ref["computation_time"]) <= tolerance
 
@@ -106,6 +120,8 @@ def test_tracelens_all_events_differ_only_by_unlinked_work() -> None:
     are larger than TraceLens's, and equal to them once those events are left out (previous test)."""
     stem = "h100__Qwen_Qwen1.5-0.5B-Chat__1016005"
     (device,) = timeline(opscope.load(corpus_path(f"tracelens/{stem}.json.gz"))).devices
-    with open(corpus_path(f"tracelens_reference/{stem}_perf_report_csvs__gpu_timeline.csv"), newline="") as handle:
+    with open(
+        corpus_path(f"tracelens_reference/{stem}_perf_report_csvs__gpu_timeline.csv"), newline=""
+    ) as handle:
         ref = {row["type"]: float(row["time ms"]) * 1e6 for row in csv.DictReader(handle)}
     assert device.busy_ns > ref["busy_time"] and device.span_ns > ref["total_time"]

@@ -50,8 +50,12 @@ def test_trace_report_views_and_numbers(cli, tmp_path, open_report) -> None:  # 
     assert page.locator("#kernels-table .count").inner_text() == f"{len(data['kernels']['rows'])} rows"
 
     # Every chart drew, the timeline painted, hovering an event describes it.
-    assert page.locator("#kernels-chart canvas, #categories-chart canvas, #steps-chart canvas, "
-                        "#launch-delay-chart canvas").count() >= 4
+    assert (
+        page.locator(
+            "#kernels-chart canvas, #categories-chart canvas, #steps-chart canvas, #launch-delay-chart canvas"
+        ).count()
+        >= 4
+    )
     draw = page.evaluate("window.opscopeTimeline.lastDraw")
     assert draw["lanes"] == len(data["timeline"]["lanes"]) and draw["rects"] + draw["columns"] > 0
     # Wheel zooms around the cursor, dragging pans, double-click resets.
@@ -64,12 +68,15 @@ def test_trace_report_views_and_numbers(cli, tmp_path, open_report) -> None:  # 
     page.mouse.move(box["x"] + box["width"] * 0.4, box["y"] + 34, steps=4)
     page.mouse.up()
     panned = page.evaluate("window.opscopeTimeline.lastDraw")
-    assert panned["v0"] > zoomed["v0"] and panned["v1"] - panned["v0"] == pytest.approx(zoomed["v1"] - zoomed["v0"])
+    assert panned["v0"] > zoomed["v0"] and panned["v1"] - panned["v0"] == pytest.approx(
+        zoomed["v1"] - zoomed["v0"]
+    )
     page.mouse.dblclick(box["x"] + box["width"] * 0.5, box["y"] + 34)
     assert page.evaluate("window.opscopeTimeline.lastDraw.v1") == draw["v1"]
     page.evaluate("window.opscopeTimeline.show(0)")
-    index = page.evaluate("window.opscopeTimeline.hit(window.opscopeTimeline.pixelOf(0).x, "
-                          "window.opscopeTimeline.pixelOf(0).y)")
+    index = page.evaluate(
+        "window.opscopeTimeline.hit(window.opscopeTimeline.pixelOf(0).x, window.opscopeTimeline.pixelOf(0).y)"
+    )
     assert index == 0
     pixel = page.evaluate("window.opscopeTimeline.pixelOf(0)")
     page.mouse.move(box["x"] + pixel["x"], box["y"] + pixel["y"])
@@ -112,8 +119,13 @@ def test_flame_toggles_between_module_types_and_instances(cli, tmp_path, open_re
     def shown() -> tuple[str, int, str | None, str | None, float]:
         draw = page.evaluate("window.opscopeFlame.lastDraw")
         height = page.locator("#flame-canvas").bounding_box()["height"]
-        return draw["view"], draw["nodes"], types.get_attribute("aria-pressed"), \
-            instances.get_attribute("aria-pressed"), height
+        return (
+            draw["view"],
+            draw["nodes"],
+            types.get_attribute("aria-pressed"),
+            instances.get_attribute("aria-pressed"),
+            height,
+        )
 
     assert flame["view"] == "types" and page.evaluate("window.opscopeFlame.lastDraw.drawn") > 10
     by_type = shown()
@@ -138,8 +150,10 @@ def test_kernel_table_sorts_and_filters(cli, tmp_path, open_report) -> None:  # 
     rows = json.loads(cli("summary", trace, "--top", "0", "--format", "json").out)["rows"]
     page = open_report(out).page
     page.locator('#kernel-table th[data-key="calls"]').click()
-    assert page.locator("#kernel-table tbody tr").first.locator("td").nth(3).inner_text() == \
-        f"{max(r['calls'] for r in rows):,}"
+    assert (
+        page.locator("#kernel-table tbody tr").first.locator("td").nth(3).inner_text()
+        == f"{max(r['calls'] for r in rows):,}"
+    )
     page.locator("#kernels-table input").fill("sgemm")
     expected = sum("sgemm" in r["name"].lower() for r in rows)
     assert page.locator("#kernels-table .count").inner_text() == f"{expected} of {len(rows)} rows"
@@ -204,13 +218,16 @@ def test_100k_kernels_paint_per_pixel_column(cli, tmp_path, open_report) -> None
     assert page.locator("#kernels-table .count").inner_text() == "11 of 50 rows"
 
 
-@pytest.mark.parametrize("name", [
-    "hta/cpu_only_rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",  # no GPU at all
-    "zoology/trace.json",  # launches but no kernel events
-    "hta/triton_example_triton_example.json.gz",  # one kernel
-    "pipit/cloverleaf-nsys__perlmutter-cloverleaf-cuda.sqlite",  # Nsight Systems, not Kineto
-    "tracelens/mi300__gaunernst_bert-small-uncased__1016001.json.gz",  # AMD
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "hta/cpu_only_rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",  # no GPU at all
+        "zoology/trace.json",  # launches but no kernel events
+        "hta/triton_example_triton_example.json.gz",  # one kernel
+        "pipit/cloverleaf-nsys__perlmutter-cloverleaf-cuda.sqlite",  # Nsight Systems, not Kineto
+        "tracelens/mi300__gaunernst_bert-small-uncased__1016001.json.gz",  # AMD
+    ],
+)
 def test_edge_traces_render_without_errors(cli, tmp_path, open_report, name) -> None:  # noqa: F811
     out = tmp_path / "edge.html"
     assert cli("report", corpus_path(name), "-o", out).code == 0
@@ -280,8 +297,9 @@ def test_ranks_report(cli, tmp_path, open_report) -> None:  # noqa: F811
     table_rows = page.locator("#rank-rows tbody tr")
     assert table_rows.count() == len(data["ranks"])
     busy = [r["busy_us"] for r in sorted(data["ranks"], key=lambda r: r["rank"])]
-    assert [table_rows.nth(i).locator("td").nth(3).inner_text() for i in range(len(busy))] == \
-        [fmt_ms(b) if b >= 1000 else f"{b:.1f} µs" for b in busy]
+    assert [table_rows.nth(i).locator("td").nth(3).inner_text() for i in range(len(busy))] == [
+        fmt_ms(b) if b >= 1000 else f"{b:.1f} µs" for b in busy
+    ]
     for rank in data["ranks"]:  # the stacked parts add up to busy + idle
         union = rank["compute_us"] + rank["communication_us"] - rank["overlap_us"]
         assert union <= rank["busy_us"] + 1e-3
@@ -290,7 +308,9 @@ def test_ranks_report(cli, tmp_path, open_report) -> None:  # noqa: F811
 
 
 def test_capped_kernel_table_says_what_it_left_out(cli, tmp_path, open_report) -> None:  # noqa: F811
-    path = many_kernels_trace(tmp_path / "names.json.gz", 3_000, names=3_000)  # hand-made: 3,000 distinct names
+    path = many_kernels_trace(
+        tmp_path / "names.json.gz", 3_000, names=3_000
+    )  # hand-made: 3,000 distinct names
     out = tmp_path / "capped.html"
     assert cli("report", path, "-o", out, "--no-cache", "--max-rows", "100").code == 0
     opened = open_report(out)
@@ -298,15 +318,21 @@ def test_capped_kernel_table_says_what_it_left_out(cli, tmp_path, open_report) -
     assert opened.problems() == []
     assert page.locator("#kernels-table .count").inner_text() == "100 rows"
     note = page.locator("#kernels-capped")
-    assert re.match(r"Showing the 100 rows with the most GPU time of 3,000; the other 2,900 hold ", note.inner_text())
+    assert re.match(
+        r"Showing the 100 rows with the most GPU time of 3,000; the other 2,900 hold ", note.inner_text()
+    )
     links = note.locator("a")
-    assert [links.nth(i).get_attribute("href") for i in range(links.count())] == ["capped.kernels.csv",
-                                                                                 "capped.kernels.json"]
+    assert [links.nth(i).get_attribute("href") for i in range(links.count())] == [
+        "capped.kernels.csv",
+        "capped.kernels.json",
+    ]
     assert (tmp_path / "capped.kernels.csv").exists() and (tmp_path / "capped.kernels.json").exists()
 
 
 def test_capped_diff_tables_say_what_they_left_out(cli, tmp_path, open_report) -> None:  # noqa: F811
-    base = many_kernels_trace(tmp_path / "base.json.gz", 6_000, names=6_000)  # hand-made: 6,000 distinct names
+    base = many_kernels_trace(
+        tmp_path / "base.json.gz", 6_000, names=6_000
+    )  # hand-made: 6,000 distinct names
     new = many_kernels_trace(tmp_path / "new.json.gz", 5_500, names=6_000)  # 500 kernels gone
     out = tmp_path / "diff.html"
     assert cli("diff", base, new, "--html", out, "--no-cache").code == 0

@@ -13,9 +13,10 @@ import pytest
 import opscope
 from conftest import corpus_path
 from opscope.analysis.attribution.tree import TreeOptions, op_tree
+from opscope.analysis.bundle import FLAME_MIN_SHARE, trace_bundle
 from opscope.errors import MissingDependency
-from opscope.report.html import json_for_script, render_html
-from opscope.report.trace_report import FLAME_MIN_SHARE, ReportOptions, trace_report
+from opscope.report.html.page import json_for_script, render_html
+from opscope.report.html.trace_report import ReportOptions, trace_report
 from rawfixtures import HOSTILE_KERNEL, HOSTILE_OP, hostile_trace
 from reference import gpu_events, ns, window
 from reference import load as raw_events
@@ -29,7 +30,7 @@ QWEN = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"  # 24 Qwen2Deco
 @pytest.fixture(scope="module")
 def v100() -> tuple[dict, list[dict]]:
     path = corpus_path(V100)
-    return trace_report(opscope.load(path)), raw_events(path)
+    return trace_report(trace_bundle(opscope.load(path))), raw_events(path)
 
 
 def test_headline_against_raw_json(v100) -> None:
@@ -83,7 +84,7 @@ def test_flame_carries_the_type_and_the_instance_view(v100) -> None:
     instance (as `--modules instances`): the same GPU time, more nodes, and per module type the instances add up
     to the merged node. A trace where no module type repeats ships no second tree (V100: no nn.Module frames)."""
     trace = opscope.load(corpus_path(QWEN))
-    data = trace_report(trace)
+    data = trace_report(trace_bundle(trace))
     strings, types, instances = data["strings"], data["flame"], data["flame_instances"]
     assert set(types) == set(instances) == {"parent", "name", "value", "total_ns"}
     assert instances["value"][0] == types["value"][0] == instances["total_ns"] == types["total_ns"] > 0
@@ -93,8 +94,11 @@ def test_flame_carries_the_type_and_the_instance_view(v100) -> None:
     merged = {strings[n]: v for n, v in zip(types["name"], types["value"], strict=True)}
     layer = "nn.Module: Qwen2DecoderLayer"
     assert layer in merged and not any(strings[n].startswith(layer + "_") for n in types["name"])
-    per_instance = [v for n, v in zip(instances["name"], instances["value"], strict=True)
-                    if re.fullmatch(re.escape(layer) + r"_\d+", strings[n])]
+    per_instance = [
+        v
+        for n, v in zip(instances["name"], instances["value"], strict=True)
+        if re.fullmatch(re.escape(layer) + r"_\d+", strings[n])
+    ]
     assert len(per_instance) == 24 and sum(per_instance) == merged[layer]
     tree = op_tree(trace, TreeOptions(depth=0, min_share=FLAME_MIN_SHARE, modules="instances"))
     assert len(instances["parent"]) == tree.nodes + 1  # bounded as `flame`: siblings under 1/5000 folded
@@ -117,8 +121,14 @@ def test_timeline_arrays(v100) -> None:
 
 def test_steps_and_launch_delay_against_raw_json(v100) -> None:
     data, events = v100
-    steps = sorted((e for e in events if e.get("cat") == "user_annotation"
-                    and e.get("name", "").startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    steps = sorted(
+        (
+            e
+            for e in events
+            if e.get("cat") == "user_annotation" and e.get("name", "").startswith("ProfilerStep#")
+        ),
+        key=lambda e: e["ts"],
+    )
     assert [s["name"] for s in data["steps"]] == [e["name"] for e in steps]
     gpu = gpu_events(events)
     spans = [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in gpu]
@@ -127,10 +137,16 @@ def test_steps_and_launch_delay_against_raw_json(v100) -> None:
         busy = union([(max(s, lo), min(e, hi)) for s, e in spans if s < hi and e > lo])
         assert shown["busy_us"] == pytest.approx(busy / 1e3, abs=1e-3)
         assert shown["wall_us"] == pytest.approx(ns(raw["dur"]) / 1e3, abs=1e-3)
-    launches = {e["args"]["correlation"]: e["ts"] for e in sorted(events, key=lambda e: e.get("ts", 0))[::-1]
-                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
-    delays = sorted(max(ns(e["ts"]) - ns(launches[e["args"]["correlation"]]), 0) for e in gpu
-                    if e["cat"] == "kernel" and e["args"].get("correlation") in launches)
+    launches = {
+        e["args"]["correlation"]: e["ts"]
+        for e in sorted(events, key=lambda e: e.get("ts", 0))[::-1]
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
+    delays = sorted(
+        max(ns(e["ts"]) - ns(launches[e["args"]["correlation"]]), 0)
+        for e in gpu
+        if e["cat"] == "kernel" and e["args"].get("correlation") in launches
+    )
     delay = data["launch_delay"]
     assert delay["kernels"] == len(delays) == sum(delay["counts"])
     assert delay["max_us"] == pytest.approx(delays[-1] / 1e3, abs=1e-3)
@@ -140,7 +156,7 @@ def test_steps_and_launch_delay_against_raw_json(v100) -> None:
 
 def test_device_selection_and_max_events() -> None:
     trace = opscope.load(corpus_path(NCCL))
-    data = trace_report(trace, ReportOptions(max_events=500))
+    data = trace_report(trace_bundle(trace), ReportOptions(max_events=500))
     tl = data["timeline"]
     assert tl["shipped"] == 500 < tl["events"]
     assert len(tl["bins"]["fill"]) == len(tl["lanes"])
@@ -156,7 +172,9 @@ def test_json_for_script_escapes_markup() -> None:
 
 def test_hostile_names_never_appear_as_markup(tmp_path) -> None:
     path = hostile_trace(tmp_path / "hostile.json")  # hand-made fixture
-    page = render_html(trace_report(opscope.load(path, cache=False)), title=f"report <{path.name}>")
+    page = render_html(
+        trace_report(trace_bundle(opscope.load(path, cache=False))), title=f"report <{path.name}>"
+    )
     assert HOSTILE_KERNEL not in page and HOSTILE_OP not in page and "<svg onload" not in page
     assert "report &lt;hostile.json&gt;" in page
     assert page.count("</script>") == page.count("<script")  # every script element closes where it should
@@ -195,12 +213,16 @@ def test_report_equals_analyze(cli, name) -> None:
     assert head["window_us"] == analysis["window_us"]
     devices = analysis["devices"]
     assert [d["busy_us"] for d in head["devices"]] == [d["busy_us"] for d in devices]
-    assert head["busy_pct"] == pytest.approx(100 * sum(d["utilization"] for d in devices) / len(devices), abs=1e-3)
-    assert [(c["category"], c["total_us"], c["calls"]) for c in report["categories"]] == \
-        [(c["category"], c["total_us"], c["calls"]) for c in analysis["categories"]]
+    assert head["busy_pct"] == pytest.approx(
+        100 * sum(d["utilization"] for d in devices) / len(devices), abs=1e-3
+    )
+    assert [(c["category"], c["total_us"], c["calls"]) for c in report["categories"]] == [
+        (c["category"], c["total_us"], c["calls"]) for c in analysis["categories"]
+    ]
     assert head["top_category"] == analysis["categories"][0]["category"]
     delay = report["launch_delay"]
     assert delay["kernels"] == analysis["launch_delay"]["kernels"] == sum(delay["counts"])
     assert (delay["p50_us"], delay["p95_us"], delay["max_us"]) == tuple(
-        analysis["launch_delay_us"][k] for k in ("p50", "p95", "max"))
+        analysis["launch_delay_us"][k] for k in ("p50", "p95", "max")
+    )
     assert report["memcpy"] == analysis["memcpy"]["rows"]

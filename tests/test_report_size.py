@@ -11,9 +11,9 @@ import re
 
 import pytest
 
+from opscope.analysis import bundle
 from opscope.analysis.kernels import categories
 from opscope.analysis.timeline import activity
-from opscope.report import trace_report
 from rawfixtures import many_kernels_trace
 
 DISTINCT = 300_000
@@ -31,8 +31,10 @@ def test_300k_distinct_kernel_names(cli, tmp_path, monkeypatch) -> None:
 
     monkeypatch.setattr(activity, "with_category", counting)
     late: list[int] = []
-    categories_of = trace_report.categories_of
-    monkeypatch.setattr(trace_report, "categories_of", lambda pairs: late.append(len(pairs)) or categories_of(pairs))
+    categories_of = bundle.categories_of
+    monkeypatch.setattr(
+        bundle, "categories_of", lambda pairs: late.append(len(pairs)) or categories_of(pairs)
+    )
     out = tmp_path / "report.html"
     result = cli("report", path, "-o", out, "--no-cache")
     assert result.code == 0, result.err
@@ -40,8 +42,9 @@ def test_300k_distinct_kernel_names(cli, tmp_path, monkeypatch) -> None:
 
     page = out.read_text(encoding="utf-8")
     assert len(page) < 40e6  # was 76 MB
-    data = json.loads(re.search(r'<script type="application/json" id="opscope-data">(.*?)</script>', page,
-                                re.S).group(1))
+    data = json.loads(
+        re.search(r'<script type="application/json" id="opscope-data">(.*?)</script>', page, re.S).group(1)
+    )
     kernels = data["kernels"]
     assert len(kernels["rows"]) == 5_000 and kernels["rows_total"] == DISTINCT
     assert kernels["rest"]["rows"] == DISTINCT - 5_000
@@ -64,14 +67,23 @@ def test_small_reports_ship_every_row(cli, tmp_path) -> None:
 
 
 def test_diff_page_carries_the_biggest_changes(cli, tmp_path) -> None:
-    base = many_kernels_trace(tmp_path / "base.json.gz", 6_000, names=6_000)  # hand-made: 6,000 distinct names
+    base = many_kernels_trace(
+        tmp_path / "base.json.gz", 6_000, names=6_000
+    )  # hand-made: 6,000 distinct names
     new = many_kernels_trace(tmp_path / "new.json.gz", 5_500, names=6_000)  # 500 kernels gone
     out = tmp_path / "diff.html"
     assert cli("diff", base, new, "--html", out, "--no-cache").code == 0
-    data = json.loads(re.search(r'<script type="application/json" id="opscope-data">(.*?)</script>',
-                                out.read_text(encoding="utf-8"), re.S).group(1))
+    data = json.loads(
+        re.search(
+            r'<script type="application/json" id="opscope-data">(.*?)</script>',
+            out.read_text(encoding="utf-8"),
+            re.S,
+        ).group(1)
+    )
     kernels = data["kernels"]
-    assert len(kernels["rows"]) == 5_000 and kernels["rows_total"] == 6_000 and kernels["rows_hidden"] == 1_000
+    assert (
+        len(kernels["rows"]) == 5_000 and kernels["rows_total"] == 6_000 and kernels["rows_hidden"] == 1_000
+    )
     everything = json.loads(cli("diff", base, new, "--top", "0", "--format", "json").out)["kernels"]
     assert len(everything["rows"]) == 6_000
     shown = sum(r["delta_us"] for r in kernels["rows"]) + kernels["hidden_delta_us"]

@@ -31,8 +31,11 @@ def _strip(name: str) -> str:
 
 
 def _kernels(path):
-    return (opscope.load(path, cache=False).events.filter(pl.col("kind").cast(pl.String) == "kernel")
-            .with_columns(pl.col("name").cast(pl.String)))
+    return (
+        opscope.load(path, cache=False)
+        .events.filter(pl.col("kind").cast(pl.String) == "kernel")
+        .with_columns(pl.col("name").cast(pl.String))
+    )
 
 
 @pytest.mark.corpus
@@ -59,9 +62,15 @@ def test_rocprofv3_json_devices_streams_and_grid():
     assert {d.name for d in trace.meta.devices} == {"AMD Instinct MI350X"}
     assert len(trace.meta.devices) == 8 and trace.meta.devices[0].sm_count == 256
     tool = _load_gz(path)["rocprofiler-sdk-tool"][0]
-    first = min(tool["buffer_records"]["kernel_dispatch"], key=lambda r: (r["start_timestamp"], r["end_timestamp"]))
+    first = min(
+        tool["buffer_records"]["kernel_dispatch"], key=lambda r: (r["start_timestamp"], r["end_timestamp"])
+    )
     info = first["dispatch_info"]
-    row = trace.events.filter(pl.col("kind").cast(pl.String) == "kernel").sort("ts_ns", "dur_ns").row(0, named=True)
+    row = (
+        trace.events.filter(pl.col("kind").cast(pl.String) == "kernel")
+        .sort("ts_ns", "dur_ns")
+        .row(0, named=True)
+    )
     assert row["grid_x"] == math.ceil(info["grid_size"]["x"] / info["workgroup_size"]["x"])
     assert row["block_x"] == info["workgroup_size"]["x"]
     assert row["stream"] == first["stream_id"]["handle"]
@@ -93,8 +102,10 @@ def test_omniperf_sysinfo_names_the_gpu():
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize(("rel", "gpu"), [("omniperf/vcopy_MI100__pmc_perf.csv", "MI100"),
-                                          ("omniperf/multikernel_MI200__pmc_perf.csv", "MI200")])
+@pytest.mark.parametrize(
+    ("rel", "gpu"),
+    [("omniperf/vcopy_MI100__pmc_perf.csv", "MI100"), ("omniperf/multikernel_MI200__pmc_perf.csv", "MI200")],
+)
 def test_omniperf_pmc_perf_names_the_gpu_too(cli, rel, gpu):
     """Issue 18: pmc_perf.csv showed "device <GPU_ID>" (a kernel-driver node id) where timestamps.csv showed the
     GPU's name from the sysinfo.csv beside both."""
@@ -104,23 +115,30 @@ def test_omniperf_pmc_perf_names_the_gpu_too(cli, rel, gpu):
 
 
 # Hand-made CSVs following the two other documented layouts (rocprof v1 results.csv, rocprofv3 kernel_trace.csv).
-V1 = ('"Index","KernelName","gpu-id","queue-id","queue-index","pid","tid","grd","wgr","lds","scr","arch_vgpr",'
-      '"accum_vgpr","sgpr","wave_size","sig","obj","DispatchNs","BeginNs","EndNs","CompleteNs","DurationNs"\n'
-      '0,"bodyForce(Body*, float, int) [clone .kd]",0,0,0,36706,36706,65536,256,0,0,20,4,16,64,"0x0","0x7f",'
-      '1591372809346673,1591372809872935,1591372836189584,1591372836215944,26316649\n'
-      '1,"bodyForce(Body*, float, int) [clone .kd]",0,0,2,36706,36706,65536,256,0,0,20,4,16,64,"0x0","0x7f",'
-      '1591372836300000,1591372836400000,1591372836500000,1591372836600000,100000\n')
-V3 = ('"Kind","Agent_Id","Queue_Id","Stream_Id","Thread_Id","Dispatch_Id","Kernel_Id","Kernel_Name","Correlation_Id",'
-      '"Start_Timestamp","End_Timestamp","LDS_Block_Size","Scratch_Size","VGPR_Count","Accum_VGPR_Count","SGPR_Count",'
-      '"Workgroup_Size_X","Workgroup_Size_Y","Workgroup_Size_Z","Grid_Size_X","Grid_Size_Y","Grid_Size_Z"\n'
-      '"KERNEL_DISPATCH","Agent 2",1,3,70,1,33,"matrixTranspose(float*, float*, int)",119662,1000,3500,512,0,8,0,'
-      '16,4,4,1,1024,1024,1\n')
+V1 = (
+    '"Index","KernelName","gpu-id","queue-id","queue-index","pid","tid","grd","wgr","lds","scr","arch_vgpr",'
+    '"accum_vgpr","sgpr","wave_size","sig","obj","DispatchNs","BeginNs","EndNs","CompleteNs","DurationNs"\n'
+    '0,"bodyForce(Body*, float, int) [clone .kd]",0,0,0,36706,36706,65536,256,0,0,20,4,16,64,"0x0","0x7f",'
+    "1591372809346673,1591372809872935,1591372836189584,1591372836215944,26316649\n"
+    '1,"bodyForce(Body*, float, int) [clone .kd]",0,0,2,36706,36706,65536,256,0,0,20,4,16,64,"0x0","0x7f",'
+    "1591372836300000,1591372836400000,1591372836500000,1591372836600000,100000\n"
+)
+V3 = (
+    '"Kind","Agent_Id","Queue_Id","Stream_Id","Thread_Id","Dispatch_Id","Kernel_Id","Kernel_Name","Correlation_Id",'
+    '"Start_Timestamp","End_Timestamp","LDS_Block_Size","Scratch_Size","VGPR_Count","Accum_VGPR_Count","SGPR_Count",'
+    '"Workgroup_Size_X","Workgroup_Size_Y","Workgroup_Size_Z","Grid_Size_X","Grid_Size_Y","Grid_Size_Z"\n'
+    '"KERNEL_DISPATCH","Agent 2",1,3,70,1,33,"matrixTranspose(float*, float*, int)",119662,1000,3500,512,0,8,0,'
+    "16,4,4,1,1024,1024,1\n"
+)
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    (V1, ("bodyForce(Body*, float, int)", [26316649, 100000], 256, 256, 24, 0, 0)),
-    (V3, ("matrixTranspose(float*, float*, int)", [2500], 256, 4, 8, 2, 3)),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (V1, ("bodyForce(Body*, float, int)", [26316649, 100000], 256, 256, 24, 0, 0)),
+        (V3, ("matrixTranspose(float*, float*, int)", [2500], 256, 4, 8, 2, 3)),
+    ],
+)
 def test_other_csv_layouts_hand_made(tmp_path, text, expected):
     path = tmp_path / "kernels.csv"
     path.write_text(text)
@@ -147,5 +165,6 @@ def test_unknown_csv_and_ncu_csv_as_trace_are_one_line_errors(cli, tmp_path):
     assert result.code == 2 and "CSV with columns a, b, c" in result.err
     assert len(result.err.strip().splitlines()) == 1
     from conftest import REPO
+
     result = cli("summary", REPO / "tests" / "fixtures" / "ncu_raw_handmade.csv", "--no-cache")
     assert result.code == 2 and "--metrics" in result.err

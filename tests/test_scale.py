@@ -23,8 +23,10 @@ from opscope.scale import executor
 from opscope.scale.executor import default_jobs, run_all
 
 DLRM0 = "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json"
-PAIR = ("tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz",
-        "tracelens/mi300__gaunernst_bert-small-uncased__1016001.json.gz")
+PAIR = (
+    "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz",
+    "tracelens/mi300__gaunernst_bert-small-uncased__1016001.json.gz",
+)
 
 
 def test_local_pool_keeps_input_order() -> None:
@@ -97,20 +99,43 @@ def dask_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.skip("the dask command is not installed")
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "src"), str(REPO / "tests")]),
-               DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="0")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(REPO / "src"), str(REPO / "tests")]),
+        DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="0",
+    )
     logs = tmp_path_factory.mktemp("dask")
     procs: list[subprocess.Popen[bytes]] = []
     with contextlib.ExitStack() as files:
         try:
-            procs.append(subprocess.Popen(
-                [str(dask), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"], env=env,
-                stdout=subprocess.DEVNULL, stderr=files.enter_context(open(logs / "scheduler.log", "wb"))))
+            procs.append(
+                subprocess.Popen(
+                    [str(dask), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=files.enter_context(open(logs / "scheduler.log", "wb")),
+                )
+            )
             for i in range(2):
-                procs.append(subprocess.Popen(
-                    [str(dask), "worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard", "--host",
-                     "127.0.0.1"], env=env, stdout=subprocess.DEVNULL,
-                    stderr=files.enter_context(open(logs / f"worker{i}.log", "wb"))))
+                procs.append(
+                    subprocess.Popen(
+                        [
+                            str(dask),
+                            "worker",
+                            address,
+                            "--nworkers",
+                            "1",
+                            "--nthreads",
+                            "1",
+                            "--no-dashboard",
+                            "--host",
+                            "127.0.0.1",
+                        ],
+                        env=env,
+                        stdout=subprocess.DEVNULL,
+                        stderr=files.enter_context(open(logs / f"worker{i}.log", "wb")),
+                    )
+                )
             _wait_for_workers(address, 2)
             yield address
         finally:
@@ -157,10 +182,19 @@ def test_diff_on_dask_equals_local_mode(cli, dask_scheduler: str) -> None:
 
 def test_unreachable_scheduler_is_one_line(cli) -> None:
     pytest.importorskip("distributed")
-    result = cli("ranks", corpus_path(DLRM0), "--scheduler", f"tcp://127.0.0.1:{_free_port()}",
-                 "--connect-timeout", "1")
+    result = cli(
+        "ranks",
+        corpus_path(DLRM0),
+        "--scheduler",
+        f"tcp://127.0.0.1:{_free_port()}",
+        "--connect-timeout",
+        "1",
+    )
     assert result.code == 2
-    assert result.err.startswith("opscope: error: cannot reach the Dask scheduler") and result.err.count("\n") == 1
+    assert (
+        result.err.startswith("opscope: error: cannot reach the Dask scheduler")
+        and result.err.count("\n") == 1
+    )
     assert "within 1s" in result.err
     result = cli("ranks", corpus_path(DLRM0), "--scheduler", "nonsense://x")
     assert result.code == 2 and "unknown address scheme" in result.err and result.err.count("\n") == 1

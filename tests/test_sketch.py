@@ -8,8 +8,8 @@ import random
 import polars as pl
 import pytest
 
-from opscope.analysis.partials.durations import Durations, durations_by_name, merge_named
-from opscope.analysis.partials.sketch import RELATIVE_ACCURACY, Sketch, merge_all
+from opscope.analysis.base.durations import Durations, durations_by_name, merge_named
+from opscope.analysis.base.sketch import RELATIVE_ACCURACY, Sketch, merge_all
 
 QUANTILES = (0.0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999, 1.0)
 
@@ -70,7 +70,12 @@ def test_durations_by_name_matches_direct_sketch_and_merges_exactly() -> None:
     for key in "abcd":
         mine = [d for n, d in zip(names, durs) if n == key]
         stats = table[key]
-        assert (stats.count, stats.total_ns, stats.min_ns, stats.max_ns) == (len(mine), sum(mine), min(mine), max(mine))
+        assert (stats.count, stats.total_ns, stats.min_ns, stats.max_ns) == (
+            len(mine),
+            sum(mine),
+            min(mine),
+            max(mine),
+        )
         assert stats.sketch == Sketch.of([float(d) for d in mine])
     halves = [durations_by_name(frame[:1500], "name", "dur"), durations_by_name(frame[1500:], "name", "dur")]
     merged = merge_named(halves)

@@ -27,8 +27,11 @@ STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
 def raw_windows(events: list[dict]) -> list[tuple[int, int, int]]:
-    out = [(int(STEP.match(e["name"]).group(1)), *ref.span(e)) for e in events
-           if e.get("cat") in ref.OP_CATS and ref.is_x(e) and STEP.match(e.get("name", ""))]
+    out = [
+        (int(STEP.match(e["name"]).group(1)), *ref.span(e))
+        for e in events
+        if e.get("cat") in ref.OP_CATS and ref.is_x(e) and STEP.match(e.get("name", ""))
+    ]
     if out:
         return sorted(out, key=lambda w: w[1])
     timed = [ref.span(e) for e in events if ref.is_x(e) and e.get("cat") != "Trace"]
@@ -56,28 +59,41 @@ def raw_step_figures(events: list[dict]) -> dict[tuple[int, object], dict[str, i
     return out
 
 
-@pytest.mark.parametrize("relative", [V100, NCCL, RESNET_2021, GPU_ONLY, "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"])
+@pytest.mark.parametrize(
+    "relative",
+    [V100, NCCL, RESNET_2021, GPU_ONLY, "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"],
+)
 def test_figures_match_raw(relative: str) -> None:
     events = ref.load(corpus_path(relative))
     expected = raw_step_figures(events)
     result = step_stats(opscope.load(corpus_path(relative)))
-    assert [(w.window.start_ns, w.window.end_ns) for w in result.rows] == [(lo, hi) for _, lo, hi in raw_windows(events)]
+    assert [(w.window.start_ns, w.window.end_ns) for w in result.rows] == [
+        (lo, hi) for _, lo, hi in raw_windows(events)
+    ]
     for row in result.rows:
         number = row.window.step if row.window.step is not None else -1
         for d in row.devices:
             e = expected.get((number, d.device), {"wall": row.wall_ns})
             assert d.busy_ns == e.get("busy", 0)
             assert (d.kernel_ns, d.memcpy_ns, d.memset_ns, d.comm_ns) == (
-                e.get("kernel", 0), e.get("memcpy", 0), e.get("memset", 0), e.get("comm", 0))
+                e.get("kernel", 0),
+                e.get("memcpy", 0),
+                e.get("memset", 0),
+                e.get("comm", 0),
+            )
             assert d.idle_ns == row.wall_ns - d.busy_ns
     walls = [r.wall_ns for r in result.rows]
-    assert [r.slowest for r in result.rows] == ([w == max(walls) for w in walls] if len(walls) > 1 else [False])
+    assert [r.slowest for r in result.rows] == (
+        [w == max(walls) for w in walls] if len(walls) > 1 else [False]
+    )
 
 
 def test_communication_time_on_nccl_trace() -> None:
     result = step_stats(opscope.load(corpus_path(NCCL)))
     assert len(result.rows) == 3  # the gpu_user_annotation copies of ProfilerStep#N are not windows
-    assert all(d.comm_ns > 0 and d.comm_ns <= d.kernel_ns <= d.busy_ns for r in result.rows for d in r.devices)
+    assert all(
+        d.comm_ns > 0 and d.comm_ns <= d.kernel_ns <= d.busy_ns for r in result.rows for d in r.devices
+    )
 
 
 def test_events_outside_every_step_on_real_trace() -> None:
@@ -100,7 +116,7 @@ def test_events_outside_every_step_on_real_trace() -> None:
 def test_no_markers_is_one_window() -> None:
     events = ref.load(corpus_path(GPU_ONLY))
     (window,) = step_windows(opscope.load(corpus_path(GPU_ONLY)))
-    (_, lo, hi), = raw_windows(events)
+    ((_, lo, hi),) = raw_windows(events)
     assert (window.step, window.start_ns, window.end_ns) == (None, lo, hi)
     result = step_stats(opscope.load(corpus_path(GPU_ONLY)))
     assert not result.from_markers and result.outside_events == 0 and result.unattributed_share == 1.0
@@ -118,15 +134,33 @@ def test_overlapping_steps(tmp_path: Path) -> None:
     # overlap counts in both steps, once in the GPU time inside the windows; one kernel lies outside both.
     def x(cat: str, name: str, ts: float, dur: float, **args: object) -> dict:
         gpu = cat == "kernel"
-        return {"ph": "X", "cat": cat, "name": name, "pid": 0 if gpu else 1, "tid": 7 if gpu else 1, "ts": ts,
-                "dur": dur, "args": {**args, **({"device": 0, "stream": 7} if gpu else {})}}
+        return {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": 0 if gpu else 1,
+            "tid": 7 if gpu else 1,
+            "ts": ts,
+            "dur": dur,
+            "args": {**args, **({"device": 0, "stream": 7} if gpu else {})},
+        }
 
     path = tmp_path / "overlap.json"
-    path.write_text(json.dumps({"traceEvents": [
-        x("user_annotation", "ProfilerStep#1", 0, 100), x("user_annotation", "ProfilerStep#2", 80, 100),
-        x("kernel", "a", 10, 20), x("kernel", "b", 85, 10), x("kernel", "c", 150, 20), x("kernel", "d", 300, 5),
-        x("kernel", "ncclKernel_AllReduce", 160, 5),
-    ]}))
+    path.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    x("user_annotation", "ProfilerStep#1", 0, 100),
+                    x("user_annotation", "ProfilerStep#2", 80, 100),
+                    x("kernel", "a", 10, 20),
+                    x("kernel", "b", 85, 10),
+                    x("kernel", "c", 150, 20),
+                    x("kernel", "d", 300, 5),
+                    x("kernel", "ncclKernel_AllReduce", 160, 5),
+                ]
+            }
+        )
+    )
     result = step_stats(opscope.load(path, cache=False))
     assert result.overlapping_steps == 1 and result.overlap_ns == 20_000
     first, second = ([d.busy_ns for d in r.devices] for r in result.rows)
@@ -143,8 +177,16 @@ def test_cli_outputs(cli) -> None:
     data = json.loads(result.out)
     assert data["schema"] == "opscope.steps/1" and data["from_markers"] is True
     assert [s["step"] for s in data["steps"]] == [4, 5, 6] and data["slowest_step"] == 6
-    assert set(data["steps"][0]["devices"][0]) == {"device", "busy_us", "kernel_us", "memcpy_us", "memset_us",
-                                                   "comm_us", "idle_us", "utilization"}
+    assert set(data["steps"][0]["devices"][0]) == {
+        "device",
+        "busy_us",
+        "kernel_us",
+        "memcpy_us",
+        "memset_us",
+        "comm_us",
+        "idle_us",
+        "utilization",
+    }
     assert data["outside"] == {"gpu_events": 0, "gpu_us": 0.0} and data["unattributed_share"] == 0.0
     only = json.loads(cli("steps", path, "--format", "json", "--steps", "5").out)
     assert [s["step"] for s in only["steps"]] == [5]

@@ -35,7 +35,17 @@ def test_json_schema_and_fields(cli) -> None:
     assert set(data["totals"]) >= {"gpu_time_us", "calls"}
     assert len(data["rows"]) == 5
     for row in data["rows"]:
-        assert set(row) >= {"name", "kind", "calls", "total_us", "avg_us", "min_us", "max_us", "median_us", "share"}
+        assert set(row) >= {
+            "name",
+            "kind",
+            "calls",
+            "total_us",
+            "avg_us",
+            "min_us",
+            "max_us",
+            "median_us",
+            "share",
+        }
         assert row["kind"] in ("kernel", "memcpy", "memset")
         assert row["min_us"] <= row["median_us"] <= row["max_us"]
     totals = [r["total_us"] for r in data["rows"]]
@@ -126,7 +136,9 @@ def test_metadata_is_read() -> None:
 
 def test_columns_from_args() -> None:
     events = opscope.load(corpus_path(V100)).events
-    kernel = events.filter((pl.col("kind").cast(str) == "kernel") & (pl.col("correlation") == 135071)).row(0, named=True)
+    kernel = events.filter((pl.col("kind").cast(str) == "kernel") & (pl.col("correlation") == 135071)).row(
+        0, named=True
+    )
     assert (kernel["grid_x"], kernel["grid_y"], kernel["grid_z"]) == (4, 106, 1)
     assert (kernel["block_x"], kernel["registers_per_thread"], kernel["shared_memory"]) == (128, 30, 0)
     assert kernel["external_id"] == 112 and kernel["stream"] == 7 and kernel["device"] == 0
@@ -134,7 +146,9 @@ def test_columns_from_args() -> None:
     assert kernel["ts_ns"] == 1712195495505582988  # epoch-scale µs with ns digits, read exactly
     memcpy = events.filter(pl.col("kind").cast(str) == "memcpy").row(0, named=True)
     assert memcpy["bytes"] and memcpy["bytes"] > 0
-    unknown = opscope.load(corpus_path("hta/cupti_profiler_benchmark_result_924719_1679055439_trace.json.gz")).events
+    unknown = opscope.load(
+        corpus_path("hta/cupti_profiler_benchmark_result_924719_1679055439_trace.json.gz")
+    ).events
     assert "cuda_profiler_range" in set(unknown["cat"].cast(str).drop_nulls())
 
 
@@ -169,8 +183,14 @@ def test_no_cache_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert not (tmp_path / "cache").exists()
 
 
-@pytest.mark.parametrize("relative", [V100, "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz",
-                                      "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json"])
+@pytest.mark.parametrize(
+    "relative",
+    [
+        V100,
+        "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz",
+        "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json",
+    ],
+)
 def test_start_times_are_exact_nanoseconds(relative: str) -> None:
     import gzip
     from decimal import Decimal

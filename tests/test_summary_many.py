@@ -11,8 +11,10 @@ import pytest
 import opscope
 from conftest import corpus_path
 
-RANKS = [f"param/dlrm_kineto/worker{i}_step_12.{stamp}.pt.trace.json" for i, stamp in
-         enumerate(["1694128201545", "1694128201556", "1694128201554", "1694128201557"])]
+RANKS = [
+    f"param/dlrm_kineto/worker{i}_step_12.{stamp}.pt.trace.json"
+    for i, stamp in enumerate(["1694128201545", "1694128201556", "1694128201554", "1694128201557"])
+]
 
 
 def raw_durations(paths) -> dict[tuple[str, str], list[int]]:
@@ -40,11 +42,18 @@ def test_many_traces_merge_exactly(cli, jobs: str) -> None:
         row = got[key]
         assert row["calls"] == len(durations)
         assert row["total_us"] == pytest.approx(sum(durations) / 1e3, abs=1e-3)
-        assert row["min_us"] == pytest.approx(min(durations) / 1e3) and row["max_us"] == pytest.approx(max(durations) / 1e3)
+        assert row["min_us"] == pytest.approx(min(durations) / 1e3) and row["max_us"] == pytest.approx(
+            max(durations) / 1e3
+        )
         if len(durations) > 1:
-            assert row["stddev_us"] == pytest.approx(statistics.stdev(durations) / 1e3, rel=1e-6, abs=6e-4)  # JSON keeps 3 decimals
+            assert row["stddev_us"] == pytest.approx(
+                statistics.stdev(durations) / 1e3, rel=1e-6, abs=6e-4
+            )  # JSON keeps 3 decimals
         median = statistics.median(durations) / 1e3
-        low, high = sorted(durations)[(len(durations) - 1) // 2] / 1e3, sorted(durations)[len(durations) // 2] / 1e3
+        low, high = (
+            sorted(durations)[(len(durations) - 1) // 2] / 1e3,
+            sorted(durations)[len(durations) // 2] / 1e3,
+        )
         assert low * 0.99 - 1e-9 <= row["median_us"] <= high * 1.01 + 1e-9, (key, row["median_us"], median)
     assert data["traces"] == [str(p) for p in paths] and data["median_estimated"] is True
     assert data["totals"]["calls"] == sum(len(d) for d in expected.values())

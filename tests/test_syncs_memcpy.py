@@ -24,8 +24,11 @@ SYNC_TRACES = [
 def test_syncs_equal_raw_recomputation(relative: str) -> None:
     path = corpus_path(relative)
     evs = ref.load(path)
-    syncs = [i for i, e in enumerate(evs)
-             if e.get("cat") in ref.LAUNCH_CATS and ref.SYNC_NAMES.search(e.get("name") or "")]
+    syncs = [
+        i
+        for i, e in enumerate(evs)
+        if e.get("cat") in ref.LAUNCH_CATS and ref.SYNC_NAMES.search(e.get("name") or "")
+    ]
     ops = ref.issuing_op(evs, syncs)
     by_call: dict[str, list[int]] = defaultdict(list)
     by_op: dict[str, list[int]] = defaultdict(list)
@@ -36,19 +39,40 @@ def test_syncs_equal_raw_recomputation(relative: str) -> None:
     result = sync_stats(opscope.load(path))
     assert result.calls == sum(len(v) for v in by_call.values()) > 0
     assert {r.name: (r.calls, r.total_ns, r.max_ns) for r in result.by_call} == {
-        k: (len(v), sum(v), max(v)) for k, v in by_call.items()}
-    assert {r.name: (r.calls, r.total_ns) for r in result.by_op} == {k: (len(v), sum(v)) for k, v in by_op.items()}
+        k: (len(v), sum(v), max(v)) for k, v in by_call.items()
+    }
+    assert {r.name: (r.calls, r.total_ns) for r in result.by_op} == {
+        k: (len(v), sum(v)) for k, v in by_op.items()
+    }
     assert result.gpu_sync_events == sum(1 for e in evs if e.get("cat") == "cuda_sync")
 
 
 def test_sync_pattern_names() -> None:
     import re
 
-    yes = ["cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaStreamWaitEvent",
-           "cudaMemcpy", "hipDeviceSynchronize", "hipEventSynchronize", "hipStreamWaitEvent", "hipMemcpyWithStream",
-           "cuCtxSynchronize", "cuStreamSynchronize", "cuMemcpyDtoH_v2"]
-    no = ["cudaMemcpyAsync", "hipMemcpyAsync", "cudaLaunchKernel", "cudaEventQuery", "cudaStreamIsCapturing",
-          "cudaMemsetAsync", "cudaEventRecord"]
+    yes = [
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cudaStreamWaitEvent",
+        "cudaMemcpy",
+        "hipDeviceSynchronize",
+        "hipEventSynchronize",
+        "hipStreamWaitEvent",
+        "hipMemcpyWithStream",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuMemcpyDtoH_v2",
+    ]
+    no = [
+        "cudaMemcpyAsync",
+        "hipMemcpyAsync",
+        "cudaLaunchKernel",
+        "cudaEventQuery",
+        "cudaStreamIsCapturing",
+        "cudaMemsetAsync",
+        "cudaEventRecord",
+    ]
     assert all(re.search(SYNC_CALL_PATTERN, n) for n in yes)
     assert not any(re.search(SYNC_CALL_PATTERN, n) for n in no)
 
@@ -77,8 +101,15 @@ def test_memcpy_equal_raw_recomputation(relative: str) -> None:
             continue
         name = e["name"]
         d = "H2D" if "HtoD" in name else "D2H" if "DtoH" in name else "D2D" if "DtoD" in name else "P2P"
-        host = None if d in ("D2D", "P2P") else "pageable" if "Pageable" in name else "pinned" if "Pinned" in name \
+        host = (
+            None
+            if d in ("D2D", "P2P")
+            else "pageable"
+            if "Pageable" in name
+            else "pinned"
+            if "Pinned" in name
             else "unknown"
+        )
         row = rows[(d, host)]
         nbytes = (e.get("args") or {}).get("bytes")
         row[0] += 1
@@ -130,11 +161,22 @@ def test_issuing_op_after_a_child_ended(tmp_path) -> None:
     def x(cat, name, ts, dur):
         return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
 
-    evs = [x("cpu_op", "outer", 0, 100), x("cpu_op", "child", 10, 10), x("cpu_op", "same_start", 40, 20),
-           x("cpu_op", "inner_same_start", 40, 5),
-           x("cuda_runtime", "cudaStreamSynchronize", 30, 5), x("cuda_runtime", "cudaDeviceSynchronize", 12, 3),
-           x("cuda_runtime", "cudaEventSynchronize", 41, 2), x("cuda_runtime", "cudaMemcpy", 150, 5)]
+    evs = [
+        x("cpu_op", "outer", 0, 100),
+        x("cpu_op", "child", 10, 10),
+        x("cpu_op", "same_start", 40, 20),
+        x("cpu_op", "inner_same_start", 40, 5),
+        x("cuda_runtime", "cudaStreamSynchronize", 30, 5),
+        x("cuda_runtime", "cudaDeviceSynchronize", 12, 3),
+        x("cuda_runtime", "cudaEventSynchronize", 41, 2),
+        x("cuda_runtime", "cudaMemcpy", 150, 5),
+    ]
     path = tmp_path / "syncs.json"
     path.write_text(json.dumps({"traceEvents": evs}))
     result = sync_stats(opscope.load(path, cache=False))
-    assert {r.name: r.calls for r in result.by_op} == {"outer": 1, "child": 1, "inner_same_start": 1, NO_OP: 1}
+    assert {r.name: r.calls for r in result.by_op} == {
+        "outer": 1,
+        "child": 1,
+        "inner_same_start": 1,
+        NO_OP: 1,
+    }

@@ -14,8 +14,19 @@ from opscope.report.render import NAME_MIN, NAME_READABLE, RenderOptions, render
 H100 = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 MI300 = "tracelens/mi300__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"  # wide numbers: summary was 102
-COMMANDS = ("summary", "kernels", "ops", "tree", "steps", "analyze", "diff", "advise", "critical-path",
-            "efficiency", "memory")
+COMMANDS = (
+    "summary",
+    "kernels",
+    "ops",
+    "tree",
+    "steps",
+    "analyze",
+    "diff",
+    "advise",
+    "critical-path",
+    "efficiency",
+    "memory",
+)
 
 
 def _argv(command: str, trace: str) -> list[str]:
@@ -51,12 +62,23 @@ def test_kernels_hides_launch_details_and_says_so(cli):
 
 
 def _doc(name_len: int, rows: int = 3) -> Document:
-    columns = (Column("name", "Name", NAME), Column("t", "Total ms", MS),
-               Column("extra", "Optional detail", TEXT, drop=1),
-               Column("last", "Last resort", TEXT, drop=LAST_RESORT),
-               Column("why", "Why", TEXT, wrap=True))
-    data = tuple({"name": f"kernel_{i}_" + "x" * name_len, "t": 1e6 * i, "extra": "d" * 14, "last": "l" * 11,
-                  "why": "a long explanation that wraps onto several lines"} for i in range(rows))
+    columns = (
+        Column("name", "Name", NAME),
+        Column("t", "Total ms", MS),
+        Column("extra", "Optional detail", TEXT, drop=1),
+        Column("last", "Last resort", TEXT, drop=LAST_RESORT),
+        Column("why", "Why", TEXT, wrap=True),
+    )
+    data = tuple(
+        {
+            "name": f"kernel_{i}_" + "x" * name_len,
+            "t": 1e6 * i,
+            "extra": "d" * 14,
+            "last": "l" * 11,
+            "why": "a long explanation that wraps onto several lines",
+        }
+        for i in range(rows)
+    )
     return Document(title="t", data={}, tables=(Table("t", "", columns, data),))
 
 
@@ -77,13 +99,15 @@ def test_hand_made_drop_order_wrap_and_wide():
 
 def test_one_ellipsis_per_cut():
     """Real shapes from the H100 trace: `_fold` left an ellipsis next to where `middle` cut."""
-    name = ("void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::native::"
-            "BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > >(at::"
-            "TensorIteratorBase&, at::native::BinaryFunctor<float, float, float, at::native::binary_internal::"
-            "MulFunctor<float> > const&)::{lambda(int)#1}>(int, at::native::gpu_kernel_impl_nocast<at::native::"
-            "BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > >(at::"
-            "TensorIteratorBase&, at::native::BinaryFunctor<float, float, float, at::native::binary_internal::"
-            "MulFunctor<float> > const&)::{lambda(int)#1})")
+    name = (
+        "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::native::"
+        "BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > >(at::"
+        "TensorIteratorBase&, at::native::BinaryFunctor<float, float, float, at::native::binary_internal::"
+        "MulFunctor<float> > const&)::{lambda(int)#1}>(int, at::native::gpu_kernel_impl_nocast<at::native::"
+        "BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > >(at::"
+        "TensorIteratorBase&, at::native::BinaryFunctor<float, float, float, at::native::binary_internal::"
+        "MulFunctor<float> > const&)::{lambda(int)#1})"
+    )
     for width in range(NAME_MIN - 6, 60):
         shown = names.shorten(name, width)
         assert "……" not in shown and len(shown) <= width, (width, shown)

@@ -72,7 +72,11 @@ def test_timeline_equals_raw_recomputation(relative: str) -> None:
         assert d.utilization == pytest.approx(ref["busy"] / result.window_ns)
         assert d.span_ns == ref["span"] and d.idle_in_span_ns == ref["span"] - ref["busy"]
         assert (d.compute_ns, d.communication_ns, d.memcpy_ns, d.memset_ns) == (
-            ref["compute"], ref["comm"], ref["memcpy"], ref["memset"])
+            ref["compute"],
+            ref["comm"],
+            ref["memcpy"],
+            ref["memset"],
+        )
         assert d.compute_comm_overlap_ns == ref["compute_comm"]
         assert d.exposed_comm_ns == ref["comm"] - ref["compute_comm"]
         assert d.compute_memcpy_overlap_ns == ref["compute_memcpy"]
@@ -96,8 +100,11 @@ def test_step_windows_clip_everything() -> None:
     """With explicit window pieces, busy time is the union clipped to them and the window is their length."""
     path = corpus_path("hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
     evs = ref.load(path)
-    steps = sorted((ref.ns(e["ts"]), ref.ns(e["ts"]) + ref.ns(e["dur"])) for e in evs
-                   if str(e.get("name", "")).startswith("ProfilerStep#"))
+    steps = sorted(
+        (ref.ns(e["ts"]), ref.ns(e["ts"]) + ref.ns(e["dur"]))
+        for e in evs
+        if str(e.get("name", "")).startswith("ProfilerStep#")
+    )
     pieces = (steps[1], steps[3])  # two disjoint steps
     result = timeline(opscope.load(path), TimelineOptions(windows=pieces))
     gpu = [(g.start, g.end) for g in ref.gpu(evs)]
@@ -120,10 +127,26 @@ def test_device_selection(tmp_path) -> None:
 
     evs = [
         {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
-        {"ph": "X", "cat": "kernel", "name": "k0", "pid": 0, "tid": 7, "ts": 10, "dur": 20,
-         "args": {"device": 0, "stream": 7}},
-        {"ph": "X", "cat": "kernel", "name": "k1", "pid": 1, "tid": 7, "ts": 50, "dur": 30,
-         "args": {"device": 1, "stream": 7}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k0",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10,
+            "dur": 20,
+            "args": {"device": 0, "stream": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k1",
+            "pid": 1,
+            "tid": 7,
+            "ts": 50,
+            "dur": 30,
+            "args": {"device": 1, "stream": 7},
+        },
     ]
     path = tmp_path / "two_devices.json"
     path.write_text(json.dumps({"traceEvents": evs}))
@@ -139,10 +162,15 @@ def test_analyze_steps_busy_equals_raw() -> None:
     path = corpus_path("kineto/plugin_samples_resnet50_num_workers_0_worker0.pt.trace.json.gz")
     evs = ref.load(path)
     gpu = [(g.start, g.end) for g in ref.gpu(evs)]
-    marks = sorted((ref.ns(e["ts"]), ref.ns(e["dur"]), e["name"]) for e in evs
-                   if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X")
+    marks = sorted(
+        (ref.ns(e["ts"]), ref.ns(e["dur"]), e["name"])
+        for e in evs
+        if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X"
+    )
     result = opscope.analyze(opscope.load(path))
     rows = result.steps.rows
-    assert [(r.window.name, r.window.start_ns, r.window.dur_ns) for r in rows] == [(n, t, d) for t, d, n in marks]
+    assert [(r.window.name, r.window.start_ns, r.window.dur_ns) for r in rows] == [
+        (n, t, d) for t, d, n in marks
+    ]
     for row, (t, d, _) in zip(rows, marks):
         assert row.devices[0].busy_ns == ref.length(ref.intersect(gpu, [(t, t + d)]))

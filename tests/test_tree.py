@@ -35,8 +35,9 @@ def test_tree_adds_up(relative: str, python: str) -> None:
     trace = opscope.load(corpus_path(relative))
     tree = op_tree(trace, TreeOptions(depth=0, min_share=0.0, python=python))
     events = ref.load(corpus_path(relative))
-    total = sum(ref.gpu_dur(events, i) for i, e in enumerate(events)
-                if e.get("cat") in ref.GPU_CATS and ref.is_x(e))
+    total = sum(
+        ref.gpu_dur(events, i) for i, e in enumerate(events) if e.get("cat") in ref.GPU_CATS and ref.is_x(e)
+    )
     assert tree.root.gpu_ns == tree.gpu_time_ns == total
     for node, _ in walk(tree.root):
         if node.children:
@@ -67,8 +68,11 @@ def test_module_time_matches_raw() -> None:
     path = corpus_path(BERT)
     events = ref.load(path)
     raw = ref.link(events)
-    modules = [i for i, e in enumerate(events) if e.get("cat") == "python_function"
-               and e["name"].startswith("nn.Module: ") and ref.is_x(e)]
+    modules = [
+        i
+        for i, e in enumerate(events)
+        if e.get("cat") == "python_function" and e["name"].startswith("nn.Module: ") and ref.is_x(e)
+    ]
     expected: dict[str, int] = defaultdict(int)
     for m in modules:
         lo, hi = ref.span(events[m])
@@ -161,7 +165,10 @@ def test_cli_outputs(cli) -> None:
     assert table.code == 0 and "  nn.Module: BertLMHeadModel " in table.out
     assert re.search(r"nn\.Module: BertLayer x\d+", table.out)  # the encoder layers, merged by type
     instances = cli("tree", path, "--width", "120", "--no-color", "--modules", "instances")
-    assert "  nn.Module: BertLMHeadModel_0" in instances.out and " x" not in instances.out.split("nn.Module")[1][:40]
+    assert (
+        "  nn.Module: BertLMHeadModel_0" in instances.out
+        and " x" not in instances.out.split("nn.Module")[1][:40]
+    )
     csv_rows = list(csv.DictReader(io.StringIO(cli("tree", path, "--format", "csv").out)))
     assert list(csv_rows[0]) == ["name", "kind", "depth", "calls", "gpu_us", "self_gpu_us", "share"]
     assert float(csv_rows[0]["gpu_us"]) == pytest.approx(data["gpu_time_us"])  # ProfilerStep#* holds it all
@@ -171,7 +178,10 @@ def test_cli_outputs(cli) -> None:
 
 def test_cli_errors(cli) -> None:
     path = corpus_path(BERT)
-    for args, message in ((("--depth", "-1"), "--depth"), (("--min-share", "5"), "--min-share"),
-                          (("--steps", "1"), "no step 1")):
+    for args, message in (
+        (("--depth", "-1"), "--depth"),
+        (("--min-share", "5"), "--min-share"),
+        (("--steps", "1"), "no step 1"),
+    ):
         result = cli("tree", path, *args)
         assert result.code == 2 and message in result.err, result.err

@@ -8,7 +8,8 @@ import json
 
 from conftest import corpus_path
 from handmade_traces import document, kernel, launch, step, write
-from opscope.analysis.compare.mismatch import model_mismatch, ranges
+from opscope.analysis.compare.mismatch import model_mismatch
+from opscope.report.ranks_view import ranges
 
 NO_DEVICE_PROPERTIES = "hta/trace_compare_base_base.json.gz"  # device named only by its index
 A100 = "hta/critical_path_simple_add_benchmark_result_493459_1694039959_trace.json.gz"

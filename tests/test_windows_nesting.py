@@ -11,17 +11,18 @@ import pytest
 import opscope
 import reference as ref
 from conftest import corpus_path
-from opscope.analysis.attribution.nesting import ancestors, innermost_container
-from opscope.analysis.timeline import select
-from opscope.analysis.timeline.windows import StepWindow, overlap_pairs, parse_steps
+from opscope.analysis.base import select
+from opscope.analysis.base.nesting import ancestors, innermost_container
+from opscope.analysis.base.windows import StepWindow, overlap_pairs, parse_steps
 from opscope.errors import UsageError
 from opscope.model.schema import Col
 
 RESNET_2021 = "kineto/plugin_samples_resnet50_num_workers_0_worker0.pt.trace.json.gz"
 
 
-@pytest.mark.parametrize(("spec", "steps"), [("3", (3,)), ("3-5", (3, 4, 5)), ("2,4", (2, 4)),
-                                             (" 2, 4-5 ,4", (2, 4, 5))])
+@pytest.mark.parametrize(
+    ("spec", "steps"), [("3", (3,)), ("3-5", (3, 4, 5)), ("2,4", (2, 4)), (" 2, 4-5 ,4", (2, 4, 5))]
+)
 def test_parse_steps(spec: str, steps: tuple[int, ...]) -> None:
     assert parse_steps(spec) == steps
 
@@ -35,8 +36,11 @@ def test_parse_steps_rejects(spec: str) -> None:
 def test_by_steps_clips_real_trace() -> None:
     path = corpus_path(RESNET_2021)
     events = ref.load(path)
-    windows = {int(e["name"].split("#")[1]): ref.span(e) for e in events
-               if e.get("cat") == "Operator" and e.get("name", "").startswith("ProfilerStep#")}
+    windows = {
+        int(e["name"].split("#")[1]): ref.span(e)
+        for e in events
+        if e.get("cat") == "Operator" and e.get("name", "").startswith("ProfilerStep#")
+    }
     gpu = [ref.span(e) for e in events if e.get("cat") in ref.GPU_CATS and ref.is_x(e)]
     chosen = [windows[6], windows[8]]
     expected = sum(max(min(e, hi) - max(s, lo), 0) for s, e in gpu for lo, hi in chosen)
@@ -48,8 +52,11 @@ def test_by_steps_clips_real_trace() -> None:
     assert set(clipped["step"]) == {6, 8}
     assert (clipped[Col.TS_NS] >= min(lo for lo, _ in chosen)).all()
     whole = select.by_steps(frame, trace, "6,8", clip=False)
-    assert whole.height == starts and whole[Col.DUR_NS].to_list() == frame.filter(
-        pl.col(Col.TS_NS).is_in(whole[Col.TS_NS].implode()))[Col.DUR_NS].to_list()
+    assert (
+        whole.height == starts
+        and whole[Col.DUR_NS].to_list()
+        == frame.filter(pl.col(Col.TS_NS).is_in(whole[Col.TS_NS].implode()))[Col.DUR_NS].to_list()
+    )
     assert select.by_steps(frame, trace, None).height == frame.height
 
 
@@ -67,14 +74,23 @@ def test_innermost_container_matches_brute_force() -> None:
         position = np.empty(n, dtype=int)
         position[order] = np.arange(n)
         for i in range(n):
-            candidates = [j for j in range(n) if j != i and can[j] and thread[j] == thread[i] and start[j] <= start[i]
-                          and end[j] >= end[i] and position[j] < position[i]]
+            candidates = [
+                j
+                for j in range(n)
+                if j != i
+                and can[j]
+                and thread[j] == thread[i]
+                and start[j] <= start[i]
+                and end[j] >= end[i]
+                and position[j] < position[i]
+            ]
             assert got[i] == (max(candidates, key=lambda j: position[j]) if candidates else -1)
 
 
 def test_ancestors_expands_parent_chains() -> None:
-    tree = pl.DataFrame({"row": [0, 1, 2, 3], "parent_row": [None, 0, 1, 0]}, schema={"row": pl.Int64,
-                                                                                       "parent_row": pl.Int64})
+    tree = pl.DataFrame(
+        {"row": [0, 1, 2, 3], "parent_row": [None, 0, 1, 0]}, schema={"row": pl.Int64, "parent_row": pl.Int64}
+    )
     pairs = ancestors(tree, pl.Series([2, 3], dtype=pl.Int64))
     got = sorted(pairs.select("row", "ancestor", "level").iter_rows())
     assert got == [(2, 0, 2), (2, 1, 1), (2, 2, 0), (3, 0, 1), (3, 3, 0)]
@@ -94,7 +110,13 @@ def test_overlap_pairs_matches_brute_force() -> None:
         end = start + (rng.integers(0, 20, n) * (rng.random(n) < 0.8)).astype(np.int64)
         event, window = overlap_pairs(start, end, tuple(windows))
         expected = sorted(
-            (i, j) for i in range(n) for j, w in enumerate(windows)
-            if (w.start_ns <= start[i] < w.end_ns if end[i] <= start[i] else start[i] < w.end_ns and end[i] > w.start_ns)
+            (i, j)
+            for i in range(n)
+            for j, w in enumerate(windows)
+            if (
+                w.start_ns <= start[i] < w.end_ns
+                if end[i] <= start[i]
+                else start[i] < w.end_ns and end[i] > w.start_ns
+            )
         )
         assert sorted(zip(event.tolist(), window.tolist())) == expected

@@ -163,13 +163,19 @@ def test_device_properties_match_jaxlib(relative: str) -> None:
     """Issue 16: device planes' clock rate (kHz) and memory bandwidth (bytes/s) are kept with the other
     properties; jaxlib's decoder of the same plane stats is the reference."""
     path = corpus_path(relative)
-    want = {int(p.name.rsplit(":", 1)[1]): dict(p.stats) for p in _profile(path).planes
-            if p.name.startswith("/device:GPU:")}
+    want = {
+        int(p.name.rsplit(":", 1)[1]): dict(p.stats)
+        for p in _profile(path).planes
+        if p.name.startswith("/device:GPU:")
+    }
     got = {d.id: d for d in load(path, cache=False).meta.devices}
     assert sorted(got) == sorted(want) and want
     for ordinal, stats in want.items():
         dev = got[ordinal]
-        assert (dev.clock_rate_khz, dev.memory_bandwidth_bytes_per_s) == (stats["clock_rate"], stats["memory_bandwidth"])
+        assert (dev.clock_rate_khz, dev.memory_bandwidth_bytes_per_s) == (
+            stats["clock_rate"],
+            stats["memory_bandwidth"],
+        )
         assert (dev.sm_count, dev.total_memory) == (stats["core_count"], stats["memory_size"])
     assert got[0].clock_rate_khz == 2_100_000 and got[0].memory_bandwidth_bytes_per_s == 2_662_400_000_000
 
@@ -181,8 +187,11 @@ def test_critical_path_memory_efficiency_run(cli, relative: str) -> None:  # typ
     (critical-path: per-step table; memory / efficiency: their clean message when the capture has no memory
     events or no shapes - see docs/readers.md)."""
     path = corpus_path(relative)
-    expected = {"critical-path": "Critical path per step", "memory": "No [memory] events in this selection",
-                "efficiency": "No op could be sized"}
+    expected = {
+        "critical-path": "Critical path per step",
+        "memory": "No [memory] events in this selection",
+        "efficiency": "No op could be sized",
+    }
     for command, text in expected.items():
         result = cli(command, path, "--width", "100")
         assert result.code == 0, (command, result.err)
@@ -544,7 +553,7 @@ def test_recorded_jax_trace_json(jax_logdir: Path) -> None:
     steps = ev.filter(pl.col(Col.STEP_NUM).is_not_null())
     assert sorted(steps[Col.STEP_NUM].to_list()) == [0, 1, 2]
     assert set(steps[Col.KIND].cast(pl.String).to_list()) == {Kind.USER_ANNOTATION}
-    from opscope.analysis.timeline.windows import marker_windows
+    from opscope.analysis.base.windows import marker_windows
 
     assert [w.step for w in marker_windows(trace)] == [0, 1, 2]
     # the same events as the xplane of the same run (JAX writes both from one recording)

@@ -39,10 +39,10 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-    from opscope.analysis.attribution.linking import Linkage
     from opscope.analysis.attribution.ops import OpStats
     from opscope.analysis.attribution.steps import StepStats
     from opscope.analysis.attribution.tree import OpTree
+    from opscope.analysis.base.linking import Linkage
     from opscope.analysis.compare.diff import TraceDiff
     from opscope.analysis.compare.ranks import RanksReport
     from opscope.analysis.efficiency.table import Efficiency, EfficiencyRow
@@ -64,7 +64,7 @@ _LAZY = {
     "AnalyzeOptions": "opscope.analysis.overview",
     "load": "opscope.loading",
     "History": "opscope.history.api",
-    "Linkage": "opscope.analysis.attribution.linking",
+    "Linkage": "opscope.analysis.base.linking",
     "OpStats": "opscope.analysis.attribution.ops",
     "StepStats": "opscope.analysis.attribution.steps",
     "OpTree": "opscope.analysis.attribution.tree",
@@ -116,8 +116,12 @@ def summary(
 
     if kinds is None:
         kinds = GPU_KINDS
-    return kernel_summary(trace, SummaryOptions(top=top, kinds=kinds, name_filter=name_filter, devices=devices,
-                                                streams=streams, steps=steps))
+    return kernel_summary(
+        trace,
+        SummaryOptions(
+            top=top, kinds=kinds, name_filter=name_filter, devices=devices, streams=streams, steps=steps
+        ),
+    )
 
 
 def analyze(
@@ -132,9 +136,11 @@ def analyze(
     """Busy / idle and why, categories, launch delay, syncs, memcpy, top kernels and ops: `opscope analyze`.
     `steps`: a --steps spec ("3-5"); `windows`: explicit (start_ns, end_ns) pieces to analyse instead."""
     from opscope.analysis.overview import AnalyzeOptions
-    from opscope.analysis.overview import analyze as _analyze
+    from opscope.analysis.rules.advise import advise as _advise
 
-    return _analyze(trace, AnalyzeOptions(devices=devices, streams=streams, steps=steps, windows=windows, top=top))
+    return _advise(
+        trace, AnalyzeOptions(devices=devices, streams=streams, steps=steps, windows=windows, top=top)
+    )
 
 
 def efficiency(
@@ -150,8 +156,11 @@ def efficiency(
     from opscope.analysis.efficiency.table import EfficiencyOptions
     from opscope.analysis.efficiency.table import efficiency as _efficiency
 
-    return _efficiency(trace, EfficiencyOptions(by_shape=by_shape, top=top, peak_tflops=peak_tflops,
-                                                peak_tbps=peak_tbps))
+    return _efficiency(
+        trace, EfficiencyOptions(by_shape=by_shape, top=top, peak_tflops=peak_tflops, peak_tbps=peak_tbps)
+    )
+
+
 def _trace(trace: Trace | str | Path) -> Trace:
     from opscope.loading import load
     from opscope.model import Trace
@@ -171,7 +180,9 @@ def ops(
     """The per-operator table of `opscope ops` (top=0 for all rows)."""
     from opscope.analysis.attribution.ops import OpOptions, op_stats
 
-    return op_stats(trace, OpOptions(by_shape=by_shape, top=top, devices=devices, streams=streams, steps=steps))
+    return op_stats(
+        trace, OpOptions(by_shape=by_shape, top=top, devices=devices, streams=streams, steps=steps)
+    )
 
 
 def tree(
@@ -187,8 +198,12 @@ def tree(
     """The GPU-time hierarchy of `opscope tree` (module -> op -> kernel); depth=0 for all levels."""
     from opscope.analysis.attribution.tree import TreeOptions, op_tree
 
-    return op_tree(trace, TreeOptions(depth=depth, min_share=min_share, python=python, devices=devices,
-                                      streams=streams, steps=steps))
+    return op_tree(
+        trace,
+        TreeOptions(
+            depth=depth, min_share=min_share, python=python, devices=devices, streams=streams, steps=steps
+        ),
+    )
 
 
 def steps(
@@ -215,21 +230,25 @@ def diff(
     """What changed from `base` to `new` (traces or paths), as `opscope diff`."""
     from opscope.analysis.compare.diff import DiffOptions, diff_traces
 
-    return diff_traces(_trace(base), _trace(new), DiffOptions(per_step=per_step, by_shape=by_shape, key_ops=key_ops))
+    return diff_traces(
+        _trace(base), _trace(new), DiffOptions(per_step=per_step, by_shape=by_shape, key_ops=key_ops)
+    )
 
 
 def ranks(traces: Sequence[Trace | str | Path], *, top: int = 10, threshold: float = 0.30) -> RanksReport:
     """One trace per rank of a job (traces or paths), compared rank by rank, as `opscope ranks`."""
     from opscope.analysis.compare.ranks import RanksOptions, compare_ranks, rank_partial
 
-    return compare_ranks([rank_partial(_trace(t)) for t in traces], RanksOptions(top=top, threshold=threshold))
+    return compare_ranks(
+        [rank_partial(_trace(t)) for t in traces], RanksOptions(top=top, threshold=threshold)
+    )
 
 
 def link(trace: Trace) -> Linkage:
     """The kernel-to-operator table: every GPU event with its launch call, innermost operator and call stack
     (`.to_polars()`: one row per GPU event; `.scopes`: the CPU ops; `.stats`: what could not be linked).
     Columns: docs/analysis-attribution.md."""
-    from opscope.analysis.attribution.linking import link as _link
+    from opscope.analysis.base.linking import link as _link
 
     return _link(trace)
 

@@ -23,6 +23,7 @@ def kinds() -> tuple[list[str], list[tuple[str, str]]]: ...
 def limits() -> tuple[int, int, int]: ...
 def file_crc32(path: str) -> int:
     """CRC-32 of a whole file, equal to zlib.crc32 over its bytes."""
+
 def demangle(names: list[str]) -> list[str | None]:
     """Itanium C++ demangling (cpp_demangle); None where a name is not a mangled symbol or does not parse."""
 

@@ -25,8 +25,13 @@ if TYPE_CHECKING:
     from opscope.model.trace import Trace
 
 
-def load(path: str | os.PathLike[str] | None = None, *, cache: bool = True, strict: bool = False,
-         progress: ProgressCallback | None = None) -> Trace:
+def load(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    cache: bool = True,
+    strict: bool = False,
+    progress: ProgressCallback | None = None,
+) -> Trace:
     """Read a trace (a file, a folder's newest trace, or with `None` the default log folder: $PROFILER_LOG_DIR,
     else ./trace_logs) into a `Trace`.
 
@@ -37,7 +42,9 @@ def load(path: str | os.PathLike[str] | None = None, *, cache: bool = True, stri
     `KeyboardInterrupt` and `MemoryError`.
     """
     if path is not None and str(os.fspath(path)) == "":
-        raise InputError("empty trace path (pass a file or a folder; None means $PROFILER_LOG_DIR or ./trace_logs)")
+        raise InputError(
+            "empty trace path (pass a file or a folder; None means $PROFILER_LOG_DIR or ./trace_logs)"
+        )
     with input_errors(path):  # numpy's RuntimeWarnings are silenced where a reader parses (ingest.loader)
         return _ingest_load(path, cache=cache, strict=strict, progress=progress)
 

@@ -17,7 +17,9 @@ import re
 # C0 controls, DEL, C1 controls; U+2028/U+2029 (line breaks to some terminals and editors); the bidi embedding,
 # override and isolate controls (U+202A-U+202E, U+2066-U+2069) and marks (U+200E, U+200F, U+061C), which can make
 # a name read differently from what it is ("Trojan Source").
-UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
 
 
 _SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}

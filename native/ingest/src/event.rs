@@ -117,6 +117,47 @@ pub enum Arg {
 
 pub const N_ARGS: usize = 35;
 
+/// The `args` keys the table reads, in `Arg` order: the declared table `opscope/model/args.py` (`ARG_KEYS`)
+/// lists the same keys in the same order, and `tests/test_arg_columns.py` checks it through `arg_keys()`.
+pub const ARG_KEYS: [&str; N_ARGS] = [
+    "External id",
+    "external id",
+    "correlation",
+    "stream",
+    "device",
+    "grid",
+    "block",
+    "registers per thread",
+    "shared memory",
+    "blocks per SM",
+    "warps per SM",
+    "est. achieved occupancy %",
+    "bytes",
+    "memory bandwidth (GB/s)",
+    "Input Dims",
+    "Input dims",
+    "Input type",
+    "Concrete Inputs",
+    "Sequence number",
+    "Python id",
+    "Python parent id",
+    "name",
+    "Addr",
+    "Bytes",
+    "Total Allocated",
+    "Total Reserved",
+    "Device Type",
+    "Device Id",
+    "hlo_op",
+    "hlo_module",
+    "program_id",
+    "step_num",
+    "correlation_id",
+    "wait_on_stream",
+    "wait_on_cuda_event_record_corr_id",
+];
+
+/// The key's `Arg`: a `match` (the hot path of every event's args), kept equal to `ARG_KEYS` by the test below.
 pub(crate) fn arg_of(key: &str) -> Option<Arg> {
     Some(match key {
         "External id" => Arg::ExternalId,
@@ -365,4 +406,17 @@ pub fn array_items(raw: &str) -> Option<Vec<&str>> {
     }
     let items = serde_json::from_str::<Vec<&RawValue>>(raw).ok()?;
     Some(items.into_iter().map(RawValue::get).collect())
+}
+
+#[cfg(test)]
+mod arg_key_tests {
+    use super::*;
+
+    #[test]
+    fn every_key_maps_to_the_variant_at_its_position() {
+        for (i, key) in ARG_KEYS.iter().enumerate() {
+            assert_eq!(arg_of(key).map(|a| a as usize), Some(i), "{key}");
+        }
+        assert!(arg_of("no such key").is_none());
+    }
 }

@@ -197,6 +197,12 @@ fn kinds() -> (Vec<&'static str>, Vec<(&'static str, &'static str)>) {
     (schema::KINDS.to_vec(), schema::CATEGORY_KINDS.to_vec())
 }
 
+/// The `args` keys the decoder reads, in its order (checked against `opscope/model/args.py`).
+#[pyfunction]
+fn arg_keys() -> Vec<&'static str> {
+    opscope_ingest::event::ARG_KEYS.to_vec()
+}
+
 /// The limits the scanner applies: (deepest nesting, largest event, largest metadata value).
 #[pyfunction]
 fn limits() -> (u32, usize, usize) {
@@ -300,6 +306,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sink::ParquetSink>()?;
     m.add_function(wrap_pyfunction!(columns, m)?)?;
     m.add_function(wrap_pyfunction!(kinds, m)?)?;
+    m.add_function(wrap_pyfunction!(arg_keys, m)?)?;
     m.add_function(wrap_pyfunction!(limits, m)?)?;
     m.add_function(wrap_pyfunction!(demangle, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

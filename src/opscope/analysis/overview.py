@@ -1,6 +1,6 @@
 """`analyze`: every timeline analysis of one trace in one result, the data behind `opscope analyze`.
 
-It links the trace once (`analysis.attribution.linking`), prepares the GPU activity once (analysis/timeline/activity.py) and hands
+It links the trace once (`analysis.base.linking`), prepares the GPU activity once (analysis/timeline/activity.py) and hands
 both to timeline, idle, categories, launch delay, memcpy, syncs, the operator table (`analysis.attribution.ops`) and the
 step table (`analysis.attribution.steps`). With `steps` ("3-5"), the analysed window is the union of those steps' spans
 and ops / steps are restricted as their own commands do.
@@ -8,26 +8,24 @@ and ops / steps are restricted as their own commands do.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from opscope.analysis.attribution.linking import Linkage, LinkStats, link
 from opscope.analysis.attribution.ops import OpOptions, OpStats, op_stats
 from opscope.analysis.attribution.steps import StepOptions, StepStats, step_stats
+from opscope.analysis.base import intervals
+from opscope.analysis.base.linking import Linkage, LinkStats, link
+from opscope.analysis.base.windows import select_windows
+from opscope.analysis.findings import Advice, RuleConfig
 from opscope.analysis.kernels.categories import CATEGORY, CategoryBreakdown, category_breakdown
-from opscope.analysis.rules.context import RuleContext
-from opscope.analysis.rules.engine import RuleConfig, evaluate
-from opscope.analysis.rules.model import Advice
-from opscope.analysis.timeline import intervals
 from opscope.analysis.timeline.activity import Activity, TimelineOptions, gpu_activity
 from opscope.analysis.timeline.busy import Timeline, timeline
 from opscope.analysis.timeline.idle import IdleBreakdown, idle_breakdown
 from opscope.analysis.timeline.launch_delay import LaunchDelay, launch_delay
 from opscope.analysis.timeline.memcpy import MemcpyStats, memcpy_stats
 from opscope.analysis.timeline.syncs import SyncStats, sync_calls, sync_stats
-from opscope.analysis.timeline.windows import select_windows
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 from opscope.tables import Tabular, dataclass_rows
@@ -38,9 +36,11 @@ class AnalyzeOptions:
     devices: tuple[int, ...] | None = None
     streams: tuple[int, ...] | None = None
     steps: str | None = None  # a --steps spec ("3", "3-5", "2,4"); None = the whole trace
-    windows: tuple[tuple[int, int], ...] | None = None  # explicit window pieces (API); overrides `steps`' spans
+    windows: tuple[tuple[int, int], ...] | None = (
+        None  # explicit window pieces (API); overrides `steps`' spans
+    )
     top: int = 10  # rows of the kernel, op, launch-delay and sync tables
-    advise: bool = True  # run the advice rules (analysis/rules/) and fill `Analysis.advice`
+    advise: bool = True  # `rules.advise.advise` runs the advice rules and fills `Analysis.advice`
     rules: RuleConfig | None = None  # threshold overrides (`--rules FILE`); None = the documented defaults
     predict: bool = False  # fill the findings' predicted savings from the critical path (opscope advise)
 
@@ -68,7 +68,9 @@ class Analysis(Tabular):
     syncs: SyncStats
     memcpy: MemcpyStats
     steps: StepStats
-    unattributed_share: float  # of the selected GPU time, launched outside every CPU op (= ops.unattributed_share)
+    unattributed_share: (
+        float  # of the selected GPU time, launched outside every CPU op (= ops.unattributed_share)
+    )
     link: LinkStats
     options: AnalyzeOptions
     warnings: tuple[str, ...] = ()
@@ -83,46 +85,93 @@ def _kernels(clipped: pl.DataFrame, top: int) -> tuple[KernelLine, ...]:
     dur = pl.col(intervals.END) - pl.col(intervals.START)
     total = int(clipped.select(dur.sum()).item() or 0) if clipped.height else 0
     grouped = (
-        clipped.group_by(Col.NAME, Col.KIND, CATEGORY).agg(pl.len().alias("calls"), dur.sum().alias("total"))
+        clipped.group_by(Col.NAME, Col.KIND, CATEGORY)
+        .agg(pl.len().alias("calls"), dur.sum().alias("total"))
         .sort(["total", Col.NAME], descending=[True, False])
     )
     grouped = grouped.head(top) if top > 0 else grouped
-    return tuple(KernelLine(name=r[Col.NAME] or "", kind=r[Col.KIND], category=r[CATEGORY], calls=int(r["calls"]),
-                            total_ns=int(r["total"]), share=int(r["total"]) / total if total else 0.0)
-                 for r in grouped.iter_rows(named=True))
+    return tuple(
+        KernelLine(
+            name=r[Col.NAME] or "",
+            kind=r[Col.KIND],
+            category=r[CATEGORY],
+            calls=int(r["calls"]),
+            total_ns=int(r["total"]),
+            share=int(r["total"]) / total if total else 0.0,
+        )
+        for r in grouped.iter_rows(named=True)
+    )
+
+
+def prepare(
+    trace: Trace,
+    options: AnalyzeOptions | None = None,
+    linkage: Linkage | None = None,
+    activity: Activity | None = None,
+) -> tuple[Linkage, Activity]:
+    """The link table and the GPU activity of the analysed window, computed once and shared by `analysis_of`
+    and the advice rules. `linkage`: `link(trace)` when the caller already has it; `activity`: the
+    `gpu_activity` of the same devices and streams over the whole trace, when the caller already has it (it is
+    not reused when steps select windows)."""
+    opts = options or AnalyzeOptions()
+    windows = _windows(trace, opts)
+    linkage = linkage or link(trace)
+    act = (
+        activity
+        if activity is not None and windows is None
+        else gpu_activity(
+            trace, TimelineOptions(devices=opts.devices, streams=opts.streams, windows=windows), linkage
+        )
+    )
+    return linkage, act
+
+
+def _windows(trace: Trace, opts: AnalyzeOptions) -> tuple[tuple[int, int], ...] | None:
+    if opts.windows is None and opts.steps is not None:
+        return tuple((w.start_ns, w.end_ns) for w in select_windows(trace, opts.steps))
+    return opts.windows
 
 
 def analyze(
-    trace: Trace, options: AnalyzeOptions | None = None, linkage: Linkage | None = None,
+    trace: Trace,
+    options: AnalyzeOptions | None = None,
+    linkage: Linkage | None = None,
     activity: Activity | None = None,
 ) -> Analysis:
-    """All timeline analyses of `trace` (see the module doc and docs/analysis-timeline.md). `linkage`:
-    `link(trace)` when the caller already has it; `activity`: the `gpu_activity` of the same devices and
-    streams over the whole trace, when the caller already has it (it is not reused when steps select windows)."""
+    """All timeline analyses of `trace` (see the module doc and docs/analysis-timeline.md), without the advice
+    rules (`rules.advise.advise` adds them)."""
     opts = options or AnalyzeOptions()
-    windows = opts.windows
-    if windows is None and opts.steps is not None:
-        windows = tuple((w.start_ns, w.end_ns) for w in select_windows(trace, opts.steps))
-    linkage = linkage or link(trace)
-    act = (activity if activity is not None and windows is None
-           else gpu_activity(trace, TimelineOptions(devices=opts.devices, streams=opts.streams, windows=windows),
-                             linkage))
+    linkage, act = prepare(trace, opts, linkage, activity)
+    return analysis_of(trace, opts, linkage, act)
+
+
+def analysis_of(trace: Trace, opts: AnalyzeOptions, linkage: Linkage, act: Activity) -> Analysis:
+    """The `Analysis` of `trace` over a prepared link table and GPU activity (`prepare`)."""
     syncs = sync_calls(trace)
     clipped = act.clipped()
-    ops = op_stats(trace, OpOptions(top=opts.top, devices=opts.devices, streams=opts.streams, steps=opts.steps),
-                   linkage)
-    steps = step_stats(trace, StepOptions(devices=opts.devices, streams=opts.streams, steps=opts.steps), linkage)
+    ops = op_stats(
+        trace, OpOptions(top=opts.top, devices=opts.devices, streams=opts.streams, steps=opts.steps), linkage
+    )
+    steps = step_stats(
+        trace, StepOptions(devices=opts.devices, streams=opts.streams, steps=opts.steps), linkage
+    )
     used = set(clipped[Col.DEVICE].drop_nulls().to_list())
     names = trace.meta.used_device_names(int(d) for d in used)
     warnings = list(trace.meta.warnings)
-    result = Analysis(
-        path=trace.path, device_names=names, timeline=timeline(trace, activity=act),
-        idle=idle_breakdown(trace, activity=act, syncs=syncs), categories=category_breakdown(clipped),
-        kernels=_kernels(clipped, opts.top), ops=ops, launch_delay=launch_delay(trace, activity=act, top=opts.top),
-        syncs=sync_stats(trace, act.window, linkage, syncs), memcpy=memcpy_stats(trace, activity=act), steps=steps,
-        unattributed_share=ops.unattributed_share, link=linkage.stats, options=opts, warnings=tuple(warnings),
+    return Analysis(
+        path=trace.path,
+        device_names=names,
+        timeline=timeline(trace, activity=act),
+        idle=idle_breakdown(trace, activity=act, syncs=syncs),
+        categories=category_breakdown(clipped),
+        kernels=_kernels(clipped, opts.top),
+        ops=ops,
+        launch_delay=launch_delay(trace, activity=act, top=opts.top),
+        syncs=sync_stats(trace, act.window, linkage, syncs),
+        memcpy=memcpy_stats(trace, activity=act),
+        steps=steps,
+        unattributed_share=ops.unattributed_share,
+        link=linkage.stats,
+        options=opts,
+        warnings=tuple(warnings),
     )
-    if not opts.advise:
-        return result
-    return replace(result, advice=evaluate(RuleContext(trace, result, linkage, act), opts.rules, opts.predict))
-

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from opscope.analysis.attribution.cpu_ops import cpu_op_table
-from opscope.analysis.attribution.linking import link
+from opscope.analysis.base.linking import link
+from opscope.analysis.base.windows import step_windows
 from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
-from opscope.analysis.timeline.windows import step_windows
 from opscope.capture import export
 from opscope.capture._torch import describe_device, pick_device, require_torch, synchronize
 from opscope.capture.profiler import Profile, ProfileOptions, profile
@@ -116,8 +116,13 @@ def trace_figures(trace: Trace) -> TraceFigures:
         if ops.rows:
             name, key_ns = ops.rows[0].name, float(ops.rows[0].self_ns)
         metric = CPU_OP_BUSY
-    return TraceFigures(key_op=name, key_op_ns=key_ns / steps if name else None,
-                        utilization=utilization(trace, bool(kernels.gpu_calls), linkage), metric=metric, steps=steps)
+    return TraceFigures(
+        key_op=name,
+        key_op_ns=key_ns / steps if name else None,
+        utilization=utilization(trace, bool(kernels.gpu_calls), linkage),
+        metric=metric,
+        steps=steps,
+    )
 
 
 def check_outputs(strategy: Strategy, baseline: Any, output: Any, autocast: str | None) -> Accuracy:
@@ -127,17 +132,23 @@ def check_outputs(strategy: Strategy, baseline: Any, output: Any, autocast: str 
     dtype = autocast or (str(floating[0].dtype).replace("torch.", "") if floating else "float32")
     rtol, atol = tolerance(strategy, dtype)
     if len(expected) != len(got) or any(e.shape != g.shape for e, g in zip(expected, got, strict=True)):
-        problem = f"outputs differ in number or shape ({[tuple(t.shape) for t in got]} vs baseline " \
-                  f"{[tuple(t.shape) for t in expected]})"
+        problem = (
+            f"outputs differ in number or shape ({[tuple(t.shape) for t in got]} vs baseline "
+            f"{[tuple(t.shape) for t in expected]})"
+        )
         return Accuracy(dtype, rtol, atol, math.inf, math.inf, False, problem)
-    pairs = [(e.detach().double().cpu(), g.detach().double().cpu()) for e, g in zip(expected, got, strict=True)]
+    pairs = [
+        (e.detach().double().cpu(), g.detach().double().cpu()) for e, g in zip(expected, got, strict=True)
+    ]
     scale = max((float(e.abs().max()) for e, _ in pairs if e.numel()), default=0.0)
     max_abs, ok = 0.0, True
     for e, g in pairs:
         if not e.numel():
             continue
         diff = (g - e).abs()
-        diff = torch.where(torch.isnan(diff) & ~(torch.isnan(e) & torch.isnan(g)), math.inf, diff.nan_to_num(0.0))
+        diff = torch.where(
+            torch.isnan(diff) & ~(torch.isnan(e) & torch.isnan(g)), math.inf, diff.nan_to_num(0.0)
+        )
         max_abs = max(max_abs, float(diff.max()))
         ok = ok and bool((diff <= atol * scale + rtol * e.abs()).all())
     return Accuracy(dtype, rtol, atol, max_abs, max_abs / scale if scale else max_abs, ok)
@@ -160,23 +171,29 @@ def _runner(strategy: Strategy | None, model: Any, inputs: Any, device: Any) -> 
     autocast = strategy.autocast if strategy is not None else None
 
     def call() -> Any:
-        cast = torch.autocast(device.type, dtype=getattr(torch, autocast)) if autocast else contextlib.nullcontext()
+        cast = (
+            torch.autocast(device.type, dtype=getattr(torch, autocast))
+            if autocast
+            else contextlib.nullcontext()
+        )
         with torch.no_grad(), cast:
             return _invoke(target, args)
 
     return call
 
 
-def _measure(name: str, call: Callable[[], Any], batch: int, device: Any, settings: dict[str, Any],
-             folder: Path) -> tuple[VariantRun, Any]:
+def _measure(
+    name: str, call: Callable[[], Any], batch: int, device: Any, settings: dict[str, Any], folder: Path
+) -> tuple[VariantRun, Any]:
     output = call()  # the first call (compiles under torch.compile): a warm-up too
     for _ in range(settings["warmup"]):
         call()
     samples = tuple(time_call(call, device) for _ in range(settings["repeats"]))
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
     activities = ("cpu", "cuda") if device.type == "cuda" else ("cpu",)
-    with profile(steps=settings["trace_steps"], activities=activities,
-                 log_dir=str(folder / f"{safe}-bs{batch}")) as prof:
+    with profile(
+        steps=settings["trace_steps"], activities=activities, log_dir=str(folder / f"{safe}-bs{batch}")
+    ) as prof:
         for _ in range(settings["trace_steps"]):
             call()
             synchronize(device)  # each step window then holds its own GPU work
@@ -208,9 +225,17 @@ def _count(name: str, value: Any, minimum: int) -> int:
     return value
 
 
-def compare_strategies(setup: Callable[[int], tuple[Any, Any]], variants: Mapping[str, Any] | Sequence[Any] | None = None,
-                       batch_sizes: Sequence[int] = (1,), *, repeats: int = 5, warmup: int = 2, trace_steps: int = 3,
-                       device: str | None = None, log_dir: str | None = None) -> StrategyComparison:
+def compare_strategies(
+    setup: Callable[[int], tuple[Any, Any]],
+    variants: Mapping[str, Any] | Sequence[Any] | None = None,
+    batch_sizes: Sequence[int] = (1,),
+    *,
+    repeats: int = 5,
+    warmup: int = 2,
+    trace_steps: int = 3,
+    device: str | None = None,
+    log_dir: str | None = None,
+) -> StrategyComparison:
     """Run the baseline and each variant of `setup(batch_size) -> (model, inputs)` at each batch size."""
     torch = require_torch()
     chosen = pick_device(device)
@@ -218,8 +243,11 @@ def compare_strategies(setup: Callable[[int], tuple[Any, Any]], variants: Mappin
     sizes = tuple(_count("batch size", b, 1) for b in batch_sizes)
     if not sizes:
         raise UsageError("give at least one batch size")
-    settings = {"repeats": _count("repeats", repeats, 1), "warmup": _count("warmup", warmup, 0),
-                "trace_steps": _count("trace_steps", trace_steps, 1)}
+    settings = {
+        "repeats": _count("repeats", repeats, 1),
+        "warmup": _count("warmup", warmup, 0),
+        "trace_steps": _count("trace_steps", trace_steps, 1),
+    }
     folder = export.log_dir(log_dir) / "bench"
     runs: list[VariantRun] = []
     for batch in sizes:
@@ -233,26 +261,37 @@ def compare_strategies(setup: Callable[[int], tuple[Any, Any]], variants: Mappin
         try:
             if batch == sizes[0]:
                 _warm_up(_runner(None, model, inputs, chosen), chosen, settings)
-            base_run, expected = _measure(BASELINE, _runner(None, model, inputs, chosen), batch, chosen, settings,
-                                          folder)
+            base_run, expected = _measure(
+                BASELINE, _runner(None, model, inputs, chosen), batch, chosen, settings, folder
+            )
         except Exception as exc:
-            raise UsageError(f"the baseline failed at batch size {batch}: {type(exc).__name__}: {exc}") from None
+            raise UsageError(
+                f"the baseline failed at batch size {batch}: {type(exc).__name__}: {exc}"
+            ) from None
         runs.append(base_run)
         for strategy in strategies:
             try:
-                run, output = _measure(strategy.name, _runner(strategy, model, inputs, chosen), batch, chosen,
-                                       settings, folder)
+                run, output = _measure(
+                    strategy.name, _runner(strategy, model, inputs, chosen), batch, chosen, settings, folder
+                )
             except Exception as exc:
-                runs.append(VariantRun(strategy.name, batch, error=f"{type(exc).__name__}: {exc}".splitlines()[0]))
+                runs.append(
+                    VariantRun(strategy.name, batch, error=f"{type(exc).__name__}: {exc}".splitlines()[0])
+                )
                 continue
             accuracy = check_outputs(strategy, expected, output, strategy.autocast)
             runs.append(VariantRun(run.variant, batch, run.latency_s, run.figures, accuracy, run.trace_path))
     return StrategyComparison(
-        device=describe_device(chosen), timing=timing_method(chosen),
+        device=describe_device(chosen),
+        timing=timing_method(chosen),
         variants=(BASELINE, *(s.name for s in strategies)),
         descriptions=("the model as given (eager)", *(s.description for s in strategies)),
-        batch_sizes=sizes, repeats=settings["repeats"], warmup=settings["warmup"],
-        trace_steps=settings["trace_steps"], runs=tuple(runs))
+        batch_sizes=sizes,
+        repeats=settings["repeats"],
+        warmup=settings["warmup"],
+        trace_steps=settings["trace_steps"],
+        runs=tuple(runs),
+    )
 
 
 def load_entry(spec: str) -> Callable[..., Any]:

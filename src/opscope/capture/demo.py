@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from opscope.analysis.attribution.cpu_ops import cpu_op_table
-from opscope.analysis.attribution.linking import link
+from opscope.analysis.base.linking import link
+from opscope.analysis.base.windows import step_windows
+from opscope.analysis.findings import Advice
 from opscope.analysis.kernels.summary import SummaryOptions, kernel_summary
-from opscope.analysis.overview import AnalyzeOptions, analyze
-from opscope.analysis.rules.model import Advice
-from opscope.analysis.timeline.windows import step_windows
+from opscope.analysis.overview import AnalyzeOptions
+from opscope.analysis.rules.advise import advise
 from opscope.capture._torch import describe_device, pick_device, require_torch, synchronize
 from opscope.capture.demo_model import build_denoiser, denoise
 from opscope.capture.profiler import annotate, profile
@@ -40,8 +41,13 @@ class DemoResult:
     report_path: str | None = None  # the HTML report, when the caller (the CLI) writes one
 
 
-def diagnose(gpu: bool, shares: Sequence[tuple[str, float]], step_ns: Sequence[int], busy: float | None,
-             advice: Advice | None = None) -> list[str]:
+def diagnose(
+    gpu: bool,
+    shares: Sequence[tuple[str, float]],
+    step_ns: Sequence[int],
+    busy: float | None,
+    advice: Advice | None = None,
+) -> list[str]:
     """Plain-language findings from the profiled steps: first the advice rules' findings (analysis/rules/, the
     same engine and the same findings as `opscope advise`, on every run), then only the lines no rule states:
     the largest item (context for the findings), the first step's warm-up cost (no rule compares steps), and
@@ -57,25 +63,39 @@ def diagnose(gpu: bool, shares: Sequence[tuple[str, float]], step_ns: Sequence[i
     if shares:
         name, share = shares[0]
         top3 = sum(s for _, s in shares[:3])
-        findings.append(f"{name} is the largest item: {share * 100:.1f}% of {unit} (top 3: {top3 * 100:.1f}%).")
+        findings.append(
+            f"{name} is the largest item: {share * 100:.1f}% of {unit} (top 3: {top3 * 100:.1f}%)."
+        )
         conv = sum(s for n, s in shares if "conv" in n.lower())
         if conv >= 0.25 and not gpu:
-            findings.append(f"Convolutions take {conv * 100:.1f}% of {unit}: channels_last and bf16 autocast are the "
-                            "usual levers; measure them with `opscope bench`.")
+            findings.append(
+                f"Convolutions take {conv * 100:.1f}% of {unit}: channels_last and bf16 autocast are the "
+                "usual levers; measure them with `opscope bench`."
+            )
     if len(step_ns) >= 2:
         later = sum(step_ns[1:]) / len(step_ns[1:])
         if later and step_ns[0] >= SLOW_FIRST_STEP * later:
-            findings.append(f"Step 0 took {step_ns[0] / 1e6:.1f} ms vs {later / 1e6:.1f} ms for the later profiled "
-                            f"steps ({step_ns[0] / later:.1f}x): first-call costs (allocation, algorithm selection, "
-                            "lazy init). Profile steady state with opscope.profile(wait=1, warmup=1, active=3).")
+            findings.append(
+                f"Step 0 took {step_ns[0] / 1e6:.1f} ms vs {later / 1e6:.1f} ms for the later profiled "
+                f"steps ({step_ns[0] / later:.1f}x): first-call costs (allocation, algorithm selection, "
+                "lazy init). Profile steady state with opscope.profile(wait=1, warmup=1, active=3)."
+            )
     if busy is not None and not gpu:
-        findings.append(f"At least one CPU operator was running {busy * 100:.1f}% of the profiled step time; the "
-                        "rest is Python and framework work between operators.")
+        findings.append(
+            f"At least one CPU operator was running {busy * 100:.1f}% of the profiled step time; the "
+            "rest is Python and framework work between operators."
+        )
     return findings
 
 
-def run_demo(device: str | None = None, total_steps: int = 10, profiled_steps: int = 3, size: int = 32,
-             log_dir: str | None = None, top: int = 15) -> DemoResult:
+def run_demo(
+    device: str | None = None,
+    total_steps: int = 10,
+    profiled_steps: int = 3,
+    size: int = 32,
+    log_dir: str | None = None,
+    top: int = 15,
+) -> DemoResult:
     torch = require_torch()
     if total_steps < profiled_steps or profiled_steps < 1 or size < 8 or size % 2:
         raise UsageError("demo needs 1 <= profiled steps <= total steps and an even latent size >= 8")
@@ -90,6 +110,7 @@ def run_demo(device: str | None = None, total_steps: int = 10, profiled_steps: i
     activities = ("cpu", "cuda") if chosen.type == "cuda" else ("cpu",)
     start = time.perf_counter()
     with profile(steps=profiled_steps, record_shapes=True, activities=activities, log_dir=log_dir) as prof:
+
         def on_step(_: int) -> None:
             synchronize(chosen)  # each step window then holds its own GPU work
             prof.step()
@@ -108,9 +129,16 @@ def run_demo(device: str | None = None, total_steps: int = 10, profiled_steps: i
     else:
         shares = [(r.name, r.share) for r in cpu_op_table(trace, top=0, linkage=linkage).rows]
     busy = utilization(trace, gpu, linkage)
-    advice = analyze(trace, AnalyzeOptions(), linkage).advice  # the rule engine, on every run
+    advice = advise(trace, AnalyzeOptions(), linkage).advice  # the rule engine, on every run
     step_ns = tuple(w.dur_ns for w in windows if w.step is not None)
-    return DemoResult(device=describe_device(chosen), total_steps=total_steps, profiled_steps=profiled_steps,
-                      latent_shape=tuple(latents.shape), seconds=seconds,
-                      summary=summarize(prof.trace_path, device=describe_device(chosen), top=top), step_ns=step_ns,
-                      busy=busy, diagnosis=tuple(diagnose(gpu, shares, step_ns, busy, advice)))
+    return DemoResult(
+        device=describe_device(chosen),
+        total_steps=total_steps,
+        profiled_steps=profiled_steps,
+        latent_shape=tuple(latents.shape),
+        seconds=seconds,
+        summary=summarize(prof.trace_path, device=describe_device(chosen), top=top),
+        step_ns=step_ns,
+        busy=busy,
+        diagnosis=tuple(diagnose(gpu, shares, step_ns, busy, advice)),
+    )

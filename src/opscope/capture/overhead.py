@@ -58,9 +58,15 @@ class OverheadResult:
         return self.untraced.relative_iqr > abs(self.intrusion.median)
 
 
-def measure_overhead(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1,
-                     options: ProfileOptions | None = None, device: str | None = None,
-                     step_marks: Callable[[Profile], AbstractContextManager[Any]] | None = None) -> OverheadResult:
+def measure_overhead(
+    fn: Callable[[], Any],
+    *,
+    repeats: int = 5,
+    warmup: int = 1,
+    options: ProfileOptions | None = None,
+    device: str | None = None,
+    step_marks: Callable[[Profile], AbstractContextManager[Any]] | None = None,
+) -> OverheadResult:
     """Run `fn` untraced and traced (`options`, default: the whole call traced) and compare the times.
     `step_marks(prof)`, a context manager opened around each traced run, marks steps the way the profiled run
     does (`opscope run` passes its optimizer-step hook), so a step schedule sees the same steps in both."""
@@ -95,6 +101,13 @@ def measure_overhead(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1
             elapsed, finalize = traced()
         traced_s.append(elapsed)
         finalize_s.append(finalize)
-    return OverheadResult(device=describe_device(chosen), timing=timing_method(chosen),
-                          capture=traced_options.schedule.describe(), warmup=warmup, untraced_s=tuple(untraced_s),
-                          traced_s=tuple(traced_s), finalize_s=tuple(finalize_s), warnings=tuple(warnings))
+    return OverheadResult(
+        device=describe_device(chosen),
+        timing=timing_method(chosen),
+        capture=traced_options.schedule.describe(),
+        warmup=warmup,
+        untraced_s=tuple(untraced_s),
+        traced_s=tuple(traced_s),
+        finalize_s=tuple(finalize_s),
+        warnings=tuple(warnings),
+    )

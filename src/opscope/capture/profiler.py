@@ -46,9 +46,12 @@ class ProfileOptions:
 
 
 def _torch_action(torch: Any, action: str) -> Any:
-    table = {NONE: torch.profiler.ProfilerAction.NONE, WARMUP: torch.profiler.ProfilerAction.WARMUP,
-             RECORD: torch.profiler.ProfilerAction.RECORD,
-             RECORD_AND_SAVE: torch.profiler.ProfilerAction.RECORD_AND_SAVE}
+    table = {
+        NONE: torch.profiler.ProfilerAction.NONE,
+        WARMUP: torch.profiler.ProfilerAction.WARMUP,
+        RECORD: torch.profiler.ProfilerAction.RECORD,
+        RECORD_AND_SAVE: torch.profiler.ProfilerAction.RECORD_AND_SAVE,
+    }
     return table[action]
 
 
@@ -91,7 +94,9 @@ class Profile(contextlib.ContextDecorator):
             wanted = ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
         unknown = [a for a in wanted if a not in ACTIVITIES]
         if unknown or not wanted:
-            raise UsageError(f"activities: expected some of {', '.join(ACTIVITIES)}, got {', '.join(wanted) or 'none'}")
+            raise UsageError(
+                f"activities: expected some of {', '.join(ACTIVITIES)}, got {', '.join(wanted) or 'none'}"
+            )
         if "cuda" in wanted and not torch.cuda.is_available():
             raise UsageError("activities: cuda asked for, but no CUDA/ROCm device is available")
         kinds = torch.profiler.ProfilerActivity
@@ -100,7 +105,9 @@ class Profile(contextlib.ContextDecorator):
     def __enter__(self) -> Profile:
         torch = require_torch()
         if _ACTIVE:
-            raise UsageError("opscope.profile: another opscope.profile block is already running (torch allows one)")
+            raise UsageError(
+                "opscope.profile: another opscope.profile block is already running (torch allows one)"
+            )
         activities = self._activities(torch)
         self._folder = export.log_dir(self.options.log_dir) if self.options.save else None
         self.trace_paths, self.warnings, self.steps, self.cycles, self.step_source = [], [], 0, 0, None
@@ -182,13 +189,17 @@ class Profile(contextlib.ContextDecorator):
         if schedule.whole_run:
             return
         if self.cycles == 0:
-            self._warn(f"no trace was written: the block ended during step {self.steps}, before recording "
-                       f"starts at step {schedule.first_recorded_step} ({schedule.describe()})")
+            self._warn(
+                f"no trace was written: the block ended during step {self.steps}, before recording "
+                f"starts at step {schedule.first_recorded_step} ({schedule.describe()})"
+            )
         elif self.steps == 0:
             self._warn(f"step() was never called, so the whole block counted as step 0; {self.step_hint}")
         elif schedule.steps_needed is not None and self.steps < schedule.steps_needed:
-            self._warn(f"the block ended after {self.steps} step(s), but the schedule ({schedule.describe()}) "
-                       f"needs {schedule.steps_needed}: the last trace covers fewer steps than asked{where}")
+            self._warn(
+                f"the block ended after {self.steps} step(s), but the schedule ({schedule.describe()}) "
+                f"needs {schedule.steps_needed}: the last trace covers fewer steps than asked{where}"
+            )
 
     def _warn(self, message: str) -> None:
         self.warnings.append(message)
@@ -211,24 +222,50 @@ class Profile(contextlib.ContextDecorator):
         from opscope.capture.summary import summarize
 
         if self.trace_path is None:
-            reason = self.crash_note or (self.warnings[-1] if self.warnings else "the block has not finished yet")
+            reason = self.crash_note or (
+                self.warnings[-1] if self.warnings else "the block has not finished yet"
+            )
             raise UsageError(f"no trace to summarise ({reason})")
         return summarize(self.trace_path, device=self.device, top=top)
 
 
-def profile(steps: int | None = None, *, wait: int = 0, warmup: int = 0, active: int | None = None,
-            repeat: int = 1, skip_first: int = 0, record_shapes: bool = False, with_stack: bool = False,
-            profile_memory: bool = False, nvtx: bool = False, activities: tuple[str, ...] | None = None,
-            log_dir: str | None = None, save: bool = True, memory_snapshot: bool = False) -> Profile:
+def profile(
+    steps: int | None = None,
+    *,
+    wait: int = 0,
+    warmup: int = 0,
+    active: int | None = None,
+    repeat: int = 1,
+    skip_first: int = 0,
+    record_shapes: bool = False,
+    with_stack: bool = False,
+    profile_memory: bool = False,
+    nvtx: bool = False,
+    activities: tuple[str, ...] | None = None,
+    log_dir: str | None = None,
+    save: bool = True,
+    memory_snapshot: bool = False,
+) -> Profile:
     """Profile a block or a function; `steps=N` traces the first N steps, no schedule traces the whole block.
 
     See `docs/capture.md` for the schedule's meaning; traces go to `log_dir`, $PROFILER_LOG_DIR or ./trace_logs.
     """
-    schedule = Schedule.build(steps, wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first)
-    return Profile(ProfileOptions(schedule=schedule, record_shapes=record_shapes, with_stack=with_stack,
-                                  profile_memory=profile_memory, nvtx=nvtx, memory_snapshot=memory_snapshot,
-                                  activities=tuple(activities) if activities is not None else None,
-                                  log_dir=str(log_dir) if log_dir is not None else None, save=save))
+    schedule = Schedule.build(
+        steps, wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first
+    )
+    return Profile(
+        ProfileOptions(
+            schedule=schedule,
+            record_shapes=record_shapes,
+            with_stack=with_stack,
+            profile_memory=profile_memory,
+            nvtx=nvtx,
+            memory_snapshot=memory_snapshot,
+            activities=tuple(activities) if activities is not None else None,
+            log_dir=str(log_dir) if log_dir is not None else None,
+            save=save,
+        )
+    )
 
 
 def active() -> Profile | None:
@@ -243,7 +280,9 @@ def step() -> None:
         _ACTIVE[-1].step()
 
 
-class annotate(contextlib.ContextDecorator):  # lower case: used like a function, `with opscope.annotate("x"):`
+class annotate(
+    contextlib.ContextDecorator
+):  # lower case: used like a function, `with opscope.annotate("x"):`
     """A named range in the trace (`record_function`), and an NVTX range when the profile has nvtx=True."""
 
     def __init__(self, name: str) -> None:

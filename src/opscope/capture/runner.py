@@ -42,7 +42,11 @@ class Command:
 
 def _is_python(word: str) -> bool:
     name = os.path.basename(word)
-    return word == sys.executable or name in _PYTHON_NAMES or (name.startswith("python3.") and name[8:].isdigit())
+    return (
+        word == sys.executable
+        or name in _PYTHON_NAMES
+        or (name.startswith("python3.") and name[8:].isdigit())
+    )
 
 
 def parse_command(words: Sequence[str]) -> Command:
@@ -53,13 +57,17 @@ def parse_command(words: Sequence[str]) -> Command:
     if rest and _is_python(rest[0]):
         rest = rest[1:]
     if not rest:
-        raise UsageError("nothing to run: give a Python script, e.g. opscope run -- python train.py --epochs 1")
+        raise UsageError(
+            "nothing to run: give a Python script, e.g. opscope run -- python train.py --epochs 1"
+        )
     if rest[0] == "-m":
         if len(rest) < 2:
             raise UsageError("python -m needs a module name")
         return Command(target=rest[1], is_module=True, argv=(rest[1], *rest[2:]))
     if rest[0].startswith("-"):
-        raise UsageError(f"python option {rest[0]} is not supported by opscope run (scripts and -m MODULE only)")
+        raise UsageError(
+            f"python option {rest[0]} is not supported by opscope run (scripts and -m MODULE only)"
+        )
     script = Path(rest[0])
     if not script.exists():
         hint = "" if script.suffix == ".py" else " (opscope run profiles Python scripts in-process)"
@@ -134,7 +142,9 @@ def optimizer_step_marks(prof: Profile) -> Iterator[None]:
         if prof.running:
             prof.step("optimizer")
 
-    hook = importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(on_optimizer_step)
+    hook = importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(
+        on_optimizer_step
+    )
     try:
         yield
     finally:
@@ -158,7 +168,16 @@ def run_script(command: Command, options: ProfileOptions) -> RunResult:
         status = 1
         script_tb, where = _script_frames(exc)
         error = f"failed at {where} ({type(exc).__name__}: {exc})"
-    return RunResult(command=command, exit_status=status, error=error, script_traceback=script_tb,
-                     trace_path=str(prof.trace_path) if prof.trace_path else None, steps=prof.steps,
-                     step_source=prof.step_source, device=prof.device, warnings=tuple(prof.warnings),
-                     crash_note=prof.crash_note, seconds=time.perf_counter() - start)
+    return RunResult(
+        command=command,
+        exit_status=status,
+        error=error,
+        script_traceback=script_tb,
+        trace_path=str(prof.trace_path) if prof.trace_path else None,
+        steps=prof.steps,
+        step_source=prof.step_source,
+        device=prof.device,
+        warnings=tuple(prof.warnings),
+        crash_note=prof.crash_note,
+        seconds=time.perf_counter() - start,
+    )

@@ -44,8 +44,16 @@ class Schedule:
             _count("active", self.active, 1)
 
     @classmethod
-    def build(cls, steps: int | None = None, *, wait: int = 0, warmup: int = 0, active: int | None = None,
-              repeat: int = 1, skip_first: int = 0) -> Schedule:
+    def build(
+        cls,
+        steps: int | None = None,
+        *,
+        wait: int = 0,
+        warmup: int = 0,
+        active: int | None = None,
+        repeat: int = 1,
+        skip_first: int = 0,
+    ) -> Schedule:
         """`steps=N` is `active=N`; giving both is an error."""
         if steps is not None:
             _count("steps", steps, 1)
@@ -89,7 +97,11 @@ class Schedule:
     def describe(self) -> str:
         if self.active is None:
             return "the whole block"
-        parts = [f"{name}={getattr(self, name)}" for name in ("skip_first", "wait", "warmup") if getattr(self, name)]
+        parts = [
+            f"{name}={getattr(self, name)}"
+            for name in ("skip_first", "wait", "warmup")
+            if getattr(self, name)
+        ]
         parts.append(f"active={self.active}")
         if self.repeat != 1:
             parts.append(f"repeat={self.repeat}")

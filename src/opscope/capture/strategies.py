@@ -55,8 +55,12 @@ BUILTIN: dict[str, Strategy] = {
     "compile": Strategy("compile", transform=_compile, description="torch.compile (default mode)"),
     "bf16": Strategy("bf16", autocast="bfloat16", description="torch.autocast to bfloat16"),
     "fp16": Strategy("fp16", autocast="float16", description="torch.autocast to float16"),
-    "channels_last": Strategy("channels_last", transform=_channels_last_model, inputs=_channels_last_input,
-                              description="model and 4-D inputs in channels_last memory format"),
+    "channels_last": Strategy(
+        "channels_last",
+        transform=_channels_last_model,
+        inputs=_channels_last_input,
+        description="model and 4-D inputs in channels_last memory format",
+    ),
 }
 
 
@@ -69,8 +73,19 @@ def _builtin(name: str, rename: str | None = None) -> Strategy:
     if name not in BUILTIN:
         raise UsageError(f"unknown strategy {name!r} (built-in: {', '.join(BUILTIN)})")
     chosen = BUILTIN[name]
-    return chosen if rename is None else Strategy(rename, chosen.transform, chosen.inputs, chosen.autocast,
-                                                  chosen.rtol, chosen.atol, chosen.description)
+    return (
+        chosen
+        if rename is None
+        else Strategy(
+            rename,
+            chosen.transform,
+            chosen.inputs,
+            chosen.autocast,
+            chosen.rtol,
+            chosen.atol,
+            chosen.description,
+        )
+    )
 
 
 def resolve(variants: Mapping[str, Any] | Sequence[Any]) -> tuple[Strategy, ...]:
@@ -79,8 +94,19 @@ def resolve(variants: Mapping[str, Any] | Sequence[Any]) -> tuple[Strategy, ...]
     if isinstance(variants, Mapping):
         for name, value in variants.items():
             if isinstance(value, Strategy):
-                chosen.append(value if value.name == name else Strategy(name, value.transform, value.inputs,
-                              value.autocast, value.rtol, value.atol, value.description))
+                chosen.append(
+                    value
+                    if value.name == name
+                    else Strategy(
+                        name,
+                        value.transform,
+                        value.inputs,
+                        value.autocast,
+                        value.rtol,
+                        value.atol,
+                        value.description,
+                    )
+                )
             elif isinstance(value, str):
                 chosen.append(_builtin(value, rename=str(name)))
             elif callable(value):
@@ -99,8 +125,10 @@ def resolve(variants: Mapping[str, Any] | Sequence[Any]) -> tuple[Strategy, ...]
 
 def tolerance(strategy: Strategy, compute_dtype: str) -> tuple[float, float]:
     rtol, atol = TOLERANCES.get(compute_dtype, TOLERANCES["float32"])
-    return (strategy.rtol if strategy.rtol is not None else rtol,
-            strategy.atol if strategy.atol is not None else atol)
+    return (
+        strategy.rtol if strategy.rtol is not None else rtol,
+        strategy.atol if strategy.atol is not None else atol,
+    )
 
 
 def map_tensors(value: Any, fn: Callable[[Any], Any]) -> Any:

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from opscope.analysis.attribution.cpu_ops import CpuOpTable, cpu_busy_ns, cpu_op_table
-from opscope.analysis.attribution.linking import Linkage, link
 from opscope.analysis.attribution.steps import step_stats
+from opscope.analysis.base.linking import Linkage, link
+from opscope.analysis.base.windows import step_windows
 from opscope.analysis.kernels.summary import KernelSummary, SummaryOptions, kernel_summary
-from opscope.analysis.timeline.windows import step_windows
 from opscope.loading import load
 from opscope.model.trace import Trace
 from opscope.tables import Tabular
@@ -46,7 +46,9 @@ class CaptureSummary(Tabular):
     def __str__(self) -> str:
         if _text_view:
             return _text_view[0](self)
-        return f"CaptureSummary of {self.trace_path} ({self.device}; render it with opscope.report.capture_view)"
+        return (
+            f"CaptureSummary of {self.trace_path} ({self.device}; render it with opscope.report.capture_view)"
+        )
 
 
 _text_view: list[Callable[[CaptureSummary], str]] = []  # set once by the top-level package (`show_with`)
@@ -60,8 +62,13 @@ def show_with(view: Callable[[CaptureSummary], str]) -> None:
 def summarize(path: str | os.PathLike[str], device: str = "cpu", top: int = 30) -> CaptureSummary:
     trace = load(path)
     markers = sum(1 for w in step_windows(trace) if w.step is not None)
-    return CaptureSummary(trace_path=str(path), device=device, steps=markers,
-                          kernels=kernel_summary(trace, SummaryOptions(top=top)), cpu_ops=cpu_op_table(trace, top))
+    return CaptureSummary(
+        trace_path=str(path),
+        device=device,
+        steps=markers,
+        kernels=kernel_summary(trace, SummaryOptions(top=top)),
+        cpu_ops=cpu_op_table(trace, top),
+    )
 
 
 def utilization(trace: Trace, gpu: bool, linkage: Linkage | None = None) -> float | None:

@@ -47,7 +47,9 @@ class Spread:
             q1 = q3 = values[0]
         else:
             q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
-        return cls(median=statistics.median(values), q1=q1, q3=q3, min=values[0], max=values[-1], n=len(values))
+        return cls(
+            median=statistics.median(values), q1=q1, q3=q3, min=values[0], max=values[-1], n=len(values)
+        )
 
     @property
     def iqr(self) -> float:
@@ -59,6 +61,11 @@ class Spread:
         return self.iqr / abs(self.median) if self.median else 0.0
 
     def as_dict(self, scale: float = 1.0, digits: int = 4) -> dict[str, float | int]:
-        return {"median": round(self.median * scale, digits), "q1": round(self.q1 * scale, digits),
-                "q3": round(self.q3 * scale, digits), "min": round(self.min * scale, digits),
-                "max": round(self.max * scale, digits), "n": self.n}
+        return {
+            "median": round(self.median * scale, digits),
+            "q1": round(self.q1 * scale, digits),
+            "q3": round(self.q3 * scale, digits),
+            "min": round(self.min * scale, digits),
+            "max": round(self.max * scale, digits),
+            "n": self.n,
+        }

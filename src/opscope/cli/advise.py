@@ -40,7 +40,8 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from opscope.analysis.overview import AnalyzeOptions, analyze
+    from opscope.analysis.overview import AnalyzeOptions
+    from opscope.analysis.rules.advise import advise
     from opscope.analysis.rules.engine import load_config
     from opscope.report.advice_view import advise_document, rules_document
 
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     options = AnalyzeOptions(
         devices=args.device, streams=args.stream, steps=args.steps, rules=config, predict=True
     )
-    result = analyze(trace, options)
+    result = advise(trace, options)
     emit(advise_document(result), args)
     if args.fail_on and result.advice is not None:
         worst = result.advice.worst()

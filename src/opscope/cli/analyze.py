@@ -29,12 +29,13 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from opscope.analysis.memory.peaks import peak_memory
-    from opscope.analysis.overview import AnalyzeOptions, analyze
+    from opscope.analysis.overview import AnalyzeOptions
+    from opscope.analysis.rules.advise import advise
     from opscope.report.analyze_view import analyze_document
     from opscope.report.memory_brief import with_peaks
 
     check_top(args)
     trace = load_trace(args)
     options = AnalyzeOptions(devices=args.device, streams=args.stream, steps=args.steps, top=args.top)
-    emit(with_peaks(analyze_document(analyze(trace, options)), peak_memory(trace, args.steps)), args)
+    emit(with_peaks(analyze_document(advise(trace, options)), peak_memory(trace, args.steps)), args)
     return 0

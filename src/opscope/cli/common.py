@@ -19,29 +19,42 @@ if TYPE_CHECKING:
 
 
 def add_input_args(parser: argparse.ArgumentParser, nargs: str = "?") -> None:
-    parser.add_argument("trace", nargs=nargs, default=None,
-                        help="trace file, or a folder (its newest trace); default: $PROFILER_LOG_DIR or ./trace_logs")
+    parser.add_argument(
+        "trace",
+        nargs=nargs,
+        default=None,
+        help="trace file, or a folder (its newest trace); default: $PROFILER_LOG_DIR or ./trace_logs",
+    )
     add_cache_args(parser)
 
 
 def add_cache_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="parse afresh and write no cache file")
-    parser.add_argument("--strict", action="store_true",
-                        help="treat a damaged trace (cut off, bad UTF-8, oversized integers) as an error")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="treat a damaged trace (cut off, bad UTF-8, oversized integers) as an error",
+    )
 
 
 def add_selection_args(parser: argparse.ArgumentParser, steps: bool = False) -> None:
     """--device and --stream; with steps=True also --steps (`add_steps_arg`)."""
     parser.add_argument("--device", type=_int_list, default=None, metavar="N[,N...]", help="only these GPUs")
-    parser.add_argument("--stream", type=_int_list, default=None, metavar="N[,N...]", help="only these streams")
+    parser.add_argument(
+        "--stream", type=_int_list, default=None, metavar="N[,N...]", help="only these streams"
+    )
     if steps:
         add_steps_arg(parser)
 
 
 def add_steps_arg(parser: argparse.ArgumentParser) -> None:
-    """`--steps 3-5`: restrict to those ProfilerStep#N windows (see `analysis.timeline.select.by_steps`)."""
-    parser.add_argument("--steps", default=None, metavar="SPEC",
-                        help="only these ProfilerStep numbers: 3, 3-5 or 2,4 (default: the whole trace)")
+    """`--steps 3-5`: restrict to those ProfilerStep#N windows (see `analysis.base.select.by_steps`)."""
+    parser.add_argument(
+        "--steps",
+        default=None,
+        metavar="SPEC",
+        help="only these ProfilerStep numbers: 3, 3-5 or 2,4 (default: the whole trace)",
+    )
 
 
 def add_top_arg(parser: argparse.ArgumentParser, default: int = 30) -> None:
@@ -56,10 +69,18 @@ def check_top(args: argparse.Namespace) -> None:
 def add_output_args(parser: argparse.ArgumentParser, formats: tuple[str, ...] | None = None) -> None:
     parser.add_argument("--format", choices=formats or tuple(FORMATS), default="table", help="output format")
     parser.add_argument("-o", "--output", default=None, help="write to this file instead of standard output")
-    parser.add_argument("--wide", action="store_true",
-                        help="full kernel names, one line each (default: shortened by structure, kept distinct)")
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="full kernel names, one line each (default: shortened by structure, kept distinct)",
+    )
     parser.add_argument("--no-color", action="store_true", help="no colours, even on a terminal")
-    parser.add_argument("--width", type=int, default=None, help="table width (default: $COLUMNS, else the terminal's, else 100)")
+    parser.add_argument(
+        "--width",
+        type=int,
+        default=None,
+        help="table width (default: $COLUMNS, else the terminal's, else 100)",
+    )
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -90,10 +111,14 @@ def check_outputs(args: argparse.Namespace, *inputs: str | os.PathLike[str]) -> 
             check_output(output, flag, inputs)
 
 
-def check_output(output: str | os.PathLike[str], flag: str, inputs: tuple[str | os.PathLike[str], ...]) -> None:
+def check_output(
+    output: str | os.PathLike[str], flag: str, inputs: tuple[str | os.PathLike[str], ...]
+) -> None:
     for source in inputs:
         if same_file(output, source):
-            raise UsageError(f"{flag} {output}: is an input of this command ({source}); refusing to overwrite it")
+            raise UsageError(
+                f"{flag} {output}: is an input of this command ({source}); refusing to overwrite it"
+            )
 
 
 def load_trace(args: argparse.Namespace, path: str | None = None) -> Trace:
@@ -119,7 +144,9 @@ def render_options(args: argparse.Namespace, to_terminal: bool) -> RenderOptions
     if args.width is not None and args.width < MIN_WIDTH:
         raise UsageError(f"--width must be at least {MIN_WIDTH} columns, got {args.width}")
     color = to_terminal and not args.no_color and "NO_COLOR" not in os.environ
-    width = args.width or _columns_env() or (shutil.get_terminal_size((100, 24)).columns if to_terminal else 100)
+    width = (
+        args.width or _columns_env() or (shutil.get_terminal_size((100, 24)).columns if to_terminal else 100)
+    )
     return RenderOptions(width=width, wide=args.wide, color=color)
 
 
@@ -163,12 +190,16 @@ def _discard_stdout() -> None:
 
 
 def add_html_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--html", default=None, metavar="FILE",
-                        help="also write a self-contained interactive HTML report to FILE (needs opscope[html])")
+    parser.add_argument(
+        "--html",
+        default=None,
+        metavar="FILE",
+        help="also write a self-contained interactive HTML report to FILE (needs opscope[html])",
+    )
 
 
 def write_html(data: dict[str, Any], kind: str, title: str, path: str) -> None:
     """Write the HTML report of `kind` (trace, diff, ranks) for `data` to `path`."""
-    from opscope.report.html import render_html  # jinja2 is an extra: import only when asked for HTML
+    from opscope.report.html.page import render_html  # jinja2 is an extra: import only when asked for HTML
 
     write_text(render_html(data, title, kind), path)

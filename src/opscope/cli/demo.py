@@ -14,9 +14,13 @@ NAME = "demo"
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto (CUDA when available), cpu or cuda[:N]")
     parser.add_argument("--steps", type=int, default=10, help="denoising steps to run (default 10)")
-    parser.add_argument("--profile-steps", type=int, default=3, help="steps to profile, from the first (default 3)")
+    parser.add_argument(
+        "--profile-steps", type=int, default=3, help="steps to profile, from the first (default 3)"
+    )
     parser.add_argument("--top", type=int, default=15, help="rows to show (0 = all; default 15)")
-    parser.add_argument("--log-dir", default=None, help="trace folder (default: $PROFILER_LOG_DIR or ./trace_logs)")
+    parser.add_argument(
+        "--log-dir", default=None, help="trace folder (default: $PROFILER_LOG_DIR or ./trace_logs)"
+    )
     add_output_args(parser, formats=("table", "json", "markdown"))
 
 
@@ -27,8 +31,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.top < 0:
         raise UsageError("--top must be 0 (all rows) or a positive number")
-    result = run_demo(device=args.device, total_steps=args.steps, profiled_steps=args.profile_steps,
-                      log_dir=args.log_dir, top=args.top)
+    result = run_demo(
+        device=args.device,
+        total_steps=args.steps,
+        profiled_steps=args.profile_steps,
+        log_dir=args.log_dir,
+        top=args.top,
+    )
     report = _html_report(result.summary.trace_path, result.diagnosis)
     emit(demo_document(replace(result, report_path=report)), args)
     return 0
@@ -39,14 +48,15 @@ def _html_report(trace_path: str, diagnosis: tuple[str, ...] = ()) -> str | None
     printed (on a CPU-only run the page shows the CPU operators, not empty GPU panels); None when jinja2 (the
     `html` extra) is missing, so the demo still runs on a minimal install."""
     try:
-        from opscope.report.html import render_html
+        from opscope.report.html.page import render_html
     except ImportError:
         return None
+    from opscope.analysis.bundle import trace_bundle
     from opscope.ingest import load
-    from opscope.report.trace_report import ReportOptions, trace_report
+    from opscope.report.html.trace_report import ReportOptions, trace_report
 
     try:
-        data = trace_report(load(trace_path), ReportOptions())
+        data = trace_report(trace_bundle(load(trace_path)), ReportOptions())
         data["diagnosis"] = list(diagnosis)
         page = render_html(data, title="opscope demo report")
     except ImportError:

@@ -25,22 +25,53 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("base", help="the trace before (file, or a folder: its newest trace)")
     parser.add_argument("new", help="the trace after")
     add_cache_args(parser)
-    parser.add_argument("--per-step", action=argparse.BooleanOptionalAction, default=None,
-                        help="divide totals by each trace's step count (default: when both have ProfilerStep markers)")
+    parser.add_argument(
+        "--per-step",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="divide totals by each trace's step count (default: when both have ProfilerStep markers)",
+    )
     parser.add_argument("--by-shape", action="store_true", help="match operators by name and input shapes")
-    parser.add_argument("--min-delta", default=None, metavar="TIME|PCT",
-                        help="hide rows changing less than this (50us, 1ms, or 2%% of BASE's step time)")
+    parser.add_argument(
+        "--min-delta",
+        default=None,
+        metavar="TIME|PCT",
+        help="hide rows changing less than this (50us, 1ms, or 2%% of BASE's step time)",
+    )
     parser.add_argument("--top", type=int, default=30, help="rows per table (0 = all; default 30)")
-    parser.add_argument("--key-op", action="append", default=None, metavar="REGEX",
-                        help="headline row for the ops matching REGEX (repeatable; default: BASE's top 3 ops)")
-    parser.add_argument("--fail-above", default=None, metavar="PCT",
-                        help="exit 1 if GPU time (per step) grew by more than PCT percent")
-    parser.add_argument("--fail-kernel", action="append", default=[], metavar="REGEX:PCT",
-                        help="exit 1 if the kernels matching REGEX grew by more than PCT percent (repeatable)")
-    parser.add_argument("--fail-category", action="append", default=[], metavar="NAME:PCT",
-                        help="exit 1 if a kernel category's GPU time grew by more than PCT percent (repeatable)")
-    parser.add_argument("--fail-memory", default=None, metavar="PCT",
-                        help="exit 1 if a device's peak allocated memory grew by more than PCT percent")
+    parser.add_argument(
+        "--key-op",
+        action="append",
+        default=None,
+        metavar="REGEX",
+        help="headline row for the ops matching REGEX (repeatable; default: BASE's top 3 ops)",
+    )
+    parser.add_argument(
+        "--fail-above",
+        default=None,
+        metavar="PCT",
+        help="exit 1 if GPU time (per step) grew by more than PCT percent",
+    )
+    parser.add_argument(
+        "--fail-kernel",
+        action="append",
+        default=[],
+        metavar="REGEX:PCT",
+        help="exit 1 if the kernels matching REGEX grew by more than PCT percent (repeatable)",
+    )
+    parser.add_argument(
+        "--fail-category",
+        action="append",
+        default=[],
+        metavar="NAME:PCT",
+        help="exit 1 if a kernel category's GPU time grew by more than PCT percent (repeatable)",
+    )
+    parser.add_argument(
+        "--fail-memory",
+        default=None,
+        metavar="PCT",
+        help="exit 1 if a device's peak allocated memory grew by more than PCT percent",
+    )
     add_parallel_args(parser)
     add_output_args(parser)
     add_html_arg(parser)
@@ -63,11 +94,11 @@ def _width(args: argparse.Namespace) -> int:
 
 def _findings(args: argparse.Namespace) -> dict[str, list[dict[str, object]]]:
     """The advice findings of BASE and NEW compared (fixed / new / remaining; docs/advice.md)."""
-    from opscope.analysis.overview import analyze
+    from opscope.analysis.rules.advise import advise
     from opscope.cli.common import load_trace
     from opscope.report.findings_diff import findings_changes
 
-    base, new = (analyze(load_trace(args, path)).advice for path in (args.base, args.new))
+    base, new = (advise(load_trace(args, path)).advice for path in (args.base, args.new))
     return findings_changes(base, new)
 
 
@@ -82,11 +113,15 @@ def run(args: argparse.Namespace) -> int:
     if args.top < 0:
         raise UsageError("--top must be 0 (all rows) or a positive number")
     gates = _gates(args)
-    view = DiffView(top=args.top, min_delta=parse_min_delta(args.min_delta) if args.min_delta else None,
-                    means=args.format != "table" or args.wide or _width(args) >= WIDE)
+    view = DiffView(
+        top=args.top,
+        min_delta=parse_min_delta(args.min_delta) if args.min_delta else None,
+        means=args.format != "table" or args.wide or _width(args) >= WIDE,
+    )
     options = DiffOptions(per_step=args.per_step, by_shape=args.by_shape, key_ops=tuple(args.key_op or ()))
     (base, base_peaks), (new, new_peaks) = run_tasks(
-        profile_and_peaks_file, file_tasks([args.base, args.new], args, args.by_shape), args)  # one read each
+        profile_and_peaks_file, file_tasks([args.base, args.new], args, args.by_shape), args
+    )  # one read each
     diff = diff_profiles(base, new, options)
     memory = memory_diff(args, base_peaks, new_peaks)
     results = check_gates(diff, gates)
@@ -95,13 +130,26 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--key-op {unmatched[0]!r} matches no operator in either trace")
     for warning in diff.warnings:
         log.warning(warning)
-    for result in results:  # a typo must not disarm CI: a pattern that matches nothing is an error, not a pass
+    for (
+        result
+    ) in results:  # a typo must not disarm CI: a pattern that matches nothing is an error, not a pass
         if result.gate.target == KERNEL and result.matched == 0:
             raise UsageError(f"--fail-kernel {result.gate.pattern!r} matches no kernel in either trace")
-    emit(memory.add(with_findings(diff_document(diff, results, view, rows_first=args.format == "csv"), _findings(args))), args)
+    emit(
+        memory.add(
+            with_findings(
+                diff_document(diff, results, view, rows_first=args.format == "csv"), _findings(args)
+            )
+        ),
+        args,
+    )
     if args.html:  # the biggest changes (the waterfall's "other changes" bar sums the rest, the page says so)
-        write_html(diff_data(diff, results, replace(view, top=HTML_ROWS)), "diff", "opscope diff: NEW vs BASE",
-                   args.html)
+        write_html(
+            diff_data(diff, results, replace(view, top=HTML_ROWS)),
+            "diff",
+            "opscope diff: NEW vs BASE",
+            args.html,
+        )
     tripped = [r.reason(diff.per_step) for r in results if r.tripped] + memory.tripped
     if tripped:
         raise GateFailed(f"regression gate failed: {'; '.join(tripped)}")

@@ -1,4 +1,5 @@
-"""`opscope export`: folded stacks for flame-graph tools, or a trimmed trace for Perfetto / chrome://tracing."""
+"""`opscope export`: folded stacks for flame-graph tools, a trimmed trace for Perfetto / chrome://tracing, or the
+event table as Parquet."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from opscope.analysis.attribution import MODULE_MODES
 from opscope.cli.common import add_input_args, add_selection_args, load_trace, write_text
 from opscope.errors import UsageError
-from opscope.report.folded import UNITS, folded_stacks, folded_text
+from opscope.export.folded import UNITS, folded_stacks, folded_text
 
 NAME = "export"
 log = logging.getLogger("opscope")
@@ -17,33 +18,76 @@ log = logging.getLogger("opscope")
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_input_args(parser)
-    parser.add_argument("--folded", action="store_true",
-                        help="folded stacks `op;op;kernel weight` (GPU time) for flamegraph.pl / speedscope")
-    parser.add_argument("--unit", choices=tuple(UNITS), default="ns", help="weight unit of --folded (default ns)")
-    parser.add_argument("--modules", choices=MODULE_MODES, default="types",
-                        help="--folded: merge module instances by type (default) or one frame per instance")
-    parser.add_argument("--window", default=None, metavar="START:END",
-                        help="only this time window, microseconds from the start of the trace's analysed window")
+    parser.add_argument(
+        "--folded",
+        action="store_true",
+        help="folded stacks `op;op;kernel weight` (GPU time) for flamegraph.pl / speedscope",
+    )
+    parser.add_argument(
+        "--parquet",
+        action="store_true",
+        help="the event table as Parquet (one row per event, the columns of docs/readers.md) to -o FILE",
+    )
+    parser.add_argument(
+        "--unit", choices=tuple(UNITS), default="ns", help="weight unit of --folded (default ns)"
+    )
+    parser.add_argument(
+        "--modules",
+        choices=MODULE_MODES,
+        default="types",
+        help="--folded: merge module instances by type (default) or one frame per instance",
+    )
+    parser.add_argument(
+        "--window",
+        default=None,
+        metavar="START:END",
+        help="only this time window, microseconds from the start of the trace's analysed window",
+    )
     add_selection_args(parser, steps=True)
     parser.add_argument("-o", "--output", default=None, help="output file (.json or .json.gz for a trace)")
 
 
 def run(args: argparse.Namespace) -> int:
     from opscope.analysis.attribution.tree import TreeOptions, op_tree
+    from opscope.export.chrome import trim_spec, trim_trace
     from opscope.loading import resolve
-    from opscope.report.chrome_export import trim_spec, trim_trace
 
+    if args.parquet:
+        return _parquet(args)
     if not args.folded and args.output is None:
-        raise UsageError("export needs --folded (stacks to standard output or -o) or -o FILE.json[.gz] (trace)")
+        raise UsageError(
+            "export needs --folded (stacks to standard output or -o) or -o FILE.json[.gz] (trace)"
+        )
     if args.folded and args.window:
         raise UsageError("--window applies to trimmed traces; with --folded, choose steps with --steps")
     trace = load_trace(args)  # refuses an -o that is the trace itself
     if args.folded:
-        options = TreeOptions(depth=0, min_share=0.0, devices=args.device, streams=args.stream, steps=args.steps,
-                              modules=args.modules)
+        options = TreeOptions(
+            depth=0,
+            min_share=0.0,
+            devices=args.device,
+            streams=args.stream,
+            steps=args.steps,
+            modules=args.modules,
+        )
         write_text(folded_text(folded_stacks(op_tree(trace, options).root), args.unit), args.output)
         return 0
     spec = trim_spec(trace, args.steps, args.window, args.device, args.stream)
     result = trim_trace(resolve(args.trace), Path(args.output), spec, str(args.trace))
     log.info("kept %d of %d events", result.events_out, result.events_in)
+    return 0
+
+
+def _parquet(args: argparse.Namespace) -> int:
+    from opscope.export.parquet import write_parquet
+
+    if args.output is None or args.output == "-":
+        raise UsageError("export --parquet needs -o FILE.parquet")
+    if args.folded or args.window or args.steps or args.device or args.stream:
+        raise UsageError(
+            "--parquet writes the whole event table; it takes no --folded, --window or selection"
+        )
+    trace = load_trace(args)  # refuses an -o that is the trace itself
+    rows = write_parquet(trace, Path(args.output))
+    log.info("wrote %d events to %s", rows, args.output)
     return 0

@@ -22,16 +22,33 @@ R = TypeVar("R")
 def add_parallel_args(parser: argparse.ArgumentParser) -> None:
     from opscope.scale import CONNECT_TIMEOUT_S
 
-    parser.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
-                        help="worker processes (default: by cores, memory and input size; 1 = this process)")
-    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                        help="run the per-trace work on this Dask scheduler (tcp://host:8786; needs opscope[dask]; "
-                             "the workers must see the trace paths)")
-    parser.add_argument("--connect-timeout", type=float, default=CONNECT_TIMEOUT_S, metavar="SECONDS",
-                        help=f"how long to wait for the scheduler and its workers (default {CONNECT_TIMEOUT_S:g})")
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes (default: by cores, memory and input size; 1 = this process)",
+    )
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run the per-trace work on this Dask scheduler (tcp://host:8786; needs opscope[dask]; "
+        "the workers must see the trace paths)",
+    )
+    parser.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=CONNECT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"how long to wait for the scheduler and its workers (default {CONNECT_TIMEOUT_S:g})",
+    )
 
 
-def file_tasks(paths: Sequence[str | Path], args: argparse.Namespace, by_shape: bool = False) -> list[FileTask]:
+def file_tasks(
+    paths: Sequence[str | Path], args: argparse.Namespace, by_shape: bool = False
+) -> list[FileTask]:
     """One task per trace file; each path as `resolve_input` understands it (a folder: its newest trace)."""
     from opscope.ingest.cache import cache_dir
     from opscope.loading import resolve
@@ -42,9 +59,16 @@ def file_tasks(paths: Sequence[str | Path], args: argparse.Namespace, by_shape: 
         source = resolve(given)
         check_outputs(args, source)
         label = str(given) if not Path(given).is_dir() else str(source)
-        tasks.append(FileTask(path=str(source.resolve()), label=label, cache=not args.no_cache,
-                              cache_dir=None if args.scheduler else str(cache_dir()), strict=args.strict,
-                              by_shape=by_shape))
+        tasks.append(
+            FileTask(
+                path=str(source.resolve()),
+                label=label,
+                cache=not args.no_cache,
+                cache_dir=None if args.scheduler else str(cache_dir()),
+                strict=args.strict,
+                by_shape=by_shape,
+            )
+        )
     return tasks
 
 
@@ -77,4 +101,6 @@ def run_tasks(func: Callable[[FileTask], R], tasks: Sequence[FileTask], args: ar
     if args.scheduler or (jobs > 1 and len(tasks) > 1 and mode == "processes"):
         # Each trace already has a process (Dask workers cannot even start one): the reader decodes in it.
         tasks = [dataclasses.replace(t, decode_workers=1) for t in tasks]
-    return run_all(func, tasks, jobs=jobs, scheduler=args.scheduler, timeout_s=args.connect_timeout, mode=mode)
+    return run_all(
+        func, tasks, jobs=jobs, scheduler=args.scheduler, timeout_s=args.connect_timeout, mode=mode
+    )

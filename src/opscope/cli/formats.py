@@ -17,14 +17,26 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    rows = tuple({"name": r.name, "description": r.description, "extensions": " ".join(r.extensions)}
-                 for r in READERS)
-    data = {"schema": SCHEMA, "formats": [{**row, "extensions": list(r.extensions)} for row, r in zip(rows, READERS)]}
-    columns = (Column("name", "Format", TEXT), Column("extensions", "Usual names", TEXT),
-               Column("description", "What", TEXT))
-    doc = Document(title="Trace formats (detected by content, not by file name)", data=data,
-                   tables=(Table(name="formats", title="", columns=columns, rows=rows),),
-                   notes=("Nsight Compute CSV exports are per-launch metrics, not traces: pass them to "
-                          "`opscope kernels TRACE --metrics FILE`.",))
+    rows = tuple(
+        {"name": r.name, "description": r.description, "extensions": " ".join(r.extensions)} for r in READERS
+    )
+    data = {
+        "schema": SCHEMA,
+        "formats": [{**row, "extensions": list(r.extensions)} for row, r in zip(rows, READERS)],
+    }
+    columns = (
+        Column("name", "Format", TEXT),
+        Column("extensions", "Usual names", TEXT),
+        Column("description", "What", TEXT),
+    )
+    doc = Document(
+        title="Trace formats (detected by content, not by file name)",
+        data=data,
+        tables=(Table(name="formats", title="", columns=columns, rows=rows),),
+        notes=(
+            "Nsight Compute CSV exports are per-launch metrics, not traces: pass them to "
+            "`opscope kernels TRACE --metrics FILE`.",
+        ),
+    )
     emit(doc, args)
     return 0

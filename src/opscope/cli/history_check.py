@@ -113,8 +113,8 @@ def prepare_report(parser: argparse.ArgumentParser) -> None:
 def run_report(args: argparse.Namespace) -> int:
     from opscope.cli.common import write_html
     from opscope.history.api import History
-    from opscope.report.history_html import history_report_data
     from opscope.report.history_view import written_document
+    from opscope.report.html.history_html import history_report_data
 
     if args.top < 1:
         raise UsageError("--top must be at least 1")

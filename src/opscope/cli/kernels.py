@@ -13,11 +13,17 @@ NAME = "kernels"
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_input_args(parser)
-    parser.add_argument("--metrics", default=None, metavar="NCU_CSV",
-                        help="Nsight Compute export (ncu --csv --page raw or --page details) to join by kernel "
-                             "name and launch order")
+    parser.add_argument(
+        "--metrics",
+        default=None,
+        metavar="NCU_CSV",
+        help="Nsight Compute export (ncu --csv --page raw or --page details) to join by kernel "
+        "name and launch order",
+    )
     parser.add_argument("--top", type=int, default=30, help="rows to show (0 = all; default 30)")
-    parser.add_argument("--filter", default=None, metavar="REGEX", help="only kernel names matching this regex")
+    parser.add_argument(
+        "--filter", default=None, metavar="REGEX", help="only kernel names matching this regex"
+    )
     add_output_args(parser)
 
 

@@ -67,8 +67,9 @@ def _setup_logging(quiet: bool) -> None:
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; only the subcommand named in `argv` (if any) is imported and given its options."""
-    parser = OneLineParser(prog="opscope", description="Where does the GPU time go? Operator by "
-                           "operator, kernel by kernel.")
+    parser = OneLineParser(
+        prog="opscope", description="Where does the GPU time go? Operator by operator, kernel by kernel."
+    )
     parser.add_argument("--version", action="version", version=f"opscope {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="no warnings on standard error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -121,9 +122,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug: still one line, with a way to get the traceback
         if os.environ.get("OPSCOPE_DEBUG"):
             raise
-        print(f"opscope: internal error: {type(exc).__name__}: {visible(str(exc))} (set OPSCOPE_DEBUG=1 for the "
-              "traceback)",
-              file=sys.stderr)
+        print(
+            f"opscope: internal error: {type(exc).__name__}: {visible(str(exc))} (set OPSCOPE_DEBUG=1 for the "
+            "traceback)",
+            file=sys.stderr,
+        )
         return 3
     finally:
         headstart.cancel()

@@ -19,11 +19,19 @@ NAME = "ops"
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_input_args(parser)
-    parser.add_argument("--by-shape", action="store_true", help="one row per (op, Input Dims) (record_shapes)")
-    parser.add_argument("--efficiency", action="store_true", help="add TFLOP/s, %% of peak and bound (opscope efficiency)")
-    parser.add_argument("--sort", choices=("self", "total"), default="self",
-                        help="rank by GPU self time, then CPU self (default: wrappers such as ProfilerStep#* do "
-                             "not top the table), or by GPU total, then CPU total")
+    parser.add_argument(
+        "--by-shape", action="store_true", help="one row per (op, Input Dims) (record_shapes)"
+    )
+    parser.add_argument(
+        "--efficiency", action="store_true", help="add TFLOP/s, %% of peak and bound (opscope efficiency)"
+    )
+    parser.add_argument(
+        "--sort",
+        choices=("self", "total"),
+        default="self",
+        help="rank by GPU self time, then CPU self (default: wrappers such as ProfilerStep#* do "
+        "not top the table), or by GPU total, then CPU total",
+    )
     add_top_arg(parser)
     add_selection_args(parser, steps=True)
     add_output_args(parser)
@@ -35,8 +43,14 @@ def run(args: argparse.Namespace) -> int:
 
     check_top(args)
     trace = load_trace(args)
-    options = OpOptions(by_shape=args.by_shape, top=args.top, devices=args.device, streams=args.stream,
-                        steps=args.steps, sort=args.sort)
+    options = OpOptions(
+        by_shape=args.by_shape,
+        top=args.top,
+        devices=args.device,
+        streams=args.stream,
+        steps=args.steps,
+        sort=args.sort,
+    )
     doc = ops_document(op_stats(trace, options))
     if args.efficiency:
         from opscope.analysis.efficiency.table import EfficiencyOptions, efficiency

@@ -46,9 +46,15 @@ class ParseProgress:
                 TransferSpeedColumn,
             )
 
-            self.bar = Progress(TextColumn("{task.description}", style="progress.description", markup=False), BarColumn(),
-                                DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
-                                console=self.console, transient=True)
+            self.bar = Progress(
+                TextColumn("{task.description}", style="progress.description", markup=False),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=True,
+            )
             self.bar.start()
             self.task = self.bar.add_task(self.label, total=total)
         assert self.task is not None

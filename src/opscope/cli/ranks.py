@@ -15,11 +15,19 @@ log = logging.getLogger("opscope")
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="DIR|FILE", help="trace files, or folders of them (all traces in each)")
+    parser.add_argument(
+        "paths", nargs="+", metavar="DIR|FILE", help="trace files, or folders of them (all traces in each)"
+    )
     add_cache_args(parser)
-    parser.add_argument("--top", type=int, default=10, help="kernels and operators compared across ranks (0 = all)")
-    parser.add_argument("--threshold", default="30%", metavar="PCT",
-                        help="flag a worst rank this far above the median (default 30%%)")
+    parser.add_argument(
+        "--top", type=int, default=10, help="kernels and operators compared across ranks (0 = all)"
+    )
+    parser.add_argument(
+        "--threshold",
+        default="30%",
+        metavar="PCT",
+        help="flag a worst rank this far above the median (default 30%%)",
+    )
     add_parallel_args(parser)
     add_output_args(parser)
     add_html_arg(parser)

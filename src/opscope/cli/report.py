@@ -33,15 +33,26 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(format="html")
     # -o: the page's path; without it, HTML goes to <trace>.opscope.html beside the trace (its path is printed)
     # and the other formats to standard output; -o - writes the page to standard output.
-    parser.add_argument("--max-events", type=int, default=200_000, metavar="N",
-                        help="timeline rectangles embedded in the page (default 200000; beyond, the longest)")
-    parser.add_argument("--max-rows", type=int, default=5_000, metavar="N",
-                        help="kernel-table rows embedded in the page (default 5000; beyond, the heaviest, and every "
-                             "row in OUTPUT.kernels.csv / .json beside the page)")
+    parser.add_argument(
+        "--max-events",
+        type=int,
+        default=200_000,
+        metavar="N",
+        help="timeline rectangles embedded in the page (default 200000; beyond, the longest)",
+    )
+    parser.add_argument(
+        "--max-rows",
+        type=int,
+        default=5_000,
+        metavar="N",
+        help="kernel-table rows embedded in the page (default 5000; beyond, the heaviest, and every "
+        "row in OUTPUT.kernels.csv / .json beside the page)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    from opscope.report.trace_report import ReportOptions, trace_report
+    from opscope.analysis.bundle import BundleOptions, trace_bundle
+    from opscope.report.html.trace_report import ReportOptions, trace_report
     from opscope.report.trace_view import report_document
 
     if args.max_events < 1 or args.max_rows < 1:
@@ -50,12 +61,14 @@ def run(args: argparse.Namespace) -> int:
     if to_stdout:
         args.output = None
     trace = load_trace(args)
-    data = trace_report(trace, ReportOptions(devices=args.device, streams=args.stream, max_events=args.max_events,
-                                             max_rows=args.max_rows))
+    bundle = trace_bundle(
+        trace, BundleOptions(devices=args.device, streams=args.stream, kernel_rows=args.max_rows)
+    )
+    data = trace_report(bundle, ReportOptions(max_events=args.max_events, max_rows=args.max_rows))
     if args.format != "html":
         emit(report_document(data), args)
         return 0
-    from opscope.report.html import render_html
+    from opscope.report.html.page import render_html
 
     announce = args.output is None and not to_stdout  # 1.7 MB of HTML is not for a terminal: a file, named
     if announce:
@@ -100,7 +113,9 @@ def _write_full_kernels(trace: Trace, args: argparse.Namespace) -> list[str]:
     from opscope.report.summary_view import summary_document
 
     page = Path(args.output)
-    doc = summary_document(kernel_summary(trace, SummaryOptions(top=0, devices=args.device, streams=args.stream)))
+    doc = summary_document(
+        kernel_summary(trace, SummaryOptions(top=0, devices=args.device, streams=args.stream))
+    )
     names = []
     for fmt, suffix in (("csv", ".kernels.csv"), ("json", ".kernels.json")):
         target = page.with_name(page.stem + suffix)

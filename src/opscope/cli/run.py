@@ -13,25 +13,46 @@ log = logging.getLogger("opscope")
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--steps", type=int, default=None, metavar="N",
-                        help="trace only the first N steps (marked by opscope.step() or optimizer steps); "
-                             "default: the whole run")
-    parser.add_argument("--skip-first", type=int, default=0, metavar="N", help="with --steps: skip N steps first")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        metavar="N",
+        help="trace only the first N steps (marked by opscope.step() or optimizer steps); "
+        "default: the whole run",
+    )
+    parser.add_argument(
+        "--skip-first", type=int, default=0, metavar="N", help="with --steps: skip N steps first"
+    )
     parser.add_argument("--record-shapes", action="store_true", help="record operator input shapes")
     parser.add_argument("--with-stack", action="store_true", help="record Python source locations")
     parser.add_argument("--profile-memory", action="store_true", help="record tensor allocations")
     parser.add_argument("--nvtx", action="store_true", help="NVTX ranges per step (for Nsight Systems)")
-    parser.add_argument("--log-dir", default=None, help="trace folder (default: $PROFILER_LOG_DIR or ./trace_logs)")
+    parser.add_argument(
+        "--log-dir", default=None, help="trace folder (default: $PROFILER_LOG_DIR or ./trace_logs)"
+    )
     parser.add_argument("--top", type=int, default=30, help="rows to show (0 = all; default 30)")
-    parser.add_argument("--overhead", action="store_true",
-                        help="first measure the tracing overhead: the script runs untraced and traced, repeatedly")
-    parser.add_argument("--repeats", type=int, default=3, help="with --overhead: traced/untraced pairs (default 3)")
-    parser.add_argument("--jax", action="store_true",
-                        help="profile with jax.profiler (default for a script that imports jax); reads the "
-                             "script's own JAX profile folder when it records one")
+    parser.add_argument(
+        "--overhead",
+        action="store_true",
+        help="first measure the tracing overhead: the script runs untraced and traced, repeatedly",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="with --overhead: traced/untraced pairs (default 3)"
+    )
+    parser.add_argument(
+        "--jax",
+        action="store_true",
+        help="profile with jax.profiler (default for a script that imports jax); reads the "
+        "script's own JAX profile folder when it records one",
+    )
     add_output_args(parser, formats=("table", "json", "markdown"))
-    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- python SCRIPT.py ARGS...",
-                        help="the script and its arguments (python -m MODULE also works)")
+    parser.add_argument(
+        "command",
+        nargs=argparse.REMAINDER,
+        metavar="-- python SCRIPT.py ARGS...",
+        help="the script and its arguments (python -m MODULE also works)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,9 +69,14 @@ def run(args: argparse.Namespace) -> int:
     command = parse_command(args.command)
     if not command.is_module:
         check_outputs(args, command.target)  # `-o train.py` must not replace the script with its summary
-    options = ProfileOptions(schedule=Schedule.build(args.steps, skip_first=args.skip_first),
-                             record_shapes=args.record_shapes, with_stack=args.with_stack,
-                             profile_memory=args.profile_memory, nvtx=args.nvtx, log_dir=args.log_dir)
+    options = ProfileOptions(
+        schedule=Schedule.build(args.steps, skip_first=args.skip_first),
+        record_shapes=args.record_shapes,
+        with_stack=args.with_stack,
+        profile_memory=args.profile_memory,
+        nvtx=args.nvtx,
+        log_dir=args.log_dir,
+    )
     overhead = None
     from opscope.capture.jax_profile import is_jax_script, run_jax_script
 
@@ -59,12 +85,17 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--overhead and --steps profile with torch.profiler; not available for a JAX script")
     if args.overhead:
         try:
-            overhead = measure_overhead(lambda: execute(command), repeats=args.repeats, options=options,
-                                        step_marks=optimizer_step_marks)
+            overhead = measure_overhead(
+                lambda: execute(command),
+                repeats=args.repeats,
+                options=options,
+                step_marks=optimizer_step_marks,
+            )
         except (Exception, SystemExit) as exc:
             code = exc.code if isinstance(exc, SystemExit) and isinstance(exc.code, int) else 1
-            raise ScriptFailed(f"{command.display} failed during the overhead runs ({type(exc).__name__}: {exc})",
-                               code) from None
+            raise ScriptFailed(
+                f"{command.display} failed during the overhead runs ({type(exc).__name__}: {exc})", code
+            ) from None
     result = run_jax_script(command, args.log_dir) if jax_mode else run_script(command, options)
     summary = summarize(result.trace_path, device=result.device, top=args.top) if result.trace_path else None
     if summary is not None or result.exit_status != 0:
@@ -76,5 +107,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stderr.write(result.script_traceback)
         raise ScriptFailed(f"{command.display} {result.error}; {result.crash_note}", result.exit_status)
     if summary is None:
-        raise UsageError(f"no trace was captured ({result.warnings[-1] if result.warnings else 'nothing recorded'})")
+        raise UsageError(
+            f"no trace was captured ({result.warnings[-1] if result.warnings else 'nothing recorded'})"
+        )
     return 0

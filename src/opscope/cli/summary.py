@@ -16,8 +16,13 @@ NAME = "summary"
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_input_args(parser, nargs="*")
     parser.add_argument("--top", type=int, default=30, help="rows to show (0 = all; default 30)")
-    parser.add_argument("--kind", choices=GPU_KINDS, action="append", default=None,
-                        help="only this kind of GPU activity (repeatable; default: all three)")
+    parser.add_argument(
+        "--kind",
+        choices=GPU_KINDS,
+        action="append",
+        default=None,
+        help="only this kind of GPU activity (repeatable; default: all three)",
+    )
     parser.add_argument("--filter", default=None, metavar="REGEX", help="only names matching this regex")
     add_selection_args(parser, steps=True)
     add_parallel_args(parser)
@@ -30,9 +35,14 @@ def run(args: argparse.Namespace) -> int:
 
     if args.top < 0:
         raise UsageError("--top must be 0 (all rows) or a positive number")
-    options = SummaryOptions(top=args.top, kinds=tuple(args.kind) if args.kind else GPU_KINDS,
-                             name_filter=args.filter, devices=args.device, streams=args.stream,
-                             steps=args.steps)
+    options = SummaryOptions(
+        top=args.top,
+        kinds=tuple(args.kind) if args.kind else GPU_KINDS,
+        name_filter=args.filter,
+        devices=args.device,
+        streams=args.stream,
+        steps=args.steps,
+    )
     paths = list(args.trace or [])
     if len(paths) <= 1:
         args.trace = paths[0] if paths else None

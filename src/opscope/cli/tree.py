@@ -20,15 +20,32 @@ NAME = "tree"
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_input_args(parser)
     parser.add_argument("--depth", type=int, default=4, help="levels to show (0 = all; default 4)")
-    parser.add_argument("--min-share", type=float, default=0.01, metavar="FRACTION",
-                        help="fold nodes under this share of GPU time (default 0.01 = 1%%)")
-    parser.add_argument("--python", choices=PYTHON_MODES, default="modules",
-                        help="Python frames shown: nn.Module frames only (default), all, or none")
-    parser.add_argument("--modules", choices=MODULE_MODES, default="types",
-                        help="merge the instances of a module type into one node (default: Layer x24), or one "
-                             "node per instance")
-    parser.add_argument("--no-hot-path", dest="hot_path", action="store_false",
-                        help="stop at --depth (default: below it, follow the biggest child down to its kernel)")
+    parser.add_argument(
+        "--min-share",
+        type=float,
+        default=0.01,
+        metavar="FRACTION",
+        help="fold nodes under this share of GPU time (default 0.01 = 1%%)",
+    )
+    parser.add_argument(
+        "--python",
+        choices=PYTHON_MODES,
+        default="modules",
+        help="Python frames shown: nn.Module frames only (default), all, or none",
+    )
+    parser.add_argument(
+        "--modules",
+        choices=MODULE_MODES,
+        default="types",
+        help="merge the instances of a module type into one node (default: Layer x24), or one "
+        "node per instance",
+    )
+    parser.add_argument(
+        "--no-hot-path",
+        dest="hot_path",
+        action="store_false",
+        help="stop at --depth (default: below it, follow the biggest child down to its kernel)",
+    )
     add_selection_args(parser, steps=True)
     add_output_args(parser)
 
@@ -42,7 +59,15 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.min_share <= 1:
         raise UsageError("--min-share must be between 0 and 1 (a fraction, e.g. 0.01)")
     trace = load_trace(args)
-    options = TreeOptions(depth=args.depth, min_share=args.min_share, python=args.python, devices=args.device,
-                          streams=args.stream, steps=args.steps, modules=args.modules, hot_path=args.hot_path)
+    options = TreeOptions(
+        depth=args.depth,
+        min_share=args.min_share,
+        python=args.python,
+        devices=args.device,
+        streams=args.stream,
+        steps=args.steps,
+        modules=args.modules,
+        hot_path=args.hot_path,
+    )
     emit(tree_document(op_tree(trace, options)), args)
     return 0

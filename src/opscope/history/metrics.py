@@ -15,11 +15,12 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis.attribution.linking import link
+from opscope.analysis.base.linking import link
 from opscope.analysis.kernels.summary import SummaryOptions, select_gpu
 from opscope.analysis.memory.events import is_gpu
 from opscope.analysis.memory.peaks import peak_memory
-from opscope.analysis.overview import AnalyzeOptions, analyze
+from opscope.analysis.overview import AnalyzeOptions
+from opscope.analysis.rules.advise import advise
 from opscope.analysis.timeline.activity import TimelineOptions, gpu_activity
 from opscope.history.keys import series_key
 from opscope.history.spread import Spread, category_spread, op_spread
@@ -160,7 +161,7 @@ def extract(trace: Trace) -> RunMetrics:
     rows, gpu_ns, gpu_calls = _kernel_rows(trace, names)
     linkage = link(trace)
     activity = gpu_activity(trace, TimelineOptions(), linkage)
-    result = analyze(trace, AnalyzeOptions(top=0), linkage, activity)
+    result = advise(trace, AnalyzeOptions(top=0), linkage, activity)
     per_op = op_spread(trace, linkage)
     for op in result.ops.rows:
         key, full = series_key(op.name, kernel=False)

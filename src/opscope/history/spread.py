@@ -2,7 +2,7 @@
 
 - op, per call: the GPU time of one instance of the op (a cpu_op or user_annotation event; every ProfilerStep#N
   is an instance of "ProfilerStep#*", as in `opscope ops`), i.e. the summed duration of the GPU events whose
-  launch call lies inside that instance (directly or through child ops, `analysis.attribution.linking`). A GPU
+  launch call lies inside that instance (directly or through child ops, `analysis.base.linking`). A GPU
   event inside several nested instances of the same name counts for the outermost one only, so the per-call
   values of a name sum to its `gpu_total` in `opscope ops`; an instance that launched nothing counts 0.
 - category, per call: the duration of one GPU event of the category, as `opscope analyze`'s categories count it
@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis.attribution.linking import OP_KINDS, ROW, Linkage, selected_gpu
-from opscope.analysis.attribution.nesting import ancestors
+from opscope.analysis.base import intervals
+from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, selected_gpu
+from opscope.analysis.base.nesting import ancestors
+from opscope.analysis.base.windows import fold_steps
 from opscope.analysis.kernels.categories import CATEGORY
-from opscope.analysis.timeline import intervals
-from opscope.analysis.timeline.windows import fold_steps
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
@@ -68,9 +68,8 @@ def op_call_gpu(trace: Trace, linkage: Linkage) -> pl.DataFrame:
         .group_by("ancestor")
         .agg(pl.col(Col.DUR_NS).sum().alias("gpu_ns"))
     )
-    return (
-        instances.join(outermost.rename({"ancestor": ROW}), on=ROW, how="left")
-        .select(ROW, Col.NAME, pl.col("gpu_ns").fill_null(0))
+    return instances.join(outermost.rename({"ancestor": ROW}), on=ROW, how="left").select(
+        ROW, Col.NAME, pl.col("gpu_ns").fill_null(0)
     )
 
 

@@ -16,8 +16,13 @@ if TYPE_CHECKING:
     from opscope.ingest.loader import load
     from opscope.ingest.registry import READERS, Reader, register
 
-_LAZY = {"load": "loader", "resolve_input": "inputs", "READERS": "registry", "Reader": "registry",
-         "register": "registry"}
+_LAZY = {
+    "load": "loader",
+    "resolve_input": "inputs",
+    "READERS": "registry",
+    "Reader": "registry",
+    "register": "registry",
+}
 
 __all__ = ["READERS", "Reader", "load", "register", "resolve_input"]
 

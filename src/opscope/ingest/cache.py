@@ -49,8 +49,10 @@ def _path_bytes(path: Path) -> bytes:
 def source_key(path: Path) -> str:
     stat = path.stat()
     name = _path_bytes(path).decode("utf-8", "backslashreplace")
-    return (f"{name}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ctime_ns}|{stat.st_ino}|{stat.st_dev}"
-            f"|v{CACHE_VERSION}|{_schema_tag()}")
+    return (
+        f"{name}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ctime_ns}|{stat.st_ino}|{stat.st_dev}"
+        f"|v{CACHE_VERSION}|{_schema_tag()}"
+    )
 
 
 def _schema_tag() -> str:
@@ -144,8 +146,10 @@ class _NativeWriter:
 
     def close(self) -> None:
         """Write the metadata and the footer: the file is complete."""
-        text = [(k if isinstance(k, str) else k.decode(), v if isinstance(v, str) else v.decode())
-                for k, v in self._metadata.items()]
+        text = [
+            (k if isinstance(k, str) else k.decode(), v if isinstance(v, str) else v.decode())
+            for k, v in self._metadata.items()
+        ]
         self._sink.finish(text)
 
     def abort(self) -> None:
@@ -176,7 +180,9 @@ class CacheWriter:
         self.target = target or cache_path(source)
         self.target.parent.mkdir(parents=True, exist_ok=True)
         _remove_orphans(self.target.parent)
-        handle, tmp = tempfile.mkstemp(prefix=f".tmp-{os.getpid()}-", suffix=".parquet", dir=self.target.parent)
+        handle, tmp = tempfile.mkstemp(
+            prefix=f".tmp-{os.getpid()}-", suffix=".parquet", dir=self.target.parent
+        )
         os.close(handle)
         self.tmp = Path(tmp)
         self.key = source_key(source)
@@ -197,8 +203,9 @@ class CacheWriter:
         import pyarrow.parquet as pq
 
         text = [f.name for f in schema if pa.types.is_dictionary(f.type)]
-        self._writer = pq.ParquetWriter(self.tmp, schema, compression="none", use_dictionary=text,
-                                        write_statistics=False)
+        self._writer = pq.ParquetWriter(
+            self.tmp, schema, compression="none", use_dictionary=text, write_statistics=False
+        )
 
     def write_all(self, batches: Iterable[pa.RecordBatch]) -> None:
         for batch in batches:
@@ -211,8 +218,9 @@ class CacheWriter:
 
     def finish(self, meta: TraceMeta) -> Path:
         try:
-            self._writer.add_key_value_metadata({_KEY_KEY: self.key.encode(),
-                                                 _META_KEY: msgspec.json.encode(meta)})
+            self._writer.add_key_value_metadata(
+                {_KEY_KEY: self.key.encode(), _META_KEY: msgspec.json.encode(meta)}
+            )
             self._writer.close()
             assert self.tmp is not None  # set by _open, which succeeded
             _crc_path(self.target).write_text(f"{file_crc(self.tmp)}\n")

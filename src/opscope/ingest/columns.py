@@ -62,6 +62,7 @@ def kinds_from_codes(codes: np.ndarray) -> pa.DictionaryArray:
     """The `kind` column from per-row codes (positions in KINDS)."""
     return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32, copy=False)), _kind_dict())
 
+
 _SCHEMA = arrow_schema()
 
 
@@ -103,7 +104,9 @@ def kinds(kind: str, n: int) -> pa.DictionaryArray:
 
 
 def kinds_of(per_row: Sequence[str]) -> pa.DictionaryArray:
-    return kinds_from_codes(np.fromiter((_KIND_INDEX[k] for k in per_row), dtype=np.int32, count=len(per_row)))
+    return kinds_from_codes(
+        np.fromiter((_KIND_INDEX[k] for k in per_row), dtype=np.int32, count=len(per_row))
+    )
 
 
 def kinds_where(condition: np.ndarray, when_true: str, otherwise: str) -> pa.DictionaryArray:
@@ -113,7 +116,9 @@ def kinds_where(condition: np.ndarray, when_true: str, otherwise: str) -> pa.Dic
 
 def text_where(condition: np.ndarray, when_true: str, otherwise: str) -> pa.DictionaryArray:
     """Per-row text chosen between two strings, vectorised."""
-    return pa.DictionaryArray.from_arrays(pa.array(condition.astype(np.int32)), pa.array([otherwise, when_true]))
+    return pa.DictionaryArray.from_arrays(
+        pa.array(condition.astype(np.int32)), pa.array([otherwise, when_true])
+    )
 
 
 def ints(values: np.ndarray | pa.Array, dtype: pa.DataType, valid: np.ndarray | None = None) -> pa.Array:

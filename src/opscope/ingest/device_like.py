@@ -47,10 +47,14 @@ class DeviceLikeScan:
         """Only the rows that can matter are looked at: kind "other" with ph X, and flow ends (dictionary codes
         compared in numpy; a 4.4 M-event trace costs a few tens of ms)."""
         names = batch.schema.names
-        if not batch.num_rows or not all(c in names for c in (Col.PH, Col.CAT, Col.KIND, Col.PID, Col.DUR_NS)):
+        if not batch.num_rows or not all(
+            c in names for c in (Col.PH, Col.CAT, Col.KIND, Col.PID, Col.DUR_NS)
+        ):
             return
         kind, ph = batch.column(Col.KIND), batch.column(Col.PH)
-        if kind.dictionary.to_pylist() != list(KINDS):  # not the readers' fixed kind dictionary: look at all rows
+        if kind.dictionary.to_pylist() != list(
+            KINDS
+        ):  # not the readers' fixed kind dictionary: look at all rows
             rows = np.arange(batch.num_rows)
             self._count_rows(batch, rows, rows)
             return
@@ -68,14 +72,18 @@ class DeviceLikeScan:
 
     def _count_rows(self, batch: pa.RecordBatch, other: np.ndarray, flow_ends: np.ndarray) -> None:
         def take(rows: np.ndarray) -> pl.DataFrame:
-            frame = pl.from_arrow(batch.select([Col.PH, Col.CAT, Col.KIND, Col.PID, Col.DUR_NS]).take(C.row_indices(rows)))
+            frame = pl.from_arrow(
+                batch.select([Col.PH, Col.CAT, Col.KIND, Col.PID, Col.DUR_NS]).take(C.row_indices(rows))
+            )
             assert isinstance(frame, pl.DataFrame)
             return frame
 
         if other.size:
             grouped = (
                 take(other)
-                .filter((pl.col(Col.KIND) == Kind.OTHER) & (pl.col(Col.PH) == "X") & pl.col(Col.CAT).is_not_null())
+                .filter(
+                    (pl.col(Col.KIND) == Kind.OTHER) & (pl.col(Col.PH) == "X") & pl.col(Col.CAT).is_not_null()
+                )
                 .select(pl.col(Col.CAT).cast(pl.String), pl.col(Col.PID).cast(pl.String), Col.DUR_NS)
                 .filter(~pl.col(Col.CAT).is_in(list(CATEGORY_KINDS)))
                 .group_by(Col.CAT, Col.PID)
@@ -95,7 +103,11 @@ class DeviceLikeScan:
             if pid is not None and pid in targets:
                 found.setdefault(cat, []).append((pid, n, self._total[(cat, pid)]))
         return tuple(
-            DeviceLike(category=cat, pids=tuple(sorted(p for p, _, _ in rows)), events=sum(n for _, n, _ in rows),
-                       total_ns=sum(t for _, _, t in rows))
+            DeviceLike(
+                category=cat,
+                pids=tuple(sorted(p for p, _, _ in rows)),
+                events=sum(n for _, n, _ in rows),
+                total_ns=sum(t for _, _, t in rows),
+            )
             for cat, rows in sorted(found.items())
         )

@@ -45,7 +45,9 @@ def trace_files(folder: Path) -> list[Path]:
 def newest_trace(folder: Path) -> Path:
     files = trace_files(folder)
     if not files:
-        raise InputError(f"{folder}: no trace files ({', '.join('*' + s for s in TRACE_SUFFIXES[:3])}) in this folder")
+        raise InputError(
+            f"{folder}: no trace files ({', '.join('*' + s for s in TRACE_SUFFIXES[:3])}) in this folder"
+        )
     return max(files, key=lambda p: (p.stat().st_mtime_ns, p.name))
 
 
@@ -54,7 +56,9 @@ def resolve_input(path: str | os.PathLike[str] | None) -> Path:
     if path is None or str(path) == "":
         folder = default_dir()
         if not folder.is_dir():
-            raise InputError(f"no trace given and no trace folder at {folder} (set $PROFILER_LOG_DIR or pass a path)")
+            raise InputError(
+                f"no trace given and no trace folder at {folder} (set $PROFILER_LOG_DIR or pass a path)"
+            )
         return newest_trace(folder)
     candidate = Path(path)
     if candidate.is_dir():

@@ -25,6 +25,7 @@ from opscope.model.meta import DeviceInfo, TraceMeta
 
 _FLAG_KEYS = ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules")
 
+
 def open_reader(path: Path, batch_bytes: int | None = None) -> Any:
     """A reader object: iterate for record batches, then `finish()` for the report dict."""
     if reader_name() == "python":
@@ -92,45 +93,65 @@ def warnings_of(name: str, report: dict[str, Any]) -> list[str]:
     truncated = problem == "truncated" or not report["closed"]
     if truncated:
         where = "gzip stream" if problem == "truncated" else "JSON document"
-        out.append(f"{name}: trace cut off mid-write ({where} ends at byte {report['bytes_total']:,} of the "
-                   f"decompressed data); salvaged {stats['events']:,} complete events up to byte "
-                   f"{report['salvaged_up_to']:,}")
+        out.append(
+            f"{name}: trace cut off mid-write ({where} ends at byte {report['bytes_total']:,} of the "
+            f"decompressed data); salvaged {stats['events']:,} complete events up to byte "
+            f"{report['salvaged_up_to']:,}"
+        )
     if problem == "corrupt":
-        out.append(f"{name}: damaged gzip data after {report['bytes_total']:,} decompressed bytes; "
-                   "kept everything before it")
+        out.append(
+            f"{name}: damaged gzip data after {report['bytes_total']:,} decompressed bytes; "
+            "kept everything before it"
+        )
     elif problem == "bad_checksum":
         out.append(f"{name}: gzip checksum or length does not match the data (the file may be damaged)")
     elif problem == "trailing_junk":
         out.append(f"{name}: bytes after the end of the gzip data were ignored")
-    skipped = [(stats["malformed"], "malformed"), (stats["not_objects"], "not JSON objects"),
-               (stats["too_deep"], "nested deeper than 64 levels"), (stats["too_large"], "larger than 64 MiB")]
+    skipped = [
+        (stats["malformed"], "malformed"),
+        (stats["not_objects"], "not JSON objects"),
+        (stats["too_deep"], "nested deeper than 64 levels"),
+        (stats["too_large"], "larger than 64 MiB"),
+    ]
     for count, why in skipped:
         if count:
             out.append(f"{name}: skipped {count:,} events: {why}")
     if stats["bad_utf8"]:
-        out.append(f"{name}: invalid UTF-8 in event text was replaced with U+FFFD "
-                   f"({stats['bad_utf8']:,} events affected)")
+        out.append(
+            f"{name}: invalid UTF-8 in event text was replaced with U+FFFD "
+            f"({stats['bad_utf8']:,} events affected)"
+        )
     if stats["out_of_range"]:
-        out.append(f"{name}: {stats['out_of_range']:,} integer values beyond 64 bits (or beyond their column's "
-                   "range) were left empty")
+        out.append(
+            f"{name}: {stats['out_of_range']:,} integer values beyond 64 bits (or beyond their column's "
+            "range) were left empty"
+        )
     if stats["wrong_type"]:
         out.append(f"{name}: {stats['wrong_type']:,} values of an unexpected type were left empty")
     if stats["negative_durations"]:
         out.append(f"{name}: {stats['negative_durations']:,} negative durations were left empty")
     if report["skipped_meta_values"] or report["skipped_deep_meta_values"]:
         count = report["skipped_meta_values"] + report["skipped_deep_meta_values"]
-        out.append(f"{name}: skipped {count:,} top-level metadata values larger than 16 MiB or nested deeper "
-                   "than 64 levels")
+        out.append(
+            f"{name}: skipped {count:,} top-level metadata values larger than 16 MiB or nested deeper "
+            "than 64 levels"
+        )
     if report["closed"] and not truncated:
         if report["malformed_after_events_at"] is not None:
-            out.append(f"{name}: malformed metadata after the events (at byte "
-                       f"{report['malformed_after_events_at']:,}); the rest of the document was ignored")
+            out.append(
+                f"{name}: malformed metadata after the events (at byte "
+                f"{report['malformed_after_events_at']:,}); the rest of the document was ignored"
+            )
         elif not report["document_closed"]:
-            out.append(f"{name}: the document ends inside the metadata after the events; some metadata "
-                       "(e.g. deviceProperties) may be missing")
+            out.append(
+                f"{name}: the document ends inside the metadata after the events; some metadata "
+                "(e.g. deviceProperties) may be missing"
+            )
         if report["trailing_data_at"] is not None:
-            out.append(f"{name}: unexpected data after the end of the JSON document (at byte "
-                       f"{report['trailing_data_at']:,}) was ignored")
+            out.append(
+                f"{name}: unexpected data after the end of the JSON document (at byte "
+                f"{report['trailing_data_at']:,}) was ignored"
+            )
     return out
 
 
@@ -153,13 +174,23 @@ def build_meta(path: Path, name: str, report: dict[str, Any]) -> TraceMeta:
     doc = _members(report)
     warnings = warnings_of(name, report)
     truncated = report["gzip_problem"] == "truncated" or not report["closed"]
-    devices = tuple(DeviceInfo.from_kineto(p) for p in doc.get("deviceProperties", []) or [] if isinstance(p, dict))
+    devices = tuple(
+        DeviceInfo.from_kineto(p) for p in doc.get("deviceProperties", []) or [] if isinstance(p, dict)
+    )
     dist_raw = doc.get("distributedInfo")
     dist: dict[str, Any] = dist_raw if isinstance(dist_raw, dict) else {}
     base = doc.get("baseTimeNanoseconds")
     flags = {k: doc[k] for k in _FLAG_KEYS if k in doc}
-    known = {"traceEvents", "deviceProperties", "distributedInfo", "baseTimeNanoseconds", "schemaVersion",
-             "traceName", "displayTimeUnit", *_FLAG_KEYS}
+    known = {
+        "traceEvents",
+        "deviceProperties",
+        "distributedInfo",
+        "baseTimeNanoseconds",
+        "schemaVersion",
+        "traceName",
+        "displayTimeUnit",
+        *_FLAG_KEYS,
+    }
     extra = {k: v for k, v in doc.items() if k not in known and isinstance(v, (str, int, float, bool))}
     if "displayTimeUnit" in doc:
         extra["displayTimeUnit"] = doc["displayTimeUnit"]

@@ -18,8 +18,14 @@ from opscope.model.trace import Trace
 
 log = logging.getLogger("opscope")
 
-def load(path: str | os.PathLike[str] | None = None, *, cache: bool = True, strict: bool = False,
-         progress: ProgressCallback | None = None) -> Trace:
+
+def load(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    cache: bool = True,
+    strict: bool = False,
+    progress: ProgressCallback | None = None,
+) -> Trace:
     """Read a trace (a file, a folder's newest trace, or the default log folder) into a `Trace`.
 
     With `cache=True` the columnar table is kept in the cache folder and reused while the file is unchanged.
@@ -57,7 +63,9 @@ def _parse(reader: Reader, source: Path, display: str, cache: bool, strict: bool
 
         writer = CacheWriter(source, target)
         batches, finish = reader.read(source, display)
-        watch = DeviceLikeScan() if reader.name == "kineto" else None  # other readers set every kind themselves
+        watch = (
+            DeviceLikeScan() if reader.name == "kineto" else None
+        )  # other readers set every kind themselves
         writer.write_all(batches if watch is None else watch.observe(batches))
         meta = _printable_path(finish())
         if watch is not None:

@@ -14,35 +14,55 @@ import csv
 import io
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from opscope.errors import InputError
+from opscope.model.ncu import NcuMetrics
 
 # field -> (raw-page metric names, details-page (section or "", metric name) pairs); first present wins.
 FIELDS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = {
-    "duration_ns": (("gpu__time_duration.sum", "gpu__time_duration.avg"),
-                    (("GPU Speed Of Light Throughput", "Duration"), ("", "Duration"))),
-    "sm_throughput_pct": (("sm__throughput.avg.pct_of_peak_sustained_elapsed",),
-                          (("", "Compute (SM) Throughput"), ("", "SM [%]"))),
-    "memory_throughput_pct": (("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",),
-                              (("GPU Speed Of Light Throughput", "Memory Throughput"), ("", "Memory [%]"))),
-    "dram_throughput_pct": (("dram__throughput.avg.pct_of_peak_sustained_elapsed",
-                             "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
-                            (("", "DRAM Throughput"),)),
-    "achieved_occupancy_pct": (("sm__warps_active.avg.pct_of_peak_sustained_active",),
-                               (("", "Achieved Occupancy"),)),
-    "theoretical_occupancy_pct": (("sm__maximum_warps_per_active_cycle_pct",), (("", "Theoretical Occupancy"),)),
+    "duration_ns": (
+        ("gpu__time_duration.sum", "gpu__time_duration.avg"),
+        (("GPU Speed Of Light Throughput", "Duration"), ("", "Duration")),
+    ),
+    "sm_throughput_pct": (
+        ("sm__throughput.avg.pct_of_peak_sustained_elapsed",),
+        (("", "Compute (SM) Throughput"), ("", "SM [%]")),
+    ),
+    "memory_throughput_pct": (
+        ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",),
+        (("GPU Speed Of Light Throughput", "Memory Throughput"), ("", "Memory [%]")),
+    ),
+    "dram_throughput_pct": (
+        (
+            "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+            "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+        ),
+        (("", "DRAM Throughput"),),
+    ),
+    "achieved_occupancy_pct": (
+        ("sm__warps_active.avg.pct_of_peak_sustained_active",),
+        (("", "Achieved Occupancy"),),
+    ),
+    "theoretical_occupancy_pct": (
+        ("sm__maximum_warps_per_active_cycle_pct",),
+        (("", "Theoretical Occupancy"),),
+    ),
     "registers_per_thread": (("launch__registers_per_thread",), (("", "Registers Per Thread"),)),
     "l1_hit_rate_pct": (("l1tex__t_sector_hit_rate.pct",), (("", "L1/TEX Hit Rate"),)),
     "l2_hit_rate_pct": (("lts__t_sector_hit_rate.pct",), (("", "L2 Hit Rate"),)),
     "block_size": (("launch__block_size",), (("Launch Statistics", "Block Size"),)),
     "grid_size": (("launch__grid_size",), (("Launch Statistics", "Grid Size"),)),
-    "static_shared_memory": (("launch__shared_mem_per_block_static",), (("", "Static Shared Memory Per Block"),)),
-    "dynamic_shared_memory": (("launch__shared_mem_per_block_dynamic",),
-                              (("", "Dynamic Shared Memory Per Block"),)),
+    "static_shared_memory": (
+        ("launch__shared_mem_per_block_static",),
+        (("", "Static Shared Memory Per Block"),),
+    ),
+    "dynamic_shared_memory": (
+        ("launch__shared_mem_per_block_dynamic",),
+        (("", "Dynamic Shared Memory Per Block"),),
+    ),
     "block_limit_registers": (("launch__occupancy_limit_registers",), (("", "Block Limit Registers"),)),
     "block_limit_shared_memory": (("launch__occupancy_limit_shared_mem",), (("", "Block Limit Shared Mem"),)),
     "block_limit_warps": (("launch__occupancy_limit_warps",), (("", "Block Limit Warps"),)),
@@ -52,15 +72,6 @@ FIELDS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = {
 _ID_COLUMNS = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name")
 _TIME = {"ns": 1, "nsecond": 1, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}
 _SIZE = {"byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "kib": 1024, "mib": 1 << 20, "gib": 1 << 30}
-
-
-@dataclass(frozen=True)
-class NcuMetrics:
-    """One row per profiled launch: `id`, `kernel_name`, `device`, `stream`, `block`, `grid` and FIELDS."""
-
-    path: str
-    layout: str  # "raw" or "details"
-    launches: pl.DataFrame
 
 
 def _number(text: str | None, unit: str | None, field: str) -> float | None:
@@ -89,8 +100,10 @@ def _csv_rows(path: Path, display: str) -> list[list[str]]:
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID",')), None)
     if start is None:
-        raise InputError(f"{display}: not an Nsight Compute CSV (no '\"ID\",\"Process ID\",...' header; "
-                         "export with `ncu --csv --page raw` or `--page details`)")
+        raise InputError(
+            f'{display}: not an Nsight Compute CSV (no \'"ID","Process ID",...\' header; '
+            "export with `ncu --csv --page raw` or `--page details`)"
+        )
     try:
         return list(csv.reader(io.StringIO("\n".join(lines[start:]))))
     except csv.Error as exc:
@@ -98,7 +111,7 @@ def _csv_rows(path: Path, display: str) -> list[list[str]]:
 
 
 def _dims(text: str | None) -> str | None:
-    """"(256, 1, 1)" -> "256,1,1"."""
+    """ "(256, 1, 1)" -> "256,1,1"."""
     if not text:
         return None
     parts = re.findall(r"\d+", text)
@@ -118,8 +131,15 @@ def read_ncu_csv(path: Path, display: str | None = None) -> NcuMetrics:
     records = _details(rows[1:], col) if details else _raw(rows[1:], header, col)
     if not records:
         raise InputError(f"{display}: Nsight Compute CSV with no profiled launches")
-    schema = {"id": pl.Int64, "kernel_name": pl.String, "device": pl.Int32, "stream": pl.Int64,
-              "block": pl.String, "grid": pl.String, **{f: pl.Float64 for f in FIELDS}}
+    schema = {
+        "id": pl.Int64,
+        "kernel_name": pl.String,
+        "device": pl.Int32,
+        "stream": pl.Int64,
+        "block": pl.String,
+        "grid": pl.String,
+        **{f: pl.Float64 for f in FIELDS},
+    }
     frame = pl.DataFrame(records, schema=schema).sort("id")
     return NcuMetrics(path=str(path), layout="details" if details else "raw", launches=frame)
 
@@ -133,8 +153,14 @@ def _identity(row: Sequence[str], col: dict[str, int]) -> dict[str, object]:
         value = (get(name) or "").replace(",", "").strip()
         return int(value) if value.lstrip("-").isdigit() else None
 
-    return {"id": as_int("ID"), "kernel_name": get("Kernel Name"), "device": as_int("Device"),
-            "stream": as_int("Stream"), "block": _dims(get("Block Size")), "grid": _dims(get("Grid Size"))}
+    return {
+        "id": as_int("ID"),
+        "kernel_name": get("Kernel Name"),
+        "device": as_int("Device"),
+        "stream": as_int("Stream"),
+        "block": _dims(get("Block Size")),
+        "grid": _dims(get("Grid Size")),
+    }
 
 
 def _raw(rows: list[list[str]], header: list[str], col: dict[str, int]) -> list[dict[str, object]]:
@@ -153,8 +179,9 @@ def _raw(rows: list[list[str]], header: list[str], col: dict[str, int]) -> list[
         if record["id"] is None:
             continue
         for field, i in where.items():
-            record[field] = _number(row[i] if i is not None and i < len(row) else None,
-                                    units[i] if i is not None else None, field)
+            record[field] = _number(
+                row[i] if i is not None and i < len(row) else None, units[i] if i is not None else None, field
+            )
         out.append(record)
     return out
 

@@ -29,16 +29,42 @@ from opscope.ingest.sqlite import NULL_INT, SqliteTrace, nullable
 from opscope.model.meta import DeviceInfo, TraceMeta
 from opscope.model.schema import Col, Kind
 
-KERNEL, MEMCPY, MEMSET = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
+KERNEL, MEMCPY, MEMSET = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+)
 RUNTIME, NVTX, STRINGS, GPUS = "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU"
 NSYS_TABLES = (KERNEL, MEMCPY, MEMSET, RUNTIME, NVTX, STRINGS, GPUS)
 
 # CUPTI copy kinds as Kineto abbreviates them; nsys adds 11-13 for unified memory.
-COPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
-              8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "Unified HtoD", 12: "Unified DtoH", 13: "Unified DtoD"}
+COPY_KINDS = {
+    0: "Unknown",
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+    11: "Unified HtoD",
+    12: "Unified DtoH",
+    13: "Unified DtoD",
+}
 # nsys's ENUM_CUDA_MEM_KIND (note: not CUPTI's numbering); used when the export lacks the enum table.
-MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
-             6: "Managed Static", 7: "Unknown"}
+MEM_KINDS = {
+    0: "Pageable",
+    1: "Pinned",
+    2: "Device",
+    3: "Array",
+    4: "Managed",
+    5: "Device Static",
+    6: "Managed Static",
+    7: "Unknown",
+}
 NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN = 34, 59, 60, 75
 _VERSION_SUFFIX = re.compile(r"_v\d+$")
 _DRIVER_CLASS = 1  # ENUM_NSYS_EVENT_CLASS: 0 CUDA runtime, 1 CUDA driver
@@ -61,7 +87,9 @@ def _several_processes(db: SqliteTrace) -> bool:
         found.update(r[0] for r in db.rows(f"SELECT DISTINCT (globalTid >> 24) & {_PID_MASK} FROM {RUNTIME}"))
     for table in (KERNEL, MEMCPY, MEMSET):
         if table in db.tables and "globalPid" in db.columns(table):
-            found.update(r[0] for r in db.rows(f"SELECT DISTINCT (globalPid >> 24) & {_PID_MASK} FROM {table}"))
+            found.update(
+                r[0] for r in db.rows(f"SELECT DISTINCT (globalPid >> 24) & {_PID_MASK} FROM {table}")
+            )
     return len(found - {None}) > 1
 
 
@@ -111,9 +139,24 @@ def _devices(db: SqliteTrace) -> dict[int, DeviceInfo]:
     if GPUS not in db.tables:
         return {}
     have = db.columns(GPUS)
-    wanted = ["id", "name", "smCount", "maxWarpsPerSm", "threadsPerWarp", "maxThreadsPerBlock",
-              "maxRegistersPerSm", "maxRegistersPerBlock", "maxShmemPerSm", "maxShmemPerBlock",
-              "maxShmemPerBlockOptin", "totalMemory", "computeMajor", "computeMinor", "maxBlocksPerSm", "chipName"]
+    wanted = [
+        "id",
+        "name",
+        "smCount",
+        "maxWarpsPerSm",
+        "threadsPerWarp",
+        "maxThreadsPerBlock",
+        "maxRegistersPerSm",
+        "maxRegistersPerBlock",
+        "maxShmemPerSm",
+        "maxShmemPerBlock",
+        "maxShmemPerBlockOptin",
+        "totalMemory",
+        "computeMajor",
+        "computeMinor",
+        "maxBlocksPerSm",
+        "chipName",
+    ]
     select = ", ".join(c if c in have else "NULL" for c in wanted)
     out: dict[int, DeviceInfo] = {}
     for row in db.rows(f"SELECT {select} FROM {GPUS}"):
@@ -123,13 +166,23 @@ def _devices(db: SqliteTrace) -> dict[int, DeviceInfo]:
         warps, warp = r["maxWarpsPerSm"], r["threadsPerWarp"]
         cc = f"{r['computeMajor']}.{r['computeMinor']}" if r["computeMajor"] is not None else None
         out[int(r["id"])] = DeviceInfo(
-            id=int(r["id"]), name=str(r["name"] or f"GPU {r['id']}"), sm_count=r["smCount"],
+            id=int(r["id"]),
+            name=str(r["name"] or f"GPU {r['id']}"),
+            sm_count=r["smCount"],
             max_threads_per_sm=warps * warp if warps and warp else None,
-            max_threads_per_block=r["maxThreadsPerBlock"], regs_per_sm=r["maxRegistersPerSm"],
-            regs_per_block=r["maxRegistersPerBlock"], shared_mem_per_sm=r["maxShmemPerSm"],
-            shared_mem_per_block=r["maxShmemPerBlock"], shared_mem_per_block_optin=r["maxShmemPerBlockOptin"],
-            warp_size=warp, total_memory=r["totalMemory"], compute_capability=cc, max_warps_per_sm=warps,
-            max_blocks_per_sm=r["maxBlocksPerSm"], arch=r["chipName"])
+            max_threads_per_block=r["maxThreadsPerBlock"],
+            regs_per_sm=r["maxRegistersPerSm"],
+            regs_per_block=r["maxRegistersPerBlock"],
+            shared_mem_per_sm=r["maxShmemPerSm"],
+            shared_mem_per_block=r["maxShmemPerBlock"],
+            shared_mem_per_block_optin=r["maxShmemPerBlockOptin"],
+            warp_size=warp,
+            total_memory=r["totalMemory"],
+            compute_capability=cc,
+            max_warps_per_sm=warps,
+            max_blocks_per_sm=r["maxBlocksPerSm"],
+            arch=r["chipName"],
+        )
     return out
 
 
@@ -153,10 +206,15 @@ def _gpu_columns(batch: pa.RecordBatch, category: str, kind: str, state: _State)
     process = np.where(_valid(gpid), (gpid >> 24) & _PID_MASK, NULL_INT)
     device, stream = _np(batch, "device"), _np(batch, "stream")
     return {
-        Col.PH: C.const_text("X", n), Col.CAT: C.const_text(category, n), Col.KIND: C.kinds(kind, n),
-        Col.PID: C.text_of_ints(device), Col.TID: C.text_of_ints(stream),
-        Col.TS_NS: batch.column("start"), Col.DUR_NS: batch.column("dur"),
-        Col.DEVICE: C.ints(device, pa.int32()), Col.STREAM: batch.column("stream"),
+        Col.PH: C.const_text("X", n),
+        Col.CAT: C.const_text(category, n),
+        Col.KIND: C.kinds(kind, n),
+        Col.PID: C.text_of_ints(device),
+        Col.TID: C.text_of_ints(stream),
+        Col.TS_NS: batch.column("start"),
+        Col.DUR_NS: batch.column("dur"),
+        Col.DEVICE: C.ints(device, pa.int32()),
+        Col.STREAM: batch.column("stream"),
         Col.CORRELATION: _correlation(batch, process, state),
     }
 
@@ -166,26 +224,53 @@ def _kernels(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
         return
     have = db.columns(KERNEL)
     name = "demangledName" if "demangledName" in have else "shortName"
-    sql = (f"SELECT start, end - start, deviceId, streamId, {db.col(KERNEL, 'correlationId')}, {db.col(KERNEL, 'globalPid')}, "
-           f"ifnull({name}, {NULL_INT}), gridX, gridY, gridZ, blockX, blockY, blockZ, "
-           f"{db.col(KERNEL, 'registersPerThread')}, "
-           f"{db.col(KERNEL, 'staticSharedMemory', '0')} + {db.col(KERNEL, 'dynamicSharedMemory', '0')} "
-           f"FROM {KERNEL}")
-    names = ["start", "dur", "device", "stream", "corr", "gpid", "name", "gx", "gy", "gz", "bx", "by", "bz", "regs", "smem"]
+    sql = (
+        f"SELECT start, end - start, deviceId, streamId, {db.col(KERNEL, 'correlationId')}, {db.col(KERNEL, 'globalPid')}, "
+        f"ifnull({name}, {NULL_INT}), gridX, gridY, gridZ, blockX, blockY, blockZ, "
+        f"{db.col(KERNEL, 'registersPerThread')}, "
+        f"{db.col(KERNEL, 'staticSharedMemory', '0')} + {db.col(KERNEL, 'dynamicSharedMemory', '0')} "
+        f"FROM {KERNEL}"
+    )
+    names = [
+        "start",
+        "dur",
+        "device",
+        "stream",
+        "corr",
+        "gpid",
+        "name",
+        "gx",
+        "gy",
+        "gz",
+        "bx",
+        "by",
+        "bz",
+        "regs",
+        "smem",
+    ]
     sm_count = {d: info.sm_count for d, info in state.devices.items() if info.sm_count}
     warp_size = {d: info.warp_size or 32 for d, info in state.devices.items()}
     for batch in db.batches(sql, names):
         cols = _gpu_columns(batch, "kernel", Kind.KERNEL, state)
         cols[Col.NAME] = _names(batch.column("name"), state.strings)
-        for key, col in (("gx", Col.GRID_X), ("gy", Col.GRID_Y), ("gz", Col.GRID_Z), ("bx", Col.BLOCK_X),
-                         ("by", Col.BLOCK_Y), ("bz", Col.BLOCK_Z), ("regs", Col.REGISTERS)):
+        for key, col in (
+            ("gx", Col.GRID_X),
+            ("gy", Col.GRID_Y),
+            ("gz", Col.GRID_Z),
+            ("bx", Col.BLOCK_X),
+            ("by", Col.BLOCK_Y),
+            ("bz", Col.BLOCK_Z),
+            ("regs", Col.REGISTERS),
+        ):
             cols[col] = nullable(batch.column(key)).cast(pa.int32())
         cols[Col.SHARED_MEMORY] = batch.column("smem")
         cols.update(_per_sm(batch, sm_count, warp_size))
         yield C.record_batch(batch.num_rows, cols)
 
 
-def _per_sm(batch: pa.RecordBatch, sm_count: dict[int, int], warp_size: dict[int, int]) -> dict[str, pa.Array]:
+def _per_sm(
+    batch: pa.RecordBatch, sm_count: dict[int, int], warp_size: dict[int, int]
+) -> dict[str, pa.Array]:
     """Kineto's "blocks per SM" (grid blocks / SMs) and "warps per SM" (that times warps per block)."""
     if not sm_count:
         return {}
@@ -204,8 +289,10 @@ def _per_sm(batch: pa.RecordBatch, sm_count: dict[int, int], warp_size: dict[int
     known = sms > 0
     per_sm = np.where(known, blocks / np.where(known, sms, 1.0), np.nan)
     warps = per_sm * np.ceil(threads / warp)
-    return {Col.BLOCKS_PER_SM: pa.array(per_sm.astype(np.float32), mask=~known),
-            Col.WARPS_PER_SM: pa.array(warps.astype(np.float32), mask=~known)}
+    return {
+        Col.BLOCKS_PER_SM: pa.array(per_sm.astype(np.float32), mask=~known),
+        Col.WARPS_PER_SM: pa.array(warps.astype(np.float32), mask=~known),
+    }
 
 
 def _bandwidth(batch: pa.RecordBatch) -> pa.Array:
@@ -220,8 +307,10 @@ def _memcpys(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
     copy = _enum_labels(db, "ENUM_CUDA_MEMCPY_OPER", {})
     copy_names = {k: COPY_KINDS.get(k, copy.get(k, "Unknown")) for k in set(COPY_KINDS) | set(copy)}
     mem = _enum_labels(db, "ENUM_CUDA_MEM_KIND", MEM_KINDS)
-    sql = (f"SELECT start, end - start, deviceId, streamId, {db.col(MEMCPY, 'correlationId')}, {db.col(MEMCPY, 'globalPid')}, bytes, copyKind, "
-           f"{db.col(MEMCPY, 'srcKind')}, {db.col(MEMCPY, 'dstKind')} FROM {MEMCPY}")
+    sql = (
+        f"SELECT start, end - start, deviceId, streamId, {db.col(MEMCPY, 'correlationId')}, {db.col(MEMCPY, 'globalPid')}, bytes, copyKind, "
+        f"{db.col(MEMCPY, 'srcKind')}, {db.col(MEMCPY, 'dstKind')} FROM {MEMCPY}"
+    )
     names = ["start", "dur", "device", "stream", "corr", "gpid", "bytes", "copy", "src", "dst"]
     for batch in db.batches(sql, names):
         cols = _gpu_columns(batch, "gpu_memcpy", Kind.MEMCPY, state)
@@ -231,8 +320,9 @@ def _memcpys(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
         labels = {}
         for code in np.unique(codes):
             c, s, d = int(code) // 65536, (int(code) // 256) % 256, int(code) % 256
-            labels[int(code)] = (f"Memcpy {copy_names.get(c, 'Unknown')} "
-                                 f"({mem.get(s, 'Unknown')} -> {mem.get(d, 'Unknown')})")
+            labels[int(code)] = (
+                f"Memcpy {copy_names.get(c, 'Unknown')} ({mem.get(s, 'Unknown')} -> {mem.get(d, 'Unknown')})"
+            )
         cols[Col.NAME] = C.text_by_code(codes, labels)
         cols[Col.BYTES] = batch.column("bytes")
         cols[Col.BANDWIDTH_GBPS] = _bandwidth(batch)
@@ -243,8 +333,10 @@ def _memsets(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
     if MEMSET not in db.tables:
         return
     mem = _enum_labels(db, "ENUM_CUDA_MEM_KIND", MEM_KINDS)
-    sql = (f"SELECT start, end - start, deviceId, streamId, {db.col(MEMSET, 'correlationId')}, {db.col(MEMSET, 'globalPid')}, bytes, "
-           f"{db.col(MEMSET, 'memKind')} FROM {MEMSET}")
+    sql = (
+        f"SELECT start, end - start, deviceId, streamId, {db.col(MEMSET, 'correlationId')}, {db.col(MEMSET, 'globalPid')}, bytes, "
+        f"{db.col(MEMSET, 'memKind')} FROM {MEMSET}"
+    )
     for batch in db.batches(sql, ["start", "dur", "device", "stream", "corr", "gpid", "bytes", "mem"]):
         cols = _gpu_columns(batch, "gpu_memset", Kind.MEMSET, state)
         labels = {k: f"Memset ({v})" for k, v in mem.items()}
@@ -271,21 +363,27 @@ def _api_name(name: str) -> str:
 def _runtime(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
     if RUNTIME not in db.tables:
         return
-    sql = (f"SELECT start, end - start, {db.col(RUNTIME, 'globalTid')}, {db.col(RUNTIME, 'correlationId')}, "
-           f"nameId, {db.col(RUNTIME, 'eventClass', '0')} FROM {RUNTIME}")
+    sql = (
+        f"SELECT start, end - start, {db.col(RUNTIME, 'globalTid')}, {db.col(RUNTIME, 'correlationId')}, "
+        f"nameId, {db.col(RUNTIME, 'eventClass', '0')} FROM {RUNTIME}"
+    )
     for batch in db.batches(sql, ["start", "dur", "gtid", "corr", "name", "cls"]):
         n = batch.num_rows
         driver = _np(batch, "cls") == _DRIVER_CLASS
         cols = _thread_columns(batch, state)
         gtid = _np(batch, "gtid")
         process = np.where(_valid(gtid), (gtid >> 24) & _PID_MASK, NULL_INT)
-        cols.update({
-            Col.PH: C.const_text("X", n), Col.TS_NS: batch.column("start"), Col.DUR_NS: batch.column("dur"),
-            Col.NAME: _names(batch.column("name"), state.strings, _api_name),
-            Col.CORRELATION: _correlation(batch, process, state),
-            Col.CAT: C.text_where(driver, "cuda_driver", "cuda_runtime"),
-            Col.KIND: C.kinds_where(driver, Kind.DRIVER, Kind.RUNTIME),
-        })
+        cols.update(
+            {
+                Col.PH: C.const_text("X", n),
+                Col.TS_NS: batch.column("start"),
+                Col.DUR_NS: batch.column("dur"),
+                Col.NAME: _names(batch.column("name"), state.strings, _api_name),
+                Col.CORRELATION: _correlation(batch, process, state),
+                Col.CAT: C.text_where(driver, "cuda_driver", "cuda_runtime"),
+                Col.KIND: C.kinds_where(driver, Kind.DRIVER, Kind.RUNTIME),
+            }
+        )
         yield C.record_batch(n, cols)
 
 
@@ -294,30 +392,43 @@ def _nvtx(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
     if NVTX not in db.tables:
         return
     have = db.columns(NVTX)
-    domains = {int(d): str(t) for d, t in db.rows(
-        f"SELECT domainId, text FROM {NVTX} WHERE eventType = {NVTX_DOMAIN} AND text IS NOT NULL")
-        if d is not None} if "domainId" in have else {}
+    domains = (
+        {
+            int(d): str(t)
+            for d, t in db.rows(
+                f"SELECT domainId, text FROM {NVTX} WHERE eventType = {NVTX_DOMAIN} AND text IS NOT NULL"
+            )
+            if d is not None
+        }
+        if "domainId" in have
+        else {}
+    )
     text = "coalesce(n.text, s.value)" if "textId" in have and STRINGS in db.tables else "n.text"
     join = f"LEFT JOIN {STRINGS} AS s ON s.id = n.textId" if "textId" in have and STRINGS in db.tables else ""
     domain = "ifnull(n.domainId, 0)" if "domainId" in have else "0"
-    rows = db.rows(f"SELECT n.start, n.end, n.eventType, n.globalTid, {domain}, {text} FROM {NVTX} AS n {join} "
-                   f"WHERE n.eventType IN ({NVTX_MARK}, {NVTX_PUSHPOP}, {NVTX_STARTEND}) ORDER BY n.start")
+    rows = db.rows(
+        f"SELECT n.start, n.end, n.eventType, n.globalTid, {domain}, {text} FROM {NVTX} AS n {join} "
+        f"WHERE n.eventType IN ({NVTX_MARK}, {NVTX_PUSHPOP}, {NVTX_STARTEND}) ORDER BY n.start"
+    )
     step = 1 << 16
     for lo in range(0, len(rows), step):
-        chunk = rows[lo:lo + step]
+        chunk = rows[lo : lo + step]
         n = len(chunk)
         start, end, etype, gtid, dom, name = zip(*chunk)
         gtid_np = np.array([g if g is not None else NULL_INT for g in gtid], dtype=np.int64)
         cols = _thread_columns(pa.record_batch([pa.array(gtid_np)], names=["gtid"]), state)
         mark = [t == NVTX_MARK for t in etype]
         dur = [None if m or e is None else e - s for m, s, e in zip(mark, start, end)]
-        cols.update({
-            Col.PH: C.text(["i" if m else "X" for m in mark]),
-            Col.CAT: C.text(["nvtx" if not d else f"nvtx:{domains.get(d, d)}" for d in dom]),
-            Col.KIND: C.kinds_of([Kind.INSTANT if m else Kind.USER_ANNOTATION for m in mark]),
-            Col.NAME: C.text(list(name)), Col.TS_NS: pa.array(start, type=pa.int64()),
-            Col.DUR_NS: pa.array(dur, type=pa.int64()),
-        })
+        cols.update(
+            {
+                Col.PH: C.text(["i" if m else "X" for m in mark]),
+                Col.CAT: C.text(["nvtx" if not d else f"nvtx:{domains.get(d, d)}" for d in dom]),
+                Col.KIND: C.kinds_of([Kind.INSTANT if m else Kind.USER_ANNOTATION for m in mark]),
+                Col.NAME: C.text(list(name)),
+                Col.TS_NS: pa.array(start, type=pa.int64()),
+                Col.DUR_NS: pa.array(dur, type=pa.int64()),
+            }
+        )
         cols.update(xla_nvtx.columns(list(name), mark))  # XLA module / thunk ranges (ingest/xla_nvtx.py)
         yield C.record_batch(n, cols)
 
@@ -345,9 +456,17 @@ def _metadata(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
     if not names:
         return
     n = len(names)
-    yield C.record_batch(n, {Col.PH: C.const_text("M", n), Col.KIND: C.kinds(Kind.METADATA, n),
-                             Col.NAME: C.text(names), Col.PID: C.text(pids), Col.TID: C.text(tids),
-                             Col.LABEL: C.text(labels)})
+    yield C.record_batch(
+        n,
+        {
+            Col.PH: C.const_text("M", n),
+            Col.KIND: C.kinds(Kind.METADATA, n),
+            Col.NAME: C.text(names),
+            Col.PID: C.text(pids),
+            Col.TID: C.text(tids),
+            Col.LABEL: C.text(labels),
+        },
+    )
 
 
 def _meta(db: SqliteTrace, path: Path, state: _State) -> TraceMeta:
@@ -358,12 +477,19 @@ def _meta(db: SqliteTrace, path: Path, state: _State) -> TraceMeta:
                 if key in ("EXPORT_PRODUCT_VERSION", "EXPORT_SCHEMA_VERSION") and value is not None:
                     extra[f"nsys_{key.removeprefix('EXPORT_').lower()}"] = str(value)
     base = None
-    if "TARGET_INFO_SESSION_START_TIME" in db.tables and "utcEpochNs" in db.columns("TARGET_INFO_SESSION_START_TIME"):
+    if "TARGET_INFO_SESSION_START_TIME" in db.tables and "utcEpochNs" in db.columns(
+        "TARGET_INFO_SESSION_START_TIME"
+    ):
         found = db.rows("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1")
         base = int(found[0][0]) if found and found[0][0] is not None else None
     # No kernel table is not a problem: such an export (CUDA API only) simply has no kernels.
-    return TraceMeta(path=str(path), format="nsys", devices=tuple(state.devices[k] for k in sorted(state.devices)),
-                     base_time_ns=base, extra=extra)
+    return TraceMeta(
+        path=str(path),
+        format="nsys",
+        devices=tuple(state.devices[k] for k in sorted(state.devices)),
+        base_time_ns=base,
+        extra=extra,
+    )
 
 
 def open_export(path: Path, display: str, use_adbc: bool | None = None) -> SqliteTrace:
@@ -373,13 +499,16 @@ def open_export(path: Path, display: str, use_adbc: bool | None = None) -> Sqlit
     db = SqliteTrace(path, display, use_adbc=use_adbc)
     if not db.tables.intersection(NSYS_TABLES):
         db.close()
-        raise InputError(f"{display}: an SQLite database, but not an Nsight Systems export "
-                         f"(none of {', '.join(NSYS_TABLES[:5])}, ... tables)")
+        raise InputError(
+            f"{display}: an SQLite database, but not an Nsight Systems export "
+            f"(none of {', '.join(NSYS_TABLES[:5])}, ... tables)"
+        )
     return db
 
 
-def read_batches(path: Path, display: str, use_adbc: bool | None = None
-                 ) -> tuple[Iterator[pa.RecordBatch], Callable[[], TraceMeta]]:
+def read_batches(
+    path: Path, display: str, use_adbc: bool | None = None
+) -> tuple[Iterator[pa.RecordBatch], Callable[[], TraceMeta]]:
     """Start reading `path`; returns the batch iterator and a finisher that builds `TraceMeta` afterwards."""
     db = open_export(path, display, use_adbc)
     state = _State(strings=_string_table(db), devices=_devices(db), several_processes=_several_processes(db))

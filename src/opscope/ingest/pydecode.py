@@ -19,6 +19,7 @@ from msgspec import Raw, field
 
 from opscope.ingest.columns import kinds_from_codes
 from opscope.ingest.pyscan import JUNK, NOT_OBJECT, TOO_DEEP, TOO_LARGE
+from opscope.model.args import ARG_COLUMNS
 from opscope.model.schema import CATEGORY_KINDS, COLUMNS, KIND_CODES, Col, Kind, arrow_schema
 
 EMPTY = Raw()
@@ -40,49 +41,18 @@ class RawEvent(msgspec.Struct, gc=False):
     args: Raw = EMPTY
 
 
-class RawArgs(msgspec.Struct, gc=False):
-    external_id: Raw = field(name="External id", default=EMPTY)
-    external_id_old: Raw = field(name="external id", default=EMPTY)
-    correlation: Raw = EMPTY
-    stream: Raw = EMPTY
-    device: Raw = EMPTY
-    grid: Raw = EMPTY
-    block: Raw = EMPTY
-    registers: Raw = field(name="registers per thread", default=EMPTY)
-    shared_memory: Raw = field(name="shared memory", default=EMPTY)
-    blocks_per_sm: Raw = field(name="blocks per SM", default=EMPTY)
-    warps_per_sm: Raw = field(name="warps per SM", default=EMPTY)
-    occupancy: Raw = field(name="est. achieved occupancy %", default=EMPTY)
-    nbytes: Raw = field(name="bytes", default=EMPTY)
-    bandwidth: Raw = field(name="memory bandwidth (GB/s)", default=EMPTY)
-    input_dims: Raw = field(name="Input Dims", default=EMPTY)
-    input_dims_old: Raw = field(name="Input dims", default=EMPTY)
-    input_types: Raw = field(name="Input type", default=EMPTY)
-    concrete: Raw = field(name="Concrete Inputs", default=EMPTY)
-    seq: Raw = field(name="Sequence number", default=EMPTY)
-    py_id: Raw = field(name="Python id", default=EMPTY)
-    py_parent: Raw = field(name="Python parent id", default=EMPTY)
-    label: Raw = field(name="name", default=EMPTY)
-    mem_addr: Raw = field(name="Addr", default=EMPTY)
-    mem_bytes: Raw = field(name="Bytes", default=EMPTY)
-    mem_allocated: Raw = field(name="Total Allocated", default=EMPTY)
-    mem_reserved: Raw = field(name="Total Reserved", default=EMPTY)
-    mem_device_type: Raw = field(name="Device Type", default=EMPTY)
-    mem_device_id: Raw = field(name="Device Id", default=EMPTY)
-    hlo_op: Raw = EMPTY
-    hlo_module: Raw = EMPTY
-    program_id: Raw = EMPTY
-    step_num: Raw = EMPTY
-    correlation_id: Raw = EMPTY
-    wait_on_stream: Raw = EMPTY
-    wait_on_correlation: Raw = field(name="wait_on_cuda_event_record_corr_id", default=EMPTY)
+# One field per `args` key of the declared table (model/args.py), each kept as raw JSON and converted below.
+RawArgs = msgspec.defstruct(
+    "RawArgs", [(a.attr, Raw, field(name=a.key, default=EMPTY)) for a in ARG_COLUMNS], gc=False
+)
 
 
 _EVENTS = msgspec.json.Decoder(list[RawEvent])
 _EVENT = msgspec.json.Decoder(RawEvent)
-_ARGS = msgspec.json.Decoder(RawArgs)
+_ARGS: msgspec.json.Decoder[Any] = msgspec.json.Decoder(RawArgs)
 _STR = msgspec.json.Decoder(str)
 _LIST = msgspec.json.Decoder(list[Raw])
+
 
 # Sentinels for what a conversion gave besides a value.
 class _Outcome:
@@ -95,7 +65,9 @@ class _Outcome:
         return self.name
 
 
-NULL, WRONG, RANGE, NEGATIVE, MALFORMED = (_Outcome(n) for n in ("null", "wrong", "range", "negative", "malformed"))
+NULL, WRONG, RANGE, NEGATIVE, MALFORMED = (
+    _Outcome(n) for n in ("null", "wrong", "range", "negative", "malformed")
+)
 
 _NUMBER = re.compile(rb"(-?)(0|[1-9][0-9]*)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?\Z")
 _WS = b" \t\r\n"
@@ -221,8 +193,17 @@ class Decoder:
     """Decodes batches of elements into record batches; `stats` sums what was skipped or repaired."""
 
     def __init__(self) -> None:
-        self.stats = {"events": 0, "not_objects": 0, "too_deep": 0, "too_large": 0, "malformed": 0,
-                      "bad_utf8": 0, "wrong_type": 0, "out_of_range": 0, "negative_durations": 0}
+        self.stats = {
+            "events": 0,
+            "not_objects": 0,
+            "too_deep": 0,
+            "too_large": 0,
+            "malformed": 0,
+            "bad_utf8": 0,
+            "wrong_type": 0,
+            "out_of_range": 0,
+            "negative_durations": 0,
+        }
         self._text_cache: dict[bytes, Any] = {}
 
     def _count(self, value: Any) -> Any:
@@ -320,7 +301,7 @@ class Decoder:
             self.stats["wrong_type"] += 1
         return None
 
-    def _xla_fields(self, row: dict[str, Any], a: RawArgs) -> None:
+    def _xla_fields(self, row: dict[str, Any], a: Any) -> None:  # a: RawArgs (built from the table)
         """XLA / JAX args (JAX's trace.json): hlo_op, hlo_module, program_id, step_num, and `name` as the JAX
         name stack on events that name an HLO op (elsewhere `name` is not read)."""
         row[Col.HLO_OP] = self._arg_text(bytes(a.hlo_op))
@@ -392,7 +373,7 @@ class Decoder:
         row[Col.DUR_NS] = self._count(dur)
         row[Col.FLOW_ID] = self._count(self._int(bytes(ev.id)))
         raw_args = bytes(ev.args)
-        args: RawArgs | None = None
+        args: Any = None  # RawArgs
         if raw_args[:1] == b"{":
             args = _ARGS.decode(raw_args)
         elif raw_args and raw_args != b"null":
@@ -414,15 +395,19 @@ class Decoder:
             row[Col.EXTERNAL_ID] = count(self._int(_either(a.external_id, a.external_id_old)))
             row[Col.CORRELATION] = count(self._int(_either(a.correlation, a.correlation_id)))
             self._xla_fields(row, a)
-            if kind == Kind.SYNC:  # Kineto's cuda_sync events: the stream and the cudaEventRecord a wait is on
+            if (
+                kind == Kind.SYNC
+            ):  # Kineto's cuda_sync events: the stream and the cudaEventRecord a wait is on
                 row[Col.WAIT_ON_STREAM] = count(self._int(bytes(a.wait_on_stream)))
                 row[Col.WAIT_ON_CORRELATION] = count(self._int(bytes(a.wait_on_correlation)))
             if not launch:
                 row[Col.STREAM] = count(self._int(bytes(a.stream)))
                 row[Col.DEVICE] = count(self._int32(bytes(a.device)))
             if gpu:
-                for raw, cols in ((bytes(a.grid), (Col.GRID_X, Col.GRID_Y, Col.GRID_Z)),
-                                  (bytes(a.block), (Col.BLOCK_X, Col.BLOCK_Y, Col.BLOCK_Z))):
+                for raw, cols in (
+                    (bytes(a.grid), (Col.GRID_X, Col.GRID_Y, Col.GRID_Z)),
+                    (bytes(a.block), (Col.BLOCK_X, Col.BLOCK_Y, Col.BLOCK_Z)),
+                ):
                     if not raw or raw == b"null":
                         continue
                     items = _array(raw)
@@ -462,7 +447,7 @@ class Decoder:
         return row
 
 
-_NO_ARGS = RawArgs()
+_NO_ARGS: Any = RawArgs()
 
 
 def _either(raw: Raw, old: Raw) -> bytes:

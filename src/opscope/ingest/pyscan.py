@@ -446,8 +446,13 @@ class Scanner:
         if not self.bom_checked:
             self._start_after_bom()
         if self.state == EVENTS:
-            if self.elem_open and self.elem_first == 0x7B and self.elem_closed and self.depth == 0 \
-                    and not self.in_str:
+            if (
+                self.elem_open
+                and self.elem_first == 0x7B
+                and self.elem_closed
+                and self.depth == 0
+                and not self.in_str
+            ):
                 self._end_element()
             else:
                 self.elem_open = False

@@ -57,7 +57,9 @@ def _sniff_kineto(head: bytes, path: Path) -> bool:
     text = head.lstrip()
     if text[:1] == b"[":
         return b'"ph"' in head or text[1:].lstrip()[:1] in (b"{", b"]", b"")
-    return text[:1] == b"{" and (b'"traceEvents"' in head or b'"schemaVersion"' in head or len(head) >= (64 << 10))
+    return text[:1] == b"{" and (
+        b'"traceEvents"' in head or b'"schemaVersion"' in head or len(head) >= (64 << 10)
+    )
 
 
 def _sniff_rocprof_json(head: bytes, path: Path) -> bool:
@@ -85,7 +87,7 @@ READERS: list[Reader] = [
     Reader(
         name="nsys",
         description="Nsight Systems SQLite export (nsys export --type sqlite): kernels, memcpy/memset, "
-                    "CUDA API, NVTX ranges",
+        "CUDA API, NVTX ranges",
         extensions=(".sqlite",),
         sniff=_sniff_sqlite,
         read=_lazy("nsys:read_batches"),
@@ -93,7 +95,7 @@ READERS: list[Reader] = [
     Reader(
         name="xplane",
         description="JAX / XLA profiler XSpace protobuf (.xplane.pb, jax.profiler.trace): GPU kernels and "
-                    "memcpys, host threads, HLO ops and modules",
+        "memcpys, host threads, HLO ops and modules",
         extensions=(".xplane.pb",),
         sniff=_lazy("xplane:sniff"),
         read=_lazy("xplane:read_batches"),
@@ -108,7 +110,7 @@ READERS: list[Reader] = [
     Reader(
         name="rocprof-csv",
         description="rocprof kernel CSV: v1 results.csv (BeginNs/EndNs), omniperf timestamps.csv, "
-                    "rocprofv3 kernel_trace.csv",
+        "rocprofv3 kernel_trace.csv",
         extensions=(".csv",),
         sniff=_lazy("rocprof:sniff_csv"),
         read=_lazy("rocprof:read_csv"),
@@ -147,13 +149,18 @@ def detect(path: Path, display: str) -> Reader:
             return reader
     stripped = head.lstrip()
     if all(col in head[:4096] for col in NCU_COLUMNS):
-        raise InputError(f"{display}: an Nsight Compute CSV (per-launch metrics, not a timeline); "
-                         "use it as `opscope kernels TRACE --metrics FILE`")
+        raise InputError(
+            f"{display}: an Nsight Compute CSV (per-launch metrics, not a timeline); "
+            "use it as `opscope kernels TRACE --metrics FILE`"
+        )
     if stripped[:1] in (b"{", b"["):
         raise InputError(f"{display}: JSON, but not a trace format opscope reads (see `opscope formats`)")
     first_line = stripped.split(b"\n", 1)[0]
     if first_line.count(b",") >= 2 and not any(ch < 9 for ch in first_line):
-        raise InputError(f"{display}: {_lazy('rocprof:describe_csv')(stripped)}: not a trace format opscope reads "
-                         "(see `opscope formats`)")
-    raise InputError(f"{display}: not a trace: unrecognised content (starts with {stripped[:16]!r}); "
-                     "see `opscope formats`")
+        raise InputError(
+            f"{display}: {_lazy('rocprof:describe_csv')(stripped)}: not a trace format opscope reads "
+            "(see `opscope formats`)"
+        )
+    raise InputError(
+        f"{display}: not a trace: unrecognised content (starts with {stripped[:16]!r}); see `opscope formats`"
+    )

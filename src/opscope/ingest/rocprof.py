@@ -44,6 +44,7 @@ def kernel_name(raw: str) -> str:
 
 # -- rocprofiler-sdk JSON ------------------------------------------------------------------------------------
 
+
 class _Handle(msgspec.Struct, gc=False):
     handle: int = 0
 
@@ -134,13 +135,20 @@ def _gpu_agents(agents: Sequence[_Agent]) -> tuple[dict[int, int], dict[int, Dev
         gpu = agent.logical_node_type_id
         index[agent.id.handle] = gpu
         waves = agent.max_waves_per_cu
-        devices.setdefault(gpu, DeviceInfo(
-            id=gpu, name=agent.product_name or agent.name or f"GPU {gpu}", sm_count=agent.cu_count,
-            warp_size=agent.wave_front_size, max_warps_per_sm=waves,
-            max_threads_per_sm=waves * agent.wave_front_size if waves and agent.wave_front_size else None,
-            max_threads_per_block=agent.workgroup_max_size or None,
-            shared_mem_per_block=agent.lds_size_in_kb * 1024 if agent.lds_size_in_kb else None,
-            arch=agent.name or None))
+        devices.setdefault(
+            gpu,
+            DeviceInfo(
+                id=gpu,
+                name=agent.product_name or agent.name or f"GPU {gpu}",
+                sm_count=agent.cu_count,
+                warp_size=agent.wave_front_size,
+                max_warps_per_sm=waves,
+                max_threads_per_sm=waves * agent.wave_front_size if waves and agent.wave_front_size else None,
+                max_threads_per_block=agent.workgroup_max_size or None,
+                shared_mem_per_block=agent.lds_size_in_kb * 1024 if agent.lds_size_in_kb else None,
+                arch=agent.name or None,
+            ),
+        )
     return index, devices
 
 
@@ -148,32 +156,54 @@ def _blocks(grid: int, group: int) -> int:
     return math.ceil(grid / group) if group > 0 else grid
 
 
-def _dispatch_batch(chunk: Sequence[_Dispatch], names: dict[int, str], symbols: dict[int, _Symbol],
-                    agents: dict[int, int]) -> pa.RecordBatch:
+def _dispatch_batch(
+    chunk: Sequence[_Dispatch], names: dict[int, str], symbols: dict[int, _Symbol], agents: dict[int, int]
+) -> pa.RecordBatch:
     n = len(chunk)
     start = np.fromiter((r.start_timestamp for r in chunk), dtype=np.int64, count=n)
     end = np.fromiter((r.end_timestamp for r in chunk), dtype=np.int64, count=n)
-    device = np.fromiter((agents.get(r.dispatch_info.agent_id.handle, -1) for r in chunk), dtype=np.int64, count=n)
+    device = np.fromiter(
+        (agents.get(r.dispatch_info.agent_id.handle, -1) for r in chunk), dtype=np.int64, count=n
+    )
     stream = np.fromiter((r.stream_id.handle for r in chunk), dtype=np.int64, count=n)
     kernel = np.fromiter((r.dispatch_info.kernel_id for r in chunk), dtype=np.int64, count=n)
     infos = [r.dispatch_info for r in chunk]
-    regs = [None if (s := symbols.get(i.kernel_id)) is None or s.arch_vgpr_count is None
-            else s.arch_vgpr_count + (s.accum_vgpr_count or 0) for i in infos]
-    return C.record_batch(n, {
-        Col.PH: C.const_text("X", n), Col.CAT: C.const_text("kernel", n), Col.KIND: C.kinds(Kind.KERNEL, n),
-        Col.NAME: C.text_by_code(kernel, names), Col.PID: C.text_of_ints(device, device >= 0),
-        Col.TID: C.text_of_ints(stream), Col.TS_NS: pa.array(start), Col.DUR_NS: pa.array(end - start),
-        Col.DEVICE: C.ints(device, pa.int32(), device >= 0), Col.STREAM: pa.array(stream),
-        Col.CORRELATION: pa.array([r.correlation_id.internal for r in chunk], type=pa.int64()),
-        Col.GRID_X: pa.array([_blocks(i.grid_size.x, i.workgroup_size.x) for i in infos], type=pa.int32()),
-        Col.GRID_Y: pa.array([_blocks(i.grid_size.y, i.workgroup_size.y) for i in infos], type=pa.int32()),
-        Col.GRID_Z: pa.array([_blocks(i.grid_size.z, i.workgroup_size.z) for i in infos], type=pa.int32()),
-        Col.BLOCK_X: pa.array([i.workgroup_size.x for i in infos], type=pa.int32()),
-        Col.BLOCK_Y: pa.array([i.workgroup_size.y for i in infos], type=pa.int32()),
-        Col.BLOCK_Z: pa.array([i.workgroup_size.z for i in infos], type=pa.int32()),
-        Col.REGISTERS: pa.array(regs, type=pa.int32()),
-        Col.SHARED_MEMORY: pa.array([i.group_segment_size for i in infos], type=pa.int64()),
-    })
+    regs = [
+        None
+        if (s := symbols.get(i.kernel_id)) is None or s.arch_vgpr_count is None
+        else s.arch_vgpr_count + (s.accum_vgpr_count or 0)
+        for i in infos
+    ]
+    return C.record_batch(
+        n,
+        {
+            Col.PH: C.const_text("X", n),
+            Col.CAT: C.const_text("kernel", n),
+            Col.KIND: C.kinds(Kind.KERNEL, n),
+            Col.NAME: C.text_by_code(kernel, names),
+            Col.PID: C.text_of_ints(device, device >= 0),
+            Col.TID: C.text_of_ints(stream),
+            Col.TS_NS: pa.array(start),
+            Col.DUR_NS: pa.array(end - start),
+            Col.DEVICE: C.ints(device, pa.int32(), device >= 0),
+            Col.STREAM: pa.array(stream),
+            Col.CORRELATION: pa.array([r.correlation_id.internal for r in chunk], type=pa.int64()),
+            Col.GRID_X: pa.array(
+                [_blocks(i.grid_size.x, i.workgroup_size.x) for i in infos], type=pa.int32()
+            ),
+            Col.GRID_Y: pa.array(
+                [_blocks(i.grid_size.y, i.workgroup_size.y) for i in infos], type=pa.int32()
+            ),
+            Col.GRID_Z: pa.array(
+                [_blocks(i.grid_size.z, i.workgroup_size.z) for i in infos], type=pa.int32()
+            ),
+            Col.BLOCK_X: pa.array([i.workgroup_size.x for i in infos], type=pa.int32()),
+            Col.BLOCK_Y: pa.array([i.workgroup_size.y for i in infos], type=pa.int32()),
+            Col.BLOCK_Z: pa.array([i.workgroup_size.z for i in infos], type=pa.int32()),
+            Col.REGISTERS: pa.array(regs, type=pa.int32()),
+            Col.SHARED_MEMORY: pa.array([i.group_segment_size for i in infos], type=pa.int64()),
+        },
+    )
 
 
 def _copy_batch(chunk: Sequence[_Copy], agents: dict[int, int]) -> pa.RecordBatch:
@@ -181,29 +211,44 @@ def _copy_batch(chunk: Sequence[_Copy], agents: dict[int, int]) -> pa.RecordBatc
     start = np.fromiter((r.start_timestamp for r in chunk), dtype=np.int64, count=n)
     end = np.fromiter((r.end_timestamp for r in chunk), dtype=np.int64, count=n)
     # The GPU side of the copy: the destination for host-to-device, else the source.
-    device = np.fromiter((agents.get(r.dst_agent_id.handle, agents.get(r.src_agent_id.handle, -1))
-                          for r in chunk), dtype=np.int64, count=n)
+    device = np.fromiter(
+        (agents.get(r.dst_agent_id.handle, agents.get(r.src_agent_id.handle, -1)) for r in chunk),
+        dtype=np.int64,
+        count=n,
+    )
     nbytes = [r.bytes for r in chunk]
     dur = end - start
-    return C.record_batch(n, {
-        Col.PH: C.const_text("X", n), Col.CAT: C.const_text("gpu_memcpy", n), Col.KIND: C.kinds(Kind.MEMCPY, n),
-        Col.NAME: C.text([f"Memcpy {_COPY_KINDS.get(r.operation, 'Unknown')}" for r in chunk]),
-        Col.PID: C.text_of_ints(device, device >= 0),
-        Col.TID: C.text_of_ints(np.fromiter((r.stream_id.handle for r in chunk), dtype=np.int64, count=n)),
-        Col.TS_NS: pa.array(start), Col.DUR_NS: pa.array(dur), Col.DEVICE: C.ints(device, pa.int32(), device >= 0),
-        Col.STREAM: pa.array([r.stream_id.handle for r in chunk], type=pa.int64()),
-        Col.CORRELATION: pa.array([r.correlation_id.internal for r in chunk], type=pa.int64()),
-        Col.BYTES: pa.array(nbytes, type=pa.int64()),
-        Col.BANDWIDTH_GBPS: pa.array([b / d if b is not None and d > 0 else None for b, d in zip(nbytes, dur)],
-                                     type=pa.float64()),
-    })
+    return C.record_batch(
+        n,
+        {
+            Col.PH: C.const_text("X", n),
+            Col.CAT: C.const_text("gpu_memcpy", n),
+            Col.KIND: C.kinds(Kind.MEMCPY, n),
+            Col.NAME: C.text([f"Memcpy {_COPY_KINDS.get(r.operation, 'Unknown')}" for r in chunk]),
+            Col.PID: C.text_of_ints(device, device >= 0),
+            Col.TID: C.text_of_ints(
+                np.fromiter((r.stream_id.handle for r in chunk), dtype=np.int64, count=n)
+            ),
+            Col.TS_NS: pa.array(start),
+            Col.DUR_NS: pa.array(dur),
+            Col.DEVICE: C.ints(device, pa.int32(), device >= 0),
+            Col.STREAM: pa.array([r.stream_id.handle for r in chunk], type=pa.int64()),
+            Col.CORRELATION: pa.array([r.correlation_id.internal for r in chunk], type=pa.int64()),
+            Col.BYTES: pa.array(nbytes, type=pa.int64()),
+            Col.BANDWIDTH_GBPS: pa.array(
+                [b / d if b is not None and d > 0 else None for b, d in zip(nbytes, dur)], type=pa.float64()
+            ),
+        },
+    )
 
 
 def _read_all(path: Path, display: str) -> bytes:
     reader = ChunkReader(path)
     data = b"".join(reader)
     if reader.truncated:
-        raise InputError(f"{display}: rocprofiler-sdk JSON cut off mid-write ({reader.error}); cannot salvage it")
+        raise InputError(
+            f"{display}: rocprofiler-sdk JSON cut off mid-write ({reader.error}); cannot salvage it"
+        )
     return data
 
 
@@ -219,14 +264,16 @@ def read_json(path: Path, display: str) -> tuple[Iterator[pa.RecordBatch], Calla
             agents, found = _gpu_agents(tool.agents)
             devices.update(found)
             symbols = {s.kernel_id: s for s in tool.kernel_symbols}
-            names = {k: kernel_name(s.formatted_kernel_name or s.demangled_kernel_name or s.kernel_name)
-                     for k, s in symbols.items()}
+            names = {
+                k: kernel_name(s.formatted_kernel_name or s.demangled_kernel_name or s.kernel_name)
+                for k, s in symbols.items()
+            }
             dispatches = tool.buffer_records.kernel_dispatch
             for lo in range(0, len(dispatches), BATCH):
-                yield _dispatch_batch(dispatches[lo:lo + BATCH], names, symbols, agents)
+                yield _dispatch_batch(dispatches[lo : lo + BATCH], names, symbols, agents)
             copies = tool.buffer_records.memory_copy
             for lo in range(0, len(copies), BATCH):
-                yield _copy_batch(copies[lo:lo + BATCH], agents)
+                yield _copy_batch(copies[lo : lo + BATCH], agents)
 
     def finish() -> TraceMeta:
         return TraceMeta(path=str(path), format="rocprof", devices=tuple(devices[k] for k in sorted(devices)))
@@ -262,8 +309,11 @@ def _header(head: bytes) -> list[str]:
 
 def _columns(header: Sequence[str]) -> dict[str, str]:
     present = set(header)
-    return {key: next(a for a in aliases if a in present) for key, aliases in _ALIASES.items()
-            if any(a in present for a in aliases)}
+    return {
+        key: next(a for a in aliases if a in present)
+        for key, aliases in _ALIASES.items()
+        if any(a in present for a in aliases)
+    }
 
 
 def sniff_csv(head: bytes, path: Path) -> bool:
@@ -302,10 +352,19 @@ def _sysinfo(path: Path, gpu_ids: set[int]) -> dict[int, DeviceInfo]:
 
     model = (row.get("gpu_model") or "").strip() or "AMD GPU"
     waves, wave = num("max_waves_per_cu"), num("wave_size")
-    return {g: DeviceInfo(id=g, name=model, sm_count=num("cu_per_gpu"), warp_size=wave, max_warps_per_sm=waves,
-                          max_threads_per_sm=waves * wave if waves and wave else None,
-                          max_threads_per_block=num("workgroup_max_size"), arch=(row.get("gpu_arch") or None))
-            for g in gpu_ids}
+    return {
+        g: DeviceInfo(
+            id=g,
+            name=model,
+            sm_count=num("cu_per_gpu"),
+            warp_size=wave,
+            max_warps_per_sm=waves,
+            max_threads_per_sm=waves * wave if waves and wave else None,
+            max_threads_per_block=num("workgroup_max_size"),
+            arch=(row.get("gpu_arch") or None),
+        )
+        for g in gpu_ids
+    }
 
 
 def read_csv(path: Path, display: str) -> tuple[Iterator[pa.RecordBatch], Callable[[], TraceMeta]]:
@@ -320,8 +379,11 @@ def read_csv(path: Path, display: str) -> tuple[Iterator[pa.RecordBatch], Callab
 
     def batches() -> Iterator[pa.RecordBatch]:
         try:
-            reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=8 << 20),
-                                    convert_options=pacsv.ConvertOptions(column_types=types))
+            reader = pacsv.open_csv(
+                path,
+                read_options=pacsv.ReadOptions(block_size=8 << 20),
+                convert_options=pacsv.ConvertOptions(column_types=types),
+            )
             for block in reader:
                 if block.num_rows:
                     yield _csv_batch(pa.Table.from_batches([block]), cols, gpu_ids)
@@ -330,7 +392,9 @@ def read_csv(path: Path, display: str) -> tuple[Iterator[pa.RecordBatch], Callab
 
     def finish() -> TraceMeta:
         devices = _sysinfo(path, gpu_ids)
-        return TraceMeta(path=str(path), format="rocprof-csv", devices=tuple(devices[k] for k in sorted(devices)))
+        return TraceMeta(
+            path=str(path), format="rocprof-csv", devices=tuple(devices[k] for k in sorted(devices))
+        )
 
     return batches(), finish
 
@@ -342,9 +406,12 @@ def _csv_batch(table: pa.Table, cols: dict[str, str], gpu_ids: set[int]) -> pa.R
     device = _ints(table, cols.get("device"))
     stream = _ints(table, cols.get("stream") or cols.get("queue"))
     out: dict[str, pa.Array] = {
-        Col.PH: C.const_text("X", n), Col.CAT: C.const_text("kernel", n), Col.KIND: C.kinds(Kind.KERNEL, n),
+        Col.PH: C.const_text("X", n),
+        Col.CAT: C.const_text("kernel", n),
+        Col.KIND: C.kinds(Kind.KERNEL, n),
         Col.NAME: C.text([kernel_name(v or "") for v in table.column(cols["name"]).to_pylist()]),
-        Col.TS_NS: pa.array(start), Col.DUR_NS: pa.array(end - start),
+        Col.TS_NS: pa.array(start),
+        Col.DUR_NS: pa.array(end - start),
     }
     if device is not None:
         gpu_ids.update(int(d) for d in np.unique(device[device >= 0]))
@@ -362,13 +429,16 @@ def _csv_batch(table: pa.Table, cols: dict[str, str], gpu_ids: set[int]) -> pa.R
 
 def _csv_launch(table: pa.Table, cols: dict[str, str], out: dict[str, pa.Array]) -> None:
     """Grid (in workgroups), workgroup size, LDS and VGPRs, from whichever layout the file has."""
-    dims: list[tuple[str, str, str, str]] = [("grid_x", "group_x", Col.GRID_X, Col.BLOCK_X),
-                                             ("grid_y", "group_y", Col.GRID_Y, Col.BLOCK_Y),
-                                             ("grid_z", "group_z", Col.GRID_Z, Col.BLOCK_Z)]
+    dims: list[tuple[str, str, str, str]] = [
+        ("grid_x", "group_x", Col.GRID_X, Col.BLOCK_X),
+        ("grid_y", "group_y", Col.GRID_Y, Col.BLOCK_Y),
+        ("grid_z", "group_z", Col.GRID_Z, Col.BLOCK_Z),
+    ]
     if "grid_x" not in cols and "grid" in cols:  # 1-D layouts: total work-items and workgroup size
         dims = [("grid", "group", Col.GRID_X, Col.BLOCK_X)]
         out[Col.GRID_Y] = out[Col.GRID_Z] = out[Col.BLOCK_Y] = out[Col.BLOCK_Z] = pa.array(
-            np.ones(table.num_rows, dtype=np.int32))
+            np.ones(table.num_rows, dtype=np.int32)
+        )
     for grid_key, group_key, grid_col, block_col in dims:
         grid, group = _ints(table, cols.get(grid_key)), _ints(table, cols.get(group_key))
         if grid is None or group is None:

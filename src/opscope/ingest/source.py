@@ -42,8 +42,13 @@ def head_bytes(path: Path, size: int = 64 << 10) -> bytes:
 class ChunkReader:
     """Iterates over the decompressed content of a file in chunks; remembers how the gzip stream ended."""
 
-    def __init__(self, path: Path, chunk_bytes: int = CHUNK_BYTES, report_progress: bool = True,
-                 read_bytes: int = 1 << 20) -> None:
+    def __init__(
+        self,
+        path: Path,
+        chunk_bytes: int = CHUNK_BYTES,
+        report_progress: bool = True,
+        read_bytes: int = 1 << 20,
+    ) -> None:
         self.path = path
         self.chunk_bytes = chunk_bytes
         self.read_bytes = read_bytes  # compressed bytes per read of a gzip file
@@ -99,7 +104,9 @@ class ChunkReader:
                     out = decomp.decompress(data)
                 except zlib.error as exc:
                     yield from _split(_salvage(snapshot, data), self.chunk_bytes)
-                    self.problem = "bad_checksum" if "check" in str(exc) and "header" not in str(exc) else "corrupt"
+                    self.problem = (
+                        "bad_checksum" if "check" in str(exc) and "header" not in str(exc) else "corrupt"
+                    )
                     return
                 yield from _split(out, self.chunk_bytes)
             pending = decomp.unused_data

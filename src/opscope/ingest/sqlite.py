@@ -24,6 +24,7 @@ from opscope.errors import InputError
 NULL_INT = -(2**63)  # stands for SQL NULL inside integer-only queries; see `nullable`
 BATCH_ROWS = 1 << 16
 
+
 def _adbc_module() -> Any:
     """The optional accelerator (Arrow-native SQLite reads), imported on first use: its import pulls in
     pyarrow.dataset and pandas (~0.3 s), which commands that never read SQLite should not pay for."""
@@ -58,7 +59,9 @@ class SqliteTrace:
         self.use_adbc = available if use_adbc is None else (use_adbc and available)
         try:
             self.conn = sqlite3.connect(_uri(path), uri=True, check_same_thread=False)
-            rows = self.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
+            rows = self.conn.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+            ).fetchall()
         except sqlite3.Error as exc:
             raise self.damaged(exc) from None
         self.tables = {name for (name,) in rows}

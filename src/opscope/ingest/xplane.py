@@ -154,8 +154,10 @@ def _whole_planes(data: bytes, display: str) -> tuple[Any, int]:
 
     end, planes = complete_prefix(data)
     if end < len(data) and planes == 0:
-        raise InputError(f"{display}: cut off or damaged before the end of its first plane (byte {end:,} of "
-                         f"{len(data):,}); nothing to salvage")
+        raise InputError(
+            f"{display}: cut off or damaged before the end of its first plane (byte {end:,} of "
+            f"{len(data):,}); nothing to salvage"
+        )
     if end < len(data):
         space = messages()["XSpace"]()
         try:
@@ -163,7 +165,9 @@ def _whole_planes(data: bytes, display: str) -> tuple[Any, int]:
             return space, end
         except DecodeError:
             pass
-    raise InputError(f"{display}: not a valid XSpace protobuf (truncated or damaged xplane.pb; {len(data):,} bytes)")
+    raise InputError(
+        f"{display}: not a valid XSpace protobuf (truncated or damaged xplane.pb; {len(data):,} bytes)"
+    )
 
 
 def parse_space(path: Path, display: str) -> tuple[Any, str | None]:
@@ -194,11 +198,15 @@ def parse_space(path: Path, display: str) -> tuple[Any, str | None]:
     if salvaged is not None or gzip_cut:
         kept = salvaged if salvaged is not None else len(data)
         if gzip_cut:
-            warning = (f"{path.name}: trace cut off mid-write (gzip stream ends at byte {len(data):,} of the "
-                       f"decompressed data); salvaged {len(space.planes):,} complete planes up to byte {kept:,}")
+            warning = (
+                f"{path.name}: trace cut off mid-write (gzip stream ends at byte {len(data):,} of the "
+                f"decompressed data); salvaged {len(space.planes):,} complete planes up to byte {kept:,}"
+            )
         else:
-            warning = (f"{path.name}: trace cut off mid-write or damaged (the XSpace protobuf is unreadable after "
-                       f"byte {kept:,} of {len(data):,}); salvaged {len(space.planes):,} complete planes")
+            warning = (
+                f"{path.name}: trace cut off mid-write or damaged (the XSpace protobuf is unreadable after "
+                f"byte {kept:,} of {len(data):,}); salvaged {len(space.planes):,} complete planes"
+            )
     return space, warning
 
 

@@ -13,8 +13,15 @@ if TYPE_CHECKING:
     from opscope.model.schema import COLUMNS
     from opscope.model.trace import Trace
 
-_LAZY = {"DeviceInfo": "meta", "TraceMeta": "meta", "COLUMNS": "schema", "GPU_KINDS": "kinds", "Col": "kinds",
-         "Kind": "kinds", "Trace": "trace"}
+_LAZY = {
+    "DeviceInfo": "meta",
+    "TraceMeta": "meta",
+    "COLUMNS": "schema",
+    "GPU_KINDS": "kinds",
+    "Col": "kinds",
+    "Kind": "kinds",
+    "Trace": "trace",
+}
 
 __all__ = ["COLUMNS", "GPU_KINDS", "Col", "DeviceInfo", "Kind", "Trace", "TraceMeta"]
 

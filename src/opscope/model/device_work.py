@@ -16,16 +16,23 @@ def as_device_work(frame: pl.LazyFrame, found: tuple[DeviceLike, ...]) -> pl.Laz
         return frame
     mask = pl.lit(False)
     for item in found:
-        mask = mask | ((pl.col(Col.CAT).cast(pl.String) == item.category)
-                       & pl.col(Col.PID).cast(pl.String).is_in(list(item.pids)))
+        mask = mask | (
+            (pl.col(Col.CAT).cast(pl.String) == item.category)
+            & pl.col(Col.PID).cast(pl.String).is_in(list(item.pids))
+        )
     mask = mask & (pl.col(Col.KIND) == Kind.OTHER) & (pl.col(Col.PH) == "X")
     return frame.with_columns(
-        pl.when(mask).then(pl.lit(Kind.KERNEL)).otherwise(pl.col(Col.KIND).cast(pl.String))
-        .cast(pl.Categorical).alias(Col.KIND),
+        pl.when(mask)
+        .then(pl.lit(Kind.KERNEL))
+        .otherwise(pl.col(Col.KIND).cast(pl.String))
+        .cast(pl.Categorical)
+        .alias(Col.KIND),
         pl.when(mask & pl.col(Col.DEVICE).is_null())
         .then(pl.col(Col.PID).cast(pl.String).cast(pl.Int32, strict=False))
-        .otherwise(pl.col(Col.DEVICE)).alias(Col.DEVICE),
+        .otherwise(pl.col(Col.DEVICE))
+        .alias(Col.DEVICE),
         pl.when(mask & pl.col(Col.STREAM).is_null())
         .then(pl.col(Col.TID).cast(pl.String).cast(pl.Int64, strict=False))
-        .otherwise(pl.col(Col.STREAM)).alias(Col.STREAM),
+        .otherwise(pl.col(Col.STREAM))
+        .alias(Col.STREAM),
     )

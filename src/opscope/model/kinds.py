@@ -51,13 +51,17 @@ class Col:
     MEM_RESERVED: Final = "mem_total_reserved"  # "Total Reserved" after the event, bytes
     MEM_DEVICE_TYPE: Final = "mem_device_type"  # "Device Type": the c10 enum (0 CPU, 1 CUDA, 6 HIP, ...)
     MEM_DEVICE_ID: Final = "mem_device_id"  # "Device Id" (-1 for the CPU)
-    CONCRETE_INPUTS: Final = "concrete_inputs"  # JSON text of "Concrete Inputs" (scalar arguments, record_shapes)
+    CONCRETE_INPUTS: Final = (
+        "concrete_inputs"  # JSON text of "Concrete Inputs" (scalar arguments, record_shapes)
+    )
     HLO_OP: Final = "hlo_op"  # XLA: the HLO instruction an event ran for (fusion.3, custom-call.1, ...)
     HLO_MODULE: Final = "hlo_module"  # XLA: the HLO module (compiled program) it belongs to (jit_step, ...)
     PROGRAM_ID: Final = "program_id"  # XLA: the compiled program's id
     NAME_STACK: Final = "name_stack"  # JAX name stack of the HLO op (jit(loss)/jvp()/dot_general)
     WAIT_ON_STREAM: Final = "wait_on_stream"  # cuda_sync events: the stream whose recorded event is waited on
-    WAIT_ON_CORRELATION: Final = "wait_on_correlation"  # cuda_sync: correlation id of that cudaEventRecord call
+    WAIT_ON_CORRELATION: Final = (
+        "wait_on_correlation"  # cuda_sync: correlation id of that cudaEventRecord call
+    )
     STEP_NUM: Final = "step_num"  # step number of a step marker (jax.profiler.StepTraceAnnotation step_num)
 
 

@@ -28,7 +28,9 @@ class DeviceInfo:
     max_blocks_per_sm: int | None = None  # nsys TARGET_INFO_GPU
     arch: str | None = None  # "gfx950", "GA100", ... when the profiler names the chip
     clock_rate_khz: int | None = None  # xplane device planes (XLA's `clock_rate`, kHz): 2,100,000 on MI300X
-    memory_bandwidth_bytes_per_s: int | None = None  # xplane device planes (XLA's `memory_bandwidth`, bytes/s)
+    memory_bandwidth_bytes_per_s: int | None = (
+        None  # xplane device planes (XLA's `memory_bandwidth`, bytes/s)
+    )
 
     @classmethod
     def from_kineto(cls, props: dict[str, Any]) -> DeviceInfo:

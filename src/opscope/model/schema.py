@@ -17,8 +17,18 @@ if TYPE_CHECKING:
 
 from opscope.model.kinds import CATEGORY_KINDS, GPU_KINDS, KIND_CODES, KINDS, Col, Kind
 
-__all__ = ["CATEGORY_KINDS", "COLUMNS", "GPU_KINDS", "KINDS", "KIND_CODES", "Col", "Kind", "arrow_schema",
-           "conform", "empty_frame"]
+__all__ = [
+    "CATEGORY_KINDS",
+    "COLUMNS",
+    "GPU_KINDS",
+    "KINDS",
+    "KIND_CODES",
+    "Col",
+    "Kind",
+    "arrow_schema",
+    "conform",
+    "empty_frame",
+]
 
 
 # dtype of every column, in table order. Text columns are categorical: each distinct string is stored once.
@@ -71,6 +81,7 @@ COLUMNS: Final[dict[str, pl.DataType]] = {
     Col.WAIT_ON_CORRELATION: pl.Int64(),
 }
 
+
 @functools.cache
 def arrow_schema() -> pa.Schema:
     """The cache's Arrow schema (strings dictionary-encoded, the kind as dictionary too). pyarrow is imported
@@ -78,7 +89,10 @@ def arrow_schema() -> pa.Schema:
     import pyarrow as pa
 
     _ARROW_TYPES: dict[type[pl.DataType], pa.DataType] = {
-        pl.String: pa.string(), pl.Int64: pa.int64(), pl.Int32: pa.int32(), pl.Float32: pa.float32(),
+        pl.String: pa.string(),
+        pl.Int64: pa.int64(),
+        pl.Int32: pa.int32(),
+        pl.Float32: pa.float32(),
         pl.Float64: pa.float64(),
     }
     fields = []

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from opscope.analysis.findings import SOURCES, Advice, Finding, RuleConfig
 from opscope.analysis.overview import Analysis
-from opscope.analysis.rules.engine import RuleConfig
-from opscope.analysis.rules.model import SOURCES, Advice, Finding
 from opscope.analysis.rules.registry import RULES
 from opscope.report.document import FLOAT, MS, NAME, PCT, TEXT, Column, Document, Table
 

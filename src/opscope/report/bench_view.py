@@ -17,8 +17,10 @@ if TYPE_CHECKING:
 
 SCHEMA = "opscope.bench/1"
 STABLE_IQR = 0.10
-UTILIZATION = {"gpu_busy": "GPU busy: union of kernel/memcpy/memset time / profiled step time",
-               "cpu_op_busy": "CPU: share of profiled step wall time with at least one CPU operator running"}
+UTILIZATION = {
+    "gpu_busy": "GPU busy: union of kernel/memcpy/memset time / profiled step time",
+    "cpu_op_busy": "CPU: share of profiled step wall time with at least one CPU operator running",
+}
 
 
 def _ratio(before: float | None, after: float | None) -> float | None:
@@ -32,14 +34,24 @@ def _run_data(run: VariantRun) -> dict[str, Any]:
         "error": run.error,
         "latency_ms": latency.as_dict(scale=1e3) if latency else None,
         "latency_samples_ms": [round(s * 1e3, 4) for s in run.latency_s],
-        "key_op": None if figures is None or figures.key_op is None else
-        {"name": figures.key_op, "ms_per_step": round((figures.key_op_ns or 0) / 1e6, 4)},
-        "utilization": None if figures is None or figures.utilization is None else round(figures.utilization, 4),
+        "key_op": None
+        if figures is None or figures.key_op is None
+        else {"name": figures.key_op, "ms_per_step": round((figures.key_op_ns or 0) / 1e6, 4)},
+        "utilization": None
+        if figures is None or figures.utilization is None
+        else round(figures.utilization, 4),
         "profiled_steps": figures.steps if figures else None,
-        "accuracy": None if accuracy is None else {
-            "compute_dtype": accuracy.compute_dtype, "rtol": accuracy.rtol, "atol": accuracy.atol,
-            "max_abs_error": accuracy.max_abs_error, "max_rel_error": accuracy.max_rel_error,
-            "match": accuracy.match, "problem": accuracy.problem},
+        "accuracy": None
+        if accuracy is None
+        else {
+            "compute_dtype": accuracy.compute_dtype,
+            "rtol": accuracy.rtol,
+            "atol": accuracy.atol,
+            "max_abs_error": accuracy.max_abs_error,
+            "max_rel_error": accuracy.max_rel_error,
+            "match": accuracy.match,
+            "problem": accuracy.problem,
+        },
         "trace": run.trace_path,
     }
 
@@ -52,8 +64,12 @@ def _comparison(base: VariantRun, run: VariantRun) -> dict[str, Any]:
         util = round((v_fig.utilization - b_fig.utilization) * 100, 2)
     speed = _ratio(b_lat.median if b_lat else None, v_lat.median if v_lat else None)
     key = _ratio(b_fig.key_op_ns if b_fig else None, v_fig.key_op_ns if v_fig else None)
-    return {"variant": run.variant, "latency_speedup": _sig(speed), "key_op_speedup": _sig(key),
-            "utilization_change_pp": util}
+    return {
+        "variant": run.variant,
+        "latency_speedup": _sig(speed),
+        "key_op_speedup": _sig(key),
+        "utilization_change_pp": util,
+    }
 
 
 def _sig(value: float | None) -> float | None:
@@ -66,8 +82,11 @@ def _stability(result: StrategyComparison, batch: int) -> tuple[bool, str]:
     spreads = [(r.variant, r.latency.relative_iqr) for r in runs if r.latency is not None]
     stable = all(s <= STABLE_IQR for _, s in spreads)
     parts = ", ".join(f"{name} {s * 100:.1f}%" for name, s in spreads)
-    verdict = (f"stable (all <= {STABLE_IQR * 100:.0f}%)" if stable else
-               f"UNSTABLE (above {STABLE_IQR * 100:.0f}%: rerun with more --repeats or on a quieter machine)")
+    verdict = (
+        f"stable (all <= {STABLE_IQR * 100:.0f}%)"
+        if stable
+        else f"UNSTABLE (above {STABLE_IQR * 100:.0f}%: rerun with more --repeats or on a quieter machine)"
+    )
     return stable, f"batch {batch} stability: latency IQR/median {parts}; {verdict}"
 
 
@@ -77,13 +96,28 @@ def bench_data(result: StrategyComparison) -> dict[str, Any]:
         runs = [r for r in result.runs if r.batch_size == batch]
         base = runs[0]
         stable, _ = _stability(result, batch)
-        batches.append({"batch_size": batch, "stable": stable, "runs": [_run_data(r) for r in runs],
-                        "comparisons": [_comparison(base, r) for r in runs[1:] if r.error is None]})
+        batches.append(
+            {
+                "batch_size": batch,
+                "stable": stable,
+                "runs": [_run_data(r) for r in runs],
+                "comparisons": [_comparison(base, r) for r in runs[1:] if r.error is None],
+            }
+        )
     metric = next((r.figures.metric for r in result.runs if r.figures is not None), None)
-    return {"schema": SCHEMA, "device": result.device, "timing": result.timing, "repeats": result.repeats,
-            "warmup": result.warmup, "trace_steps": result.trace_steps, "utilization_metric": metric,
-            "variants": [{"name": n, "description": d} for n, d in zip(result.variants, result.descriptions, strict=True)],
-            "batches": batches}
+    return {
+        "schema": SCHEMA,
+        "device": result.device,
+        "timing": result.timing,
+        "repeats": result.repeats,
+        "warmup": result.warmup,
+        "trace_steps": result.trace_steps,
+        "utilization_metric": metric,
+        "variants": [
+            {"name": n, "description": d} for n, d in zip(result.variants, result.descriptions, strict=True)
+        ],
+        "batches": batches,
+    }
 
 
 def _ms(ns: float | None) -> str:
@@ -101,37 +135,64 @@ def _speed(ratio: float | None) -> str:
 
 
 def _table(base: VariantRun, run: VariantRun) -> Table:
-    columns = (Column("metric", "metric", TEXT), Column("baseline", "baseline", TEXT),
-               Column("variant", run.variant, TEXT), Column("improvement", "improvement", TEXT))
+    columns = (
+        Column("metric", "metric", TEXT),
+        Column("baseline", "baseline", TEXT),
+        Column("variant", run.variant, TEXT),
+        Column("improvement", "improvement", TEXT),
+    )
     title = f"batch {run.batch_size}: {run.variant} vs baseline"
     if run.error is not None:
-        return Table(name=f"bench_bs{run.batch_size}_{run.variant}", title=title, columns=columns, rows=(),
-                     footer=(f"{run.variant} failed: {run.error}",))
+        return Table(
+            name=f"bench_bs{run.batch_size}_{run.variant}",
+            title=title,
+            columns=columns,
+            rows=(),
+            footer=(f"{run.variant} failed: {run.error}",),
+        )
     comparison = _comparison(base, run)
     b_fig, v_fig = base.figures, run.figures
     b_lat, v_lat = base.latency, run.latency
     util = comparison["utilization_change_pp"]
     rows = (
-        {"metric": "end-to-end latency (ms)", "baseline": _ms(b_lat.median * 1e9 if b_lat else None),
-         "variant": _ms(v_lat.median * 1e9 if v_lat else None), "improvement": _speed(comparison["latency_speedup"])},
-        {"metric": "key-op time (ms/step)", "baseline": _ms(b_fig.key_op_ns if b_fig else None),
-         "variant": _ms(v_fig.key_op_ns if v_fig else None), "improvement": _speed(comparison["key_op_speedup"])},
-        {"metric": "utilization (%)", "baseline": _pct(b_fig.utilization if b_fig else None),
-         "variant": _pct(v_fig.utilization if v_fig else None),
-         "improvement": "—" if util is None else f"{util:+.1f} pp"},
+        {
+            "metric": "end-to-end latency (ms)",
+            "baseline": _ms(b_lat.median * 1e9 if b_lat else None),
+            "variant": _ms(v_lat.median * 1e9 if v_lat else None),
+            "improvement": _speed(comparison["latency_speedup"]),
+        },
+        {
+            "metric": "key-op time (ms/step)",
+            "baseline": _ms(b_fig.key_op_ns if b_fig else None),
+            "variant": _ms(v_fig.key_op_ns if v_fig else None),
+            "improvement": _speed(comparison["key_op_speedup"]),
+        },
+        {
+            "metric": "utilization (%)",
+            "baseline": _pct(b_fig.utilization if b_fig else None),
+            "variant": _pct(v_fig.utilization if v_fig else None),
+            "improvement": "—" if util is None else f"{util:+.1f} pp",
+        },
     )
     footer = []
     accuracy = run.accuracy
     if accuracy is not None:
         verdict = "match" if accuracy.match else "MISMATCH"
-        detail = accuracy.problem or (f"max abs error {accuracy.max_abs_error:.2e}, max rel {accuracy.max_rel_error:.2e}"
-                                      f"; tolerance ({accuracy.compute_dtype}) rtol {accuracy.rtol:g}, "
-                                      f"atol {accuracy.atol:g} x max|baseline|")
+        detail = accuracy.problem or (
+            f"max abs error {accuracy.max_abs_error:.2e}, max rel {accuracy.max_rel_error:.2e}"
+            f"; tolerance ({accuracy.compute_dtype}) rtol {accuracy.rtol:g}, "
+            f"atol {accuracy.atol:g} x max|baseline|"
+        )
         footer.append(f"outputs: {verdict} ({detail})")
     if b_fig and v_fig:
         footer.append(f"key op: baseline {b_fig.key_op or '—'}; {run.variant} {v_fig.key_op or '—'}")
-    return Table(name=f"bench_bs{run.batch_size}_{run.variant}", title=title, columns=columns, rows=rows,
-                 footer=tuple(footer))
+    return Table(
+        name=f"bench_bs{run.batch_size}_{run.variant}",
+        title=title,
+        columns=columns,
+        rows=rows,
+        footer=tuple(footer),
+    )
 
 
 def bench_document(result: StrategyComparison) -> Document:
@@ -147,9 +208,14 @@ def bench_document(result: StrategyComparison) -> Document:
         else:
             group = [Table(f"bench_bs{batch}", f"batch {batch}: baseline only", (), (), (line,))]
         tables.extend(group)
-    facts = (("device", result.device), ("timing", f"{result.timing}; median of {result.repeats} runs after "
-                                                   f"{result.warmup} warm-up call(s)"),
-             ("traces", f"{result.trace_steps} profiled calls per variant and batch size"),
-             ("utilization", UTILIZATION.get(data["utilization_metric"] or "", "—")),
-             ("variants", "; ".join(f"{n}: {d}" for n, d in zip(result.variants, result.descriptions, strict=True))))
+    facts = (
+        ("device", result.device),
+        ("timing", f"{result.timing}; median of {result.repeats} runs after {result.warmup} warm-up call(s)"),
+        ("traces", f"{result.trace_steps} profiled calls per variant and batch size"),
+        ("utilization", UTILIZATION.get(data["utilization_metric"] or "", "—")),
+        (
+            "variants",
+            "; ".join(f"{n}: {d}" for n, d in zip(result.variants, result.descriptions, strict=True)),
+        ),
+    )
     return Document(title="Strategy comparison", data=data, facts=facts, tables=tuple(tables))

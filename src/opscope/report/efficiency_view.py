@@ -126,8 +126,17 @@ def efficiency_document(result: Efficiency) -> Document:
     rows = tuple(efficiency_cells(r) for r in result.rows)
     hidden = result.total_rows - len(result.rows)
     footer = (f"{hidden:,} more rows (--top 0 shows all)",) if hidden > 0 else ()
-    tables = [Table("efficiency", "", efficiency_columns(by_shape), rows, footer, csv_extra=CSV_EXTRA,
-                    hide_when_empty=True)]  # nothing sized: the note says why
+    tables = [
+        Table(
+            "efficiency",
+            "",
+            efficiency_columns(by_shape),
+            rows,
+            footer,
+            csv_extra=CSV_EXTRA,
+            hide_when_empty=True,
+        )
+    ]  # nothing sized: the note says why
     if result.unsized:
         tables.append(
             Table(
@@ -180,8 +189,11 @@ def efficiency_document(result: Efficiency) -> Document:
         "FLOPs and bytes per call, and what an estimate assumed: --format json. Definitions: docs/efficiency.md."
     ]
     if not result.rows and not result.gpu_time_ns:
-        notes.insert(0, "No GPU kernels, memcpys or memsets in this selection: efficiency is GPU time against "
-                        "the GPU's peak, so there is nothing to measure.")
+        notes.insert(
+            0,
+            "No GPU kernels, memcpys or memsets in this selection: efficiency is GPU time against "
+            "the GPU's peak, so there is nothing to measure.",
+        )
     elif not result.rows:
         notes.insert(
             0,

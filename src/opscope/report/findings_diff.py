@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from opscope.analysis.rules.model import Advice, Finding
+from opscope.analysis.findings import Advice, Finding
 from opscope.report.document import Document
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from opscope.analysis.attribution.linking import LinkStats
+from opscope.analysis.base.linking import LinkStats
 
 
 def us(ns: float) -> float:
@@ -42,14 +42,21 @@ def link_notes(stats: LinkStats, unattributed_share: float) -> list[str]:
             parts.append(f"{stats.missing_launch:,} GPU events whose launch call is not in the trace")
         if stats.launch_outside_ops:
             parts.append(f"{stats.launch_outside_ops:,} launched outside any CPU op")
-        notes.append(f"{unattributed_share * 100:.1f}% of GPU time could not be attributed"
-                     + (f" ({'; '.join(parts)})" if parts else "") + ".")
+        notes.append(
+            f"{unattributed_share * 100:.1f}% of GPU time could not be attributed"
+            + (f" ({'; '.join(parts)})" if parts else "")
+            + "."
+        )
     if stats.from_graph:
-        notes.append(f"{stats.from_graph:,} GPU events came from {stats.graph_launches:,} CUDA/HIP graph launch(es); "
-                     "they are attributed to the op that launched the graph.")
+        notes.append(
+            f"{stats.from_graph:,} GPU events came from {stats.graph_launches:,} CUDA/HIP graph launch(es); "
+            "they are attributed to the op that launched the graph."
+        )
     if stats.duplicate_correlations:
-        notes.append(f"{stats.duplicate_correlations:,} correlation ids are carried by more than one launch call; "
-                     "each GPU event took the closest earlier one.")
+        notes.append(
+            f"{stats.duplicate_correlations:,} correlation ids are carried by more than one launch call; "
+            "each GPU event took the closest earlier one."
+        )
     if stats.negative_gpu:
         notes.append(f"{stats.negative_gpu:,} GPU events have a negative duration; counted as 0.")
     return notes

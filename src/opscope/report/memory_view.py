@@ -180,8 +180,11 @@ def memory_document(result: MemoryStats) -> Document:
         "see docs/memory.md."
     ]
     if not result.devices:  # the empty tables say nothing more: the reason first, without them
-        notes.insert(0, "No [memory] events in this selection: record with profile_memory=True "
-                        "(opscope run --profile-memory).")
+        notes.insert(
+            0,
+            "No [memory] events in this selection: record with profile_memory=True "
+            "(opscope run --profile-memory).",
+        )
         tables = [replace(t, hide_when_empty=True) for t in tables]
     notes.extend(f"warning: {w}" for w in result.warnings)
     return Document(

@@ -112,7 +112,9 @@ def shorten(name: str, width: int = 80) -> str:
         text = text[:-3]
     if text.startswith("void "):
         text = text[5:]
-    if len(text) > width:  # `at::native::foo` -> `foo`: the function, not its address; lambdas compacted first
+    if (
+        len(text) > width
+    ):  # `at::native::foo` -> `foo`: the function, not its address; lambdas compacted first
         text = _NAMESPACE.sub("", _compact_lambdas(text))
     if len(text) > width:
         text = _fold(text, "<", ">", 2)  # keep template arguments, which tell variants apart
@@ -137,6 +139,8 @@ def shorten_all(full: Sequence[str], width: int) -> list[str]:
         if not clashing:
             break
         suffix = 2 + digits
-        shown = [shorten(raw, max(width - suffix, 8)) + tag(raw, digits) if text in clashing else text
-                 for raw, text in zip(full, shown, strict=True)]
+        shown = [
+            shorten(raw, max(width - suffix, 8)) + tag(raw, digits) if text in clashing else text
+            for raw, text in zip(full, shown, strict=True)
+        ]
     return shown

@@ -15,12 +15,19 @@ def _rows_data(rows_in: tuple[OpRow, ...], by_shape: bool) -> list[dict[str, obj
         row: dict[str, object] = {"name": r.name, "kind": r.kind}
         if by_shape:
             row["input_dims"] = r.input_dims
-        row.update({
-            "calls": r.calls, "cpu_total_us": us(r.cpu_total_ns), "cpu_self_us": us(r.cpu_self_ns),
-            "gpu_total_us": us(r.gpu_total_ns), "gpu_self_us": us(r.gpu_self_ns), "kernels": r.kernels,
-            "self_kernels": r.self_kernels, "kernels_per_call": round(r.kernels_per_call, 4),
-            "gpu_share": round(r.gpu_share, 6),
-        })
+        row.update(
+            {
+                "calls": r.calls,
+                "cpu_total_us": us(r.cpu_total_ns),
+                "cpu_self_us": us(r.cpu_self_ns),
+                "gpu_total_us": us(r.gpu_total_ns),
+                "gpu_self_us": us(r.gpu_self_ns),
+                "kernels": r.kernels,
+                "self_kernels": r.self_kernels,
+                "kernels_per_call": round(r.kernels_per_call, 4),
+                "gpu_share": round(r.gpu_share, 6),
+            }
+        )
         rows.append(row)
     return rows
 
@@ -32,8 +39,11 @@ def ops_data(result: OpStats) -> dict[str, object]:
         "trace": {"path": result.path},
         "by_shape": by_shape,
         "steps": result.options.steps,
-        "totals": {"gpu_time_us": us(result.gpu_time_ns), "attributed_us": us(result.attributed_ns),
-                   "rows": result.total_rows},
+        "totals": {
+            "gpu_time_us": us(result.gpu_time_ns),
+            "attributed_us": us(result.attributed_ns),
+            "rows": result.total_rows,
+        },
         "unattributed_share": round(result.unattributed_share, 6),
         "sort": result.options.sort,
         "rows": _rows_data(result.rows, by_shape),
@@ -49,16 +59,29 @@ def ops_document(result: OpStats) -> Document:
     if by_shape:
         columns.append(Column("input_dims", "Input dims", TEXT, wrap=True))
     columns += [
-        Column("calls", "Calls", INT), Column("cpu_total", "CPU total ms", MS, drop=3),
-        Column("cpu_self", "CPU self ms", MS), Column("gpu_total", "GPU total ms", MS),
-        Column("gpu_self", "GPU self ms", MS), Column("kernels_per_call", "Kernels/call", FLOAT, drop=1),
+        Column("calls", "Calls", INT),
+        Column("cpu_total", "CPU total ms", MS, drop=3),
+        Column("cpu_self", "CPU self ms", MS),
+        Column("gpu_total", "GPU total ms", MS),
+        Column("gpu_self", "GPU self ms", MS),
+        Column("kernels_per_call", "Kernels/call", FLOAT, drop=1),
         Column("gpu_share", "GPU share", PCT),
     ]
+
     def cells(rows_in: tuple[OpRow, ...]) -> tuple[dict[str, object], ...]:
         return tuple(
-            {"name": r.name, "kind": r.kind, "input_dims": r.input_dims, "calls": r.calls,
-             "cpu_total": r.cpu_total_ns, "cpu_self": r.cpu_self_ns, "gpu_total": r.gpu_total_ns,
-             "gpu_self": r.gpu_self_ns, "kernels_per_call": r.kernels_per_call, "gpu_share": r.gpu_share}
+            {
+                "name": r.name,
+                "kind": r.kind,
+                "input_dims": r.input_dims,
+                "calls": r.calls,
+                "cpu_total": r.cpu_total_ns,
+                "cpu_self": r.cpu_self_ns,
+                "gpu_total": r.gpu_total_ns,
+                "gpu_self": r.gpu_self_ns,
+                "kernels_per_call": r.kernels_per_call,
+                "gpu_share": r.gpu_share,
+            }
             for r in rows_in
         )
 
@@ -67,19 +90,31 @@ def ops_document(result: OpStats) -> Document:
     footer = (f"{hidden:,} more rows (--top 0 shows all)",) if hidden > 0 else ()
     facts = (
         ("trace", result.path),
-        ("GPU time", f"{result.gpu_time_ns / 1e6:,.3f} ms, {result.attributed_ns / 1e6:,.3f} ms launched inside ops"),
+        (
+            "GPU time",
+            f"{result.gpu_time_ns / 1e6:,.3f} ms, {result.attributed_ns / 1e6:,.3f} ms launched inside ops",
+        ),
         ("unattributed", f"{result.unattributed_share * 100:.1f}% of GPU time"),
     ) + ((("steps", result.options.steps),) if result.options.steps else ())
     notes = link_notes(result.link, result.unattributed_share)
-    notes.append("GPU total: kernels launched by the op or any op inside it; GPU self: launched directly by it. "
-                 "GPU share = GPU total / all GPU time, so shares of nested ops overlap.")
-    notes.append("Ranked by GPU self time, then CPU self time (wrappers such as ProfilerStep#* that only enclose "
-                 "other ops rank low); --sort total ranks by GPU total." if result.options.sort == SELF else
-                 "Ranked by GPU total time, then CPU total: wrappers (ProfilerStep#*, autograd) come first.")
+    notes.append(
+        "GPU total: kernels launched by the op or any op inside it; GPU self: launched directly by it. "
+        "GPU share = GPU total / all GPU time, so shares of nested ops overlap."
+    )
+    notes.append(
+        "Ranked by GPU self time, then CPU self time (wrappers such as ProfilerStep#* that only enclose "
+        "other ops rank low); --sort total ranks by GPU total."
+        if result.options.sort == SELF
+        else "Ranked by GPU total time, then CPU total: wrappers (ProfilerStep#*, autograd) come first."
+    )
     notes.extend(f"warning: {w}" for w in result.warnings)
-    return Document(title="GPU time by operator" + (" and input shape" if by_shape else ""), data=ops_data(result),
-                    facts=facts, tables=(Table("ops", "", tuple(columns), rows, footer), *_cpu_table(result, columns)),
-                    notes=tuple(notes))
+    return Document(
+        title="GPU time by operator" + (" and input shape" if by_shape else ""),
+        data=ops_data(result),
+        facts=facts,
+        tables=(Table("ops", "", tuple(columns), rows, footer), *_cpu_table(result, columns)),
+        notes=tuple(notes),
+    )
 
 
 def _cpu_table(result: OpStats, columns: list[Column]) -> tuple[Table, ...]:
@@ -87,9 +122,18 @@ def _cpu_table(result: OpStats, columns: list[Column]) -> tuple[Table, ...]:
     if not result.cpu_rows:
         return ()
     rows = tuple(
-        {"name": r.name, "kind": r.kind, "input_dims": r.input_dims, "calls": r.calls, "cpu_total": r.cpu_total_ns,
-         "cpu_self": r.cpu_self_ns, "gpu_total": r.gpu_total_ns, "gpu_self": r.gpu_self_ns,
-         "kernels_per_call": r.kernels_per_call, "gpu_share": r.gpu_share}
+        {
+            "name": r.name,
+            "kind": r.kind,
+            "input_dims": r.input_dims,
+            "calls": r.calls,
+            "cpu_total": r.cpu_total_ns,
+            "cpu_self": r.cpu_self_ns,
+            "gpu_total": r.gpu_total_ns,
+            "gpu_self": r.gpu_self_ns,
+            "kernels_per_call": r.kernels_per_call,
+            "gpu_share": r.gpu_share,
+        }
         for r in result.cpu_rows
     )
     return (Table("cpu_ops", "Most CPU self time", tuple(columns), rows),)

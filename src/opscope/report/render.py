@@ -57,8 +57,10 @@ def _flex_widths(cols: list[Column], natural: list[int], total_width: int, name_
     """Widths for one set of columns: fixed columns keep their natural width; names and wrapping columns
     start at their floor (never under their label) and grow, in column order, into what is left of the width."""
     flex = [i for i, c in enumerate(cols) if c.kind == NAME or c.wrap]
-    floors = {i: max(len(cols[i].label), min(natural[i], name_floor if cols[i].kind == NAME else WRAP_MIN))
-              for i in flex}
+    floors = {
+        i: max(len(cols[i].label), min(natural[i], name_floor if cols[i].kind == NAME else WRAP_MIN))
+        for i in flex
+    }
     left = total_width - _gaps(len(cols)) - sum(w for i, w in enumerate(natural) if i not in floors)
     left -= sum(floors.values())
     widths = list(natural)
@@ -68,7 +70,9 @@ def _flex_widths(cols: list[Column], natural: list[int], total_width: int, name_
     return widths
 
 
-def _layout(table: Table, natural: list[int], options: RenderOptions, total_width: int) -> tuple[list[int], list[int]]:
+def _layout(
+    table: Table, natural: list[int], options: RenderOptions, total_width: int
+) -> tuple[list[int], list[int]]:
     """The columns shown (indices) and their widths. Optional columns are hidden, lowest `drop` first, while the
     table does not fit `total_width` with names of NAME_READABLE; then names go down to NAME_MIN and the
     last-resort columns (`drop` >= LAST_RESORT) are hidden; past that the table is wider than asked. With `wide`
@@ -79,10 +83,14 @@ def _layout(table: Table, natural: list[int], options: RenderOptions, total_widt
     droppable = [i for _, i in sorted((c.drop, i) for i, c in enumerate(table.columns) if c.drop)]
     for floor, limit in ((NAME_READABLE, LAST_RESORT), (NAME_MIN, None)):
         while True:
-            widths = _flex_widths([table.columns[i] for i in kept], [natural[i] for i in kept], total_width, floor)
+            widths = _flex_widths(
+                [table.columns[i] for i in kept], [natural[i] for i in kept], total_width, floor
+            )
             if sum(widths) + _gaps(len(kept)) <= total_width:
                 return kept, widths
-            candidates = [i for i in droppable if i in kept and (limit is None or table.columns[i].drop < limit)]
+            candidates = [
+                i for i in droppable if i in kept and (limit is None or table.columns[i].drop < limit)
+            ]
             if not candidates:
                 break
             kept.remove(candidates[0])
@@ -101,8 +109,13 @@ def _table_cells(table: Table, options: RenderOptions, total_width: int) -> _Lai
     """Format every cell (text with control characters made visible), choose the columns and widths
     (`_layout`), and shorten names to their column's width by `names.shorten_all` (kept distinct). With
     `wide`, names are kept whole."""
-    raw = [[visible(fmt(row.get(c.key), c.kind) if c.kind != NAME else str(row.get(c.key) or ""))
-            for c in table.columns] for row in table.rows]
+    raw = [
+        [
+            visible(fmt(row.get(c.key), c.kind) if c.kind != NAME else str(row.get(c.key) or ""))
+            for c in table.columns
+        ]
+        for row in table.rows
+    ]
     natural = [max([len(c.label)] + [len(str(r[i])) for r in raw]) for i, c in enumerate(table.columns)]
     kept, widths = _layout(table, natural, options, total_width)
     columns = [table.columns[i] for i in kept]
@@ -131,8 +144,15 @@ def render_table(doc: Document, options: RenderOptions) -> str:
     # the narrowest names still need more than `width` (or, with --wide, the full names do), the output is that
     # much wider instead.
     needed = max((sum(t.widths) + _gaps(len(t.widths)) for _, t in laid_out), default=0)
-    console = Console(file=buf, width=max(width, needed), force_terminal=options.color, no_color=not options.color,
-                      highlight=False, emoji=False, color_system="auto" if options.color else None)
+    console = Console(
+        file=buf,
+        width=max(width, needed),
+        force_terminal=options.color,
+        no_color=not options.color,
+        highlight=False,
+        emoji=False,
+        color_system="auto" if options.color else None,
+    )
     console.print(Text(visible(doc.title), style="bold"))
     for alert in doc.alerts:
         console.print(Text(f"WARNING: {visible(alert)}", style="bold red"))
@@ -140,20 +160,38 @@ def render_table(doc: Document, options: RenderOptions) -> str:
         console.print(Text.assemble((f"  {visible(label)}: ", "dim"), visible(value)))
     for table, shown in laid_out:
         title = Text(visible(table.title), style="bold") if table.title else None
-        rich = RichTable(title=title, box=box.SIMPLE_HEAD, title_justify="left", expand=False,
-                         pad_edge=False, title_style="bold", collapse_padding=True)
+        rich = RichTable(
+            title=title,
+            box=box.SIMPLE_HEAD,
+            title_justify="left",
+            expand=False,
+            pad_edge=False,
+            title_style="bold",
+            collapse_padding=True,
+        )
         for col, col_width in zip(shown.columns, shown.widths, strict=True):
             numeric = col.kind in NUMERIC
-            rich.add_column(Text(visible(col.label)), justify="right" if numeric else "left", no_wrap=not col.wrap,
-                            overflow="fold", min_width=col_width, max_width=col_width)
+            rich.add_column(
+                Text(visible(col.label)),
+                justify="right" if numeric else "left",
+                no_wrap=not col.wrap,
+                overflow="fold",
+                min_width=col_width,
+                max_width=col_width,
+            )
         for row in shown.cells:
             rich.add_row(*[Text(c) for c in row])
         console.print(rich)
         for line in table.footer:
             console.print(Text(visible(line)))
         if shown.hidden:
-            console.print(Text(f"Hidden to fit {width} columns: {', '.join(shown.hidden)} (a larger --width, "
-                               "--wide or --format json shows them)", style="dim"))
+            console.print(
+                Text(
+                    f"Hidden to fit {width} columns: {', '.join(shown.hidden)} (a larger --width, "
+                    "--wide or --format json shows them)",
+                    style="dim",
+                )
+            )
     for note in doc.notes:
         console.print(Text(visible(note), style="dim"))
     return buf.getvalue()
@@ -186,7 +224,9 @@ def render_markdown(doc: Document, options: RenderOptions) -> str:
                 if col.key in short and isinstance(value, str):
                     value = short[col.key][value]
                 text = fmt(value, col.kind)
-                cells.append(md_code(text) if col.kind == NAME else text if col.kind in NUMERIC else md_text(text))
+                cells.append(
+                    md_code(text) if col.kind == NAME else text if col.kind in NUMERIC else md_text(text)
+                )
             lines.append("| " + " | ".join(cells) + " |")
         lines.extend(["", *[md_text(f, line_start=True) for f in table.footer]])
         lines.append("")

@@ -31,15 +31,26 @@ def summary_data(result: KernelSummary) -> dict[str, object]:
     ]
     rest = None
     if result.rest is not None:
-        rest = {"rows": result.rest.rows, "calls": result.rest.calls, "total_us": _us(result.rest.total_ns),
-                "share": round(result.rest.share, 6)}
+        rest = {
+            "rows": result.rest.rows,
+            "calls": result.rest.calls,
+            "total_us": _us(result.rest.total_ns),
+            "share": round(result.rest.share, 6),
+        }
     return {
         "schema": SCHEMA,
-        "trace": {"path": result.path, "devices": list(result.devices), "events": result.events,
-                  "kernels": result.kernels},
+        "trace": {
+            "path": result.path,
+            "devices": list(result.devices),
+            "events": result.events,
+            "kernels": result.kernels,
+        },
         "totals": {"gpu_time_us": _us(result.gpu_time_ns), "calls": result.gpu_calls},
-        "selected": {"total_us": _us(result.selected_total_ns), "calls": result.selected_calls,
-                     "rows": result.selected_rows},
+        "selected": {
+            "total_us": _us(result.selected_total_ns),
+            "calls": result.selected_calls,
+            "rows": result.selected_rows,
+        },
         "rows": rows,
         "rest": rest,
         "warnings": list(result.warnings),
@@ -72,8 +83,18 @@ def summary_document(result: KernelSummary) -> Document:
         Column("share", "Share", PCT),
     )
     rows = tuple(
-        {"name": r.name, "kind": r.kind, "calls": r.calls, "total_ns": r.total_ns, "avg_ns": r.avg_ns,
-         "min_ns": r.min_ns, "max_ns": r.max_ns, "median_ns": r.median_ns, "stddev_ns": r.stddev_ns, "share": r.share}
+        {
+            "name": r.name,
+            "kind": r.kind,
+            "calls": r.calls,
+            "total_ns": r.total_ns,
+            "avg_ns": r.avg_ns,
+            "min_ns": r.min_ns,
+            "max_ns": r.max_ns,
+            "median_ns": r.median_ns,
+            "stddev_ns": r.stddev_ns,
+            "share": r.share,
+        }
         for r in result.rows
     )
     footer = tuple(line for line in (_rest_line(result),) if line)
@@ -81,17 +102,24 @@ def summary_document(result: KernelSummary) -> Document:
     facts = (
         ("traces" if result.traces else "trace", result.path),
         ("devices", devices),
-        ("GPU time (sum of activity durations)", f"{result.gpu_time_ns / 1e6:,.3f} ms in {result.gpu_calls:,} calls"),
+        (
+            "GPU time (sum of activity durations)",
+            f"{result.gpu_time_ns / 1e6:,.3f} ms in {result.gpu_calls:,} calls",
+        ),
         ("events", f"{result.events:,} ({result.kernels:,} kernels)"),
     ) + ((("steps", result.options.steps),) if result.options.steps else ())
     notes = []
     if result.traces:
-        notes.append(f"{len(result.traces)} traces merged into one table; medians are sketch estimates "
-                     "(1% relative accuracy), every other column is exact.")
+        notes.append(
+            f"{len(result.traces)} traces merged into one table; medians are sketch estimates "
+            "(1% relative accuracy), every other column is exact."
+        )
     if result.gpu_calls == 0 and result.gpu_ranges:
-        notes.append(f"No GPU kernels, memcpys or memsets in this trace, but {result.gpu_ranges:,} ranges on the GPU "
-                     "(gpu_user_annotation, e.g. CUPTI's range profiler): not a CPU-only capture; ranges mark "
-                     "device work, they are not counted as GPU time.")
+        notes.append(
+            f"No GPU kernels, memcpys or memsets in this trace, but {result.gpu_ranges:,} ranges on the GPU "
+            "(gpu_user_annotation, e.g. CUPTI's range profiler): not a CPU-only capture; ranges mark "
+            "device work, they are not counted as GPU time."
+        )
     elif result.gpu_calls == 0 and not any("look like device work" in w for w in result.warnings):
         notes.append("No GPU kernels, memcpys or memsets in this trace (a CPU-only capture?).")
     notes.extend(f"warning: {w}" for w in result.warnings)

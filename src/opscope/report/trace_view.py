@@ -26,39 +26,104 @@ def report_document(data: dict[str, Any]) -> Document:
         ("GPU idle", f"{head['idle_pct']:.1f}%"),
     ]
     if head["top_category"]:
-        facts.append(("top category", f"{head['top_category']} ({head['top_category_share'] * 100:.1f}% of GPU time)"))
+        facts.append(
+            ("top category", f"{head['top_category']} ({head['top_category_share'] * 100:.1f}% of GPU time)")
+        )
     kernels = data["kernels"]["rows"]
     tables = [
-        Table("kernels", f"Top {min(TOP_KERNELS, len(kernels))} of {len(kernels)} kernels by GPU time",
-              (Column("name", "Name", NAME), Column("category", "Category", TEXT), Column("calls", "Calls", INT),
-               Column("total", "Total ms", MS), Column("avg", "Mean us", US), Column("share", "Share", PCT)),
-              tuple({"name": strings[r["name"]], "category": r["category"], "calls": r["calls"],
-                     "total": _ns(r["total_us"]), "avg": _ns(r["avg_us"]), "share": r["share"]}
-                    for r in kernels[:TOP_KERNELS])),
-        Table("categories", "GPU time by category",
-              (Column("category", "Category", TEXT), Column("calls", "Calls", INT),
-               Column("total", "Total ms", MS), Column("share", "Share", PCT)),
-              tuple({"category": c["category"], "calls": c["calls"], "total": _ns(c["total_us"]),
-                     "share": c["share"]} for c in data["categories"])),
+        Table(
+            "kernels",
+            f"Top {min(TOP_KERNELS, len(kernels))} of {len(kernels)} kernels by GPU time",
+            (
+                Column("name", "Name", NAME),
+                Column("category", "Category", TEXT),
+                Column("calls", "Calls", INT),
+                Column("total", "Total ms", MS),
+                Column("avg", "Mean us", US),
+                Column("share", "Share", PCT),
+            ),
+            tuple(
+                {
+                    "name": strings[r["name"]],
+                    "category": r["category"],
+                    "calls": r["calls"],
+                    "total": _ns(r["total_us"]),
+                    "avg": _ns(r["avg_us"]),
+                    "share": r["share"],
+                }
+                for r in kernels[:TOP_KERNELS]
+            ),
+        ),
+        Table(
+            "categories",
+            "GPU time by category",
+            (
+                Column("category", "Category", TEXT),
+                Column("calls", "Calls", INT),
+                Column("total", "Total ms", MS),
+                Column("share", "Share", PCT),
+            ),
+            tuple(
+                {
+                    "category": c["category"],
+                    "calls": c["calls"],
+                    "total": _ns(c["total_us"]),
+                    "share": c["share"],
+                }
+                for c in data["categories"]
+            ),
+        ),
     ]
     if data["steps"]:
-        tables.append(Table("steps", "Steps", (Column("name", "Step", TEXT), Column("wall", "Wall ms", MS),
-                                               Column("busy", "GPU busy ms", MS), Column("busy_share", "Busy", PCT)),
-                            tuple({"name": s["name"], "wall": _ns(s["wall_us"]), "busy": _ns(s["busy_us"]),
-                                   "busy_share": s["busy_us"] / s["wall_us"] if s["wall_us"] else None}
-                                  for s in data["steps"])))
+        tables.append(
+            Table(
+                "steps",
+                "Steps",
+                (
+                    Column("name", "Step", TEXT),
+                    Column("wall", "Wall ms", MS),
+                    Column("busy", "GPU busy ms", MS),
+                    Column("busy_share", "Busy", PCT),
+                ),
+                tuple(
+                    {
+                        "name": s["name"],
+                        "wall": _ns(s["wall_us"]),
+                        "busy": _ns(s["busy_us"]),
+                        "busy_share": s["busy_us"] / s["wall_us"] if s["wall_us"] else None,
+                    }
+                    for s in data["steps"]
+                ),
+            )
+        )
     if data["memcpy"]:
-        tables.append(Table("memcpy", "Memory copies",
-                            (Column("direction", "Dir", TEXT), Column("host_memory", "Host", TEXT),
-                             Column("calls", "Calls", INT), Column("bytes", "Bytes", INT),
-                             Column("time", "Time ms", MS), Column("bandwidth_gbps", "GB/s", FLOAT),
-                             Column("share", "Share", PCT)),
-                            tuple({**r, "host_memory": r["host_memory"] or "", "time": _ns(r["total_us"])}
-                                  for r in data["memcpy"])))
+        tables.append(
+            Table(
+                "memcpy",
+                "Memory copies",
+                (
+                    Column("direction", "Dir", TEXT),
+                    Column("host_memory", "Host", TEXT),
+                    Column("calls", "Calls", INT),
+                    Column("bytes", "Bytes", INT),
+                    Column("time", "Time ms", MS),
+                    Column("bandwidth_gbps", "GB/s", FLOAT),
+                    Column("share", "Share", PCT),
+                ),
+                tuple(
+                    {**r, "host_memory": r["host_memory"] or "", "time": _ns(r["total_us"])}
+                    for r in data["memcpy"]
+                ),
+            )
+        )
     delay = data["launch_delay"]
     notes = []
     if delay["kernels"]:
-        notes.append(f"launch delay over {delay['kernels']:,} kernels: median {delay['p50_us']:,.1f} us, "
-                     f"p95 {delay['p95_us']:,.1f} us, max {delay['max_us']:,.1f} us")
+        notes.append(
+            f"launch delay over {delay['kernels']:,} kernels: median {delay['p50_us']:,.1f} us, "
+            f"p95 {delay['p95_us']:,.1f} us, max {delay['max_us']:,.1f} us"
+        )
     notes.extend(f"warning: {w}" for w in data["warnings"])
-    return Document(title="opscope report", data=data, facts=tuple(facts), tables=tuple(tables), notes=tuple(notes))
+    return Document(
+        title="opscope report", data=data, facts=tuple(facts), tables=tuple(tables), notes=tuple(notes)
+    )

@@ -137,8 +137,10 @@ def _local(func: Callable[[T], R], items: Sequence[T], jobs: int) -> list[R]:
         collect(list(wait(in_flight).done))
         return [results[i] for i in range(len(items))]
     except BrokenProcessPool:
-        raise ClusterError(f"a worker process died (killed, or out of memory?) after {len(results)} of "
-                           f"{len(items)} traces; no result (rerun with --jobs 1 to see which trace)") from None
+        raise ClusterError(
+            f"a worker process died (killed, or out of memory?) after {len(results)} of "
+            f"{len(items)} traces; no result (rerun with --jobs 1 to see which trace)"
+        ) from None
     finally:
         for future in in_flight:
             future.cancel()
@@ -160,25 +162,32 @@ def _dask(func: Callable[[T], R], items: Sequence[T], address: str, timeout_s: f
         raise MissingDependency("--scheduler needs Dask: pip install 'opscope[dask]'") from None
     scheme = address.split("://", 1)[0] if "://" in address else "tcp"
     if scheme not in DASK_SCHEMES:
-        raise UsageError(f"--scheduler: unknown address scheme {scheme!r} in {address!r} "
-                         f"(expected {', '.join(s + '://' for s in DASK_SCHEMES)})")
+        raise UsageError(
+            f"--scheduler: unknown address scheme {scheme!r} in {address!r} "
+            f"(expected {', '.join(s + '://' for s in DASK_SCHEMES)})"
+        )
     # Every connection attempt (the first, the client's reconnections, our polls) gives up after timeout_s, and
     # distributed's own logging (tracebacks of lost connections) stays quiet: the run ends with one line.
     with _quiet_distributed(), dask.config.set({"distributed.comm.timeouts.connect": f"{timeout_s}s"}):
         try:
             client = Client(address, timeout=f"{timeout_s}s", set_as_default=False)
         except Exception as exc:  # OSError, TimeoutError, ValueError for a malformed address, ...
-            raise ClusterError(f"cannot reach the Dask scheduler at {address} within {timeout_s:g}s "
-                               f"({_one_line(exc)})") from None
+            raise ClusterError(
+                f"cannot reach the Dask scheduler at {address} within {timeout_s:g}s ({_one_line(exc)})"
+            ) from None
         try:
             try:
                 client.wait_for_workers(1, timeout=timeout_s)
             except Exception:
-                raise ClusterError(f"the Dask scheduler at {address} has no workers (waited {timeout_s:g}s)") from None
+                raise ClusterError(
+                    f"the Dask scheduler at {address} has no workers (waited {timeout_s:g}s)"
+                ) from None
             futures = client.map(func, list(items), pure=False)
             results = _gather(client, futures, address, timeout_s)
             if len(results) != len(items):
-                raise ClusterError(f"the Dask cluster returned {len(results)} results for {len(items)} traces")
+                raise ClusterError(
+                    f"the Dask cluster returned {len(results)} results for {len(items)} traces"
+                )
             return results
         finally:
             with contextlib.suppress(Exception):
@@ -213,28 +222,37 @@ def _gather(client: Any, futures: list[Any], address: str, timeout_s: float) -> 
         try:
             workers = len(client.nthreads())
         except Exception:  # CommClosedError, OSError, a timeout: the scheduler is gone
-            raise ClusterError(f"lost the connection to the Dask scheduler at {address} after {done} of {total} "
-                               "traces; no result") from None
+            raise ClusterError(
+                f"lost the connection to the Dask scheduler at {address} after {done} of {total} "
+                "traces; no result"
+            ) from None
         if workers:
             alone_since = None
         elif alone_since is None:
             alone_since = time.monotonic()
         elif time.monotonic() - alone_since > timeout_s:
-            raise ClusterError(f"every Dask worker of {address} was lost after {done} of {total} traces and none "
-                               f"came back within {timeout_s:g}s; no result")
+            raise ClusterError(
+                f"every Dask worker of {address} was lost after {done} of {total} traces and none "
+                f"came back within {timeout_s:g}s; no result"
+            )
     try:
         return list(client.gather(futures))
     except KilledWorker as exc:
         raise ClusterError(f"Dask workers died running a task ({_one_line(exc)}); no result") from None
     except (ModuleNotFoundError, ImportError) as exc:
-        raise ClusterError(f"the Dask workers cannot import opscope ({_one_line(exc)}): install opscope on "
-                           "every worker") from None
+        raise ClusterError(
+            f"the Dask workers cannot import opscope ({_one_line(exc)}): install opscope on every worker"
+        ) from None
     except (CancelledError, asyncio.CancelledError):
-        raise ClusterError(f"lost the connection to the Dask scheduler at {address} after {finished[0]} of "
-                           f"{total} traces; no result") from None
+        raise ClusterError(
+            f"lost the connection to the Dask scheduler at {address} after {finished[0]} of "
+            f"{total} traces; no result"
+        ) from None
     except OSError:
-        raise ClusterError(f"lost the connection to the Dask scheduler at {address} after {finished[0]} of "
-                           f"{total} traces; no result") from None
+        raise ClusterError(
+            f"lost the connection to the Dask scheduler at {address} after {finished[0]} of "
+            f"{total} traces; no result"
+        ) from None
 
 
 @contextlib.contextmanager
@@ -277,8 +295,15 @@ def parallel_mode(tasks: int = 0, jobs: int = 1, input_size: int = 0) -> str:
     return "threads"
 
 
-def run_all(func: Callable[[T], R], items: Sequence[T], *, jobs: int = 1, scheduler: str | None = None,
-            timeout_s: float = CONNECT_TIMEOUT_S, mode: str | None = None) -> list[R]:
+def run_all(
+    func: Callable[[T], R],
+    items: Sequence[T],
+    *,
+    jobs: int = 1,
+    scheduler: str | None = None,
+    timeout_s: float = CONNECT_TIMEOUT_S,
+    mode: str | None = None,
+) -> list[R]:
     """`[func(item) for item in items]`, on a Dask cluster when `scheduler` is given, else in `jobs` local
     threads or processes (`mode`, default `parallel_mode()`; 1 job: in this thread). `func` must be a
     module-level function and items picklable."""

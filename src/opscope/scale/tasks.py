@@ -76,8 +76,10 @@ def _environment(settings: dict[str, str | None]) -> Iterator[None]:
 
 def read(task: FileTask) -> Trace:
     """Load the task's trace (warnings kept in its metadata, not logged), labelled with the user's path."""
-    settings = {"OPSCOPE_CACHE_DIR": task.cache_dir,
-                "OPSCOPE_WORKERS": None if task.decode_workers is None else str(task.decode_workers)}
+    settings = {
+        "OPSCOPE_CACHE_DIR": task.cache_dir,
+        "OPSCOPE_WORKERS": None if task.decode_workers is None else str(task.decode_workers),
+    }
     with _quiet(), _environment(settings):
         trace = load(task.path, cache=task.cache, strict=task.strict)
     trace.meta = dataclasses.replace(trace.meta, path=task.label)

@@ -1,7 +1,7 @@
 """Attribution: which CPU code launched which GPU work.
 
-Linking GPU events to their launch calls and enclosing CPU ops (`linking`), time nesting on a thread
-(`nesting`, the one definition of parent and child used for CPU self time), the per-operator table (`ops`), its
+Over the link table and time nesting of the ground floor (`analysis/base/linking.py`, `nesting.py`): the
+per-operator table (`ops`), its
 CPU-only view for captures (`cpu_ops`), the operator tree (`tree`) and per-step figures (`steps`, the one
 definition of busy time per step). Definitions: docs/analysis-attribution.md.
 """

@@ -3,7 +3,7 @@
 the time went; and the CPU operators' busy time per step.
 
 Nothing is computed twice: the rows are the `cpu_op` rows of `analysis.attribution.ops.op_stats` (calls, CPU
-total, CPU self: one definition of self time, the vectorised nesting of `analysis.attribution.nesting`), and
+total, CPU self: one definition of self time, the vectorised nesting of `analysis.base.nesting`), and
 busy time is `analysis.attribution.steps.busy_ns`, the busy time of `opscope steps`. Definitions
 (docs/capture.md, docs/analysis-attribution.md):
 - operators = the rows of `opscope ops` whose kind is cpu_op (category `cpu_op`, or `Operator` in 2021-schema
@@ -21,10 +21,10 @@ from typing import Any
 
 import polars as pl
 
-from opscope.analysis.attribution.linking import Linkage, link
 from opscope.analysis.attribution.ops import OpOptions, op_stats
 from opscope.analysis.attribution.steps import busy_ns
-from opscope.analysis.timeline.windows import STEP_ANY, STEP_NAME, StepWindow
+from opscope.analysis.base.linking import Linkage, link
+from opscope.analysis.base.windows import STEP_ANY, STEP_NAME, StepWindow
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 from opscope.tables import Tabular, dataclass_rows
@@ -65,29 +65,51 @@ def _cpu_ops(linkage: Linkage) -> pl.DataFrame:
     """The cpu_op events that are operators (not step markers): pid, tid, ts_ns, dur_ns (>= 0)."""
     scopes = linkage.scopes.filter(pl.col(Col.KIND) == Kind.CPU_OP)
     return scopes.filter(~pl.col(Col.NAME).cast(pl.String).str.contains(STEP_NAME)).select(
-        Col.PID, Col.TID, Col.TS_NS, pl.col(Col.DUR_NS).clip(lower_bound=0))
+        Col.PID, Col.TID, Col.TS_NS, pl.col(Col.DUR_NS).clip(lower_bound=0)
+    )
 
 
 def cpu_op_table(trace: Trace, top: int = 30, linkage: Linkage | None = None) -> CpuOpTable:
     """The per-operator table of `trace` (see the module doc); `top=0` keeps every row."""
     linked = linkage or link(trace)
     stats = op_stats(trace, OpOptions(top=0), linked)
-    ops = sorted((r for r in stats.rows if r.kind == Kind.CPU_OP and r.name != STEP_ANY),
-                 key=lambda r: (-r.cpu_self_ns, r.name))
+    ops = sorted(
+        (r for r in stats.rows if r.kind == Kind.CPU_OP and r.name != STEP_ANY),
+        key=lambda r: (-r.cpu_self_ns, r.name),
+    )
     self_total = sum(r.cpu_self_ns for r in ops)
     denominator = self_total or 1
-    rows = [CpuOpRow(name=r.name, calls=r.calls, total_ns=r.cpu_total_ns, self_ns=r.cpu_self_ns,
-                     avg_ns=r.cpu_total_ns / r.calls, share=r.cpu_self_ns / denominator) for r in ops]
+    rows = [
+        CpuOpRow(
+            name=r.name,
+            calls=r.calls,
+            total_ns=r.cpu_total_ns,
+            self_ns=r.cpu_self_ns,
+            avg_ns=r.cpu_total_ns / r.calls,
+            share=r.cpu_self_ns / denominator,
+        )
+        for r in ops
+    ]
     shown = rows if top <= 0 else rows[:top]
-    hidden = rows[len(shown):]
+    hidden = rows[len(shown) :]
     rest = None
     if hidden:
         hidden_self = sum(r.self_ns for r in hidden)
-        rest = CpuOpRest(rows=len(hidden), calls=sum(r.calls for r in hidden), self_ns=hidden_self,
-                         share=hidden_self / denominator)
+        rest = CpuOpRest(
+            rows=len(hidden),
+            calls=sum(r.calls for r in hidden),
+            self_ns=hidden_self,
+            share=hidden_self / denominator,
+        )
     threads = _cpu_ops(linked).select(Col.PID, Col.TID).unique().height
-    return CpuOpTable(path=trace.path, ops=sum(r.calls for r in rows), threads=threads, self_total_ns=self_total,
-                      rows=tuple(shown), rest=rest)
+    return CpuOpTable(
+        path=trace.path,
+        ops=sum(r.calls for r in rows),
+        threads=threads,
+        self_total_ns=self_total,
+        rows=tuple(shown),
+        rest=rest,
+    )
 
 
 def cpu_busy_ns(trace: Trace, windows: tuple[StepWindow, ...], linkage: Linkage | None = None) -> int:

@@ -1,6 +1,6 @@
 """Per-operator table: one row per op name (aten ops, user annotations / record_function), or per (name, Input
 Dims) with `by_shape`, with CPU total and self time and the GPU time of the kernels each op launched. This is
-what `opscope ops` prints; it reads the `Linkage` of `analysis.attribution.linking`.
+what `opscope ops` prints; it reads the `Linkage` of `analysis.base.linking`.
 
 Definitions (docs/analysis-attribution.md):
 - op instance: an event of kind cpu_op or user_annotation. calls = instances. Every ProfilerStep#N is one
@@ -30,10 +30,10 @@ from typing import Any
 
 import polars as pl
 
-from opscope.analysis.attribution.linking import OP_KINDS, ROW, Linkage, LinkStats, link, selected_gpu
-from opscope.analysis.attribution.nesting import ancestors
-from opscope.analysis.timeline import select
-from opscope.analysis.timeline.windows import fold_steps
+from opscope.analysis.base import select
+from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, LinkStats, link, selected_gpu
+from opscope.analysis.base.nesting import ancestors
+from opscope.analysis.base.windows import fold_steps
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 from opscope.tables import Tabular, dataclass_rows
@@ -106,20 +106,29 @@ def op_stats(trace: Trace, options: OpOptions | None = None, linkage: Linkage | 
         ops = ops.filter(pl.col(ROW).is_in(launching.implode()))
 
     child = scopes.filter(pl.col("op_parent_row").is_not_null())
-    child_ns = child.group_by("op_parent_row").agg(pl.col(Col.DUR_NS).clip(lower_bound=0).sum().alias("_child"))
+    child_ns = child.group_by("op_parent_row").agg(
+        pl.col(Col.DUR_NS).clip(lower_bound=0).sum().alias("_child")
+    )
     cpu = (
         ops.join(child_ns.rename({"op_parent_row": ROW}), on=ROW, how="left")
         .with_columns(pl.col(Col.DUR_NS).clip(lower_bound=0).alias("_dur"))
         .with_columns((pl.col("_dur") - pl.col("_child").fill_null(0)).clip(lower_bound=0).alias("_self"))
         .group_by(keys)
-        .agg(pl.len().alias("calls"), pl.col(Col.KIND).first().alias("kind"),
-             pl.col("_dur").sum().alias("cpu_total"), pl.col("_self").sum().alias("cpu_self"))
+        .agg(
+            pl.len().alias("calls"),
+            pl.col(Col.KIND).first().alias("kind"),
+            pl.col("_dur").sum().alias("cpu_total"),
+            pl.col("_self").sum().alias("cpu_self"),
+        )
     )
     op_keys = scopes.select(pl.col(ROW).alias("ancestor"), *keys)
-    launched = gpu.filter(pl.col("op_row").is_not_null()).select(pl.col(ROW).alias("gpu_row"), "op_row", Col.DUR_NS)
+    launched = gpu.filter(pl.col("op_row").is_not_null()).select(
+        pl.col(ROW).alias("gpu_row"), "op_row", Col.DUR_NS
+    )
     self_gpu = (
         launched.join(op_keys.rename({"ancestor": "op_row"}), on="op_row", how="left")
-        .group_by(keys).agg(pl.col(Col.DUR_NS).sum().alias("gpu_self"), pl.len().alias("self_kernels"))
+        .group_by(keys)
+        .agg(pl.col(Col.DUR_NS).sum().alias("gpu_self"), pl.len().alias("self_kernels"))
     )
     tree = scopes.select(ROW, "op_parent_row")
     pairs = ancestors(tree, launched["op_row"].unique(), up="op_parent_row")
@@ -127,19 +136,26 @@ def op_stats(trace: Trace, options: OpOptions | None = None, linkage: Linkage | 
         launched.join(pairs.rename({ROW: "op_row"}), on="op_row", how="inner")
         .join(op_keys, on="ancestor", how="left")
         .unique(["gpu_row", *keys])
-        .group_by(keys).agg(pl.col(Col.DUR_NS).sum().alias("gpu_total"), pl.len().alias("kernels"))
+        .group_by(keys)
+        .agg(pl.col(Col.DUR_NS).sum().alias("gpu_total"), pl.len().alias("kernels"))
     )
     table = (
         cpu.join(total_gpu, on=keys, how="full", coalesce=True, nulls_equal=True)
         .join(self_gpu, on=keys, how="left", nulls_equal=True)
-        .with_columns(pl.col("calls", "cpu_total", "cpu_self", "gpu_total", "kernels", "gpu_self", "self_kernels")
-                      .fill_null(0), pl.col(Col.NAME).cast(pl.String), pl.col("kind").cast(pl.String))
+        .with_columns(
+            pl.col(
+                "calls", "cpu_total", "cpu_self", "gpu_total", "kernels", "gpu_self", "self_kernels"
+            ).fill_null(0),
+            pl.col(Col.NAME).cast(pl.String),
+            pl.col("kind").cast(pl.String),
+        )
     )
     order = ["gpu_self", "cpu_self"] if opts.sort == SELF else ["gpu_total", "cpu_total"]
     table = table.sort([*order, Col.NAME], descending=[True, True, False], nulls_last=True)
     by_cpu = table.filter(pl.col("cpu_self") > 0).sort(["cpu_self", Col.NAME], descending=[True, False])
     gpu_time = int(gpu[Col.DUR_NS].sum() or 0)
     attributed = int(launched[Col.DUR_NS].sum() or 0)
+
     def row(r: dict[str, Any]) -> OpRow:
         return OpRow(
             name=str(r[Col.NAME] or ""),

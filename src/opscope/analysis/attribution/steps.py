@@ -2,7 +2,7 @@
 each GPU, the wall time, GPU busy time, kernel / memcpy / memset / communication time and idle time. This is
 what `opscope steps` prints, and what `analyze` and `diff` read through `step_stats` and `step_windows`.
 
-Every time is a union of intervals clipped to the window (`analysis.timeline.intervals`), so two kernels overlapping on
+Every time is a union of intervals clipped to the window (`analysis.base.intervals`), so two kernels overlapping on
 two streams count once: busy = |union of all GPU activity|, kernel = |union of kernels| (communication
 kernels included), comm = |union of nccl/rccl kernels|, memcpy, memset likewise, idle = wall - busy. GPU time
 is cut at window edges: a kernel launched in step N that runs after step N ends counts in the window it runs
@@ -19,15 +19,24 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from opscope.analysis.attribution.linking import Linkage, LinkStats, link, selected_gpu, unattributed_share
-from opscope.analysis.timeline import intervals, select
-from opscope.analysis.timeline.windows import StepWindow, overlap_pairs, select_windows, step_windows
+from opscope.analysis.base import intervals, select
+from opscope.analysis.base.linking import Linkage, LinkStats, link, selected_gpu, unattributed_share
+from opscope.analysis.base.windows import StepWindow, overlap_pairs, select_windows, step_windows
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 from opscope.tables import Tabular, dataclass_rows
 
-__all__ = ["StepDevice", "StepOptions", "StepRow", "StepStats", "StepWindow", "busy_ns", "step_stats", "step_windows",
-           "window_pieces"]
+__all__ = [
+    "StepDevice",
+    "StepOptions",
+    "StepRow",
+    "StepStats",
+    "StepWindow",
+    "busy_ns",
+    "step_stats",
+    "step_windows",
+    "window_pieces",
+]
 
 COMM_KERNEL = r"(?i)nccl|rccl"  # NCCL and RCCL kernels: ncclKernel_*, ncclDevKernel_*
 
@@ -74,7 +83,7 @@ class StepStats(Tabular):
     overlap_ns: int  # sum of window lengths minus the length of their union
     outside_events: int  # GPU events overlapping no window
     outside_ns: int  # GPU time (summed durations) outside every window
-    unattributed_share: float  # of the selected GPU time, see `analysis.attribution.linking`
+    unattributed_share: float  # of the selected GPU time, see `analysis.base.linking`
     link: LinkStats | None
     options: StepOptions
     warnings: tuple[str, ...] = field(default=())
@@ -93,21 +102,34 @@ class StepStats(Tabular):
         out = []
         for row in self.rows:
             w = row.window
-            base = {"step": w.step, "name": w.name, "start_ns": w.start_ns, "end_ns": w.end_ns,
-                    "wall_ns": w.dur_ns, "gpu_events": row.gpu_events, "slowest": row.slowest}
+            base = {
+                "step": w.step,
+                "name": w.name,
+                "start_ns": w.start_ns,
+                "end_ns": w.end_ns,
+                "wall_ns": w.dur_ns,
+                "gpu_events": row.gpu_events,
+                "slowest": row.slowest,
+            }
             for d in row.devices or (None,):
                 out.append({**base, **(dataclass_rows([d])[0] if d is not None else {"device": None})})
         return out
 
 
 def _window_frame(chosen: tuple[StepWindow, ...]) -> pl.DataFrame:
-    return pl.DataFrame({intervals.START: [w.start_ns for w in chosen], intervals.END: [w.end_ns for w in chosen]},
-                        schema={intervals.START: pl.Int64, intervals.END: pl.Int64})
+    return pl.DataFrame(
+        {intervals.START: [w.start_ns for w in chosen], intervals.END: [w.end_ns for w in chosen]},
+        schema={intervals.START: pl.Int64, intervals.END: pl.Int64},
+    )
 
 
 def _category(kind: pl.Expr, name: pl.Expr) -> list[tuple[str, pl.Expr]]:
-    return [("kernel_ns", kind == Kind.KERNEL), ("memcpy_ns", kind == Kind.MEMCPY),
-            ("memset_ns", kind == Kind.MEMSET), ("comm_ns", (kind == Kind.KERNEL) & name.str.contains(COMM_KERNEL))]
+    return [
+        ("kernel_ns", kind == Kind.KERNEL),
+        ("memcpy_ns", kind == Kind.MEMCPY),
+        ("memset_ns", kind == Kind.MEMSET),
+        ("comm_ns", (kind == Kind.KERNEL) & name.str.contains(COMM_KERNEL)),
+    ]
 
 
 def step_stats(trace: Trace, options: StepOptions | None = None, linkage: Linkage | None = None) -> StepStats:
@@ -117,11 +139,18 @@ def step_stats(trace: Trace, options: StepOptions | None = None, linkage: Linkag
     chosen = select_windows(trace, opts.steps)
     from_markers = bool(chosen) and chosen[0].step is not None
     gpu_lazy = select.by_streams(select.by_devices(trace.gpu_events(), opts.devices), opts.streams)
-    gpu = gpu_lazy.select(pl.col(Col.KIND).cast(pl.String), pl.col(Col.NAME).cast(pl.String), Col.DEVICE,
-                          Col.TS_NS, pl.col(Col.DUR_NS).clip(lower_bound=0)).collect()
+    gpu = gpu_lazy.select(
+        pl.col(Col.KIND).cast(pl.String),
+        pl.col(Col.NAME).cast(pl.String),
+        Col.DEVICE,
+        Col.TS_NS,
+        pl.col(Col.DUR_NS).clip(lower_bound=0),
+    ).collect()
     pieces = window_pieces(gpu, chosen)
     event, window = pieces["ev"].to_numpy(), pieces["win"].to_numpy()
-    devices: tuple[int | None, ...] = tuple(sorted(gpu[Col.DEVICE].unique().to_list(), key=lambda d: (d is None, d)))
+    devices: tuple[int | None, ...] = tuple(
+        sorted(gpu[Col.DEVICE].unique().to_list(), key=lambda d: (d is None, d))
+    )
     figures = _figures(pieces)
     counts = dict(zip(*np.unique(window, return_counts=True))) if len(window) else {}
     walls = [w.dur_ns for w in chosen]
@@ -132,9 +161,18 @@ def step_stats(trace: Trace, options: StepOptions | None = None, linkage: Linkag
         for d in devices:
             got = figures.get((i, d), {})
             busy = got.get("busy_ns", 0)
-            per_device.append(StepDevice(d, busy, got.get("kernel_ns", 0), got.get("memcpy_ns", 0),
-                                         got.get("memset_ns", 0), got.get("comm_ns", 0), max(w.dur_ns - busy, 0),
-                                         busy / w.dur_ns if w.dur_ns > 0 else 0.0))
+            per_device.append(
+                StepDevice(
+                    d,
+                    busy,
+                    got.get("kernel_ns", 0),
+                    got.get("memcpy_ns", 0),
+                    got.get("memset_ns", 0),
+                    got.get("comm_ns", 0),
+                    max(w.dur_ns - busy, 0),
+                    busy / w.dur_ns if w.dur_ns > 0 else 0.0,
+                )
+            )
         rows.append(StepRow(w, tuple(per_device), int(counts.get(i, 0)), i == slowest))
     inside = np.zeros(gpu.height, dtype=bool)
     inside[event] = True
@@ -147,11 +185,20 @@ def step_stats(trace: Trace, options: StepOptions | None = None, linkage: Linkag
     if linked is not None and gpu.height:
         share = unattributed_share(selected_gpu(trace, linked, opts.devices, opts.streams, opts.steps))
     return StepStats(
-        path=trace.path, rows=tuple(rows), from_markers=from_markers, devices=devices, gpu_time_ns=total,
-        overlapping_steps=overlapping, overlap_ns=sum(walls) - union,
-        outside_events=int((~inside).sum()), outside_ns=max(total - _inside_ns(pieces, overlapping > 0), 0),
-        unattributed_share=share, link=linked.stats if linked is not None else None, options=opts,
-        warnings=trace.meta.warnings)
+        path=trace.path,
+        rows=tuple(rows),
+        from_markers=from_markers,
+        devices=devices,
+        gpu_time_ns=total,
+        overlapping_steps=overlapping,
+        overlap_ns=sum(walls) - union,
+        outside_events=int((~inside).sum()),
+        outside_ns=max(total - _inside_ns(pieces, overlapping > 0), 0),
+        unattributed_share=share,
+        link=linked.stats if linked is not None else None,
+        options=opts,
+        warnings=trace.meta.warnings,
+    )
 
 
 def window_pieces(events: pl.DataFrame, chosen: tuple[StepWindow, ...]) -> pl.DataFrame:

@@ -1,7 +1,7 @@
 """Hierarchy of GPU time: Python frames / nn.Module / user annotations -> ops -> kernels, merged by path (all
 instances of the same call path are one node) with GPU time rolled up. This is what `opscope tree` prints.
 
-The CPU tree is time nesting on each thread (`analysis.attribution.linking`); which scopes are shown is chosen by
+The CPU tree is time nesting on each thread (`analysis.base.linking`); which scopes are shown is chosen by
 `python`: "modules" keeps only `nn.Module: ...` frames among Python frames, "all" keeps every frame, "none"
 none. A hidden scope's children attach to its nearest shown ancestor (pointer jumping on the linked tree, no
 second nesting). Each GPU event becomes a leaf under the innermost shown scope enclosing its launch; GPU
@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from opscope.analysis.attribution.linking import ROW, Linkage, LinkStats, link, selected_gpu
-from opscope.analysis.attribution.nesting import ancestors, nearest_of_kind
-from opscope.analysis.timeline.windows import fold_steps, names_matching
+from opscope.analysis.base.linking import ROW, Linkage, LinkStats, link, selected_gpu
+from opscope.analysis.base.nesting import ancestors, nearest_of_kind
+from opscope.analysis.base.windows import fold_steps, names_matching
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 from opscope.tables import Tabular
@@ -75,8 +75,17 @@ class OpTree(Tabular):
 
         def walk(node: TreeNode, depth: int, path: str) -> None:
             here = f"{path}/{node.name}" if path else node.name
-            out.append({"depth": depth, "name": node.name, "kind": node.kind, "gpu_ns": node.gpu_ns,
-                        "self_gpu_ns": node.self_gpu_ns, "calls": node.calls, "path": here})
+            out.append(
+                {
+                    "depth": depth,
+                    "name": node.name,
+                    "kind": node.kind,
+                    "gpu_ns": node.gpu_ns,
+                    "self_gpu_ns": node.self_gpu_ns,
+                    "calls": node.calls,
+                    "path": here,
+                }
+            )
             for child in node.children:
                 walk(child, depth + 1, here)
 
@@ -91,14 +100,18 @@ def _hash(parent: pl.Expr, name: pl.Expr) -> pl.Expr:
 INSTANCE_SUFFIX = r"_\d+$"  # nn.Module: Qwen2DecoderLayer_13 -> nn.Module: Qwen2DecoderLayer
 
 
-def _shown(scopes: pl.DataFrame, python: str, module_mode: str = "types") -> tuple[pl.DataFrame, pl.DataFrame]:
+def _shown(
+    scopes: pl.DataFrame, python: str, module_mode: str = "types"
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The scopes shown as nodes, each with `up_row` (its nearest shown ancestor: pointer jumping over the
     hidden ones in the linked call tree, no new nesting), a display `label` and a `node_kind`; and for every
     scope the shown node that GPU work launched inside it hangs under (`attach_row`: itself if shown, else its
     nearest shown ancestor)."""
     modules = names_matching(scopes, Col.NAME, "^" + MODULE_PREFIX)
     is_python = pl.col(Col.KIND) == Kind.PYTHON
-    keep = {"all": pl.lit(True), "modules": ~is_python | pl.col(Col.NAME).is_in(modules), "none": ~is_python}[python]
+    keep = {"all": pl.lit(True), "modules": ~is_python | pl.col(Col.NAME).is_in(modules), "none": ~is_python}[
+        python
+    ]
     frame = scopes.select(ROW, "parent_row", Col.NAME, Col.KIND, keep.alias("_keep")).sort(ROW)
     rows = frame[ROW].to_numpy()
     parent = frame["parent_row"].fill_null(-1).to_numpy()
@@ -106,14 +119,25 @@ def _shown(scopes: pl.DataFrame, python: str, module_mode: str = "types") -> tup
     up = nearest_of_kind(position, frame["_keep"].to_numpy())
     frame = frame.with_columns(pl.Series("up_row", np.where(up >= 0, rows[np.maximum(up, 0)], -1)))
     frame = frame.with_columns(pl.when(pl.col("up_row") >= 0).then(pl.col("up_row")).alias("up_row"))
-    attach = frame.select(pl.col(ROW).alias("scope_row"),
-                          pl.when(pl.col("_keep")).then(pl.col(ROW)).otherwise(pl.col("up_row")).alias("attach_row"))
-    node_kind = pl.when(pl.col(Col.NAME).is_in(modules)).then(pl.lit("nn.Module")).otherwise(
-        pl.col(Col.KIND).cast(pl.String))
+    attach = frame.select(
+        pl.col(ROW).alias("scope_row"),
+        pl.when(pl.col("_keep")).then(pl.col(ROW)).otherwise(pl.col("up_row")).alias("attach_row"),
+    )
+    node_kind = (
+        pl.when(pl.col(Col.NAME).is_in(modules))
+        .then(pl.lit("nn.Module"))
+        .otherwise(pl.col(Col.KIND).cast(pl.String))
+    )
     label = pl.col(Col.NAME).cast(pl.String)
     if module_mode == "types":
-        label = pl.when(pl.col(Col.NAME).is_in(modules)).then(label.str.replace(INSTANCE_SUFFIX, "")).otherwise(label)
-    shown = fold_steps(frame.filter(pl.col("_keep"))).with_columns(label.alias("label"), node_kind.alias("node_kind"))
+        label = (
+            pl.when(pl.col(Col.NAME).is_in(modules))
+            .then(label.str.replace(INSTANCE_SUFFIX, ""))
+            .otherwise(label)
+        )
+    shown = fold_steps(frame.filter(pl.col("_keep"))).with_columns(
+        label.alias("label"), node_kind.alias("node_kind")
+    )
     return shown, attach
 
 
@@ -121,13 +145,16 @@ def _paths(shown: pl.DataFrame) -> pl.DataFrame:
     """Path id of every shown scope (hash of its parent's path id and its label), top-down by level."""
     base = shown.select(ROW, "up_row", "label", "node_kind")
     level = base.filter(pl.col("up_row").is_null()).with_columns(
-        _hash(pl.lit(0, dtype=pl.UInt64), pl.col("label")).alias("path"), pl.lit(0, dtype=pl.UInt64).alias("up"))
+        _hash(pl.lit(0, dtype=pl.UInt64), pl.col("label")).alias("path"),
+        pl.lit(0, dtype=pl.UInt64).alias("up"),
+    )
     done = [level]
     rest = base.filter(pl.col("up_row").is_not_null())
     depth = 0
     while level.height and rest.height and depth <= shown.height:
-        nxt = rest.join(level.select(pl.col(ROW).alias("up_row"), pl.col("path").alias("up")),
-                        on="up_row", how="inner")
+        nxt = rest.join(
+            level.select(pl.col(ROW).alias("up_row"), pl.col("path").alias("up")), on="up_row", how="inner"
+        )
         level = nxt.with_columns(_hash(pl.col("up"), pl.col("label")).alias("path"))
         done.append(level)
         depth += 1
@@ -141,44 +168,85 @@ def op_tree(trace: Trace, options: TreeOptions | None = None, linkage: Linkage |
     gpu = selected_gpu(trace, linked, opts.devices, opts.streams, opts.steps)
     shown, attach = _shown(linked.scopes, opts.python, opts.modules)
     paths = _paths(shown)
-    place = attach.join(paths.select(pl.col(ROW).alias("attach_row"), pl.col("path").alias("scope_path")),
-                        on="attach_row", how="inner").select("scope_row", "scope_path")
+    place = attach.join(
+        paths.select(pl.col(ROW).alias("attach_row"), pl.col("path").alias("scope_path")),
+        on="attach_row",
+        how="inner",
+    ).select("scope_row", "scope_path")
     unattributed_path = _hash(pl.lit(0, dtype=pl.UInt64), pl.lit(UNATTRIBUTED))
     leaves = (
-        gpu.select("scope_row", pl.col(Col.NAME).cast(pl.String).fill_null(""), pl.col(Col.KIND).cast(pl.String),
-                   Col.DUR_NS)
+        gpu.select(
+            "scope_row",
+            pl.col(Col.NAME).cast(pl.String).fill_null(""),
+            pl.col(Col.KIND).cast(pl.String),
+            Col.DUR_NS,
+        )
         .join(place, on="scope_row", how="left")
         .with_columns(pl.col("scope_path").fill_null(unattributed_path).alias("up"))
         .with_columns(_hash(pl.col("up"), pl.col(Col.NAME)).alias("path"))
     )
     leaf_nodes = leaves.group_by("path").agg(
-        pl.col("up").first(), pl.col(Col.NAME).first().alias("label"), pl.col(Col.KIND).first().alias("node_kind"),
-        pl.len().alias("calls"), pl.col(Col.DUR_NS).sum().alias("self_ns"))
-    scope_nodes = paths.group_by("path").agg(pl.col("up").first(), pl.col("label").first().cast(pl.String),
-                                            pl.col("node_kind").first(), pl.len().alias("calls"))
+        pl.col("up").first(),
+        pl.col(Col.NAME).first().alias("label"),
+        pl.col(Col.KIND).first().alias("node_kind"),
+        pl.len().alias("calls"),
+        pl.col(Col.DUR_NS).sum().alias("self_ns"),
+    )
+    scope_nodes = paths.group_by("path").agg(
+        pl.col("up").first(),
+        pl.col("label").first().cast(pl.String),
+        pl.col("node_kind").first(),
+        pl.len().alias("calls"),
+    )
     outside = leaves.filter(pl.col("scope_path").is_null())
     extra = []
     if outside.height:
-        extra.append(pl.DataFrame({"path": [int(pl.select(unattributed_path).item())], "up": [0],
-                                   "label": [UNATTRIBUTED], "node_kind": ["unattributed"], "calls": [outside.height]},
-                                  schema=scope_nodes.schema))
+        extra.append(
+            pl.DataFrame(
+                {
+                    "path": [int(pl.select(unattributed_path).item())],
+                    "up": [0],
+                    "label": [UNATTRIBUTED],
+                    "node_kind": ["unattributed"],
+                    "calls": [outside.height],
+                },
+                schema=scope_nodes.schema,
+            )
+        )
     nodes = pl.concat([scope_nodes, *extra, leaf_nodes.drop("self_ns")]).unique("path", keep="first")
     direct = leaf_nodes.group_by("up").agg(pl.col("self_ns").sum().alias("direct")).rename({"up": "path"})
-    pairs = ancestors(nodes.select(pl.col("path").alias(ROW), pl.col("up").alias("parent_row")),
-                      leaf_nodes["path"].unique())
-    inclusive = (leaf_nodes.select(pl.col("path").alias(ROW), "self_ns").join(pairs, on=ROW)
-                 .group_by("ancestor").agg(pl.col("self_ns").sum().alias("gpu_ns")).rename({"ancestor": "path"}))
+    pairs = ancestors(
+        nodes.select(pl.col("path").alias(ROW), pl.col("up").alias("parent_row")), leaf_nodes["path"].unique()
+    )
+    inclusive = (
+        leaf_nodes.select(pl.col("path").alias(ROW), "self_ns")
+        .join(pairs, on=ROW)
+        .group_by("ancestor")
+        .agg(pl.col("self_ns").sum().alias("gpu_ns"))
+        .rename({"ancestor": "path"})
+    )
     is_leaf = pl.col("path").is_in(leaf_nodes["path"].implode())
-    nodes = (nodes.join(inclusive, on="path", how="left").join(direct, on="path", how="left")
-             .with_columns(pl.col("gpu_ns").fill_null(0), pl.col("direct").fill_null(0))
-             .with_columns(pl.when(is_leaf).then(pl.col("gpu_ns")).otherwise(pl.col("direct")).alias("self_gpu_ns")))
+    nodes = (
+        nodes.join(inclusive, on="path", how="left")
+        .join(direct, on="path", how="left")
+        .with_columns(pl.col("gpu_ns").fill_null(0), pl.col("direct").fill_null(0))
+        .with_columns(
+            pl.when(is_leaf).then(pl.col("gpu_ns")).otherwise(pl.col("direct")).alias("self_gpu_ns")
+        )
+    )
     total = int(gpu[Col.DUR_NS].sum() or 0)
     root, kept = _build(nodes.filter(pl.col("gpu_ns") > 0), total, opts)
     unattributed = int(outside[Col.DUR_NS].sum() or 0)
-    return OpTree(path=trace.path, root=root, gpu_time_ns=total,
-                  unattributed_share=unattributed / total if total else 0.0, nodes=kept, link=linked.stats,
-                  options=opts,
-                  warnings=trace.meta.warnings)
+    return OpTree(
+        path=trace.path,
+        root=root,
+        gpu_time_ns=total,
+        unattributed_share=unattributed / total if total else 0.0,
+        nodes=kept,
+        link=linked.stats,
+        options=opts,
+        warnings=trace.meta.warnings,
+    )
 
 
 @dataclass(frozen=True)
@@ -198,9 +266,11 @@ def _build(nodes: pl.DataFrame, total: int, opts: TreeOptions) -> tuple[TreeNode
     children: dict[int, list[_Rec]] = {}
     ordered = nodes.sort(["gpu_ns", "label"], descending=[True, False])
     for path, up, label, kind, gpu_ns, self_gpu_ns, calls in ordered.select(
-            "path", "up", "label", "node_kind", "gpu_ns", "self_gpu_ns", "calls").iter_rows():
-        children.setdefault(int(up), []).append(_Rec(int(path), str(label), str(kind), int(gpu_ns),
-                                                     int(self_gpu_ns), int(calls)))
+        "path", "up", "label", "node_kind", "gpu_ns", "self_gpu_ns", "calls"
+    ).iter_rows():
+        children.setdefault(int(up), []).append(
+            _Rec(int(path), str(label), str(kind), int(gpu_ns), int(self_gpu_ns), int(calls))
+        )
     count = 0
 
     def make(rec: _Rec, depth: int, hot: bool) -> TreeNode:
@@ -212,11 +282,18 @@ def _build(nodes: pl.DataFrame, total: int, opts: TreeOptions) -> tuple[TreeNode
             kept = [c for c in below if c.gpu_ns >= threshold]  # sorted by gpu_ns: a prefix
             if not within:
                 kept = kept[:1]  # past the depth: only the hot path, the biggest child
-            folded = below[len(kept):]
+            folded = below[len(kept) :]
             kids = [make(c, depth + 1, hot and i == 0) for i, c in enumerate(kept)]
             if folded:
-                kids.append(TreeNode(f"({len(folded)} more)", "other", sum(c.gpu_ns for c in folded), 0,
-                                     sum(c.calls for c in folded)))
+                kids.append(
+                    TreeNode(
+                        f"({len(folded)} more)",
+                        "other",
+                        sum(c.gpu_ns for c in folded),
+                        0,
+                        sum(c.calls for c in folded),
+                    )
+                )
             count += len(kids)
         return TreeNode(rec.label, rec.kind, rec.gpu_ns, rec.self_gpu_ns, rec.calls, tuple(kids))
 

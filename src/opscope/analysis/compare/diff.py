@@ -89,14 +89,20 @@ class TraceDiff(Tabular):
     base: Side
     new: Side
     per_step: bool
-    op_metric: str  # "gpu" (time of the kernels launched inside, when both traces link any) or "cpu" (inclusive)
+    op_metric: (
+        str  # "gpu" (time of the kernels launched inside, when both traces link any) or "cpu" (inclusive)
+    )
     figures: tuple[Figure, ...]
-    categories: tuple[tuple[str, float, float], ...]  # (category, before ns, after ns), per step when per-step
+    categories: tuple[
+        tuple[str, float, float], ...
+    ]  # (category, before ns, after ns), per step when per-step
     kernels: tuple[DiffRow, ...]  # every row, sorted by |delta| (largest first), then name
     ops: tuple[DiffRow, ...]
     options: DiffOptions
     warnings: tuple[str, ...] = ()
-    mismatches: tuple[str, ...] = ()  # the warnings that change what the comparison means (also in `warnings`)
+    mismatches: tuple[
+        str, ...
+    ] = ()  # the warnings that change what the comparison means (also in `warnings`)
     cpu_ops: tuple[DiffRow, ...] = ()  # operators compared by CPU self time (CPU-side causes: a DataLoader)
 
     def figure(self, key: str) -> Figure:
@@ -115,19 +121,32 @@ class TraceDiff(Tabular):
         return f"TraceDiff: {self.new.path} vs {self.base.path}"
 
 
-def _row(name: str, kind: str, shape: str | None, before: tuple[int, int] | None, after: tuple[int, int] | None,
-         div_b: int, div_a: int) -> DiffRow:
+def _row(
+    name: str,
+    kind: str,
+    shape: str | None,
+    before: tuple[int, int] | None,
+    after: tuple[int, int] | None,
+    div_b: int,
+    div_a: int,
+) -> DiffRow:
     calls_b, total_b = before or (0, 0)
     calls_a, total_a = after or (0, 0)
     tb, ta = total_b / div_b, total_a / div_a
     status = ADDED if before is None else REMOVED if after is None else SAME if tb == ta else CHANGED
     return DiffRow(
-        name=name, kind=kind, shape=shape, status=status,
-        calls_before=calls_b / div_b, calls_after=calls_a / div_a,
-        total_before_ns=tb, total_after_ns=ta,
+        name=name,
+        kind=kind,
+        shape=shape,
+        status=status,
+        calls_before=calls_b / div_b,
+        calls_after=calls_a / div_a,
+        total_before_ns=tb,
+        total_after_ns=ta,
         mean_before_ns=total_b / calls_b if calls_b else None,
         mean_after_ns=total_a / calls_a if calls_a else None,
-        delta_ns=ta - tb, ratio=ta / tb if tb else None,
+        delta_ns=ta - tb,
+        ratio=ta / tb if tb else None,
     )
 
 
@@ -135,8 +154,12 @@ def _sorted(rows: Iterable[DiffRow]) -> tuple[DiffRow, ...]:
     return tuple(sorted(rows, key=lambda r: (-abs(r.delta_ns), r.name, r.kind, r.shape or "")))
 
 
-def _match(before: dict[tuple[str, str, str | None], tuple[int, int]],
-           after: dict[tuple[str, str, str | None], tuple[int, int]], div_b: int, div_a: int) -> tuple[DiffRow, ...]:
+def _match(
+    before: dict[tuple[str, str, str | None], tuple[int, int]],
+    after: dict[tuple[str, str, str | None], tuple[int, int]],
+    div_b: int,
+    div_a: int,
+) -> tuple[DiffRow, ...]:
     keys = sorted(set(before) | set(after), key=lambda k: (k[0], k[1], k[2] or ""))
     return _sorted(_row(k[0], k[1], k[2], before.get(k), after.get(k), div_b, div_a) for k in keys)
 
@@ -149,16 +172,24 @@ def _op_table(scope: ScopeProfile, metric: str) -> dict[tuple[str, str, str | No
     return {(o.name, "op", o.shape): (o.calls, _op_value(o, metric)) for o in scope.ops}
 
 
-def _with_cpu(rows: tuple[DiffRow, ...], base: ScopeProfile, new: ScopeProfile, div_b: int,
-              div_a: int) -> tuple[DiffRow, ...]:
+def _with_cpu(
+    rows: tuple[DiffRow, ...], base: ScopeProfile, new: ScopeProfile, div_b: int, div_a: int
+) -> tuple[DiffRow, ...]:
     cpu_b = {(o.name, o.shape): o.cpu_ns for o in base.ops}
     cpu_a = {(o.name, o.shape): o.cpu_ns for o in new.ops}
-    return tuple(dataclasses.replace(r, cpu_before_ns=cpu_b.get((r.name, r.shape), 0) / div_b,
-                                     cpu_after_ns=cpu_a.get((r.name, r.shape), 0) / div_a) for r in rows)
+    return tuple(
+        dataclasses.replace(
+            r,
+            cpu_before_ns=cpu_b.get((r.name, r.shape), 0) / div_b,
+            cpu_after_ns=cpu_a.get((r.name, r.shape), 0) / div_a,
+        )
+        for r in rows
+    )
 
 
-def _key_ops(base: ScopeProfile, new: ScopeProfile, options: DiffOptions, metric: str, div_b: int,
-             div_a: int) -> list[Figure]:
+def _key_ops(
+    base: ScopeProfile, new: ScopeProfile, options: DiffOptions, metric: str, div_b: int, div_a: int
+) -> list[Figure]:
     def total(scope: ScopeProfile, match: re.Pattern[str] | str) -> int:
         if isinstance(match, str):
             return sum(_op_value(o, metric) for o in scope.ops if o.name == match)
@@ -172,16 +203,30 @@ def _key_ops(base: ScopeProfile, new: ScopeProfile, options: DiffOptions, metric
                 compiled = re.compile(pattern)
             except re.error as exc:
                 raise UsageError(f"--key-op: not a valid regular expression: {pattern!r} ({exc})") from None
-            figures.append(Figure(f"key_op:{pattern}", f"ops /{pattern}/ ({metric_label})", NS,
-                                  total(base, compiled) / div_b, total(new, compiled) / div_a))
+            figures.append(
+                Figure(
+                    f"key_op:{pattern}",
+                    f"ops /{pattern}/ ({metric_label})",
+                    NS,
+                    total(base, compiled) / div_b,
+                    total(new, compiled) / div_a,
+                )
+            )
         return figures
     by_name: dict[str, int] = {}
     for op in base.ops:
         by_name[op.name] = by_name.get(op.name, 0) + _op_value(op, metric)
     ranked = sorted((v, n) for n, v in by_name.items() if v > 0)
     for _, name in sorted(ranked, key=lambda vn: (-vn[0], vn[1]))[: options.key_op_count]:
-        figures.append(Figure(f"key_op:{name}", f"op {name} ({metric_label})", NS,
-                              total(base, name) / div_b, total(new, name) / div_a))
+        figures.append(
+            Figure(
+                f"key_op:{name}",
+                f"op {name} ({metric_label})",
+                NS,
+                total(base, name) / div_b,
+                total(new, name) / div_a,
+            )
+        )
     return figures
 
 
@@ -195,16 +240,26 @@ def _figures(base: ScopeProfile, new: ScopeProfile, per_step: bool, div_b: int, 
     length = "step time (mean)" if per_step else "window (first to last activity)"
     figures = [
         Figure("time", length, NS, base.length_ns / div_b, new.length_ns / div_a),
-        Figure("gpu_time", f"GPU time{unit} (sum of kernel/copy durations)", NS, base.gpu_ns / div_b,
-               new.gpu_ns / div_a),
-        Figure("gpu_busy", f"GPU busy{unit} (union over devices)", NS, base.busy_ns / div_b, new.busy_ns / div_a),
-        Figure("utilization", "GPU utilization (busy / window)", SHARE, _utilization(base), _utilization(new)),
+        Figure(
+            "gpu_time",
+            f"GPU time{unit} (sum of kernel/copy durations)",
+            NS,
+            base.gpu_ns / div_b,
+            new.gpu_ns / div_a,
+        ),
+        Figure(
+            "gpu_busy", f"GPU busy{unit} (union over devices)", NS, base.busy_ns / div_b, new.busy_ns / div_a
+        ),
+        Figure(
+            "utilization", "GPU utilization (busy / window)", SHARE, _utilization(base), _utilization(new)
+        ),
     ]
     return figures
 
 
-def _category_figures(categories: tuple[tuple[str, float, float], ...], base_total: float,
-                      new_total: float) -> list[Figure]:
+def _category_figures(
+    categories: tuple[tuple[str, float, float], ...], base_total: float, new_total: float
+) -> list[Figure]:
     figures = []
     for name, before, after in categories:
         share_b = before / base_total if base_total else 0.0
@@ -227,8 +282,10 @@ def _warnings(base: TraceProfile, new: TraceProfile, b: ScopeProfile, a: ScopePr
     out.extend(_mismatches(base, new))
     overlap = _name_overlap(b, a)
     if overlap is not None and overlap < NAME_OVERLAP_WARNING:
-        out.append(f"the traces share only {overlap:.0%} of their operator/kernel names: different models or "
-                   "programs?")
+        out.append(
+            f"the traces share only {overlap:.0%} of their operator/kernel names: different models or "
+            "programs?"
+        )
     return out
 
 
@@ -236,9 +293,11 @@ def _mismatches(base: TraceProfile, new: TraceProfile) -> list[str]:
     """Differences that change what the comparison means (shown first in every format)."""
     if model_mismatch(base.devices, new.devices) is None:
         return []
-    return [f"different devices: BASE ran on {', '.join(sorted(models(base.devices)))}, NEW on "
-            f"{', '.join(sorted(models(new.devices)))}: every change mixes hardware and code; kernel names differ "
-            "between GPU models and libraries, compare the headline figures"]
+    return [
+        f"different devices: BASE ran on {', '.join(sorted(models(base.devices)))}, NEW on "
+        f"{', '.join(sorted(models(new.devices)))}: every change mixes hardware and code; kernel names differ "
+        "between GPU models and libraries, compare the headline figures"
+    ]
 
 
 def _decide_per_step(base: TraceProfile, new: TraceProfile, requested: bool | None) -> tuple[bool, list[str]]:
@@ -259,12 +318,18 @@ def diff_profiles(base: TraceProfile, new: TraceProfile, options: DiffOptions | 
     b, a = base.scope(per_step), new.scope(per_step)
     div_b, div_a = (b.steps, a.steps) if per_step else (1, 1)
     metric = "gpu" if base.op_gpu and new.op_gpu else "cpu"
-    kernels = _match({(k.name, k.kind, None): (k.calls, k.total_ns) for k in b.kernels},
-                     {(k.name, k.kind, None): (k.calls, k.total_ns) for k in a.kernels}, div_b, div_a)
+    kernels = _match(
+        {(k.name, k.kind, None): (k.calls, k.total_ns) for k in b.kernels},
+        {(k.name, k.kind, None): (k.calls, k.total_ns) for k in a.kernels},
+        div_b,
+        div_a,
+    )
     ops = _match(_op_table(b, metric), _op_table(a, metric), div_b, div_a)
     if metric == "gpu":
         ops = _with_cpu(ops, b, a, div_b, div_a)
-    categories = tuple((name, before / div_b, dict(a.categories)[name] / div_a) for name, before in b.categories)
+    categories = tuple(
+        (name, before / div_b, dict(a.categories)[name] / div_a) for name, before in b.categories
+    )
     figures = _figures(b, a, per_step, div_b, div_a)
     figures += _key_ops(b, a, opts, metric, div_b, div_a)
     figures += _category_figures(categories, b.gpu_ns / div_b, a.gpu_ns / div_a)
@@ -280,8 +345,12 @@ def diff_profiles(base: TraceProfile, new: TraceProfile, options: DiffOptions | 
         options=opts,
         warnings=tuple(notes + _warnings(base, new, b, a)),
         mismatches=tuple(_mismatches(base, new)),
-        cpu_ops=_match({(o.name, "op", o.shape): (o.calls, o.cpu_self_ns) for o in b.ops},
-                       {(o.name, "op", o.shape): (o.calls, o.cpu_self_ns) for o in a.ops}, div_b, div_a),
+        cpu_ops=_match(
+            {(o.name, "op", o.shape): (o.calls, o.cpu_self_ns) for o in b.ops},
+            {(o.name, "op", o.shape): (o.calls, o.cpu_self_ns) for o in a.ops},
+            div_b,
+            div_a,
+        ),
     )
 
 
@@ -296,4 +365,12 @@ def diff_traces(base: Trace, new: Trace, options: DiffOptions | None = None) -> 
     return diff_profiles(profile_trace(base, opts.by_shape), profile_trace(new, opts.by_shape), opts)
 
 
-__all__ = ["DiffOptions", "DiffRow", "Figure", "TraceDiff", "diff_profiles", "diff_traces", "unmatched_key_ops"]
+__all__ = [
+    "DiffOptions",
+    "DiffRow",
+    "Figure",
+    "TraceDiff",
+    "diff_profiles",
+    "diff_traces",
+    "unmatched_key_ops",
+]

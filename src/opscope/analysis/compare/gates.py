@@ -47,8 +47,10 @@ class GateResult:
         unit = " per step" if per_step else ""
         change = "new" if self.change_pct == math.inf else f"{self.change_pct or 0.0:+.1f}%"
         verdict = ">" if self.tripped else "<="
-        return (f"{self.gate.describe()}{unit}: {self.before_ns / 1e3:,.1f} us -> {self.after_ns / 1e3:,.1f} us "
-                f"({change}) {verdict} {self.gate.limit_pct:g}%")
+        return (
+            f"{self.gate.describe()}{unit}: {self.before_ns / 1e3:,.1f} us -> {self.after_ns / 1e3:,.1f} us "
+            f"({change}) {verdict} {self.gate.limit_pct:g}%"
+        )
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,11 @@ class MinDelta:
         if self.ns is not None:
             return self.ns
         return (self.pct or 0.0) / 100.0 * reference_ns
+
+    def keep(self, rows: tuple[DiffRow, ...], reference_ns: float) -> tuple[DiffRow, ...]:
+        """The rows not hidden by `--min-delta` (in their order)."""
+        threshold = self.threshold_ns(reference_ns)
+        return tuple(r for r in rows if abs(r.delta_ns) >= threshold)
 
 
 def parse_pct(text: str, option: str) -> float:
@@ -83,8 +90,10 @@ def parse_min_delta(text: str) -> MinDelta:
         return MinDelta(pct=parse_pct(raw, "--min-delta"))
     match = re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ns|us|µs|ms|s)", raw)
     if not match:
-        raise UsageError(f"--min-delta: expected a time with its unit (50us, 1ms, 200ns) or a percentage (2%), "
-                         f"got {text!r}")
+        raise UsageError(
+            f"--min-delta: expected a time with its unit (50us, 1ms, 200ns) or a percentage (2%), "
+            f"got {text!r}"
+        )
     return MinDelta(ns=float(match.group(1)) * _UNITS_NS[match.group(2)])
 
 
@@ -137,11 +146,3 @@ def check_gates(diff: TraceDiff, gates: tuple[Gate, ...]) -> tuple[GateResult, .
             before, after = next((b, a) for name, b, a in diff.categories if name == gate.pattern)
             results.append(_result(gate, before, after, 1))
     return tuple(results)
-
-
-def visible(rows: tuple[DiffRow, ...], min_delta: MinDelta | None, reference_ns: float) -> tuple[DiffRow, ...]:
-    """The rows not hidden by `--min-delta` (in their order)."""
-    if min_delta is None:
-        return rows
-    threshold = min_delta.threshold_ns(reference_ns)
-    return tuple(r for r in rows if abs(r.delta_ns) >= threshold)

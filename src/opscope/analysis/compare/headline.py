@@ -2,8 +2,8 @@
 activity and CPU operators inside it, GPU busy time over it, and kernel categories.
 
 These functions are the one place where the comparisons meet the attribution analyses: step windows come from
-`analysis.timeline.windows`, the GPU activity of a step from kernel-to-launch linking
-(`analysis.attribution.linking`), operator GPU time from `analysis.attribution.ops`, busy time from
+`analysis.base.windows`, the GPU activity of a step from kernel-to-launch linking
+(`analysis.base.linking`), operator GPU time from `analysis.attribution.ops`, busy time from
 `analysis.attribution.steps`, kernel categories from `analysis.kernels.categories` (the one rule table).
 """
 
@@ -15,18 +15,19 @@ from dataclasses import dataclass
 import polars as pl
 
 from opscope.analysis.attribution import steps
-from opscope.analysis.attribution.linking import Linkage, selected_gpu
 from opscope.analysis.attribution.ops import OpOptions, op_stats
-from opscope.analysis.timeline import intervals, windows
+from opscope.analysis.base import intervals, windows
+from opscope.analysis.base.linking import Linkage, selected_gpu
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
 CPU_SPAN_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
-# Kinds left out of the whole-trace window (as in `analysis.timeline.windows`): metadata and the profiler's own span.
+# Kinds left out of the whole-trace window (as in `analysis.base.windows`): metadata and the profiler's own span.
 UNTIMED_KINDS = (Kind.METADATA, Kind.TRACE)
 COMMUNICATION = "communication"
 SHAPE = "shape"
 _SET = "_busy_set"  # the group key of busy_ns_of_sets
+
 
 @dataclass(frozen=True)
 class Scope:
@@ -35,16 +36,19 @@ class Scope:
 
     windows: tuple[tuple[int, int], ...]
     steps: int
-    spec: str | None = None  # a --steps spec naming every step (for `analysis.attribution.ops` / `linking`); None: whole
+    spec: str | None = (
+        None  # a --steps spec naming every step (for `analysis.attribution.ops` / `linking`); None: whole
+    )
 
     @property
     def length_ns(self) -> int:
         return sum(end - start for start, end in self.windows)
 
     def frame(self) -> pl.DataFrame:
-        return pl.DataFrame({intervals.START: [w[0] for w in self.windows],
-                             intervals.END: [w[1] for w in self.windows]},
-                            schema={intervals.START: pl.Int64, intervals.END: pl.Int64})
+        return pl.DataFrame(
+            {intervals.START: [w[0] for w in self.windows], intervals.END: [w[1] for w in self.windows]},
+            schema={intervals.START: pl.Int64, intervals.END: pl.Int64},
+        )
 
 
 def _kind_is(kinds: Sequence[str]) -> pl.Expr:
@@ -57,12 +61,14 @@ def _name() -> pl.Expr:
 
 def activity_window(trace: Trace) -> tuple[int, int] | None:
     """[first start, last end] over every event with a duration but metadata and the profiler's own span (the
-    whole-trace window of `analysis.timeline.windows`, also when the trace has step markers)."""
+    whole-trace window of `analysis.base.windows`, also when the trace has step markers)."""
     row = (
         trace.lazy()
         .filter(~_kind_is(UNTIMED_KINDS) & pl.col(Col.DUR_NS).is_not_null() & pl.col(Col.TS_NS).is_not_null())
-        .select(pl.col(Col.TS_NS).min().alias("lo"),
-                (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).max().alias("hi"))
+        .select(
+            pl.col(Col.TS_NS).min().alias("lo"),
+            (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).max().alias("hi"),
+        )
         .collect()
         .row(0)
     )
@@ -72,13 +78,14 @@ def activity_window(trace: Trace) -> tuple[int, int] | None:
 
 
 def trace_scope(trace: Trace, use_steps: bool) -> Scope:
-    """The ProfilerStep#N windows (`analysis.timeline.windows`; merged where they overlap) when `use_steps` and the
+    """The ProfilerStep#N windows (`analysis.base.windows`; merged where they overlap) when `use_steps` and the
     trace has them, else the whole-trace window."""
     if use_steps:
         markers = windows.marker_windows(trace)
         if markers:
-            merged = intervals.merge(pl.DataFrame({"s": [w.start_ns for w in markers],
-                                                   "e": [w.end_ns for w in markers]}), "s", "e")
+            merged = intervals.merge(
+                pl.DataFrame({"s": [w.start_ns for w in markers], "e": [w.end_ns for w in markers]}), "s", "e"
+            )
             spec = ",".join(str(n) for n in sorted({w.step for w in markers if w.step is not None}))
             return Scope(windows=tuple(merged.iter_rows()), steps=len(markers), spec=spec)
     window = activity_window(trace)
@@ -97,10 +104,12 @@ def in_scope(frame: pl.DataFrame, scope: Scope, at: str) -> pl.DataFrame:
 def gpu_activity(trace: Trace, scope: Scope, linkage: Linkage) -> pl.DataFrame:
     """GPU activity (kernels, copies, memsets) that belongs to the scope: columns name, kind, ts_ns, dur_ns,
     device. With step windows, an activity belongs to the step in which the launch call that queued it started
-    (its own start when the launch is missing), as `analysis.attribution.linking.selected_gpu` decides; so work queued late
+    (its own start when the launch is missing), as `analysis.base.linking.selected_gpu` decides; so work queued late
     in a step and run after it still counts for that step."""
     gpu = selected_gpu(trace, linkage, steps=scope.spec) if scope.steps else linkage.gpu
-    return gpu.select(_name().alias(Col.NAME), pl.col(Col.KIND).cast(pl.String), Col.TS_NS, Col.DUR_NS, Col.DEVICE)
+    return gpu.select(
+        _name().alias(Col.NAME), pl.col(Col.KIND).cast(pl.String), Col.TS_NS, Col.DUR_NS, Col.DEVICE
+    )
 
 
 def cpu_ops(trace: Trace, scope: Scope) -> pl.DataFrame:
@@ -111,9 +120,17 @@ def cpu_ops(trace: Trace, scope: Scope) -> pl.DataFrame:
     """
     ops = (
         trace.lazy()
-        .filter(_kind_is(CPU_SPAN_KINDS) & pl.col(Col.DUR_NS).is_not_null()
-                & ~_name().str.contains(windows.STEP_NAME))
-        .select(_name().alias(Col.NAME), pl.col(Col.INPUT_DIMS).cast(pl.String).alias(SHAPE), Col.TS_NS, Col.DUR_NS)
+        .filter(
+            _kind_is(CPU_SPAN_KINDS)
+            & pl.col(Col.DUR_NS).is_not_null()
+            & ~_name().str.contains(windows.STEP_NAME)
+        )
+        .select(
+            _name().alias(Col.NAME),
+            pl.col(Col.INPUT_DIMS).cast(pl.String).alias(SHAPE),
+            Col.TS_NS,
+            Col.DUR_NS,
+        )
         .collect()
     )
     return in_scope(ops, scope, Col.TS_NS).drop(Col.TS_NS)
@@ -124,12 +141,26 @@ def op_table(trace: Trace, scope: Scope, by_shape: bool, linkage: Linkage) -> pl
     cpu_ns (inclusive CPU time) and gpu_ns (GPU time of the kernels launched inside it), over the operators
     starting in the scope and the GPU activity belonging to it. The ProfilerStep spans are left out.
     Columns: name, shape, calls, cpu_ns, gpu_ns, cpu_self_ns (`ops`' CPU self time)."""
-    stats = op_stats(trace, OpOptions(by_shape=by_shape, top=0, steps=scope.spec if scope.steps else None), linkage)
-    rows = [(r.name, r.input_dims if by_shape else None, r.calls, r.cpu_total_ns, r.gpu_total_ns, r.cpu_self_ns)
-            for r in stats.rows if r.name != windows.STEP_ANY]
-    return pl.DataFrame(rows, schema={Col.NAME: pl.String, SHAPE: pl.String, "calls": pl.Int64,
-                                      "cpu_ns": pl.Int64, "gpu_ns": pl.Int64, "cpu_self_ns": pl.Int64},
-                        orient="row")
+    stats = op_stats(
+        trace, OpOptions(by_shape=by_shape, top=0, steps=scope.spec if scope.steps else None), linkage
+    )
+    rows = [
+        (r.name, r.input_dims if by_shape else None, r.calls, r.cpu_total_ns, r.gpu_total_ns, r.cpu_self_ns)
+        for r in stats.rows
+        if r.name != windows.STEP_ANY
+    ]
+    return pl.DataFrame(
+        rows,
+        schema={
+            Col.NAME: pl.String,
+            SHAPE: pl.String,
+            "calls": pl.Int64,
+            "cpu_ns": pl.Int64,
+            "gpu_ns": pl.Int64,
+            "cpu_self_ns": pl.Int64,
+        },
+        orient="row",
+    )
 
 
 def busy_ns(activity: pl.DataFrame, scope: Scope) -> tuple[int, int]:
@@ -148,8 +179,11 @@ def busy_ns_of_sets(sets: dict[str, pl.DataFrame], scope: Scope) -> dict[str, in
     """`busy_ns` of several sets of GPU intervals at once (one interval merge over all of them, the set's
     name a group key): {name: busy time summed over devices}; 0 for an empty set."""
     out = dict.fromkeys(sets, 0)
-    parts = [frame.select(Col.DEVICE, Col.TS_NS, Col.DUR_NS).with_columns(pl.lit(name).alias(_SET))
-             for name, frame in sets.items() if not frame.is_empty()]
+    parts = [
+        frame.select(Col.DEVICE, Col.TS_NS, Col.DUR_NS).with_columns(pl.lit(name).alias(_SET))
+        for name, frame in sets.items()
+        if not frame.is_empty()
+    ]
     if not parts or not scope.windows:
         return out
     spans = tuple(windows.StepWindow(None, windows.WHOLE_TRACE, lo, hi) for lo, hi in scope.windows)

@@ -1,4 +1,4 @@
-"""What makes two traces (or two ranks) not comparable, and compact rank lists.
+"""What makes two traces (or two ranks) not comparable.
 
 A device is known by its model name (Kineto `deviceProperties`, nsys `TARGET_INFO_GPU`). A trace without a
 description names its devices `device N` (the index): that says nothing about the model, so two traces differ in
@@ -27,18 +27,4 @@ def model_mismatch(*sides: Iterable[str]) -> list[str] | None:
     return sorted(set().union(*named))
 
 
-def ranges(values: Iterable[int]) -> str:
-    """Sorted integers as ranges: 0, 2-127, 130."""
-    parts: list[str] = []
-    ordered = sorted(set(values))
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ", ".join(parts)
-
-
-__all__ = ["model_mismatch", "models", "ranges"]
+__all__ = ["model_mismatch", "models"]

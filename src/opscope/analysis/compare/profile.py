@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis.attribution.linking import Linkage, link
+from opscope.analysis.base.linking import Linkage, link
 from opscope.analysis.compare import headline
 from opscope.analysis.kernels.categories import CATEGORY, with_category
 from opscope.analysis.kernels.category_rules import CATEGORIES
@@ -69,15 +69,28 @@ class TraceProfile:
 
 
 def _kernels(activity: pl.DataFrame) -> tuple[KernelTotal, ...]:
-    grouped = activity.group_by(Col.NAME, Col.KIND).agg(pl.len().alias("calls"), pl.col(Col.DUR_NS).sum().alias("t"))
-    return tuple(KernelTotal(name=r[0] or "", kind=r[1], calls=int(r[2]), total_ns=int(r[3]))
-                 for r in grouped.sort(Col.NAME, Col.KIND).iter_rows())
+    grouped = activity.group_by(Col.NAME, Col.KIND).agg(
+        pl.len().alias("calls"), pl.col(Col.DUR_NS).sum().alias("t")
+    )
+    return tuple(
+        KernelTotal(name=r[0] or "", kind=r[1], calls=int(r[2]), total_ns=int(r[3]))
+        for r in grouped.sort(Col.NAME, Col.KIND).iter_rows()
+    )
 
 
 def _ops(table: pl.DataFrame) -> tuple[OpTotal, ...]:
     rows = table.sort(Col.NAME, headline.SHAPE, nulls_last=False)
-    return tuple(OpTotal(name=r[0] or "", shape=r[1], calls=int(r[2]), cpu_ns=int(r[3]), gpu_ns=int(r[4]),
-                         cpu_self_ns=int(r[5])) for r in rows.iter_rows())
+    return tuple(
+        OpTotal(
+            name=r[0] or "",
+            shape=r[1],
+            calls=int(r[2]),
+            cpu_ns=int(r[3]),
+            gpu_ns=int(r[4]),
+            cpu_self_ns=int(r[5]),
+        )
+        for r in rows.iter_rows()
+    )
 
 
 def _categories(activity: pl.DataFrame) -> tuple[tuple[str, int], ...]:
@@ -115,5 +128,12 @@ def profile_trace(trace: Trace, by_shape: bool = False) -> TraceProfile:
     step_scope = headline.trace_scope(trace, use_steps=True)
     if step_scope.steps:
         stepped = scope_profile(trace, step_scope, by_shape, linkage)
-    return TraceProfile(path=trace.path, devices=device_names(trace), whole=whole, stepped=stepped,
-                        by_shape=by_shape, op_gpu=linkage.stats.attributed_ns > 0, warnings=trace.meta.warnings)
+    return TraceProfile(
+        path=trace.path,
+        devices=device_names(trace),
+        whole=whole,
+        stepped=stepped,
+        by_shape=by_shape,
+        op_gpu=linkage.stats.attributed_ns > 0,
+        warnings=trace.meta.warnings,
+    )

@@ -18,20 +18,23 @@ from typing import Any
 
 import polars as pl
 
-from opscope.analysis.attribution.linking import link
+from opscope.analysis.base.durations import Durations, durations_by_name, merge_named
+from opscope.analysis.base.linking import link
 from opscope.analysis.compare import headline
 from opscope.analysis.compare.mismatch import model_mismatch
 from opscope.analysis.compare.profile import device_names
 from opscope.analysis.kernels.categories import CATEGORY, with_category
 from opscope.analysis.kernels.category_rules import COMMUNICATION
-from opscope.analysis.partials.durations import Durations, durations_by_name, merge_named
 from opscope.errors import InputError
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 from opscope.tables import Tabular, dataclass_rows
 
-_RANK_PATTERNS = (re.compile(r"rank[-_ ]?(\d+)", re.I), re.compile(r"worker[-_ ]?(\d+)", re.I),
-                  re.compile(r"_(\d+)\."))
+_RANK_PATTERNS = (
+    re.compile(r"rank[-_ ]?(\d+)", re.I),
+    re.compile(r"worker[-_ ]?(\d+)", re.I),
+    re.compile(r"_(\d+)\."),
+)
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,9 @@ class RankPartial:
     overlap_ns: int
     kernels: tuple[tuple[str, Durations], ...]
     ops: tuple[tuple[str, Durations], ...]
-    collectives: tuple[tuple[str, int], ...]  # (kernel name, start ns aligned with baseTimeNanoseconds), by start
+    collectives: tuple[
+        tuple[str, int], ...
+    ]  # (kernel name, start ns aligned with baseTimeNanoseconds), by start
     warnings: tuple[str, ...] = ()
 
 
@@ -62,21 +67,44 @@ def rank_partial(trace: Trace) -> RankPartial:
     activity = headline.gpu_activity(trace, scope, link(trace))
     comm = pl.col(CATEGORY) == COMMUNICATION
     is_kernel = pl.col(Col.KIND) == Kind.KERNEL
-    timed = with_category(trace.gpu_events().select(
-        pl.col(Col.NAME).cast(pl.String), pl.col(Col.KIND).cast(pl.String), Col.TS_NS, Col.DUR_NS, Col.DEVICE
-    ).collect())
-    sets = headline.busy_ns_of_sets({"busy": timed, "compute": timed.filter(is_kernel & ~comm),
-                                     "comm": timed.filter(is_kernel & comm), "kernels": timed.filter(is_kernel)},
-                                    scope)  # one interval merge for the four figures
+    timed = with_category(
+        trace.gpu_events()
+        .select(
+            pl.col(Col.NAME).cast(pl.String),
+            pl.col(Col.KIND).cast(pl.String),
+            Col.TS_NS,
+            Col.DUR_NS,
+            Col.DEVICE,
+        )
+        .collect()
+    )
+    sets = headline.busy_ns_of_sets(
+        {
+            "busy": timed,
+            "compute": timed.filter(is_kernel & ~comm),
+            "comm": timed.filter(is_kernel & comm),
+            "kernels": timed.filter(is_kernel),
+        },
+        scope,
+    )  # one interval merge for the four figures
     busy, compute, comm_ns, kernels_busy = sets["busy"], sets["compute"], sets["comm"], sets["kernels"]
     devices = headline.device_count(timed, scope)
     base = trace.meta.base_time_ns or 0
     collectives = with_category(activity).filter(is_kernel & comm).drop(CATEGORY).sort(Col.TS_NS, Col.NAME)
     ops = headline.cpu_ops(trace, scope)
     return RankPartial(
-        path=trace.path, rank=trace.meta.rank, world_size=trace.meta.world_size, devices=device_names(trace),
-        base_time_ns=trace.meta.base_time_ns, steps=scope.steps, length_ns=scope.length_ns, device_count=devices,
-        busy_ns=busy, compute_ns=compute, comm_ns=comm_ns, overlap_ns=compute + comm_ns - kernels_busy,
+        path=trace.path,
+        rank=trace.meta.rank,
+        world_size=trace.meta.world_size,
+        devices=device_names(trace),
+        base_time_ns=trace.meta.base_time_ns,
+        steps=scope.steps,
+        length_ns=scope.length_ns,
+        device_count=devices,
+        busy_ns=busy,
+        compute_ns=compute,
+        comm_ns=comm_ns,
+        overlap_ns=compute + comm_ns - kernels_busy,
         kernels=tuple(sorted(durations_by_name(activity, Col.NAME, Col.DUR_NS).items())),
         ops=tuple(sorted(durations_by_name(ops, Col.NAME, Col.DUR_NS).items())),
         collectives=tuple((n, int(t) + base) for n, t in collectives.select(Col.NAME, Col.TS_NS).iter_rows()),
@@ -208,23 +236,39 @@ def _spread(name: str, values: list[float], ranks: list[int], merged: Durations,
     worst = max(range(len(values)), key=lambda i: (values[i], -ranks[i]))
     excess = (values[worst] - median) / median if median > 0 else None
     return Spread(
-        name=name, per_rank=tuple(values), mean_ns=statistics.fmean(values), min_ns=min(values),
-        max_ns=max(values), median_ns=median, worst_rank=ranks[worst], excess=excess,
-        flagged=excess is not None and excess > threshold, calls=merged.count, total_ns=merged.total_ns,
-        call_min_ns=merged.min_ns, call_max_ns=merged.max_ns, call_p50_ns=merged.sketch.quantile(0.5),
+        name=name,
+        per_rank=tuple(values),
+        mean_ns=statistics.fmean(values),
+        min_ns=min(values),
+        max_ns=max(values),
+        median_ns=median,
+        worst_rank=ranks[worst],
+        excess=excess,
+        flagged=excess is not None and excess > threshold,
+        calls=merged.count,
+        total_ns=merged.total_ns,
+        call_min_ns=merged.min_ns,
+        call_max_ns=merged.max_ns,
+        call_p50_ns=merged.sketch.quantile(0.5),
         call_p99_ns=merged.sketch.quantile(0.99),
     )
 
 
-def _spreads(tables: list[dict[str, Durations]], divisors: list[int], ranks: list[int],
-             options: RanksOptions) -> tuple[Spread, ...]:
+def _spreads(
+    tables: list[dict[str, Durations]], divisors: list[int], ranks: list[int], options: RanksOptions
+) -> tuple[Spread, ...]:
     merged = merge_named(tables)
     top = sorted(merged, key=lambda n: (-merged[n].total_ns, n))
     if options.top > 0:
         top = top[: options.top]
     return tuple(
-        _spread(name, [t[name].total_ns / d if name in t else 0.0 for t, d in zip(tables, divisors)], ranks,
-                merged[name], options.threshold)
+        _spread(
+            name,
+            [t[name].total_ns / d if name in t else 0.0 for t, d in zip(tables, divisors)],
+            ranks,
+            merged[name],
+            options.threshold,
+        )
         for name in top
     )
 
@@ -240,7 +284,11 @@ def _straggler(rows: list[RankRow], skew: Skew | None, threshold: float) -> Stra
     excess = _fraction(slow.compute_ns, statistics.median(r.compute_ns for r in rows))
     with_comm = [r for r in rows if r.comm_ns > 0]
     wait = min(with_comm, key=lambda r: (r.comm_ns, r.rank)) if len(with_comm) >= 2 else None
-    deficit = None if wait is None else -(_fraction(wait.comm_ns, statistics.median(r.comm_ns for r in rows)) or 0.0)
+    deficit = (
+        None
+        if wait is None
+        else -(_fraction(wait.comm_ns, statistics.median(r.comm_ns for r in rows)) or 0.0)
+    )
     latest, latest_share = None, None
     if skew is not None and skew.latest_rank_counts and skew.matched:
         counts = skew.latest_rank_counts
@@ -249,23 +297,35 @@ def _straggler(rows: list[RankRow], skew: Skew | None, threshold: float) -> Stra
     compute = "n/a" if excess is None else f"{excess:+.1%}"
     if wait is None:
         rank = slow.rank if excess is not None and excess > threshold else None
-        reason = (f"no communication kernels; rank {slow.rank} has the most compute ({compute} over the median)"
-                  + ("" if rank is not None else f", within the {threshold:.0%} threshold: no straggler"))
+        reason = (
+            f"no communication kernels; rank {slow.rank} has the most compute ({compute} over the median)"
+            + ("" if rank is not None else f", within the {threshold:.0%} threshold: no straggler")
+        )
     elif wait.rank == (latest if latest is not None else slow.rank):
         rank = wait.rank
-        evidence = (f"starts {latest_share:.0%} of the collectives last" if latest is not None
-                    else "computes longest")
-        cause = ("its GPU compute is the longest" if slow.rank == rank
-                 else f"not its GPU compute (rank {slow.rank} computes longest): look at its host side")
-        reason = (f"rank {rank} spends the least time in collectives ({deficit:.0%} below the median) and "
-                  f"{evidence}: the other ranks wait for it; cause: {cause}")
+        evidence = (
+            f"starts {latest_share:.0%} of the collectives last" if latest is not None else "computes longest"
+        )
+        cause = (
+            "its GPU compute is the longest"
+            if slow.rank == rank
+            else f"not its GPU compute (rank {slow.rank} computes longest): look at its host side"
+        )
+        reason = (
+            f"rank {rank} spends the least time in collectives ({deficit:.0%} below the median) and "
+            f"{evidence}: the other ranks wait for it; cause: {cause}"
+        )
     else:
         rank = None
-        other = f"rank {latest} most often starts collectives last" if latest is not None else (
-            f"rank {slow.rank} computes longest")
+        other = (
+            f"rank {latest} most often starts collectives last"
+            if latest is not None
+            else (f"rank {slow.rank} computes longest")
+        )
         reason = f"no clear straggler: rank {wait.rank} spends the least time in collectives but {other}"
-    return Straggler(rank, reason, None if wait is None else wait.rank, deficit, latest, latest_share, slow.rank,
-                     excess)
+    return Straggler(
+        rank, reason, None if wait is None else wait.rank, deficit, latest, latest_share, slow.rank, excess
+    )
 
 
 def _skew(ordered: list[tuple[int, str, RankPartial]]) -> Skew | None:
@@ -293,8 +353,11 @@ def _skew(ordered: list[tuple[int, str, RankPartial]]) -> Skew | None:
     values = sorted(s for s, _ in skews)
     worst = max(skews, key=lambda s: s[0]) if skews else None
     return Skew(
-        matched=len(skews), unmatched=unmatched, p50_ns=statistics.median(values) if values else None,
-        max_ns=worst[0] if worst else None, worst=worst[1] if worst else None,
+        matched=len(skews),
+        unmatched=unmatched,
+        p50_ns=statistics.median(values) if values else None,
+        max_ns=worst[0] if worst else None,
+        worst=worst[1] if worst else None,
         latest_rank_counts=tuple(sorted(late.items(), key=lambda kv: (-kv[1], kv[0]))),
         aligned=all(p.base_time_ns is not None for _, _, p in ordered),
     )
@@ -303,10 +366,18 @@ def _skew(ordered: list[tuple[int, str, RankPartial]]) -> Skew | None:
 def _row(rank: int, source: str, p: RankPartial, divisor: int) -> RankRow:
     capacity = p.length_ns * max(p.device_count, 1)
     return RankRow(
-        rank=rank, rank_source=source, path=p.path, devices=p.devices, steps=p.steps,
-        step_ns=p.length_ns / divisor, busy_ns=p.busy_ns / divisor, compute_ns=p.compute_ns / divisor,
-        comm_ns=p.comm_ns / divisor, overlap_ns=p.overlap_ns / divisor,
-        idle_ns=(capacity - p.busy_ns) / divisor, utilization=p.busy_ns / capacity if capacity else None,
+        rank=rank,
+        rank_source=source,
+        path=p.path,
+        devices=p.devices,
+        steps=p.steps,
+        step_ns=p.length_ns / divisor,
+        busy_ns=p.busy_ns / divisor,
+        compute_ns=p.compute_ns / divisor,
+        comm_ns=p.comm_ns / divisor,
+        overlap_ns=p.overlap_ns / divisor,
+        idle_ns=(capacity - p.busy_ns) / divisor,
+        utilization=p.busy_ns / capacity if capacity else None,
     )
 
 
@@ -319,8 +390,10 @@ def _warnings(ordered: list[tuple[int, str, RankPartial]], missing: list[int], p
     if len(sizes) > 1:
         out.append(f"the traces disagree on the world size: {', '.join(map(str, sizes))}")
     if missing:
-        out.append(f"incomplete job: {len(missing):,} of {len(missing) + len(ordered):,} ranks missing "
-                   "(listed under 'ranks'); cross-rank figures cover only the ranks given")
+        out.append(
+            f"incomplete job: {len(missing):,} of {len(missing) + len(ordered):,} ranks missing "
+            "(listed under 'ranks'); cross-rank figures cover only the ranks given"
+        )
     devices = model_mismatch(*(p.devices for _, _, p in ordered))
     if devices is not None:
         out.append(f"{DEVICE_MISMATCH}: {', '.join(devices)}")
@@ -346,9 +419,15 @@ def compare_ranks(partials: Sequence[RankPartial], options: RanksOptions | None 
     missing = sorted(set(range(world)) - set(ranks))
     skew = _skew(ordered)
     return RanksReport(
-        ranks=tuple(rows), world_size=world, missing=tuple(missing), complete=not missing, per_step=per_step,
+        ranks=tuple(rows),
+        world_size=world,
+        missing=tuple(missing),
+        complete=not missing,
+        per_step=per_step,
         kernels=_spreads([dict(p.kernels) for _, _, p in ordered], divisors, ranks, opts),
         ops=_spreads([dict(p.ops) for _, _, p in ordered], divisors, ranks, opts),
-        straggler=_straggler(rows, skew, opts.threshold), skew=skew, options=opts,
+        straggler=_straggler(rows, skew, opts.threshold),
+        skew=skew,
+        options=opts,
         warnings=tuple(_warnings(ordered, missing, per_step)),
     )

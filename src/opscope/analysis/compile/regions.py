@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis.attribution.linking import ROW, Linkage, link
+from opscope.analysis.base.linking import ROW, Linkage, link
+from opscope.analysis.base.windows import step_windows
 from opscope.analysis.compile.fused_names import FUSED_KERNEL, fused_ops, kernel_kind
-from opscope.analysis.timeline.windows import step_windows
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 

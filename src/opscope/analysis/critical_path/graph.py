@@ -8,7 +8,7 @@ with no launch call in the trace that start in the window (launch -1). Edges:
 - program order: consecutive start/end points on a CPU thread (this also encodes op nesting), weight the time
   between them; owned by the innermost event open over that stretch (none between top-level events);
 - GPU activity: start -> end, weight the duration;
-- launch: the launch call's start -> the activity's start (`analysis.attribution.linking` finds the launch);
+- launch: the launch call's start -> the activity's start (`analysis.base.linking` finds the launch);
 - stream order: the previous activity's end on the same device and stream -> the next one's start;
 - cross-stream wait: where Kineto records a `cudaStreamWaitEvent` (its `cuda_sync` "Stream Wait Event" names
   the stream and the `cudaEventRecord` call waited on), the end of the last activity launched onto the recorded
@@ -39,8 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from opscope.analysis.attribution.linking import LAUNCH_KINDS, ROW, Linkage
-from opscope.analysis.attribution.nesting import innermost_container
+from opscope.analysis.base.linking import LAUNCH_KINDS, ROW, Linkage
+from opscope.analysis.base.nesting import innermost_container
 from opscope.analysis.timeline.syncs import SYNC_CALL_PATTERN
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
@@ -362,7 +362,12 @@ def _cross_stream_pairs(waits: pl.DataFrame, cpu: pl.DataFrame, gpu: pl.DataFram
         .group_by("_w")
         .agg(pl.col("_e").first().alias("consumer"))
     )
-    return producer.join(consumer, on="_w").select("producer", "consumer").unique().sort(["consumer", "producer"])
+    return (
+        producer.join(consumer, on="_w")
+        .select("producer", "consumer")
+        .unique()
+        .sort(["consumer", "producer"])
+    )
 
 
 def _gpu_edges(gpu: pl.DataFrame, waits: pl.DataFrame | None = None) -> pl.DataFrame:
@@ -421,8 +426,11 @@ def _gpu_edges(gpu: pl.DataFrame, waits: pl.DataFrame | None = None) -> pl.DataF
         # does behind a launch-bound activity), so the longest path stays the observed span.
         binds = cross_bound[consumer] & (end[producer] == x_end[consumer])
         weight = np.where(binds, ts[consumer] - end[producer], 0)
-        frames.append(_edge_frame(2 * (producer + e[0]) + 1, 2 * (consumer + e[0]), weight, KERNEL_KERNEL,
-                                  consumer + e[0]))
+        frames.append(
+            _edge_frame(
+                2 * (producer + e[0]) + 1, 2 * (consumer + e[0]), weight, KERNEL_KERNEL, consumer + e[0]
+            )
+        )
     return pl.concat(frames)
 
 

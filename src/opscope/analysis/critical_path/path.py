@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 import rustworkx as rx
 
-from opscope.analysis.attribution.nesting import ancestors
+from opscope.analysis.base.nesting import ancestors
 from opscope.analysis.critical_path.graph import EDGE_KINDS, SCALED_KINDS, SYNC_WAIT, Graph
 from opscope.errors import UsageError
 

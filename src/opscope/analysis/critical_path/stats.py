@@ -9,10 +9,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import polars as pl
 
-from opscope.analysis.attribution.linking import Linkage, link
+from opscope.analysis.base.linking import Linkage, link
+from opscope.analysis.base.windows import StepWindow, select_windows
 from opscope.analysis.critical_path.graph import Graph, build, cpu_table
 from opscope.analysis.critical_path.path import PathResult, WhatIf, critical_path, what_if
-from opscope.analysis.timeline.windows import StepWindow, select_windows
 from opscope.model.trace import Trace
 
 

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from opscope.analysis.attribution.linking import OP_KINDS, ROW, Linkage, link
-from opscope.analysis.attribution.nesting import ancestors
 from opscope.analysis.attribution.ops import OpOptions, OpRow, op_stats
+from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, link
+from opscope.analysis.base.nesting import ancestors
 from opscope.analysis.efficiency.families import COMPUTE_FAMILIES, Cost
 from opscope.analysis.efficiency.peaks import GpuPeaks, match_peaks
 from opscope.analysis.efficiency.sizing import list_dtypes, size_call, size_ops
@@ -118,8 +118,11 @@ _POLARS_TYPES: dict[str, Any] = {
 
 
 def _device(trace: Trace, options: EfficiencyOptions) -> tuple[str | None, GpuPeaks | None, list[str]]:
-    devices = (list(trace.meta.devices) if options.devices is None
-               else [d for d in map(trace.meta.describe, options.devices) if d is not None])
+    devices = (
+        list(trace.meta.devices)
+        if options.devices is None
+        else [d for d in map(trace.meta.describe, options.devices) if d is not None]
+    )
     names = list(dict.fromkeys(d.name for d in devices if d.name and d.name != "unknown"))
     if not names:
         return None, None, []

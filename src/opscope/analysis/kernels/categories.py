@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from opscope.analysis.base import intervals
 from opscope.analysis.kernels.category_rules import CATEGORIES, MEMCPY, MEMSET, OTHER, RULES
-from opscope.analysis.timeline import intervals
 from opscope.model.schema import Col, Kind
 
 CATEGORY = "category"
@@ -55,9 +55,16 @@ def with_category(frame: pl.DataFrame) -> pl.DataFrame:
         return frame.with_columns(pl.lit(None, dtype=pl.String).alias(CATEGORY))
     pairs = frame.select(pl.col(Col.NAME).cast(pl.String), pl.col(Col.KIND).cast(pl.String)).unique()
     mapping = pairs.with_columns(category_expr(pl.col(Col.NAME), pl.col(Col.KIND)).alias(CATEGORY))
-    keyed = frame.with_columns(pl.col(Col.NAME).cast(pl.String).alias("_n"), pl.col(Col.KIND).cast(pl.String).alias("_k"))
-    return keyed.join(mapping.rename({Col.NAME: "_n", Col.KIND: "_k"}), on=["_n", "_k"], how="left",
-                      nulls_equal=True, maintain_order="left").drop("_n", "_k")
+    keyed = frame.with_columns(
+        pl.col(Col.NAME).cast(pl.String).alias("_n"), pl.col(Col.KIND).cast(pl.String).alias("_k")
+    )
+    return keyed.join(
+        mapping.rename({Col.NAME: "_n", Col.KIND: "_k"}),
+        on=["_n", "_k"],
+        how="left",
+        nulls_equal=True,
+        maintain_order="left",
+    ).drop("_n", "_k")
 
 
 @dataclass(frozen=True)
@@ -87,17 +94,27 @@ def category_breakdown(gpu: pl.DataFrame) -> CategoryBreakdown:
     busy = intervals.union_ns(gpu, by=[CATEGORY])
     assert isinstance(busy, pl.DataFrame)
     top = (
-        gpu.group_by(CATEGORY, Col.NAME).agg(dur.sum().alias("t"))
-        .sort(["t", Col.NAME], descending=[True, False]).group_by(CATEGORY, maintain_order=True).first()
+        gpu.group_by(CATEGORY, Col.NAME)
+        .agg(dur.sum().alias("t"))
+        .sort(["t", Col.NAME], descending=[True, False])
+        .group_by(CATEGORY, maintain_order=True)
+        .first()
     )
-    table = per.join(busy, on=CATEGORY, how="left").join(top.select(CATEGORY, Col.NAME), on=CATEGORY, how="left")
+    table = per.join(busy, on=CATEGORY, how="left").join(
+        top.select(CATEGORY, Col.NAME), on=CATEGORY, how="left"
+    )
     total = int(table["total"].sum() or 0)
     order = {c: i for i, c in enumerate(CATEGORIES)}
     rows = sorted(
         (
-            CategoryRow(category=r[CATEGORY], calls=int(r["calls"]), total_ns=int(r["total"]),
-                        busy_ns=int(r["busy_ns"] or 0), share=int(r["total"]) / total if total else 0.0,
-                        top_kernel=r[Col.NAME])
+            CategoryRow(
+                category=r[CATEGORY],
+                calls=int(r["calls"]),
+                total_ns=int(r["total"]),
+                busy_ns=int(r["busy_ns"] or 0),
+                share=int(r["total"]) / total if total else 0.0,
+                top_kernel=r[Col.NAME],
+            )
             for r in table.iter_rows(named=True)
         ),
         key=lambda row: (-row.total_ns, order.get(row.category, len(order))),

@@ -28,51 +28,86 @@ MEMCPY: Final = "memcpy"
 MEMSET: Final = "memset"
 OTHER: Final = "other"
 
-CATEGORIES: Final[tuple[str, ...]] = (GEMM, CONVOLUTION, ATTENTION, ELEMENTWISE, REDUCTION, NORMALIZATION,
-                                      SOFTMAX, COMMUNICATION, MEMCPY, MEMSET, OTHER)
+CATEGORIES: Final[tuple[str, ...]] = (
+    GEMM,
+    CONVOLUTION,
+    ATTENTION,
+    ELEMENTWISE,
+    REDUCTION,
+    NORMALIZATION,
+    SOFTMAX,
+    COMMUNICATION,
+    MEMCPY,
+    MEMSET,
+    OTHER,
+)
 
 RULES: Final[tuple[tuple[str, str], ...]] = (
     # NCCL / RCCL / MSCCL collectives, vLLM / SGLang / TensorRT-LLM custom all-reduce (cross_device_reduce_*,
     # one/two-shot allreduce, quick all-reduce), DeepEP expert-parallel dispatch / combine and their notify
     # kernels, NVSHMEM, and custom all-to-all kernels.
-    (COMMUNICATION, r"\bnccl|^nccl|rccl|msccl|cross_device_reduce|custom_?all_?reduce|all_?reduce_kernel"
-                    r"|all_?gather_kernel|reduce_?scatter_kernel|alltoall|all_to_all|allreduce|quick_?all_?reduce"
-                    r"|dpsk::ep|deep_?ep|(inter|intra)node::(dispatch|combine)|notify_dispatch|notify_combine"
-                    r"|cached_notify|nvshmem"
-                    # XLA's collective HLO names (all-reduce-start.1, all-gather, ...) where a kernel carries them
-                    r"|all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute"),
+    (
+        COMMUNICATION,
+        r"\bnccl|^nccl|rccl|msccl|cross_device_reduce|custom_?all_?reduce|all_?reduce_kernel"
+        r"|all_?gather_kernel|reduce_?scatter_kernel|alltoall|all_to_all|allreduce|quick_?all_?reduce"
+        r"|dpsk::ep|deep_?ep|(inter|intra)node::(dispatch|combine)|notify_dispatch|notify_combine"
+        r"|cached_notify|nvshmem"
+        # XLA's collective HLO names (all-reduce-start.1, all-gather, ...) where a kernel carries them
+        r"|all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute",
+    ),
     # ROCm's blit kernels that implement hipMemcpy / hipMemset on older runtimes.
     (MEMCPY, r"__amd_rocclr_copy"),
     (MEMSET, r"__amd_rocclr_fill"),
-    (ATTENTION, r"flash|fmha|attention|attn|sdpa|mha_(fwd|bwd)|_mha_|xformers|paged_?attn|decode_?attention"
-                r"|prefill_?attention|mla_(decode|prefill)|fused_multi_head"),
+    (
+        ATTENTION,
+        r"flash|fmha|attention|attn|sdpa|mha_(fwd|bwd)|_mha_|xformers|paged_?attn|decode_?attention"
+        r"|prefill_?attention|mla_(decode|prefill)|fused_multi_head",
+    ),
     (SOFTMAX, r"softmax"),
-    (NORMALIZATION, r"(layer|rms|batch|group|instance)_?norm|bn_(fw|bw)|RowwiseMoments|ComputeFusedParams"
-                    r"|cuApplyLayerNorm|cuApplyRMSNorm|cuComputeGradInput|cuComputePartGradGammaBeta|welford"
-                    r"|norm_(fwd|bwd)_kernel|normalize_kernel|GammaBetaBackward|ComputeInternalGradients"
-                    r"|cuComputeGradGammaBeta|ComputeGradientFusedParams"),
+    (
+        NORMALIZATION,
+        r"(layer|rms|batch|group|instance)_?norm|bn_(fw|bw)|RowwiseMoments|ComputeFusedParams"
+        r"|cuApplyLayerNorm|cuApplyRMSNorm|cuComputeGradInput|cuComputePartGradGammaBeta|welford"
+        r"|norm_(fwd|bwd)_kernel|normalize_kernel|GammaBetaBackward|ComputeInternalGradients"
+        r"|cuComputeGradGammaBeta|ComputeGradientFusedParams",
+    ),
     # `conv` not followed by `ert` (convert_*), spelled without look-ahead.
-    (CONVOLUTION, r"conv(?:[^e]|e[^r]|er[^t]|er?$|$)|convolve|cudnn|scudnn|implicit_?gemm|winograd|dgrad|wgrad|fprop|fft[12]d"
-                  r"|im2col|col2im|igemm_(fwd|bwd|wrw)|MIOpen|naive_conv|cask_|flip_filter"
-                  r"|pointwise_mult_and_sum_complex|im3d2col|cudnn-conv"),
+    (
+        CONVOLUTION,
+        r"conv(?:[^e]|e[^r]|er[^t]|er?$|$)|convolve|cudnn|scudnn|implicit_?gemm|winograd|dgrad|wgrad|fprop|fft[12]d"
+        r"|im2col|col2im|igemm_(fwd|bwd|wrw)|MIOpen|naive_conv|cask_|flip_filter"
+        r"|pointwise_mult_and_sum_complex|im3d2col|cudnn-conv",
+    ),
     # cuBLASLt's Blackwell / Hopper `nvjet_*` kernels and the TensorRT-LLM `bmm_<dtype>_*` batched GEMMs.
-    (GEMM, r"gemm|gemv|^Cijk_|cublas|hipblaslt|matmul|triton_(mm|tem|bmm)|wmma|xmma|tensorop|_ogs_|dot_kernel"
-           r"|splitKreduce|mfma_f|nvjet|\bbmm_|^bmm_|dot_general|custom-call"),
+    (
+        GEMM,
+        r"gemm|gemv|^Cijk_|cublas|hipblaslt|matmul|triton_(mm|tem|bmm)|wmma|xmma|tensorop|_ogs_|dot_kernel"
+        r"|splitKreduce|mfma_f|nvjet|\bbmm_|^bmm_|dot_general|custom-call",
+    ),
     # MoE routing (top-k expert choice: moe::dev::routing, vLLM's _combined_routing_compute) and finalize (the
     # weighted sum of each token's expert outputs), sorting (cub radix sort) next to scans and top-k.
-    (REDUCTION, r"moe::dev::(routing|finalize)|routing_?(kernel|compute)|_routing_|moe_align|moe_sum"
-                r"|finalize_?(kernel|moe)|finalizeKernel|radix_?sort|DeviceRadixSort|DeviceSegmentedRadixSort"
-                r"|bitonic_?sort|sort_kernel"),
-    (REDUCTION, r"reduce|triton_(red|per)_|sum_kernel|mean_kernel|argmax|argmin|max_pool|avg_pool|adaptive_av"
-                r"|_pool\d?d|pooling|nll_loss|NLLCriterion|cross_entropy|cumsum|cumprod|scan_kernel|DeviceScan"
-                r"|scan_config|topk|norm_kernel"),
-    (ELEMENTWISE, r"elementwise|triton_poi_|pointwise|vectorized|unrolled|fill|copy|CatArray|index_?kernel"
-                  r"|index_put|gather|scatter|embedding|multi_tensor_apply|masked|where_kernel|clamp|transpose"
-                  r"|nchwToNhwc|nhwcToNchw|autocast|tril|triu|arange|distribution|random|dropout|gelu|silu"
-                  r"|relu|act_and_mul|rotary|rope|quant|cast|bitwise|compare|fused_add|eltwise|scalePacked"
-                  r"|upsample|interpolate|pad_kernel|cat_kernel|roll_kernel|flip_kernel|index_?select|indexSelect"
-                  r"|indexing_backward|kvcache"
-                  # XLA fusions left after the reduction / GEMM / convolution rules: loop and input fusions,
-                  # wrapped single ops (wrapped_broadcast.kd, loop_convert_fusion, input_transpose_fusion)
-                  r"|^loop_|^input_|^wrapped_|_fusion|broadcast"),
+    (
+        REDUCTION,
+        r"moe::dev::(routing|finalize)|routing_?(kernel|compute)|_routing_|moe_align|moe_sum"
+        r"|finalize_?(kernel|moe)|finalizeKernel|radix_?sort|DeviceRadixSort|DeviceSegmentedRadixSort"
+        r"|bitonic_?sort|sort_kernel",
+    ),
+    (
+        REDUCTION,
+        r"reduce|triton_(red|per)_|sum_kernel|mean_kernel|argmax|argmin|max_pool|avg_pool|adaptive_av"
+        r"|_pool\d?d|pooling|nll_loss|NLLCriterion|cross_entropy|cumsum|cumprod|scan_kernel|DeviceScan"
+        r"|scan_config|topk|norm_kernel",
+    ),
+    (
+        ELEMENTWISE,
+        r"elementwise|triton_poi_|pointwise|vectorized|unrolled|fill|copy|CatArray|index_?kernel"
+        r"|index_put|gather|scatter|embedding|multi_tensor_apply|masked|where_kernel|clamp|transpose"
+        r"|nchwToNhwc|nhwcToNchw|autocast|tril|triu|arange|distribution|random|dropout|gelu|silu"
+        r"|relu|act_and_mul|rotary|rope|quant|cast|bitwise|compare|fused_add|eltwise|scalePacked"
+        r"|upsample|interpolate|pad_kernel|cat_kernel|roll_kernel|flip_kernel|index_?select|indexSelect"
+        r"|indexing_backward|kvcache"
+        # XLA fusions left after the reduction / GEMM / convolution rules: loop and input fusions,
+        # wrapped single ops (wrapped_broadcast.kd, loop_convert_fusion, input_transpose_fusion)
+        r"|^loop_|^input_|^wrapped_|_fusion|broadcast",
+    ),
 )

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field, replace
 
 import polars as pl
 
-from opscope.analysis.timeline import select
-from opscope.analysis.timeline import window as win
+from opscope.analysis.base import select
+from opscope.analysis.base import window as win
 from opscope.model.meta import DeviceInfo
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
@@ -78,11 +78,17 @@ def arch_limits(device: DeviceInfo | None) -> ArchLimits | None:
     if base is None:
         return None
     warp = device.warp_size or base.warp_size
-    warps = device.max_warps_per_sm or (device.max_threads_per_sm // warp if device.max_threads_per_sm else None)
-    return replace(base, warp_size=warp, max_warps_per_sm=warps or base.max_warps_per_sm,
-                   max_blocks_per_sm=device.max_blocks_per_sm or base.max_blocks_per_sm,
-                   regs_per_sm=device.regs_per_sm or base.regs_per_sm,
-                   smem_per_sm=device.shared_mem_per_sm or base.smem_per_sm)
+    warps = device.max_warps_per_sm or (
+        device.max_threads_per_sm // warp if device.max_threads_per_sm else None
+    )
+    return replace(
+        base,
+        warp_size=warp,
+        max_warps_per_sm=warps or base.max_warps_per_sm,
+        max_blocks_per_sm=device.max_blocks_per_sm or base.max_blocks_per_sm,
+        regs_per_sm=device.regs_per_sm or base.regs_per_sm,
+        smem_per_sm=device.shared_mem_per_sm or base.smem_per_sm,
+    )
 
 
 @dataclass(frozen=True)
@@ -147,6 +153,17 @@ class LaunchRow:
     wave_efficiency: float | None
     flags: tuple[str, ...] = ()
 
+    def key(self) -> tuple[object, ...]:
+        """The launch-key values of this row, in `LAUNCH_KEY` order."""
+        return (
+            self.name,
+            self.device,
+            *self.grid,
+            *self.block,
+            self.registers_per_thread,
+            self.shared_memory,
+        )
+
 
 @dataclass(frozen=True)
 class LaunchReport:
@@ -158,8 +175,18 @@ class LaunchReport:
     has_launch_config: bool  # the trace records grid/block at all
 
 
-LAUNCH_KEY = [Col.NAME, Col.DEVICE, Col.GRID_X, Col.GRID_Y, Col.GRID_Z, Col.BLOCK_X, Col.BLOCK_Y, Col.BLOCK_Z,
-              Col.REGISTERS, Col.SHARED_MEMORY]
+LAUNCH_KEY = [
+    Col.NAME,
+    Col.DEVICE,
+    Col.GRID_X,
+    Col.GRID_Y,
+    Col.GRID_Z,
+    Col.BLOCK_X,
+    Col.BLOCK_Y,
+    Col.BLOCK_Z,
+    Col.REGISTERS,
+    Col.SHARED_MEMORY,
+]
 _DIMS = [Col.GRID_X, Col.GRID_Y, Col.GRID_Z, Col.BLOCK_X, Col.BLOCK_Y, Col.BLOCK_Z]
 
 
@@ -170,31 +197,36 @@ def kernel_launches(trace: Trace, name_filter: str | None = None) -> pl.LazyFram
     return kernels.with_columns(pl.col(Col.NAME).cast(pl.String), *[pl.col(c).fill_null(0) for c in _DIMS])
 
 
-def launch_key(row: LaunchRow) -> tuple[object, ...]:
-    """The launch-key values of a row, in `LAUNCH_KEY` order."""
-    return (row.name, row.device, *row.grid, *row.block, row.registers_per_thread, row.shared_memory)
-
-
-def launch_groups(trace: Trace, name_filter: str | None = None, window: win.Window | None = None) -> pl.DataFrame:
+def launch_groups(
+    trace: Trace, name_filter: str | None = None, window: win.Window | None = None
+) -> pl.DataFrame:
     """Kernel launches grouped by name and launch configuration: calls, total time, mean est. occupancy; only
     the kernels that start inside `window` when given."""
     launches = kernel_launches(trace, name_filter)
     if window is not None:
         launches = launches.filter(win.starts_inside(window))
-    return (launches.select([*LAUNCH_KEY, Col.DUR_NS, Col.OCCUPANCY_PCT])
-            .group_by(LAUNCH_KEY).agg(pl.len().alias("calls"), pl.col(Col.DUR_NS).sum().alias("total_ns"),
-                                # Kineto writes 0 where it made no estimate (cutlass / cuBLAS GEMMs with large
-                                # shared memory or cluster launches): a kernel that ran had some warps resident,
-                                # so 0 means "not recorded" and stays out of the mean (null when all are 0).
-                                pl.col(Col.OCCUPANCY_PCT).filter(pl.col(Col.OCCUPANCY_PCT) > 0).mean()
-                                .alias("est_occ"))
-            .sort(["total_ns", Col.NAME], descending=[True, False]).collect())
+    return (
+        launches.select([*LAUNCH_KEY, Col.DUR_NS, Col.OCCUPANCY_PCT])
+        .group_by(LAUNCH_KEY)
+        .agg(
+            pl.len().alias("calls"),
+            pl.col(Col.DUR_NS).sum().alias("total_ns"),
+            # Kineto writes 0 where it made no estimate (cutlass / cuBLAS GEMMs with large
+            # shared memory or cluster launches): a kernel that ran had some warps resident,
+            # so 0 means "not recorded" and stays out of the mean (null when all are 0).
+            pl.col(Col.OCCUPANCY_PCT).filter(pl.col(Col.OCCUPANCY_PCT) > 0).mean().alias("est_occ"),
+        )
+        .sort(["total_ns", Col.NAME], descending=[True, False])
+        .collect()
+    )
 
 
 # Tensor-core GEMM / convolution / attention kernels (cuBLAS, CUTLASS, cuDNN, FlashAttention, rocBLAS MFMA):
 # they keep large tiles in registers and shared memory, so a low theoretical occupancy is by design, not a defect.
-TENSOR_CORE_KERNEL = (r"h884|h1688|h16816|s884|s1688|s16816|i8816|hmma|tensorop|xmma|wgmma|gmma|tf32|bf16|fp16"
-                      r"|f16|wmma|mfma|_tc_|cutlass_80|cutlass_90|sm80_|sm90_|sm100_|flash|fmha")
+TENSOR_CORE_KERNEL = (
+    r"h884|h1688|h16816|s884|s1688|s16816|i8816|hmma|tensorop|xmma|wgmma|gmma|tf32|bf16|fp16"
+    r"|f16|wmma|mfma|_tc_|cutlass_80|cutlass_90|sm80_|sm90_|sm100_|flash|fmha"
+)
 
 
 def is_tensor_core_kernel(name: str) -> bool:
@@ -203,13 +235,20 @@ def is_tensor_core_kernel(name: str) -> bool:
 
 def _flags(row: LaunchRow, sm_count: int | None, opts: LaunchOptions) -> tuple[str, ...]:
     flags = []
-    if row.theoretical_occupancy_pct is not None and row.theoretical_occupancy_pct < opts.low_occupancy_pct \
-            and not is_tensor_core_kernel(row.name):
+    if (
+        row.theoretical_occupancy_pct is not None
+        and row.theoretical_occupancy_pct < opts.low_occupancy_pct
+        and not is_tensor_core_kernel(row.name)
+    ):
         flags.append("low_occupancy")
     if sm_count and 0 < row.blocks < sm_count:
         flags.append("under_filled")
-    if row.waves is not None and row.waves >= 1 and row.wave_efficiency is not None \
-            and row.wave_efficiency < opts.tail_efficiency:
+    if (
+        row.waves is not None
+        and row.waves >= 1
+        and row.wave_efficiency is not None
+        and row.wave_efficiency < opts.tail_efficiency
+    ):
         flags.append("tail_effect")
     return tuple(flags)
 
@@ -227,7 +266,11 @@ def launch_config(trace: Trace, options: LaunchOptions | None = None) -> LaunchR
         grid = (_dim(r[Col.GRID_X]), _dim(r[Col.GRID_Y]), _dim(r[Col.GRID_Z]))
         block = (_dim(r[Col.BLOCK_X]), _dim(r[Col.BLOCK_Y]), _dim(r[Col.BLOCK_Z]))
         device = r[Col.DEVICE]
-        info = trace.meta.describe(device) if device is not None else (trace.meta.devices[0] if trace.meta.devices else None)
+        info = (
+            trace.meta.describe(device)
+            if device is not None
+            else (trace.meta.devices[0] if trace.meta.devices else None)
+        )
         blocks, threads = grid[0] * grid[1] * grid[2], block[0] * block[1] * block[2]
         arch = arch_limits(info)
         occ = occupancy(threads, r[Col.REGISTERS], r[Col.SHARED_MEMORY], arch) if arch and threads else None
@@ -237,16 +280,31 @@ def launch_config(trace: Trace, options: LaunchOptions | None = None) -> LaunchR
             waves = blocks / (occ.blocks_per_sm * sm_count)
             efficiency = waves / math.ceil(waves)
         row = LaunchRow(
-            name=r[Col.NAME] or "", device=device, grid=grid, block=block, registers_per_thread=r[Col.REGISTERS],
-            shared_memory=r[Col.SHARED_MEMORY], calls=int(r["calls"]), total_ns=int(r["total_ns"] or 0),
-            blocks=blocks, threads_per_block=threads,
-            theoretical_occupancy_pct=occ.theoretical_pct if occ else None, limiter=occ.limiter if occ else None,
-            est_achieved_occupancy_pct=r["est_occ"], waves=waves, wave_efficiency=efficiency)
+            name=r[Col.NAME] or "",
+            device=device,
+            grid=grid,
+            block=block,
+            registers_per_thread=r[Col.REGISTERS],
+            shared_memory=r[Col.SHARED_MEMORY],
+            calls=int(r["calls"]),
+            total_ns=int(r["total_ns"] or 0),
+            blocks=blocks,
+            threads_per_block=threads,
+            theoretical_occupancy_pct=occ.theoretical_pct if occ else None,
+            limiter=occ.limiter if occ else None,
+            est_achieved_occupancy_pct=r["est_occ"],
+            waves=waves,
+            wave_efficiency=efficiency,
+        )
         rows.append(replace(row, flags=_flags(row, sm_count, opts)))
     shown = rows if opts.top <= 0 else rows[: opts.top]
     used = {r.device for r in rows}
     names = trace.meta.used_device_names(d for d in used if d is not None)
     return LaunchReport(
-        path=trace.path, devices=names, kernels=sum(r.calls for r in rows),
-        rows=tuple(shown), hidden_rows=len(rows) - len(shown),
-        has_launch_config=any(r.threads_per_block > 0 for r in rows))
+        path=trace.path,
+        devices=names,
+        kernels=sum(r.calls for r in rows),
+        rows=tuple(shown),
+        hidden_rows=len(rows) - len(shown),
+        has_launch_config=any(r.threads_per_block > 0 for r in rows),
+    )

@@ -4,7 +4,7 @@ the shape of a one-trace `KernelSummary`.
 
 Counts, totals, minima and maxima are integers and merge exactly in any order; the standard deviation merges
 exactly too (Chan et al.'s pairwise update of the sum of squared deviations); the median comes from the
-mergeable sketch of `opscope.analysis.partials.sketch` (1% relative accuracy) and is flagged as an estimate. Events with a
+mergeable sketch of `opscope.analysis.base.sketch` (1% relative accuracy) and is flagged as an estimate. Events with a
 negative duration are left out of the merged rows (the one-trace table keeps them as they are).
 """
 
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from opscope.analysis.base.durations import Durations, durations_by_name, quantile_ns
 from opscope.analysis.kernels.summary import (
     KernelRow,
     KernelSummary,
@@ -22,7 +23,6 @@ from opscope.analysis.kernels.summary import (
     finish_summary,
     select_gpu,
 )
-from opscope.analysis.partials.durations import Durations, durations_by_name, quantile_ns
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
@@ -58,17 +58,29 @@ class SummaryPartial:
 
 def summary_partial(trace: Trace, options: SummaryOptions) -> SummaryPartial:
     selection = select_gpu(trace, options)
-    keyed = selection.chosen.select(
-        pl.concat_str(pl.col(Col.NAME).cast(pl.String).fill_null(""), pl.lit(_SEP), pl.col(Col.KIND).cast(pl.String))
-        .alias("key"),
-        pl.col(Col.DUR_NS),
-    ).filter(pl.col(Col.DUR_NS) >= 0).collect()
+    keyed = (
+        selection.chosen.select(
+            pl.concat_str(
+                pl.col(Col.NAME).cast(pl.String).fill_null(""), pl.lit(_SEP), pl.col(Col.KIND).cast(pl.String)
+            ).alias("key"),
+            pl.col(Col.DUR_NS),
+        )
+        .filter(pl.col(Col.DUR_NS) >= 0)
+        .collect()
+    )
     stats = durations_by_name(keyed, "key", Col.DUR_NS)
-    m2 = dict(keyed.group_by("key").agg(
-        ((pl.col(Col.DUR_NS) - pl.col(Col.DUR_NS).mean()) ** 2).sum().alias("m2")).iter_rows())
+    m2 = dict(
+        keyed.group_by("key")
+        .agg(((pl.col(Col.DUR_NS) - pl.col(Col.DUR_NS).mean()) ** 2).sum().alias("m2"))
+        .iter_rows()
+    )
     return SummaryPartial(
-        path=trace.path, devices=selection.devices, events=selection.events, kernels=selection.kernels,
-        gpu_time_ns=selection.gpu_time_ns, gpu_calls=selection.frame.height,
+        path=trace.path,
+        devices=selection.devices,
+        events=selection.events,
+        kernels=selection.kernels,
+        gpu_time_ns=selection.gpu_time_ns,
+        gpu_calls=selection.frame.height,
         rows={key: RowPartial(durations=value, m2=float(m2.get(key) or 0.0)) for key, value in stats.items()},
         warnings=trace.meta.warnings,
     )
@@ -85,16 +97,33 @@ def merge_summaries(parts: Sequence[SummaryPartial], options: SummaryOptions) ->
     for key, row in merged.items():
         name, kind = key.rsplit(_SEP, 1)
         d = row.durations
-        rows.append(KernelRow(
-            name=name, kind=kind, calls=d.count, total_ns=d.total_ns, avg_ns=d.mean_ns, min_ns=d.min_ns,
-            max_ns=d.max_ns, median_ns=quantile_ns(d, 0.5), share=d.total_ns / gpu_time if gpu_time > 0 else 0.0,
-            stddev_ns=(row.m2 / (d.count - 1)) ** 0.5 if d.count > 1 else 0.0))
+        rows.append(
+            KernelRow(
+                name=name,
+                kind=kind,
+                calls=d.count,
+                total_ns=d.total_ns,
+                avg_ns=d.mean_ns,
+                min_ns=d.min_ns,
+                max_ns=d.max_ns,
+                median_ns=quantile_ns(d, 0.5),
+                share=d.total_ns / gpu_time if gpu_time > 0 else 0.0,
+                stddev_ns=(row.m2 / (d.count - 1)) ** 0.5 if d.count > 1 else 0.0,
+            )
+        )
     rows.sort(key=lambda r: (-r.total_ns, r.name, r.kind))
     devices = tuple(dict.fromkeys(name for p in parts for name in p.devices))
     warnings = tuple(w for p in parts for w in p.warnings)
     return finish_summary(
-        path=f"{len(parts)} traces: " + ", ".join(p.path for p in parts), devices=devices,
-        events=sum(p.events for p in parts), kernels=sum(p.kernels for p in parts), gpu_time_ns=gpu_time,
-        gpu_calls=sum(p.gpu_calls for p in parts), all_rows=rows, options=options, warnings=warnings,
-        traces=tuple(p.path for p in parts), median_estimated=True,
+        path=f"{len(parts)} traces: " + ", ".join(p.path for p in parts),
+        devices=devices,
+        events=sum(p.events for p in parts),
+        kernels=sum(p.kernels for p in parts),
+        gpu_time_ns=gpu_time,
+        gpu_calls=sum(p.gpu_calls for p in parts),
+        all_rows=rows,
+        options=options,
+        warnings=warnings,
+        traces=tuple(p.path for p in parts),
+        median_estimated=True,
     )

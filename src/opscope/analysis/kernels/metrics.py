@@ -23,17 +23,32 @@ from dataclasses import dataclass
 import polars as pl
 
 from opscope.analysis.kernels.launch_config import LAUNCH_KEY, kernel_launches
-from opscope.ingest.ncu import NcuMetrics
+from opscope.model.ncu import NcuMetrics
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
 LaunchKey = tuple[object, ...]
-_METRICS = ("duration_ns", "sm_throughput_pct", "memory_throughput_pct", "dram_throughput_pct",
-            "achieved_occupancy_pct", "theoretical_occupancy_pct", "registers_per_thread", "l1_hit_rate_pct",
-            "l2_hit_rate_pct", "block_limit_registers", "block_limit_shared_memory", "block_limit_warps",
-            "block_limit_sm")
-_LIMITS = {"block_limit_registers": "registers", "block_limit_shared_memory": "shared_memory",
-           "block_limit_warps": "warps", "block_limit_sm": "blocks"}
+_METRICS = (
+    "duration_ns",
+    "sm_throughput_pct",
+    "memory_throughput_pct",
+    "dram_throughput_pct",
+    "achieved_occupancy_pct",
+    "theoretical_occupancy_pct",
+    "registers_per_thread",
+    "l1_hit_rate_pct",
+    "l2_hit_rate_pct",
+    "block_limit_registers",
+    "block_limit_shared_memory",
+    "block_limit_warps",
+    "block_limit_sm",
+)
+_LIMITS = {
+    "block_limit_registers": "registers",
+    "block_limit_shared_memory": "shared_memory",
+    "block_limit_warps": "warps",
+    "block_limit_sm": "blocks",
+}
 
 
 @dataclass(frozen=True)
@@ -67,7 +82,7 @@ class MetricsJoin:
 
 
 def base_name(name: str) -> str:
-    """"void ns::kernel<T>(float*)" -> "kernel"."""
+    """ "void ns::kernel<T>(float*)" -> "kernel"."""
     text = re.sub(r"^\s*void\s+", "", name)
     depth, cut = 0, len(text)
     for i, ch in enumerate(text):
@@ -91,7 +106,9 @@ def _name_map(ncu_names: list[str], trace_names: list[str]) -> dict[str, str]:
     return out
 
 
-def _flags(values: dict[str, float | None], opts: MetricsOptions) -> tuple[str | None, str | None, tuple[str, ...]]:
+def _flags(
+    values: dict[str, float | None], opts: MetricsOptions
+) -> tuple[str | None, str | None, tuple[str, ...]]:
     flags: list[str] = []
     sm = values.get("sm_throughput_pct")
     memory = values.get("dram_throughput_pct")
@@ -124,25 +141,45 @@ def _flags(values: dict[str, float | None], opts: MetricsOptions) -> tuple[str |
 def join_metrics(trace: Trace, metrics: NcuMetrics, options: MetricsOptions | None = None) -> MetricsJoin:
     """Pair ncu launches with trace launches (name, then launch order) and summarise per launch config."""
     opts = options or MetricsOptions()
-    kernels = (kernel_launches(trace).select([*LAUNCH_KEY, Col.TS_NS]).sort([Col.NAME, Col.TS_NS])
-               .with_columns(pl.int_range(pl.len()).over(Col.NAME).alias("nth"))
-               .collect())
+    kernels = (
+        kernel_launches(trace)
+        .select([*LAUNCH_KEY, Col.TS_NS])
+        .sort([Col.NAME, Col.TS_NS])
+        .with_columns(pl.int_range(pl.len()).over(Col.NAME).alias("nth"))
+        .collect()
+    )
     launches = metrics.launches
-    names = _name_map(launches["kernel_name"].drop_nulls().unique().to_list(),
-                      kernels[Col.NAME].drop_nulls().unique().to_list())
-    ncu = (launches.with_columns(pl.col("kernel_name").replace_strict(names, default=None).alias(Col.NAME))
-           .sort("id").with_columns(pl.int_range(pl.len()).over("kernel_name").alias("nth")))
-    unmatched = tuple(sorted(set(ncu.filter(pl.col(Col.NAME).is_null())["kernel_name"].drop_nulls().to_list())))
+    names = _name_map(
+        launches["kernel_name"].drop_nulls().unique().to_list(),
+        kernels[Col.NAME].drop_nulls().unique().to_list(),
+    )
+    ncu = (
+        launches.with_columns(pl.col("kernel_name").replace_strict(names, default=None).alias(Col.NAME))
+        .sort("id")
+        .with_columns(pl.int_range(pl.len()).over("kernel_name").alias("nth"))
+    )
+    unmatched = tuple(
+        sorted(set(ncu.filter(pl.col(Col.NAME).is_null())["kernel_name"].drop_nulls().to_list()))
+    )
     profiled = ncu.filter(pl.col(Col.NAME).is_not_null()).select(
-        [Col.NAME, "nth", *[pl.col(f).alias(f"ncu:{f}") for f in _METRICS]])  # ncu names may clash with ours
+        [Col.NAME, "nth", *[pl.col(f).alias(f"ncu:{f}") for f in _METRICS]]
+    )  # ncu names may clash with ours
     paired = kernels.join(profiled, on=[Col.NAME, "nth"], how="inner")
     grouped = paired.group_by(LAUNCH_KEY, maintain_order=True).agg(
-        pl.len().alias("launches"), *[pl.col(f"ncu:{f}").mean() for f in _METRICS])
+        pl.len().alias("launches"), *[pl.col(f"ncu:{f}").mean() for f in _METRICS]
+    )
     by_launch: dict[LaunchKey, LaunchMetrics] = {}
     for row in grouped.iter_rows(named=True):
         values = {f: row.get(f"ncu:{f}") for f in _METRICS}
         bound, limiter, flags = _flags(values, opts)
         by_launch[tuple(row[k] for k in LAUNCH_KEY)] = LaunchMetrics(
-            launches=int(row["launches"]), values=values, bound=bound, occupancy_limiter=limiter, flags=flags)
-    return MetricsJoin(path=metrics.path, layout=metrics.layout, profiled_launches=launches.height,
-                       matched_launches=paired.height, by_launch=by_launch, unmatched_kernels=unmatched)
+            launches=int(row["launches"]), values=values, bound=bound, occupancy_limiter=limiter, flags=flags
+        )
+    return MetricsJoin(
+        path=metrics.path,
+        layout=metrics.layout,
+        profiled_launches=launches.height,
+        matched_launches=paired.height,
+        by_launch=by_launch,
+        unmatched_kernels=unmatched,
+    )

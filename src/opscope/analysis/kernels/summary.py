@@ -8,7 +8,7 @@ Definitions (also in docs/metrics.md):
   --kind and --filter options). It is a share of summed GPU time, not of wall time: kernels overlapping on
   two streams both count.
 - steps (`--steps 3-5`): only the GPU activity of those ProfilerStep windows, by the rule of `ops`, `tree` and
-  `steps` (`analysis.attribution.linking.selected_gpu`): an event belongs to the step in which its launch call
+  `steps` (`analysis.base.linking.selected_gpu`): an event belongs to the step in which its launch call
   started (its own start when the launch is missing); shares are then of the selected steps' GPU time.
 - stddev = sample standard deviation of the durations (n - 1 in the denominator, as `nsys stats` reports
   it); 0 for a single call.
@@ -21,9 +21,9 @@ from typing import Any
 
 import polars as pl
 
+from opscope.analysis.base import select
 from opscope.analysis.kernels.demangle import demangle_names
 from opscope.analysis.kernels.unknown_device import unknown_device_categories
-from opscope.analysis.timeline import select
 from opscope.model.schema import GPU_KINDS, Col, Kind
 from opscope.model.trace import Trace, gpu_activity
 from opscope.tables import Tabular, dataclass_rows
@@ -87,15 +87,28 @@ class KernelSummary(Tabular):
         return dataclass_rows(self.rows)
 
 
-def finish_summary(*, path: str, devices: tuple[str, ...], events: int, kernels: int, gpu_time_ns: int,
-                   gpu_calls: int, all_rows: list[KernelRow], options: SummaryOptions,
-                   warnings: tuple[str, ...], traces: tuple[str, ...] = (),
-                   median_estimated: bool = False, gpu_ranges: int = 0) -> KernelSummary:
+def finish_summary(
+    *,
+    path: str,
+    devices: tuple[str, ...],
+    events: int,
+    kernels: int,
+    gpu_time_ns: int,
+    gpu_calls: int,
+    all_rows: list[KernelRow],
+    options: SummaryOptions,
+    warnings: tuple[str, ...],
+    traces: tuple[str, ...] = (),
+    median_estimated: bool = False,
+    gpu_ranges: int = 0,
+) -> KernelSummary:
     """Cut the sorted rows at --top and account for everything below the cut."""
     shown = all_rows if options.top <= 0 else all_rows[: options.top]
     readable = demangle_names(r.name for r in shown)
     if readable:
-        shown = [replace(r, name=readable[r.name], raw_name=r.name) if r.name in readable else r for r in shown]
+        shown = [
+            replace(r, name=readable[r.name], raw_name=r.name) if r.name in readable else r for r in shown
+        ]
     hidden = all_rows[len(shown) :]
     rest = None
     if hidden:
@@ -107,10 +120,22 @@ def finish_summary(*, path: str, devices: tuple[str, ...], events: int, kernels:
             share=hidden_total / gpu_time_ns if gpu_time_ns > 0 else 0.0,
         )
     return KernelSummary(
-        path=path, devices=devices, events=events, kernels=kernels, gpu_time_ns=gpu_time_ns, gpu_calls=gpu_calls,
-        selected_total_ns=sum(r.total_ns for r in all_rows), selected_calls=sum(r.calls for r in all_rows),
-        selected_rows=len(all_rows), rows=tuple(shown), rest=rest, options=options, warnings=warnings,
-        traces=traces, median_estimated=median_estimated, gpu_ranges=gpu_ranges,
+        path=path,
+        devices=devices,
+        events=events,
+        kernels=kernels,
+        gpu_time_ns=gpu_time_ns,
+        gpu_calls=gpu_calls,
+        selected_total_ns=sum(r.total_ns for r in all_rows),
+        selected_calls=sum(r.calls for r in all_rows),
+        selected_rows=len(all_rows),
+        rows=tuple(shown),
+        rest=rest,
+        options=options,
+        warnings=warnings,
+        traces=traces,
+        median_estimated=median_estimated,
+        gpu_ranges=gpu_ranges,
     )
 
 
@@ -134,26 +159,46 @@ class GpuSelection:
 def select_gpu(trace: Trace, opts: SummaryOptions) -> GpuSelection:
     """The selection shared by the one-trace table and the per-trace partials of a merged table."""
     if opts.steps is not None:  # linking only when steps are chosen
-        from opscope.analysis.attribution.linking import link, selected_gpu
+        from opscope.analysis.base.linking import link, selected_gpu
 
         frame = selected_gpu(trace, link(trace), opts.devices, opts.streams, opts.steps).select(
-            Col.NAME, Col.KIND, Col.DUR_NS, Col.DEVICE)
+            Col.NAME, Col.KIND, Col.DUR_NS, Col.DEVICE
+        )
         counted = trace.lazy()
     else:
         # One scan for the GPU activity and the trace-wide counts below: reading the kind column of every event
         # is most of a cached summary's query time, and two queries read it twice (~30 ms of ~330 on 1 GB).
-        wide = trace.lazy().filter(pl.col(Col.KIND).is_in([*GPU_KINDS, Kind.GPU_ANNOTATION])).select(
-            Col.NAME, Col.KIND, Col.DUR_NS, Col.DEVICE, *([Col.STREAM] if opts.streams else [])).collect()
+        wide = (
+            trace.lazy()
+            .filter(pl.col(Col.KIND).is_in([*GPU_KINDS, Kind.GPU_ANNOTATION]))
+            .select(Col.NAME, Col.KIND, Col.DUR_NS, Col.DEVICE, *([Col.STREAM] if opts.streams else []))
+            .collect()
+        )
         counted = wide.lazy()
         gpu = counted.filter(gpu_activity())
-        frame = select.by_streams(select.by_devices(gpu, opts.devices), opts.streams).select(
-            Col.NAME, Col.KIND, Col.DUR_NS, Col.DEVICE).collect()
+        frame = (
+            select.by_streams(select.by_devices(gpu, opts.devices), opts.streams)
+            .select(Col.NAME, Col.KIND, Col.DUR_NS, Col.DEVICE)
+            .collect()
+        )
     chosen = select.by_name(select.by_kinds(frame.lazy(), opts.kinds), opts.name_filter)
-    kernels, ranges = counted.select((pl.col(Col.KIND) == Kind.KERNEL).sum().alias("kernels"),
-                                     (pl.col(Col.KIND) == Kind.GPU_ANNOTATION).sum().alias("ranges")).collect().row(0)
+    kernels, ranges = (
+        counted.select(
+            (pl.col(Col.KIND) == Kind.KERNEL).sum().alias("kernels"),
+            (pl.col(Col.KIND) == Kind.GPU_ANNOTATION).sum().alias("ranges"),
+        )
+        .collect()
+        .row(0)
+    )
     used = sorted(int(d) for d in frame[Col.DEVICE].drop_nulls().unique().to_list())
-    return GpuSelection(frame=frame, chosen=chosen, events=trace.count(), kernels=int(kernels or 0),
-                        devices=trace.meta.used_device_names(used), gpu_ranges=int(ranges or 0))
+    return GpuSelection(
+        frame=frame,
+        chosen=chosen,
+        events=trace.count(),
+        kernels=int(kernels or 0),
+        devices=trace.meta.used_device_names(used),
+        gpu_ranges=int(ranges or 0),
+    )
 
 
 def kernel_summary(trace: Trace, options: SummaryOptions | None = None) -> KernelSummary:
@@ -162,8 +207,7 @@ def kernel_summary(trace: Trace, options: SummaryOptions | None = None) -> Kerne
     selection = select_gpu(trace, opts)
     gpu_time = selection.gpu_time_ns
     grouped = (
-        selection.chosen
-        .group_by(Col.NAME, Col.KIND)
+        selection.chosen.group_by(Col.NAME, Col.KIND)
         .agg(
             pl.len().alias("calls"),
             pl.col(Col.DUR_NS).sum().alias("total"),
@@ -194,8 +238,14 @@ def kernel_summary(trace: Trace, options: SummaryOptions | None = None) -> Kerne
         for r in grouped.iter_rows(named=True)
     ]
     return finish_summary(
-        path=trace.path, devices=selection.devices, events=selection.events, kernels=selection.kernels,
-        gpu_time_ns=gpu_time, gpu_calls=selection.frame.height, all_rows=all_rows, options=opts,
+        path=trace.path,
+        devices=selection.devices,
+        events=selection.events,
+        kernels=selection.kernels,
+        gpu_time_ns=gpu_time,
+        gpu_calls=selection.frame.height,
+        all_rows=all_rows,
+        options=opts,
         warnings=(*trace.meta.warnings, *(u.warning for u in unknown_device_categories(trace))),
         gpu_ranges=selection.gpu_ranges,
     )

@@ -24,9 +24,11 @@ class UnknownDeviceCategory:
 
     @property
     def warning(self) -> str:
-        return (f"{self.events:,} events of category {self.category!r} ({self.total_ns / 1e6:,.3f} ms) look like "
-                "device work (on a device's process or at the end of launch flows) of a category opscope does not "
-                "know yet: they are read as kernels (device time), named as the trace names them")
+        return (
+            f"{self.events:,} events of category {self.category!r} ({self.total_ns / 1e6:,.3f} ms) look like "
+            "device work (on a device's process or at the end of launch flows) of a category opscope does not "
+            "know yet: they are read as kernels (device time), named as the trace names them"
+        )
 
 
 def unknown_device_categories(trace: Trace) -> tuple[UnknownDeviceCategory, ...]:

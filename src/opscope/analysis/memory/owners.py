@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from opscope.analysis.attribution.nesting import innermost_container
-from opscope.analysis.timeline.windows import STEP_ANY, STEP_NAME
+from opscope.analysis.base.nesting import innermost_container
+from opscope.analysis.base.windows import STEP_ANY, STEP_NAME
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from opscope.analysis.base import windows
 from opscope.analysis.memory.events import device_order, is_gpu, memory_events, peak_of
-from opscope.analysis.timeline import windows
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from opscope.analysis.timeline.windows import StepWindow
+from opscope.analysis.base.windows import StepWindow
 
 GROWTH_RUN = 3  # consecutive growing steps that make a warning
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from opscope.analysis.base import windows
 from opscope.analysis.memory.events import device_order, is_gpu, memory_events, pair_frees, peak_of
 from opscope.analysis.memory.owners import Owners, find_owners
 from opscope.analysis.memory.steps import StepMemory, growth_warnings, step_memory
-from opscope.analysis.timeline import windows
 from opscope.errors import UsageError
 from opscope.model.schema import Col
 from opscope.model.trace import Trace

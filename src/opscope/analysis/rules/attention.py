@@ -6,7 +6,7 @@ import json
 
 import polars as pl
 
-from opscope.analysis.attribution.linking import ROW
+from opscope.analysis.base.linking import ROW
 from opscope.analysis.rules.context import RuleContext
 from opscope.analysis.rules.model import ABOVE, GPU_TIME, MAX_EVIDENCE, Hit, Rule
 from opscope.model.schema import Col

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from opscope.analysis.attribution.linking import ROW, Linkage
-from opscope.analysis.timeline import intervals
+from opscope.analysis.base import intervals
+from opscope.analysis.base.linking import ROW, Linkage
+from opscope.analysis.base.window import Window
+from opscope.analysis.base.windows import STEP_NAME, StepWindow, select_windows
 from opscope.analysis.timeline.activity import Activity
-from opscope.analysis.timeline.window import Window
-from opscope.analysis.timeline.windows import STEP_NAME, StepWindow, select_windows
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from opscope.analysis.attribution.linking import ROW
+from opscope.analysis.base.linking import ROW
 from opscope.analysis.efficiency.advice import low_efficiency_candidates
 from opscope.analysis.efficiency.families import COMPUTE_FAMILIES
 from opscope.analysis.efficiency.table import EfficiencyOptions, efficiency
@@ -23,12 +23,17 @@ HOT_SHARE = 0.01  # ops under 1% of GPU time are not worth a finding of their ow
 
 def low_efficiency(ctx: RuleContext, threshold: float) -> Hit | None:
     opts = ctx.analysis.options
-    table = efficiency(ctx.trace, EfficiencyOptions(by_shape=True, top=0, devices=opts.devices,
-                                                    streams=opts.streams), ctx.linkage)
+    table = efficiency(
+        ctx.trace,
+        EfficiencyOptions(by_shape=True, top=0, devices=opts.devices, streams=opts.streams),
+        ctx.linkage,
+    )
     if table.peaks is None:
         if table.rows:
-            ctx.notes.append("low_efficiency: not evaluated: the GPU is not in the peak table "
-                             "(opscope efficiency --peak-tflops / --peak-tbps)")
+            ctx.notes.append(
+                "low_efficiency: not evaluated: the GPU is not in the peak table "
+                "(opscope efficiency --peak-tflops / --peak-tbps)"
+            )
         return None
     total_us = table.gpu_time_ns / 1e3
     hot = [r for r in table.rows if total_us > 0 and r.gpu_time_us / total_us >= HOT_SHARE]
@@ -65,7 +70,9 @@ def low_efficiency(ctx: RuleContext, threshold: float) -> Hit | None:
         time_at_stake_ns=round(sum(c.gpu_time_us for c in low) * 1e3),
         evidence=evidence,
         detail=f"{len(low)} hot op shapes below {threshold:g}% of peak",
-        what_if=_at_threshold(ctx, [(c.row.op, c.row.shape, c.gpu_time_us, c.pct_of_peak) for c in low], threshold),
+        what_if=_at_threshold(
+            ctx, [(c.row.op, c.row.shape, c.gpu_time_us, c.pct_of_peak) for c in low], threshold
+        ),
     )
 
 
@@ -79,7 +86,9 @@ def _at_threshold(
     ops = ctx.ops.with_columns(pl.col(Col.INPUT_DIMS).str.replace_all(r"\s", "").alias("_shape"))
     names: set[str] = set()
     for op, shape, _, _ in low:
-        chosen = ops.filter((pl.col(Col.NAME) == op) & (pl.col("_shape").eq_missing(shape) if shape else True))
+        chosen = ops.filter(
+            (pl.col(Col.NAME) == op) & (pl.col("_shape").eq_missing(shape) if shape else True)
+        )
         if chosen.height:
             for kernels in ctx.gpu_ns_under(chosen[ROW])["kernels"].to_list():
                 names.update(k for k in kernels if k)

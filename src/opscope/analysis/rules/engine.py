@@ -6,26 +6,15 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
+from opscope.analysis.findings import MAX_EVIDENCE, Advice, Finding, RuleConfig, severity
 from opscope.analysis.rules.context import RuleContext
-from opscope.analysis.rules.model import MAX_EVIDENCE, Advice, Finding, Rule, severity
 from opscope.analysis.rules.registry import RULES
 from opscope.errors import UsageError
 
 log = logging.getLogger("opscope")
-
-
-@dataclass(frozen=True)
-class RuleConfig:
-    """Threshold overrides by rule id, and rules switched off."""
-
-    thresholds: Mapping[str, float] = field(default_factory=dict)
-    disabled: frozenset[str] = frozenset()
-
-    def threshold(self, rule: Rule) -> float:
-        return float(self.thresholds.get(rule.id, rule.threshold))
 
 
 def parse_config(data: Mapping[str, Any], origin: str = "rules file") -> RuleConfig:

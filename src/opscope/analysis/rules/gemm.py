@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from opscope.analysis.attribution.linking import ROW
+from opscope.analysis.base.linking import ROW
 from opscope.analysis.kernels.categories import CATEGORY
 from opscope.analysis.kernels.category_rules import CONVOLUTION, GEMM
 from opscope.analysis.kernels.launch_config import TENSOR_CORE_KERNEL

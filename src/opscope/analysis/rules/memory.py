@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import polars as pl
 
+from opscope.analysis.base.window import starts_inside
 from opscope.analysis.memory.summary import MemoryOptions, memory_stats
 from opscope.analysis.rules.context import RuleContext
 from opscope.analysis.rules.model import ABOVE, MAX_EVIDENCE, WINDOW, Hit, Rule
-from opscope.analysis.timeline.window import starts_inside
 from opscope.model.schema import Col, Kind
 
 ALLOCATOR_CALLS = r"^(cuda|hip)(Malloc|Free)(Async)?$|^cu(MemAlloc|MemFree)"
@@ -48,8 +48,10 @@ def near_capacity(ctx: RuleContext, threshold: float) -> Hit | None:
     ]
     if not gpus:
         if any(d.device != "cpu" for d in stats.devices):
-            ctx.notes.append("memory_near_capacity: not evaluated: no device capacity (deviceProperties) "
-                             "or no allocator totals for the GPU memory events")
+            ctx.notes.append(
+                "memory_near_capacity: not evaluated: no device capacity (deviceProperties) "
+                "or no allocator totals for the GPU memory events"
+            )
         return None
     fractions = {d.device: peak_fraction(d.peak_allocated_bytes, d.capacity_bytes or 0) for d in gpus}
     value = max(fractions.values())

@@ -1,5 +1,5 @@
-"""The advice rules' data types: a `Rule` (data plus its check), what a check returns (`Hit`) and the
-`Finding` the engine makes of it (severity, share, threshold, advice). Definitions: docs/advice.md."""
+"""The advice rules' data types: a `Rule` (data plus its check) and what a check returns (`Hit`); the engine
+makes a `Finding` of it (analysis/findings.py: severity, share, threshold, advice). Definitions: docs/advice.md."""
 
 from __future__ import annotations
 
@@ -7,31 +7,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from opscope.analysis.findings import MAX_EVIDENCE, SOURCES
+
 if TYPE_CHECKING:
     from opscope.analysis.rules.context import RuleContext
-
-INFO: Final = "info"
-WARN: Final = "warn"
-CRIT: Final = "crit"
-SEVERITIES: Final[tuple[str, ...]] = (INFO, WARN, CRIT)
-CRIT_SHARE: Final = 0.10  # time at stake / basis at or above this: crit
-WARN_SHARE: Final = 0.02  # ... at or above this: warn; below: info
-MAX_EVIDENCE: Final = 10
 
 ABOVE: Final = "above"  # the rule fires when value > threshold
 BELOW: Final = "below"  # the rule fires when value < threshold
 
 GPU_TIME: Final = "gpu_time"  # share = time at stake / summed GPU activity time in the window
 WINDOW: Final = "window"  # share = time at stake / analysed window x devices (timeline rules)
-
-SOURCES: Final[dict[str, str]] = {
-    "nsys": "Nsight Systems expert rules (nsys analyze)",
-    "tensorboard": "PyTorch TensorBoard profiler plugin (performance recommendations)",
-    "hta": "Holistic Trace Analysis",
-    "nvidia": "NVIDIA Deep Learning Performance Guide",
-    "pytorch": "PyTorch performance tuning guide",
-    "own": "opscope",
-}
 
 
 @dataclass(frozen=True)
@@ -66,33 +51,6 @@ class Rule:
         return value > threshold if self.direction == ABOVE else value < threshold
 
 
-@dataclass(frozen=True)
-class Finding:
-    id: str
-    severity: str
-    title: str
-    time_at_stake_ns: int
-    share: float
-    metric: str
-    value: float
-    threshold: float
-    evidence: tuple[dict[str, Any], ...]
-    advice: str
-    source: str
-    predicted_saving_ns: int | None = None  # filled by the what-if analysis when it lands; None until then
-
-
-@dataclass(frozen=True)
-class Advice:
-    findings: tuple[Finding, ...]  # sorted by time at stake, largest first
-    rules_checked: tuple[str, ...]
-    warnings: tuple[str, ...] = ()
-
-    def worst(self) -> str | None:
-        levels = [SEVERITIES.index(f.severity) for f in self.findings]
-        return SEVERITIES[max(levels)] if levels else None
-
-
 META = set("\\.+*?()|[]{}^$#&-~")  # escaped the same way by Python's re and Rust's regex (polars)
 
 
@@ -102,9 +60,15 @@ def exact_names(names: list[str]) -> str:
     return "^(" + "|".join(escaped) + ")$"
 
 
-def severity(share: float) -> str:
-    if share >= CRIT_SHARE:
-        return CRIT
-    if share >= WARN_SHARE:
-        return WARN
-    return INFO
+__all__ = [
+    "ABOVE",
+    "BELOW",
+    "GPU_TIME",
+    "MAX_EVIDENCE",
+    "SOURCES",
+    "WINDOW",
+    "Check",
+    "Hit",
+    "Rule",
+    "exact_names",
+]

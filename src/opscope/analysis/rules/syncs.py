@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from opscope.analysis.attribution.linking import ROW, Linkage
+from opscope.analysis.base.linking import ROW, Linkage
 from opscope.analysis.rules.context import RuleContext
 from opscope.analysis.rules.model import ABOVE, MAX_EVIDENCE, WINDOW, Hit, Rule, exact_names
 from opscope.analysis.timeline.syncs import END, issuing_op_rows, issuing_ops, sync_calls
@@ -29,27 +29,45 @@ def copy_then_wait(calls: pl.DataFrame, trace: Trace, linkage: Linkage) -> pl.Se
     d2h = pl.col(Col.NAME).cast(pl.String).str.contains(DEVICE_TO_HOST)
     copies = (
         linkage.gpu.filter((pl.col(Col.KIND) == Kind.MEMCPY) & pl.col("launch_row").is_not_null())
-        .select(pl.col("launch_row").alias(ROW), pl.col("op_row").alias("_copy_op"),
-                pl.when(d2h).then(pl.lit(D2H)).otherwise(pl.lit(OTHER_COPY)).alias("_dir"))
+        .select(
+            pl.col("launch_row").alias(ROW),
+            pl.col("op_row").alias("_copy_op"),
+            pl.when(d2h).then(pl.lit(D2H)).otherwise(pl.lit(OTHER_COPY)).alias("_dir"),
+        )
         .sort("_dir", descending=True)  # "d2h" first: a call that launched both kinds counts as d2h
         .unique(ROW, keep="first", maintain_order=True)
     )
     host = (
         trace.lazy()
         .with_row_index(ROW)
-        .filter(pl.col(Col.KIND).cast(pl.String).is_in([Kind.RUNTIME, Kind.DRIVER]) & pl.col(Col.TS_NS).is_not_null())
-        .select(pl.col(ROW).cast(pl.Int64), pl.col(Col.PID).cast(pl.String), pl.col(Col.TID).cast(pl.String),
-                Col.TS_NS)
+        .filter(
+            pl.col(Col.KIND).cast(pl.String).is_in([Kind.RUNTIME, Kind.DRIVER])
+            & pl.col(Col.TS_NS).is_not_null()
+        )
+        .select(
+            pl.col(ROW).cast(pl.Int64),
+            pl.col(Col.PID).cast(pl.String),
+            pl.col(Col.TID).cast(pl.String),
+            Col.TS_NS,
+        )
         .collect()
         .sort(Col.TS_NS)
     )
-    queries = calls.select(Col.PID, Col.TID, Col.TS_NS).with_columns(
-        issuing_op_rows(calls, linkage).alias("_op"), pl.int_range(pl.len()).alias("_q")
-    ).sort(Col.TS_NS)
+    queries = (
+        calls.select(Col.PID, Col.TID, Col.TS_NS)
+        .with_columns(issuing_op_rows(calls, linkage).alias("_op"), pl.int_range(pl.len()).alias("_q"))
+        .sort(Col.TS_NS)
+    )
 
     def nearest(exact: bool, alias: str) -> pl.DataFrame:
-        found = queries.join_asof(host.rename({ROW: alias}), on=Col.TS_NS, by=[Col.PID, Col.TID],
-                                  strategy="backward", allow_exact_matches=exact, check_sortedness=False)
+        found = queries.join_asof(
+            host.rename({ROW: alias}),
+            on=Col.TS_NS,
+            by=[Col.PID, Col.TID],
+            strategy="backward",
+            allow_exact_matches=exact,
+            check_sortedness=False,
+        )
         return found.select("_q", "_op", alias)
 
     own = nearest(True, "_self").join(copies.rename({ROW: "_self"}), on="_self", how="left")
@@ -59,8 +77,9 @@ def copy_then_wait(calls: pl.DataFrame, trace: Trace, linkage: Linkage) -> pl.Se
         before.select("_q", pl.when(same_op).then(pl.col("_dir")).alias("_b")), on="_q"
     )
     by_query = marked.select("_q", pl.coalesce("_a", "_b").alias("copy"))
-    ordered = pl.DataFrame({"_q": pl.int_range(calls.height, eager=True)}).join(by_query, on="_q", how="left",
-                                                                                  maintain_order="left")
+    ordered = pl.DataFrame({"_q": pl.int_range(calls.height, eager=True)}).join(
+        by_query, on="_q", how="left", maintain_order="left"
+    )
     return ordered["copy"]
 
 
@@ -83,8 +102,11 @@ def syncs_in_steps(ctx: RuleContext, threshold: float) -> Hit | None:
     groups = (
         found.group_by(Col.NAME, "op", "python", "copy")
         .agg(pl.len().alias("calls"), pl.col(Col.DUR_NS).sum().alias("_ns"))
-        .sort(["_ns", Col.NAME, "op", "python", "copy"], descending=[True, False, False, False, False],
-              nulls_last=True)
+        .sort(
+            ["_ns", Col.NAME, "op", "python", "copy"],
+            descending=[True, False, False, False, False],
+            nulls_last=True,
+        )
     )
     evidence = tuple(
         {

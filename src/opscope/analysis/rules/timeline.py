@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import polars as pl
 
+from opscope.analysis.base import intervals
 from opscope.analysis.rules.context import E, RuleContext, S
 from opscope.analysis.rules.model import ABOVE, BELOW, MAX_EVIDENCE, WINDOW, Hit, Rule
-from opscope.analysis.timeline import intervals
 from opscope.model.schema import Col
 
 LONG_GAP_NS = 1_000_000  # gaps of at least this long are "long" (the rule's threshold is in us)

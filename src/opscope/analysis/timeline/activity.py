@@ -1,6 +1,6 @@
 """GPU activity prepared once for every timeline analysis: intervals, category and launch call per event.
 
-`gpu_activity(trace, options)` takes the linked GPU events of `analysis.attribution.linking` (every kernel, memcpy and
+`gpu_activity(trace, options)` takes the linked GPU events of `analysis.base.linking` (every kernel, memcpy and
 memset with its launch call and the innermost CPU op around that call), restricted to the selected devices and
 streams, adds the copy sizes, the intervals and the category (`categories`), and the analysed window
 (`window`). Negative durations count as zero (linking clips them, and they are counted in its stats); zero-length
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis.attribution.linking import ROW, Linkage, LinkStats, link, selected_gpu
+from opscope.analysis.base import intervals, window
+from opscope.analysis.base.linking import ROW, Linkage, LinkStats, link, selected_gpu
 from opscope.analysis.kernels.categories import with_category
-from opscope.analysis.timeline import intervals, window
 from opscope.model.schema import GPU_KINDS, Col
 from opscope.model.trace import Trace
 
@@ -33,7 +33,7 @@ ATTRIBUTED = "attributed"  # the launch lies inside some CPU op, annotation or P
 class TimelineOptions:
     devices: tuple[int, ...] | None = None
     streams: tuple[int, ...] | None = None
-    # Analysed window pieces, e.g. the chosen steps' spans; None = the whole trace (see analysis/timeline/window.py).
+    # Analysed window pieces, e.g. the chosen steps' spans; None = the whole trace (see analysis/base/window.py).
     windows: tuple[tuple[int, int], ...] | None = None
 
 
@@ -56,21 +56,43 @@ class Activity:
         return window.restrict(self.events, self.window)
 
 
-def gpu_activity(trace: Trace, options: TimelineOptions | None = None, linkage: Linkage | None = None) -> Activity:
+def gpu_activity(
+    trace: Trace, options: TimelineOptions | None = None, linkage: Linkage | None = None
+) -> Activity:
     opts = options or TimelineOptions()
     linked = linkage or link(trace)
     gpu = selected_gpu(trace, linked, opts.devices, opts.streams)
     sizes = (
-        trace.lazy().with_row_index(ROW).filter(pl.col(Col.KIND).cast(pl.String).is_in(list(GPU_KINDS)))
-        .select(pl.col(ROW).cast(pl.Int64), Col.BYTES).collect()
+        trace.lazy()
+        .with_row_index(ROW)
+        .filter(pl.col(Col.KIND).cast(pl.String).is_in(list(GPU_KINDS)))
+        .select(pl.col(ROW).cast(pl.Int64), Col.BYTES)
+        .collect()
     )
-    frame = gpu.join(sizes, on=ROW, how="left", maintain_order="left").select(
-        ROW, pl.col(Col.KIND).cast(pl.String), pl.col(Col.NAME).cast(pl.String), Col.DEVICE, Col.STREAM,
-        Col.TS_NS, Col.DUR_NS, Col.CORRELATION, Col.BYTES,
-        pl.col(LAUNCH_NAME).cast(pl.String), LAUNCH_TS, LAUNCH_DUR, FROM_GRAPH,
-        pl.col("op_name").cast(pl.String).alias(LAUNCH_OP), ATTRIBUTED,
-    ).filter(pl.col(Col.TS_NS).is_not_null()).with_columns(
-        pl.col(Col.TS_NS).alias(intervals.START), (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(intervals.END)
+    frame = (
+        gpu.join(sizes, on=ROW, how="left", maintain_order="left")
+        .select(
+            ROW,
+            pl.col(Col.KIND).cast(pl.String),
+            pl.col(Col.NAME).cast(pl.String),
+            Col.DEVICE,
+            Col.STREAM,
+            Col.TS_NS,
+            Col.DUR_NS,
+            Col.CORRELATION,
+            Col.BYTES,
+            pl.col(LAUNCH_NAME).cast(pl.String),
+            LAUNCH_TS,
+            LAUNCH_DUR,
+            FROM_GRAPH,
+            pl.col("op_name").cast(pl.String).alias(LAUNCH_OP),
+            ATTRIBUTED,
+        )
+        .filter(pl.col(Col.TS_NS).is_not_null())
+        .with_columns(
+            pl.col(Col.TS_NS).alias(intervals.START),
+            (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(intervals.END),
+        )
     )
     frame = with_category(frame)
     if opts.windows is not None:

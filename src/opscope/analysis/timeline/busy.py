@@ -1,9 +1,9 @@
 """GPU busy / idle time, utilization and overlaps per device and per stream, over the analysed window.
 
 All figures are interval unions (two kernels running at once on two streams count once), computed with
-`analysis.timeline.intervals` and one vectorised sweep for stream concurrency. Definitions (docs/analysis-timeline.md):
+`analysis.base.intervals` and one vectorised sweep for stream concurrency. Definitions (docs/analysis-timeline.md):
 
-- window_ns: length of the analysed window (analysis/timeline/window.py).
+- window_ns: length of the analysed window (analysis/base/window.py).
 - busy_ns: union of the device's GPU activity (kernels, memcpys, memsets) clipped to the window.
 - idle_ns = window_ns - busy_ns; utilization = busy_ns / window_ns.
 - span_ns: first start to last end of the device's activity inside the window (what HTA and TraceLens call
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from opscope.analysis.base import intervals
+from opscope.analysis.base.window import PIECE
 from opscope.analysis.kernels.categories import CATEGORY
 from opscope.analysis.kernels.category_rules import COMMUNICATION, MEMCPY, MEMSET
-from opscope.analysis.timeline import intervals
 from opscope.analysis.timeline.activity import Activity, TimelineOptions, gpu_activity
-from opscope.analysis.timeline.window import PIECE
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
@@ -97,14 +97,25 @@ def _concurrency(merged: pl.DataFrame) -> tuple[int, dict[int | None, int]]:
     merged = merged.with_columns(
         pl.col(Col.STREAM).replace_strict(index, default=None, return_dtype=pl.Int64).alias("_i")
     )
-    points = pl.concat([
-        merged.select(pl.col(intervals.START).alias("t"), pl.lit(1).alias("dc"), pl.col("_i").alias("di")),
-        merged.select(pl.col(intervals.END).alias("t"), pl.lit(-1).alias("dc"), (-pl.col("_i")).alias("di")),
-    ])
+    points = pl.concat(
+        [
+            merged.select(
+                pl.col(intervals.START).alias("t"), pl.lit(1).alias("dc"), pl.col("_i").alias("di")
+            ),
+            merged.select(
+                pl.col(intervals.END).alias("t"), pl.lit(-1).alias("dc"), (-pl.col("_i")).alias("di")
+            ),
+        ]
+    )
     sweep = (
-        points.group_by("t").agg(pl.col("dc").sum(), pl.col("di").sum()).sort("t")
-        .with_columns(pl.col("dc").cum_sum().alias("busy"), pl.col("di").cum_sum().alias("which"),
-                      (pl.col("t").shift(-1) - pl.col("t")).fill_null(0).alias("len"))
+        points.group_by("t")
+        .agg(pl.col("dc").sum(), pl.col("di").sum())
+        .sort("t")
+        .with_columns(
+            pl.col("dc").cum_sum().alias("busy"),
+            pl.col("di").cum_sum().alias("which"),
+            (pl.col("t").shift(-1) - pl.col("t")).fill_null(0).alias("len"),
+        )
     )
     multi = int(sweep.filter(pl.col("busy") >= 2)["len"].sum() or 0)
     single = sweep.filter(pl.col("busy") == 1).group_by("which").agg(pl.col("len").sum())
@@ -123,32 +134,53 @@ def _device(trace: Trace, device: int | None, events: pl.DataFrame, window_ns: i
     compute_comm = _overlap(compute, comm)
     by_stream = intervals.merge(events, by=[Col.STREAM])
     multi, exclusive = _concurrency(by_stream)
-    per_stream = by_stream.group_by(Col.STREAM).agg((pl.col(intervals.END) - pl.col(intervals.START)).sum()
-                                                    .alias("busy_ns"))
+    per_stream = by_stream.group_by(Col.STREAM).agg(
+        (pl.col(intervals.END) - pl.col(intervals.START)).sum().alias("busy_ns")
+    )
     counts = events.group_by(Col.STREAM).len()
     streams = []
     for row in counts.join(per_stream, on=Col.STREAM, how="left", nulls_equal=True).iter_rows(named=True):
         stream_busy = int(row["busy_ns"] or 0)
         only = exclusive.get(row[Col.STREAM], 0)
-        streams.append(StreamTimeline(
-            device=device, stream=row[Col.STREAM], events=int(row["len"]), busy_ns=stream_busy,
-            exclusive_ns=only, overlapped_ns=stream_busy - only,
-            utilization=stream_busy / window_ns if window_ns else 0.0,
-        ))
-    spans = events.group_by(PIECE).agg((pl.col(intervals.END).max() - pl.col(intervals.START).min()).alias("s"))
+        streams.append(
+            StreamTimeline(
+                device=device,
+                stream=row[Col.STREAM],
+                events=int(row["len"]),
+                busy_ns=stream_busy,
+                exclusive_ns=only,
+                overlapped_ns=stream_busy - only,
+                utilization=stream_busy / window_ns if window_ns else 0.0,
+            )
+        )
+    spans = events.group_by(PIECE).agg(
+        (pl.col(intervals.END).max() - pl.col(intervals.START).min()).alias("s")
+    )
     span = int(spans["s"].sum() or 0)
     return DeviceTimeline(
-        device=device, name=trace.meta.device_name(device), events=events.height, busy_ns=busy,
-        idle_ns=window_ns - busy, utilization=busy / window_ns if window_ns else 0.0, span_ns=span,
-        idle_in_span_ns=span - busy, compute_ns=_length(compute), communication_ns=comm_ns,
-        memcpy_ns=_length(memcpy), memset_ns=_length(intervals.merge(events.filter(category == MEMSET))),
-        compute_comm_overlap_ns=compute_comm, exposed_comm_ns=comm_ns - compute_comm,
-        compute_memcpy_overlap_ns=_overlap(compute, memcpy), multi_stream_ns=multi,
+        device=device,
+        name=trace.meta.device_name(device),
+        events=events.height,
+        busy_ns=busy,
+        idle_ns=window_ns - busy,
+        utilization=busy / window_ns if window_ns else 0.0,
+        span_ns=span,
+        idle_in_span_ns=span - busy,
+        compute_ns=_length(compute),
+        communication_ns=comm_ns,
+        memcpy_ns=_length(memcpy),
+        memset_ns=_length(intervals.merge(events.filter(category == MEMSET))),
+        compute_comm_overlap_ns=compute_comm,
+        exposed_comm_ns=comm_ns - compute_comm,
+        compute_memcpy_overlap_ns=_overlap(compute, memcpy),
+        multi_stream_ns=multi,
         streams=tuple(sorted(streams, key=lambda s: (s.stream is None, s.stream or 0))),
     )
 
 
-def timeline(trace: Trace, options: TimelineOptions | None = None, activity: Activity | None = None) -> Timeline:
+def timeline(
+    trace: Trace, options: TimelineOptions | None = None, activity: Activity | None = None
+) -> Timeline:
     """Busy, idle, utilization and overlaps per device and stream (see the module doc)."""
     act = activity or gpu_activity(trace, options)
     clipped = act.clipped()
@@ -158,7 +190,12 @@ def timeline(trace: Trace, options: TimelineOptions | None = None, activity: Act
         _device(trace, d, clipped.filter(pl.col(Col.DEVICE).eq_missing(d)), win.total_ns) for d in devices
     )
     return Timeline(
-        window_start_ns=win.start_ns, window_end_ns=win.end_ns, window_ns=win.total_ns,
-        window_source=win.source, pieces=len(win.bounds), devices=rows, gpu_events=clipped.height,
+        window_start_ns=win.start_ns,
+        window_end_ns=win.end_ns,
+        window_ns=win.total_ns,
+        window_source=win.source,
+        pieces=len(win.bounds),
+        devices=rows,
+        gpu_events=clipped.height,
         negative_durations=act.link.negative_gpu,
     )

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis.timeline import intervals
-from opscope.analysis.timeline import window as win
+from opscope.analysis.base import intervals
+from opscope.analysis.base import window as win
 from opscope.analysis.timeline.activity import LAUNCH_TS, Activity, TimelineOptions, gpu_activity
 from opscope.analysis.timeline.syncs import END, gpu_sync_events, sync_calls
 from opscope.model.schema import Col
@@ -60,7 +60,9 @@ def _overlap(a: pl.DataFrame, b: pl.DataFrame) -> int:
     return intervals.intersection_ns(a, b) if a.height and b.height else 0
 
 
-def _classified_gaps(events: pl.DataFrame, lo: int, hi: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def _classified_gaps(
+    events: pl.DataFrame, lo: int, hi: int
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """(all gaps, host-wait parts, other parts) of one device over [lo, hi)."""
     gaps = intervals.gaps(intervals.merge(events), lo, hi)
     nxt = events.group_by(S).agg(pl.col(LAUNCH_TS).min().alias("launch"), pl.len().alias("_n"))
@@ -68,24 +70,34 @@ def _classified_gaps(events: pl.DataFrame, lo: int, hi: int) -> tuple[pl.DataFra
     trailing = pl.col("_n").is_null()
     known = pl.col("launch").is_not_null()
     cut = pl.col("launch").clip(lower_bound=pl.col(S), upper_bound=pl.col(E))
-    host = pl.concat([
-        gaps.filter(trailing).select(S, E),
-        gaps.filter(known).select(S, cut.alias(E)),
-    ]).filter(pl.col(E) > pl.col(S))
-    other = pl.concat([
-        gaps.filter(~trailing & ~known).select(S, E),
-        gaps.filter(known).select(cut.alias(S), E),
-    ]).filter(pl.col(E) > pl.col(S))
+    host = pl.concat(
+        [
+            gaps.filter(trailing).select(S, E),
+            gaps.filter(known).select(S, cut.alias(E)),
+        ]
+    ).filter(pl.col(E) > pl.col(S))
+    other = pl.concat(
+        [
+            gaps.filter(~trailing & ~known).select(S, E),
+            gaps.filter(known).select(cut.alias(S), E),
+        ]
+    ).filter(pl.col(E) > pl.col(S))
     return gaps.select(S, E), host, other
 
 
-def idle_breakdown(trace: Trace, options: TimelineOptions | None = None, activity: Activity | None = None,
-                   syncs: pl.DataFrame | None = None) -> IdleBreakdown:
+def idle_breakdown(
+    trace: Trace,
+    options: TimelineOptions | None = None,
+    activity: Activity | None = None,
+    syncs: pl.DataFrame | None = None,
+) -> IdleBreakdown:
     """Idle time per device split into host_wait / sync_wait / other (see the module doc). `syncs`:
     `syncs.sync_calls(trace)` when the caller already has it."""
     act = activity or gpu_activity(trace, options)
     window = act.window
-    calls = (sync_calls(trace) if syncs is None else syncs).select(pl.col(Col.TS_NS).alias(S), pl.col(END).alias(E))
+    calls = (sync_calls(trace) if syncs is None else syncs).select(
+        pl.col(Col.TS_NS).alias(S), pl.col(END).alias(E)
+    )
     gpu_syncs = gpu_sync_events(trace)
     events = act.events
     rows = []
@@ -98,18 +110,21 @@ def idle_breakdown(trace: Trace, options: TimelineOptions | None = None, activit
         hi = max(window.bounds[-1][1], int(dev[E].max()))  # type: ignore[arg-type]
         gaps, host, other = _classified_gaps(dev, lo, hi)
         device_syncs = gpu_syncs.filter(pl.col(Col.DEVICE).eq_missing(device) | pl.col(Col.DEVICE).is_null())
-        syncs = win.restrict(pl.concat([calls, device_syncs.select(pl.col(Col.TS_NS).alias(S), pl.col(END).alias(E))]),
-                             window)
+        syncs = win.restrict(
+            pl.concat([calls, device_syncs.select(pl.col(Col.TS_NS).alias(S), pl.col(END).alias(E))]), window
+        )
         gaps_w, host_w, other_w = (win.restrict(f, window) for f in (gaps, host, other))
         sync_ns = _overlap(gaps_w, syncs)
         lengths = gaps_w.select((pl.col(E) - pl.col(S)).alias("n"))["n"]
-        rows.append(DeviceIdle(
-            device=device,
-            idle_ns=_length(gaps_w),
-            host_wait_ns=_length(host_w) - _overlap(host_w, syncs),
-            sync_wait_ns=sync_ns,
-            other_ns=_length(other_w) - _overlap(other_w, syncs),
-            gaps=gaps_w.height,
-            longest_gap_ns=int(lengths.max() or 0) if lengths.len() else 0,  # type: ignore[arg-type]
-        ))
+        rows.append(
+            DeviceIdle(
+                device=device,
+                idle_ns=_length(gaps_w),
+                host_wait_ns=_length(host_w) - _overlap(host_w, syncs),
+                sync_wait_ns=sync_ns,
+                other_ns=_length(other_w) - _overlap(other_w, syncs),
+                gaps=gaps_w.height,
+                longest_gap_ns=int(lengths.max() or 0) if lengths.len() else 0,  # type: ignore[arg-type]
+            )
+        )
     return IdleBreakdown(devices=tuple(rows), sync_calls=calls.height)

@@ -13,7 +13,7 @@ overhead plus the time spent queued behind earlier work. Definitions (docs/analy
   guess.
 - p50 / p95: linear-interpolation percentiles of the clamped delays; max; mean.
 - worst: groups of kernels by the op that launched them (the innermost CPU op or user annotation containing
-  the launch call on its thread, from `analysis.attribution.linking`), ordered by their largest delay.
+  the launch call on its thread, from `analysis.base.linking`), ordered by their largest delay.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis.timeline import window as win
+from opscope.analysis.base import window as win
 from opscope.analysis.timeline.activity import (
     FROM_GRAPH,
     LAUNCH_OP,
@@ -67,40 +67,74 @@ def kernel_delays(activity: Activity) -> tuple[pl.DataFrame, int, int]:
     kernels = kernels.filter(win.starts_inside(activity.window, Col.TS_NS))
     missing = int(kernels.filter(pl.col(LAUNCH_TS).is_null()).height)
     graph = int(kernels.filter(pl.col(FROM_GRAPH)).height)
-    measured = kernels.filter(pl.col(LAUNCH_TS).is_not_null() & ~pl.col(FROM_GRAPH)).with_columns(
-        (pl.col(Col.TS_NS) - pl.col(LAUNCH_TS)).alias("raw_ns")
-    ).with_columns(pl.col("raw_ns").clip(lower_bound=0).alias(DELAY))
+    measured = (
+        kernels.filter(pl.col(LAUNCH_TS).is_not_null() & ~pl.col(FROM_GRAPH))
+        .with_columns((pl.col(Col.TS_NS) - pl.col(LAUNCH_TS)).alias("raw_ns"))
+        .with_columns(pl.col("raw_ns").clip(lower_bound=0).alias(DELAY))
+    )
     return measured, missing, graph
 
 
-def launch_delay(trace: Trace, options: TimelineOptions | None = None, activity: Activity | None = None,
-                 top: int = 10) -> LaunchDelay:
+def launch_delay(
+    trace: Trace, options: TimelineOptions | None = None, activity: Activity | None = None, top: int = 10
+) -> LaunchDelay:
     """Distribution of launch delays and the ops whose kernels waited longest (see the module doc)."""
     act = activity or gpu_activity(trace, options)
     measured, missing, graph = kernel_delays(act)
     if measured.height == 0:
-        return LaunchDelay(kernels=0, p50_ns=None, p95_ns=None, max_ns=None, mean_ns=None, negative=0,
-                           min_raw_ns=None, missing_launch=missing, graph_kernels=graph, worst=())
+        return LaunchDelay(
+            kernels=0,
+            p50_ns=None,
+            p95_ns=None,
+            max_ns=None,
+            mean_ns=None,
+            negative=0,
+            min_raw_ns=None,
+            missing_launch=missing,
+            graph_kernels=graph,
+            worst=(),
+        )
     delay = pl.col(DELAY)
     stats = measured.select(
-        delay.quantile(0.5, "linear").alias("p50"), delay.quantile(0.95, "linear").alias("p95"),
-        delay.max().alias("max"), delay.mean().alias("mean"), (pl.col("raw_ns") < 0).sum().alias("neg"),
+        delay.quantile(0.5, "linear").alias("p50"),
+        delay.quantile(0.95, "linear").alias("p95"),
+        delay.max().alias("max"),
+        delay.mean().alias("mean"),
+        (pl.col("raw_ns") < 0).sum().alias("neg"),
         pl.col("raw_ns").min().alias("min_raw"),
     ).row(0, named=True)
     grouped = (
         measured.with_columns(pl.col(LAUNCH_OP).fill_null(NO_OP).alias("op"))
         .group_by("op")
-        .agg(pl.len().alias("n"), delay.mean().alias("mean"), delay.quantile(0.95, "linear").alias("p95"),
-             delay.max().alias("max"))
+        .agg(
+            pl.len().alias("n"),
+            delay.mean().alias("mean"),
+            delay.quantile(0.95, "linear").alias("p95"),
+            delay.max().alias("max"),
+        )
         .sort(["max", "mean", "op"], descending=[True, True, False])
     )
     grouped = grouped.head(top) if top > 0 else grouped
-    worst = tuple(DelayGroup(name=r["op"], kernels=int(r["n"]), mean_ns=float(r["mean"]), p95_ns=float(r["p95"]),
-                             max_ns=int(r["max"])) for r in grouped.iter_rows(named=True))
+    worst = tuple(
+        DelayGroup(
+            name=r["op"],
+            kernels=int(r["n"]),
+            mean_ns=float(r["mean"]),
+            p95_ns=float(r["p95"]),
+            max_ns=int(r["max"]),
+        )
+        for r in grouped.iter_rows(named=True)
+    )
     negative = int(stats["neg"])
     return LaunchDelay(
-        kernels=measured.height, p50_ns=float(stats["p50"]), p95_ns=float(stats["p95"]), max_ns=int(stats["max"]),
-        mean_ns=float(stats["mean"]), negative=negative,
-        min_raw_ns=int(stats["min_raw"]) if negative else None, missing_launch=missing, graph_kernels=graph,
+        kernels=measured.height,
+        p50_ns=float(stats["p50"]),
+        p95_ns=float(stats["p95"]),
+        max_ns=int(stats["max"]),
+        mean_ns=float(stats["mean"]),
+        negative=negative,
+        min_raw_ns=int(stats["min_raw"]) if negative else None,
+        missing_launch=missing,
+        graph_kernels=graph,
         worst=worst,
     )

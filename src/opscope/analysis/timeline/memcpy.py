@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from opscope.analysis.base import window as win
 from opscope.analysis.kernels.categories import CATEGORY
 from opscope.analysis.kernels.category_rules import MEMCPY, MEMSET
-from opscope.analysis.timeline import window as win
 from opscope.analysis.timeline.activity import Activity, TimelineOptions, gpu_activity
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
@@ -85,8 +85,9 @@ def _bandwidth(frame: pl.DataFrame) -> float | None:
     return int(sized[Col.BYTES].sum() or 0) / dur if dur else None
 
 
-def memcpy_stats(trace: Trace, options: TimelineOptions | None = None,
-                 activity: Activity | None = None) -> MemcpyStats:
+def memcpy_stats(
+    trace: Trace, options: TimelineOptions | None = None, activity: Activity | None = None
+) -> MemcpyStats:
     act = activity or gpu_activity(trace, options)
     events = act.events.filter(win.starts_inside(act.window, Col.TS_NS))
     gpu_total = int(events[Col.DUR_NS].sum() or 0)
@@ -95,25 +96,38 @@ def memcpy_stats(trace: Trace, options: TimelineOptions | None = None,
     labels = names.with_columns(
         pl.col(Col.NAME).map_elements(direction, return_dtype=pl.String).alias("direction"),
     ).with_columns(
-        pl.struct(Col.NAME, "direction").map_elements(lambda r: host_memory(r[Col.NAME], r["direction"]),
-                                                      return_dtype=pl.String).alias("host")
+        pl.struct(Col.NAME, "direction")
+        .map_elements(lambda r: host_memory(r[Col.NAME], r["direction"]), return_dtype=pl.String)
+        .alias("host")
     )
     copies = copies.join(labels, on=Col.NAME, how="left")
     rows = []
     for (dir_label, host), part in copies.group_by(["direction", "host"]):
         total = int(part[Col.DUR_NS].sum() or 0)
-        rows.append(CopyRow(
-            direction=str(dir_label), host_memory=host if host is None else str(host), calls=part.height,
-            bytes=int(part[Col.BYTES].sum() or 0), calls_without_bytes=int(part[Col.BYTES].null_count()),
-            total_ns=total, busy_ns=win.covered_ns(part), bandwidth_gbps=_bandwidth(part),
-            share=total / gpu_total if gpu_total else 0.0,
-        ))
+        rows.append(
+            CopyRow(
+                direction=str(dir_label),
+                host_memory=host if host is None else str(host),
+                calls=part.height,
+                bytes=int(part[Col.BYTES].sum() or 0),
+                calls_without_bytes=int(part[Col.BYTES].null_count()),
+                total_ns=total,
+                busy_ns=win.covered_ns(part),
+                bandwidth_gbps=_bandwidth(part),
+                share=total / gpu_total if gpu_total else 0.0,
+            )
+        )
     rows.sort(key=lambda r: (-r.total_ns, r.direction, r.host_memory or ""))
     memsets = events.filter(pl.col(CATEGORY) == MEMSET)
     total = int(copies[Col.DUR_NS].sum() or 0)
     return MemcpyStats(
-        rows=tuple(rows), calls=copies.height, bytes=int(copies[Col.BYTES].sum() or 0), total_ns=total,
+        rows=tuple(rows),
+        calls=copies.height,
+        bytes=int(copies[Col.BYTES].sum() or 0),
+        total_ns=total,
         busy_ns=win.covered_ns(copies),
-        share=total / gpu_total if gpu_total else 0.0, memset_calls=memsets.height,
-        memset_bytes=int(memsets[Col.BYTES].sum() or 0), memset_ns=int(memsets[Col.DUR_NS].sum() or 0),
+        share=total / gpu_total if gpu_total else 0.0,
+        memset_calls=memsets.height,
+        memset_bytes=int(memsets[Col.BYTES].sum() or 0),
+        memset_ns=int(memsets[Col.DUR_NS].sum() or 0),
     )

@@ -3,7 +3,7 @@
 A synchronising call is a runtime or driver call whose name matches `SYNC_CALL_PATTERN`: device / stream /
 event / context synchronize, cudaStreamWaitEvent (and HIP / driver-API equivalents), and blocking
 (non-Async) memcpy such as cudaMemcpy or hipMemcpyWithStream. The issuing operator is the innermost CPU op or
-user annotation on the same thread whose span contains the call (the call tree of `analysis.attribution.linking`); calls
+user annotation on the same thread whose span contains the call (the call tree of `analysis.base.linking`); calls
 outside every op are reported under "(no op)". The GPU-side `cuda_sync` records Kineto writes for the same
 waits are counted separately (they duplicate the host calls in time, so they are never added to them).
 """
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from opscope.analysis.attribution.linking import OP_KINDS, ROW, Linkage, link
-from opscope.analysis.timeline import window as win
+from opscope.analysis.base import window as win
+from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, link
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
@@ -56,9 +56,13 @@ def sync_calls(trace: Trace) -> pl.DataFrame:
     wanted = [n for n in names.drop_nulls().to_list() if re.search(SYNC_CALL_PATTERN, n)]
     return (
         host.filter(pl.col(Col.NAME).cast(pl.String).is_in(wanted) & pl.col(Col.TS_NS).is_not_null())
-        .select(pl.col(Col.NAME).cast(pl.String), pl.col(Col.PID).cast(pl.String),
-                pl.col(Col.TID).cast(pl.String), Col.TS_NS,
-                pl.col(Col.DUR_NS).fill_null(0).clip(lower_bound=0).alias(Col.DUR_NS))
+        .select(
+            pl.col(Col.NAME).cast(pl.String),
+            pl.col(Col.PID).cast(pl.String),
+            pl.col(Col.TID).cast(pl.String),
+            Col.TS_NS,
+            pl.col(Col.DUR_NS).fill_null(0).clip(lower_bound=0).alias(Col.DUR_NS),
+        )
         .with_columns((pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(END))
         .collect()
     )
@@ -69,8 +73,11 @@ def gpu_sync_events(trace: Trace) -> pl.DataFrame:
     return (
         trace.lazy()
         .filter((pl.col(Col.KIND).cast(pl.String) == Kind.SYNC) & pl.col(Col.TS_NS).is_not_null())
-        .select(Col.DEVICE, Col.TS_NS,
-                (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).fill_null(0).clip(lower_bound=0)).alias(END))
+        .select(
+            Col.DEVICE,
+            Col.TS_NS,
+            (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).fill_null(0).clip(lower_bound=0)).alias(END),
+        )
         .collect()
     )
 
@@ -86,24 +93,40 @@ def issuing_op_rows(calls: pl.DataFrame, linkage: Linkage) -> pl.Series:
     """Row (in the trace's event table) of the innermost CPU op or user annotation containing each call on its
     thread (null when none).
 
-    Reuses the call tree `analysis.attribution.linking` built: the op that started last at or before the call is the
+    Reuses the call tree `analysis.base.linking` built: the op that started last at or before the call is the
     innermost container if it still runs at the call's end; otherwise the container is among its ancestors
     (`op_parent_row`), which are walked up, all calls at once, until one contains the call."""
-    queries = calls.select(pl.col(Col.PID).cast(pl.Categorical), pl.col(Col.TID).cast(pl.Categorical), Col.TS_NS,
-                           END).with_row_index("_q")
+    queries = calls.select(
+        pl.col(Col.PID).cast(pl.Categorical), pl.col(Col.TID).cast(pl.Categorical), Col.TS_NS, END
+    ).with_row_index("_q")
     ops = (
         linkage.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS)))
-        .join(queries.select(Col.PID, Col.TID).unique(), on=[Col.PID, Col.TID], how="semi")  # callers' threads
-        .select(ROW, Col.NAME, Col.PID, Col.TID, Col.TS_NS,
-                (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).alias("_end"), "op_parent_row")
+        .join(
+            queries.select(Col.PID, Col.TID).unique(), on=[Col.PID, Col.TID], how="semi"
+        )  # callers' threads
+        .select(
+            ROW,
+            Col.NAME,
+            Col.PID,
+            Col.TID,
+            Col.TS_NS,
+            (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).alias("_end"),
+            "op_parent_row",
+        )
         .sort([Col.TS_NS, "_end"], descending=[False, True])  # on equal starts the inner (shorter) op last
     )
     if ops.height == 0:
         return pl.Series(ROW, [None] * calls.height, dtype=pl.Int64)
     found = (
-        queries.filter(pl.col(Col.TS_NS).is_not_null()).sort(Col.TS_NS)
-        .join_asof(ops.select(ROW, Col.PID, Col.TID, Col.TS_NS), on=Col.TS_NS, by=[Col.PID, Col.TID],
-                   strategy="backward", check_sortedness=False)  # both sorted by ts_ns above
+        queries.filter(pl.col(Col.TS_NS).is_not_null())
+        .sort(Col.TS_NS)
+        .join_asof(
+            ops.select(ROW, Col.PID, Col.TID, Col.TS_NS),
+            on=Col.TS_NS,
+            by=[Col.PID, Col.TID],
+            strategy="backward",
+            check_sortedness=False,
+        )  # both sorted by ts_ns above
     )
     by_row = ops.sort(ROW)
     rows = by_row[ROW].to_numpy()
@@ -123,15 +146,24 @@ def issuing_op_rows(calls: pl.DataFrame, linkage: Linkage) -> pl.Series:
 
 
 def _rows(frame: pl.DataFrame, key: str) -> tuple[SyncRow, ...]:
-    grouped = frame.group_by(key).agg(pl.len().alias("calls"), pl.col(Col.DUR_NS).sum().alias("total"),
-                                      pl.col(Col.DUR_NS).max().alias("max"))
+    grouped = frame.group_by(key).agg(
+        pl.len().alias("calls"),
+        pl.col(Col.DUR_NS).sum().alias("total"),
+        pl.col(Col.DUR_NS).max().alias("max"),
+    )
     grouped = grouped.sort(["total", key], descending=[True, False])
-    return tuple(SyncRow(name=r[key], calls=int(r["calls"]), total_ns=int(r["total"]), max_ns=int(r["max"]))
-                 for r in grouped.iter_rows(named=True))
+    return tuple(
+        SyncRow(name=r[key], calls=int(r["calls"]), total_ns=int(r["total"]), max_ns=int(r["max"]))
+        for r in grouped.iter_rows(named=True)
+    )
 
 
-def sync_stats(trace: Trace, window: win.Window | None = None, linkage: Linkage | None = None,
-               calls: pl.DataFrame | None = None) -> SyncStats:
+def sync_stats(
+    trace: Trace,
+    window: win.Window | None = None,
+    linkage: Linkage | None = None,
+    calls: pl.DataFrame | None = None,
+) -> SyncStats:
     """Synchronising calls that start inside the window (whole trace when None), by call and by issuing op.
     `linkage`, `calls`: `link(trace)`, `sync_calls(trace)` when the caller already has them."""
     calls = sync_calls(trace) if calls is None else calls

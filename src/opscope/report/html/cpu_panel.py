@@ -4,25 +4,18 @@ shows where the time went, and a GPU trace shows its CPU side next to the GPU pa
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from opscope.analysis.attribution.cpu_ops import cpu_op_table
-
-if TYPE_CHECKING:
-    from opscope.analysis.attribution.linking import Linkage
-    from opscope.model.trace import Trace
-
-CPU_ROWS = 30
+from opscope.analysis.attribution.cpu_ops import CpuOpTable
 
 
 def _us(ns: float) -> float:
     return round(ns / 1e3, 3)
 
 
-def cpu_panel(trace: Trace, linkage: Linkage, top: int = CPU_ROWS) -> dict[str, Any]:
+def cpu_panel(table: CpuOpTable) -> dict[str, Any]:
     """{"ops": rows by self time (name, calls, total_us, self_us, avg_us, share), "threads", "self_total_us",
-    "rest": the rows left out or None}."""
-    table = cpu_op_table(trace, top=top, linkage=linkage)
+    "rest": the rows left out or None}; `table`: the bundle's CPU operator table (30 rows)."""
     rest = table.rest
     return {
         "ops": [

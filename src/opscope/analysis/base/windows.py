@@ -61,10 +61,14 @@ def fold_steps(frame: pl.DataFrame, column: str = Col.NAME) -> pl.DataFrame:
 
 def _trace_span(trace: Trace) -> tuple[int, int] | None:
     timed = trace.lazy().filter(
-        pl.col(Col.DUR_NS).is_not_null() & pl.col(Col.TS_NS).is_not_null()
-        & ~pl.col(Col.KIND).cast(pl.String).is_in([Kind.METADATA, Kind.TRACE]))
-    span = timed.select(pl.col(Col.TS_NS).min().alias("lo"),
-                        (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).max().alias("hi")).collect()
+        pl.col(Col.DUR_NS).is_not_null()
+        & pl.col(Col.TS_NS).is_not_null()
+        & ~pl.col(Col.KIND).cast(pl.String).is_in([Kind.METADATA, Kind.TRACE])
+    )
+    span = timed.select(
+        pl.col(Col.TS_NS).min().alias("lo"),
+        (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).max().alias("hi"),
+    ).collect()
     lo, hi = span.row(0)
     return None if lo is None else (int(lo), int(hi))
 
@@ -74,8 +78,10 @@ def marker_windows(trace: Trace) -> tuple[StepWindow, ...]:
     with a `step_num` (JAX's `StepTraceAnnotation`, step N = step_num) in traces without ProfilerStep#N."""
     steps = (
         trace.lazy()
-        .filter(pl.col(Col.KIND).cast(pl.String).is_in([Kind.CPU_OP, Kind.USER_ANNOTATION])
-                & pl.col(Col.DUR_NS).is_not_null())
+        .filter(
+            pl.col(Col.KIND).cast(pl.String).is_in([Kind.CPU_OP, Kind.USER_ANNOTATION])
+            & pl.col(Col.DUR_NS).is_not_null()
+        )
         .select(pl.col(Col.NAME).cast(pl.String), Col.TS_NS, Col.DUR_NS, Col.STEP_NUM)
         .filter(pl.col(Col.NAME).str.contains(STEP_NAME) | pl.col(Col.STEP_NUM).is_not_null())
         .sort([Col.TS_NS, Col.NAME])
@@ -84,12 +90,18 @@ def marker_windows(trace: Trace) -> tuple[StepWindow, ...]:
     profiler = steps.filter(pl.col(Col.NAME).str.contains(STEP_NAME))
     if profiler.height:
         return tuple(
-            StepWindow(int(re.match(STEP_NAME, name).group(1)), name, int(ts),  # type: ignore[union-attr]
-                       int(ts) + max(int(dur), 0))
+            StepWindow(
+                int(re.match(STEP_NAME, name).group(1)),  # type: ignore[union-attr]
+                name,
+                int(ts),
+                int(ts) + max(int(dur), 0),
+            )
             for name, ts, dur, _ in profiler.iter_rows()
         )
-    return tuple(StepWindow(int(num), f"{name}#{num}", int(ts), int(ts) + max(int(dur), 0))
-                 for name, ts, dur, num in steps.iter_rows())
+    return tuple(
+        StepWindow(int(num), f"{name}#{num}", int(ts), int(ts) + max(int(dur), 0))
+        for name, ts, dur, num in steps.iter_rows()
+    )
 
 
 def step_windows(trace: Trace) -> tuple[StepWindow, ...]:
@@ -130,8 +142,9 @@ def select_windows(trace: Trace, spec: str | None) -> tuple[StepWindow, ...]:
     missing = sorted(set(wanted) - {w.step for w in chosen})
     if missing:
         have = sorted({w.step for w in markers if w.step is not None})
-        raise UsageError(f"--steps: no step {', '.join(map(str, missing))} in this trace "
-                         f"(it has steps {_ranges(have)})")
+        raise UsageError(
+            f"--steps: no step {', '.join(map(str, missing))} in this trace (it has steps {_ranges(have)})"
+        )
     return chosen
 
 
@@ -146,8 +159,9 @@ def _ranges(numbers: list[int]) -> str:
     return ",".join(str(g[0]) if len(g) == 1 else f"{g[0]}-{g[-1]}" for g in groups)
 
 
-def overlap_pairs(start: np.ndarray, end: np.ndarray, windows: tuple[StepWindow, ...]) -> tuple[np.ndarray,
-                                                                                                 np.ndarray]:
+def overlap_pairs(
+    start: np.ndarray, end: np.ndarray, windows: tuple[StepWindow, ...]
+) -> tuple[np.ndarray, np.ndarray]:
     """Every (event index, window index) with a non-empty overlap, or with the event's start inside the window
     for zero-length events. Windows may overlap one another; cost is sorting plus the number of pairs."""
     import numpy as np  # only here: a command that selects no steps must not pay numpy's import

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis.partials.sketch import Sketch, bucket_index
+from opscope.analysis.base.sketch import Sketch, bucket_index
 
 
 @dataclass(frozen=True)
@@ -42,19 +42,35 @@ class Durations:
 def durations_by_name(frame: pl.DataFrame, name: str, value: str) -> dict[str, Durations]:
     """Per distinct `name`: statistics of the non-negative integer column `value` (nulls dropped)."""
     data = frame.select(pl.col(name).cast(pl.String).fill_null(""), pl.col(value)).filter(
-        pl.col(value).is_not_null() & (pl.col(value) >= 0))
+        pl.col(value).is_not_null() & (pl.col(value) >= 0)
+    )
     if data.is_empty():
         return {}
     stats = data.group_by(name).agg(
-        pl.len().alias("n"), pl.col(value).sum().alias("sum"), pl.col(value).min().alias("min"),
-        pl.col(value).max().alias("max"), (pl.col(value) == 0).sum().alias("zeros"))
-    bins = (data.filter(pl.col(value) > 0).group_by(name, bucket_index(value)).agg(pl.len().alias("c"))
-            .sort(name, "bucket").group_by(name, maintain_order=True).agg("bucket", "c"))
+        pl.len().alias("n"),
+        pl.col(value).sum().alias("sum"),
+        pl.col(value).min().alias("min"),
+        pl.col(value).max().alias("max"),
+        (pl.col(value) == 0).sum().alias("zeros"),
+    )
+    bins = (
+        data.filter(pl.col(value) > 0)
+        .group_by(name, bucket_index(value))
+        .agg(pl.len().alias("c"))
+        .sort(name, "bucket")
+        .group_by(name, maintain_order=True)
+        .agg("bucket", "c")
+    )
     bins_by_name = {r[0]: tuple(zip(r[1], r[2])) for r in bins.iter_rows()}
     out = {}
     for key, n, total, lo, hi, zeros in stats.iter_rows():
-        sketch = Sketch(bins=tuple((int(b), int(c)) for b, c in bins_by_name.get(key, ())), zeros=int(zeros),
-                        count=int(n), min=float(lo), max=float(hi))
+        sketch = Sketch(
+            bins=tuple((int(b), int(c)) for b, c in bins_by_name.get(key, ())),
+            zeros=int(zeros),
+            count=int(n),
+            min=float(lo),
+            max=float(hi),
+        )
         out[key] = Durations(count=int(n), total_ns=int(total), min_ns=int(lo), max_ns=int(hi), sketch=sketch)
     return out
 

@@ -1,4 +1,4 @@
-/* Trace report: the CPU operator view and the diagnosis (report/cpu_panel.py data). On a trace without GPU
+/* Trace report: the CPU operator view and the diagnosis (report/html/cpu_panel.py data). On a trace without GPU
    activity (a CPU-only capture) the GPU panels are hidden, not drawn empty, and the CPU view says why. */
 "use strict";
 

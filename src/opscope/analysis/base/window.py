@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis.timeline import intervals, select
+from opscope.analysis.base import intervals, select
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
@@ -47,33 +47,42 @@ class Window:
 
 def from_bounds(pieces: Sequence[tuple[int, int]], source: str = STEPS) -> Window:
     """A window from possibly overlapping pieces (e.g. step spans), merged."""
-    frame = pl.DataFrame({intervals.START: [p[0] for p in pieces], intervals.END: [p[1] for p in pieces]},
-                         schema={intervals.START: pl.Int64, intervals.END: pl.Int64})
+    frame = pl.DataFrame(
+        {intervals.START: [p[0] for p in pieces], intervals.END: [p[1] for p in pieces]},
+        schema={intervals.START: pl.Int64, intervals.END: pl.Int64},
+    )
     merged = intervals.merge(frame)
-    return Window(bounds=tuple(zip(merged[intervals.START].to_list(), merged[intervals.END].to_list())),
-                  source=source)
+    return Window(
+        bounds=tuple(zip(merged[intervals.START].to_list(), merged[intervals.END].to_list())), source=source
+    )
 
 
-def trace_window(trace: Trace, devices: Sequence[int] | None = None,
-                 streams: Sequence[int] | None = None) -> Window:
+def trace_window(
+    trace: Trace, devices: Sequence[int] | None = None, streams: Sequence[int] | None = None
+) -> Window:
     """First to last GPU-or-CPU event of the selection (see the module doc)."""
     gpu = select.by_streams(select.by_devices(trace.gpu_events(), devices), streams)
-    cpu = trace.lazy().filter(pl.col(Col.KIND).cast(pl.String).is_in(list(CPU_WORK_KINDS))
-                              & pl.col(Col.DUR_NS).is_not_null())
-    span = pl.concat([gpu.select(Col.TS_NS, Col.DUR_NS), cpu.select(Col.TS_NS, Col.DUR_NS)]).filter(
-        pl.col(Col.TS_NS).is_not_null()
-    ).select(
-        pl.col(Col.TS_NS).min().alias("lo"),
-        (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).max().alias("hi"),
-    ).collect()
+    cpu = trace.lazy().filter(
+        pl.col(Col.KIND).cast(pl.String).is_in(list(CPU_WORK_KINDS)) & pl.col(Col.DUR_NS).is_not_null()
+    )
+    span = (
+        pl.concat([gpu.select(Col.TS_NS, Col.DUR_NS), cpu.select(Col.TS_NS, Col.DUR_NS)])
+        .filter(pl.col(Col.TS_NS).is_not_null())
+        .select(
+            pl.col(Col.TS_NS).min().alias("lo"),
+            (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).max().alias("hi"),
+        )
+        .collect()
+    )
     lo, hi = span["lo"][0], span["hi"][0]
     if lo is None or hi is None or hi <= lo:
         return Window(bounds=(), source=TRACE)
     return Window(bounds=((int(lo), int(hi)),), source=TRACE)
 
 
-def restrict(frame: pl.DataFrame, window: Window, start: str = intervals.START,
-             end: str = intervals.END) -> pl.DataFrame:
+def restrict(
+    frame: pl.DataFrame, window: Window, start: str = intervals.START, end: str = intervals.END
+) -> pl.DataFrame:
     """Intervals clipped to the window's pieces, with the index of the piece in a `piece` column. An interval
     spanning two pieces becomes two rows; a zero-length interval is kept when it lies in a piece (it counts
     as a call and adds no time)."""
@@ -83,8 +92,11 @@ def restrict(frame: pl.DataFrame, window: Window, start: str = intervals.START,
         pieces.append(
             frame.lazy()
             .filter((pl.col(end) > lo) & (pl.col(start) < hi) & (pl.col(end) > pl.col(start)) | point)
-            .with_columns(pl.col(start).clip(lower_bound=lo), pl.col(end).clip(upper_bound=hi),
-                          pl.lit(i, dtype=pl.Int32).alias(PIECE))
+            .with_columns(
+                pl.col(start).clip(lower_bound=lo),
+                pl.col(end).clip(upper_bound=hi),
+                pl.lit(i, dtype=pl.Int32).alias(PIECE),
+            )
         )
     if not pieces:
         return frame.clear().with_columns(pl.lit(0, dtype=pl.Int32).alias(PIECE))

@@ -27,8 +27,8 @@ from typing import Any, BinaryIO
 import msgspec
 import polars as pl
 
-from opscope.analysis.timeline.window import trace_window
-from opscope.analysis.timeline.windows import select_windows
+from opscope.analysis.base.window import trace_window
+from opscope.analysis.base.windows import select_windows
 from opscope.errors import OutputError, UsageError
 from opscope.ingest.pyreader import BATCH_BYTES
 from opscope.ingest.pyscan import Scanner
@@ -47,10 +47,14 @@ except ImportError:  # pragma: no cover
 
 @dataclass(frozen=True)
 class TrimSpec:
-    windows: tuple[tuple[int, int], ...] | None = None  # [start_ns, end_ns) pieces on the trace clock; None = all
+    windows: tuple[tuple[int, int], ...] | None = (
+        None  # [start_ns, end_ns) pieces on the trace clock; None = all
+    )
     devices: tuple[int, ...] | None = None
     streams: tuple[int, ...] | None = None
-    dropped_places: frozenset[tuple[str, str]] = field(default_factory=frozenset)  # (pid, tid) of dropped GPU work
+    dropped_places: frozenset[tuple[str, str]] = field(
+        default_factory=frozenset
+    )  # (pid, tid) of dropped GPU work
 
 
 @dataclass(frozen=True)
@@ -133,7 +137,9 @@ class _Filter:
             place = _Placement()
         device = _int(place.device) if place.device is not None else _int(ev.pid)
         stream = _int(place.stream) if place.stream is not None else _int(ev.tid)
-        return bool((spec.devices and device not in spec.devices) or (spec.streams and stream not in spec.streams))
+        return bool(
+            (spec.devices and device not in spec.devices) or (spec.streams and stream not in spec.streams)
+        )
 
     def in_window(self, ev: LooseEvent) -> bool:
         if self.spec.windows is None:
@@ -285,9 +291,14 @@ def parse_window(spec: str, origin_ns: int, end_ns: int) -> tuple[int, int]:
     return start, stop
 
 
-def trim_spec(trace: Trace, steps: str | None = None, window: str | None = None,
-              devices: tuple[int, ...] | None = None, streams: tuple[int, ...] | None = None) -> TrimSpec:
-    """What to keep, decided on the event table: the windows of the chosen steps (analysis/timeline/windows.py) or of
+def trim_spec(
+    trace: Trace,
+    steps: str | None = None,
+    window: str | None = None,
+    devices: tuple[int, ...] | None = None,
+    streams: tuple[int, ...] | None = None,
+) -> TrimSpec:
+    """What to keep, decided on the event table: the windows of the chosen steps (analysis/base/windows.py) or of
     `START:END` (us from the analysed window's start, docs/reports.md), and the (pid, tid) places that hold
     only dropped GPU work."""
     if steps and window:
@@ -302,8 +313,12 @@ def trim_spec(trace: Trace, steps: str | None = None, window: str | None = None,
         windows = (parse_window(window, span.start_ns, span.end_ns),)
     dropped: frozenset[tuple[str, str]] = frozenset()
     if devices or streams:
-        gpu = trace.lazy().filter(pl.col(Col.KIND).cast(pl.String).is_in(list(GPU_EVENT_KINDS))).select(
-            pl.col(Col.PID).cast(pl.String), pl.col(Col.TID).cast(pl.String), Col.DEVICE, Col.STREAM).collect()
+        gpu = (
+            trace.lazy()
+            .filter(pl.col(Col.KIND).cast(pl.String).is_in(list(GPU_EVENT_KINDS)))
+            .select(pl.col(Col.PID).cast(pl.String), pl.col(Col.TID).cast(pl.String), Col.DEVICE, Col.STREAM)
+            .collect()
+        )
         chosen = pl.lit(True)
         if devices:
             chosen = chosen & pl.col(Col.DEVICE).is_in(list(devices))

@@ -12,21 +12,18 @@ from typing import Any
 
 import polars as pl
 
-from opscope.analysis.attribution.linking import Linkage
 from opscope.analysis.critical_path.graph import EDGE_KINDS
-from opscope.analysis.critical_path.stats import critical_path_stats
-from opscope.model.trace import Trace
+from opscope.analysis.critical_path.stats import CriticalPathStats
 
-MAX_STEPS = 64  # the panel shows the first steps only: each needs its own graph
 MAX_SEGMENTS = 100_000
 
 
 def critical_path_panel(
-    trace: Trace, linkage: Linkage, origin_ns: int | None, strings: Callable[[str | None], int]
+    stats: CriticalPathStats, origin_ns: int | None, strings: Callable[[str | None], int]
 ) -> dict[str, Any]:
     """The panel's data: `steps` (name, start_ns, wall_us, path_us, breakdown_us) and `segments` (columnar:
     start_ns, dur_ns, kind index into `kinds`, gpu 0/1, name string id), at most MAX_SEGMENTS of the longest."""
-    stats = critical_path_stats(trace, rules=(), top=0, linkage=linkage, max_windows=MAX_STEPS)
+    # `stats`: the first steps only (analysis/bundle.py: CRITICAL_PATH_STEPS), each needs its own graph
     origin = origin_ns or 0
     chosen = stats.steps
     steps = [

@@ -16,7 +16,7 @@
   const rangeLabel = document.getElementById("timeline-range");
   const nLanes = T.lanes.length;
   // Below the GPU lanes: one idle lane per device (gaps coloured by cause) and one lane per CPU thread that
-  // launched work (its operators, launch calls and syncs; report/cpu_lanes.py).
+  // launched work (its operators, launch calls and syncs; report/html/cpu_lanes.py).
   const C = T.cpu || { lanes: [], lane: [], start: [], dur: [], name: [], kind: [], gpu_lane: [], gpu_start: [],
                        events: 0, shipped: 0, idle: { devices: [], device: [], start: [], dur: [], cause: [] } };
   const I = C.idle, nIdle = I.devices.length, nCpu = C.lanes.length, nAll = nLanes + nIdle + nCpu;

@@ -9,12 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from opscope.analysis.memory.summary import MemoryOptions, memory_stats
-from opscope.model.trace import Trace
+from opscope.analysis.memory.summary import MemoryStats
 from opscope.report.memory_view import device_data
 
-MAX_POINTS = 2_000  # per device: each bucket keeps both series' own extremes, so each series' peak stays exact
-TOP = 20
+MAX_POINTS = (
+    2_000  # per device: each bucket keeps both series' own extremes, so each series' peak stays exact
+)
 
 
 def bucket_extremes(series: list[np.ndarray], n: int, buckets: int) -> np.ndarray:
@@ -46,8 +46,8 @@ def _thin(ts: list[int], level: list[int], reserved: list[int] | None) -> dict[s
     }
 
 
-def memory_panel(trace: Trace) -> dict[str, Any]:
-    stats = memory_stats(trace, MemoryOptions(top=TOP))
+def memory_panel(stats: MemoryStats) -> dict[str, Any]:
+    """`stats`: `memory_stats(trace, MemoryOptions(top=20))`, as the bundle computes it."""
     return {
         "devices": [device_data(d) for d in stats.devices],
         "series": {name: _thin(*parts) for name, parts in stats.timeline.items()},

@@ -67,7 +67,9 @@ class Sketch:
         merged: dict[int, int] = dict(self.bins)
         for key, value in other.bins:
             merged[key] = merged.get(key, 0) + value
-        assert self.min is not None and other.min is not None and self.max is not None and other.max is not None
+        assert (
+            self.min is not None and other.min is not None and self.max is not None and other.max is not None
+        )
         return Sketch(
             bins=tuple(sorted(merged.items())),
             zeros=self.zeros + other.zeros,

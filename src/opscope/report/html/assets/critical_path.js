@@ -1,6 +1,6 @@
 /* Critical path panel: a breakdown bar per step (ECharts) and the path itself on a strip that follows the GPU
    timeline's view (same time origin, redrawn when the timeline zooms or pans). Click a step's bar to show that
-   step on both. Data: D.critical_path (report/critical_path_report.py). */
+   step on both. Data: D.critical_path (report/html/critical_path_report.py). */
 "use strict";
 
 (function () {

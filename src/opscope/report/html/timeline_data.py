@@ -1,6 +1,6 @@
 """GPU activity packed for the HTML report's timeline: one lane per (device, stream), columnar integer arrays.
 
-The browser draws at most one rectangle per lane and pixel column at the current zoom (report/assets/
+The browser draws at most one rectangle per lane and pixel column at the current zoom (report/html/assets/
 timeline.js), so the cost of a redraw is bounded by the screen, not by the trace. What is shipped is bounded
 too: at most `max_events` rectangles. Beyond that, the longest `max_events` events are shipped one by one
 (they carry most of the GPU time) and every event, shipped or not, is summed into `bins` per lane: the busy
@@ -32,8 +32,14 @@ def lane_label(device: int | None, stream: int | None) -> str:
     return f"{dev} · stream {'?' if stream is None else stream}"
 
 
-def pack_timeline(events: pl.DataFrame, t0: int, t1: int, intern: Any, device_names: dict[int | None, str | None],
-                  options: TimelineOptions | None = None) -> dict[str, Any]:
+def pack_timeline(
+    events: pl.DataFrame,
+    t0: int,
+    t1: int,
+    intern: Any,
+    device_names: dict[int | None, str | None],
+    options: TimelineOptions | None = None,
+) -> dict[str, Any]:
     """`events` columns: device, stream, name_id, op_id (-1: none), ts_ns, dur_ns, delay_ns (null: unknown),
     cat_id. `intern(str) -> int` is the report's string table."""
     opts = options or TimelineOptions()
@@ -52,8 +58,12 @@ def pack_timeline(events: pl.DataFrame, t0: int, t1: int, intern: Any, device_na
         "t0_ns": t0,
         "span_ns": max(t1 - t0, 1),
         "lanes": [
-            {"device": d, "stream": s, "label": intern(lane_label(d, s)),
-             "device_name": intern(device_names.get(d) or "")}
+            {
+                "device": d,
+                "stream": s,
+                "label": intern(lane_label(d, s)),
+                "device_name": intern(device_names.get(d) or ""),
+            }
             for d, s in lane_rows
         ],
         "events": total,
@@ -78,7 +88,8 @@ def _bins(framed: pl.DataFrame, t0: int, span: int, lanes: int) -> dict[str, Any
     width = max(span // BINS_PER_LANE, 1)
     per = (
         framed.with_columns(((pl.col(Col.TS_NS) - t0) // width).clip(0, BINS_PER_LANE - 1).alias("bin"))
-        .group_by("lane", "bin").agg(pl.col(Col.DUR_NS).sum().alias("t"))
+        .group_by("lane", "bin")
+        .agg(pl.col(Col.DUR_NS).sum().alias("t"))
     )
     fill = [[0.0] * BINS_PER_LANE for _ in range(lanes)]
     for lane, b, t in per.iter_rows():

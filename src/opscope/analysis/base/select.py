@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from opscope.analysis.timeline import windows
+from opscope.analysis.base import windows
 from opscope.errors import UsageError
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
@@ -35,8 +35,15 @@ def by_name(frame: pl.LazyFrame, pattern: str | None) -> pl.LazyFrame:
     return frame.filter(pl.col(Col.NAME).cast(pl.String).str.contains(pattern))
 
 
-def by_steps(frame: pl.DataFrame | pl.LazyFrame, trace: Trace, spec: str | None, *, clip: bool = True,
-             start: str = Col.TS_NS, dur: str = Col.DUR_NS) -> pl.DataFrame:
+def by_steps(
+    frame: pl.DataFrame | pl.LazyFrame,
+    trace: Trace,
+    spec: str | None,
+    *,
+    clip: bool = True,
+    start: str = Col.TS_NS,
+    dur: str = Col.DUR_NS,
+) -> pl.DataFrame:
     """Events of `frame` inside the step windows chosen by `spec` ("3", "3-5", "2,4"; None = no filter).
 
     clip=True: events overlapping a window are cut to it (`start` and `dur` rewritten); an event overlapping

@@ -1,5 +1,5 @@
 """The HTML report's efficiency view (`efficiency` key of `opscope.report/1`): the rows of `opscope
-efficiency` (op names through the report's string table) and the device's roofs, which report/assets/
+efficiency` (op names through the report's string table) and the device's roofs, which report/html/assets/
 efficiency.js draws as a roofline (compute-family ops as points sized by GPU time) and a table."""
 
 from __future__ import annotations
@@ -7,24 +7,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from opscope.analysis.attribution.linking import Linkage
 from opscope.analysis.efficiency.peaks import DTYPE_COLUMNS
-from opscope.analysis.efficiency.table import EfficiencyOptions, efficiency
-from opscope.model.trace import Trace
+from opscope.analysis.efficiency.table import Efficiency
 from opscope.report.efficiency_view import row_data
 
 SOURCE = "analysis/efficiency/ (as opscope efficiency)"
 
 
-def efficiency_report(
-    trace: Trace,
-    linkage: Linkage,
-    strings: Callable[[str | None], int],
-    devices: tuple[int, ...] | None = None,
-    streams: tuple[int, ...] | None = None,
-    max_rows: int = 500,
-) -> dict[str, Any]:
-    result = efficiency(trace, EfficiencyOptions(top=max_rows, devices=devices, streams=streams), linkage)
+def efficiency_report(result: Efficiency, strings: Callable[[str | None], int]) -> dict[str, Any]:
+    """`result`: `opscope efficiency --top 500` over the report's devices and streams (the bundle's)."""
     peaks = result.peaks
     return {
         "device": result.device,

@@ -28,8 +28,13 @@ def _dense_keys(thread: np.ndarray, end: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def innermost_container(thread: np.ndarray, start: np.ndarray, end: np.ndarray, can_contain: np.ndarray,
-                        tiebreak: np.ndarray | None = None) -> np.ndarray:
+def innermost_container(
+    thread: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    can_contain: np.ndarray,
+    tiebreak: np.ndarray | None = None,
+) -> np.ndarray:
     """For each event i, the index of the innermost event j != i on the same thread with
     start_j <= start_i and end_j >= end_i and can_contain[j]; -1 where there is none.
 
@@ -53,7 +58,7 @@ def innermost_container(thread: np.ndarray, start: np.ndarray, end: np.ndarray, 
     while width * 2 <= n:
         prev = levels[-1]
         cur = np.full(n + 1, top, dtype=container.dtype)
-        cur[width * 2 - 1:n] = np.maximum(prev[width * 2 - 1:n], prev[width - 1:n - width])
+        cur[width * 2 - 1 : n] = np.maximum(prev[width * 2 - 1 : n], prev[width - 1 : n - width])
         levels.append(cur)
         width *= 2
     # Binary lifting: pos moves left over windows holding no container of i; invariant: every position in
@@ -83,19 +88,24 @@ def nearest_of_kind(parent: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     return out
 
 
-def ancestors(tree: pl.DataFrame, starts: pl.Series | None = None, row: str = "row",
-              up: str = "parent_row") -> pl.DataFrame:
+def ancestors(
+    tree: pl.DataFrame, starts: pl.Series | None = None, row: str = "row", up: str = "parent_row"
+) -> pl.DataFrame:
     """(row, ancestor, level) pairs from a parent table (`row`, `up`, null at roots) for the rows `starts`
     (default: all), each row itself included at level 0. One join per tree level; the work is the number of
     pairs produced."""
     links = tree.select(pl.col(row), pl.col(up)).filter(pl.col(up).is_not_null())
     begin = tree.select(row) if starts is None else starts.alias(row).to_frame()
-    pairs = [begin.select(pl.col(row), pl.col(row).alias("ancestor"), pl.lit(0, dtype=pl.Int32).alias("level"))]
+    pairs = [
+        begin.select(pl.col(row), pl.col(row).alias("ancestor"), pl.lit(0, dtype=pl.Int32).alias("level"))
+    ]
     frontier = begin.join(links, on=row, how="inner").select(pl.col(row), pl.col(up).alias("ancestor"))
     level = 1
     while frontier.height and level <= tree.height:  # a malformed parent cycle cannot loop forever
         pairs.append(frontier.with_columns(pl.lit(level, dtype=pl.Int32).alias("level")))
         step = links.rename({row: "ancestor", up: "_next"})
-        frontier = frontier.join(step, on="ancestor", how="inner").select(pl.col(row), pl.col("_next").alias("ancestor"))
+        frontier = frontier.join(step, on="ancestor", how="inner").select(
+            pl.col(row), pl.col("_next").alias("ancestor")
+        )
         level += 1
     return pl.concat(pairs)

@@ -13,15 +13,18 @@ START = "start_ns"
 END = "end_ns"
 
 
-def merge(frame: pl.DataFrame | pl.LazyFrame, start: str = START, end: str = END,
-          by: Sequence[str] = ()) -> pl.DataFrame:
+def merge(
+    frame: pl.DataFrame | pl.LazyFrame, start: str = START, end: str = END, by: Sequence[str] = ()
+) -> pl.DataFrame:
     """Merge overlapping or touching intervals (per `by` group) into disjoint ones, sorted by start.
 
     Returns columns `*by, start_ns, end_ns`. Zero-length and inverted intervals are dropped.
     """
     keys = list(by)
     lazy = frame.lazy().select(*keys, pl.col(start).alias(START), pl.col(end).alias(END))
-    lazy = lazy.filter(pl.col(START).is_not_null() & pl.col(END).is_not_null() & (pl.col(END) > pl.col(START)))
+    lazy = lazy.filter(
+        pl.col(START).is_not_null() & pl.col(END).is_not_null() & (pl.col(END) > pl.col(START))
+    )
     lazy = lazy.sort([*keys, START])
     prev = pl.col(END).cum_max().shift(1)
     if keys:
@@ -36,8 +39,9 @@ def merge(frame: pl.DataFrame | pl.LazyFrame, start: str = START, end: str = END
     return out.drop("_gid").sort([*keys, START]).collect()
 
 
-def union_ns(frame: pl.DataFrame | pl.LazyFrame, start: str = START, end: str = END,
-             by: Sequence[str] = ()) -> pl.DataFrame | int:
+def union_ns(
+    frame: pl.DataFrame | pl.LazyFrame, start: str = START, end: str = END, by: Sequence[str] = ()
+) -> pl.DataFrame | int:
     """Total covered time: an int without `by`, else a frame `*by, busy_ns`."""
     merged = merge(frame, start, end, by)
     length = (pl.col(END) - pl.col(START)).sum()
@@ -46,8 +50,9 @@ def union_ns(frame: pl.DataFrame | pl.LazyFrame, start: str = START, end: str = 
     return merged.group_by(list(by)).agg(length.alias("busy_ns")).sort(list(by))
 
 
-def intersection_ns(a: pl.DataFrame | pl.LazyFrame, b: pl.DataFrame | pl.LazyFrame, start: str = START,
-                    end: str = END) -> int:
+def intersection_ns(
+    a: pl.DataFrame | pl.LazyFrame, b: pl.DataFrame | pl.LazyFrame, start: str = START, end: str = END
+) -> int:
     """Time covered by both sets: |A| + |B| - |A ∪ B|, each set merged first."""
     ma = merge(a, start, end)
     mb = merge(b, start, end)
@@ -58,12 +63,15 @@ def intersection_ns(a: pl.DataFrame | pl.LazyFrame, b: pl.DataFrame | pl.LazyFra
     return total_a + total_b - int(union.select((pl.col(END) - pl.col(START)).sum()).item() or 0)
 
 
-def clip(frame: pl.DataFrame | pl.LazyFrame, lo: int, hi: int, start: str = START,
-         end: str = END) -> pl.LazyFrame:
+def clip(
+    frame: pl.DataFrame | pl.LazyFrame, lo: int, hi: int, start: str = START, end: str = END
+) -> pl.LazyFrame:
     """Intervals cut to the window [lo, hi); those entirely outside are dropped."""
     return (
         frame.lazy()
-        .with_columns(pl.col(start).clip(lower_bound=lo).alias(start), pl.col(end).clip(upper_bound=hi).alias(end))
+        .with_columns(
+            pl.col(start).clip(lower_bound=lo).alias(start), pl.col(end).clip(upper_bound=hi).alias(end)
+        )
         .filter(pl.col(end) > pl.col(start))
     )
 

@@ -1,8 +1,8 @@
 """Self-contained HTML reports: one file with the data, the page code and the charting library inlined.
 
 A report is plain data (a JSON-ready dict with a `kind`: trace, diff or ranks) rendered through a Jinja2
-template (report/templates/) into one page that opens from file:// with no network access: Apache ECharts
-(vendored under report/assets/, licence beside it) draws the charts, the report's own scripts draw the GPU
+template (report/html/templates/) into one page that opens from file:// with no network access: Apache ECharts
+(vendored under report/html/assets/, licence beside it) draws the charts, the report's own scripts draw the GPU
 timeline and the flame graph on canvas.
 
 Untrusted text (kernel, op and file names come from whoever wrote the trace) never reaches the page as
@@ -26,8 +26,16 @@ from opscope.errors import MissingDependency
 LIBRARY = "echarts.min.js"
 KINDS: dict[str, tuple[str, ...]] = {
     # report kind -> page scripts (after the shared ones), in load order
-    "trace": ("timeline.js", "flame.js", "cpu.js", "efficiency.js", "trace.js", "critical_path.js", "findings.js",
-              "memory.js"),
+    "trace": (
+        "timeline.js",
+        "flame.js",
+        "cpu.js",
+        "efficiency.js",
+        "trace.js",
+        "critical_path.js",
+        "findings.js",
+        "memory.js",
+    ),
     "diff": ("diff.js",),
     "ranks": ("ranks.js",),
     "history": ("history.js",),
@@ -47,7 +55,9 @@ def json_for_script(data: Any) -> str:
 @cache
 def asset(name: str) -> str:
     """An inlined script or style sheet. A literal `</script` (none today) would end the element early."""
-    text = resources.files("opscope.report").joinpath("assets").joinpath(name).read_text(encoding="utf-8")
+    text = (
+        resources.files("opscope.report.html").joinpath("assets").joinpath(name).read_text(encoding="utf-8")
+    )
     return _SCRIPT_END.sub(r"<\\/\1", text)
 
 
@@ -57,7 +67,7 @@ def _environment() -> Any:
     except ImportError:
         raise MissingDependency("HTML reports need jinja2: pip install 'opscope[html]'") from None
     return jinja2.Environment(
-        loader=jinja2.PackageLoader("opscope.report", "templates"),
+        loader=jinja2.PackageLoader("opscope.report.html", "templates"),
         autoescape=True,
         trim_blocks=True,
         lstrip_blocks=True,

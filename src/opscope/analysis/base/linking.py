@@ -6,7 +6,7 @@ its launch by correlation id (`args.correlation`, on both sides in every Kineto 
 where that fails by flow events (`ac2g`, `async`, `async_gpu`: a start `s` bound to the launch call, a finish
 `f` bound to the GPU event, same id). One graph launch (`cudaGraphLaunch`, `hipGraphLaunch`) carries the
 correlation id of all the kernels of the graph; they are linked to it and marked `from_graph`. The launch is
-then placed in the CPU call tree of its thread (`analysis.attribution.nesting`, no loop over events). Nothing is dropped:
+then placed in the CPU call tree of its thread (`analysis.base.nesting`, no loop over events). Nothing is dropped:
 GPU events that cannot be attributed stay in the table with `attributed = False`, and their share of GPU
 time is reported. Definitions: docs/analysis-attribution.md.
 """
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from opscope.analysis.attribution.nesting import ancestors, innermost_container, nearest_of_kind
-from opscope.analysis.timeline import select
+from opscope.analysis.base import select
+from opscope.analysis.base.nesting import ancestors, innermost_container, nearest_of_kind
 from opscope.model.schema import GPU_KINDS, Col, Kind
 from opscope.model.trace import Trace
 from opscope.tables import Tabular
@@ -95,12 +95,16 @@ def _frames(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.
     kind, timed = pl.col(Col.KIND), pl.col(Col.DUR_NS).is_not_null()
     place = [ROW, Col.NAME, Col.KIND, Col.PID, Col.TID, Col.TS_NS, Col.DUR_NS]
     queries = [
-        lazy.filter(kind.is_in(list(GPU_KINDS)) & timed).select(*place, Col.DEVICE, Col.STREAM, Col.CORRELATION),
+        lazy.filter(kind.is_in(list(GPU_KINDS)) & timed).select(
+            *place, Col.DEVICE, Col.STREAM, Col.CORRELATION
+        ),
         lazy.filter(kind.is_in(list(LAUNCH_KINDS)) & timed).select(*place, Col.CORRELATION),
-        lazy.filter(kind.is_in(list(SCOPE_KINDS)) & timed).select(*place, Col.INPUT_DIMS, Col.PY_ID,
-                                                                   Col.PY_PARENT_ID),
-        lazy.filter((kind == Kind.FLOW) & pl.col(Col.FLOW_ID).is_not_null() & pl.col(Col.PH).is_in(["s", "f"]))
-        .select(Col.PH, Col.PID, Col.TID, Col.TS_NS, Col.FLOW_ID),
+        lazy.filter(kind.is_in(list(SCOPE_KINDS)) & timed).select(
+            *place, Col.INPUT_DIMS, Col.PY_ID, Col.PY_PARENT_ID
+        ),
+        lazy.filter(
+            (kind == Kind.FLOW) & pl.col(Col.FLOW_ID).is_not_null() & pl.col(Col.PH).is_in(["s", "f"])
+        ).select(Col.PH, Col.PID, Col.TID, Col.TS_NS, Col.FLOW_ID),
     ]
     gpu, launches, scopes, flows = pl.collect_all(queries)
     return gpu, launches, scopes, flows
@@ -135,23 +139,41 @@ def nest(scopes: pl.DataFrame, queries: pl.DataFrame | None = None) -> tuple[pl.
     any_parent = innermost_container(_thread_codes(both), start, end, is_scope, tiebreak)
     op_parent = nearest_of_kind(any_parent, is_op)  # the innermost op is the nearest op among the ancestors
     rows = both[ROW].to_numpy()
-    raw = {name: np.where(idx >= 0, rows[np.maximum(idx, 0)], -1)
-           for name, idx in (("parent_row", any_parent), ("op_parent_row", op_parent))}
+    raw = {
+        name: np.where(idx >= 0, rows[np.maximum(idx, 0)], -1)
+        for name, idx in (("parent_row", any_parent), ("op_parent_row", op_parent))
+    }
     parents = pl.DataFrame(raw).select(pl.when(pl.col(c) >= 0).then(pl.col(c)).alias(c) for c in raw)
     out_scopes = scopes.with_columns(parents.slice(0, n_scopes))
-    out_queries = queries.with_columns(parents.slice(n_scopes).rename({"parent_row": "scope_row",
-                                                                       "op_parent_row": "op_row"}))
+    out_queries = queries.with_columns(
+        parents.slice(n_scopes).rename({"parent_row": "scope_row", "op_parent_row": "op_row"})
+    )
     return out_scopes, out_queries
 
 
 def _bind(points: pl.DataFrame, slices: pl.DataFrame, name: str) -> pl.DataFrame:
     """Flow ends -> the slice on the same pid/tid that encloses their timestamp: columns flow_id, `name`."""
-    left = points.select(Col.FLOW_ID, Col.PID, Col.TID, Col.TS_NS).drop_nulls([Col.PID, Col.TID, Col.TS_NS]).sort(Col.TS_NS)
-    right = slices.select(pl.col(ROW).alias(name), Col.PID, Col.TID, pl.col(Col.TS_NS).alias("_start"),
-                          (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).alias("_end"))
+    left = (
+        points.select(Col.FLOW_ID, Col.PID, Col.TID, Col.TS_NS)
+        .drop_nulls([Col.PID, Col.TID, Col.TS_NS])
+        .sort(Col.TS_NS)
+    )
+    right = slices.select(
+        pl.col(ROW).alias(name),
+        Col.PID,
+        Col.TID,
+        pl.col(Col.TS_NS).alias("_start"),
+        (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).alias("_end"),
+    )
     right = right.drop_nulls([Col.PID, Col.TID, "_start"]).sort("_start")
-    bound = left.join_asof(right, left_on=Col.TS_NS, right_on="_start", by=[Col.PID, Col.TID],
-                           strategy="backward", check_sortedness=False)
+    bound = left.join_asof(
+        right,
+        left_on=Col.TS_NS,
+        right_on="_start",
+        by=[Col.PID, Col.TID],
+        strategy="backward",
+        check_sortedness=False,
+    )
     bound = bound.filter(pl.col(name).is_not_null() & (pl.col(Col.TS_NS) <= pl.col("_end")))
     return bound.select(Col.FLOW_ID, name).unique(Col.FLOW_ID, keep="first", maintain_order=True)
 
@@ -177,7 +199,9 @@ def _by_correlation(gpu: pl.DataFrame, launches: pl.DataFrame) -> tuple[pl.DataF
     if duplicates:
         late = (pl.col("_lts") > pl.col(Col.TS_NS)).fill_null(True)
         dist = (pl.col(Col.TS_NS) - pl.col("_lts")).abs()
-        joined = joined.sort([ROW, late, dist], nulls_last=True).unique(ROW, keep="first", maintain_order=True)
+        joined = joined.sort([ROW, late, dist], nulls_last=True).unique(
+            ROW, keep="first", maintain_order=True
+        )
     return joined.select(ROW, "launch_row"), duplicates
 
 
@@ -186,7 +210,9 @@ def link(trace: Trace) -> Linkage:
     gpu, launches, scopes, flows = _frames(trace)
     dur = pl.col(Col.DUR_NS)
     negative, nonpositive = gpu.select((dur < 0).sum().alias("neg"), (dur <= 0).sum().alias("nonpos")).row(0)
-    nonpositive_cpu = int(launches.select((dur <= 0).sum()).item()) + int(scopes.select((dur <= 0).sum()).item())
+    nonpositive_cpu = int(launches.select((dur <= 0).sum()).item()) + int(
+        scopes.select((dur <= 0).sum()).item()
+    )
     gpu = gpu.with_columns(dur.clip(lower_bound=0))
 
     by_corr, duplicates = _by_correlation(gpu, launches)
@@ -194,8 +220,11 @@ def link(trace: Trace) -> Linkage:
     linked = (
         by_corr.join(flow_pairs.rename({"gpu_row": ROW}), on=ROW, how="left")
         .with_columns(
-            pl.when(pl.col("launch_row").is_not_null()).then(pl.lit("correlation"))
-            .when(pl.col("flow_launch_row").is_not_null()).then(pl.lit("flow")).alias("link"),
+            pl.when(pl.col("launch_row").is_not_null())
+            .then(pl.lit("correlation"))
+            .when(pl.col("flow_launch_row").is_not_null())
+            .then(pl.lit("flow"))
+            .alias("link"),
             pl.coalesce("launch_row", "flow_launch_row").alias("launch_row"),
         )
         .drop("flow_launch_row")
@@ -204,18 +233,29 @@ def link(trace: Trace) -> Linkage:
     scopes, placed = nest(scopes, used)
     scopes = _python_parents(scopes)
     launch_cols = placed.select(
-        pl.col(ROW).alias("launch_row"), pl.col(Col.NAME).alias("launch_name"),
-        pl.col(Col.TS_NS).alias("launch_ts_ns"), pl.col(Col.DUR_NS).alias("launch_dur_ns"),
-        pl.col(Col.PID).alias("launch_pid"), pl.col(Col.TID).alias("launch_tid"), "scope_row", "op_row")
-    ops = scopes.select(pl.col(ROW).alias("op_row"), pl.col(Col.NAME).alias("op_name"),
-                        pl.col(Col.KIND).alias("op_kind"))
+        pl.col(ROW).alias("launch_row"),
+        pl.col(Col.NAME).alias("launch_name"),
+        pl.col(Col.TS_NS).alias("launch_ts_ns"),
+        pl.col(Col.DUR_NS).alias("launch_dur_ns"),
+        pl.col(Col.PID).alias("launch_pid"),
+        pl.col(Col.TID).alias("launch_tid"),
+        "scope_row",
+        "op_row",
+    )
+    ops = scopes.select(
+        pl.col(ROW).alias("op_row"), pl.col(Col.NAME).alias("op_name"), pl.col(Col.KIND).alias("op_kind")
+    )
     out = (
         gpu.select(ROW, Col.NAME, Col.KIND, Col.DEVICE, Col.STREAM, Col.TS_NS, Col.DUR_NS, Col.CORRELATION)
         .join(linked, on=ROW, how="left")
         .join(launch_cols, on="launch_row", how="left")
         .join(ops, on="op_row", how="left")
         .with_columns(
-            pl.col("launch_name").cast(pl.String).str.contains(GRAPH_LAUNCH).fill_null(False).alias("from_graph"),
+            pl.col("launch_name")
+            .cast(pl.String)
+            .str.contains(GRAPH_LAUNCH)
+            .fill_null(False)
+            .alias("from_graph"),
             pl.col("scope_row").is_not_null().alias("attributed"),
         )
     )
@@ -230,11 +270,22 @@ def _python_parents(scopes: pl.DataFrame) -> pl.DataFrame:
     python = scopes.filter(pl.col(Col.KIND) == Kind.PYTHON)
     if python.height == 0 or python[Col.PY_PARENT_ID].null_count() == python.height:
         return scopes
-    frames = python.select(pl.col(Col.PY_ID).alias(Col.PY_PARENT_ID), pl.col(ROW).alias("_py_parent"),
-                           pl.col(Col.TS_NS).alias("_py_ts")).drop_nulls().unique(Col.PY_PARENT_ID, keep="first")
+    frames = (
+        python.select(
+            pl.col(Col.PY_ID).alias(Col.PY_PARENT_ID),
+            pl.col(ROW).alias("_py_parent"),
+            pl.col(Col.TS_NS).alias("_py_ts"),
+        )
+        .drop_nulls()
+        .unique(Col.PY_PARENT_ID, keep="first")
+    )
     joined = scopes.join(frames, on=Col.PY_PARENT_ID, how="left")
-    usable = (pl.col(Col.KIND) == Kind.PYTHON) & pl.col("parent_row").is_null() & (pl.col("_py_ts") <= pl.col(Col.TS_NS)) \
+    usable = (
+        (pl.col(Col.KIND) == Kind.PYTHON)
+        & pl.col("parent_row").is_null()
+        & (pl.col("_py_ts") <= pl.col(Col.TS_NS))
         & (pl.col("_py_parent") != pl.col(ROW))
+    )
     return joined.with_columns(
         pl.when(usable).then(pl.col("_py_parent")).otherwise(pl.col("parent_row")).alias("parent_row")
     ).drop("_py_parent", "_py_ts")
@@ -245,13 +296,21 @@ def _with_stacks(gpu: pl.DataFrame, scopes: pl.DataFrame) -> pl.DataFrame:
     starts = gpu.select(pl.col("scope_row").alias(ROW)).drop_nulls().unique()
     tree = scopes.select(ROW, pl.col("parent_row"))
     pairs = ancestors(tree, starts[ROW])
-    stacks = pairs.sort([ROW, "level"], descending=[False, True]).group_by(ROW, maintain_order=True).agg(
-        pl.col("ancestor").alias("stack"))
+    stacks = (
+        pairs.sort([ROW, "level"], descending=[False, True])
+        .group_by(ROW, maintain_order=True)
+        .agg(pl.col("ancestor").alias("stack"))
+    )
     return gpu.join(stacks.rename({ROW: "scope_row"}), on="scope_row", how="left")
 
 
-def selected_gpu(trace: Trace, linkage: Linkage, devices: Sequence[int] | None = None,
-                 streams: Sequence[int] | None = None, steps: str | None = None) -> pl.DataFrame:
+def selected_gpu(
+    trace: Trace,
+    linkage: Linkage,
+    devices: Sequence[int] | None = None,
+    streams: Sequence[int] | None = None,
+    steps: str | None = None,
+) -> pl.DataFrame:
     """`linkage.gpu` restricted to devices, streams and a `--steps` spec. With steps, a GPU event belongs to
     the steps in which its launch call started (its own start when the launch is missing)."""
     gpu = linkage.gpu
@@ -261,7 +320,9 @@ def selected_gpu(trace: Trace, linkage: Linkage, devices: Sequence[int] | None =
         gpu = gpu.filter(pl.col(Col.STREAM).is_in(list(streams)))
     if steps is not None:
         at = gpu.with_columns(pl.coalesce("launch_ts_ns", Col.TS_NS).alias("_at"), pl.lit(0).alias("_zero"))
-        gpu = select.by_steps(at, trace, steps, clip=False, start="_at", dur="_zero").drop("_at", "_zero", "step")
+        gpu = select.by_steps(at, trace, steps, clip=False, start="_at", dur="_zero").drop(
+            "_at", "_zero", "step"
+        )
     return gpu
 
 
@@ -274,8 +335,15 @@ def unattributed_share(gpu: pl.DataFrame) -> float:
     return missing / total
 
 
-def _stats(gpu: pl.DataFrame, launches: pl.DataFrame, duplicates: int, dangling: int, nonpositive: int,
-           negative: int, nonpositive_cpu: int) -> LinkStats:
+def _stats(
+    gpu: pl.DataFrame,
+    launches: pl.DataFrame,
+    duplicates: int,
+    dangling: int,
+    nonpositive: int,
+    negative: int,
+    nonpositive_cpu: int,
+) -> LinkStats:
     total = int(gpu[Col.DUR_NS].sum() or 0)
     missing = gpu.filter(pl.col("launch_row").is_null())
     attributed = int(gpu.filter(pl.col("attributed"))[Col.DUR_NS].sum() or 0)

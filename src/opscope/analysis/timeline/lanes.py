@@ -1,21 +1,21 @@
-"""The CPU side of the report's timeline: one lane per thread that launched GPU work (its operators, the launch
-calls and the synchronising calls it made), each launch linked to the GPU event it started, and the idle gaps
-of each device with their cause (analysis/timeline/idle.py: host wait, sync wait, other).
+"""The CPU side of the timeline: one lane per thread that launched GPU work (its operators, the launch calls and
+the synchronising calls it made), each launch linked to the GPU event it started, and the idle pieces of each
+device with their cause (analysis/timeline/idle.py: host wait, sync wait, other). The HTML report's timeline
+(report/html/cpu_lanes.py) packs these results for the page; nothing here knows about the page.
 
-Data for report/assets/timeline.js, in its conventions: times in integer ns relative to the timeline's `t0_ns`
-(CPU event starts delta-encoded in (lane, start) order), names as indices into the report's string table. A launch points at its GPU event by (GPU lane, relative
-start): the page finds the event by binary search in that lane, so no event index has to travel.
+A launch points at its GPU event by (GPU lane, start relative to `t0`), GPU lanes in (device, stream) order.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from opscope.analysis.attribution.linking import OP_KINDS, ROW
-from opscope.analysis.timeline import intervals
-from opscope.analysis.timeline import window as win
+from opscope.analysis.base import intervals
+from opscope.analysis.base import window as win
+from opscope.analysis.base.linking import OP_KINDS, ROW
 from opscope.analysis.timeline.idle import _classified_gaps
 from opscope.analysis.timeline.syncs import END, sync_calls
 from opscope.model.schema import Col
@@ -32,18 +32,34 @@ MAX_GAPS = 20_000  # idle pieces per report, the longest
 
 
 def _gpu_lanes(events: pl.DataFrame) -> pl.DataFrame:
-    """The GPU lane index of each (device, stream), in report/timeline_data.py's order."""
+    """The GPU lane index of each (device, stream), in report/html/timeline_data.py's order."""
     lanes = events.select(Col.DEVICE, Col.STREAM).unique().sort([Col.DEVICE, Col.STREAM], nulls_last=True)
     return lanes.with_row_index("gpu_lane").with_columns(pl.col("gpu_lane").cast(pl.Int64))
 
 
-def _ids(frame: pl.DataFrame, column: str, intern: Any) -> list[int]:
-    return [intern(v) for v in frame[column].cast(pl.String).fill_null("").to_list()]
+@dataclass(frozen=True)
+class IdlePieces:
+    """Idle pieces inside the window, the longest MAX_GAPS, in (device, start) order: device, start_ns, end_ns,
+    cause (HOST_WAIT, SYNC_WAIT or OTHER); `devices`: every device with activity."""
+
+    devices: list[Any]
+    pieces: list[tuple[Any, int, int, int]]
 
 
-def cpu_lanes(trace: Trace, act: Activity, t0: int, t1: int, intern: Any) -> dict[str, Any]:
-    """{"lanes": [{pid, tid, label}], "lane", "start", "dur", "name", "kind" (0 op, 1 launch, 2 sync),
-    "gpu_lane", "gpu_start" (launches: their GPU event; -1 otherwise), "idle": {...}} (see the module doc)."""
+@dataclass(frozen=True)
+class CpuLanes:
+    """`threads`: pid, tid (text), lane; `events`: lane, ts (absolute ns), dur, name, kind (OP, LAUNCH, SYNC),
+    gpu_lane, gpu_start (launches: their GPU event relative to `t0`; -1 otherwise), sorted by lane, start,
+    longest first; `total`: events inside the window before the MAX_CPU_EVENTS cut; `idle`: the idle pieces."""
+
+    threads: pl.DataFrame
+    events: pl.DataFrame
+    total: int
+    idle: IdlePieces
+
+
+def cpu_lanes(trace: Trace, act: Activity, t0: int, t1: int) -> CpuLanes:
+    """The CPU lanes and idle pieces of the window [t0, t1) (see the module doc)."""
     gpu = act.events.join(act.linkage.gpu.select(ROW, "launch_pid", "launch_tid"), on=ROW, how="left")
     gpu = gpu.join(_gpu_lanes(act.events), on=[Col.DEVICE, Col.STREAM], how="left", nulls_equal=True)
     launched = gpu.filter(pl.col("launch_ts_ns").is_not_null() & pl.col("launch_pid").is_not_null())
@@ -117,39 +133,16 @@ def cpu_lanes(trace: Trace, act: Activity, t0: int, t1: int, intern: Any) -> dic
         )
     # by lane, start, longest first: a parent is drawn before the operators inside it
     events = events.sort(["lane", "ts", "dur"], descending=[False, False, True])
-    return {
-        "lanes": [
-            {"pid": p, "tid": t, "label": intern(f"CPU {p} · thread {t}")}
-            for p, t in threads.select("pid", "tid").iter_rows()
-        ],
-        "events": total,
-        "shipped": events.height,
-        "lane": events["lane"].to_list(),
-        "start": _deltas(events["ts"] - t0),
-        "dur": events["dur"].to_list(),
-        "name": _ids(events, "name", intern),
-        "kind": events["kind"].to_list(),
-        "gpu_lane": events["gpu_lane"].to_list(),
-        "gpu_start": events["gpu_start"].to_list(),
-        "idle": idle_gaps(trace, act, t0, sync_rows),
-    }
+    return CpuLanes(threads=threads, events=events, total=total, idle=idle_gaps(trace, act, sync_rows))
 
 
-def _deltas(rel: pl.Series) -> list[int]:
-    """Delta-encoded starts (the i-th start is the running sum), as report/timeline_data.py ships them."""
-    return (rel - rel.shift(1).fill_null(0)).to_list()
-
-
-def idle_gaps(
-    trace: Trace, act: Activity, t0: int, calls_found: pl.DataFrame | None = None
-) -> dict[str, Any]:
+def idle_gaps(trace: Trace, act: Activity, calls_found: pl.DataFrame | None = None) -> IdlePieces:
     """The idle pieces of each device inside the window, each with its cause: sync wait where a synchronising
     call is in progress, else host wait / other as `analysis.timeline.idle` splits the gap. `calls_found`:
     `sync_calls(trace)` when the caller has it."""
     window = act.window
-    out: dict[str, list[Any]] = {"device": [], "start": [], "dur": [], "cause": []}
     if not window.bounds or act.events.is_empty():
-        return {"devices": [], **out}
+        return IdlePieces(devices=[], pieces=[])
     found = sync_calls(trace) if calls_found is None else calls_found
     calls = found.select(pl.col(Col.TS_NS).alias(S), pl.col(END).alias(E))
     syncs = intervals.merge(calls) if calls.height else calls
@@ -165,12 +158,7 @@ def idle_gaps(
                 pieces.append((device, lo_ns, hi_ns, SYNC_WAIT if in_sync else cause))
     pieces.sort(key=lambda p: p[2] - p[1], reverse=True)
     pieces = sorted(pieces[:MAX_GAPS], key=lambda p: (p[0] is None, p[0] or 0, p[1]))
-    for device, lo_ns, hi_ns, cause in pieces:
-        out["device"].append(device)
-        out["start"].append(lo_ns - t0)
-        out["dur"].append(hi_ns - lo_ns)
-        out["cause"].append(cause)
-    return {"devices": devices, **out}
+    return IdlePieces(devices=devices, pieces=pieces)
 
 
 def _split(parts: list[tuple[Any, ...]], syncs: list[tuple[Any, ...]]) -> list[tuple[tuple[int, int], bool]]:
@@ -196,4 +184,15 @@ def _split(parts: list[tuple[Any, ...]], syncs: list[tuple[Any, ...]]) -> list[t
     return out
 
 
-__all__ = ["HOST_WAIT", "LAUNCH", "OP", "OTHER", "SYNC", "SYNC_WAIT", "cpu_lanes", "idle_gaps"]
+__all__ = [
+    "HOST_WAIT",
+    "LAUNCH",
+    "OP",
+    "OTHER",
+    "SYNC",
+    "SYNC_WAIT",
+    "CpuLanes",
+    "IdlePieces",
+    "cpu_lanes",
+    "idle_gaps",
+]

@@ -1,0 +1,157 @@
+"""Every result the HTML report of one trace shows, computed once: the link table and the GPU activity are built
+once and shared by every analysis below, as `opscope analyze` shares them.
+
+`trace_bundle(trace)` is the one place where a report's analyses run; the report (report/html/) receives the
+`TraceBundle` and only lays it out, so a figure in the page is the figure of the command named beside it
+(`SOURCES` in report/html/trace_report.py). Each field is the result of the analysis of the same name, with the
+options its command uses; the few report-only derivations (GPU time per category inside each step, the category
+of kernel-table rows that are not in the window, the CPU lanes of the timeline) are computed here too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import polars as pl
+
+from opscope.analysis.attribution.cpu_ops import CpuOpTable, cpu_op_table
+from opscope.analysis.attribution.steps import StepOptions, StepStats, step_stats
+from opscope.analysis.attribution.tree import OpTree, TreeOptions, op_tree
+from opscope.analysis.base.linking import Linkage, link
+from opscope.analysis.base.windows import overlap_pairs
+from opscope.analysis.critical_path.stats import CriticalPathStats, critical_path_stats
+from opscope.analysis.efficiency.table import Efficiency, EfficiencyOptions, efficiency
+from opscope.analysis.findings import Advice
+from opscope.analysis.kernels.categories import CATEGORY, CategoryBreakdown, categories_of, category_breakdown
+from opscope.analysis.kernels.summary import KernelSummary, SummaryOptions, kernel_summary
+from opscope.analysis.memory.summary import MemoryOptions, MemoryStats, memory_stats
+from opscope.analysis.overview import AnalyzeOptions
+from opscope.analysis.rules.advise import advise
+from opscope.analysis.timeline.activity import Activity, TimelineOptions, gpu_activity
+from opscope.analysis.timeline.busy import Timeline, timeline
+from opscope.analysis.timeline.lanes import CpuLanes, cpu_lanes
+from opscope.analysis.timeline.launch_delay import LaunchDelay, kernel_delays, launch_delay
+from opscope.analysis.timeline.memcpy import MemcpyStats, memcpy_stats
+from opscope.model.schema import Col
+from opscope.model.trace import Trace
+
+FLAME_MIN_SHARE = 1 / 5000  # flame siblings lighter than this share of the total fold into "(N more)"
+CRITICAL_PATH_STEPS = 64  # the report's critical-path panel: the first steps only (each needs its own graph)
+MEMORY_TOP = 20  # top allocating ops and live blocks in the memory panel
+EFFICIENCY_ROWS = 500  # efficiency rows in the report
+CPU_ROWS = 30  # rows of the CPU operator table
+
+
+@dataclass(frozen=True)
+class BundleOptions:
+    devices: tuple[int, ...] | None = None
+    streams: tuple[int, ...] | None = None
+    kernel_rows: int = 5_000  # kernel-table rows the report ships; their categories are computed here
+
+
+@dataclass(frozen=True)
+class TraceBundle:
+    """The results behind one HTML report (see the module doc)."""
+
+    trace: Trace
+    options: BundleOptions
+    linkage: Linkage
+    activity: Activity  # the GPU activity of the selected devices and streams over the whole trace
+    summary: KernelSummary  # `opscope summary --top 0`
+    kernel_categories: dict[tuple[str | None, str | None], str]  # (raw name, kind) -> category, shipped rows
+    tree: OpTree  # `opscope tree --depth 0`: module instances merged by type (Layer x24)
+    instances: OpTree  # `--modules instances`: one node per instance
+    timeline: Timeline
+    categories: CategoryBreakdown
+    steps: StepStats  # `opscope steps`
+    step_categories: pl.DataFrame  # win (index into steps.rows), category, t (ns clipped to the step)
+    kernel_delays: pl.DataFrame  # per measured kernel: the launch delay (`launch_delay.DELAY`), by row
+    launch_delay: LaunchDelay
+    memcpy: MemcpyStats
+    advice: Advice | None  # `opscope advise` (without predicted savings)
+    critical_path: CriticalPathStats  # the first CRITICAL_PATH_STEPS steps
+    memory: MemoryStats  # `opscope memory --top MEMORY_TOP`
+    efficiency: Efficiency  # `opscope efficiency --top EFFICIENCY_ROWS`
+    cpu_ops: CpuOpTable  # the CPU operator table (`opscope run` on a CPU-only capture)
+    cpu_lanes: CpuLanes  # the CPU side of the timeline over the analysed window
+
+
+def trace_bundle(trace: Trace, options: BundleOptions | None = None) -> TraceBundle:
+    """Every result of `trace`'s HTML report, each analysis run once over one link table and one activity."""
+    opts = options or BundleOptions()
+    devices, streams = opts.devices, opts.streams
+    linkage = link(trace)
+    act = gpu_activity(trace, TimelineOptions(devices=devices, streams=streams), linkage)
+    summary = kernel_summary(trace, SummaryOptions(top=0, devices=devices, streams=streams))
+    flame = TreeOptions(depth=0, min_share=FLAME_MIN_SHARE, devices=devices, streams=streams)
+    steps = step_stats(trace, StepOptions(devices=devices, streams=streams), linkage)
+    lo, hi = act.window.start_ns or 0, act.window.end_ns or 0
+    return TraceBundle(
+        trace=trace,
+        options=opts,
+        linkage=linkage,
+        activity=act,
+        summary=summary,
+        kernel_categories=_kernel_categories(summary, act, opts.kernel_rows),
+        tree=op_tree(trace, flame, linkage),
+        instances=op_tree(trace, replace(flame, modules="instances"), linkage),
+        timeline=timeline(trace, activity=act),
+        categories=category_breakdown(act.clipped()),
+        steps=steps,
+        step_categories=_step_categories(act.events, steps),
+        kernel_delays=kernel_delays(act)[0],
+        launch_delay=launch_delay(trace, activity=act),
+        memcpy=memcpy_stats(trace, activity=act),
+        advice=advise(trace, AnalyzeOptions(devices=devices, streams=streams), linkage, act).advice,
+        critical_path=critical_path_stats(
+            trace, rules=(), top=0, linkage=linkage, max_windows=CRITICAL_PATH_STEPS
+        ),
+        memory=memory_stats(trace, MemoryOptions(top=MEMORY_TOP)),
+        efficiency=efficiency(
+            trace, EfficiencyOptions(top=EFFICIENCY_ROWS, devices=devices, streams=streams), linkage
+        ),
+        cpu_ops=cpu_op_table(trace, top=CPU_ROWS, linkage=linkage),
+        cpu_lanes=cpu_lanes(trace, act, lo, hi),
+    )
+
+
+def _kernel_categories(
+    summary: KernelSummary, act: Activity, rows: int
+) -> dict[tuple[str | None, str | None], str]:
+    """The category of each of the first `rows` kernel-table rows: taken from the activity's events, which
+    already carry it (each distinct name classified once); rows outside them are classified together."""
+    known: dict[tuple[str | None, str | None], str] = dict(
+        ((n, k), c)
+        for n, k, c in act.events.select(
+            pl.col(Col.NAME).cast(pl.String), pl.col(Col.KIND).cast(pl.String), CATEGORY
+        )
+        .unique()
+        .iter_rows()
+    )
+    shipped = [(r.raw_name if r.raw_name is not None else r.name, r.kind) for r in summary.rows[:rows]]
+    missing = [key for key in shipped if key not in known]
+    if missing:
+        known.update(categories_of(missing))
+    return {key: known[key] for key in shipped}
+
+
+def _step_categories(events: pl.DataFrame, stats: StepStats) -> pl.DataFrame:
+    """The summed GPU time per category clipped to each step window (win: index into `stats.rows`)."""
+    empty = pl.DataFrame(schema={"win": pl.Int64, CATEGORY: pl.String, "t": pl.Int64})
+    if not stats.from_markers or not stats.rows:
+        return empty
+    chosen = tuple(r.window for r in stats.rows)
+    start = events[Col.TS_NS].to_numpy()
+    end = start + np.maximum(events[Col.DUR_NS].to_numpy(), 0)
+    event, window = overlap_pairs(start, end, chosen)
+    lo = np.array([w.start_ns for w in chosen], dtype=np.int64)[window]
+    hi = np.array([w.end_ns for w in chosen], dtype=np.int64)[window]
+    pieces = pl.DataFrame(
+        {
+            "win": window,
+            CATEGORY: events[CATEGORY].gather(event),
+            "t": np.minimum(end[event], hi) - np.maximum(start[event], lo),
+        }
+    )
+    return pieces.group_by("win", CATEGORY).agg(pl.col("t").sum()).sort(CATEGORY)

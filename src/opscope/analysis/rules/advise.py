@@ -1,0 +1,33 @@
+"""The rules' entry point: `advise(trace)` is `analyze` (overview.py, which composes the rooms' results) followed
+by the advice rules over that result, sharing one link table and one GPU activity. The rules read results; no
+result module imports the rules back. Definitions: docs/advice.md."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from opscope.analysis.base.linking import Linkage
+from opscope.analysis.overview import Analysis, AnalyzeOptions, analysis_of, prepare
+from opscope.analysis.rules.context import RuleContext
+from opscope.analysis.rules.engine import evaluate
+from opscope.analysis.timeline.activity import Activity
+from opscope.model.trace import Trace
+
+
+def advise(
+    trace: Trace,
+    options: AnalyzeOptions | None = None,
+    linkage: Linkage | None = None,
+    activity: Activity | None = None,
+) -> Analysis:
+    """`analyze(trace, options)` with `Analysis.advice` filled by the advice rules (unless `options.advise` is
+    false): thresholds from `options.rules`, predicted savings from the critical path with `options.predict`.
+    `linkage` / `activity`: as `overview.prepare` takes them, when the caller already has them."""
+    opts = options or AnalyzeOptions()
+    linkage, act = prepare(trace, opts, linkage, activity)
+    result = analysis_of(trace, opts, linkage, act)
+    if not opts.advise:
+        return result
+    return replace(
+        result, advice=evaluate(RuleContext(trace, result, linkage, act), opts.rules, opts.predict)
+    )
