@@ -13,7 +13,9 @@ import opscope
 import reference as ref
 from browser import chromium, open_report, wait_for  # noqa: F401  (fixtures)
 from conftest import corpus_path
+from opscope.analysis.bundle import MEMORY_TOP
 from opscope.analysis.memory.peaks import pair_devices
+from opscope.analysis.memory.summary import MemoryOptions, memory_stats
 from opscope.report.html.memory_panel import MAX_POINTS, memory_panel
 from rawfixtures import HOSTILE_OP
 
@@ -135,7 +137,7 @@ def test_report_memory_chart_thinning_keeps_the_reserved_peak(tmp_path) -> None:
 
     path = tmp_path / "many.json"
     path.write_text(json.dumps({"traceEvents": [mem(i) for i in range(3000)]}))
-    panel = memory_panel(opscope.load(path, cache=False))
+    panel = memory_panel(memory_stats(opscope.load(path, cache=False), MemoryOptions(top=MEMORY_TOP)))
     (d,) = panel["devices"]
     assert d["peak_reserved_bytes"] == 4096
     s = panel["series"]["cuda:0"]
@@ -149,7 +151,9 @@ def test_report_memory_chart_thinning_keeps_the_reserved_peak(tmp_path) -> None:
 def test_report_memory_chart_payload_of_real_traces() -> None:
     # the Qwen traces have more than 2,000 GPU events: the chart's data is thinned, the peaks stay exact
     for relative in (QWEN, "tracelens/mi300__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"):
-        panel = memory_panel(opscope.load(corpus_path(relative), cache=False))
+        panel = memory_panel(
+            memory_stats(opscope.load(corpus_path(relative), cache=False), MemoryOptions(top=MEMORY_TOP))
+        )
         gpu = next(d for d in panel["devices"] if d["device"] != "cpu")
         assert gpu["alloc_count"] + gpu["free_count"] > MAX_POINTS
         _series_keeps_both_peaks(panel)
