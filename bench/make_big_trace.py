@@ -56,6 +56,7 @@ ID_KEYS = (
 ZERO_BASED_KEYS = ("Ev Idx",)
 GAP_US = 1000
 
+_STEP = re.compile(rb"ProfilerStep#(\d+)")
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 _SLOT = re.compile(
     rb'(?<!\\)"(ts|'
@@ -83,7 +84,7 @@ class TiledTrace:
 class Template:
     """The source trace cut into head / events / tail, with the numbers to patch in each copy."""
 
-    def __init__(self, text: bytes, gap_us: int = GAP_US) -> None:
+    def __init__(self, text: bytes, gap_us: int = GAP_US, distinct_steps: bool = False) -> None:
         if gap_us < 1:
             raise ValueError("gap must be at least 1 us so that copies never overlap")
         head_end, first_end, second_start, tail_start, events = _locate_events(text)
@@ -100,6 +101,10 @@ class Template:
         )
         zero_based = ("ts", *ZERO_BASED_KEYS)
         self._values = values
+        # With distinct_steps, copy k's `ProfilerStep#N` is renamed `ProfilerStep#(N + k * stride)`, so the tiled
+        # trace reads as one longer capture (the steps of every copy distinct) rather than N repeats of a few.
+        numbers = [int(n) for n in _STEP.findall(self.body)]
+        self.step_stride = 10 ** len(str(max(numbers))) if distinct_steps and numbers else 0
         self._steps = [
             self.shift_us if key == "ts" else self.id_stride if v > 0 or (v == 0 and key in zero_based) else 0
             for v, key in zip(values, keys, strict=True)
@@ -116,7 +121,10 @@ class Template:
         parts: list[bytes] = [b""] * (2 * len(numbers) + 1)
         parts[0::2] = self._pieces
         parts[1::2] = numbers
-        return b"".join(parts)
+        text = b"".join(parts)
+        if k and self.step_stride:
+            text = _STEP.sub(lambda m: b"ProfilerStep#%d" % (int(m.group(1)) + k * self.step_stride), text)
+        return text
 
     def copies_for(self, size_bytes: int) -> int:
         """How many copies make a document of about `size_bytes` (ids get longer in later copies)."""
@@ -219,9 +227,9 @@ def read_source(path: Path) -> bytes:
     return path.read_bytes()
 
 
-def default_output(source: Path, copies: int) -> Path:
+def default_output(source: Path, copies: int, distinct_steps: bool = False) -> Path:
     stem = source.name.split(".")[0]
-    return OUT_DIR / f"{stem}.x{copies}.pt.trace.json.gz"
+    return OUT_DIR / f"{stem}.x{copies}{'.steps' if distinct_steps else ''}.pt.trace.json.gz"
 
 
 def make_big_trace(
@@ -235,13 +243,14 @@ def make_big_trace(
     plain: bool = False,
     reuse: bool = False,
     template: Template | None = None,
+    distinct_steps: bool = False,
 ) -> TiledTrace:
     """Write `source` tiled `copies` times (or to about `size_mb` MB uncompressed) as .json.gz (+ .json)."""
     started = time.perf_counter()
-    template = template or Template(read_source(source), gap_us)
+    template = template or Template(read_source(source), gap_us, distinct_steps)
     if copies is None:
         copies = template.copies_for(int((size_mb or 1000) * 1e6))
-    out = out or default_output(source, copies)
+    out = out or default_output(source, copies, distinct_steps)
     plain_path = out.with_name(out.name.removesuffix(".gz")) if plain else None
     meta_path = out.with_name(out.name + ".meta.json")
     if reuse and out.exists() and meta_path.exists() and (plain_path is None or plain_path.exists()):
@@ -299,6 +308,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--plain", action="store_true", help="also write the uncompressed .json")
     parser.add_argument(
+        "--distinct-steps",
+        action="store_true",
+        help="renumber ProfilerStep#N in each copy (one longer capture)",
+    )
+    parser.add_argument(
         "-o", "--out", type=Path, default=None, help="output .json.gz (default under bench/out/)"
     )
     parser.add_argument("--reuse", action="store_true", help="keep an existing output built the same way")
@@ -317,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
             level=args.level,
             plain=args.plain,
             reuse=args.reuse,
+            distinct_steps=args.distinct_steps,
         )
     except ValueError as exc:
         print(f"error: {args.source}: {exc}", file=sys.stderr)

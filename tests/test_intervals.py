@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import polars as pl
+from hypothesis import given
+from hypothesis import strategies as st
 
 from opscope.analysis.base import intervals
 
@@ -45,3 +48,49 @@ def test_gaps_and_clip():
     assert list(zip(g["start_ns"], g["end_ns"])) == [(0, 10), (20, 40), (50, 60)]
     clipped = intervals.clip(pl.DataFrame({"start_ns": [0, 55], "end_ns": [15, 70]}), 5, 60).collect()
     assert list(zip(clipped["start_ns"], clipped["end_ns"])) == [(5, 15), (55, 60)]
+
+
+# Coverage and inside_any (issue 25) replace an ops x gaps cross join and per-window scans: each must equal the
+# brute-force sum / test it replaced, exactly, on any intervals (overlapping, nested, empty, inverted).
+_SPAN = st.integers(min_value=-50, max_value=50)
+
+
+@given(
+    st.lists(st.tuples(_SPAN, _SPAN), max_size=30),
+    st.lists(st.tuples(_SPAN, _SPAN), max_size=30),
+)
+def test_coverage_equals_the_sum_of_clipped_overlaps(
+    parts: list[tuple[int, int]], queries: list[tuple[int, int]]
+):
+    frame = pl.DataFrame(
+        {"start_ns": [a for a, _ in parts], "end_ns": [b for _, b in parts]},
+        schema={"start_ns": pl.Int64, "end_ns": pl.Int64},
+    )
+    lo = np.array([a for a, _ in queries], dtype=np.int64)
+    hi = np.array([b for _, b in queries], dtype=np.int64)
+    got = intervals.Coverage(frame).inside(lo, hi).tolist()
+    want = [
+        sum(max(0, min(e, q1) - max(s, q0)) for s, e in parts if e > s) if q1 > q0 else 0
+        for q0, q1 in queries
+    ]
+    assert got == want
+
+
+@given(
+    st.lists(st.tuples(_SPAN, _SPAN), max_size=30),
+    st.lists(st.tuples(_SPAN, st.integers(min_value=0, max_value=20)), max_size=10),
+)
+def test_inside_any_equals_testing_every_window(calls: list[tuple[int, int]], windows: list[tuple[int, int]]):
+    bounds = [(lo, lo + length) for lo, length in windows]
+    start = pl.Series([a for a, _ in calls], dtype=pl.Int64)
+    end = pl.Series([b for _, b in calls], dtype=pl.Int64)
+    got = intervals.inside_any(start, end, bounds).to_list()
+    assert got == [any(lo <= s and e <= hi for lo, hi in bounds) for s, e in calls]
+
+
+def test_inside_any_is_false_for_missing_times_and_exact_for_epoch_nanoseconds():
+    epoch = 1_712_195_495_505_582_988  # beyond float64's exact integers: no float conversion may happen
+    start = pl.Series([epoch, None, epoch + 1], dtype=pl.Int64)
+    end = pl.Series([epoch + 10, epoch + 5, None], dtype=pl.Int64)
+    assert intervals.inside_any(start, end, [(epoch, epoch + 10)]).to_list() == [True, False, False]
+    assert intervals.inside_any(start, end, [(epoch + 1, epoch + 10)]).to_list() == [False, False, False]

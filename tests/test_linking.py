@@ -335,3 +335,18 @@ def test_python_ids_agree_with_time_nesting() -> None:
             assert ancestor == by_id[parent_id]
             checked += 1
         assert checked > 1000
+
+
+def test_the_link_table_is_computed_once_per_trace() -> None:
+    # issue 25: every analysis of one command shares one link table, one set of step windows and sync calls
+    from opscope.analysis.base.linking import link
+    from opscope.analysis.base.windows import marker_windows
+    from opscope.analysis.timeline.syncs import sync_calls
+
+    trace = opscope.load(corpus_path("hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"))
+    assert link(trace) is link(trace)
+    assert marker_windows(trace) is marker_windows(trace)
+    assert sync_calls(trace) is sync_calls(trace)
+    assert link(
+        opscope.load(corpus_path("hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"))
+    ) is not link(trace)

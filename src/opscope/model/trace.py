@@ -6,13 +6,17 @@ never has to be resident all at once: analyses ask for `lazy()` and select only 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar, cast
 
 import polars as pl
 
 from opscope.model.meta import TraceMeta
 from opscope.model.schema import COLUMNS, GPU_KINDS, Col
+
+T = TypeVar("T")
 
 
 def gpu_activity() -> pl.Expr:
@@ -28,6 +32,9 @@ class Trace:
     _frame: pl.DataFrame | None = None
     _parquet: Path | None = None
     _keepalive: object | None = field(default=None, repr=False)  # owns a temporary file when uncached
+    # Results that depend on the events alone (the link table, step windows, synchronising calls), computed
+    # once per Trace and shared by every analysis of one command (`derived`).
+    _derived: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_frame(cls, meta: TraceMeta, frame: pl.DataFrame) -> Trace:
@@ -49,6 +56,14 @@ class Trace:
 
             frame = as_device_work(frame, self.meta.device_like)
         return frame
+
+    def derived(self, key: str, compute: Callable[[], T]) -> T:
+        """`compute()` the first time `key` is asked for on this trace, the same result after that: for the
+        primitives every analysis reads (the link table, step windows, synchronising calls), which depend on
+        the events alone, so that one command computes each once however many analyses it runs."""
+        if key not in self._derived:
+            self._derived[key] = compute()
+        return cast(T, self._derived[key])
 
     @property
     def events(self) -> pl.DataFrame:

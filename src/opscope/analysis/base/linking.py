@@ -206,6 +206,12 @@ def _by_correlation(gpu: pl.DataFrame, launches: pl.DataFrame) -> tuple[pl.DataF
 
 
 def link(trace: Trace) -> Linkage:
+    """Link every GPU event of `trace` to its launch call and CPU call stack (see the module doc).
+    Computed once per trace (`Trace.derived`)."""
+    return trace.derived("link", lambda: _link(trace))
+
+
+def _link(trace: Trace) -> Linkage:
     """Link every GPU event of `trace` to its launch call and CPU call stack (see the module doc)."""
     gpu, launches, scopes, flows = _frames(trace)
     dur = pl.col(Col.DUR_NS)

@@ -74,6 +74,12 @@ def _trace_span(trace: Trace) -> tuple[int, int] | None:
 
 
 def marker_windows(trace: Trace) -> tuple[StepWindow, ...]:
+    """The step windows of `trace`, sorted by start (empty when it has none).
+    Computed once per trace (`Trace.derived`)."""
+    return trace.derived("marker_windows", lambda: _marker_windows(trace))
+
+
+def _marker_windows(trace: Trace) -> tuple[StepWindow, ...]:
     """The step windows of `trace`, sorted by start (empty when it has none): ProfilerStep#N events, and events
     with a `step_num` (JAX's `StepTraceAnnotation`, step N = step_num) in traces without ProfilerStep#N."""
     steps = (

@@ -4,9 +4,9 @@ of a row are the mean over its calls and total FLOPs = flops_per_call · calls e
 
 from __future__ import annotations
 
-import bisect
 from collections import defaultdict
 
+import numpy as np
 import polars as pl
 
 from opscope.analysis.efficiency import gather
@@ -76,30 +76,38 @@ def list_dtypes(scopes: pl.DataFrame) -> pl.DataFrame:
     cats = scopes.filter(pl.col(Col.NAME).is_in(list(LIST_OPS)))
     threads = cats.select(Col.PID, Col.TID).unique()
     ops = scopes.join(threads, on=[Col.PID, Col.TID]).sort(Col.PID, Col.TID, Col.TS_NS)
+    reach = 4 * _LOOK_BACK  # _producer_dtype reads at most this many ops before a cat
     for (pid, tid), lane in ops.group_by(Col.PID, Col.TID, maintain_order=True):
-        starts = lane[Col.TS_NS].to_list()
-        rows = lane.select(Col.NAME, Col.INPUT_DIMS, Col.INPUT_TYPES, Col.TS_NS, Col.DUR_NS).rows()
-        for row, dims, types, ts in (
-            cats.filter((pl.col(Col.PID) == pid) & (pl.col(Col.TID) == tid))
-            .select("row", Col.INPUT_DIMS, Col.INPUT_TYPES, Col.TS_NS)
-            .iter_rows()
-        ):
+        lane_cats = cats.filter((pl.col(Col.PID) == pid) & (pl.col(Col.TID) == tid)).select(
+            "row", Col.INPUT_DIMS, Col.INPUT_TYPES, Col.TS_NS
+        )
+        starts = lane[Col.TS_NS].to_numpy()
+        before = np.searchsorted(starts, lane_cats[Col.TS_NS].to_numpy(), side="left")
+        # Only the ops within reach of a cat become Python rows (not the whole lane: a Python object per op of
+        # a multi-GB trace was the largest allocation of `opscope analyze`).
+        marks = np.zeros(len(starts) + 1, dtype=np.int64)
+        np.add.at(marks, np.maximum(before - reach, 0), 1)
+        np.add.at(marks, before, -1)
+        wanted = np.flatnonzero(np.cumsum(marks[:-1]) > 0)
+        picked = lane[wanted].select(Col.NAME, Col.INPUT_DIMS, Col.INPUT_TYPES, Col.TS_NS, Col.DUR_NS).rows()
+        rows = dict(zip(wanted.tolist(), picked, strict=True))
+        for (row, dims, types, ts), at in zip(lane_cats.iter_rows(), before.tolist(), strict=True):
             shapes = gather.tensor_list(dims, types, 0)
             if shapes is None:
                 continue
-            label = _producer_dtype(
-                rows, bisect.bisect_left(starts, ts), ts, {gather.numel(s) for s in shapes}
-            )
+            label = _producer_dtype(rows, at, ts, {gather.numel(s) for s in shapes})
             if label is not None:
                 found.append((row, label))
     return pl.DataFrame(found, schema={"row": pl.Int64, LIST_DTYPE: pl.String}, orient="row")
 
 
 def _producer_dtype(
-    rows: list[tuple[str, str | None, str | None, int, int]], before: int, start: int, sizes: set[int]
+    rows: dict[int, tuple[str, str | None, str | None, int, int]], before: int, start: int, sizes: set[int]
 ) -> str | None:
+    """`rows`: the lane's ops by position (at least those within 4 * _LOOK_BACK before `before`)."""
     looked = 0
-    for name, dims, types, ts, dur in reversed(rows[max(0, before - 4 * _LOOK_BACK) : before]):
+    for position in range(before - 1, max(0, before - 4 * _LOOK_BACK) - 1, -1):
+        name, dims, types, ts, dur = rows[position]
         if ts + dur > start:  # an enclosing op, or one still running
             continue
         if name in _CASTS:

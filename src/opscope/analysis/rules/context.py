@@ -8,6 +8,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
 import polars as pl
 
 from opscope.analysis.base import intervals
@@ -119,33 +120,47 @@ class RuleContext:
             return pl.DataFrame(schema={Col.DEVICE: pl.Int32, S: pl.Int64, E: pl.Int64})
         return pl.concat(frames).filter(pl.col(E) > pl.col(S))
 
-    def cpu_ops_over(self, gaps: pl.DataFrame, top: int = 10) -> list[dict[str, object]]:
-        """The CPU ops and annotations that overlap `gaps` most (the outermost ones, or those directly under a
-        ProfilerStep, on any thread): name and overlapped time (us)."""
-        if gaps.height == 0:
-            return []
+    @functools.cached_property
+    def top_ops(self) -> pl.DataFrame:
+        """The outermost CPU ops and annotations (or those directly under a ProfilerStep), on any thread: name,
+        start_ns, end_ns. Built once: every `cpu_ops_over` call reads it."""
         scopes = self.linkage.scopes
         steps = scopes.filter(pl.col(Col.NAME).cast(pl.String).str.contains(STEP_NAME))[ROW]
         under_step = pl.col("op_parent_row").is_null() | pl.col("op_parent_row").is_in(steps.to_list())
-        ops = scopes.filter(
-            pl.col(Col.KIND).is_in([Kind.CPU_OP, Kind.USER_ANNOTATION])
-            & under_step
-            & ~pl.col(Col.NAME).cast(pl.String).str.contains(STEP_NAME)
-        ).select(
-            pl.col(Col.NAME).cast(pl.String),
-            pl.col(Col.TS_NS).alias(S),
-            (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(E),
+        return (
+            scopes.filter(
+                pl.col(Col.KIND).is_in([Kind.CPU_OP, Kind.USER_ANNOTATION])
+                & under_step
+                & ~pl.col(Col.NAME).cast(pl.String).str.contains(STEP_NAME)
+            )
+            .select(
+                pl.col(Col.NAME).cast(pl.String),
+                pl.col(Col.TS_NS).alias(S),
+                (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(E),
+            )
+            .filter(pl.col(S).is_not_null())
         )
+
+    def cpu_ops_over(self, gaps: pl.DataFrame, top: int = 10) -> list[dict[str, object]]:
+        """The CPU ops and annotations that overlap `gaps` most (the outermost ones, or those directly under a
+        ProfilerStep, on any thread): name and overlapped time (us), summed over the 200 longest gaps.
+
+        One sweep (`intervals.Coverage`), not a cross join of ops x gaps: the time each op overlaps the gaps,
+        summed over gaps that may overlap each other (as on several devices), exactly as the join summed it."""
+        if gaps.height == 0:
+            return []
+        ops = self.top_ops
         if ops.height == 0:
             return []
-        # the 200 longest gaps carry the story; a cross join over them stays small
         longest = (
             gaps.with_columns((pl.col(E) - pl.col(S)).alias("_len")).sort("_len", descending=True).head(200)
         )
-        cross = ops.join(longest.select(pl.col(S).alias("_gs"), pl.col(E).alias("_ge")), how="cross")
-        overlap = (pl.min_horizontal(E, "_ge") - pl.max_horizontal(S, "_gs")).clip(lower_bound=0)
+        lo = ops[S].to_numpy().astype(np.int64)
+        hi = ops[E].fill_null(ops[S]).to_numpy().astype(np.int64)
+        overlap = intervals.Coverage(longest).inside(lo, hi)
         best = (
-            cross.with_columns(overlap.alias("_ov"))
+            ops.select(Col.NAME)
+            .with_columns(pl.Series("_ov", overlap))
             .filter(pl.col("_ov") > 0)
             .group_by(Col.NAME)
             .agg(pl.col("_ov").sum())

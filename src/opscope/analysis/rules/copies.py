@@ -32,7 +32,8 @@ def pageable_copies(ctx: RuleContext, threshold: float) -> Hit | None:
         )
         .group_by(Col.NAME, LAUNCH_NAME, LAUNCH_OP)
         .agg(pl.len().alias("calls"), pl.col(Col.BYTES).sum().alias("bytes"), pl.col("_ns").sum())
-        .sort(["_ns", Col.NAME], descending=[True, False])
+        # every group key breaks ties, so equal times list in one order on every run
+        .sort(["_ns", Col.NAME, LAUNCH_NAME, LAUNCH_OP], descending=[True, False, False, False])
     )
     evidence = tuple(
         {

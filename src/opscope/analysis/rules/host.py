@@ -6,6 +6,7 @@ import re
 
 import polars as pl
 
+from opscope.analysis.base import intervals
 from opscope.analysis.rules.context import RuleContext
 from opscope.analysis.rules.model import ABOVE, BELOW, MAX_EVIDENCE, WINDOW, Hit, Rule, exact_names
 from opscope.model.schema import Col
@@ -58,8 +59,8 @@ def dataloader_time(ctx: RuleContext, threshold: float) -> Hit | None:
     loads = scopes.filter(pl.col(Col.NAME).cast(pl.String).is_in(names)).select(
         pl.col(Col.NAME).cast(pl.String), Col.TS_NS, Col.DUR_NS
     )
-    inside = pl.any_horizontal([(pl.col(Col.TS_NS) >= lo) & (pl.col(Col.TS_NS) < hi) for lo, hi in bounds])
-    loads = loads.filter(inside)
+    # starting inside a window [lo, hi): lo <= ts and ts + 1 <= hi (integer ns), one sorted search per load
+    loads = loads.filter(intervals.inside_any(loads[Col.TS_NS], loads[Col.TS_NS] + 1, bounds))
     spent = int(loads[Col.DUR_NS].sum() or 0) if loads.height else 0
     evidence = tuple(
         {
@@ -70,7 +71,7 @@ def dataloader_time(ctx: RuleContext, threshold: float) -> Hit | None:
         }
         for r in loads.group_by(Col.NAME)
         .agg(pl.len().alias("calls"), pl.col(Col.DUR_NS).sum(), pl.col(Col.DUR_NS).max().alias("max"))
-        .sort(Col.DUR_NS, descending=True)
+        .sort([Col.DUR_NS, Col.NAME], descending=[True, False])
         .head(MAX_EVIDENCE)
         .iter_rows(named=True)
     )

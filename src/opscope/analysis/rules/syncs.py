@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from opscope.analysis.base import intervals
 from opscope.analysis.base.linking import ROW, Linkage
 from opscope.analysis.rules.context import RuleContext
 from opscope.analysis.rules.model import ABOVE, MAX_EVIDENCE, WINDOW, Hit, Rule, exact_names
@@ -89,8 +90,8 @@ def syncs_in_steps(ctx: RuleContext, threshold: float) -> Hit | None:
     bounds = [(w.start_ns, w.end_ns) for w in steps] or list(ctx.activity.window.bounds)
     if not bounds:
         return None
-    inside = pl.any_horizontal([(pl.col(Col.TS_NS) >= lo) & (pl.col(END) <= hi) for lo, hi in bounds])
-    found = calls.filter(inside)
+    # held whole by a window: one sorted search per call (intervals.inside_any), not a test per window
+    found = calls.filter(intervals.inside_any(calls[Col.TS_NS], calls[END], bounds))
     per_step = found.height / max(1, len(steps) or 1)
     if found.height == 0:
         return Hit(value=0, time_at_stake_ns=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from opscope.analysis.base import intervals
@@ -79,19 +80,14 @@ def low_windows(ctx: RuleContext, threshold: float) -> Hit | None:
         steps = [(f"slice {i + 1}/{SLICES}", edges[i], edges[i + 1]) for i in range(SLICES)]
     low = []
     lowest = 1.0
+    los = np.array([lo for _, lo, _ in steps], dtype=np.int64)
+    his = np.array([hi for _, _, hi in steps], dtype=np.int64)
     for device, events in ctx.clipped.partition_by(Col.DEVICE, as_dict=True).items():
-        merged = intervals.merge(events.select(S, E))
-        for name, lo, hi in steps:
+        # busy time of every window in one sweep (intervals.Coverage), not one pass over the events per window
+        busy = intervals.Coverage(intervals.merge(events.select(S, E))).inside(los, his)
+        for (name, lo, hi), busy_ns in zip(steps, busy.tolist(), strict=True):
             if hi <= lo:
                 continue
-            busy_ns = int(
-                merged.select(
-                    (pl.col(E).clip(upper_bound=hi) - pl.col(S).clip(lower_bound=lo))
-                    .clip(lower_bound=0)
-                    .sum()
-                ).item()
-                or 0
-            )
             util = busy_ns / (hi - lo)
             lowest = min(lowest, util)
             if util < threshold:

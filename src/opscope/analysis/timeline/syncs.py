@@ -49,6 +49,12 @@ class SyncStats:
 
 
 def sync_calls(trace: Trace) -> pl.DataFrame:
+    """Every synchronising host call: name, pid, tid, ts_ns, dur_ns, end_ns (durations below 0 count as 0).
+    Computed once per trace (`Trace.derived`)."""
+    return trace.derived("sync_calls", lambda: _sync_calls(trace))
+
+
+def _sync_calls(trace: Trace) -> pl.DataFrame:
     """Every synchronising host call: name, pid, tid, ts_ns, dur_ns, end_ns (durations below 0 count as 0)."""
     host = trace.lazy().filter(pl.col(Col.KIND).cast(pl.String).is_in([Kind.RUNTIME, Kind.DRIVER]))
     # Match the pattern on the few distinct call names, not on every event.

@@ -1,0 +1,172 @@
+"""Benchmark: every analysis command against `opscope summary` on the same trace, tiled 1x, 4x and 16x (or more),
+as ratios measured side by side in one run, with each command's peak memory.
+
+A real corpus trace is tiled end to end by `make_big_trace.py --distinct-steps` (each copy's ProfilerStep#N
+renumbered, so the result reads as one longer capture). For each size, the trace is read once into the cache,
+then every command runs in its own process (`python -m opscope.cli.main`-equivalent, so the peak RSS is the
+command's own, measured by the kernel: `resource.getrusage(RUSAGE_CHILDREN)` of a fresh child), warm:
+
+- the ratio of each command's wall time to a warm `summary` of the same trace (the issue's interactive target:
+  <= 3x, `diff A B` <= 4x), and to a cold `summary` (parse included) for the largest size (<= 3x);
+- peak RSS per command and size, and its growth from the smallest to the largest size against the growth of
+  the trace (memory must grow no faster than the trace: the ratio `rss growth / size growth` <= ~1).
+
+Usage: python bench/bench_analyses.py [--source PATH] [--copies 1,4,16] [--repeat 1] [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from make_big_trace import DEFAULT_SOURCE, TRACES, make_big_trace
+
+COMMANDS: tuple[tuple[str, ...], ...] = (
+    ("summary",),
+    ("analyze",),
+    ("advise",),
+    ("report",),  # -o a temporary file (added below)
+    ("critical-path",),
+    ("memory",),
+    ("efficiency",),
+    ("steps",),
+    ("ops",),
+    ("tree",),
+    ("history", "add"),  # --db a temporary database (added below)
+    ("diff",),  # the trace against itself
+)
+CHILD = (
+    "import resource, sys, time\n"
+    "from opscope.cli.main import main\n"
+    "t = time.perf_counter(); rc = main(sys.argv[1:]); wall = time.perf_counter() - t\n"
+    "print(f'@@ {rc} {wall:.4f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}', file=sys.stderr)\n"
+)
+
+
+def run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds inside the command, peak RSS in MB) of one command in a fresh process."""
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, *argv], env=env, capture_output=True, text=True, check=False
+    )
+    line = next((x for x in done.stderr.splitlines() if x.startswith("@@ ")), None)
+    if line is None or line.split()[1] not in ("0", "1"):
+        raise RuntimeError(f"{' '.join(argv)} failed: {done.stderr[-2000:]}")
+    _, _, wall, rss_kb = line.split()
+    return float(wall), int(rss_kb) / 1024
+
+
+def argv_for(command: tuple[str, ...], trace: str, scratch: Path) -> list[str]:
+    argv = [*command, trace]
+    if command == ("report",):
+        argv += ["-o", str(scratch / "report.html")]
+    elif command == ("history", "add"):
+        (scratch / "history.db").unlink(missing_ok=True)
+        argv += ["--db", str(scratch / "history.db")]
+    elif command == ("diff",):
+        argv += [trace]
+    if command[0] != "report":
+        argv += ["--format", "json"]
+    return argv
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--source", type=Path, default=TRACES / DEFAULT_SOURCE)
+    parser.add_argument("--copies", default="1,4,16", help="tiling factors, comma-separated (default 1,4,16)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per command; the fastest counts")
+    parser.add_argument("--only", default=None, help="comma-separated commands to run (default: all)")
+    parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown (README)")
+    args = parser.parse_args(argv)
+    copies = [int(c) for c in args.copies.split(",")]
+    wanted = None if args.only is None else set(args.only.split(","))
+    commands = [c for c in COMMANDS if wanted is None or " ".join(c) in wanted or c == ("summary",)]
+    results: dict[tuple[str, int], tuple[float, float]] = {}
+    cold: dict[int, tuple[float, float]] = {}
+    events: dict[int, int] = {}
+    with tempfile.TemporaryDirectory(prefix="opscope-bench-") as tmp:
+        scratch = Path(tmp)
+        env = {**os.environ, "OPSCOPE_CACHE_DIR": str(scratch / "cache"), "COLUMNS": "100"}
+        for n in copies:
+            tiled = make_big_trace(args.source, copies=n, distinct_steps=True, reuse=True)
+            events[n] = tiled.events_per_copy * n
+            cold[n] = run(["summary", tiled.path, "--format", "json"], env)  # parses and writes the cache
+            for command in commands:
+                best = (float("inf"), 0.0)
+                for _ in range(max(1, args.repeat)):
+                    wall, rss = run(argv_for(command, tiled.path, scratch), env)
+                    best = (min(best[0], wall), max(best[1], rss))
+                results[(" ".join(command), n)] = best
+                print(
+                    f"  {' '.join(command):14s} x{n:<3d} {best[0]:7.2f} s {best[1]:7.0f} MB", file=sys.stderr
+                )
+    print_tables(commands, copies, results, cold, events, args.markdown)
+    return 0
+
+
+def print_tables(
+    commands: list[tuple[str, ...]],
+    copies: list[int],
+    results: dict[tuple[str, int], tuple[float, float]],
+    cold: dict[int, tuple[float, float]],
+    events: dict[int, int],
+    markdown: bool,
+) -> None:
+    big, small = copies[-1], copies[0]
+    header = [
+        "command",
+        *(f"x{n} s" for n in copies),
+        *(f"x{n} MB" for n in copies),
+        f"x{small} / warm summary",
+        f"x{big} / cold summary",
+        f"RSS growth / trace growth x{small}->x{big}",
+    ]
+    rows = []
+    for command in commands:
+        name = " ".join(command)
+        walls = [results[(name, n)][0] for n in copies]
+        rss = [results[(name, n)][1] for n in copies]
+        warm_ratio = walls[0] / results[("summary", small)][0]
+        cold_ratio = walls[-1] / cold[big][0]
+        growth = (rss[-1] / rss[0]) / (events[big] / events[small]) if len(copies) > 1 else 1.0
+        rows.append(
+            [
+                name,
+                *(f"{w:.2f}" for w in walls),
+                *(f"{r:.0f}" for r in rss),
+                f"{warm_ratio:.2f}x",
+                f"{cold_ratio:.2f}x",
+                f"{growth:.2f}",
+            ]
+        )
+    rows.append(
+        [
+            "cold summary",
+            *(f"{cold[n][0]:.2f}" for n in copies),
+            *(f"{cold[n][1]:.0f}" for n in copies),
+            "",
+            "1.00x",
+            "",
+        ]
+    )
+    print(
+        f"trace: x{'/x'.join(map(str, copies))} = {'/'.join(f'{events[n]:,}' for n in copies)} events; "
+        f"{time.strftime('%Y-%m-%d')}"
+    )
+    if markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        for row in rows:
+            print("| " + " | ".join(row) + " |")
+        return
+    widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
+    for row in (header, *rows):
+        print("  ".join(str(c).rjust(w) for c, w in zip(row, widths, strict=True)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
