@@ -98,7 +98,11 @@ class Graph:
 
 
 def cpu_table(trace: Trace) -> pl.DataFrame:
-    """Every CPU event of the trace with a positive duration (collected once, filtered per window)."""
+    """Every CPU event of the trace with a positive duration (collected once per trace, filtered per window)."""
+    return trace.derived("critical_path.cpu_table", lambda: _cpu_table(trace))
+
+
+def _cpu_table(trace: Trace) -> pl.DataFrame:
     return (
         trace.lazy()
         .with_row_index(ROW)
@@ -122,7 +126,11 @@ def cpu_table(trace: Trace) -> pl.DataFrame:
 def stream_waits(trace: Trace) -> pl.DataFrame:
     """Kineto's records of `cudaStreamWaitEvent` (`cuda_sync` events with a stream, the stream waited on and the
     correlation id of its `cudaEventRecord` call): device, stream (waiting), wait_on_stream, wait_correlation
-    (of the cudaStreamWaitEvent call), record_correlation."""
+    (of the cudaStreamWaitEvent call), record_correlation. Read once per trace."""
+    return trace.derived("critical_path.stream_waits", lambda: _stream_waits(trace))
+
+
+def _stream_waits(trace: Trace) -> pl.DataFrame:
     return (
         trace.lazy()
         .filter(
@@ -144,18 +152,10 @@ def stream_waits(trace: Trace) -> pl.DataFrame:
     )
 
 
-def _gpu_events(linkage: Linkage, cpu: pl.DataFrame, start_ns: int, end_ns: int) -> pl.DataFrame:
-    """The GPU events launched from `cpu`, and those with no launch call in the trace that start in the window
-    (a GPU-only capture: launch -1), with `trace_prev_end`: the end of the previous activity on the same device
-    and stream in the whole trace (to tell a backlog from before the window), and the launch call's process,
-    start and end (`launch_pid`, `launch_ts`, `launch_end`; null without one)."""
-    launches = cpu.select(
-        pl.col(ROW).alias("launch_row"),
-        pl.col("_e").alias("launch"),
-        pl.col(Col.PID).alias("launch_pid"),
-        pl.col(Col.TS_NS).alias("launch_ts"),
-        pl.col("end_ns").alias("launch_end"),
-    )
+def gpu_table(linkage: Linkage) -> pl.DataFrame:
+    """Every GPU event of the link table in (device, stream, start) order with `trace_prev_end`: the end of the
+    previous activity on the same device and stream in the whole trace (to tell a backlog from before a window),
+    and its launch call's row and start. It does not depend on the window: built once, cut per window."""
     lane = [Col.DEVICE, Col.STREAM]
     return (
         linkage.gpu.select(
@@ -167,9 +167,32 @@ def _gpu_events(linkage: Linkage, cpu: pl.DataFrame, start_ns: int, end_ns: int)
             Col.TS_NS,
             (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias("end_ns"),
             "launch_row",
+            "launch_ts_ns",
         )
         .sort([*lane, Col.TS_NS, ROW], nulls_last=True)
         .with_columns(pl.col("end_ns").shift(1).over(lane).alias("trace_prev_end"))
+    )
+
+
+def _gpu_events(gpu_all: pl.DataFrame, cpu: pl.DataFrame, start_ns: int, end_ns: int) -> pl.DataFrame:
+    """The GPU events launched from `cpu`, and those with no launch call in the trace that start in the window
+    (a GPU-only capture: launch -1), with `trace_prev_end` (see `gpu_table`) and the launch call's process,
+    start and end (`launch_pid`, `launch_ts`, `launch_end`; null without one). `gpu_all`: `gpu_table(linkage)`;
+    its rows are first cut to those whose launch call (or, without one, whose own start) lies in the window, so
+    the join below is the size of the window, not of the trace."""
+    launches = cpu.select(
+        pl.col(ROW).alias("launch_row"),
+        pl.col("_e").alias("launch"),
+        pl.col(Col.PID).alias("launch_pid"),
+        pl.col(Col.TS_NS).alias("launch_ts"),
+        pl.col("end_ns").alias("launch_end"),
+    )
+    near = pl.col("launch_ts_ns").is_between(start_ns, end_ns) | (
+        pl.col("launch_row").is_null() & pl.col(Col.TS_NS).is_between(start_ns, end_ns)
+    )
+    return (
+        gpu_all.filter(near)
+        .drop("launch_ts_ns")
         .join(launches, on="launch_row", how="left")
         .filter(
             pl.col("launch").is_not_null()
@@ -182,17 +205,23 @@ def _gpu_events(linkage: Linkage, cpu: pl.DataFrame, start_ns: int, end_ns: int)
 
 
 def build(
-    trace: Trace, linkage: Linkage, start_ns: int, end_ns: int, cpu_all: pl.DataFrame | None = None
+    trace: Trace,
+    linkage: Linkage,
+    start_ns: int,
+    end_ns: int,
+    cpu_all: pl.DataFrame | None = None,
+    gpu_all: pl.DataFrame | None = None,
 ) -> Graph:
-    """The dependency graph of the events of `trace` in [start_ns, end_ns] (see the module doc). `cpu_all`:
-    `cpu_table(trace)` when the caller builds several windows."""
+    """The dependency graph of the events of `trace` in [start_ns, end_ns] (see the module doc). `cpu_all`,
+    `gpu_all`: `cpu_table(trace)`, `gpu_table(linkage)` when the caller builds several windows."""
     cpu_all = cpu_table(trace) if cpu_all is None else cpu_all
+    gpu_all = gpu_table(linkage) if gpu_all is None else gpu_all
     cpu = (
         cpu_all.filter(pl.col(Col.TS_NS).is_between(start_ns, end_ns))
         .with_row_index("_e")
         .with_columns(pl.col("_e").cast(pl.Int64))
     )
-    gpu = _gpu_events(linkage, cpu, start_ns, end_ns)
+    gpu = _gpu_events(gpu_all, cpu, start_ns, end_ns)
     n_cpu = cpu.height
     gpu = gpu.with_row_index("_e", offset=n_cpu).with_columns(pl.col("_e").cast(pl.Int64))
     waits = _cross_stream_pairs(stream_waits(trace), cpu, gpu)

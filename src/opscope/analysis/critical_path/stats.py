@@ -11,7 +11,7 @@ import polars as pl
 
 from opscope.analysis.base.linking import Linkage, link
 from opscope.analysis.base.windows import StepWindow, select_windows
-from opscope.analysis.critical_path.graph import Graph, build, cpu_table
+from opscope.analysis.critical_path.graph import Graph, build, cpu_table, gpu_table
 from opscope.analysis.critical_path.path import PathResult, WhatIf, critical_path, what_if
 from opscope.model.trace import Trace
 
@@ -78,8 +78,9 @@ def step_path(
     rules: Sequence[WhatIf] = (),
     top: int = 20,
     cpu_all: pl.DataFrame | None = None,
+    gpu_all: pl.DataFrame | None = None,
 ) -> StepPath:
-    graph = build(trace, linkage, window.start_ns, window.end_ns, cpu_all)
+    graph = build(trace, linkage, window.start_ns, window.end_ns, cpu_all, gpu_all)
     ts = graph.node_ts()
     span = int(ts.max() - ts.min()) if len(ts) else 0
     if window.step is None and len(ts):
@@ -103,13 +104,13 @@ def critical_path_stats(
     `max_windows`, of the first ones only (`windows_total` says how many there were)."""
     windows = select_windows(trace, steps)
     linkage = link(trace) if linkage is None else linkage
-    cpu_all = cpu_table(trace)
+    cpu_all, gpu_all = cpu_table(trace), gpu_table(linkage)
     chosen = windows if max_windows is None else windows[:max_windows]
     return CriticalPathStats(
         path=trace.path,
         from_markers=any(w.step is not None for w in windows),
         what_ifs=tuple(rules),
-        steps=tuple(step_path(trace, w, linkage, rules, top, cpu_all) for w in chosen),
+        steps=tuple(step_path(trace, w, linkage, rules, top, cpu_all, gpu_all) for w in chosen),
         windows_total=len(windows),
     )
 
@@ -120,9 +121,10 @@ class SavingModel:
 
     def __init__(self, trace: Trace, steps: str | None = None, linkage: Linkage | None = None) -> None:
         linkage = link(trace) if linkage is None else linkage
-        cpu_all = cpu_table(trace)
+        cpu_all, gpu_all = cpu_table(trace), gpu_table(linkage)
         self._graphs = [
-            build(trace, linkage, w.start_ns, w.end_ns, cpu_all) for w in select_windows(trace, steps)
+            build(trace, linkage, w.start_ns, w.end_ns, cpu_all, gpu_all)
+            for w in select_windows(trace, steps)
         ]
         self._base = [critical_path(g, top=0).length_ns for g in self._graphs]
 

@@ -147,9 +147,12 @@ def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, pl.DataFrame]:
         Col.TS_NS,
         Col.DUR_NS,
     )
+    # Only the op rows, and their text only then: casting the whole table's columns to strings held a string
+    # per event of a multi-GB trace.
     types = (
         trace.lazy()
         .with_row_index(ROW)
+        .filter(pl.col(Col.KIND).cast(pl.String).is_in(list(OP_KINDS)))
         .select(
             pl.col(ROW).cast(pl.Int64),
             pl.col(Col.INPUT_TYPES).cast(pl.String),
