@@ -17,6 +17,7 @@ from opscope.analysis.attribution.ops import OpOptions, OpStats, op_stats
 from opscope.analysis.attribution.steps import StepOptions, StepStats, step_stats
 from opscope.analysis.base import intervals
 from opscope.analysis.base.linking import Linkage, LinkStats, link
+from opscope.analysis.base.stages import stage
 from opscope.analysis.base.windows import select_windows
 from opscope.analysis.findings import Advice, RuleConfig
 from opscope.analysis.kernels.categories import CATEGORY, CategoryBreakdown, category_breakdown
@@ -116,6 +117,7 @@ def prepare(
     opts = options or AnalyzeOptions()
     windows = _windows(trace, opts)
     linkage = linkage or link(trace)
+    stage("GPU activity")
     act = (
         activity
         if activity is not None and windows is None
@@ -147,6 +149,7 @@ def analyze(
 
 def analysis_of(trace: Trace, opts: AnalyzeOptions, linkage: Linkage, act: Activity) -> Analysis:
     """The `Analysis` of `trace` over a prepared link table and GPU activity (`prepare`)."""
+    stage("operators and steps")
     syncs = sync_calls(trace)
     clipped = act.clipped()
     ops = op_stats(
@@ -158,6 +161,7 @@ def analysis_of(trace: Trace, opts: AnalyzeOptions, linkage: Linkage, act: Activ
     used = set(clipped[Col.DEVICE].drop_nulls().to_list())
     names = trace.meta.used_device_names(int(d) for d in used)
     warnings = list(trace.meta.warnings)
+    stage("busy and idle time, launch delay, syncs, copies")
     return Analysis(
         path=trace.path,
         device_names=names,

@@ -15,6 +15,7 @@ from typing import Any
 
 from opscope._version import __version__
 from opscope.cli.parser import OneLineParser
+from opscope.cli.progress import stage_progress
 from opscope.errors import OpscopeError
 from opscope.ingest import headstart
 from opscope.untrusted import visible
@@ -107,7 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = _on_sigterm()
     _head_start(args)
     try:
-        return int(args._run(args))
+        with stage_progress(args, f"opscope {getattr(args, '_command', None) or 'command'}"):
+            return int(args._run(args))
     except Terminated:
         print("opscope: terminated", file=sys.stderr)
         return 143

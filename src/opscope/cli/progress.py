@@ -1,4 +1,5 @@
-"""The parse progress bar: bytes of the trace file read / its size, on standard error.
+"""Progress on standard error: the parse progress bar (bytes of the trace file read / its size) and the stage
+line of the analyses (`StageLine`).
 
 It appears only when standard error is a terminal, -q was not given, and the parse has already taken
 `delay_s` (about a second): short parses and piped or logged runs stay silent. Without colour (--no-color,
@@ -13,7 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from opscope.untrusted import visible
 
@@ -81,3 +82,49 @@ def parse_progress(args: argparse.Namespace, label: str) -> Iterator[ParseProgre
         yield callback
     finally:
         callback.close()
+
+
+STAGE_DELAY_S = 2.0  # commands quicker than this show no stage line
+
+
+class StageLine:
+    """A `stage(name)` listener (analysis/base/stages.py) that keeps one status line on standard error: the
+    command and the stage it is in, with the time so far. Nothing is drawn before `delay_s` (about 2 s), so
+    quick commands stay silent; the line is erased when the command ends."""
+
+    def __init__(self, stream: TextIO, command: str, delay_s: float | None = None) -> None:
+        self.stream = stream
+        self.command = command
+        self.delay_s = STAGE_DELAY_S if delay_s is None else delay_s
+        self.started = time.monotonic()
+        self.drawn = False
+
+    def __call__(self, name: str) -> None:
+        elapsed = time.monotonic() - self.started
+        if elapsed < self.delay_s:
+            return
+        self.stream.write(f"\r\x1b[2K{self.command}: {visible(name)} ({elapsed:.1f} s)")
+        self.stream.flush()
+        self.drawn = True
+
+    def close(self) -> None:
+        if self.drawn:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+            self.drawn = False
+
+
+@contextmanager
+def stage_progress(args: argparse.Namespace, command: str) -> Iterator[StageLine | None]:
+    """Show the analyses' stages while the block runs, when standard error is a terminal and -q was not given."""
+    if getattr(args, "quiet", False) or not sys.stderr.isatty():
+        yield None
+        return
+    from opscope.analysis.base.stages import listening
+
+    line = StageLine(sys.stderr, command)
+    try:
+        with listening(line):
+            yield line
+    finally:
+        line.close()

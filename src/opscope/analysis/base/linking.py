@@ -21,6 +21,7 @@ import polars as pl
 
 from opscope.analysis.base import select
 from opscope.analysis.base.nesting import ancestors, innermost_container, nearest_of_kind
+from opscope.analysis.base.stages import stage
 from opscope.model.schema import GPU_KINDS, Col, Kind
 from opscope.model.trace import Trace
 from opscope.tables import Tabular
@@ -208,7 +209,12 @@ def _by_correlation(gpu: pl.DataFrame, launches: pl.DataFrame) -> tuple[pl.DataF
 def link(trace: Trace) -> Linkage:
     """Link every GPU event of `trace` to its launch call and CPU call stack (see the module doc).
     Computed once per trace (`Trace.derived`)."""
-    return trace.derived("link", lambda: _link(trace))
+    return trace.derived("link", lambda: _announced_link(trace))
+
+
+def _announced_link(trace: Trace) -> Linkage:
+    stage("linking kernels to their launches and ops")
+    return _link(trace)
 
 
 def _link(trace: Trace) -> Linkage:

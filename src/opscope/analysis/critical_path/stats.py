@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 
 from opscope.analysis.base.linking import Linkage, link
+from opscope.analysis.base.stages import stage
 from opscope.analysis.base.windows import StepWindow, select_windows
 from opscope.analysis.critical_path.graph import Graph, build, cpu_table, gpu_table
 from opscope.analysis.critical_path.path import PathResult, WhatIf, critical_path, what_if
@@ -106,11 +107,15 @@ def critical_path_stats(
     linkage = link(trace) if linkage is None else linkage
     cpu_all, gpu_all = cpu_table(trace), gpu_table(linkage)
     chosen = windows if max_windows is None else windows[:max_windows]
+    paths = []
+    for i, w in enumerate(chosen):
+        stage(f"critical path: window {i + 1} of {len(chosen)}")
+        paths.append(step_path(trace, w, linkage, rules, top, cpu_all, gpu_all))
     return CriticalPathStats(
         path=trace.path,
         from_markers=any(w.step is not None for w in windows),
         what_ifs=tuple(rules),
-        steps=tuple(step_path(trace, w, linkage, rules, top, cpu_all, gpu_all) for w in chosen),
+        steps=tuple(paths),
         windows_total=len(windows),
     )
 

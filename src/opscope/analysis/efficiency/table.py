@@ -18,6 +18,7 @@ import polars as pl
 from opscope.analysis.attribution.ops import OpOptions, OpRow, op_stats
 from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, link
 from opscope.analysis.base.nesting import ancestors
+from opscope.analysis.base.stages import stage
 from opscope.analysis.efficiency.families import COMPUTE_FAMILIES, Cost
 from opscope.analysis.efficiency.peaks import GpuPeaks, match_peaks
 from opscope.analysis.efficiency.sizing import list_dtypes, size_call, size_ops
@@ -236,6 +237,7 @@ def efficiency(
     """FLOP/s, bytes/s and percent of peak per op (and shape) of `trace`: see the module doc."""
     opts = options or EfficiencyOptions()
     linked = linkage or link(trace)
+    stage("efficiency: sizing ops")
     stats = op_stats(
         trace, OpOptions(by_shape=True, top=0, devices=opts.devices, streams=opts.streams), linked
     )

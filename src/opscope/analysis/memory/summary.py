@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 
 from opscope.analysis.base import windows
+from opscope.analysis.base.stages import stage
 from opscope.analysis.memory.events import device_order, is_gpu, memory_events, pair_frees, peak_of
 from opscope.analysis.memory.owners import Owners, find_owners
 from opscope.analysis.memory.steps import StepMemory, growth_warnings, step_memory
@@ -105,6 +106,7 @@ def lifetimes(ts: np.ndarray, partner: np.ndarray, nbytes: np.ndarray) -> tuple[
 
 def memory_stats(trace: Trace, options: MemoryOptions | None = None) -> MemoryStats:
     options = options or MemoryOptions()
+    stage("memory events")
     events = memory_events(trace)
     if options.steps is not None:
         chosen = windows.select_windows(trace, options.steps)

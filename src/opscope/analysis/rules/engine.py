@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from opscope.analysis.base.stages import stage
 from opscope.analysis.findings import MAX_EVIDENCE, Advice, Finding, RuleConfig, severity
 from opscope.analysis.rules.context import RuleContext
 from opscope.analysis.rules.registry import RULES
@@ -75,6 +76,7 @@ def evaluate(ctx: RuleContext, config: RuleConfig | None = None, predict: bool =
             continue
         threshold = cfg.threshold(rule)
         checked.append(rule.id)
+        stage(f"advice rules: {rule.id}")
         try:
             hit = rule.check(ctx, threshold)
         except Exception as exc:  # one broken rule must not cost the user the others

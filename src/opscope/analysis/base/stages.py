@@ -1,0 +1,31 @@
+"""Stage announcements: a long analysis says which stage it enters ("linking", "rules: host_bound", "critical
+path: step 3 of 80"); whoever runs it may show that (the CLI draws one status line on a terminal, cli/progress.py).
+
+Nothing is printed here: `stage(name)` calls the listener installed with `listening(callback)` for the current
+context, or does nothing. Analyses stay pure functions; the listener is the caller's business."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+Listener = Callable[[str], None]
+_LISTENER: ContextVar[Listener | None] = ContextVar("opscope_stage_listener", default=None)
+
+
+def stage(name: str) -> None:
+    """Announce that the running analysis enters stage `name`."""
+    listener = _LISTENER.get()
+    if listener is not None:
+        listener(name)
+
+
+@contextmanager
+def listening(listener: Listener) -> Iterator[None]:
+    """Send the stages announced inside the block to `listener`."""
+    token = _LISTENER.set(listener)
+    try:
+        yield
+    finally:
+        _LISTENER.reset(token)

@@ -1,0 +1,58 @@
+"""Progress per stage (issue 25 item 5): analyses announce their stages (analysis/base/stages.py, no IO), and
+the CLI draws them as one status line on a terminal once a command has run for a while (cli/progress.py)."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import opscope
+from conftest import corpus_path
+from opscope.analysis.base.stages import listening, stage
+from opscope.analysis.critical_path.stats import critical_path_stats
+from opscope.analysis.rules.advise import advise
+from opscope.cli import progress
+
+V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+
+
+def test_stages_reach_the_listener_and_nothing_else() -> None:
+    stage("no listener: nothing happens")
+    seen: list[str] = []
+    trace = opscope.load(corpus_path(V100))
+    with listening(seen.append):
+        advise(trace)
+        critical_path_stats(trace)
+    assert seen[0] == "linking kernels to their launches and ops"
+    assert "advice rules: host_bound" in seen and "efficiency: sizing ops" in seen
+    windows = [s for s in seen if s.startswith("critical path: window")]
+    assert windows and windows[-1] == f"critical path: window {len(windows)} of {len(windows)}"
+    stage("after the block: nothing happens")
+    assert "after the block: nothing happens" not in seen
+
+
+def test_the_stage_line_waits_then_draws_one_line_and_erases_it() -> None:
+    stream = io.StringIO()
+    line = progress.StageLine(stream, "opscope analyze", delay_s=3600)
+    line("linking")
+    assert stream.getvalue() == ""  # a quick command stays silent
+    line = progress.StageLine(stream, "opscope analyze", delay_s=0)
+    line("rules: \x1b[31mred")  # names from a trace are shown, never interpreted
+    line("critical path: window 2 of 9")
+    text = stream.getvalue()
+    assert text.count("\r\x1b[2K") == 2 and "opscope analyze: critical path: window 2 of 9 (" in text
+    assert "\x1b[31m" not in text and "\\x1b[31mred" in text
+    line.close()
+    assert stream.getvalue().endswith("\r\x1b[2K")
+
+
+def test_the_cli_shows_stages_on_a_terminal_only(cli, monkeypatch) -> None:
+    path = corpus_path(V100)
+    quiet = cli("analyze", path, "--format", "json")
+    assert quiet.code == 0 and "\x1b[2K" not in quiet.err  # not a terminal: no line
+    monkeypatch.setattr(progress, "STAGE_DELAY_S", 0.0)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    shown = cli("analyze", path, "--format", "json")
+    assert shown.code == 0, shown.err
+    assert "opscope analyze: advice rules: " in shown.err and shown.err.rstrip(" ").endswith("\r\x1b[2K")
+    assert shown.out == quiet.out  # the line goes to standard error only
