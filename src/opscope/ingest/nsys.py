@@ -489,6 +489,7 @@ def _meta(db: SqliteTrace, path: Path, state: _State) -> TraceMeta:
         devices=tuple(state.devices[k] for k in sorted(state.devices)),
         base_time_ns=base,
         extra=extra,
+        warnings=tuple(db.warnings()),
     )
 
 

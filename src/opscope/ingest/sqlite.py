@@ -5,12 +5,19 @@ batches come from its C reader (about 5x faster than building Python tuples); ot
 cursor is used with `fetchmany`. Queries handed to `batches` must return only integers, with SQL NULL written
 as `ifnull(x, NULL_INT)`, so both paths yield identically typed int64 columns; `nullable` turns the sentinel
 back into real nulls. Any SQLite error (a truncated or damaged file) becomes one `InputError`.
+
+The file is untrusted input (issue 32): it is opened read-only with `trusted_schema=OFF`; only its real tables
+are read (views, virtual tables and triggers can run arbitrary, even endless, SQL: a `WITH RECURSIVE` view named
+like a kernel table hung a read forever), and they are named in a warning; every query on the stdlib connection
+runs under a progress handler that stops it when its budget of SQLite VM steps (derived from the file's size)
+is spent, or when a signal (Ctrl-C, SIGTERM) arrived meanwhile, so no SQLite input can run forever.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +30,11 @@ from opscope.errors import InputError
 
 NULL_INT = -(2**63)  # stands for SQL NULL inside integer-only queries; see `nullable`
 BATCH_ROWS = 1 << 16
+PROGRESS_EVERY = 10_000  # SQLite VM instructions between two calls of the progress handler
+# A query's budget of VM instructions: a scan costs a few dozen per row and a row takes at least a few bytes of
+# the file, so this bounds any query of ours on a real table many times over, and an endless one at seconds.
+BUDGET_BASE = 200_000_000
+BUDGET_PER_BYTE = 2_000
 
 
 def _adbc_module() -> Any:
@@ -49,6 +61,55 @@ def nullable(column: pa.Array) -> pa.Array:
     return pa.array(values, type=column.type, mask=missing)
 
 
+def _quoted(name: str) -> str:
+    """An SQL identifier, quoted (names come from the file)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+class _Guard:
+    """The progress handler of one connection: aborts the running statement when its budget of VM steps is
+    spent or a signal handler raised (the exception is kept and re-raised once SQLite has let go)."""
+
+    def __init__(self, budget_steps: int) -> None:
+        self.budget_calls = max(1, budget_steps // PROGRESS_EVERY)
+        self.calls = 0
+        self.raised: BaseException | None = None
+        self.exhausted = False
+
+    def start(self) -> None:
+        self.calls = 0
+        self.raised = None
+        self.exhausted = False
+
+    def __call__(self) -> int:
+        self.calls += 1
+        if self.calls > self.budget_calls:
+            self.exhausted = True
+            return 1
+        return 0
+
+    @contextlib.contextmanager
+    def catching(self) -> Iterator[None]:
+        """While a statement runs: an exception raised in the handler (a signal handler's KeyboardInterrupt or
+        Terminated runs when the handler is called) aborts the statement, and the sqlite3 module hands it to
+        `sys.unraisablehook` instead of raising it; keep it, to raise it once SQLite has let go."""
+        previous = sys.unraisablehook
+
+        def keep(unraisable: Any) -> None:
+            if self.raised is None and unraisable.exc_value is not None:
+                self.raised = unraisable.exc_value
+            else:
+                previous(unraisable)
+
+        sqlite3.enable_callback_tracebacks(True)
+        sys.unraisablehook = keep
+        try:
+            yield
+        finally:
+            sys.unraisablehook = previous
+            sqlite3.enable_callback_tracebacks(False)
+
+
 class SqliteTrace:
     """An open SQLite file: table/column discovery, small queries and streamed integer batches."""
 
@@ -58,21 +119,65 @@ class SqliteTrace:
         available = _adbc_module() is not None
         self.use_adbc = available if use_adbc is None else (use_adbc and available)
         try:
+            size = path.stat().st_size
+        except OSError:
+            size = 0
+        self.guard = _Guard(BUDGET_BASE + BUDGET_PER_BYTE * size)
+        try:
             self.conn = sqlite3.connect(_uri(path), uri=True, check_same_thread=False)
-            rows = self.conn.execute(
-                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
-            ).fetchall()
+            self.conn.set_progress_handler(self.guard, PROGRESS_EVERY)
+            self.conn.execute("PRAGMA trusted_schema = OFF")
+            rows = self.conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
         except sqlite3.Error as exc:
             raise self.damaged(exc) from None
-        self.tables = {name for (name,) in rows}
+        # Real tables only: a view, a virtual table or a trigger is code, not data.
+        self.tables = {
+            name
+            for kind, name, sql in rows
+            if kind == "table" and not str(sql or "").lstrip().upper().startswith("CREATE VIRTUAL")
+        }
+        # A generated column is an expression evaluated on every read: also code, not data.
+        try:
+            generated = {
+                name
+                for name in self.tables
+                if any(col[6] in (2, 3) for col in self.conn.execute(f"PRAGMA table_xinfo({_quoted(name)})"))
+            }
+        except sqlite3.Error as exc:
+            raise self.damaged(exc) from None
+        self.tables -= generated
+        self.ignored = sorted(
+            str(name) for kind, name, sql in rows if kind in ("table", "view") and name not in self.tables
+        )
         self._columns: dict[str, set[str]] = {}
 
-    def damaged(self, exc: BaseException) -> InputError:
+    def warnings(self) -> list[str]:
+        """What was left unread, for the trace's warnings."""
+        if not self.ignored:
+            return []
+        names = ", ".join(self.ignored[:5]) + (
+            f" and {len(self.ignored) - 5} more" if len(self.ignored) > 5 else ""
+        )
+        return [
+            f"not read: {len(self.ignored)} views, virtual tables or tables with generated columns ({names}); "
+            "only plain tables are read"
+        ]
+
+    def damaged(self, exc: BaseException) -> BaseException:
+        """The error to raise for a failed statement: the signal's exception when one stopped it, a budget error
+        when the guard stopped it, else the file is damaged."""
+        if self.guard.raised is not None:
+            return self.guard.raised
+        if self.guard.exhausted:
+            return InputError(
+                f"{self.display}: an SQLite query ran past its budget ({self.guard.budget_calls * PROGRESS_EVERY:,}"
+                " steps); the file is not a plain Nsight Systems export"
+            )
         return InputError(f"{self.display}: damaged or unreadable SQLite file ({exc})")
 
     def columns(self, table: str) -> set[str]:
         if table not in self._columns:
-            rows = self.rows(f"PRAGMA table_info({table})") if table in self.tables else []
+            rows = self.rows(f"PRAGMA table_info({_quoted(table)})") if table in self.tables else []
             self._columns[table] = {row[1] for row in rows}
         return self._columns[table]
 
@@ -83,8 +188,10 @@ class SqliteTrace:
         return default
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        self.guard.start()
         try:
-            return self.conn.execute(sql, params).fetchall()
+            with self.guard.catching():
+                return self.conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise self.damaged(exc) from None
 
@@ -97,10 +204,13 @@ class SqliteTrace:
             yield from self._sqlite_batches(sql, schema)
 
     def _sqlite_batches(self, sql: str, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+        self.guard.start()
         try:
-            cursor = self.conn.execute(sql)
+            with self.guard.catching():
+                cursor = self.conn.execute(sql)
             while True:
-                rows = cursor.fetchmany(BATCH_ROWS)
+                with self.guard.catching():
+                    rows = cursor.fetchmany(BATCH_ROWS)
                 if not rows:
                     return
                 columns = [np.fromiter(col, dtype=np.int64, count=len(rows)) for col in zip(*rows)]

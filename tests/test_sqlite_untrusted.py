@@ -1,0 +1,175 @@
+"""SQLite inputs are untrusted (issue 32, item 1): views, virtual tables, triggers and generated columns are not
+read (they are code: a `WITH RECURSIVE` view named like the kernel table hung a read forever), every query runs
+under a budget of SQLite VM steps, and a signal stops a running query. All files here are hand-made edge cases,
+built in a temporary folder."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import opscope
+from opscope.errors import InputError, OpscopeError
+from opscope.ingest import sqlite as untrusted_sqlite
+from opscope.ingest.sqlite import SqliteTrace
+
+KERNEL_COLUMNS = (
+    "start, end, deviceId, streamId, correlationId, globalPid, demangledName, shortName, gridX, gridY, gridZ, "
+    "blockX, blockY, blockZ, registersPerThread, staticSharedMemory, dynamicSharedMemory"
+)
+ENDLESS_VIEW = (
+    "CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) "
+    "SELECT x*10 AS start, x*10+5 AS end, 0 AS deviceId, 7 AS streamId, x AS correlationId, "
+    "16777216 AS globalPid, 1 AS demangledName, 1 AS shortName, 1 AS gridX, 1 AS gridY, 1 AS gridZ, "
+    "1 AS blockX, 1 AS blockY, 1 AS blockZ, 1 AS registersPerThread, 0 AS staticSharedMemory, "
+    "0 AS dynamicSharedMemory FROM c"
+)
+
+
+class Alarm(Exception):
+    pass
+
+
+@contextmanager
+def deadline(seconds: int) -> Iterator[None]:
+    """Fail instead of hanging: SIGALRM raises inside whatever runs, SQLite's progress handler included."""
+
+    def ring(signum: int, frame: object) -> None:
+        raise Alarm(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def export(path: Path, *statements: str) -> Path:
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT)")
+    conn.execute("INSERT INTO StringIds VALUES(1, 'k')")
+    conn.execute(
+        "CREATE TABLE TARGET_INFO_GPU(id INTEGER, name TEXT, smCount INTEGER, threadsPerWarp INTEGER, "
+        "maxWarpsPerSm INTEGER)"
+    )
+    conn.execute("INSERT INTO TARGET_INFO_GPU VALUES(0, 'G', 132, 32, 64)")
+    for statement in statements:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+    return path
+
+
+def test_the_endless_view_of_the_report_is_not_read(cli, tmp_path: Path) -> None:
+    path = export(tmp_path / "view_recursive.sqlite", ENDLESS_VIEW)  # the issue's reproduction
+    started = time.monotonic()
+    with deadline(60):
+        result = cli("summary", path, "--format", "json")
+    assert result.code == 0, result.err
+    assert time.monotonic() - started < 30
+    data = json.loads(result.out)
+    assert data["trace"]["kernels"] == 0
+    assert any("CUPTI_ACTIVITY_KIND_KERNEL" in w and "not read" in w for w in data["warnings"])
+
+
+def test_real_tables_are_read_and_code_is_not(tmp_path: Path) -> None:
+    path = export(
+        tmp_path / "mixed.sqlite",
+        f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL({KERNEL_COLUMNS})",
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES(10, 20, 0, 7, 1, 16777216, 1, 1, 1,1,1, 1,1,1, 1, 0, 0)",
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY(start INTEGER, end INTEGER, x INTEGER GENERATED ALWAYS AS "
+        "(start * 2) VIRTUAL)",
+        "CREATE VIEW CUPTI_ACTIVITY_KIND_MEMSET AS SELECT 1 AS start",
+        "CREATE TRIGGER t AFTER INSERT ON StringIds BEGIN DELETE FROM StringIds; END",
+    )
+    with deadline(60):
+        trace = opscope.load(path, cache=False)
+    assert opscope.summary(trace, top=0).kernels == 1
+    (warning,) = [w for w in trace.meta.warnings if "not read" in w]
+    assert "CUPTI_ACTIVITY_KIND_MEMCPY" in warning and "CUPTI_ACTIVITY_KIND_MEMSET" in warning
+    db = SqliteTrace(path, "mixed.sqlite")
+    assert "CUPTI_ACTIVITY_KIND_KERNEL" in db.tables
+    assert not {"CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"} & db.tables
+    db.close()
+
+
+def test_a_query_past_its_budget_is_stopped_with_one_line(tmp_path: Path, monkeypatch) -> None:
+    path = export(tmp_path / "small.sqlite")
+    monkeypatch.setattr(untrusted_sqlite, "BUDGET_BASE", 1_000_000)
+    monkeypatch.setattr(untrusted_sqlite, "BUDGET_PER_BYTE", 0)
+    db = SqliteTrace(path, "small.sqlite")
+    endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c"
+    with deadline(60), pytest.raises(InputError, match="ran past its budget"):
+        db.rows(endless)
+    assert db.rows("SELECT count(*) FROM StringIds") == [(1,)]  # the next query has a budget of its own
+    db.close()
+
+
+def test_a_signal_stops_a_running_query(tmp_path: Path) -> None:
+    db = SqliteTrace(export(tmp_path / "small.sqlite"), "small.sqlite")
+    endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c"
+    started = time.monotonic()
+    with pytest.raises(Alarm), deadline(1):
+        db.rows(endless)
+    assert time.monotonic() - started < 10
+    db.close()
+
+
+TABLES = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "StringIds",
+)
+
+
+@st.composite
+def schemas(draw: st.DrawFn) -> list[str]:
+    """Random structures over the tables the reader looks for (hand-made): each missing, a plain table with
+    a row, a view (simple or endless) or a table with a generated column; plus triggers."""
+    statements = []
+    for table in TABLES[:3]:
+        shape = draw(st.sampled_from(["missing", "table", "view", "endless", "generated"]))
+        if shape == "table":
+            statements.append(f"CREATE TABLE {table}({KERNEL_COLUMNS})")
+            statements.append(
+                f"INSERT INTO {table} VALUES(10, 20, 0, 7, 1, 16777216, 1, 1, 1,1,1, 1,1,1, 1, 0, 0)"
+            )
+        elif shape == "view":
+            statements.append(f"CREATE VIEW {table} AS SELECT 1 AS start, 2 AS end")
+        elif shape == "endless":
+            statements.append(ENDLESS_VIEW.replace("CUPTI_ACTIVITY_KIND_KERNEL", table))
+        elif shape == "generated":
+            statements.append(f"CREATE TABLE {table}(start INTEGER, end INTEGER AS (start + 1))")
+            statements.append(f"INSERT INTO {table}(start) VALUES (5)")
+    if draw(st.booleans()):
+        statements.append("CREATE TRIGGER t AFTER INSERT ON TARGET_INFO_GPU BEGIN DELETE FROM StringIds; END")
+    return statements
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(schemas())
+def test_any_schema_reads_or_fails_in_one_line_and_never_hangs(tmp_path: Path, statements: list[str]) -> None:
+    path = tmp_path / f"random-{abs(hash(tuple(statements)))}.sqlite"
+    path.unlink(missing_ok=True)
+    export(path, *statements)
+    with deadline(60):
+        try:
+            trace = opscope.load(path, cache=False)
+        except OpscopeError as exc:
+            assert "\n" not in str(exc)
+            return
+    kernels = opscope.summary(trace, top=0).kernels
+    expected = 1 if f"CREATE TABLE {TABLES[0]}({KERNEL_COLUMNS})" in statements else 0
+    assert kernels == expected
