@@ -173,3 +173,35 @@ def test_any_schema_reads_or_fails_in_one_line_and_never_hangs(tmp_path: Path, s
     kernels = opscope.summary(trace, top=0).kernels
     expected = 1 if f"CREATE TABLE {TABLES[0]}({KERNEL_COLUMNS})" in statements else 0
     assert kernels == expected
+
+
+@pytest.mark.parametrize("big", [2**31, 2**53, 10**12])
+def test_ids_from_the_file_index_nothing_dense(tmp_path: Path, big: int) -> None:
+    """Issue 32 item 3 (hand-made): string ids and GPU ids of 2^31, 2^53 and 10^12 are looked up, never used
+    as the size of a table (TARGET_INFO_GPU.id = 10**12 allocated a 7 TiB table; StringIds ids did the same)."""
+    path = export(
+        tmp_path / "big.sqlite",
+        f"INSERT INTO StringIds VALUES({big}, 'kernel_at_a_big_id')",
+        f"INSERT INTO TARGET_INFO_GPU VALUES({big}, 'G2', 108, 32, 64)",
+        f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL({KERNEL_COLUMNS})",
+        f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES(10, 20, 0, 7, {big}, 16777216, {big}, {big}, "
+        "264,1,1, 128,1,1, 1, 0, 0)",
+    )
+    with deadline(60):
+        trace = opscope.load(path, cache=False)
+    (row,) = opscope.summary(trace, top=0).rows
+    assert row.name == "kernel_at_a_big_id" and row.calls == 1
+    # a device id beyond the table's int32 column: one line, no allocation
+    bad = export(
+        tmp_path / "bad.sqlite",
+        f"INSERT INTO TARGET_INFO_GPU VALUES({big}, 'G2', 108, 32, 64)",
+        f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL({KERNEL_COLUMNS})",
+        f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES(10, 20, {big}, 7, 1, 16777216, 1, 1, 1,1,1, 1,1,1, 1, 0, 0)",
+    )
+    with deadline(60):
+        try:
+            loaded = opscope.load(bad, cache=False)
+        except OpscopeError as exc:
+            assert "\n" not in str(exc)
+        else:
+            assert opscope.summary(loaded, top=0).kernels == 1

@@ -73,7 +73,7 @@ _PID_MASK = 0xFFFFFF  # pid = (globalTid >> 24) & _PID_MASK; globalPid has the s
 
 @dataclass
 class _State:
-    strings: pa.Array
+    strings: StringTable
     devices: dict[int, DeviceInfo]
     pids: set[int] = field(default_factory=set)
     tids: set[int] = field(default_factory=set)  # globalTid values seen
@@ -106,26 +106,58 @@ def _correlation(batch: pa.RecordBatch, pid: np.ndarray, state: _State) -> pa.Ar
     return pa.array(scoped, type=pa.int64(), mask=~known)
 
 
-def _string_table(db: SqliteTrace) -> pa.Array:
+@dataclass(frozen=True)
+class StringTable:
+    """StringIds as two aligned arrays sorted by id: ids come from the file (10**12 is a valid integer), so
+    names are found by a sorted search, never in a list indexed by id."""
+
+    ids: np.ndarray  # int64, sorted, distinct
+    values: pa.Array  # string, aligned with `ids`
+
+    def positions(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(position in `values`, found) for each key."""
+        if len(self.ids) == 0:
+            return np.zeros(len(keys), dtype=np.int64), np.zeros(len(keys), dtype=bool)
+        keys = keys.astype(np.int64, copy=False)
+        at = np.clip(np.searchsorted(self.ids, keys), 0, len(self.ids) - 1)
+        return at, self.ids[at] == keys
+
+    def get(self, key: object) -> str | None:
+        if not isinstance(key, int) or isinstance(key, bool) or not -(2**63) <= key < 2**63:
+            return None
+        at, found = self.positions(np.array([key], dtype=np.int64))
+        if not found[0]:
+            return None
+        value = self.values[int(at[0])].as_py()
+        return value if isinstance(value, str) else None
+
+
+def _string_table(db: SqliteTrace) -> StringTable:
+    empty = StringTable(np.empty(0, dtype=np.int64), pa.array([], type=pa.string()))
     if STRINGS not in db.tables:
-        return pa.array([], type=pa.string())
-    rows = db.rows(f"SELECT id, value FROM {STRINGS}")
-    if not rows:
-        return pa.array([], type=pa.string())
-    size = max(r[0] for r in rows) + 1
-    values: list[str | None] = [None] * size
-    for key, value in rows:
-        if key is not None and key >= 0:
-            values[key] = value if isinstance(value, str) else None
-    return pa.array(values, type=pa.string())
+        return empty
+    by_id: dict[int, str | None] = {}
+    for key, value in db.rows(f"SELECT id, value FROM {STRINGS}"):
+        if isinstance(key, int) and not isinstance(key, bool) and 0 <= key < 2**63:
+            by_id[key] = value if isinstance(value, str) else None
+    if not by_id:
+        return empty
+    ids = sorted(by_id)
+    return StringTable(np.array(ids, dtype=np.int64), pa.array([by_id[i] for i in ids], type=pa.string()))
 
 
-def _names(ids: pa.Array, strings: pa.Array, fix: Callable[[str], str] | None = None) -> pa.DictionaryArray:
+def _names(
+    ids: pa.Array, strings: StringTable, fix: Callable[[str], str] | None = None
+) -> pa.DictionaryArray:
     """StringIds ids -> dictionary array over just the distinct ids of this batch (hash-encoded)."""
     encoded = ids.dictionary_encode()
     uniq = encoded.dictionary.to_numpy()
-    in_range = (uniq >= 0) & (uniq < len(strings))
-    dictionary = strings.take(pa.array(np.where(in_range, uniq, 0)))
+    at, in_range = strings.positions(uniq)
+    dictionary = (
+        strings.values.take(pa.array(np.where(in_range, at, 0)))
+        if len(strings.ids)
+        else pa.nulls(len(uniq), pa.string())
+    )
     if not in_range.all() or fix is not None or dictionary.null_count:
         values = [d if ok else None for d, ok in zip(dictionary.to_pylist(), in_range)]
         if fix is not None:
@@ -268,6 +300,17 @@ def _kernels(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
         yield C.record_batch(batch.num_rows, cols)
 
 
+def _lookup(keys: np.ndarray, table: dict[int, int], missing: float) -> np.ndarray:
+    """`table[key]` for each key (as float64), `missing` for keys not in the table."""
+    if not table:
+        return np.full(len(keys), missing)
+    known = np.array(sorted(table), dtype=np.int64)
+    values = np.array([table[int(k)] for k in known], dtype=np.float64)
+    keys = keys.astype(np.int64, copy=False)
+    at = np.clip(np.searchsorted(known, keys), 0, len(known) - 1)
+    return np.where(known[at] == keys, values[at], missing)
+
+
 def _per_sm(
     batch: pa.RecordBatch, sm_count: dict[int, int], warp_size: dict[int, int]
 ) -> dict[str, pa.Array]:
@@ -275,15 +318,10 @@ def _per_sm(
     if not sm_count:
         return {}
     device = _np(batch, "device")
-    size = max(max(sm_count), int(device.max(initial=0))) + 1
-    sms_lut, warp_lut = np.zeros(size), np.full(size, 32.0)
-    for d, count in sm_count.items():
-        sms_lut[d] = count
-    for d, warp_count in warp_size.items():
-        warp_lut[d] = warp_count
-    safe = np.clip(device, 0, size - 1)
-    sms = np.where(device >= 0, sms_lut[safe], 0.0)
-    warp = warp_lut[safe]
+    # A sorted search over the devices the export describes, not a table indexed by device id: ids come from the
+    # file, and TARGET_INFO_GPU.id = 10**12 made a dense lookup table of 7 TiB.
+    sms = _lookup(device, sm_count, 0.0)
+    warp = _lookup(device, warp_size, 32.0)
     blocks = _np(batch, "gx").astype(np.float64) * _np(batch, "gy") * _np(batch, "gz")
     threads = _np(batch, "bx").astype(np.float64) * _np(batch, "by") * _np(batch, "bz")
     known = sms > 0
@@ -448,11 +486,12 @@ def _metadata(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
                 labels.append(str(pname))
     if "ThreadNames" in db.tables and state.tids:
         for gtid, name_id in db.rows("SELECT globalTid, nameId FROM ThreadNames"):
-            if gtid in state.tids and 0 <= name_id < len(state.strings) and state.strings[name_id].is_valid:
+            label = state.strings.get(name_id) if gtid in state.tids else None
+            if label is not None:
                 pids.append(str((gtid >> 24) & 0xFFFFFF))
                 tids.append(str(gtid & 0xFFFFFF))
                 names.append("thread_name")
-                labels.append(state.strings[name_id].as_py())
+                labels.append(label)
     if not names:
         return
     n = len(names)
