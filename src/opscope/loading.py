@@ -41,6 +41,7 @@ def load(
     while the file is parsed. Raises `OpscopeError` (normally its subclass `InputError`) and nothing else but
     `KeyboardInterrupt` and `MemoryError`.
     """
+    _check_path(path)
     if path is not None and str(os.fspath(path)) == "":
         raise InputError(
             "empty trace path (pass a file or a folder; None means $PROFILER_LOG_DIR or ./trace_logs)"
@@ -55,8 +56,15 @@ def _ingest_load(path: str | os.PathLike[str] | None, **options: Any) -> Trace:
     return ingest_load(path, **options)
 
 
+def _check_path(path: object) -> None:
+    """`load(5)` is a usage slip, said in one line (it raised os.fspath's TypeError)."""
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"a trace path must be a string or a path, not {type(path).__name__}")
+
+
 def resolve(path: str | os.PathLike[str] | None) -> Path:
     """The file `load(path)` would read (`ingest.resolve_input`), with the same errors as `load`."""
+    _check_path(path)
     if path is not None and str(os.fspath(path)) == "":
         raise InputError("empty trace path (pass a file or a folder)")
     with input_errors(path):

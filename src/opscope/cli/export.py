@@ -13,6 +13,7 @@ from opscope.errors import UsageError
 from opscope.export.folded import UNITS, folded_stacks, folded_text
 
 NAME = "export"
+CHROME_JSON_FORMATS = ("kineto",)  # the reader of Chrome-trace JSON files (trimmed byte for byte)
 log = logging.getLogger("opscope")
 
 
@@ -72,6 +73,12 @@ def run(args: argparse.Namespace) -> int:
         )
         write_text(folded_text(folded_stacks(op_tree(trace, options).root), args.unit), args.output)
         return 0
+    if trace.meta.format not in CHROME_JSON_FORMATS:
+        # the trimmed copy is the source's own events, byte for byte: only a Chrome-trace JSON source has them
+        raise UsageError(
+            f"export -o copies events of a Chrome-trace JSON file; this is a {trace.meta.format} trace "
+            "(use --folded, or --parquet for its event table)"
+        )
     spec = trim_spec(trace, args.steps, args.window, args.device, args.stream)
     result = trim_trace(resolve(args.trace), Path(args.output), spec, str(args.trace))
     log.info("kept %d of %d events", result.events_out, result.events_in)

@@ -6,17 +6,21 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import logging
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from opscope.cli.common import check_outputs
 from opscope.errors import UsageError
+from opscope.untrusted import visible
 
 if TYPE_CHECKING:
     from opscope.scale.tasks import FileTask
 
 R = TypeVar("R")
+log = logging.getLogger("opscope")
 
 
 def add_parallel_args(parser: argparse.ArgumentParser) -> None:
@@ -86,11 +90,27 @@ def _work_bytes(task: FileTask) -> int:
     return input_bytes(task.path)
 
 
-def run_tasks(func: Callable[[FileTask], R], tasks: Sequence[FileTask], args: argparse.Namespace) -> list[R]:
+_SCHEDULER = re.compile(r"^(?:[a-z][a-z0-9+.-]*://[^\s/]+(?::\d+)?/?|[^\s/:]+:\d+)$")
+
+
+def check_parallel_args(args: argparse.Namespace, traces: int, spread: bool = True) -> None:
+    """-j, --scheduler and --connect-timeout are checked whatever the number of traces (`-j -3` with one trace
+    used to pass unseen, `--scheduler garbage` waited for a connection); with one trace read here (`spread`
+    false, or -j alone) a log line says they have nothing to spread."""
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be 1 or more")
-    if args.connect_timeout <= 0:
-        raise UsageError("--connect-timeout must be positive")
+    if not args.connect_timeout > 0 or args.connect_timeout == float("inf"):
+        raise UsageError("--connect-timeout must be a positive number of seconds")
+    if args.scheduler is not None and not _SCHEDULER.match(args.scheduler):
+        raise UsageError(
+            f"--scheduler {visible(args.scheduler)!r}: expected a Dask scheduler address such as tcp://host:8786"
+        )
+    if traces <= 1 and (args.jobs is not None or (args.scheduler is not None and not spread)):
+        log.info("one trace: it is read in this process (-j and --scheduler spread several traces)")
+
+
+def run_tasks(func: Callable[[FileTask], R], tasks: Sequence[FileTask], args: argparse.Namespace) -> list[R]:
+    check_parallel_args(args, len(tasks))
     if len(tasks) <= 1 and not args.scheduler:
         return [func(t) for t in tasks]  # what run_all does for one task, without importing the executor
     from opscope.scale.executor import default_jobs, parallel_mode, run_all

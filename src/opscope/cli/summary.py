@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 
 from opscope.cli.common import add_input_args, add_output_args, add_selection_args, emit, load_trace
-from opscope.cli.fanout import add_parallel_args, file_tasks, run_tasks
+from opscope.cli.fanout import add_parallel_args, check_parallel_args, file_tasks, run_tasks
 from opscope.errors import UsageError
 from opscope.model.kinds import GPU_KINDS
 
@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
         steps=args.steps,
     )
     paths = list(args.trace or [])
+    check_parallel_args(args, len(paths), spread=len(paths) > 1)
     if len(paths) <= 1:
         args.trace = paths[0] if paths else None
         trace = load_trace(args)

@@ -18,6 +18,7 @@ as they were, after the events array. Rules (docs/reports.md, "export"):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
@@ -278,14 +279,30 @@ def windows_from_steps(spans: Sequence[tuple[int, int]]) -> tuple[tuple[int, int
     return tuple((lo, hi) for lo, hi in merged)
 
 
+MAX_WINDOW_US = 1e15  # about 31 years: any bound beyond is a typo, and 1e308 overflowed the arithmetic
+
+
 def parse_window(spec: str, origin_ns: int, end_ns: int) -> tuple[int, int]:
-    """`START:END` in microseconds relative to `origin_ns` (either side may be empty) -> absolute ns."""
+    """`START:END` in microseconds relative to `origin_ns` (either side may be empty) -> absolute ns. The bounds
+    are checked (finite, within MAX_WINDOW_US) before any arithmetic."""
     lo, sep, hi = spec.partition(":")
-    try:
-        start = origin_ns + round(float(lo) * 1000) if lo.strip() else origin_ns
-        stop = origin_ns + round(float(hi) * 1000) if hi.strip() else end_ns
-    except ValueError:
-        raise UsageError(f"--window: expected START:END in microseconds, got {spec!r}") from None
+
+    def micros(text: str) -> float | None:
+        if not text.strip():
+            return None
+        try:
+            value = float(text)
+        except ValueError:
+            raise UsageError(f"--window: expected START:END in microseconds, got {spec!r}") from None
+        if not math.isfinite(value) or abs(value) > MAX_WINDOW_US:
+            raise UsageError(
+                f"--window: {text.strip()!r} is not a time within {MAX_WINDOW_US:g} microseconds"
+            )
+        return value
+
+    first, last = micros(lo), micros(hi)
+    start = origin_ns + round(first * 1000) if first is not None else origin_ns
+    stop = origin_ns + round(last * 1000) if last is not None else end_ns
     if not sep or stop <= start:
         raise UsageError(f"--window: expected START:END with START < END (microseconds), got {spec!r}")
     return start, stop

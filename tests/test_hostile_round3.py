@@ -1,0 +1,72 @@
+"""Hostile input, round 3 (issue 32): the small defects, each with the reproduction from the issue. Inputs
+are real corpus traces; the options are the hostile part."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+import opscope
+from conftest import corpus_path
+from opscope.errors import InputError
+
+MI250 = "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+
+
+def test_load_of_a_non_path_is_an_input_error() -> None:
+    for wrong in (5, 3.5, ["a.json"], b"a.json", object()):
+        with pytest.raises(InputError, match="must be a string or a path"):
+            opscope.load(wrong)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ("-j", "-3"),
+        ("-j", "0"),
+        ("--connect-timeout", "0"),
+        ("--connect-timeout", "nan"),
+        ("--scheduler", "garbage"),
+    ],
+)
+def test_parallel_options_are_checked_with_one_trace_too(cli, options: tuple[str, ...]) -> None:
+    started = time.monotonic()
+    result = cli("summary", corpus_path(MI250), *options)
+    assert result.code == 2, result.err
+    assert result.err.count("\n") == 1 and "opscope: error:" in result.err
+    assert time.monotonic() - started < 10  # no waiting for a scheduler that cannot exist
+
+
+def test_a_scheduler_address_is_checked_before_connecting(cli) -> None:
+    result = cli("diff", corpus_path(MI250), corpus_path(MI250), "--scheduler", "not an address")
+    assert result.code == 2 and "--scheduler" in result.err and "Traceback" not in result.err
+
+
+@pytest.mark.parametrize("window", ["1e308:1e309", "nan:5", "0:inf", "-1e16:0"])
+def test_export_window_bounds_are_checked_before_arithmetic(cli, tmp_path: Path, window: str) -> None:
+    out = tmp_path / "cut.json"
+    result = cli("export", corpus_path(MI250), "--window", window, "-o", out)
+    assert result.code == 2, result.err
+    assert "--window" in result.err and not out.exists()
+
+
+@pytest.mark.parametrize("relative", ["pipit/cloverleaf-nsys__perlmutter-cloverleaf-cuda.sqlite"])
+def test_export_of_a_format_it_cannot_copy_is_refused(cli, tmp_path: Path, relative: str) -> None:
+    # it wrote {"traceEvents": []} with exit 0
+    out = tmp_path / "cut.json"
+    result = cli("export", corpus_path(relative), "-o", out)
+    assert result.code == 2 and "Chrome-trace JSON" in result.err and not out.exists()
+    parquet = tmp_path / "events.parquet"
+    assert (
+        cli("export", corpus_path(relative), "--parquet", "-o", parquet).code == 0
+    )  # the table still goes out
+    assert parquet.stat().st_size > 0
+
+
+def test_export_of_a_kineto_trace_still_works(cli, tmp_path: Path) -> None:
+    out = tmp_path / "cut.json"
+    assert cli("export", corpus_path(MI250), "-o", out).code == 0
+    assert json.loads(out.read_text())["traceEvents"]
