@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import tempfile
 import zlib
 from collections.abc import Iterable
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from opscope.ingest.derived import remove_derived, wait_for_saves
 from opscope.model.meta import TraceMeta
 
 if TYPE_CHECKING:
@@ -98,6 +100,8 @@ def _remove(target: Path) -> None:
     for stale in (target, _crc_path(target)):
         with contextlib.suppress(OSError):
             stale.unlink()
+    wait_for_saves()
+    remove_derived(target)  # results computed from the table go with it
 
 
 def read_cached(path: Path) -> tuple[TraceMeta, Path] | None:
@@ -239,8 +243,9 @@ class CacheWriter:
 
 
 def _remove_orphans(folder: Path) -> None:
-    """Delete temporary cache files left by processes that no longer run (killed mid-write)."""
-    for tmp in folder.glob(".tmp-*.parquet"):
+    """Delete temporary cache files (and half-written derived results) left by processes that no longer run
+    (killed mid-write)."""
+    for tmp in (*folder.glob(".tmp-*.parquet"), *folder.glob("*.parquet.derived/.tmp-*")):
         pid_text = tmp.name.split("-")[1]
         if not pid_text.isdigit():
             continue
@@ -248,6 +253,9 @@ def _remove_orphans(folder: Path) -> None:
             os.kill(int(pid_text), 0)
         except ProcessLookupError:
             with contextlib.suppress(OSError):
-                tmp.unlink()
+                if tmp.is_dir():
+                    shutil.rmtree(tmp)
+                else:
+                    tmp.unlink()
         except OSError:  # alive (another user's process): not ours to remove
             continue

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from opscope.errors import InputError
 from opscope.ingest.cache import CacheWriteError, CacheWriter, cache_dir, read_cached
+from opscope.ingest.derived import DerivedStore
 from opscope.ingest.inputs import resolve_input
 from opscope.ingest.progress import ProgressCallback, reporting
 from opscope.ingest.registry import Reader, detect
@@ -42,7 +43,7 @@ def load(
         if hit is not None:
             meta, parquet = hit
             _log_warnings(meta, strict)
-            return Trace.from_parquet(meta, parquet)
+            return Trace.from_parquet(meta, parquet, store=DerivedStore(parquet))
     reader = detect(source, display)
     # numpy's RuntimeWarnings (a reader's 0/0 on damaged input) stay silent; imported only here, since a cache
     # hit (the warm path) runs no numpy and should not pay its import.
@@ -82,7 +83,8 @@ def _parse(reader: Reader, source: Path, display: str, cache: bool, strict: bool
             return _parse(reader, source, display, False, strict)
         raise
     _log_warnings(meta, strict)
-    return Trace.from_parquet(meta, written, keepalive=scratch)
+    store = DerivedStore(written) if scratch is None else None  # a scratch table dies with the Trace
+    return Trace.from_parquet(meta, written, keepalive=scratch, store=store)
 
 
 def _printable_path(meta: TraceMeta) -> TraceMeta:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import Protocol, TypeVar, cast
 
 import polars as pl
 
@@ -17,6 +17,14 @@ from opscope.model.meta import TraceMeta
 from opscope.model.schema import COLUMNS, GPU_KINDS, Col
 
 T = TypeVar("T")
+
+
+class DerivedFrames(Protocol):
+    """Frames kept between commands under a key (implemented beside the cache: ingest/derived.py)."""
+
+    def load(self, key: str) -> dict[str, pl.DataFrame] | None: ...
+
+    def save(self, key: str, frames: dict[str, pl.DataFrame]) -> None: ...
 
 
 def gpu_activity() -> pl.Expr:
@@ -35,14 +43,19 @@ class Trace:
     # Results that depend on the events alone (the link table, step windows, synchronising calls), computed
     # once per Trace and shared by every analysis of one command (`derived`).
     _derived: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
+    # Where results of `persisted` survive the command: beside the trace cache (ingest/derived.py); None for a
+    # trace read without the cache.
+    _store: DerivedFrames | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_frame(cls, meta: TraceMeta, frame: pl.DataFrame) -> Trace:
         return cls(meta=meta, _frame=frame)
 
     @classmethod
-    def from_parquet(cls, meta: TraceMeta, path: Path, keepalive: object | None = None) -> Trace:
-        return cls(meta=meta, _parquet=path, _keepalive=keepalive)
+    def from_parquet(
+        cls, meta: TraceMeta, path: Path, keepalive: object | None = None, store: DerivedFrames | None = None
+    ) -> Trace:
+        return cls(meta=meta, _parquet=path, _keepalive=keepalive, _store=store)
 
     def lazy(self) -> pl.LazyFrame:
         """The events as a LazyFrame (columns are read on demand). Device work of a category opscope does not
@@ -64,6 +77,32 @@ class Trace:
         if key not in self._derived:
             self._derived[key] = compute()
         return cast(T, self._derived[key])
+
+    def persisted(
+        self,
+        key: str,
+        compute: Callable[[], T],
+        encode: Callable[[T], dict[str, pl.DataFrame]],
+        decode: Callable[[dict[str, pl.DataFrame]], T],
+    ) -> T:
+        """As `derived`, and kept beside the trace cache between commands: read from there when a result for
+        this cache file exists (`decode`), else computed and stored (`encode`). Without a store (a trace read
+        without the cache), or when a stored result cannot be decoded, it is computed."""
+
+        def load_or_compute() -> T:
+            if self._store is not None:
+                frames = self._store.load(key)
+                if frames is not None:
+                    try:
+                        return decode(frames)
+                    except Exception:  # an older or damaged result: computed again below
+                        pass
+            value = compute()
+            if self._store is not None:
+                self._store.save(key, encode(value))
+            return value
+
+        return self.derived(key, load_or_compute)
 
     @property
     def events(self) -> pl.DataFrame:

@@ -13,8 +13,14 @@ time is reported. Definitions: docs/analysis-attribution.md.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import hashlib
+import sys
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -208,8 +214,50 @@ def _by_correlation(gpu: pl.DataFrame, launches: pl.DataFrame) -> tuple[pl.DataF
 
 def link(trace: Trace) -> Linkage:
     """Link every GPU event of `trace` to its launch call and CPU call stack (see the module doc).
-    Computed once per trace (`Trace.derived`)."""
-    return trace.derived("link", lambda: _announced_link(trace))
+    Computed once per trace and kept beside the trace cache (`Trace.persisted`): a second command on the same
+    trace reads it back instead of linking again."""
+    return trace.persisted(f"link-{_code_tag()}", lambda: _announced_link(trace), _encode, _decode)
+
+
+@functools.cache
+def _code_tag() -> str:
+    """A hash of the code that computes the link table (this module and the nesting it uses): a result kept
+    by other code is never read back as this code's."""
+    from opscope.analysis.base import nesting, select
+
+    digest = hashlib.sha256()
+    for module in (sys.modules[__name__], nesting, select):
+        for name in sorted(vars(module)):
+            code = getattr(vars(module)[name], "__code__", None)
+            if code is not None:
+                digest.update(name.encode())
+                _digest_code(digest, code)
+    return digest.hexdigest()[:16]
+
+
+def _digest_code(digest: Any, code: types.CodeType) -> None:
+    """The bytecode, names and constants of `code` and of the code nested in it (marshal's bytes vary with
+    reference counts, so they are not used)."""
+    digest.update(code.co_code)
+    digest.update(repr((code.co_names, code.co_varnames)).encode())
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _digest_code(digest, const)
+        else:
+            digest.update(repr(const).encode())
+
+
+def _encode(linkage: Linkage) -> dict[str, pl.DataFrame]:
+    return {
+        "gpu": linkage.gpu,
+        "scopes": linkage.scopes,
+        "stats": pl.DataFrame([dataclasses.asdict(linkage.stats)]),
+    }
+
+
+def _decode(frames: dict[str, pl.DataFrame]) -> Linkage:
+    (stats,) = frames["stats"].to_dicts()
+    return Linkage(gpu=frames["gpu"], scopes=frames["scopes"], stats=LinkStats(**stats))
 
 
 def _announced_link(trace: Trace) -> Linkage:
