@@ -121,23 +121,35 @@ def op_stats(trace: Trace, options: OpOptions | None = None, linkage: Linkage | 
             pl.col("_self").sum().alias("cpu_self"),
         )
     )
-    op_keys = scopes.select(pl.col(ROW).alias("ancestor"), *keys)
+    # Each distinct key (name, and shape with by_shape) gets an integer id first: the joins below pair every GPU
+    # event with every op enclosing it (events x depth rows), and carrying the text keys through them held
+    # hundreds of MB of strings on a multi-GB trace.
+    key_ids = scopes.select(keys).unique().with_row_index("_key").with_columns(pl.col("_key").cast(pl.Int64))
+    op_keys = (
+        scopes.select(pl.col(ROW).alias("ancestor"), *keys)
+        .join(key_ids, on=keys, how="left", nulls_equal=True)
+        .select("ancestor", "_key")
+    )
     launched = gpu.filter(pl.col("op_row").is_not_null()).select(
         pl.col(ROW).alias("gpu_row"), "op_row", Col.DUR_NS
     )
     self_gpu = (
         launched.join(op_keys.rename({"ancestor": "op_row"}), on="op_row", how="left")
-        .group_by(keys)
+        .group_by("_key")
         .agg(pl.col(Col.DUR_NS).sum().alias("gpu_self"), pl.len().alias("self_kernels"))
+        .join(key_ids, on="_key", how="left")
+        .drop("_key")
     )
     tree = scopes.select(ROW, "op_parent_row")
     pairs = ancestors(tree, launched["op_row"].unique(), up="op_parent_row")
     total_gpu = (
         launched.join(pairs.rename({ROW: "op_row"}), on="op_row", how="inner")
         .join(op_keys, on="ancestor", how="left")
-        .unique(["gpu_row", *keys])
-        .group_by(keys)
+        .unique(["gpu_row", "_key"])
+        .group_by("_key")
         .agg(pl.col(Col.DUR_NS).sum().alias("gpu_total"), pl.len().alias("kernels"))
+        .join(key_ids, on="_key", how="left")
+        .drop("_key")
     )
     table = (
         cpu.join(total_gpu, on=keys, how="full", coalesce=True, nulls_equal=True)

@@ -167,21 +167,37 @@ def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, pl.DataFrame]:
     return scopes, pairs
 
 
+def _key_ids(scopes: pl.DataFrame, dims: pl.Expr) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(row -> _key, _key -> name, input_dims): an integer id per distinct (op, shape), so the joins over
+    (op, enclosing op) pairs (ops x depth rows) carry integers, not the text of names and shapes."""
+    keyed = scopes.select(ROW, Col.NAME, dims.alias(Col.INPUT_DIMS))
+    ids = (
+        keyed.select(Col.NAME, Col.INPUT_DIMS)
+        .unique()
+        .with_row_index("_key")
+        .with_columns(pl.col("_key").cast(pl.Int64))
+    )
+    rows = keyed.join(ids, on=[Col.NAME, Col.INPUT_DIMS], how="left", nulls_equal=True).select(ROW, "_key")
+    return rows, ids
+
+
 def _nested(scopes: pl.DataFrame, pairs: pl.DataFrame, sized: pl.DataFrame) -> set[tuple[str, str | None]]:
     """The (name, input_dims) whose every call has a sized op among its enclosing ops."""
-    keyed = scopes.select(pl.col(ROW).alias("ancestor"), Col.NAME, Col.INPUT_DIMS)
+    rows, ids = _key_ids(scopes, pl.col(Col.INPUT_DIMS))
+    sized_ids = ids.join(sized, on=[Col.NAME, Col.INPUT_DIMS], nulls_equal=True, how="semi")["_key"]
     inside = (
-        pairs.join(keyed, on="ancestor")
-        .join(sized, on=[Col.NAME, Col.INPUT_DIMS], nulls_equal=True)
+        pairs.join(rows.rename({ROW: "ancestor"}), on="ancestor")
+        .filter(pl.col("_key").is_in(sized_ids.implode()))
         .select(ROW)
         .unique()
         .with_columns(pl.lit(True).alias("_nested"))
     )
     table = (
-        scopes.join(inside, on=ROW, how="left")
-        .group_by(Col.NAME, Col.INPUT_DIMS)
+        rows.join(inside, on=ROW, how="left")
+        .group_by("_key")
         .agg(pl.col("_nested").fill_null(False).all().alias("nested"))
         .filter(pl.col("nested"))
+        .join(ids, on="_key")
     )
     return {(r[Col.NAME], r[Col.INPUT_DIMS]) for r in table.iter_rows(named=True)}
 
@@ -191,36 +207,31 @@ def _inherited(
 ) -> tuple[Inherited, ...]:
     """Per (op, shape) without a row: its nearest enclosing op with a row, when every call has one and it is
     the same row for all (else none: figures of different ops are never mixed)."""
-    dims = pl.col(Col.INPUT_DIMS) if by_shape else pl.lit(None, dtype=pl.String).alias(Col.INPUT_DIMS)
-    keyed = scopes.select(ROW, Col.NAME, dims)
+    dims = pl.col(Col.INPUT_DIMS) if by_shape else pl.lit(None, dtype=pl.String)
+    keyed, ids = _key_ids(scopes, dims)
     listed = pl.DataFrame(
-        [(r.op, r.shape) for r in rows], schema={"via_op": pl.String, "via_shape": pl.String}, orient="row"
+        [(r.op, r.shape) for r in rows], schema={Col.NAME: pl.String, Col.INPUT_DIMS: pl.String}, orient="row"
     )
+    listed_ids = ids.join(listed, on=[Col.NAME, Col.INPUT_DIMS], nulls_equal=True, how="semi")["_key"]
     nearest = (
-        pairs.join(
-            keyed.rename({ROW: "ancestor", Col.NAME: "via_op", Col.INPUT_DIMS: "via_shape"}), on="ancestor"
-        )
-        .join(listed, on=["via_op", "via_shape"], nulls_equal=True, how="semi")
+        pairs.join(keyed.rename({ROW: "ancestor", "_key": "_via"}), on="ancestor")
+        .filter(pl.col("_via").is_in(listed_ids.implode()))
         .sort(ROW, "level")
         .unique(ROW, keep="first")
-        .select(ROW, "via_op", "via_shape")
+        .select(ROW, "_via")
     )
     per_key = (
-        keyed.join(
-            listed.rename({"via_op": Col.NAME, "via_shape": Col.INPUT_DIMS}),
-            on=[Col.NAME, Col.INPUT_DIMS],
-            nulls_equal=True,
-            how="anti",
-        )
+        keyed.filter(~pl.col("_key").is_in(listed_ids.implode()))
         .join(nearest, on=ROW, how="left")
-        .group_by(Col.NAME, Col.INPUT_DIMS)
+        .group_by("_key")
         .agg(
-            pl.col("via_op").is_not_null().all().alias("every"),
-            pl.struct("via_op", "via_shape").n_unique().alias("vias"),
-            pl.col("via_op").first(),
-            pl.col("via_shape").first(),
+            pl.col("_via").is_not_null().all().alias("every"),
+            pl.col("_via").n_unique().alias("vias"),
+            pl.col("_via").first(),
         )
         .filter(pl.col("every") & (pl.col("vias") == 1))
+        .join(ids, on="_key")
+        .join(ids.rename({"_key": "_via", Col.NAME: "via_op", Col.INPUT_DIMS: "via_shape"}), on="_via")
         .sort(Col.NAME, Col.INPUT_DIMS, nulls_last=True)
     )
     return tuple(
@@ -237,17 +248,20 @@ def efficiency(
     """FLOP/s, bytes/s and percent of peak per op (and shape) of `trace`: see the module doc."""
     opts = options or EfficiencyOptions()
     linked = linkage or link(trace)
-    stage("efficiency: sizing ops")
+    stage("efficiency: GPU time per op and shape")
     stats = op_stats(
         trace, OpOptions(by_shape=True, top=0, devices=opts.devices, streams=opts.streams), linked
     )
+    stage("efficiency: op scopes and their enclosing ops")
     scopes, pairs = _scopes(trace, linked)
+    stage("efficiency: sizing ops")
     costs = size_ops(scopes)
     sized_keys = pl.DataFrame(
         [k for k, c in costs.items() if isinstance(c, Cost)],
         schema={Col.NAME: pl.String, Col.INPUT_DIMS: pl.String},
         orient="row",
     )
+    stage("efficiency: ops inside sized ops")
     nested = _nested(scopes, pairs, sized_keys)
 
     device, peaks, warnings = _device(trace, opts)
@@ -283,8 +297,15 @@ def efficiency(
         unsized_gpu_time_ns=sum(round(u.gpu_time_us * 1e3) for u in unsized),
         options=opts,
         warnings=tuple(warnings) + stats.warnings,
-        inherited=_inherited(scopes, pairs, rows, opts.by_shape),
+        inherited=_announced_inherited(scopes, pairs, rows, opts.by_shape),
     )
+
+
+def _announced_inherited(
+    scopes: pl.DataFrame, pairs: pl.DataFrame, rows: list[EfficiencyRow], by_shape: bool
+) -> tuple[Inherited, ...]:
+    stage("efficiency: figures inherited from enclosing ops")
+    return _inherited(scopes, pairs, rows, by_shape)
 
 
 def _merge_unsized(rows: list[UnsizedRow]) -> list[UnsizedRow]:
