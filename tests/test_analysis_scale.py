@@ -24,11 +24,17 @@ from make_big_trace import make_big_trace  # noqa: E402
 
 V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 COPIES = 4
+# The peak RSS of this process image: VmHWM (ru_maxrss survives exec on Linux, so a child forked from a big
+# pytest process would report the parent's size), ru_maxrss where /proc is missing.
 CHILD = (
-    "import resource, sys\n"
+    "import re, resource, sys\n"
     "from opscope.cli.main import main\n"
     "rc = main(sys.argv[1:])\n"
-    "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+    "try:\n"
+    "    kb = int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))\n"
+    "except OSError:\n"
+    "    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    "print(kb, file=sys.stderr)\n"
     "sys.exit(rc)\n"
 )
 
