@@ -25,7 +25,7 @@ Definitions (docs/analysis-attribution.md):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
@@ -87,9 +87,19 @@ class OpStats(Tabular):
 
 
 def op_stats(trace: Trace, options: OpOptions | None = None, linkage: Linkage | None = None) -> OpStats:
-    """The per-op table of `trace` (definitions in the module doc). Pass `linkage` to reuse a `link(trace)`."""
+    """The per-op table of `trace` (definitions in the module doc). Pass `linkage` to reuse a `link(trace)`.
+    The whole table is computed once per trace, link table and options other than `top` (`analyze`, `ops`
+    and the CPU operator view of one command share it); `top` only cuts its rows."""
     opts = options or OpOptions()
     linked = linkage or link(trace)
+    whole = trace.derived(
+        f"op_stats:{id(linked)}:{replace(opts, top=0)!r}",
+        lambda: (linked, _op_stats(trace, replace(opts, top=0), linked)),
+    )[1]
+    return replace(whole, rows=whole.rows if opts.top <= 0 else whole.rows[: opts.top], options=opts)
+
+
+def _op_stats(trace: Trace, opts: OpOptions, linked: Linkage) -> OpStats:
     scopes = fold_steps(linked.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS))))
     if opts.by_shape:
         scopes = scopes.with_columns(pl.col(Col.INPUT_DIMS).cast(pl.String).str.replace_all(r"\s+", ""))

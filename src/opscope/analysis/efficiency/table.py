@@ -10,7 +10,7 @@ with the reason.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -245,9 +245,20 @@ def _inherited(
 def efficiency(
     trace: Trace, options: EfficiencyOptions | None = None, linkage: Linkage | None = None
 ) -> Efficiency:
-    """FLOP/s, bytes/s and percent of peak per op (and shape) of `trace`: see the module doc."""
+    """FLOP/s, bytes/s and percent of peak per op (and shape) of `trace`: see the module doc. Computed once per
+    trace, link table and options other than `top` (the advice rules and the report share it); `top` only cuts
+    its rows."""
     opts = options or EfficiencyOptions()
     linked = linkage or link(trace)
+    whole = trace.derived(
+        f"efficiency:{id(linked)}:{replace(opts, top=0)!r}",
+        lambda: (linked, _efficiency(trace, replace(opts, top=0), linked)),
+    )[1]
+    keep = slice(None) if opts.top <= 0 else slice(opts.top)
+    return replace(whole, rows=whole.rows[keep], unsized=whole.unsized[keep], options=opts)
+
+
+def _efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Efficiency:
     stage("efficiency: GPU time per op and shape")
     stats = op_stats(
         trace, OpOptions(by_shape=True, top=0, devices=opts.devices, streams=opts.streams), linked
