@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from typing import TYPE_CHECKING
 
 from opscope.cli.common import add_output_args, check_output, emit
-from opscope.errors import OutputError, UsageError
+from opscope.errors import OpscopeError, OutputError, UsageError
+from opscope.untrusted import visible
 
 if TYPE_CHECKING:
     from opscope.history.api import History
     from opscope.report.document import Document
+
+log = logging.getLogger("opscope")
 
 
 def tag_pairs(items: list[str] | None) -> dict[str, str]:
@@ -50,15 +54,28 @@ def prepare_add(parser: argparse.ArgumentParser) -> None:
 
 def run_add(args: argparse.Namespace) -> int:
     from opscope.history.api import History
+    from opscope.history.store import HistoryError
     from opscope.report.history_view import added_document
 
     tags = tag_pairs(args.tag)
+    failed: list[str] = []
     with History(args.db) as history:
         guard_output(args, history, *args.traces)
-        added = [
-            history.add(trace, tags, git=not args.no_git, cache=not args.no_cache) for trace in args.traces
-        ]
+        added = []
+        for trace in args.traces:
+            # One trace that cannot be read (or stored) costs only itself: the others are still added. A
+            # database that cannot be opened or written is another matter (HistoryError): it ends the command.
+            try:
+                added.append(history.add(trace, tags, git=not args.no_git, cache=not args.no_cache))
+            except HistoryError:
+                raise
+            except OpscopeError as exc:
+                log.error("not added: %s", visible(str(exc)))
+                failed.append(str(trace))
     emit(added_document(history.url_for_display, added), args)
+    if failed:
+        log.error("%d of %d traces not added: %s", len(failed), len(args.traces), visible(", ".join(failed)))
+        return 1
     return 0
 
 

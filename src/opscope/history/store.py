@@ -7,6 +7,7 @@ module as a `HistoryError`: one line (exit 2) that names the database (never its
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
@@ -88,8 +89,46 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0].strip() if text else type(exc).__name__
 
 
+# Text that a database cannot hold (PostgreSQL `text` refuses NUL; neither driver encodes a lone surrogate,
+# which a file name that is not UTF-8 becomes) is stored escaped: ESCAPED + its JSON string form, ASCII only.
+# A string that happens to start with ESCAPED is escaped too, so reading back is exact for every string; any
+# other string (nearly all) is stored as it is, and databases written before read the same.
+ESCAPED = "\x1bopscope-json:"
+
+
+def _needs_escape(text: str) -> bool:
+    if "\x00" in text or text.startswith(ESCAPED):
+        return True
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")  # a lone surrogate does not encode
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def store_text(value: Any) -> Any:
+    """A parameter as the database receives it (see ESCAPED)."""
+    if isinstance(value, str) and _needs_escape(value):
+        return ESCAPED + json.dumps(value, ensure_ascii=True)
+    return value
+
+
+def read_text(value: Any) -> Any:
+    """A stored value as it was given (`store_text` reversed)."""
+    if isinstance(value, str) and value.startswith(ESCAPED):
+        try:
+            decoded = json.loads(value[len(ESCAPED) :])
+        except ValueError:
+            return value
+        return decoded if isinstance(decoded, str) else value
+    return value
+
+
 class Tx:
-    """One open transaction: `execute` returns the rows of a query (an empty list for other statements)."""
+    """One open transaction: `execute` returns the rows of a query (an empty list for other statements). Text
+    goes in through `store_text` and comes back through `read_text`, so every string survives the round trip."""
 
     def __init__(self, cursor: Any, dialect: str) -> None:
         self._cursor = cursor
@@ -99,12 +138,14 @@ class Tx:
         return sql.replace("?", "%s") if self.dialect == "postgresql" else sql
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        self._cursor.execute(self._sql(sql), tuple(params))
-        return list(self._cursor.fetchall()) if self._cursor.description else []
+        self._cursor.execute(self._sql(sql), tuple(store_text(p) for p in params))
+        if not self._cursor.description:
+            return []
+        return [tuple(read_text(v) for v in row) for row in self._cursor.fetchall()]
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
-            self._cursor.executemany(self._sql(sql), [tuple(r) for r in rows])
+            self._cursor.executemany(self._sql(sql), [tuple(store_text(v) for v in r) for r in rows])
 
 
 class Store:
