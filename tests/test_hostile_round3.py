@@ -70,3 +70,31 @@ def test_export_of_a_kineto_trace_still_works(cli, tmp_path: Path) -> None:
     out = tmp_path / "cut.json"
     assert cli("export", corpus_path(MI250), "-o", out).code == 0
     assert json.loads(out.read_text())["traceEvents"]
+
+
+@pytest.mark.parametrize("reader", ["native", "python"])
+def test_a_kernel_without_a_duration_is_counted_in_a_warning(
+    cli, tmp_path: Path, monkeypatch, reader: str
+) -> None:
+    # hand-made: a kernel with no `dur` disappeared from every figure without a word
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "no_dur", "pid": 0, "tid": 7, "ts": 10.0, "args": {"device": 0}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 20.0,
+            "dur": 2.0,
+            "args": {"device": 0},
+        },
+    ]
+    path = tmp_path / "nodur.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    monkeypatch.setenv("OPSCOPE_READER", reader)
+    for command in ("summary", "analyze"):
+        result = cli(command, path, "--format", "json", "--no-cache")
+        assert result.code == 0, result.err
+        warnings = json.loads(result.out)["warnings"]
+        assert any("1 kernel / memcpy / memset event without a duration" in w for w in warnings), warnings

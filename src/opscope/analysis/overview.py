@@ -21,6 +21,7 @@ from opscope.analysis.base.stages import stage
 from opscope.analysis.base.windows import select_windows
 from opscope.analysis.findings import Advice, RuleConfig
 from opscope.analysis.kernels.categories import CATEGORY, CategoryBreakdown, category_breakdown
+from opscope.analysis.kernels.summary import duration_warning, without_duration
 from opscope.analysis.timeline.activity import Activity, TimelineOptions, gpu_activity
 from opscope.analysis.timeline.busy import Timeline, timeline
 from opscope.analysis.timeline.idle import IdleBreakdown, idle_breakdown
@@ -160,7 +161,7 @@ def analysis_of(trace: Trace, opts: AnalyzeOptions, linkage: Linkage, act: Activ
     )
     used = set(clipped[Col.DEVICE].drop_nulls().to_list())
     names = trace.meta.used_device_names(int(d) for d in used)
-    warnings = list(trace.meta.warnings)
+    warnings = [*trace.meta.warnings, *duration_warning(without_duration(trace))]
     stage("busy and idle time, launch delay, syncs, copies")
     return Analysis(
         path=trace.path,

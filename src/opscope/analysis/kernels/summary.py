@@ -150,6 +150,9 @@ class GpuSelection:
     kernels: int
     devices: tuple[str, ...]
     gpu_ranges: int = 0
+    without_duration: int = (
+        0  # kernels, memcpys and memsets with no `dur`: no GPU time, left out of every figure
+    )
 
     @property
     def gpu_time_ns(self) -> int:
@@ -182,10 +185,11 @@ def select_gpu(trace: Trace, opts: SummaryOptions) -> GpuSelection:
             .collect()
         )
     chosen = select.by_name(select.by_kinds(frame.lazy(), opts.kinds), opts.name_filter)
-    kernels, ranges = (
+    kernels, ranges, without_duration = (
         counted.select(
             (pl.col(Col.KIND) == Kind.KERNEL).sum().alias("kernels"),
             (pl.col(Col.KIND) == Kind.GPU_ANNOTATION).sum().alias("ranges"),
+            (pl.col(Col.KIND).is_in(list(GPU_KINDS)) & pl.col(Col.DUR_NS).is_null()).sum().alias("no_dur"),
         )
         .collect()
         .row(0)
@@ -198,6 +202,32 @@ def select_gpu(trace: Trace, opts: SummaryOptions) -> GpuSelection:
         kernels=int(kernels or 0),
         devices=trace.meta.used_device_names(used),
         gpu_ranges=int(ranges or 0),
+        without_duration=int(without_duration or 0),
+    )
+
+
+def without_duration(trace: Trace) -> int:
+    """How many kernels, memcpys and memsets of `trace` have no duration (counted once per trace)."""
+
+    def count() -> int:
+        found = (
+            trace.lazy()
+            .select((pl.col(Col.KIND).is_in(list(GPU_KINDS)) & pl.col(Col.DUR_NS).is_null()).sum())
+            .collect()
+            .item()
+        )
+        return int(found or 0)
+
+    return trace.derived("without_duration", count)
+
+
+def duration_warning(count: int) -> tuple[str, ...]:
+    """The warning for GPU events the trace gives no duration (issue 32: they disappeared without one)."""
+    if count <= 0:
+        return ()
+    noun = "event" if count == 1 else "events"
+    return (
+        f"{count:,} kernel / memcpy / memset {noun} without a duration (`dur`): left out of every figure",
     )
 
 
@@ -246,6 +276,10 @@ def kernel_summary(trace: Trace, options: SummaryOptions | None = None) -> Kerne
         gpu_calls=selection.frame.height,
         all_rows=all_rows,
         options=opts,
-        warnings=(*trace.meta.warnings, *(u.warning for u in unknown_device_categories(trace))),
+        warnings=(
+            *trace.meta.warnings,
+            *(u.warning for u in unknown_device_categories(trace)),
+            *duration_warning(selection.without_duration),
+        ),
         gpu_ranges=selection.gpu_ranges,
     )
