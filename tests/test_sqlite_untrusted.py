@@ -140,11 +140,16 @@ def schemas(draw: st.DrawFn) -> list[str]:
     a row, a view (simple or endless) or a table with a generated column; plus triggers."""
     statements = []
     for table in TABLES[:3]:
-        shape = draw(st.sampled_from(["missing", "table", "view", "endless", "generated"]))
+        shape = draw(st.sampled_from(["missing", "table", "view", "endless", "generated", "odd"]))
         if shape == "table":
             statements.append(f"CREATE TABLE {table}({KERNEL_COLUMNS})")
             statements.append(
                 f"INSERT INTO {table} VALUES(10, 20, 0, 7, 1, 16777216, 1, 1, 1,1,1, 1,1,1, 1, 0, 0)"
+            )
+        elif shape == "odd":  # wrong types: text, fractions and blobs where integers belong
+            statements.append(f"CREATE TABLE {table}({KERNEL_COLUMNS})")
+            statements.append(
+                f"INSERT INTO {table} VALUES('abc', 20.5, 0, 7, 1.5, x'00', 1, 1, 1,1,1, 1,1,1, 1, 0, 0)"
             )
         elif shape == "view":
             statements.append(f"CREATE VIEW {table} AS SELECT 1 AS start, 2 AS end")
@@ -205,3 +210,31 @@ def test_ids_from_the_file_index_nothing_dense(tmp_path: Path, big: int) -> None
             assert "\n" not in str(exc)
         else:
             assert opscope.summary(loaded, top=0).kernels == 1
+
+
+@pytest.mark.parametrize("use_adbc", [True, False])
+def test_odd_values_are_left_empty_and_counted(tmp_path: Path, use_adbc: bool, monkeypatch) -> None:
+    """Issue 32 item 7 (hand-made): `start = 'abc'`, a REAL correlation id and a blob rejected the whole trace
+    with `ArrowInvalid`; now each such value is left empty and counted, and the good rows are read."""
+    from opscope.ingest import nsys
+
+    path = export(
+        tmp_path / "odd.sqlite",
+        f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL({KERNEL_COLUMNS})",
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES(10, 20, 0, 7, 1, 16777216, 1, 1, 1,1,1, 1,1,1, 1, 0, 0)",
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES('abc', 40, 0, 7, 2.5, 16777216, 1, 1, 1,1,1, 1,1,1, 1, 0, 0)",
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES(50, 60, 0, 7, x'01', 16777216, 1, 1, 1,1,1, 1,1,1, 1, 0, 0)",
+    )
+    original = nsys.SqliteTrace
+
+    def chosen(p: Path, display: str, use_adbc: bool | None = None) -> SqliteTrace:
+        return original(p, display, use_adbc=use_adbc_choice)
+
+    use_adbc_choice = use_adbc
+    monkeypatch.setattr(nsys, "SqliteTrace", chosen)
+    with deadline(60):
+        trace = opscope.load(path, cache=False)
+    assert opscope.summary(trace, top=0).kernels == 3
+    odd = [w for w in trace.meta.warnings if "not integers" in w]
+    assert any("KERNEL.start" in w and w.startswith("1 value ") for w in odd), odd
+    assert any(w.startswith("2 values ") for w in odd), odd  # the fraction and the blob

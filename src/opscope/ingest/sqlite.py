@@ -16,6 +16,8 @@ is spent, or when a signal (Ctrl-C, SIGTERM) arrived meanwhile, so no SQLite inp
 from __future__ import annotations
 
 import contextlib
+import logging
+import re
 import sqlite3
 import sys
 from collections.abc import Iterator, Sequence
@@ -28,6 +30,8 @@ import pyarrow as pa
 
 from opscope.errors import InputError
 
+_FROM = re.compile(r"\bFROM\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
+log = logging.getLogger("opscope")
 NULL_INT = -(2**63)  # stands for SQL NULL inside integer-only queries; see `nullable`
 BATCH_ROWS = 1 << 16
 PROGRESS_EVERY = 10_000  # SQLite VM instructions between two calls of the progress handler
@@ -150,17 +154,23 @@ class SqliteTrace:
             str(name) for kind, name, sql in rows if kind in ("table", "view") and name not in self.tables
         )
         self._columns: dict[str, set[str]] = {}
+        self.odd_values: dict[str, int] = {}  # table.column -> values that were not integers (left empty)
 
     def warnings(self) -> list[str]:
-        """What was left unread, for the trace's warnings."""
+        """What was left unread or empty, for the trace's warnings."""
+        found = [
+            f"{count:,} {'value' if count == 1 else 'values'} of {where} not integers (text or fractions): left empty"
+            for where, count in sorted(self.odd_values.items())
+        ]
         if not self.ignored:
-            return []
+            return found
         names = ", ".join(self.ignored[:5]) + (
             f" and {len(self.ignored) - 5} more" if len(self.ignored) > 5 else ""
         )
         return [
             f"not read: {len(self.ignored)} views, virtual tables or tables with generated columns ({names}); "
-            "only plain tables are read"
+            "only plain tables are read",
+            *found,
         ]
 
     def damaged(self, exc: BaseException) -> BaseException:
@@ -203,7 +213,8 @@ class SqliteTrace:
         else:
             yield from self._sqlite_batches(sql, schema)
 
-    def _sqlite_batches(self, sql: str, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    def _sqlite_batches(self, sql: str, schema: pa.Schema, skip: int = 0) -> Iterator[pa.RecordBatch]:
+        """The stdlib path. `skip`: rows already delivered by the ADBC path before it gave up on a value."""
         self.guard.start()
         try:
             with self.guard.catching():
@@ -213,14 +224,46 @@ class SqliteTrace:
                     rows = cursor.fetchmany(BATCH_ROWS)
                 if not rows:
                     return
-                columns = [np.fromiter(col, dtype=np.int64, count=len(rows)) for col in zip(*rows)]
+                if skip:
+                    dropped = min(skip, len(rows))
+                    rows, skip = rows[dropped:], skip - dropped
+                    if not rows:
+                        continue
+                columns = [
+                    self._integers(sql, name, col) for name, col in zip(schema.names, zip(*rows), strict=True)
+                ]
                 yield pa.RecordBatch.from_arrays([pa.array(c) for c in columns], schema=schema)
         except sqlite3.Error as exc:
             raise self.damaged(exc) from None
 
+    def _integers(self, sql: str, name: str, values: Sequence[Any]) -> np.ndarray:
+        """A column of integers; a value that is none (text, a fraction, a blob: SQLite stores what it is given)
+        becomes NULL_INT, an empty value, and is counted for a warning, as the JSON reader does."""
+        if all(type(v) is int for v in values):  # the common case; a float would be truncated silently below
+            try:
+                return np.fromiter(values, dtype=np.int64, count=len(values))
+            except OverflowError:
+                pass
+        out = np.empty(len(values), dtype=np.int64)
+        odd = 0
+        for i, value in enumerate(values):
+            if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
+                out[i] = value
+            elif isinstance(value, float) and value.is_integer() and -(2.0**63) <= value < 2.0**63:
+                out[i] = int(value)
+            else:
+                out[i] = NULL_INT
+                odd += value is not None
+        if odd:
+            match = _FROM.search(sql)
+            key = f"{match.group(1) if match else 'query'}.{name}"
+            self.odd_values[key] = self.odd_values.get(key, 0) + odd
+        return out
+
     def _adbc_batches(self, sql: str, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         adbc = _adbc_module()
         assert adbc is not None
+        delivered = 0
         try:
             with adbc.connect(_uri(self.path)) as conn, conn.cursor() as cursor:
                 with contextlib.suppress(Exception):  # older drivers: keep their default batch size
@@ -230,9 +273,18 @@ class SqliteTrace:
                     if batch.num_rows:
                         arrays = [batch.column(i).cast(pa.int64()) for i in range(batch.num_columns)]
                         yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+                        delivered += batch.num_rows
         except InputError:
             raise
-        except Exception as exc:  # the driver's own error types; all mean the file could not be read
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            # a value that is not an integer (text in an integer column, a fraction): the stdlib path reads
+            # the rest value by value, leaving such values empty (same query, same order)
+            log.debug("ADBC gave up on %s (%s); reading on", self.display, exc)
+            yield from self._sqlite_batches(sql, schema, skip=delivered)
+        except Exception as exc:  # the driver's own error types: the file could not be read
+            if "parse" in str(exc).lower() or "convert" in str(exc).lower():
+                yield from self._sqlite_batches(sql, schema, skip=delivered)
+                return
             raise self.damaged(exc) from None
 
     def close(self) -> None:
