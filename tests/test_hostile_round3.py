@@ -98,3 +98,39 @@ def test_a_kernel_without_a_duration_is_counted_in_a_warning(
         assert result.code == 0, result.err
         warnings = json.loads(result.out)["warnings"]
         assert any("1 kernel / memcpy / memset event without a duration" in w for w in warnings), warnings
+
+
+def _disk_full(monkeypatch) -> None:
+    from opscope.ingest import cache as cache_module
+
+    def full(self, batches) -> None:  # type: ignore[no-untyped-def]
+        for _ in batches:
+            raise cache_module.CacheWriteError(28, "No space left on device", str(self.tmp))
+
+    monkeypatch.setattr(cache_module.CacheWriter, "write_all", full)
+
+
+def test_a_full_disk_still_reads_the_trace_in_memory(cli, monkeypatch, tmp_path: Path) -> None:
+    # issue 32 item 4 (simulated ENOSPC on the cache and on the scratch spool): every command failed, and the
+    # error said the *input* could not be read
+    monkeypatch.setenv(
+        "OPSCOPE_CACHE_DIR", str(tmp_path / "empty-cache")
+    )  # nothing cached: the cache is written
+    path = corpus_path(MI250)
+    expected = cli("summary", path, "--format", "json", "--no-cache")
+    _disk_full(monkeypatch)
+    for options in ((), ("--no-cache",)):
+        result = cli("summary", path, "--format", "json", *options)
+        assert result.code == 0, result.err
+        assert json.loads(result.out)["rows"] == json.loads(expected.out)["rows"]
+        assert "holding it in memory" in result.err
+
+
+def test_a_full_disk_and_a_trace_too_large_for_memory_is_a_write_error(cli, monkeypatch) -> None:
+    from opscope.ingest import loader
+
+    _disk_full(monkeypatch)
+    monkeypatch.setattr(loader, "MEMORY_TABLE_BYTES", 1)
+    result = cli("summary", corpus_path(MI250), "--no-cache")
+    assert result.code == 2
+    assert "cannot write the scratch table" in result.err and "cannot read" not in result.err

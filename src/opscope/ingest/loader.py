@@ -8,7 +8,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from opscope.errors import InputError
+from opscope.errors import InputError, OutputError
 from opscope.ingest.cache import CacheWriteError, CacheWriter, cache_dir, read_cached
 from opscope.ingest.derived import DerivedStore
 from opscope.ingest.inputs import resolve_input
@@ -81,10 +81,56 @@ def _parse(reader: Reader, source: Path, display: str, cache: bool, strict: bool
         if isinstance(exc, CacheWriteError) and scratch is None:
             _cache_failed(exc)  # the cache folder cannot be written (or filled up): read without it
             return _parse(reader, source, display, False, strict)
+        if isinstance(exc, CacheWriteError):
+            # not even the scratch table can be written (a full $TMPDIR): hold the table in memory, within
+            # a bound, rather than fail to read a trace that is perfectly readable
+            return _parse_in_memory(reader, source, display, strict, exc)
         raise
     _log_warnings(meta, strict)
     store = DerivedStore(written) if scratch is None else None  # a scratch table dies with the Trace
     return Trace.from_parquet(meta, written, keepalive=scratch, store=store)
+
+
+MEMORY_TABLE_BYTES = 1 << 30  # the largest event table held in memory when no scratch file can be written
+
+
+def _parse_in_memory(reader: Reader, source: Path, display: str, strict: bool, cause: OSError) -> Trace:
+    """The trace's table in memory (the cache and the scratch folder cannot be written): read again from the
+    start; beyond MEMORY_TABLE_BYTES it is an `OutputError` that names the scratch folder, not the input."""
+    import polars as pl
+    import pyarrow as pa
+
+    from opscope.ingest.device_like import DeviceLikeScan
+    from opscope.model.schema import arrow_schema
+
+    where = os.fsdecode(cause.filename) if cause.filename else tempfile.gettempdir()
+    log.warning(f"cannot write the scratch table ({cause.strerror or cause}: {where}); holding it in memory")
+    batches, finish = reader.read(source, display)
+    watch = DeviceLikeScan() if reader.name == "kineto" else None
+    kept: list[pa.RecordBatch] = []
+    size = 0
+    for batch in batches if watch is None else watch.observe(batches):
+        if batch.num_rows:
+            kept.append(batch)
+            size += batch.nbytes
+            if size > MEMORY_TABLE_BYTES:
+                raise OutputError(
+                    f"cannot write the scratch table for {display} ({cause.strerror or cause}: {where}), and "
+                    f"the trace is too large to hold in memory; free space there or set TMPDIR"
+                )
+    meta = _printable_path(finish())
+    if watch is not None:
+        meta = dataclasses.replace(meta, device_like=watch.result(meta.devices))
+    _check_nonempty(meta, sum(b.num_rows for b in kept), display)
+    _log_warnings(meta, strict)
+    table = pa.Table.from_batches(kept, schema=arrow_schema())
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    if meta.device_like:  # what Trace.lazy() does to a cached table, done once here
+        from opscope.model.device_work import as_device_work
+
+        frame = as_device_work(frame.lazy(), meta.device_like).collect()
+    return Trace.from_frame(meta, frame)
 
 
 def _printable_path(meta: TraceMeta) -> TraceMeta:
