@@ -134,3 +134,42 @@ def test_a_full_disk_and_a_trace_too_large_for_memory_is_a_write_error(cli, monk
     result = cli("summary", corpus_path(MI250), "--no-cache")
     assert result.code == 2
     assert "cannot write the scratch table" in result.err and "cannot read" not in result.err
+
+
+def test_scratch_tables_live_in_the_cache_folder_and_are_swept(tmp_path: Path, monkeypatch) -> None:
+    # issue 32 item 7: --no-cache scratch folders leaked in $TMPDIR after SIGKILL
+    import gc
+    import subprocess
+    import sys
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(cache))
+    cache.mkdir()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    orphan = cache / f".scratch-{dead.stdout.strip()}-left"  # a process that no longer runs
+    (orphan / "x").mkdir(parents=True)
+    trace = opscope.load(corpus_path(MI250), cache=False)
+    scratch = [p for p in cache.glob(".scratch-*") if p != orphan]
+    assert len(scratch) == 1 and not orphan.exists()
+    assert trace.count() > 0
+    del trace
+    gc.collect()
+    assert not scratch[0].exists()
+
+
+def test_no_resource_warning_for_an_uncached_trace(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    program = "import opscope, sys; t = opscope.load(sys.argv[1], cache=False); print(t.count())"
+    done = subprocess.run(
+        [sys.executable, "-W", "error::ResourceWarning", "-c", program, str(corpus_path(MI250))],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OPSCOPE_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    assert done.returncode == 0 and "ResourceWarning" not in done.stderr, done.stderr
+    assert not list((tmp_path / "cache").glob(".scratch-*"))  # removed at exit

@@ -183,7 +183,7 @@ class CacheWriter:
         self.source = source
         self.target = target or cache_path(source)
         self.target.parent.mkdir(parents=True, exist_ok=True)
-        _remove_orphans(self.target.parent)
+        remove_orphans(self.target.parent)
         handle, tmp = tempfile.mkstemp(
             prefix=f".tmp-{os.getpid()}-", suffix=".parquet", dir=self.target.parent
         )
@@ -242,10 +242,14 @@ class CacheWriter:
                 self.tmp.unlink()
 
 
-def _remove_orphans(folder: Path) -> None:
+def remove_orphans(folder: Path) -> None:
     """Delete temporary cache files (and half-written derived results) left by processes that no longer run
     (killed mid-write)."""
-    for tmp in (*folder.glob(".tmp-*.parquet"), *folder.glob("*.parquet.derived/.tmp-*")):
+    for tmp in (
+        *folder.glob(".tmp-*.parquet"),
+        *folder.glob("*.parquet.derived/.tmp-*"),
+        *folder.glob(".scratch-*"),
+    ):
         pid_text = tmp.name.split("-")[1]
         if not pid_text.isdigit():
             continue

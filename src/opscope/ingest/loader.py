@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shutil
 import tempfile
+import weakref
 from pathlib import Path
 
 from opscope.errors import InputError, OutputError
-from opscope.ingest.cache import CacheWriteError, CacheWriter, cache_dir, read_cached
+from opscope.ingest.cache import CacheWriteError, CacheWriter, cache_dir, read_cached, remove_orphans
 from opscope.ingest.derived import DerivedStore
 from opscope.ingest.inputs import resolve_input
 from opscope.ingest.progress import ProgressCallback, reporting
@@ -56,8 +58,8 @@ def load(
 def _parse(reader: Reader, source: Path, display: str, cache: bool, strict: bool) -> Trace:
     # Without the cache the table still goes to a Parquet file (a temporary one, removed with the Trace), so
     # memory stays as bounded as with the cache whatever the trace size.
-    scratch = None if cache else tempfile.TemporaryDirectory(prefix="opscope-")
-    target = None if scratch is None else Path(scratch.name) / "events.parquet"
+    scratch = None if cache else Scratch.make()
+    target = None if scratch is None else scratch.path / "events.parquet"
     writer: CacheWriter | None = None
     try:
         from opscope.ingest.device_like import DeviceLikeScan  # the parse path only (it imports pyarrow)
@@ -131,6 +133,31 @@ def _parse_in_memory(reader: Reader, source: Path, display: str, strict: bool, c
 
         frame = as_device_work(frame.lazy(), meta.device_like).collect()
     return Trace.from_frame(meta, frame)
+
+
+class Scratch:
+    """The folder of an uncached trace's table, removed when the `Trace` holding it goes (or at exit). It lives
+    in the cache folder as `.scratch-<pid>-*`, so a process killed with SIGKILL leaves nothing that the next
+    cache write does not sweep (`cache.remove_orphans`); in the system's temporary folder when the cache
+    folder cannot be written. `weakref.finalize` cleans up without the ResourceWarning of TemporaryDirectory."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._finalizer = weakref.finalize(self, shutil.rmtree, str(path), True)
+
+    @classmethod
+    def make(cls) -> Scratch:
+        prefix = f".scratch-{os.getpid()}-"
+        try:
+            folder = cache_dir()
+            folder.mkdir(parents=True, exist_ok=True)
+            remove_orphans(folder)  # scratch folders of killed processes go here
+            return cls(Path(tempfile.mkdtemp(prefix=prefix, dir=folder)))
+        except OSError:
+            return cls(Path(tempfile.mkdtemp(prefix=f"opscope{prefix}")))
+
+    def cleanup(self) -> None:
+        self._finalizer()
 
 
 def _printable_path(meta: TraceMeta) -> TraceMeta:
