@@ -173,3 +173,19 @@ def test_no_resource_warning_for_an_uncached_trace(tmp_path: Path) -> None:
     )
     assert done.returncode == 0 and "ResourceWarning" not in done.stderr, done.stderr
     assert not list((tmp_path / "cache").glob(".scratch-*"))  # removed at exit
+
+
+def test_export_keeps_events_with_invalid_utf8_and_says_so(cli, tmp_path: Path) -> None:
+    # hand-made: export dropped them (summary keeps them with U+FFFD and a warning)
+    source = tmp_path / "bad.json"
+    source.write_bytes(
+        b'{"traceEvents": [{"ph":"X","cat":"kernel","name":"bad\xff\xfename","pid":0,"tid":7,"ts":10.0,"dur":2,'
+        b'"args":{"device":0}}, {"ph":"X","cat":"kernel","name":"ok","pid":0,"tid":7,"ts":20.0,"dur":2,'
+        b'"args":{"device":0}}]}'
+    )
+    out = tmp_path / "out.json"
+    result = cli("export", source, "-o", out)
+    assert result.code == 0, result.err
+    names = [e["name"] for e in json.loads(out.read_text(encoding="utf-8"))["traceEvents"]]
+    assert names == ["bad\ufffd\ufffdname", "ok"]
+    assert "1 event with invalid UTF-8 kept" in result.err

@@ -82,6 +82,12 @@ def run(args: argparse.Namespace) -> int:
     spec = trim_spec(trace, args.steps, args.window, args.device, args.stream)
     result = trim_trace(resolve(args.trace), Path(args.output), spec, str(args.trace))
     log.info("kept %d of %d events", result.events_out, result.events_in)
+    if result.text_replaced:
+        n = result.text_replaced
+        log.warning(
+            f"{n:,} {'event' if n == 1 else 'events'} with invalid UTF-8 kept, the bad bytes replaced with "
+            "U+FFFD (as opscope reads them)"
+        )
     return 0
 
 

@@ -63,6 +63,7 @@ class TrimResult:
     events_in: int
     events_out: int
     flows_dropped: int  # flow events left out because another event of their flow was
+    text_replaced: int = 0  # events kept with invalid UTF-8 replaced by U+FFFD (as the readers read them)
 
 
 class _Placement(msgspec.Struct, gc=False):
@@ -89,20 +90,31 @@ _ONE = msgspec.json.Decoder(LooseEvent, float_hook=str)
 _PLACEMENT = msgspec.json.Decoder(_Placement)
 
 
-def _decode(texts: list[bytes]) -> list[tuple[bytes, LooseEvent]]:
-    """The events among `texts` (whole elements from the scanner); an element that does not decode is left out,
-    as the readers leave it out."""
+def _decode(texts: list[bytes]) -> tuple[list[tuple[bytes, LooseEvent]], int]:
+    """The events among `texts` (whole elements from the scanner) and how many had invalid UTF-8: such an
+    element is kept with its bad bytes replaced by U+FFFD (the readers read it so, and the copy stays valid
+    JSON); an element that does not decode otherwise is left out, as the readers leave it out."""
     try:
-        return list(zip(texts, _LIGHT.decode(b"[" + b",".join(texts) + b"]")))
+        return list(zip(texts, _LIGHT.decode(b"[" + b",".join(texts) + b"]"))), 0
     except (msgspec.DecodeError, RecursionError):
         pass
     out = []
+    replaced = 0
     for text in texts:
         try:
             out.append((text, _ONE.decode(text)))
+            continue
+        except (msgspec.DecodeError, RecursionError):
+            pass
+        fixed = text.decode("utf-8", "replace").encode("utf-8")
+        if fixed == text:
+            continue
+        try:
+            out.append((fixed, _ONE.decode(fixed)))
+            replaced += 1
         except (msgspec.DecodeError, RecursionError):
             continue
-    return out
+    return out, replaced
 
 
 def to_ns(value: Any) -> int | None:
@@ -181,7 +193,7 @@ def trim_trace(source: Path, target: Path, spec: TrimSpec, display: str | None =
     scanner = Scanner(BATCH_BYTES)
     keep = _Filter(spec)
     flows: dict[tuple[Any, Any, Any], list[tuple[bytes, bool]]] = {}
-    events_in = events_out = 0
+    events_in = events_out = text_replaced = 0
 
     def batches() -> Any:
         for chunk in ChunkReader(source, report_progress=False):
@@ -196,7 +208,9 @@ def trim_trace(source: Path, target: Path, spec: TrimSpec, display: str | None =
         out = _Checked(raw_out, target)
         writer = _EventWriter(out)
         for batch in batches():
-            for raw, ev in _decode([text for text, flags in batch.elements if not flags]):
+            decoded, replaced = _decode([text for text, flags in batch.elements if not flags])
+            text_replaced += replaced
+            for raw, ev in decoded:
                 events_in += 1
                 if ev.ph in FLOW_PHASES:
                     flows.setdefault((ev.cat, ev.name, ev.id), []).append((raw, keep.keep(ev)))
@@ -213,7 +227,9 @@ def trim_trace(source: Path, target: Path, spec: TrimSpec, display: str | None =
                 dropped += sum(1 for _, kept in members if kept)
         writer.finish(scanner.outline.members)
         out.close()
-    return TrimResult(events_in=events_in, events_out=events_out, flows_dropped=dropped)
+    return TrimResult(
+        events_in=events_in, events_out=events_out, flows_dropped=dropped, text_replaced=text_replaced
+    )
 
 
 class _Checked:
