@@ -24,12 +24,12 @@ from opscope.analysis.timeline.activity import LAUNCH_OP
 from opscope.analysis.timeline.launch_delay import DELAY
 from opscope.model.schema import Col
 from opscope.report import names
+from opscope.report.advice_view import findings_data
 from opscope.report.html.cpu_lanes import cpu_lanes
 from opscope.report.html.cpu_panel import cpu_panel
 from opscope.report.html.critical_path_report import critical_path_panel
 from opscope.report.html.efficiency_report import SOURCE as EFFICIENCY_SOURCE
 from opscope.report.html.efficiency_report import efficiency_report
-from opscope.report.html.findings_data import report_findings
 from opscope.report.html.memory_panel import memory_panel
 from opscope.report.html.timeline_data import TimelineOptions as LaneOptions
 from opscope.report.html.timeline_data import pack_timeline
@@ -108,7 +108,7 @@ def trace_report(bundle: TraceBundle, options: ReportOptions | None = None) -> d
         "flame_instances": _flame_instances(bundle.instances, bundle.tree, strings),
         "launch_delay": _launch_delay(bundle),
         "memcpy": _memcpy(bundle),
-        "findings": report_findings(bundle.advice),
+        "findings": findings_data(bundle.advice),  # the same rows as opscope advise --format json
         "critical_path": critical_path_panel(bundle.critical_path, act.window.start_ns, strings),
         "memory": memory_panel(bundle.memory),
         "efficiency": efficiency_report(bundle.efficiency, strings),
