@@ -98,11 +98,24 @@ def test_report_without_o_writes_a_file_beside_the_trace(cli, tmp_path, monkeypa
 
 
 def test_report_of_a_read_only_folder_goes_to_the_current_folder(cli, tmp_path, monkeypatch) -> None:
-    trace = corpus_path(SMALL)  # the corpus folder is read-only
-    monkeypatch.chdir(tmp_path)
-    result = cli("report", trace, "--no-cache")
-    assert result.code == 0 and result.out.strip() == str(tmp_path / "trace_compare_base_base.opscope.html")
-    assert not (trace.parent / "trace_compare_base_base.opscope.html").exists()
+    # a read-only copy of its own (issue 30): the corpus is read-only only in CI, and on a writable checkout
+    # this test wrote a report into the shared corpus
+    import shutil
+
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    trace = folder / corpus_path(SMALL).name
+    shutil.copyfile(corpus_path(SMALL), trace)
+    folder.chmod(0o555)
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    try:
+        result = cli("report", trace, "--no-cache")
+    finally:
+        folder.chmod(0o755)
+    assert result.code == 0 and result.out.strip() == str(here / "trace_compare_base_base.opscope.html")
+    assert not (folder / "trace_compare_base_base.opscope.html").exists()
 
 
 CPU_ONLY = "hta/cpu_only_rank-34.OLDVERSION_b8cce2cd9c.pt.trace.json.gz"
