@@ -217,3 +217,11 @@ def test_files_on_a_full_device(cli) -> None:
             result.code == 2
             and result.err == "opscope: error: /dev/full: cannot write: No space left on device\n"
         ), (command, result.err)
+
+
+def test_an_unknown_option_points_at_the_subcommands_help(cli) -> None:
+    # issue 30: argparse reports a subcommand's unknown option from the top-level parser, which said
+    # "(see opscope --help)", a page that does not list the subcommand's options
+    result = cli("summary", "--bogus")
+    assert result.code == 2 and result.err.strip().endswith("(see opscope summary --help)")
+    assert cli("--bogus").err.strip().endswith("(see opscope --help)")

@@ -75,6 +75,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true", help="no warnings on standard error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     wanted = _command_in(argv)
+    parser.help_for = f"opscope {wanted}" if wanted else None
     for name, text in COMMANDS.items():
         child = sub.add_parser(name, help=text, description=text)
         if name == wanted:

@@ -15,5 +15,10 @@ from opscope.untrusted import visible
 
 
 class OneLineParser(argparse.ArgumentParser):
+    # The subcommand of the command line being parsed (set by cli.main.build_parser): argparse reports an
+    # unknown option of `opscope summary` from the top-level parser, whose help would not list it.
+    help_for: str | None = None
+
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {visible(message)} (see {self.prog} --help)\n")
+        where = self.help_for or self.prog
+        self.exit(2, f"{self.prog}: error: {visible(message)} (see {where} --help)\n")
