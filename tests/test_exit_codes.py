@@ -225,3 +225,21 @@ def test_an_unknown_option_points_at_the_subcommands_help(cli) -> None:
     result = cli("summary", "--bogus")
     assert result.code == 2 and result.err.strip().endswith("(see opscope summary --help)")
     assert cli("--bogus").err.strip().endswith("(see opscope --help)")
+
+
+def test_every_written_file_is_named_on_standard_error(cli, tmp_path) -> None:
+    # issue 30: `report T` named its page on standard output, `report T -o F` and `diff --html F` said nothing
+    from conftest import corpus_path
+
+    trace = corpus_path("hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz")
+    page, html, table, stacks = (tmp_path / n for n in ("r.html", "d.html", "s.json", "f.txt"))
+    for argv, target in (
+        (("report", trace, "-o", page), page),
+        (("diff", trace, trace, "--html", html), html),
+        (("summary", trace, "--format", "json", "-o", table), table),
+        (("export", trace, "--folded", "-o", stacks), stacks),
+    ):
+        result = cli(*argv)
+        assert result.code == 0, result.err
+        assert f"opscope: wrote {target}" in result.err and target.exists()
+    assert "opscope: wrote" not in cli("-q", "summary", trace, "-o", table).err  # -q: quiet

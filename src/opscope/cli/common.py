@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import logging
 import os
 import shutil
 import sys
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from opscope.cli.progress import parse_progress
 from opscope.errors import OutputError, UsageError
 from opscope.report import FORMATS, Document, RenderOptions, render
+from opscope.untrusted import visible
 
 if TYPE_CHECKING:
     from opscope.model.trace import Trace
@@ -66,9 +68,17 @@ def check_top(args: argparse.Namespace) -> None:
         raise UsageError("--top must be 0 (all rows) or a positive number")
 
 
-def add_output_args(parser: argparse.ArgumentParser, formats: tuple[str, ...] | None = None) -> None:
+def add_output_args(
+    parser: argparse.ArgumentParser, formats: tuple[str, ...] | None = None, output_help: str | None = None
+) -> None:
     parser.add_argument("--format", choices=formats or tuple(FORMATS), default="table", help="output format")
-    parser.add_argument("-o", "--output", default=None, help="write to this file instead of standard output")
+    parser.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        help=output_help
+        or "write to this file (its path is said on standard error); default: standard output",
+    )
     parser.add_argument(
         "--wide",
         action="store_true",
@@ -158,14 +168,23 @@ def emit(doc: Document, args: argparse.Namespace) -> None:
     write_text(text, args.output)
 
 
+def announce_written(path: str | os.PathLike[str]) -> None:
+    """Say on standard error which file a command wrote (every command that writes one says so; -q: silent),
+    so that `report T`, `report T -o F`, `diff --html F` and the others all tell where their output went."""
+    if logging.getLogger("opscope").isEnabledFor(logging.WARNING):  # -q sets it to errors only
+        print(f"opscope: wrote {visible(os.fspath(path))}", file=sys.stderr)
+
+
 def write_text(text: str, output: str | None) -> None:
-    """Write `text` to the file `output`, or to standard output when it is None. A destination that cannot take
-    it (a full disk, /dev/full, a read-only file) is an `OutputError`: one line, exit 2."""
+    """Write `text` to the file `output` (and say so on standard error), or to standard output when it is
+    None. A destination that cannot take it (a full disk, /dev/full, a read-only file) is an `OutputError`:
+    one line, exit 2."""
     if output is not None:
         try:
             Path(output).write_text(text, encoding="utf-8")
         except OSError as exc:
             raise OutputError(f"{output}: cannot write: {exc.strerror or exc}") from None
+        announce_written(output)
         return
     try:
         sys.stdout.write(text)

@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 
 from opscope.analysis.attribution import MODULE_MODES
-from opscope.cli.common import add_input_args, add_selection_args, load_trace, write_text
+from opscope.cli.common import add_input_args, add_selection_args, announce_written, load_trace, write_text
 from opscope.errors import UsageError
 from opscope.export.folded import UNITS, folded_stacks, folded_text
 
@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         )
     spec = trim_spec(trace, args.steps, args.window, args.device, args.stream)
     result = trim_trace(resolve(args.trace), Path(args.output), spec, str(args.trace))
+    announce_written(args.output)
     log.info("kept %d of %d events", result.events_out, result.events_in)
     if result.text_replaced:
         n = result.text_replaced
@@ -102,5 +103,6 @@ def _parquet(args: argparse.Namespace) -> int:
         )
     trace = load_trace(args)  # refuses an -o that is the trace itself
     rows = write_parquet(trace, Path(args.output))
+    announce_written(args.output)
     log.info("wrote %d events to %s", rows, args.output)
     return 0

@@ -6,7 +6,7 @@ import argparse
 import logging
 from typing import TYPE_CHECKING
 
-from opscope.cli.common import add_output_args, check_output, emit
+from opscope.cli.common import add_output_args, announce_written, check_output, emit
 from opscope.errors import OpscopeError, OutputError, UsageError
 from opscope.untrusted import visible
 
@@ -182,6 +182,7 @@ def run_export(args: argparse.Namespace) -> int:
         frame = history.frame()
     try:
         frame.write_parquet(args.parquet)
+        announce_written(args.parquet)
     except OSError as exc:
         raise OutputError(f"{args.parquet}: cannot write: {exc.strerror or exc}") from None
     facts = {"rows": frame.height, "runs": frame["run_id"].n_unique()}

@@ -29,7 +29,13 @@ NAME = "report"
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_input_args(parser)
     add_selection_args(parser)
-    add_output_args(parser, formats=("html", *FORMATS))
+    add_output_args(
+        parser,
+        formats=("html", *FORMATS),
+        output_help="write to this file; default for html: <trace>.opscope.html beside the trace (in the current "
+        "folder when that one is read-only), for the other formats standard output; - is standard output. The "
+        "path written is said on standard error",
+    )
     parser.set_defaults(format="html")
     # -o: the page's path; without it, HTML goes to <trace>.opscope.html beside the trace (its path is printed)
     # and the other formats to standard output; -o - writes the page to standard output.
@@ -77,8 +83,6 @@ def run(args: argparse.Namespace) -> int:
     if data["kernels"]["rest"] is not None and args.output is not None:
         data["kernels"]["full"] = _write_full_kernels(trace, args)
     write_text(render_html(data, title=f"opscope report: {Path(trace.path).name}"), args.output)
-    if announce:
-        print(args.output)
     return 0
 
 
