@@ -8,7 +8,9 @@ import os
 import shutil
 import tempfile
 import weakref
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from opscope.errors import InputError, OutputError
 from opscope.ingest.cache import CacheWriteError, CacheWriter, cache_dir, read_cached, remove_orphans
@@ -18,6 +20,9 @@ from opscope.ingest.progress import ProgressCallback, reporting
 from opscope.ingest.registry import Reader, detect
 from opscope.model.meta import TraceMeta
 from opscope.model.trace import Trace
+
+if TYPE_CHECKING:  # pyarrow is imported on the parse path only
+    import pyarrow as pa
 
 log = logging.getLogger("opscope")
 
@@ -62,18 +67,14 @@ def _parse(reader: Reader, source: Path, display: str, cache: bool, strict: bool
     target = None if scratch is None else scratch.path / "events.parquet"
     writer: CacheWriter | None = None
     try:
-        from opscope.ingest.device_like import DeviceLikeScan  # the parse path only (it imports pyarrow)
-
         writer = CacheWriter(source, target)
-        batches, finish = reader.read(source, display)
-        watch = (
-            DeviceLikeScan() if reader.name == "kineto" else None
-        )  # other readers set every kind themselves
-        writer.write_all(batches if watch is None else watch.observe(batches))
-        meta = _printable_path(finish())
-        if watch is not None:
-            meta = dataclasses.replace(meta, device_like=watch.result(meta.devices))
-        _check_nonempty(meta, writer.rows, display)
+
+        def write(batches: Iterable[pa.RecordBatch]) -> int:
+            assert writer is not None
+            writer.write_all(batches)
+            return writer.rows
+
+        meta = _read(reader, source, display, write)
         written = writer.finish(meta)
     except BaseException as exc:  # SIGTERM (cli.main.Terminated) included: nothing half-written stays
         if writer is not None:
@@ -93,6 +94,25 @@ def _parse(reader: Reader, source: Path, display: str, cache: bool, strict: bool
     return Trace.from_parquet(meta, written, keepalive=scratch, store=store)
 
 
+def _read(
+    reader: Reader, source: Path, display: str, consume: Callable[[Iterable[pa.RecordBatch]], int]
+) -> TraceMeta:
+    """Stream the reader's batches into `consume` (which returns the rows it took) and build the metadata:
+    kinds of device work watched in Kineto traces (other readers set every kind themselves), the path made
+    printable, a trace cut off before its first event refused. One read path for the table on disk and in
+    memory."""
+    from opscope.ingest.device_like import DeviceLikeScan  # the parse path only (it imports pyarrow)
+
+    batches, finish = reader.read(source, display)
+    watch = DeviceLikeScan() if reader.name == "kineto" else None
+    rows = consume(batches if watch is None else watch.observe(batches))
+    meta = _printable_path(finish())
+    if watch is not None:
+        meta = dataclasses.replace(meta, device_like=watch.result(meta.devices))
+    _check_nonempty(meta, rows, display)
+    return meta
+
+
 MEMORY_TABLE_BYTES = 1 << 30  # the largest event table held in memory when no scratch file can be written
 
 
@@ -102,28 +122,26 @@ def _parse_in_memory(reader: Reader, source: Path, display: str, strict: bool, c
     import polars as pl
     import pyarrow as pa
 
-    from opscope.ingest.device_like import DeviceLikeScan
     from opscope.model.schema import arrow_schema
 
     where = os.fsdecode(cause.filename) if cause.filename else tempfile.gettempdir()
     log.warning(f"cannot write the scratch table ({cause.strerror or cause}: {where}); holding it in memory")
-    batches, finish = reader.read(source, display)
-    watch = DeviceLikeScan() if reader.name == "kineto" else None
     kept: list[pa.RecordBatch] = []
-    size = 0
-    for batch in batches if watch is None else watch.observe(batches):
-        if batch.num_rows:
-            kept.append(batch)
-            size += batch.nbytes
-            if size > MEMORY_TABLE_BYTES:
-                raise OutputError(
-                    f"cannot write the scratch table for {display} ({cause.strerror or cause}: {where}), and "
-                    f"the trace is too large to hold in memory; free space there or set TMPDIR"
-                )
-    meta = _printable_path(finish())
-    if watch is not None:
-        meta = dataclasses.replace(meta, device_like=watch.result(meta.devices))
-    _check_nonempty(meta, sum(b.num_rows for b in kept), display)
+
+    def keep(batches: Iterable[pa.RecordBatch]) -> int:
+        size = 0
+        for batch in batches:
+            if batch.num_rows:
+                kept.append(batch)
+                size += batch.nbytes
+                if size > MEMORY_TABLE_BYTES:
+                    raise OutputError(
+                        f"cannot write the scratch table for {display} ({cause.strerror or cause}: {where}), "
+                        "and the trace is too large to hold in memory; free space there or set TMPDIR"
+                    )
+        return sum(b.num_rows for b in kept)
+
+    meta = _read(reader, source, display, keep)
     _log_warnings(meta, strict)
     table = pa.Table.from_batches(kept, schema=arrow_schema())
     frame = pl.from_arrow(table)
