@@ -20,23 +20,11 @@ from conftest import corpus_path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
+from bench_analyses import CHILD  # noqa: E402  (the benchmark's measured child: VmHWM peak, wall time)
 from make_big_trace import make_big_trace  # noqa: E402
 
 V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 COPIES = 4
-# The peak RSS of this process image: VmHWM (ru_maxrss survives exec on Linux, so a child forked from a big
-# pytest process would report the parent's size), ru_maxrss where /proc is missing.
-CHILD = (
-    "import re, resource, sys\n"
-    "from opscope.cli.main import main\n"
-    "rc = main(sys.argv[1:])\n"
-    "try:\n"
-    "    kb = int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))\n"
-    "except OSError:\n"
-    "    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-    "print(kb, file=sys.stderr)\n"
-    "sys.exit(rc)\n"
-)
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +49,9 @@ def peak_kb(argv: list[str], cache: Path) -> int:
         text=True,
         check=False,
     )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return int(done.stderr.strip().splitlines()[-1])
+    line = next((x for x in done.stderr.splitlines() if x.startswith("@@ ")), "")
+    assert done.returncode == 0 and line.split()[1:2] == ["0"], done.stderr[-2000:]
+    return int(line.split()[3])
 
 
 @pytest.mark.slow
