@@ -116,11 +116,7 @@ class StringTable:
 
     def positions(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(position in `values`, found) for each key."""
-        if len(self.ids) == 0:
-            return np.zeros(len(keys), dtype=np.int64), np.zeros(len(keys), dtype=bool)
-        keys = keys.astype(np.int64, copy=False)
-        at = np.clip(np.searchsorted(self.ids, keys), 0, len(self.ids) - 1)
-        return at, self.ids[at] == keys
+        return _positions(self.ids, keys)
 
     def get(self, key: object) -> str | None:
         if not isinstance(key, int) or isinstance(key, bool) or not -(2**63) <= key < 2**63:
@@ -300,15 +296,22 @@ def _kernels(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
         yield C.record_batch(batch.num_rows, cols)
 
 
-def _lookup(keys: np.ndarray, table: dict[int, int], missing: float) -> np.ndarray:
-    """`table[key]` for each key (as float64), `missing` for keys not in the table."""
-    if not table:
-        return np.full(len(keys), missing)
-    known = np.array(sorted(table), dtype=np.int64)
-    values = np.array([table[int(k)] for k in known], dtype=np.float64)
+def _positions(known: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position in the sorted, distinct `known`, found) for each key: the lookup of ids from the file, which
+    never sizes a table by an id."""
+    if len(known) == 0:
+        return np.zeros(len(keys), dtype=np.int64), np.zeros(len(keys), dtype=bool)
     keys = keys.astype(np.int64, copy=False)
     at = np.clip(np.searchsorted(known, keys), 0, len(known) - 1)
-    return np.where(known[at] == keys, values[at], missing)
+    return at, known[at] == keys
+
+
+def _lookup(keys: np.ndarray, table: dict[int, int], missing: float) -> np.ndarray:
+    """`table[key]` for each key (as float64), `missing` for keys not in the table."""
+    known = np.array(sorted(table), dtype=np.int64)
+    values = np.array([table[int(k)] for k in known], dtype=np.float64)
+    at, found = _positions(known, keys)
+    return np.where(found, values[at] if len(values) else missing, missing)
 
 
 def _per_sm(
