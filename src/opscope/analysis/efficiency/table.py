@@ -181,9 +181,12 @@ def _key_ids(scopes: pl.DataFrame, dims: pl.Expr) -> tuple[pl.DataFrame, pl.Data
     return rows, ids
 
 
-def _nested(scopes: pl.DataFrame, pairs: pl.DataFrame, sized: pl.DataFrame) -> set[tuple[str, str | None]]:
-    """The (name, input_dims) whose every call has a sized op among its enclosing ops."""
-    rows, ids = _key_ids(scopes, pl.col(Col.INPUT_DIMS))
+def _nested(
+    keys: tuple[pl.DataFrame, pl.DataFrame], pairs: pl.DataFrame, sized: pl.DataFrame
+) -> set[tuple[str, str | None]]:
+    """The (name, input_dims) whose every call has a sized op among its enclosing ops. `keys`: `_key_ids` by
+    name and shape."""
+    rows, ids = keys
     sized_ids = ids.join(sized, on=[Col.NAME, Col.INPUT_DIMS], nulls_equal=True, how="semi")["_key"]
     inside = (
         pairs.join(rows.rename({ROW: "ancestor"}), on="ancestor")
@@ -203,12 +206,12 @@ def _nested(scopes: pl.DataFrame, pairs: pl.DataFrame, sized: pl.DataFrame) -> s
 
 
 def _inherited(
-    scopes: pl.DataFrame, pairs: pl.DataFrame, rows: list[EfficiencyRow], by_shape: bool
+    keys: tuple[pl.DataFrame, pl.DataFrame], pairs: pl.DataFrame, rows: list[EfficiencyRow]
 ) -> tuple[Inherited, ...]:
     """Per (op, shape) without a row: its nearest enclosing op with a row, when every call has one and it is
-    the same row for all (else none: figures of different ops are never mixed)."""
-    dims = pl.col(Col.INPUT_DIMS) if by_shape else pl.lit(None, dtype=pl.String)
-    keyed, ids = _key_ids(scopes, dims)
+    the same row for all (else none: figures of different ops are never mixed). `keys`: `_key_ids` of the
+    rows' keys (by name and shape, or by name alone)."""
+    keyed, ids = keys
     listed = pl.DataFrame(
         [(r.op, r.shape) for r in rows], schema={Col.NAME: pl.String, Col.INPUT_DIMS: pl.String}, orient="row"
     )
@@ -273,7 +276,8 @@ def _efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Effic
         orient="row",
     )
     stage("efficiency: ops inside sized ops")
-    nested = _nested(scopes, pairs, sized_keys)
+    shaped = _key_ids(scopes, pl.col(Col.INPUT_DIMS))
+    nested = _nested(shaped, pairs, sized_keys)
 
     device, peaks, warnings = _device(trace, opts)
     sized: list[tuple[OpRow, Cost]] = []
@@ -292,31 +296,26 @@ def _efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Effic
     if not opts.by_shape:
         unsized = _merge_unsized(unsized)
     unsized.sort(key=lambda x: (-x.gpu_time_us, x.op, x.shape or ""))
-    keep = slice(None) if opts.top <= 0 else slice(opts.top)
     sized_ns = sum(r.gpu_total_ns for r, _ in sized)
+    stage("efficiency: figures inherited from enclosing ops")
+    by_op = shaped if opts.by_shape else _key_ids(scopes, pl.lit(None, dtype=pl.String))
+    inherited = _inherited(by_op, pairs, rows)
     return Efficiency(
         path=trace.path,
         device=device,
         peaks=peaks,
         peak_tflops_override=opts.peak_tflops,
         peak_tbps_override=opts.peak_tbps,
-        rows=tuple(rows[keep]),
-        unsized=tuple(unsized[keep]),
+        rows=tuple(rows),  # all of them: `efficiency` cuts them at `top`
+        unsized=tuple(unsized),
         total_rows=len(rows),
         gpu_time_ns=stats.gpu_time_ns,
         sized_gpu_time_ns=sized_ns,
         unsized_gpu_time_ns=sum(round(u.gpu_time_us * 1e3) for u in unsized),
         options=opts,
         warnings=tuple(warnings) + stats.warnings,
-        inherited=_announced_inherited(scopes, pairs, rows, opts.by_shape),
+        inherited=inherited,
     )
-
-
-def _announced_inherited(
-    scopes: pl.DataFrame, pairs: pl.DataFrame, rows: list[EfficiencyRow], by_shape: bool
-) -> tuple[Inherited, ...]:
-    stage("efficiency: figures inherited from enclosing ops")
-    return _inherited(scopes, pairs, rows, by_shape)
 
 
 def _merge_unsized(rows: list[UnsizedRow]) -> list[UnsizedRow]:
