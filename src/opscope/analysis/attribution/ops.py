@@ -31,7 +31,7 @@ from typing import Any
 import polars as pl
 
 from opscope.analysis.base import select
-from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, LinkStats, link, selected_gpu
+from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, LinkStats, link, once_per_link, selected_gpu
 from opscope.analysis.base.nesting import ancestors
 from opscope.analysis.base.windows import fold_steps
 from opscope.model.schema import Col
@@ -92,10 +92,12 @@ def op_stats(trace: Trace, options: OpOptions | None = None, linkage: Linkage | 
     and the CPU operator view of one command share it); `top` only cuts its rows."""
     opts = options or OpOptions()
     linked = linkage or link(trace)
-    whole = trace.derived(
-        f"op_stats:{id(linked)}:{replace(opts, top=0)!r}",
-        lambda: (linked, _op_stats(trace, replace(opts, top=0), linked)),
-    )[1]
+    whole = once_per_link(
+        trace,
+        linked,
+        f"op_stats:{replace(opts, top=0)!r}",
+        lambda: _op_stats(trace, replace(opts, top=0), linked),
+    )
     return replace(whole, rows=whole.rows if opts.top <= 0 else whole.rows[: opts.top], options=opts)
 
 

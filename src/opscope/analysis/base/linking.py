@@ -18,9 +18,9 @@ import functools
 import hashlib
 import sys
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
@@ -31,6 +31,8 @@ from opscope.analysis.base.stages import stage
 from opscope.model.schema import GPU_KINDS, Col, Kind
 from opscope.model.trace import Trace
 from opscope.tables import Tabular
+
+T = TypeVar("T")
 
 SCOPE_KINDS: tuple[str, ...] = (Kind.PYTHON, Kind.USER_ANNOTATION, Kind.CPU_OP)  # outer to inner on ties
 OP_KINDS: tuple[str, ...] = (Kind.USER_ANNOTATION, Kind.CPU_OP)
@@ -258,6 +260,13 @@ def _encode(linkage: Linkage) -> dict[str, pl.DataFrame]:
 def _decode(frames: dict[str, pl.DataFrame]) -> Linkage:
     (stats,) = frames["stats"].to_dicts()
     return Linkage(gpu=frames["gpu"], scopes=frames["scopes"], stats=LinkStats(**stats))
+
+
+def once_per_link(trace: Trace, linked: Linkage, key: str, compute: Callable[[], T]) -> T:
+    """`compute()` once per trace, link table and `key` (an analysis and its options): for the results that
+    several views of one command share (op_stats, efficiency). The link table is held with the result, so its
+    `id` in the key cannot be reused by another table while the result is kept."""
+    return trace.derived(f"{key}:{id(linked)}", lambda: (linked, compute()))[1]
 
 
 def _announced_link(trace: Trace) -> Linkage:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from opscope.analysis.attribution.ops import OpOptions, OpRow, op_stats
-from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, link
+from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, link, once_per_link
 from opscope.analysis.base.nesting import ancestors
 from opscope.analysis.base.stages import stage
 from opscope.analysis.efficiency.families import COMPUTE_FAMILIES, Cost
@@ -253,10 +253,12 @@ def efficiency(
     its rows."""
     opts = options or EfficiencyOptions()
     linked = linkage or link(trace)
-    whole = trace.derived(
-        f"efficiency:{id(linked)}:{replace(opts, top=0)!r}",
-        lambda: (linked, _efficiency(trace, replace(opts, top=0), linked)),
-    )[1]
+    whole = once_per_link(
+        trace,
+        linked,
+        f"efficiency:{replace(opts, top=0)!r}",
+        lambda: _efficiency(trace, replace(opts, top=0), linked),
+    )
     keep = slice(None) if opts.top <= 0 else slice(opts.top)
     return replace(whole, rows=whole.rows[keep], unsized=whole.unsized[keep], options=opts)
 
