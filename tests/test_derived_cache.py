@@ -14,7 +14,7 @@ import pytest
 import opscope
 from conftest import corpus_path
 from opscope.analysis.base import linking
-from opscope.ingest.derived import derived_folder
+from opscope.ingest.derived import derived_folder, wait_for_saves
 
 V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 
@@ -42,6 +42,7 @@ def same(a: linking.Linkage, b: linking.Linkage) -> bool:
 
 def test_a_second_command_reads_the_link_table_back(cached: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first = linking.link(opscope.load(cached))
+    wait_for_saves()  # the store is written on a thread of its own
     assert any(derived_folder(p).is_dir() for p in (Path(os.environ["OPSCOPE_CACHE_DIR"])).glob("*.parquet"))
 
     def no_linking(trace: object) -> linking.Linkage:
@@ -81,8 +82,11 @@ def test_a_changed_trace_is_linked_again(cached: Path, monkeypatch: pytest.Monke
 
 def test_a_damaged_store_is_recomputed_and_an_unwritable_one_is_no_error(cached: Path) -> None:
     linking.link(opscope.load(cached))
+    wait_for_saves()
     cache = Path(os.environ["OPSCOPE_CACHE_DIR"])
-    for part in cache.glob("*.parquet.derived/*/*.parquet"):
+    damaged = list(cache.glob("*.parquet.derived/*/*.parquet"))
+    assert damaged  # the store was written, so there is something to damage
+    for part in damaged:
         part.write_bytes(b"not parquet")
     assert same(linking.link(opscope.load(cached)), fresh_link(cached))
     for folder in cache.glob("*.parquet.derived"):
