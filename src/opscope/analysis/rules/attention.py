@@ -34,8 +34,10 @@ def attention_chains(ctx: RuleContext, threshold: float) -> Hit | Skipped | None
     [..., S, S] whose neighbours in that order are matmuls is one unfused attention."""
     ops = ctx.ops
     missing = ctx.shapes_missing()
-    if missing is not None or ctx.gpu_total_ns == 0:
-        return missing
+    if missing is not None:
+        return Skipped(missing)
+    if ctx.gpu_total_ns == 0:
+        return None
     family = (
         pl.when(pl.col(Col.NAME).is_in(MATMULS))
         .then(pl.lit("mm"))

@@ -15,7 +15,6 @@ from opscope.analysis.base import intervals
 from opscope.analysis.base.linking import ROW, Linkage
 from opscope.analysis.base.window import Window
 from opscope.analysis.base.windows import STEP_NAME, StepWindow, select_windows
-from opscope.analysis.rules.model import Skipped
 from opscope.analysis.timeline.activity import Activity
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
@@ -92,12 +91,12 @@ class RuleContext:
             "op_parent_row",
         ).join(types, on=ROW, how="left")
 
-    def shapes_missing(self) -> Skipped | None:
+    def shapes_missing(self) -> str | None:
         """Why the shape rules cannot run: no CPU ops, or none with input shapes (record_shapes=False)."""
         if self.ops.height == 0:
-            return Skipped("no CPU operators in the trace")
+            return "no CPU operators in the trace"
         if self.ops.filter(pl.col(Col.INPUT_DIMS).is_not_null()).height == 0:
-            return Skipped("no input shapes (profile with record_shapes=True)")
+            return "no input shapes (profile with record_shapes=True)"
         return None
 
     def gpu_ns_under(self, rows: pl.Series) -> pl.DataFrame:

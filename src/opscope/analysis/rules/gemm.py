@@ -107,8 +107,10 @@ def _dims(text: str | None) -> list[Any]:
 
 def misaligned_gemms(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
     missing = ctx.shapes_missing()
-    if missing is not None or ctx.gpu_total_ns == 0:
-        return missing
+    if missing is not None:
+        return Skipped(missing)
+    if ctx.gpu_total_ns == 0:
+        return None
     ops = ctx.ops.filter(pl.col(Col.NAME).is_in(GEMM_OPS) & pl.col(Col.INPUT_DIMS).is_not_null())
     if ops.height == 0:
         return Hit(value=0, time_at_stake_ns=0)
