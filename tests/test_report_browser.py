@@ -59,6 +59,7 @@ def test_trace_report_views_and_numbers(cli, tmp_path, open_report) -> None:  # 
     draw = page.evaluate("window.opscopeTimeline.lastDraw")
     assert draw["lanes"] == len(data["timeline"]["lanes"]) and draw["rects"] + draw["columns"] > 0
     # Wheel zooms around the cursor, dragging pans, double-click resets.
+    page.locator("#timeline-canvas").scroll_into_view_if_needed()  # below the findings cards
     box = page.locator("#timeline-canvas").bounding_box()
     page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 34)
     page.mouse.wheel(0, -600)

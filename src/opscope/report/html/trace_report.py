@@ -30,6 +30,7 @@ from opscope.report.html.cpu_panel import cpu_panel
 from opscope.report.html.critical_path_report import critical_path_panel
 from opscope.report.html.efficiency_report import SOURCE as EFFICIENCY_SOURCE
 from opscope.report.html.efficiency_report import efficiency_report
+from opscope.report.html.findings_panel import findings_panel
 from opscope.report.html.memory_panel import memory_panel
 from opscope.report.html.timeline_data import TimelineOptions as LaneOptions
 from opscope.report.html.timeline_data import pack_timeline
@@ -109,6 +110,8 @@ def trace_report(bundle: TraceBundle, options: ReportOptions | None = None) -> d
         "launch_delay": _launch_delay(bundle),
         "memcpy": _memcpy(bundle),
         "findings": findings_data(bundle.advice),  # the same rows as opscope advise --format json
+        # the same findings laid out for people, with timeline links (report/html/findings_panel.py)
+        "findings_panel": findings_panel(bundle.advice, act.window.start_ns or 0, strings),
         "critical_path": critical_path_panel(bundle.critical_path, act.window.start_ns, strings),
         "memory": memory_panel(bundle.memory),
         "efficiency": efficiency_report(bundle.efficiency, strings),
