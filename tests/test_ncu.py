@@ -26,8 +26,8 @@ def test_raw_page_units_and_values():
     assert first["sm_throughput_pct"] == pytest.approx(0.92)
     assert first["registers_per_thread"] == 26 and first["block"] == "512,1,1" and first["grid"] == "2,1,1"
     last = frame.row(3, named=True)
-    assert last["static_shared_memory"] == pytest.approx(1024.0)  # 1.024 Kbyte/block
-    assert last["l1_hit_rate_pct"] == pytest.approx(12.5)
+    assert last["static_shared_mem_bytes"] == pytest.approx(1024.0)  # 1.024 Kbyte/block
+    assert last["l1_hit_pct"] == pytest.approx(12.5)
 
 
 def test_details_page_one_metric_per_row():
@@ -37,7 +37,7 @@ def test_details_page_one_metric_per_row():
     assert first["duration_ns"] == pytest.approx(17.70e6)  # msecond
     assert first["memory_throughput_pct"] == pytest.approx(1.61)  # the % one, not Gbyte/second
     assert first["block_limit_registers"] == 4 and first["theoretical_occupancy_pct"] == 100
-    assert metrics.launches.row(1, named=True)["l1_hit_rate_pct"] is None  # "n/a"
+    assert metrics.launches.row(1, named=True)["l1_hit_pct"] is None  # "n/a"
 
 
 @pytest.mark.corpus
