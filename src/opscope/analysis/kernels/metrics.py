@@ -87,8 +87,10 @@ class MetricsJoin:
 
 
 def base_name(name: str) -> str:
-    """ "void ns::kernel<T>(float*)" -> "kernel"."""
+    """ "void ns::kernel<T>(float*)" -> "kernel"; anonymous namespaces (`<unnamed>::`, `(anonymous
+    namespace)::`) are namespaces too."""
     text = re.sub(r"^\s*void\s+", "", name)
+    text = text.replace("<unnamed>::", "").replace("(anonymous namespace)::", "")
     depth, cut = 0, len(text)
     for i, ch in enumerate(text):
         if ch in "<(" and depth == 0:
