@@ -249,10 +249,12 @@ def _numeric(long: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
 
 
 def _dims(column: str, frame: pl.DataFrame) -> pl.Expr:
-    """ "(256, 1, 1)" -> "256,1,1" (null when the column is absent or holds no numbers)."""
+    """ "(256, 1, 1)" -> "256,1,1", "(1,024, 1, 1)" -> "1024,1,1" (a thousands separator has no space after
+    it); null when the column is absent or holds no numbers."""
     if column not in frame.columns:
         return pl.lit(None, dtype=pl.String)
-    joined = pl.col(column).str.extract_all(r"\d+").list.join(",")
+    numbers = pl.col(column).str.extract_all(r"\d{1,3}(?:,\d{3})+|\d+")
+    joined = numbers.list.eval(pl.element().str.replace_all(",", "", literal=True)).list.join(",")
     return pl.when(joined != "").then(joined)
 
 

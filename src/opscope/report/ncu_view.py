@@ -100,7 +100,7 @@ def _kernels_table(report: NcuReport) -> Table:
         row: dict[str, Any] = {"name": r.name, "launch": r.launch, "launches": r.launches}
         for key, _, _, _, stat, which in _COLUMNS:
             row[key] = clean(getattr(r.stats[stat], which))
-        row["limiter"] = r.limiter or "—"
+        row["limiter"] = r.limiter
         rows.append(row)
     # A column no row has a value in is hidden first at a narrow width (it stays in CSV and Markdown).
     empty = {key for key, *_ in _COLUMNS if all(row[key] is None for row in rows)}
@@ -207,7 +207,10 @@ def ncu_document(report: NcuReport) -> Document:
         ("file", report.path),
         ("layout", f"{report.layout} page"),
         ("device", report.device or "not in this export"),
-        ("launches", f"{report.launches:,} profiled, {report.kernels:,} kernels"),
+        (
+            "launches",
+            f"{report.launches:,} profiled, {report.kernels:,} kernel{'' if report.kernels == 1 else 's'}",
+        ),
         ("duration", duration),
         ("findings", f"{len(advice.findings)} ({advice.worst() or 'none'} at worst)"),
     )
