@@ -331,3 +331,19 @@ def test_metric_table_matches_the_model():
     assert table.convert("Kbyte/block") == (1000.0, "byte/block")
     assert table.metric_of("Memory Throughput", "%", "x").startswith("gpu__compute_memory_throughput")
     assert table.metric_of("Memory Throughput", "Gbyte/second", "x") == "dram__bytes.sum.per_second"
+
+
+def test_ncu_spelling_of_anonymous_namespaces_and_lambdas_shortens_like_kinetos():
+    from opscope.report.names import shorten
+
+    ncu = (
+        "void at::native::<unnamed>::distribution_kernel<float, void at::native::uniform_kernel(at::Tensor &)"
+        "::[lambda() (instance 1)]::operator ()() const::[lambda(float) (instance 2)]>(int, float *)"
+    )
+    kineto = (
+        "void at::native::(anonymous namespace)::distribution_kernel<float, void at::native::uniform_kernel(at::"
+        "Tensor&)::{lambda()#1}::operator()() const::{lambda(float)#2}>(int, float*)"
+    )
+    assert (
+        shorten(ncu, 60) == shorten(kineto, 60) == "distribution_kernel<float, void uniform_kernel::λ1::λ2>"
+    )

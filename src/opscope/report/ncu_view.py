@@ -151,12 +151,11 @@ def _findings_table(report: NcuReport) -> Table:
     timed = report.has_duration
     rows = []
     for f in report.advice.findings:
-        kernel = next((e["kernel"] for e in f.evidence if "kernel" in e), None)
         rows.append(
             {
                 "severity": f.severity,
                 "id": f.id,
-                "kernel": kernel if kernel is not None else _kernel_of_rules(report, f.title),
+                "kernel": next((e["kernel"] for e in f.evidence if "kernel" in e), ""),
                 "value": f.value,
                 "threshold": f.threshold,
                 "time": f.time_at_stake_ns,
@@ -171,7 +170,6 @@ def _findings_table(report: NcuReport) -> Table:
     columns = [
         Column("severity", "Sev", TEXT),
         Column("id", "Rule", TEXT),
-        Column("value", "Value", FLOAT, drop=2),
     ]
     if timed:
         columns += [Column("time", "At stake ms", MS), Column("share", "Share", PCT)]
@@ -186,14 +184,6 @@ def _findings_table(report: NcuReport) -> Table:
         csv_extra=CSV_EXTRA,
         hide_when_empty=True,
     )
-
-
-def _kernel_of_rules(report: NcuReport, title: str) -> str:
-    """The kernel of an `ncu-rules` finding (its evidence holds ncu's text only): the row its title names."""
-    for row in report.rows:
-        if title.endswith(f"(ID {row.first_launch})"):
-            return row.name
-    return title.rsplit(": ", 1)[-1]
 
 
 def ncu_document(report: NcuReport) -> Document:

@@ -178,7 +178,7 @@ def _memory_bound(row: NcuRow, opts: FindingOptions) -> _Hit | None:
         value=memory,
         threshold=opts.memory_bound_pct,
         distance=(memory - opts.memory_bound_pct) / (100.0 - opts.memory_bound_pct),
-        title=f"memory-bound: memory throughput {memory:.1f}% of peak, SM {_fmt(sm)}%: {_short(row)}",
+        title=f"memory-bound: memory {memory:.1f}% of peak, SM {_fmt(sm)}%: {_short(row)}",
         advice=f"Memory throughput is {memory:.1f}% of peak and SM throughput {_fmt(sm)}%: the kernel is limited "
         "by moving data, not by math. Move fewer bytes: fuse it with the kernels around it (elementwise work "
         "into the epilogue of the GEMM before it), keep tensors in fp16/bf16, reuse data through shared memory; "
@@ -199,7 +199,7 @@ def _low_sm(row: NcuRow, opts: FindingOptions) -> _Hit | None:
         value=sm,
         threshold=opts.low_sm_throughput_pct,
         distance=(opts.low_sm_throughput_pct - sm) / opts.low_sm_throughput_pct,
-        title=f"SM throughput {sm:.1f}% of peak (< {opts.low_sm_throughput_pct:g}%): {_short(row)}",
+        title=f"low SM throughput: {sm:.1f}% (< {opts.low_sm_throughput_pct:g}%): {_short(row)}",
         advice=f"SM throughput is {sm:.1f}% of peak and memory throughput {_fmt(memory)}%: neither is busy, so "
         "the SMs mostly wait, on data dependencies (each instruction waiting for a load or the result before "
         f"it) or on load imbalance (a few blocks or SMs doing the work; {_fmt(waves, 2)} waves per SM). Give "
@@ -249,7 +249,7 @@ def _low_occupancy(row: NcuRow, opts: FindingOptions) -> _Hit | None:
         value=achieved,
         threshold=opts.low_occupancy_pct,
         distance=(opts.low_occupancy_pct - achieved) / opts.low_occupancy_pct,
-        title=f"achieved occupancy {achieved:.1f}% (theoretical {_fmt(theoretical)}%, limiter: "
+        title=f"low occupancy: {achieved:.1f}% achieved, {_fmt(theoretical)}% theoretical (limiter: "
         f"{limiter or 'unknown'}): {_short(row)}",
         advice=" ".join(parts),
         evidence=({**evidence, "limiter": limiter or "unknown"},),
@@ -269,7 +269,7 @@ def _bank_conflicts(row: NcuRow, opts: FindingOptions) -> _Hit | None:
         value=pct,
         threshold=opts.bank_conflict_pct,
         distance=(pct - opts.bank_conflict_pct) / (100.0 - opts.bank_conflict_pct),
-        title=f"shared-memory bank conflicts: {pct:.1f}% of wavefronts: {_short(row)}",
+        title=f"bank conflicts: {pct:.1f}% of shared-memory wavefronts: {_short(row)}",
         advice=f"{pct:.1f}% of the shared-memory wavefronts come from bank conflicts (threads of a warp hitting "
         "the same bank, served one after another): pad the shared array (e.g. [32][33] instead of [32][32]) "
         "or swizzle the index.",
@@ -288,6 +288,7 @@ def _ncu_rules(row: NcuRow, rules: list[NcuRule]) -> _Hit | None:
     evidence = []
     for (name, kind, message), same in grouped.items():
         item: dict[str, Any] = {
+            "kernel": row.name,
             "rule": name,
             "type": kind,
             "launches": ", ".join(str(r.launch) for r in same[:10]) + (" ..." if len(same) > 10 else ""),
