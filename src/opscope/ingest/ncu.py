@@ -22,7 +22,6 @@ that are not finite numbers.
 from __future__ import annotations
 
 import csv
-import io
 import re
 from pathlib import Path
 
@@ -69,7 +68,7 @@ IDENTITY = (
     "Device",
     "CC",
 )
-_HEADER = re.compile(r'^[ \t]*(?:"ID"|ID)[ \t]*,', re.MULTILINE)
+_HEADER = re.compile(rb'^(?:\xef\xbb\xbf)?[ \t]*(?:"ID"|ID)[ \t]*,', re.MULTILINE)  # a UTF-8 BOM may lead
 _RAW = "raw_value"
 DEVICE_NAME = "device__attribute_display_name"
 
@@ -104,22 +103,31 @@ def read_ncu_csv(path: Path, display: str | None = None) -> NcuMetrics:
 
 
 def _read_frame(path: Path, display: str, warnings: list[str]) -> pl.DataFrame:
-    """The CSV from its header line on, every column as text (missing cells as "")."""
+    """The CSV from its header line on, every column as text (missing cells as ""). Bytes that are not UTF-8
+    are replaced, not fatal."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise InputError(f"{display}: cannot read: {exc.strerror or exc}") from None
-    text = raw.decode("utf-8", errors="replace").lstrip("\ufeff")
-    found = _HEADER.search(text)
+    found = _HEADER.search(raw)
     if found is None:
         raise InputError(
             f'{display}: not an Nsight Compute CSV (no \'"ID","Process ID",...\' header; '
             "export with `ncu --csv --page details` or `--page raw`)"
         )
-    body = text[found.start() :]
-    header = next(csv.reader([body.split("\n", 1)[0]]), [])
-    try:
-        frame = pl.read_csv(io.BytesIO(body.encode("utf-8")), infer_schema=False, truncate_ragged_lines=True)
+    end = raw.find(b"\n", found.start())
+    first_line = (
+        raw[found.start() : end if end >= 0 else len(raw)].decode("utf-8", errors="replace").lstrip("\ufeff")
+    )
+    header = next(csv.reader([first_line.rstrip("\r")]), [])
+    try:  # from the header line on; the lines before it are skipped unparsed
+        frame = pl.read_csv(
+            raw,
+            skip_lines=raw.count(b"\n", 0, found.start()),
+            infer_schema=False,
+            truncate_ragged_lines=True,
+            encoding="utf8-lossy",
+        )
     except (pl.exceptions.PolarsError, ValueError) as exc:
         reason = "unbalanced quotes or a cut-off file" if "invalid csv" in str(exc) else type(exc).__name__
         raise InputError(f"{display}: malformed Nsight Compute CSV ({reason})") from None
@@ -262,14 +270,19 @@ def _launches(frame: pl.DataFrame, values: pl.DataFrame) -> pl.DataFrame:
     """One row per launch (`LAUNCH_SCHEMA`): identity from its first row; each field from the first of its
     metric ids that the launch has; block and grid size from the `Block Size` / `Grid Size` columns when
     the launch__ metrics are not in the export."""
-    ident = frame.group_by(ID, maintain_order=True).agg(
-        pl.col("Kernel Name").first().alias(KERNEL),
+    present = [
+        c for c in ("Kernel Name", "Device", "Stream", "Block Size", "Grid Size") if c in frame.columns
+    ]
+    first = frame.group_by(ID, maintain_order=True).agg(pl.col(c).first() for c in present)
+    ident = first.select(  # on one row per launch: the text is parsed once per launch, not once per metric
+        ID,
+        pl.col("Kernel Name").alias(KERNEL),
         *[
-            (_as_int(pl.col(c)) if c in frame.columns else pl.lit(None, dtype=pl.Int64)).first().alias(name)
+            (_as_int(pl.col(c)) if c in present else pl.lit(None, dtype=pl.Int64)).alias(name)
             for c, name in (("Device", DEVICE), ("Stream", STREAM))
         ],
-        _dims("Block Size", frame).first().alias(BLOCK),
-        _dims("Grid Size", frame).first().alias(GRID),
+        _dims("Block Size", first).alias(BLOCK),
+        _dims("Grid Size", first).alias(GRID),
     )
     fields = metric_table().fields
     wanted = {m for ids in fields.values() for m in ids}

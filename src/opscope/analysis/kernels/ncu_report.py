@@ -15,7 +15,7 @@ from opscope.analysis.findings import Advice
 from opscope.analysis.kernels.ncu_findings import FindingOptions, kernel_findings
 from opscope.analysis.kernels.ncu_rows import NcuRow, NcuRule, filtered, group_rows, rule_records, with_names
 from opscope.errors import UsageError
-from opscope.model.ncu import ID, KERNEL, NcuMetrics
+from opscope.model.ncu import ID, NcuMetrics
 
 BY: Final = ("kernel", "launch")
 
@@ -60,12 +60,13 @@ def ncu_report(metrics: NcuMetrics, options: NcuOptions | None = None) -> NcuRep
     kept_ids = launches[ID]
     values = metrics.values.filter(pl.col(ID).is_in(kept_ids.implode()))
     has_duration = launches["duration_ns"].drop_nulls().len() > 0
-    total = float(launches["duration_ns"].sum()) if has_duration else None
-    per_kernel = group_rows(launches, values, by_launch=False, has_duration=has_duration)
-    rows = per_kernel if opts.by == "kernel" else group_rows(launches, values, True, has_duration)
-    shown = rows if opts.top == 0 else rows[: opts.top]
+    duration_ns = float(launches["duration_ns"].sum()) if has_duration else None
+    keep = None if opts.top == 0 else opts.top
+    # every kernel for the findings (no metrics dicts), then the rows shown (theirs only)
+    per_kernel, kernels = group_rows(launches, values, False, has_duration, with_metrics=False)
+    shown, rows = group_rows(launches, values, opts.by == "launch", has_duration, keep)
     rules = rule_records(metrics.rules.filter(pl.col(ID).is_in(kept_ids.implode())))
-    findings = kernel_findings(per_kernel, rules, total, opts.findings)
+    findings = kernel_findings(per_kernel, rules, duration_ns, opts.findings)
     warnings = (*metrics.warnings, *_missing(launches, has_duration))
     return NcuReport(
         path=metrics.path,
@@ -73,10 +74,10 @@ def ncu_report(metrics: NcuMetrics, options: NcuOptions | None = None) -> NcuRep
         device=metrics.device,
         by=opts.by,
         rows=tuple(shown),
-        hidden_rows=len(rows) - len(shown),
+        hidden_rows=rows - len(shown),
         launches=launches.height,
-        kernels=launches[KERNEL].n_unique() if launches.height else 0,
-        total_duration_ns=total,
+        kernels=kernels,
+        total_duration_ns=duration_ns,
         rules=rules,
         advice=Advice(findings=findings.findings, rules_checked=findings.rules_checked, warnings=warnings),
         warnings=warnings,

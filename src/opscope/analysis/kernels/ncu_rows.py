@@ -9,7 +9,6 @@ duration metric, else in profile order (the first launch of each kernel first).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Final
@@ -114,10 +113,16 @@ def filtered(launches: pl.DataFrame, pattern: str | None) -> pl.DataFrame:
 
 
 def group_rows(
-    launches: pl.DataFrame, values: pl.DataFrame, by_launch: bool, has_duration: bool
-) -> list[NcuRow]:
-    """Rows grouped by exported name (or one per launch), in report order, with their means of every
-    metric of the export."""
+    launches: pl.DataFrame,
+    values: pl.DataFrame,
+    by_launch: bool,
+    has_duration: bool,
+    keep: int | None = None,
+    with_metrics: bool = True,
+) -> tuple[list[NcuRow], int]:
+    """The first `keep` rows (None: all) grouped by exported name (or one per launch), in report order, with
+    (`with_metrics`) the mean of every metric of the export; and how many rows there are in all. Only the
+    kept rows are built: a full-set export has thousands of launches times hundreds of metrics."""
     key = [ID] if by_launch else [KERNEL]
     grouped = launches.group_by(key, maintain_order=True).agg(
         pl.col(NAME).first(),
@@ -129,19 +134,24 @@ def group_rows(
         *[pl.col(s).max().alias(f"{s}:max") for s in STATS],
         (pl.col("duration_ns").sum() if has_duration else pl.lit(0.0)).alias("_total"),
     )
+    total = grouped.height
     grouped = grouped.sort(["_total", "_first"], descending=[True, False])
-    group_of = launches.select(ID, pl.col(ID if by_launch else KERNEL).cast(pl.String).alias("_group"))
-    means = (
-        values.join(group_of, on=ID, how="inner")
-        .group_by("_group", METRIC, maintain_order=True)
-        .agg(pl.col(VALUE).mean())
-    )
+    if keep is not None:
+        grouped = grouped.head(keep)
     by_group: dict[str, dict[str, float]] = {}
-    for group, metric, value in means.iter_rows():
-        by_group.setdefault(group, {})[metric] = value
+    if with_metrics and grouped.height:
+        group = pl.col(ID if by_launch else KERNEL).cast(pl.String).alias("_group")
+        kept = launches.join(grouped.select(key), on=key, how="semi").select(ID, group)
+        means = (
+            values.join(kept, on=ID, how="inner")
+            .group_by("_group", METRIC, maintain_order=True)
+            .agg(pl.col(VALUE).mean())
+        )
+        for name, metric, value in means.iter_rows():
+            by_group.setdefault(name, {})[metric] = value
     rows = []
     for r in grouped.iter_rows(named=True):
-        group = str(r[ID] if by_launch else r[KERNEL])
+        stats = {s: Stat(r[f"{s}:mean"], r[f"{s}:min"], r[f"{s}:max"]) for s in STATS}
         rows.append(
             NcuRow(
                 name=r[NAME],
@@ -149,12 +159,12 @@ def group_rows(
                 launch=r[ID] if by_launch else None,
                 launches=int(r["_launches"]),
                 first_launch=int(r["_first"]),
-                stats={s: Stat(r[f"{s}:mean"], r[f"{s}:min"], r[f"{s}:max"]) for s in STATS},
-                metrics=dict(sorted(by_group.get(group, {}).items())),
+                stats=stats,
+                metrics=dict(sorted(by_group.get(str(r[ID] if by_launch else r[KERNEL]), {}).items())),
+                limiter=occupancy_limiter(stats),
             )
         )
-        rows[-1] = dataclasses.replace(rows[-1], limiter=occupancy_limiter(rows[-1]))
-    return rows
+    return rows, total
 
 
 def rule_records(frame: pl.DataFrame) -> tuple[NcuRule, ...]:
@@ -173,10 +183,10 @@ def rule_records(frame: pl.DataFrame) -> tuple[NcuRule, ...]:
     )
 
 
-def occupancy_limiter(row: NcuRow) -> str | None:
+def occupancy_limiter(stats: dict[str, Stat]) -> str | None:
     """The resource that caps theoretical occupancy: the smallest of ncu's block limits ("none" at 100%)."""
-    theoretical = row.mean("theoretical_occupancy_pct")
+    theoretical = stats["theoretical_occupancy_pct"].mean
     if theoretical is not None and theoretical >= 100.0:
         return "none"
-    limits = [(v, i, name) for i, (f, name) in enumerate(_LIMITS) if (v := row.mean(f)) is not None]
+    limits = [(v, i, name) for i, (f, name) in enumerate(_LIMITS) if (v := stats[f].mean) is not None]
     return min(limits)[2] if limits else None
