@@ -292,8 +292,8 @@ def _launches(frame: pl.DataFrame, values: pl.DataFrame) -> pl.DataFrame:
         ident = ident.join(wide, on=ID, how="left", maintain_order="left")
     exprs = []
     for field in FIELDS:
-        present = [pl.col(m) for m in fields.get(field, ()) if m in ident.columns]
-        exprs.append((pl.coalesce(present) if present else pl.lit(None, dtype=pl.Float64)).alias(field))
+        have = [pl.col(m) for m in fields.get(field, ()) if m in ident.columns]
+        exprs.append((pl.coalesce(have) if have else pl.lit(None, dtype=pl.Float64)).alias(field))
     out = ident.with_columns(exprs)
     for field, column in (("block_size", BLOCK), ("grid_size", GRID)):
         threads = (
