@@ -71,7 +71,7 @@ class TraceBundle:
     kernel_delays: pl.DataFrame  # per measured kernel: the launch delay (`launch_delay.DELAY`), by row
     launch_delay: LaunchDelay
     memcpy: MemcpyStats
-    advice: Advice | None  # `opscope advise` (without predicted savings)
+    advice: Advice | None  # `opscope advise`
     critical_path: CriticalPathStats  # the first CRITICAL_PATH_STEPS steps
     memory: MemoryStats  # `opscope memory --top MEMORY_TOP`
     efficiency: Efficiency  # `opscope efficiency --top EFFICIENCY_ROWS`

@@ -7,12 +7,14 @@ the renderers escape like every other cell.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from opscope.analysis.findings import SOURCES, Advice, Finding, RuleConfig
+from opscope.analysis.findings import EXPLAINED, SOURCES, Advice, Finding, RuleConfig
 from opscope.analysis.overview import Analysis
 from opscope.analysis.rules.registry import RULES
 from opscope.report.document import FLOAT, MS, NAME, PCT, TEXT, Column, Document, Table
+from opscope.report.evidence_text import distinct
 
 SCHEMA = "opscope.advise/1"
 # the JSON's scalar fields that the table leaves out, as CSV-only columns (names as in the JSON)
@@ -22,6 +24,8 @@ CSV_EXTRA = (
     Column("threshold", "Threshold", FLOAT),
     Column("time_at_stake_us", "At stake us", FLOAT),
     Column("predicted_saving_us", "Saving us", FLOAT),
+    Column("saving_share", "Saving share", FLOAT),
+    Column("saving_model", "Saving model", TEXT),
     Column("source", "Source", TEXT),
     Column("advice", "Advice", NAME),
 )
@@ -45,15 +49,14 @@ def finding_data(f: Finding) -> dict[str, Any]:
         "predicted_saving_us": None
         if f.predicted_saving_ns is None
         else round(f.predicted_saving_ns / 1e3, 3),
+        "saving_share": round(f.saving_share, 6),
+        "saving_model": f.saving_model,
+        "shared_with": list(f.shared_with),
     }
 
 
 def findings_data(advice: Advice | None) -> list[dict[str, Any]]:
     return [finding_data(f) for f in advice.findings] if advice else []
-
-
-def _evidence_text(item: dict[str, Any]) -> str:
-    return "; ".join(f"{k}={v}" for k, v in item.items())
 
 
 def findings_table(advice: Advice | None, name: str = "findings") -> Table:
@@ -63,6 +66,7 @@ def findings_table(advice: Advice | None, name: str = "findings") -> Table:
             {
                 "severity": f.severity,
                 "id": f.id,
+                "saving": f.predicted_saving_ns,
                 "time": f.time_at_stake_ns,
                 "share": f.share,
                 "title": f.title,
@@ -71,21 +75,70 @@ def findings_table(advice: Advice | None, name: str = "findings") -> Table:
         )
     return Table(
         name,
-        "Findings, the most GPU time at stake first",
+        "Findings, the largest predicted saving first",
         (
+            Column("severity", "Sev", TEXT),
+            Column("id", "Rule", TEXT),
+            Column("saving", "Saving ms", MS),
+            Column("saving_share", "Share", PCT),
+            Column("title", "Finding", TEXT, wrap=True),
+        ),
+        tuple(rows),
+        footer=_footer(advice),
+        csv_extra=CSV_EXTRA,
+        # the CSV's first columns as they always were (time at stake and its share), the savings after them
+        csv_columns=(
             Column("severity", "Sev", TEXT),
             Column("id", "Rule", TEXT),
             Column("time", "At stake ms", MS),
             Column("share", "Share", PCT),
             Column("title", "Finding", NAME),
         ),
-        tuple(rows),
-        csv_extra=CSV_EXTRA,
     )
 
 
+def combined_line(advice: Advice) -> str:
+    """ "fixing all of these: about X ms of Y ms" (the window: the analysed steps, or the whole trace)."""
+    return (
+        f"fixing all of these: about {advice.combined_saving_ns / 1e6:,.3f} ms of the "
+        f"{advice.window_ns / 1e6:,.3f} ms analysed"
+    )
+
+
+def not_evaluated_line(advice: Advice) -> str | None:
+    skipped = advice.not_evaluated
+    if not skipped:
+        return None
+    return "not evaluated: " + "; ".join(f"{o.id} ({o.reason})" for o in skipped)
+
+
+def withheld_line(advice: Advice) -> str | None:
+    """The rules that fired but save nothing of their own, and why."""
+    why = {o.id: o for o in advice.outcomes}
+    if not advice.withheld:
+        return None
+    parts = []
+    for f in advice.withheld:
+        o = why.get(f.id)
+        reason = (
+            f"its time is {o.status.removeprefix('explained by ')}: {o.reason}"
+            if o is not None and o.status == EXPLAINED
+            else "no saving on the critical path"
+        )
+        parts.append(f"{f.id} ({reason})")
+    return "also fired, saving nothing of their own: " + "; ".join(parts)
+
+
+def _footer(advice: Advice | None) -> tuple[str, ...]:
+    if advice is None:
+        return ()
+    lines = [combined_line(advice)] if advice.findings else []
+    lines += [line for line in (withheld_line(advice), not_evaluated_line(advice)) if line]
+    return tuple(lines)
+
+
 def finding_facts(advice: Advice | None, top: int = 5) -> list[tuple[str, str]]:
-    """The findings as headline lines (label, text), for the top of `analyze`: the most time at stake first."""
+    """The findings as headline lines (label, text), for the top of `analyze`: the largest saving first."""
     if advice is None:
         return []
     if not advice.findings:
@@ -93,27 +146,36 @@ def finding_facts(advice: Advice | None, top: int = 5) -> list[tuple[str, str]]:
     lines = [
         (
             f"{f.severity} {f.id}",
-            f"{f.title} ({f.time_at_stake_ns / 1e6:,.3f} ms at stake, {f.share * 100:.1f}%)",
+            f"{f.title} (saving about {(f.predicted_saving_ns or 0) / 1e6:,.3f} ms, "
+            f"{f.saving_share * 100:.1f}% of the window)",
         )
         for f in advice.findings[:top]
     ]
     more = len(advice.findings) - top
-    lines.append(("findings", (f"{more} more; " if more > 0 else "") + "evidence and advice: opscope advise"))
+    lines.append(("findings", (f"{more} more; " if more > 0 else "") + combined_line(advice)))
+    lines.append(("evidence", "and advice: opscope advise"))
     return lines
 
 
-def evidence_table(advice: Advice) -> Table:
+def evidence_table(advice: Advice, origin_ns: int | None = None) -> Table:
     rows = [
-        {"id": f.id, "item": _evidence_text(e)}
+        {"id": f.id, "item": text}
         for f in advice.findings
-        for e in f.evidence[:EVIDENCE_IN_TABLE]
+        for text in distinct(f.evidence, origin_ns)[:EVIDENCE_IN_TABLE]
     ]
     return Table(
         "evidence",
-        "Evidence (top items; --format json has up to 10)",
-        (Column("id", "Rule", TEXT), Column("item", "Evidence", NAME)),
+        "Evidence (top items; times from the window's start; --format json has up to 10)",
+        (Column("id", "Rule", TEXT), Column("item", "Evidence", TEXT, wrap=True)),
         tuple(rows),
     )
+
+
+def outcomes_data(advice: Advice) -> list[dict[str, Any]]:
+    return [
+        {"id": o.id, "status": o.status, "value": o.value, "threshold": o.threshold, "reason": o.reason}
+        for o in advice.outcomes
+    ]
 
 
 def advise_data(result: Analysis) -> dict[str, Any]:
@@ -125,11 +187,18 @@ def advise_data(result: Analysis) -> dict[str, Any]:
         "findings": findings_data(advice),
         "rules_checked": list(advice.rules_checked),
         "warnings": [*result.warnings, *advice.warnings],
+        "window_us": round(advice.window_ns / 1e3, 3),
+        "combined_saving_us": round(advice.combined_saving_ns / 1e3, 3),
+        "not_evaluated": [{"id": o.id, "reason": o.reason} for o in advice.not_evaluated],
+        "rules_evaluated": outcomes_data(advice),
     }
 
 
-def advise_document(result: Analysis) -> Document:
+def advise_document(result: Analysis, top: int | None = None) -> Document:
     advice = result.advice or Advice(findings=(), rules_checked=())
+    if top:  # the first N findings; the combined saving stays that of all of them
+        advice = replace(advice, findings=advice.findings[:top])
+        result = replace(result, advice=advice)
     worst = advice.worst()
     facts = (
         ("trace", result.path),
@@ -139,13 +208,17 @@ def advise_document(result: Analysis) -> Document:
             f"{len(advice.findings)} ({worst or 'none'} at worst) from {len(advice.rules_checked)} rules",
         ),
     )
+    origin = result.timeline.window_start_ns
     tables = (
-        (findings_table(advice), evidence_table(advice)) if advice.findings else (findings_table(advice),)
+        (findings_table(advice), evidence_table(advice, origin))
+        if advice.findings
+        else (findings_table(advice),)
     )
     notes = (
         *(f"{f.id}: {f.advice}" for f in advice.findings),
-        "Severity from the share of GPU time at stake: >= 10% crit, >= 2% warn, else info. "
-        "Definitions: docs/advice.md.",
+        "Saving: what the fix would save under the finding's model, not counting time a finding above "
+        "already claims, so the savings add up to at most the window. Severity from the saving's share of "
+        "the window: >= 10% crit, >= 2% warn, else info. Definitions: docs/advice.md.",
         *(f"warning: {w}" for w in [*result.warnings, *advice.warnings]),
     )
     return Document(

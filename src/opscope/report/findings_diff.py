@@ -18,31 +18,49 @@ def _brief(f: Finding) -> dict[str, Any]:
         "title": f.title,
         "time_at_stake_us": round(f.time_at_stake_ns / 1e3, 3),
         "share": round(f.share, 6),
+        "predicted_saving_us": round((f.predicted_saving_ns or 0) / 1e3, 3),
     }
 
 
 def findings_changes(base: Advice | None, new: Advice | None) -> dict[str, list[dict[str, Any]]]:
-    before = {f.id: f for f in base.findings} if base else {}
-    after = {f.id: f for f in new.findings} if new else {}
+    """fixed: a finding of BASE whose rule no longer fires on NEW; new: the reverse; remaining: a finding on
+    either side whose rule fires on both. A rule that still fires but is withheld on one side (its time
+    explained by another finding there) is remaining, with a saving of 0 on that side."""
+    before = _all(base)
+    after = _all(new)
+    shown = [f.id for f in base.findings] if base else []
+    shown += [f.id for f in new.findings if f.id not in shown] if new else []
     return {
-        "fixed": [_brief(f) for i, f in before.items() if i not in after],
-        "new": [_brief(f) for i, f in after.items() if i not in before],
+        "fixed": [_brief(before[i]) for i in shown if i in before and i not in after],
+        "new": [_brief(after[i]) for i in shown if i in after and i not in before],
         "remaining": [
             {
                 "id": i,
                 "severity_before": before[i].severity,
-                "severity_after": f.severity,
+                "severity_after": after[i].severity,
                 "time_at_stake_before_us": round(before[i].time_at_stake_ns / 1e3, 3),
-                "time_at_stake_after_us": round(f.time_at_stake_ns / 1e3, 3),
+                "time_at_stake_after_us": round(after[i].time_at_stake_ns / 1e3, 3),
+                "predicted_saving_before_us": round((before[i].predicted_saving_ns or 0) / 1e3, 3),
+                "predicted_saving_after_us": round((after[i].predicted_saving_ns or 0) / 1e3, 3),
             }
-            for i, f in after.items()
-            if i in before
+            for i in shown
+            if i in before and i in after
         ],
     }
 
 
+def _all(advice: Advice | None) -> dict[str, Finding]:
+    """Every rule that fired on a trace, by id: its findings and those withheld."""
+    return {f.id: f for f in (*advice.findings, *advice.withheld)} if advice else {}
+
+
 def _line(items: list[dict[str, Any]]) -> str:
-    return ", ".join(f"{f['id']} ({f['severity']})" for f in items) or "none"
+    return (
+        ", ".join(
+            f"{f['id']} ({f['severity']}, saving {f['predicted_saving_us'] / 1e3:,.3f} ms)" for f in items
+        )
+        or "none"
+    )
 
 
 def with_findings(doc: Document, changes: dict[str, list[dict[str, Any]]]) -> Document:

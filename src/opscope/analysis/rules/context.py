@@ -91,6 +91,14 @@ class RuleContext:
             "op_parent_row",
         ).join(types, on=ROW, how="left")
 
+    def shapes_missing(self) -> str | None:
+        """Why the shape rules cannot run: no CPU ops, or none with input shapes (record_shapes=False)."""
+        if self.ops.height == 0:
+            return "no CPU operators in the trace"
+        if self.ops.filter(pl.col(Col.INPUT_DIMS).is_not_null()).height == 0:
+            return "no input shapes (profile with record_shapes=True)"
+        return None
+
     def gpu_ns_under(self, rows: pl.Series) -> pl.DataFrame:
         """For each op row in `rows`: GPU time (ns, clipped to the window) and kernel names of the GPU work
         launched inside it, at any depth. Columns: row, gpu_ns, kernels (list of names)."""
@@ -105,6 +113,24 @@ class RuleContext:
             .agg(pl.col("_ns").sum().alias("gpu_ns"), pl.col(Col.NAME).unique().alias("kernels"))
             .rename({"stack": ROW})
         )
+
+    def kernels_under(self, rows: pl.Series) -> pl.DataFrame:
+        """The GPU work launched inside the op rows `rows` (at any depth), as intervals clipped to the window
+        (start_ns, end_ns): what a remedy of those ops acts on."""
+        stacks = self.linkage.gpu.select(pl.col(ROW), "stack").drop_nulls("stack").explode("stack")
+        wanted = stacks.join(pl.DataFrame({"stack": rows.cast(pl.Int64)}).unique(), on="stack", how="semi")
+        return self.clipped.join(wanted.select(ROW).unique(), on=ROW, how="semi").select(S, E)
+
+    def idle_touching(self, calls: pl.DataFrame) -> pl.DataFrame:
+        """The GPU idle gaps (start_ns, end_ns) that overlap any of the host intervals `calls` (start_ns,
+        end_ns): the idle time a host-side cause (a wait for data, a synchronisation) is responsible for, which
+        is its claim on the window (savings.py). One sweep (`intervals.Coverage`), no cross join."""
+        gaps = self.idle_gaps.select(S, E)
+        if gaps.height == 0 or calls.height == 0:
+            return gaps.head(0)
+        cover = intervals.Coverage(intervals.merge(calls.select(S, E)))
+        hit = cover.inside(gaps[S].to_numpy(), gaps[E].to_numpy()) > 0
+        return gaps.filter(pl.Series(hit))
 
     @functools.cached_property
     def idle_gaps(self) -> pl.DataFrame:
