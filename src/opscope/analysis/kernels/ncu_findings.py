@@ -13,9 +13,10 @@ docs/readers.md ("Nsight Compute on its own").
 - `ncu-rules`: ncu's own rule results for the kernel (`Rule Name`, `Rule Type`, `Rule Description`, the
   estimated speedup where given), quoted verbatim as evidence; the advice is ncu's, never ours.
 
-Only kernels that matter are read: with durations, those with at least 1% of the profiled time. Ranking is
-that of `advise` where the export has durations (time at stake = the kernel's summed duration, share of the
-profiled time, severity by share); without durations every finding has no time at stake, and they are ranked
+Only kernels that matter are read: with durations, those with at least 1% of the profiled time. An export has
+no timeline, hence no critical-path saving (`predicted_saving_ns` stays None): where it has durations,
+findings are ranked by time at stake (the kernel's summed duration; share of the profiled time, severity by
+share with advise's cut-offs); without durations every finding has no time at stake, and they are ranked
 by their distance from the threshold (relative: (70 - 39) / 70 for an SM throughput of 39%; ncu's estimated
 speedup / 100 for its rules), `warn` from a distance of 0.5, `info` below.
 """
