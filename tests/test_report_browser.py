@@ -340,3 +340,22 @@ def test_capped_diff_tables_say_what_they_left_out(cli, tmp_path, open_report) -
     opened = open_report(out)
     assert opened.problems() == []
     assert opened.page.locator("#kernel-hidden").inner_text().startswith("1,000 more kernel rows not shown")
+
+
+def test_report_with_nsight_compute_metrics(cli, tmp_path, open_report) -> None:  # noqa: F811
+    """`report TRACE --metrics FILE`: the kernels table gains the joined ncu means and says how many profiled
+    launches matched. The ncu export is the HAND-MADE fixture naming the real saxpy trace's kernel."""
+    from conftest import REPO
+
+    trace = corpus_path("pipit/saxpy-mpi-cuda_nsys_perlmutter0.sqlite")
+    ncu = REPO / "tests" / "fixtures" / "ncu_raw_handmade.csv"
+    out = tmp_path / "report.html"
+    assert cli("report", trace, "--metrics", ncu, "-o", out, "--no-cache").code == 0
+    opened = open_report(out)
+    page = opened.page
+    assert opened.problems() == [] and opened.dialogs == []
+    assert "3 of 4 profiled launches matched" in page.locator("#kernels-ncu").inner_text()
+    headers = page.locator("#kernel-table thead th").all_inner_texts()
+    assert "SM %" in headers and "Ach occ %" in headers
+    row = page.locator("#kernel-table tbody tr", has_text="saxpy").first.locator("td")
+    assert row.nth(headers.index("SM %")).inner_text() == "0.920"

@@ -24,6 +24,7 @@ from opscope.analysis.critical_path.stats import CriticalPathStats, critical_pat
 from opscope.analysis.efficiency.table import Efficiency, EfficiencyOptions, efficiency
 from opscope.analysis.findings import Advice
 from opscope.analysis.kernels.categories import CATEGORY, CategoryBreakdown, categories_of, category_breakdown
+from opscope.analysis.kernels.metrics import MetricsJoin, join_metrics
 from opscope.analysis.kernels.summary import KernelSummary, SummaryOptions, kernel_summary
 from opscope.analysis.memory.summary import MemoryOptions, MemoryStats, memory_stats
 from opscope.analysis.overview import AnalyzeOptions
@@ -33,6 +34,7 @@ from opscope.analysis.timeline.busy import Timeline, timeline
 from opscope.analysis.timeline.lanes import CpuLanes, cpu_lanes
 from opscope.analysis.timeline.launch_delay import LaunchDelay, kernel_delays, launch_delay
 from opscope.analysis.timeline.memcpy import MemcpyStats, memcpy_stats
+from opscope.model.ncu import NcuMetrics
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
@@ -75,10 +77,14 @@ class TraceBundle:
     efficiency: Efficiency  # `opscope efficiency --top EFFICIENCY_ROWS`
     cpu_ops: CpuOpTable  # the CPU operator table (`opscope run` on a CPU-only capture)
     cpu_lanes: CpuLanes  # the CPU side of the timeline over the analysed window
+    ncu: MetricsJoin | None = None  # an Nsight Compute export joined to the kernels (`report --metrics`)
 
 
-def trace_bundle(trace: Trace, options: BundleOptions | None = None) -> TraceBundle:
-    """Every result of `trace`'s HTML report, each analysis run once over one link table and one activity."""
+def trace_bundle(
+    trace: Trace, options: BundleOptions | None = None, ncu: NcuMetrics | None = None
+) -> TraceBundle:
+    """Every result of `trace`'s HTML report, each analysis run once over one link table and one activity;
+    with `ncu`, its metrics joined to the trace's kernels (as `opscope kernels --metrics`)."""
     opts = options or BundleOptions()
     devices, streams = opts.devices, opts.streams
     linkage = link(trace)
@@ -113,6 +119,7 @@ def trace_bundle(trace: Trace, options: BundleOptions | None = None) -> TraceBun
         ),
         cpu_ops=cpu_op_table(trace, top=CPU_ROWS, linkage=linkage),
         cpu_lanes=cpu_lanes(trace, act, lo, hi),
+        ncu=join_metrics(trace, ncu) if ncu is not None else None,
     )
 
 

@@ -24,6 +24,7 @@ SOURCES: Final[dict[str, str]] = {
     "hta": "Holistic Trace Analysis",
     "nvidia": "NVIDIA Deep Learning Performance Guide",
     "pytorch": "PyTorch performance tuning guide",
+    "ncu": "Nsight Compute rule results, quoted from the export",
     "own": "opscope",
 }
 

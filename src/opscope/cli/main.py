@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "advise": "what to fix first: findings (rules with evidence and advice) sorted by GPU time at stake",
     "compile-check": "torch.compile: compiled regions per step, graph breaks, recompiles, fused Triton kernels",
     "kernels": "per-kernel launch configuration, occupancy and limiter; --metrics joins an Nsight Compute CSV",
+    "ncu": "an Nsight Compute CSV on its own: per-kernel SM/memory throughput, occupancy, findings, ncu's rules",
     "ops": "per operator: calls, CPU total/self time, GPU time of the kernels it launched (inclusive and self)",
     "efficiency": "per operator and shape: FLOP/s, bytes/s, percent of the GPU's peak, compute or memory bound",
     "tree": "GPU time by nn.Module / annotation / op / kernel, as a tree",

@@ -20,6 +20,7 @@ from opscope.analysis.attribution.tree import OpTree, TreeNode
 from opscope.analysis.base.linking import ROW
 from opscope.analysis.bundle import TraceBundle
 from opscope.analysis.kernels.categories import CATEGORY
+from opscope.analysis.kernels.metrics import LaunchMetrics, MetricsJoin
 from opscope.analysis.timeline.activity import LAUNCH_OP
 from opscope.analysis.timeline.launch_delay import DELAY
 from opscope.model.schema import Col
@@ -40,7 +41,8 @@ SCHEMA = "opscope.report/1"
 DELAY_EDGES_US = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000)
 SOURCES = {
     "headline": "analysis/base/window.py, analysis/timeline/busy.py, analysis/kernels/categories.py (as opscope analyze)",
-    "kernels": "analysis/kernels/summary.py (as opscope summary), category from analysis/kernels/categories.py",
+    "kernels": "analysis/kernels/summary.py (as opscope summary), category from analysis/kernels/categories.py; "
+    "with --metrics, Nsight Compute metrics from analysis/kernels/metrics.py (as opscope kernels --metrics)",
     "categories": "analysis/kernels/categories.py (as opscope analyze)",
     "steps": "analysis/attribution/steps.py (as opscope steps); category sums per step in analysis/bundle.py",
     "timeline": "analysis/timeline/activity.py (linking, categories) + report/html/timeline_data.py",
@@ -161,6 +163,7 @@ def _kernels(bundle: TraceBundle, data: dict[str, Any], strings: Strings, max_ro
     known = bundle.kernel_categories
     shipped, left = data["rows"][:max_rows], data["rows"][max_rows:]  # heaviest first (as `summary`)
     short = names.shorten_all([row["name"] for row in shipped], CHART_NAME_WIDTH)  # the terminal's shortening
+    join = bundle.ncu
     rows = [
         {
             **row,
@@ -168,6 +171,7 @@ def _kernels(bundle: TraceBundle, data: dict[str, Any], strings: Strings, max_ro
             "raw_name": strings(row["raw_name"]),
             "short_name": strings(s),
             CATEGORY: known[(row["raw_name"], row["kind"])],
+            **({"ncu": _ncu_row(join.by_name.get(row["raw_name"]))} if join is not None else {}),
         }
         for row, s in zip(shipped, short, strict=True)
     ]
@@ -185,6 +189,50 @@ def _kernels(bundle: TraceBundle, data: dict[str, Any], strings: Strings, max_ro
         "rows_total": len(data["rows"]),
         "rest": rest,
         "full": None,
+        "ncu": _ncu_join(join),
+    }
+
+
+NCU_ROW_METRICS = (
+    "sm_throughput_pct",
+    "memory_throughput_pct",
+    "dram_throughput_pct",
+    "achieved_occupancy_pct",
+    "theoretical_occupancy_pct",
+    "l1_hit_rate_pct",
+    "l2_hit_rate_pct",
+)
+
+
+def _ncu_row(found: LaunchMetrics | None) -> dict[str, Any] | None:
+    """A kernel row's joined Nsight Compute metrics (means over its paired launches), as `kernels --metrics`."""
+    if found is None:
+        return None
+    values = {
+        k: None if found.values.get(k) is None else round(found.values[k] or 0.0, 3) for k in NCU_ROW_METRICS
+    }
+    return {
+        "launches": found.launches,
+        **values,
+        "bound": found.bound,
+        "occupancy_limiter": found.occupancy_limiter,
+        "flags": list(found.flags),
+    }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def _ncu_join(join: MetricsJoin | None) -> dict[str, Any] | None:
+    if join is None:
+        return None
+    return {
+        "path": join.path,
+        "layout": join.layout,
+        "profiled_launches": join.profiled_launches,
+        "matched_launches": join.matched_launches,
+        "unmatched_kernels": list(join.unmatched_kernels),
     }
 
 
