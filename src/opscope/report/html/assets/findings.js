@@ -1,6 +1,18 @@
-/* Findings (advice rules, docs/advice.md): the first section of the trace report. Text from the trace goes
-   into the page as textContent only (through el / table). */
+/* The brief (report/brief_view.py: the lines of `opscope brief`), the first section of the trace report, and the
+   findings (advice rules, docs/advice.md) after it. Text from the trace goes into the page as textContent only
+   (through el / table). */
 "use strict";
+
+(function () {
+  const { D, el } = OPS;
+  const box = document.getElementById("brief-lines");
+  if (!box) return;
+  for (const line of D.brief || []) {
+    const p = el("p", { class: "brief" });
+    p.append(el("b", null, line.label + ": "), document.createTextNode(line.text));
+    box.append(p);
+  }
+})();
 
 (function () {
   const { D, el, table } = OPS;
