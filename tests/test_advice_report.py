@@ -1,5 +1,5 @@
-"""Findings as the first section of the HTML trace report, in a real browser (Playwright + Debian Chromium):
-the same rows as `opscope advise`, text from the trace shown as text."""
+"""The brief (`opscope brief`'s lines) and the findings as the first sections of the HTML trace report, in a real
+browser (Playwright + Debian Chromium): the same rows as `opscope advise`, text from the trace shown as text."""
 
 from __future__ import annotations
 
@@ -23,16 +23,18 @@ def test_findings_first_section_matches_advise(cli, tmp_path, open_report) -> No
     advise = json.loads(cli("advise", trace, "--format", "json").out)
     data = json.loads(cli("report", trace, "--format", "json").out)
 
-    # the same findings; the predicted savings are advise's (the report shows the critical path in its own panel)
-    def strip(items: list[dict]) -> list[dict]:
-        return [{k: v for k, v in f.items() if k != "predicted_saving_us"} for f in items]
-
-    assert strip(data["findings"]) == strip(advise["findings"]) and advise["findings"]
+    # the same findings, predicted savings included (the brief above them tells them)
+    assert data["findings"] == advise["findings"] and advise["findings"]
     opened = open_report(out)
     page = opened.page
     assert opened.problems() == []
-    first = page.locator("section").first
-    assert first.get_attribute("id") == "findings"
+    sections = page.locator("section")
+    assert [sections.nth(i).get_attribute("id") for i in range(2)] == ["brief", "findings"]
+    brief = json.loads(cli("brief", trace, "--format", "json").out)["lines"]
+    shown = page.locator("#brief-lines p")
+    assert [shown.nth(i).inner_text() for i in range(shown.count())] == [
+        f"{line['label']}: {line['text']}" for line in brief
+    ]
     rows = page.locator("#findings-rows tbody tr")
     assert rows.count() == len(advise["findings"])
     assert advise["findings"][0]["id"] in rows.first.inner_text()

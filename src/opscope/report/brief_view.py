@@ -132,11 +132,12 @@ def _fixes(advice: Advice | None) -> list[Line]:
     lines = []
     for number, f in enumerate(advice.findings[:FIXES], start=1):
         basis = "the window" if BASIS.get(f.id) == WINDOW else "GPU time"
-        saving = (
-            "no predicted saving (the remedy is not modelled)"
-            if f.predicted_saving_ns is None
-            else f"predicted saving {duration(f.predicted_saving_ns)} (critical-path model)"
-        )
+        if f.predicted_saving_ns is None:
+            saving = "no predicted saving (the remedy is not modelled)"
+        elif f.predicted_saving_ns <= 0:
+            saving = "predicted saving none (the critical path would not get shorter)"
+        else:
+            saving = f"predicted saving {duration(f.predicted_saving_ns)} (critical-path model)"
         lines.append(
             (
                 f"Fix {number}",
