@@ -113,3 +113,16 @@ def test_the_html_report_shows_the_same_lines_first(cli) -> None:
     assert report["brief"] == brief(cli, trace)["lines"]
     advise = json.loads(cli("advise", trace, "--format", "json").out)
     assert report["findings"] == advise["findings"]  # predicted savings included: the brief tells them
+
+
+def test_trace_text_is_text_in_every_format(cli, tmp_path) -> None:
+    from handmade_traces import write
+    from test_hostile_names import check_json, check_markdown, check_table, hostile_doc
+
+    trace = write(tmp_path / "hostile\x1b[2J.json", hostile_doc())  # HAND-MADE: hostile kernel and op names
+    table = cli("brief", trace, "--no-cache", "--width", "200")
+    assert table.code == 0, table.err
+    check_table(table.out)
+    check_table(table.err)
+    check_json(cli("brief", trace, "--format", "json").out)
+    check_markdown(cli("brief", trace, "--format", "markdown").out)

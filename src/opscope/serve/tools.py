@@ -4,7 +4,9 @@ agent may pass, each with its JSON schema and how it becomes a command-line argu
 A tool call becomes the command line `opscope COMMAND PATH... OPTIONS... --format json`, run in-process by the
 CLI's own code (cli/mcp.py), so a tool answers exactly what the command prints. Options that write files
 (`-o`, `--html`), CI gates (`--fail-*`), rule files and parallel execution are not offered: the server reads
-traces and writes nothing but the trace cache. Adding a tool for a new subcommand is one `Tool(...)` line in
+traces and writes nothing but the trace cache. Nor is `diff --key-op`, whose pattern Python's backtracking `re`
+matches (a pattern from an agent could run for hours); the other patterns (`filter`, `what_if`) are matched by
+polars' regex engine, which does not backtrack. Adding a tool for a new subcommand is one `Tool(...)` line in
 `TOOLS`.
 """
 
@@ -281,12 +283,6 @@ TOOLS: tuple[Tool, ...] = (
                 {"type": "string", "description": "hide rows changing less than this: 50us, 1ms or 2%"},
             ),
             top(30),
-            Option(
-                "key_op",
-                "--key-op",
-                {"type": "array", "items": {"type": "string"}, "description": f"headline rows: {REGEX}"},
-                REPEAT,
-            ),
         ),
         inputs=("base", "new"),
     ),
