@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,14 @@ def test_roots_must_be_folders(tmp_path: Path, root: Path) -> None:
     os.symlink(root / "base.json.gz", second / "via.json.gz")  # a link from one root into another: inside
     roots = Roots.of([second, root])
     assert roots.file("via.json.gz") == (root / "base.json.gz").resolve()
+
+
+def test_the_command_says_what_is_missing_in_one_line(cli, monkeypatch, tmp_path: Path) -> None:
+    result = cli("mcp", "--root", tmp_path / "nope")
+    if result.code == 2 and "opscope[mcp]" in result.err:  # the SDK is an extra: checked first
+        return
+    assert result.code == 2 and result.err.strip().endswith("nope: not a folder")
+    monkeypatch.setitem(sys.modules, "mcp", None)  # as if the extra were not installed
+    result = cli("mcp", "--root", tmp_path)
+    assert result.code == 2
+    assert result.err == "opscope: error: opscope mcp needs the MCP SDK: pip install 'opscope[mcp]'\n"
