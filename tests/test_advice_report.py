@@ -1,5 +1,5 @@
-"""Findings as the first section of the HTML trace report, in a real browser (Playwright + Debian Chromium):
-the same rows as `opscope advise`, text from the trace shown as text."""
+"""The brief (`opscope brief`'s lines) and the findings as the first sections of the HTML trace report, in a real
+browser (Playwright + Debian Chromium): the same rows as `opscope advise`, text from the trace shown as text."""
 
 from __future__ import annotations
 
@@ -30,8 +30,13 @@ def test_findings_first_section_matches_advise(cli, tmp_path, open_report) -> No
     opened = open_report(out)
     page = opened.page
     assert opened.problems() == []
-    first = page.locator("section").first
-    assert first.get_attribute("id") == "findings"
+    sections = page.locator("section")
+    assert [sections.nth(i).get_attribute("id") for i in range(2)] == ["brief", "findings"]
+    brief = json.loads(cli("brief", trace, "--format", "json").out)["lines"]
+    lines = page.locator("#brief-lines p")
+    assert [lines.nth(i).inner_text() for i in range(lines.count())] == [
+        f"{line['label']}: {line['text']}" for line in brief
+    ]
     cards = page.locator("#findings-table .finding")
     assert cards.count() == len(advise["findings"])
     assert advise["findings"][0]["id"] in cards.first.inner_text()

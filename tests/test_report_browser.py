@@ -58,8 +58,9 @@ def test_trace_report_views_and_numbers(cli, tmp_path, open_report) -> None:  # 
     )
     draw = page.evaluate("window.opscopeTimeline.lastDraw")
     assert draw["lanes"] == len(data["timeline"]["lanes"]) and draw["rects"] + draw["columns"] > 0
-    # Wheel zooms around the cursor, dragging pans, double-click resets.
-    page.locator("#timeline-canvas").scroll_into_view_if_needed()  # below the findings cards
+    # Wheel zooms around the cursor, dragging pans, double-click resets (the canvas scrolled into view first:
+    # the brief and the findings above it can push it below the window).
+    page.locator("#timeline-canvas").scroll_into_view_if_needed()
     box = page.locator("#timeline-canvas").bounding_box()
     page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 34)
     page.mouse.wheel(0, -600)
@@ -175,6 +176,7 @@ def test_hostile_names_render_as_text(cli, tmp_path, open_report) -> None:  # no
     assert page.locator("img").count() == 0 and page.locator("svg[onload]").count() == 0
     assert "hostile <x>.json" in page.locator("#report-subtitle").inner_text()
     # Hover everything that shows names in a tooltip: timeline events, chart bars, flame frames.
+    page.locator("#timeline-canvas").scroll_into_view_if_needed()  # below the brief and the findings
     box = page.locator("#timeline-canvas").bounding_box()
     for i in range(page.evaluate("window.opscopeTimeline.count")):
         page.evaluate(f"window.opscopeTimeline.show({i})")

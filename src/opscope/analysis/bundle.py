@@ -27,7 +27,7 @@ from opscope.analysis.kernels.categories import CATEGORY, CategoryBreakdown, cat
 from opscope.analysis.kernels.metrics import MetricsJoin, join_metrics
 from opscope.analysis.kernels.summary import KernelSummary, SummaryOptions, kernel_summary
 from opscope.analysis.memory.summary import MemoryOptions, MemoryStats, memory_stats
-from opscope.analysis.overview import AnalyzeOptions
+from opscope.analysis.overview import Analysis, AnalyzeOptions
 from opscope.analysis.rules.advise import advise
 from opscope.analysis.timeline.activity import Activity, TimelineOptions, gpu_activity
 from opscope.analysis.timeline.busy import Timeline, timeline
@@ -72,6 +72,9 @@ class TraceBundle:
     launch_delay: LaunchDelay
     memcpy: MemcpyStats
     advice: Advice | None  # `opscope advise`
+    analysis: (
+        Analysis  # `opscope analyze` with that advice: the figures of the report's brief (`opscope brief`)
+    )
     critical_path: CriticalPathStats  # the first CRITICAL_PATH_STEPS steps
     memory: MemoryStats  # `opscope memory --top MEMORY_TOP`
     efficiency: Efficiency  # `opscope efficiency --top EFFICIENCY_ROWS`
@@ -93,6 +96,7 @@ def trace_bundle(
     flame = TreeOptions(depth=0, min_share=FLAME_MIN_SHARE, devices=devices, streams=streams)
     steps = step_stats(trace, StepOptions(devices=devices, streams=streams), linkage)
     lo, hi = act.window.start_ns or 0, act.window.end_ns or 0
+    analysis = advise(trace, AnalyzeOptions(devices=devices, streams=streams, predict=True), linkage, act)
     return TraceBundle(
         trace=trace,
         options=opts,
@@ -109,7 +113,8 @@ def trace_bundle(
         kernel_delays=kernel_delays(act)[0],
         launch_delay=launch_delay(trace, activity=act),
         memcpy=memcpy_stats(trace, activity=act),
-        advice=advise(trace, AnalyzeOptions(devices=devices, streams=streams), linkage, act).advice,
+        advice=analysis.advice,
+        analysis=analysis,
         critical_path=critical_path_stats(
             trace, rules=(), top=0, linkage=linkage, max_windows=CRITICAL_PATH_STEPS
         ),

@@ -24,6 +24,7 @@ from opscope.untrusted import visible
 # (NAME, prepare_parser(parser), run(args) -> int) and is imported only when it runs, so that `--help`,
 # `formats` and argument errors start fast (no polars, no pyarrow).
 COMMANDS: dict[str, str] = {
+    "brief": "a plain-language summary in at most 15 lines: the capture, where the GPU time goes, the top fixes",
     "summary": "per-kernel GPU time table (calls, total, mean, min, max, median, share)",
     "analyze": "one-page diagnosis: GPU busy/idle and why, kernel categories, launch delay, syncs, memcpy",
     "advise": "what to fix first: findings (rules with evidence and advice) sorted by GPU time at stake",
@@ -45,6 +46,7 @@ COMMANDS: dict[str, str] = {
     "bench": "compare strategies (torch.compile, autocast, channels_last) for a model: latency, key op, utilization",
     "demo": "the main job on a built-in example: profile a tiny diffusion denoiser, print summary and diagnosis",
     "formats": "list the trace formats opscope reads",
+    "mcp": "serve these commands to coding agents over the Model Context Protocol (stdio; needs opscope[mcp])",
 }
 
 

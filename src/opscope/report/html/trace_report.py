@@ -26,6 +26,7 @@ from opscope.analysis.timeline.launch_delay import DELAY
 from opscope.model.schema import Col
 from opscope.report import names
 from opscope.report.advice_view import findings_data
+from opscope.report.brief_view import brief_data
 from opscope.report.html.cpu_lanes import cpu_lanes
 from opscope.report.html.cpu_panel import cpu_panel
 from opscope.report.html.critical_path_report import critical_path_panel
@@ -49,6 +50,7 @@ SOURCES = {
     "flame": "analysis/attribution/tree.py (as opscope tree; flame_instances as opscope tree --modules instances)",
     "launch_delay": "analysis/timeline/launch_delay.py (as opscope analyze)",
     "memcpy": "analysis/timeline/memcpy.py (as opscope analyze)",
+    "brief": "report/brief_view.py over analyze's figures and advise's findings (as opscope brief)",
     "findings": "analysis/rules/ (as opscope advise; docs/advice.md)",
     "critical_path": "analysis/critical_path/ (as opscope critical-path) + report/html/critical_path_report.py",
     "memory": "analysis/memory/summary.py (as opscope memory) + report/html/memory_panel.py",
@@ -111,6 +113,7 @@ def trace_report(bundle: TraceBundle, options: ReportOptions | None = None) -> d
         "flame_instances": _flame_instances(bundle.instances, bundle.tree, strings),
         "launch_delay": _launch_delay(bundle),
         "memcpy": _memcpy(bundle),
+        "brief": brief_data(bundle.analysis, trace.meta)["lines"],  # the lines of opscope brief
         "findings": findings_data(bundle.advice),  # the same rows as opscope advise --format json
         # the same findings laid out for people, with timeline links (report/html/findings_panel.py)
         "findings_panel": findings_panel(bundle.advice, act.window.start_ns or 0, strings),

@@ -1,8 +1,20 @@
-/* Findings (advice rules, docs/advice.md): the first section of the trace report, one card per finding, the
-   largest predicted saving first, every finding shown (no inner scroll). Evidence rows are short readable text
-   (full names on hover); a row with a time span or a GPU event name zooms the timeline to that slice and marks
-   it. Text from the trace goes into the page as textContent only (through el). */
+/* The brief (report/brief_view.py: the lines of `opscope brief`), the first section of the trace report, then
+   the findings (advice rules, docs/advice.md): one card per finding, the largest predicted saving first, every
+   finding shown (no inner scroll). Evidence rows are short readable text (full names on hover); a row with a
+   time span or a GPU event name zooms the timeline to that slice and marks it. Text from the trace goes into
+   the page as textContent only (through el). */
 "use strict";
+
+(function () {
+  const { D, el } = OPS;
+  const box = document.getElementById("brief-lines");
+  if (!box) return;
+  for (const line of D.brief || []) {
+    const p = el("p", { class: "brief" });
+    p.append(el("b", null, line.label + ": "), document.createTextNode(line.text));
+    box.append(p);
+  }
+})();
 
 (function () {
   const { D, el, fmtUs, fmtPct } = OPS;
