@@ -93,6 +93,24 @@ GPU_CATS = {
     "Memset": "memset",
     "mtia_ccp_events": "kernel",
 }
+
+
+def gpu_category(event: dict) -> str:
+    """The category of one raw GPU event by the rule table's data (`category_rules.RULES`, the one definition of
+    each category), applied here with Python's `re`, rule by rule, first match wins: memcpy / memset by the
+    raw category, else the first matching rule, else "other"."""
+    from opscope.analysis.kernels.category_rules import RULES
+
+    kind = GPU_CATS.get(str(event.get("cat")), "kernel")
+    if kind in ("memcpy", "memset"):
+        return kind
+    name = str(event.get("name") or "")
+    for category, pattern in RULES:
+        if re.search(pattern, name, re.IGNORECASE):
+            return category
+    return "other"
+
+
 LAUNCH_CATS = {"cuda_runtime", "Runtime", "cuda_driver", "hip_runtime", "hip_driver", "mtia_runtime"}
 CPU_OP_CATS = {"cpu_op", "Operator", "operator"}
 OP_CATS = CPU_OP_CATS | {"user_annotation"}

@@ -48,10 +48,10 @@ def raw_step_figures(events: list[dict]) -> dict[tuple[int, object], dict[str, i
             if start < hi and end > lo:
                 device = ref.args(e).get("device", e.get("pid"))
                 piece = (max(start, lo), min(end, hi))
-                kind = ref.GPU_CATS[e["cat"]]
+                kind = ref.gpu_category(e)
                 parts[device]["busy"].append(piece)
-                parts[device][kind].append(piece)
-                if kind == "kernel" and re.search("(?i)nccl|rccl", e["name"]):
+                parts[device]["kernel" if kind not in ("memcpy", "memset") else kind].append(piece)
+                if kind == "communication":
                     parts[device]["comm"].append(piece)
         for device, groups in parts.items():
             out[(number, device)] = {k: ref.union_length(v) for k, v in groups.items()}

@@ -4,7 +4,8 @@ what `opscope steps` prints, and what `analyze` and `diff` read through `step_st
 
 Every time is a union of intervals clipped to the window (`analysis.base.intervals`), so two kernels overlapping on
 two streams count once: busy = |union of all GPU activity|, kernel = |union of kernels| (communication
-kernels included), comm = |union of nccl/rccl kernels|, memcpy, memset likewise, idle = wall - busy. GPU time
+kernels included), comm = |union of communication kernels|, memcpy, memset likewise, idle = wall - busy; each
+set as `analyze`'s kernel categories define it (the one rule table, `analysis.kernels.category_rules`). GPU time
 is cut at window edges: a kernel launched in step N that runs after step N ends counts in the window it runs
 in. Windows may overlap (each window is measured on its own; overlaps are counted and reported); GPU activity
 outside every window is counted and reported too. Definitions: docs/analysis-attribution.md.
@@ -22,7 +23,9 @@ import polars as pl
 from opscope.analysis.base import intervals, select
 from opscope.analysis.base.linking import Linkage, LinkStats, link, selected_gpu, unattributed_share
 from opscope.analysis.base.windows import StepWindow, overlap_pairs, select_windows, step_windows
-from opscope.model.schema import Col, Kind
+from opscope.analysis.kernels.categories import CATEGORY, with_category
+from opscope.analysis.kernels.category_rules import COMMUNICATION, MEMCPY, MEMSET
+from opscope.model.schema import Col
 from opscope.model.trace import Trace
 from opscope.tables import Tabular, dataclass_rows
 
@@ -37,8 +40,6 @@ __all__ = [
     "step_windows",
     "window_pieces",
 ]
-
-COMM_KERNEL = r"(?i)nccl|rccl"  # NCCL and RCCL kernels: ncclKernel_*, ncclDevKernel_*
 
 
 @dataclass(frozen=True)
@@ -123,12 +124,14 @@ def _window_frame(chosen: tuple[StepWindow, ...]) -> pl.DataFrame:
     )
 
 
-def _category(kind: pl.Expr, name: pl.Expr) -> list[tuple[str, pl.Expr]]:
+def _category(category: pl.Expr) -> list[tuple[str, pl.Expr]]:
+    # The categories of `analyze` (one rule table, issue 28): communication is DeepEP, NVSHMEM, custom
+    # all-reduce ... as well as NCCL / RCCL; ROCm's copy / fill blit kernels are memcpy / memset, not kernels.
     return [
-        ("kernel_ns", kind == Kind.KERNEL),
-        ("memcpy_ns", kind == Kind.MEMCPY),
-        ("memset_ns", kind == Kind.MEMSET),
-        ("comm_ns", (kind == Kind.KERNEL) & name.str.contains(COMM_KERNEL)),
+        ("kernel_ns", ~category.is_in([MEMCPY, MEMSET])),
+        ("memcpy_ns", category == MEMCPY),
+        ("memset_ns", category == MEMSET),
+        ("comm_ns", category == COMMUNICATION),
     ]
 
 
@@ -139,13 +142,15 @@ def step_stats(trace: Trace, options: StepOptions | None = None, linkage: Linkag
     chosen = select_windows(trace, opts.steps)
     from_markers = bool(chosen) and chosen[0].step is not None
     gpu_lazy = select.by_streams(select.by_devices(trace.gpu_events(), opts.devices), opts.streams)
-    gpu = gpu_lazy.select(
-        pl.col(Col.KIND).cast(pl.String),
-        pl.col(Col.NAME).cast(pl.String),
-        Col.DEVICE,
-        Col.TS_NS,
-        pl.col(Col.DUR_NS).clip(lower_bound=0),
-    ).collect()
+    gpu = with_category(
+        gpu_lazy.select(
+            pl.col(Col.KIND).cast(pl.String),
+            pl.col(Col.NAME).cast(pl.String),
+            Col.DEVICE,
+            Col.TS_NS,
+            pl.col(Col.DUR_NS).clip(lower_bound=0),
+        ).collect()
+    )
     pieces = window_pieces(gpu, chosen)
     event, window = pieces["ev"].to_numpy(), pieces["win"].to_numpy()
     devices: tuple[int | None, ...] = tuple(
@@ -237,7 +242,7 @@ def _union_per_window(pieces: pl.DataFrame, by: Sequence[str]) -> dict[tuple, in
 def _figures(pieces: pl.DataFrame) -> dict[tuple[int, int | None], dict[str, int]]:
     out: dict[tuple[int, int | None], dict[str, int]] = {}
     parts = [("busy_ns", pieces)]
-    parts += [(name, pieces.filter(cond)) for name, cond in _category(pl.col(Col.KIND), pl.col(Col.NAME))]
+    parts += [(name, pieces.filter(cond)) for name, cond in _category(pl.col(CATEGORY))]
     for name, frame in parts:
         for (win, device), ns in _union_per_window(frame, [Col.DEVICE]).items():
             out.setdefault((int(win), device), {})[name] = ns

@@ -24,7 +24,6 @@ from opscope.model.trace import Trace
 CPU_SPAN_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
 # Kinds left out of the whole-trace window (as in `analysis.base.windows`): metadata and the profiler's own span.
 UNTIMED_KINDS = (Kind.METADATA, Kind.TRACE)
-COMMUNICATION = "communication"
 SHAPE = "shape"
 _SET = "_busy_set"  # the group key of busy_ns_of_sets
 

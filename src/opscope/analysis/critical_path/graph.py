@@ -41,12 +41,13 @@ import polars as pl
 
 from opscope.analysis.base.linking import LAUNCH_KINDS, ROW, Linkage
 from opscope.analysis.base.nesting import innermost_container
+from opscope.analysis.kernels.categories import CATEGORY, with_category
+from opscope.analysis.kernels.category_rules import COMMUNICATION
 from opscope.analysis.timeline.syncs import SYNC_CALL_PATTERN
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
 CPU_KINDS: tuple[str, ...] = (Kind.CPU_OP, Kind.USER_ANNOTATION, *LAUNCH_KINDS)
-COMM_KERNEL = r"(?i)nccl|rccl"
 
 # Edge kinds: the breakdown classes (HTA's `bound_by` names plus sync_wait and memcpy).
 CPU_BOUND = "cpu_bound"
@@ -406,8 +407,9 @@ def _gpu_edges(gpu: pl.DataFrame, waits: pl.DataFrame | None = None) -> pl.DataF
         return _edge_frame(*(np.empty(0, dtype=np.int64),) * 3, CPU_BOUND, np.empty(0, dtype=np.int64))
     e = gpu["_e"].to_numpy()
     ts, end = gpu[Col.TS_NS].to_numpy(), gpu["end_ns"].to_numpy()
-    name = gpu[Col.NAME].fill_null("")
-    comm = name.str.contains(COMM_KERNEL).to_numpy()
+    # Communication is `analyze`'s category (one rule table for every view, issue 28).
+    categories = with_category(gpu.select(Col.NAME, pl.col(Col.KIND).cast(pl.String)))[CATEGORY]
+    comm = (categories == COMMUNICATION).fill_null(False).to_numpy()
     kind = np.where(gpu[Col.KIND].to_numpy() != Kind.KERNEL, MEMCPY, np.where(comm, GPU_COMM, GPU_COMPUTE))
     frames = [_edge_frame(2 * e, 2 * e + 1, end - ts, pl.Series(kind, dtype=pl.String), e)]
     launch = gpu["launch"].to_numpy()
