@@ -272,6 +272,7 @@ def build(
             _program_order(thread, c_start, c_end, parent, blocked, blocking),
             _gpu_edges(gpu, waits),
             _untraced_starts(gpu, events),
+            _thread_starts(thread, c_start, events),
             syncs.select(
                 (pl.col("gpu") * 2 + 1).alias("src"),
                 (pl.col("sync") * 2 + 1).alias("dst"),
@@ -346,13 +347,32 @@ def _untraced_starts(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     first = int(np.lexsort((events["is_gpu"].to_numpy(), starts))[0])  # CPU events first on a tie
     first_ts = int(starts[first])
     lane = [pl.col(Col.DEVICE).fill_null(-1), pl.col(Col.STREAM).fill_null(-1)]
-    heads = gpu.filter(
-        (pl.int_range(pl.len()).over(lane) == 0) & (pl.col("launch") < 0) & (pl.col(Col.TS_NS) > first_ts)
-    )
+    unlaunched = (pl.col("launch") < 0) | (pl.col(Col.TS_NS) < pl.col("launch_ts"))  # see `_gpu_edges`
+    heads = gpu.filter((pl.int_range(pl.len()).over(lane) == 0) & unlaunched & (pl.col(Col.TS_NS) > first_ts))
     e = heads["_e"].to_numpy()
     busy = heads["trace_prev_end"].fill_null(np.iinfo(np.int64).min).to_numpy() > first_ts
     kind = pl.Series(np.where(busy, BACKLOG, LAUNCH), dtype=pl.String)
     return _edge_frame(np.full(len(e), 2 * first), 2 * e, heads[Col.TS_NS].to_numpy() - first_ts, kind, e)
+
+
+def _thread_starts(thread: np.ndarray, start: np.ndarray, events: pl.DataFrame) -> pl.DataFrame:
+    """An edge from the first node of the graph to the first event of every other CPU thread, weighing the time
+    between them, as `cpu_bound` time owned by no event (like the gaps between top-level events; a what-if does
+    not scale it). What a thread did before its first event in the window is not traced (the autograd thread
+    waits for the main thread's backward call), so nothing else explains when it began; without this edge a
+    path ending on a thread that started late is shorter than the span (issue 28)."""
+    none = np.empty(0, dtype=np.int64)
+    if len(start) == 0:
+        return _edge_frame(none, none, none, CPU_BOUND, none)
+    starts = events[Col.TS_NS].to_numpy()
+    first = int(np.lexsort((events["is_gpu"].to_numpy(), starts))[0])  # CPU events first on a tie
+    first_ts = int(starts[first])
+    order = np.lexsort((np.arange(len(start)), start, thread))
+    heads = order[np.r_[True, thread[order][1:] != thread[order][:-1]]]  # each thread's earliest event
+    heads = heads[(start[heads] > first_ts) & (heads != first)]
+    return _edge_frame(
+        np.full(len(heads), 2 * first), 2 * heads, start[heads] - first_ts, CPU_BOUND, np.full(len(heads), -1)
+    )
 
 
 def _cross_stream_pairs(waits: pl.DataFrame, cpu: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
@@ -413,8 +433,11 @@ def _gpu_edges(gpu: pl.DataFrame, waits: pl.DataFrame | None = None) -> pl.DataF
     kind = np.where(gpu[Col.KIND].to_numpy() != Kind.KERNEL, MEMCPY, np.where(comm, GPU_COMM, GPU_COMPUTE))
     frames = [_edge_frame(2 * e, 2 * e + 1, end - ts, pl.Series(kind, dtype=pl.String), e)]
     launch = gpu["launch"].to_numpy()
-    linked = launch >= 0  # GPU work with no launch call in the trace has no launch edge
     l_ts = gpu["launch_ts"].fill_null(np.iinfo(np.int64).min).to_numpy()
+    # GPU work with no launch call in the trace has no launch edge; nor has work that appears to start before
+    # its launch call (clock skew): a launch edge would reach its start later than it happened and make the
+    # path longer than the span. Both hang from the graph's first node when first on their stream.
+    linked = (launch >= 0) & (ts >= l_ts)
     l_dur = (gpu["launch_end"] - gpu["launch_ts"]).fill_null(0).to_numpy()
     # Previous activity on the same device and stream (in start order).
     key = (
@@ -444,13 +467,18 @@ def _gpu_edges(gpu: pl.DataFrame, waits: pl.DataFrame | None = None) -> pl.DataF
     )
     launch_bound = linked & (~has_prev | (p_end <= l_ts)) & ~cross_bound
     launch_w = np.where(launch_bound, delay, np.maximum(np.minimum(delay - 1, l_dur), 0))
+    # The activity just before this one on its stream in the whole trace may not be in the graph: work launched
+    # before the window (or whose launch is not a node of the graph) that ran between the graph's previous
+    # activity and this one. Time spent waiting for it is backlog, not a kernel-to-kernel gap (issue 28).
     trace_prev = gpu["trace_prev_end"].fill_null(np.iinfo(np.int64).min).to_numpy()
-    backlog = ~has_prev & (trace_prev > l_ts)
+    foreign = trace_prev > p_end
+    backlog = foreign & (trace_prev > l_ts)
     launch_kind = pl.Series(np.where(backlog, BACKLOG, LAUNCH)[linked], dtype=pl.String)
     frames.append(_edge_frame(2 * launch[linked], 2 * e[linked], launch_w[linked], launch_kind, e[linked]))
     gap = np.where(launch_bound | cross_bound, 0, ts - p_end)
+    gap_kind = pl.Series(np.where(foreign, BACKLOG, KERNEL_KERNEL)[has_prev], dtype=pl.String)
     frames.append(
-        _edge_frame(2 * e[prev[has_prev]] + 1, 2 * e[has_prev], gap[has_prev], KERNEL_KERNEL, e[has_prev])
+        _edge_frame(2 * e[prev[has_prev]] + 1, 2 * e[has_prev], gap[has_prev], gap_kind, e[has_prev])
     )
     if waits is not None and waits.height:
         # Only the binding wait weighs the time since its producer ended; the others weigh 0 (as a stream edge

@@ -127,8 +127,9 @@ def _top(graph: Graph, on: pl.DataFrame, limit: int) -> tuple[TopEntry, ...]:
         .join(totals.rename({"kind": "event_kind"}), on=["name", "event_kind"], how="left")
         .filter(pl.col("on_path") > 0)
         .sort(["on_path", "name"], descending=[True, False])
-        .head(limit)
     )
+    if limit > 0:  # 0 = every event on the path, as `--top 0` says (issue 28)
+        mine = mine.head(limit)
     return tuple(
         TopEntry(str(r["name"]), str(r["event_kind"]), int(r["on_path"]), int(r["total"] or 0))
         for r in mine.iter_rows(named=True)
