@@ -184,22 +184,13 @@ def efficiency_document(result: Efficiency) -> Document:
         )
     )
     notes = [
-        "%pk, %BW: percent of the peak FLOP/s and memory bandwidth. GPU ms: kernels launched by the op or inside it (as in `opscope ops`). TFLOP/s = FLOPs per call x "
+        "%pk, %BW: percent of the peak FLOP/s and memory bandwidth. GPU ms: kernels launched inside the op's calls that no "
+        "sized call encloses (each GPU event counted once: sized + unsized = GPU time). TFLOP/s = FLOPs per call x "
         "calls / GPU time. Bound: the roofline side (intensity against peak FLOP/s / peak bandwidth). "
         "FLOPs and bytes per call, and what an estimate assumed: --format json. Definitions: docs/efficiency.md."
     ]
-    if not result.rows and not result.gpu_time_ns:
-        notes.insert(
-            0,
-            "No GPU kernels, memcpys or memsets in this selection: efficiency is GPU time against "
-            "the GPU's peak, so there is nothing to measure.",
-        )
-    elif not result.rows:
-        notes.insert(
-            0,
-            "No op could be sized: the model needs CPU ops with record_shapes (Input Dims, Input type) "
-            "that launched GPU work; Nsight Systems and rocprof traces carry no operator shapes.",
-        )
+    if result.why_nothing_sized:
+        notes.insert(0, result.why_nothing_sized)
     notes.extend(f"warning: {w}" for w in result.warnings)
     return Document(
         title="Efficiency per operator" + (" and input shape" if by_shape else ""),

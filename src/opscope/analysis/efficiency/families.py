@@ -16,21 +16,32 @@ __all__ = ["COMPUTE_FAMILIES", "FAMILIES", "Cost", "Sizer", "Unsized"]
 _NO_TENSOR = "no tensor input with a recorded dtype"
 
 
-def elementwise(args: Args, _c: Concrete) -> Cost | Unsized:
-    """Every tensor input read once, the output (their broadcast shape, first input's dtype) written."""
-    ins = [t for t in args if t is not None]
-    if not ins:
-        return Unsized(_NO_TENSOR)
-    shape = broadcast(*(t.shape for t in ins))
-    if shape is None:
-        return Unsized("input shapes do not broadcast")
-    return Cost(
-        "elementwise",
-        None,
-        sum(t.nbytes for t in ins) + math.prod(shape) * ins[0].itemsize,
-        ins[0].dtype,
-        "exact",
-    )
+def elementwise(name: str) -> Sizer:
+    """Every tensor input read once, the output (their broadcast shape) written once. The output's dtype: bool
+    for comparisons, the values' (not the condition's) for `where`, else the first input's. An `out=` call
+    (`aten::mul` recorded with more arguments than its functional schema has, the last a tensor) writes its
+    output into that tensor: it is the output, not an input read (issue 28: counted twice, such rows showed
+    more than the peak bandwidth)."""
+    arity = _ARITY.get(name.removesuffix("_"))
+
+    def size(args: Args, _c: Concrete) -> Cost | Unsized:
+        out = args[-1] if arity is not None and len(args) > arity and args and args[-1] is not None else None
+        ins = [t for t in (args[:-1] if out is not None else args) if t is not None]
+        if not ins:
+            return Unsized(_NO_TENSOR)
+        shape = broadcast(*(t.shape for t in ins))
+        if shape is None:
+            return Unsized("input shapes do not broadcast")
+        if out is not None:
+            written = out.nbytes
+        elif name in _COMPARISONS:
+            written = math.prod(shape)  # bool, one byte per element
+        else:
+            values = ins[1] if name == "where" and len(ins) > 1 else ins[0]
+            written = math.prod(shape) * values.itemsize
+        return Cost("elementwise", None, sum(t.nbytes for t in ins) + written, ins[0].dtype, "exact")
+
+    return size
 
 
 def write_only(args: Args, _c: Concrete) -> Cost | Unsized:  # fill_, zero_: the tensor is written
@@ -89,6 +100,55 @@ def reduction(args: Args, c: Concrete) -> Cost | Unsized:
     return Cost("reduction", None, x.nbytes + kept * x.itemsize, x.dtype, "exact")
 
 
+_COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+# Arguments of each elementwise op's functional schema (scalars included: the profiler records every argument, a
+# scalar as []); an `out=` overload records one more, the output tensor, last. In-place forms (`add_`) take the
+# functional form's arguments.
+_ARITY = {
+    "abs": 1,
+    "add": 3,
+    "addcdiv": 4,
+    "addcmul": 4,
+    "clamp": 3,
+    "clamp_min": 2,
+    "clamp_max": 2,
+    "cos": 1,
+    "div": 2,
+    "eq": 2,
+    "exp": 1,
+    "ge": 2,
+    "gelu": 2,
+    "gelu_backward": 3,
+    "gt": 2,
+    "hardswish": 1,
+    "le": 2,
+    "leaky_relu": 2,
+    "log": 1,
+    "lt": 2,
+    "maximum": 2,
+    "minimum": 2,
+    "mul": 2,
+    "ne": 2,
+    "neg": 1,
+    "pow": 2,
+    "relu": 1,
+    "rsqrt": 1,
+    "sigmoid": 1,
+    "sigmoid_backward": 2,
+    "silu": 1,
+    "silu_backward": 2,
+    "sin": 1,
+    "sqrt": 1,
+    "sub": 3,
+    "tanh": 1,
+    "tanh_backward": 2,
+    "threshold_backward": 3,
+    "where": 3,
+    "lerp": 3,
+    "masked_fill": 3,
+    "reciprocal": 1,
+    "erf": 1,
+}
 _ELEMENTWISE = [
     "abs",
     "add",
@@ -190,7 +250,7 @@ def _registry() -> dict[str, Sizer]:
     }
     table.update({name: conv.forward(positions) for name, positions in conv.CONV_ARGS.items()})
     table.update({name: attention.sizer(*spec) for name, spec in attention.ATTENTION.items()})
-    table.update(dict.fromkeys(_ELEMENTWISE, elementwise))
+    table.update({name: elementwise(name) for name in _ELEMENTWISE})
     table.update(dict.fromkeys(_NORM, same_size("norm")))
     table.update(dict.fromkeys(_SOFTMAX, same_size("softmax")))
     table.update(dict.fromkeys(_REDUCTION, reduction))

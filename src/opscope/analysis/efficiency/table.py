@@ -1,11 +1,13 @@
-"""The efficiency table: per op (and input shape), FLOPs and bytes per call from `families`, the GPU time the
-`ops` attribution gives the op (kernels launched by it or by any op inside it), and the achieved rates against
-the device's peaks from `peaks`. Definitions: docs/efficiency.md.
+"""The efficiency table: per op (and input shape), FLOPs and bytes per call from `families`, the GPU time of
+the kernels launched inside its calls, and the achieved rates against the device's peaks from `peaks`.
+Definitions: docs/efficiency.md.
 
-Rows: every op the model sizes that has GPU time and is not nested (in every call) inside another sized op
-(`aten::linear` is listed, the `aten::addmm` inside it is not: its kernels are already in linear's time).
-Unsized: every CPU op with kernels of its own (GPU self time) that no sized op encloses and no model sizes,
-with the reason.
+Every selected GPU event counts in exactly one place (issue 28), so sized + unsized GPU time = the trace's GPU
+time: an event launched inside a sized op call belongs to the outermost such call (`aten::linear` is listed,
+the `aten::addmm` inside it is not: its kernels are in linear's time; an op that is sometimes nested is listed
+with its other calls). Rows: per (op, shape), its sized calls that no sized call encloses (the top-level calls).
+Unsized: the rest, per op or annotation that launched it directly, with the reason it is not sized; GPU work
+launched outside every op is one row, `(no op)`.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from opscope.analysis.attribution.ops import OpOptions, OpRow, op_stats
-from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, link, once_per_link
+from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, link, once_per_link, selected_gpu
 from opscope.analysis.base.nesting import ancestors
 from opscope.analysis.base.stages import stage
-from opscope.analysis.efficiency.families import COMPUTE_FAMILIES, Cost
+from opscope.analysis.base.windows import fold_steps
+from opscope.analysis.efficiency.families import COMPUTE_FAMILIES, Cost, Unsized
 from opscope.analysis.efficiency.peaks import GpuPeaks, match_peaks
 from opscope.analysis.efficiency.sizing import list_dtypes, size_call, size_ops
 from opscope.model.kinds import Kind
@@ -28,6 +30,23 @@ from opscope.model.trace import Trace
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+WINOGRAD = r"(?i)winograd"  # cuDNN / MIOpen kernels that compute a convolution by the Winograd transform
+WINOGRAD_WHY = "which does fewer multiplications than the direct convolution the FLOPs count"
+NO_OP = "(no op)"
+OUTSIDE_REASON = "launched outside every operator and annotation"
+ANNOTATION_REASON = "launched directly inside an annotation (record_function, NVTX range), not an operator"
+
+
+@dataclass(frozen=True)
+class _Part:
+    """The top-level calls of one (op, shape): how many, and the GPU time of the kernels launched inside them."""
+
+    name: str
+    input_dims: str | None
+    calls: int
+    gpu_ns: int
 
 
 @dataclass(frozen=True)
@@ -100,6 +119,33 @@ class Efficiency:
     warnings: tuple[str, ...] = field(default=())
     inherited: tuple[Inherited, ...] = field(default=())  # over all rows, not only the --top ones
 
+    @property
+    def why_nothing_sized(self) -> str | None:
+        """Why there is no row, in one sentence (the CLI's note and the report's panel say the same); None when
+        there are rows."""
+        if self.rows or self.total_rows:
+            return None
+        if not self.gpu_time_ns:
+            return (
+                "No GPU kernels, memcpys or memsets in this selection: efficiency is GPU time against the "
+                "GPU's peak, so there is nothing to measure."
+            )
+        ops = [u for u in self.unsized if u.reason not in (OUTSIDE_REASON, ANNOTATION_REASON)]
+        if not ops:
+            return (
+                "No op could be sized: no operator launched GPU work (it was launched outside every operator, "
+                "or directly inside annotations; Nsight Systems and rocprof traces carry no operators or shapes)."
+            )
+        if any(u.shape is not None for u in ops):
+            return (
+                "No op could be sized: the ops that launched GPU work have no model here; each one's reason "
+                "is in the table."
+            )
+        return (
+            "No op could be sized: the model needs CPU ops with record_shapes (Input Dims, Input type) that "
+            "launched GPU work."
+        )
+
     def to_polars(self) -> pl.DataFrame:
         """The rows as a DataFrame (one column per field of `EfficiencyRow`)."""
         schema = {name: _POLARS_TYPES[kind] for name, kind in EfficiencyRow.__annotations__.items()}
@@ -141,6 +187,7 @@ def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, pl.DataFrame]:
     scopes = linked.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS))).select(
         ROW,
         pl.col(Col.NAME).cast(pl.String),
+        pl.col(Col.KIND).cast(pl.String),
         pl.col(Col.INPUT_DIMS).cast(pl.String).str.replace_all(r"\s+", ""),
         "op_parent_row",
         Col.PID,
@@ -179,30 +226,6 @@ def _key_ids(scopes: pl.DataFrame, dims: pl.Expr) -> tuple[pl.DataFrame, pl.Data
     )
     rows = keyed.join(ids, on=[Col.NAME, Col.INPUT_DIMS], how="left", nulls_equal=True).select(ROW, "_key")
     return rows, ids
-
-
-def _nested(
-    keys: tuple[pl.DataFrame, pl.DataFrame], pairs: pl.DataFrame, sized: pl.DataFrame
-) -> set[tuple[str, str | None]]:
-    """The (name, input_dims) whose every call has a sized op among its enclosing ops. `keys`: `_key_ids` by
-    name and shape."""
-    rows, ids = keys
-    sized_ids = ids.join(sized, on=[Col.NAME, Col.INPUT_DIMS], nulls_equal=True, how="semi")["_key"]
-    inside = (
-        pairs.join(rows.rename({ROW: "ancestor"}), on="ancestor")
-        .filter(pl.col("_key").is_in(sized_ids.implode()))
-        .select(ROW)
-        .unique()
-        .with_columns(pl.lit(True).alias("_nested"))
-    )
-    table = (
-        rows.join(inside, on=ROW, how="left")
-        .group_by("_key")
-        .agg(pl.col("_nested").fill_null(False).all().alias("nested"))
-        .filter(pl.col("nested"))
-        .join(ids, on="_key")
-    )
-    return {(r[Col.NAME], r[Col.INPUT_DIMS]) for r in table.iter_rows(named=True)}
 
 
 def _inherited(
@@ -264,10 +287,6 @@ def efficiency(
 
 
 def _efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Efficiency:
-    stage("efficiency: GPU time per op and shape")
-    stats = op_stats(
-        trace, OpOptions(by_shape=True, top=0, devices=opts.devices, streams=opts.streams), linked
-    )
     stage("efficiency: op scopes and their enclosing ops")
     scopes, pairs = _scopes(trace, linked)
     stage("efficiency: sizing ops")
@@ -277,31 +296,22 @@ def _efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Effic
         schema={Col.NAME: pl.String, Col.INPUT_DIMS: pl.String},
         orient="row",
     )
-    stage("efficiency: ops inside sized ops")
-    shaped = _key_ids(scopes, pl.col(Col.INPUT_DIMS))
-    nested = _nested(shaped, pairs, sized_keys)
-
+    stage("efficiency: GPU time per op and shape")
+    events, top_level = _owners(trace, linked, opts, scopes, pairs, sized_keys)
     device, peaks, warnings = _device(trace, opts)
-    sized: list[tuple[OpRow, Cost]] = []
-    unsized: list[UnsizedRow] = []
-    for r in stats.rows:
-        key = (r.name, r.input_dims)
-        if key in nested or r.gpu_total_ns <= 0:
-            continue
-        cost = costs.get(key) or size_call(r.name, r.input_dims, None, None)
-        if isinstance(cost, Cost):
-            sized.append((r, cost))
-        elif r.kind == Kind.CPU_OP and r.gpu_self_ns > 0:
-            unsized.append(UnsizedRow(r.name, r.input_dims, r.calls, r.gpu_total_ns / 1e3, cost.reason))
-    rows = _rows(sized, opts, peaks)
+    sized, winograd = _sized_parts(events, top_level, scopes, opts)
+    rows = _rows(sized, opts, peaks, winograd)
     rows.sort(key=lambda x: (-x.gpu_time_us, x.op, x.shape or ""))
+    unsized = _unsized(events, scopes, costs)
     if not opts.by_shape:
         unsized = _merge_unsized(unsized)
     unsized.sort(key=lambda x: (-x.gpu_time_us, x.op, x.shape or ""))
-    sized_ns = sum(r.gpu_total_ns for r, _ in sized)
     stage("efficiency: figures inherited from enclosing ops")
+    shaped = _key_ids(scopes, pl.col(Col.INPUT_DIMS))
     by_op = shaped if opts.by_shape else _key_ids(scopes, pl.lit(None, dtype=pl.String))
     inherited = _inherited(by_op, pairs, rows)
+    dur = events[Col.DUR_NS]
+    owned = events["owner"].is_not_null()
     return Efficiency(
         path=trace.path,
         device=device,
@@ -311,13 +321,115 @@ def _efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Effic
         rows=tuple(rows),  # all of them: `efficiency` cuts them at `top`
         unsized=tuple(unsized),
         total_rows=len(rows),
-        gpu_time_ns=stats.gpu_time_ns,
-        sized_gpu_time_ns=sized_ns,
-        unsized_gpu_time_ns=sum(round(u.gpu_time_us * 1e3) for u in unsized),
+        gpu_time_ns=int(dur.sum() or 0),
+        sized_gpu_time_ns=int(dur.filter(owned).sum() or 0),
+        unsized_gpu_time_ns=int(dur.filter(~owned).sum() or 0),
         options=opts,
-        warnings=tuple(warnings) + stats.warnings,
+        warnings=tuple(warnings) + trace.meta.warnings,
         inherited=inherited,
     )
+
+
+def _owners(
+    trace: Trace,
+    linked: Linkage,
+    opts: EfficiencyOptions,
+    scopes: pl.DataFrame,
+    pairs: pl.DataFrame,
+    sized_keys: pl.DataFrame,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(events, top_level). events: every selected GPU event (name, dur_ns, op_row: its launch's innermost op or
+    annotation) with `owner`, the outermost sized op instance enclosing its launch (null: none), so that each
+    event counts in exactly one row, sized or unsized (issue 28: sized + unsized = GPU time). top_level: the
+    rows of the sized op instances that no sized instance encloses (the calls of the rows)."""
+    sized = scopes.join(sized_keys, on=[Col.NAME, Col.INPUT_DIMS], how="semi", nulls_equal=True)[ROW]
+    inside = pairs.filter(pl.col(ROW).is_in(sized.implode()) & pl.col("ancestor").is_in(sized.implode()))[ROW]
+    top_level = scopes.filter(pl.col(ROW).is_in(sized.implode()) & ~pl.col(ROW).is_in(inside.implode()))
+    chain = pl.concat(
+        [
+            scopes.select(ROW, pl.col(ROW).alias("ancestor"), pl.lit(0, dtype=pl.Int32).alias("level")),
+            pairs.select(ROW, "ancestor", pl.col("level").cast(pl.Int32)),
+        ]
+    )
+    owner = (
+        chain.filter(pl.col("ancestor").is_in(sized.implode()))
+        .sort("level", descending=True)
+        .unique(ROW, keep="first")
+        .select(pl.col(ROW).alias("op_row"), pl.col("ancestor").alias("owner"))
+    )
+    events = (
+        selected_gpu(trace, linked, opts.devices, opts.streams)
+        .select(pl.col(Col.NAME).cast(pl.String), Col.DUR_NS, "op_row")
+        .join(owner, on="op_row", how="left")
+    )
+    return events, top_level
+
+
+def _sized_parts(
+    events: pl.DataFrame, top_level: pl.DataFrame, scopes: pl.DataFrame, opts: EfficiencyOptions
+) -> tuple[list[tuple[_Part, Cost]], set[tuple[str, str | None]]]:
+    """Per (op, shape) with GPU time: its top-level calls, their GPU time and their cost (sized over those calls
+    only); and the (op, shape) whose kernels include a Winograd convolution (fewer multiplications than the
+    direct convolution the FLOPs count)."""
+    per_call = (
+        events.filter(pl.col("owner").is_not_null())
+        .group_by("owner")
+        .agg(
+            pl.col(Col.DUR_NS).sum().alias("gpu_ns"),
+            pl.col(Col.NAME).str.contains(WINOGRAD).any().alias("winograd"),
+        )
+    )
+    calls = top_level.join(per_call.rename({"owner": ROW}), on=ROW, how="left").with_columns(
+        pl.col("gpu_ns").fill_null(0), pl.col("winograd").fill_null(False)
+    )
+    if opts.devices or opts.streams:  # only the calls that launched selected GPU work, as `ops` counts them
+        calls = calls.filter(pl.col("gpu_ns") > 0)
+    keys = [Col.NAME, Col.INPUT_DIMS]
+    per_key = (
+        calls.group_by(keys)
+        .agg(pl.len().alias("calls"), pl.col("gpu_ns").sum(), pl.col("winograd").any())
+        .filter(pl.col("gpu_ns") > 0)
+    )
+    costs = size_ops(scopes.join(calls.select(ROW), on=ROW, how="semi"))
+    parts: list[tuple[_Part, Cost]] = []
+    winograd: set[tuple[str, str | None]] = set()
+    for name, dims, n, gpu_ns, wino in per_key.select(*keys, "calls", "gpu_ns", "winograd").iter_rows():
+        cost = costs.get((name, dims))
+        if not isinstance(cost, Cost):  # every call of a sized (op, shape) is sized
+            continue
+        parts.append((_Part(name, dims, int(n), int(gpu_ns)), cost))
+        if wino:
+            winograd.add((name, dims if opts.by_shape else None))
+    return parts, winograd
+
+
+def _unsized(
+    events: pl.DataFrame, scopes: pl.DataFrame, costs: dict[tuple[str, str | None], Cost | Unsized]
+) -> list[UnsizedRow]:
+    """GPU time that no sized op encloses, per op (and shape) that launched it directly (its innermost op or
+    annotation), with the reason it is not sized; GPU work launched outside every op is one row, `(no op)`."""
+    loose = events.filter(pl.col("owner").is_null())
+    launched = loose.filter(pl.col("op_row").is_not_null()).select("op_row", Col.DUR_NS)
+    keyed = fold_steps(scopes.select(ROW, Col.NAME, Col.INPUT_DIMS, Col.KIND))
+    per_key = (
+        launched.join(keyed.rename({ROW: "op_row"}), on="op_row", how="inner")
+        .group_by(Col.NAME, Col.INPUT_DIMS, Col.KIND)
+        .agg(pl.col("op_row").n_unique().alias("calls"), pl.col(Col.DUR_NS).sum().alias("gpu_ns"))
+        .filter(pl.col("gpu_ns") > 0)
+    )
+    out = []
+    for name, dims, kind, calls, gpu_ns in per_key.iter_rows():
+        if kind != Kind.CPU_OP:
+            reason = ANNOTATION_REASON
+        else:
+            cost = costs.get((name, dims)) or size_call(name, dims, None, None)
+            reason = cost.reason if isinstance(cost, Unsized) else "nested in no sized call"
+        out.append(UnsizedRow(name, dims, int(calls), gpu_ns / 1e3, reason))
+    outside = loose.filter(pl.col("op_row").is_null())
+    outside_ns = int(outside[Col.DUR_NS].sum() or 0)
+    if outside_ns > 0:
+        out.append(UnsizedRow(NO_OP, None, outside.height, outside_ns / 1e3, OUTSIDE_REASON))
+    return out
 
 
 def _merge_unsized(rows: list[UnsizedRow]) -> list[UnsizedRow]:
@@ -335,15 +447,18 @@ def _merge_unsized(rows: list[UnsizedRow]) -> list[UnsizedRow]:
 
 
 def _rows(
-    sized: list[tuple[OpRow, Cost]], opts: EfficiencyOptions, peaks: GpuPeaks | None
+    sized: list[tuple[_Part, Cost]],
+    opts: EfficiencyOptions,
+    peaks: GpuPeaks | None,
+    winograd: set[tuple[str, str | None]],
 ) -> list[EfficiencyRow]:
-    groups: dict[tuple[str, str | None], list[tuple[OpRow, Cost]]] = {}
+    groups: dict[tuple[str, str | None], list[tuple[_Part, Cost]]] = {}
     for r, c in sized:
         groups.setdefault((r.name, r.input_dims if opts.by_shape else None), []).append((r, c))
     out = []
     for (name, shape), members in groups.items():
         calls = sum(r.calls for r, _ in members)
-        gpu_ns = sum(r.gpu_total_ns for r, _ in members)
+        gpu_ns = sum(r.gpu_ns for r, _ in members)
         costs = [c for _, c in members]
         dtypes = {c.dtype for c in costs}
         flops = (
@@ -366,6 +481,7 @@ def _rows(
                 costs[0].note,
                 opts,
                 peaks,
+                (name, shape) in winograd,
             )
         )
     return out
@@ -384,8 +500,10 @@ def _row(
     note: str,
     opts: EfficiencyOptions,
     peaks: GpuPeaks | None,
+    winograd: bool = False,
 ) -> EfficiencyRow:
-    """One row from totals over its calls: achieved = total FLOPs (bytes) / GPU time."""
+    """One row from totals over its calls: achieved = total FLOPs (bytes) / GPU time. `winograd`: the row's
+    kernels include a Winograd convolution."""
     seconds = gpu_ns / 1e9
     compute = family in COMPUTE_FAMILIES and flops is not None
     peak_tflops = opts.peak_tflops or (peaks.tflops_for(dtype) if peaks else None)
@@ -401,8 +519,14 @@ def _row(
     else:
         bound = None
     pct_compute = 100 * tflops / peak_tflops if tflops is not None and peak_tflops else None
-    if model == "estimate" and pct_compute is not None and pct_compute > 100:
-        note = f"{note}; above 100% of peak, so the estimate's assumption does not hold for this op"
+    if pct_compute is not None and pct_compute > 100:
+        if winograd:  # the cause is the algorithm, not the estimate (issue 28)
+            why = f"above 100% of peak: its kernels use Winograd convolution, {WINOGRAD_WHY}"
+        elif model == "estimate":
+            why = "above 100% of peak, so the estimate's assumption does not hold for this op"
+        else:
+            why = ""
+        note = f"{note}; {why}" if note and why else note or why
     return EfficiencyRow(
         op=name,
         shape=shape,

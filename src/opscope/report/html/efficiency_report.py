@@ -41,4 +41,6 @@ def efficiency_report(result: Efficiency, strings: Callable[[str | None], int]) 
         ],
         "gpu_time_us": round(result.gpu_time_ns / 1e3, 3),
         "sized_gpu_time_us": round(result.sized_gpu_time_ns / 1e3, 3),
+        "unsized_gpu_time_us": round(result.unsized_gpu_time_ns / 1e3, 3),
+        "why_nothing_sized": result.why_nothing_sized,  # the CLI's note, word for word
     }

@@ -17,7 +17,7 @@
   const points = E.rows.filter((r) => r.achieved_tflops !== null && r.intensity_flops_per_byte > 0);
   if (!points.length) {
     OPS.empty("efficiency-chart", E.rows.length ? "No GEMM, convolution or attention op to place on the roofline."
-      : "No op could be sized (the trace needs record_shapes=True).");
+      : E.why_nothing_sized || "No op could be sized.");
   } else {
     const maxT = Math.max(...points.map((r) => r.gpu_time_us));
     const xs = points.map((r) => r.intensity_flops_per_byte);
@@ -66,7 +66,7 @@
     { key: "model", label: "Model", kind: "text", get: (r) => r.reason ? `not sized: ${r.reason}` : r.model },
   ], ops, { id: "efficiency-rows", sortKey: "gpu_time_us", sortDir: -1 });
   const note = el("p", { class: "note", id: "efficiency-unsized" },
-    "The report's ops table: every op with GPU time (kernels it or an op inside it launched), an op nested in a sized op counted in that op's row; " +
+    "The report's ops table: every op with GPU time, each GPU event counted once (sized + unsized = GPU time): in the outermost sized op call around its launch, else in the op that launched it, else in (no op); " +
     "the efficiency columns where the model sizes the op, \u2014 and the reason where it cannot (never guessed). Definitions: docs/efficiency.md.");
   document.getElementById("efficiency-table").after(note);
 })();
