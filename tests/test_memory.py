@@ -83,7 +83,7 @@ def test_real_trace_devices_steps_and_ops() -> None:
     assert sum(o.self_alloc_bytes for o in stats.top_ops if o.device == "hip:0") == hip.alloc_bytes
 
 
-OP_FIELDS = ("self_alloc_bytes", "self_alloc_count", "self_increase_bytes", "alloc_bytes", "alloc_count")
+OP_FIELDS = ("self_alloc_bytes", "self_alloc_count", "live_at_end_bytes", "alloc_bytes", "alloc_count")
 
 
 def test_real_trace_op_rows_match_the_raw_events() -> None:
@@ -98,7 +98,7 @@ def test_real_trace_op_rows_match_the_raw_events() -> None:
         assert got == want, device
     cuda = mref.op_rows(events, "cuda:0")
     # not vacuous: workspaces freed inside their op, and ops whose inclusive figures exceed their own
-    assert cuda["aten::addmm (aten::empty)"]["self_increase_bytes"] == 0
+    assert cuda["aten::addmm (aten::empty)"]["live_at_end_bytes"] == 0
     assert cuda["aten::linear"]["alloc_count"] > cuda["aten::addmm"]["alloc_count"] > 0
     assert cuda["ProfilerStep#*"]["alloc_count"] > 1000
     top = memory_stats(trace, MemoryOptions(top=5)).top_ops  # the top ops (default view) are those rows
@@ -114,7 +114,7 @@ def test_old_trace_without_totals_is_relative(cli) -> None:
     r = cli("memory", path, "--format", "json", "--no-cache")
     assert r.code == 0, r.err
     doc = json.loads(r.out)
-    assert doc["schema"] == "opscope.memory/1"
+    assert doc["schema"] == "opscope.memory/2"
     cuda = doc["devices"][0]
     assert cuda["device"] == "cuda:0" and cuda["relative"] is True
     assert cuda["live_at_end"] is None and cuda["lifetime_us"] is None and cuda["peak_reserved_bytes"] is None
@@ -152,7 +152,8 @@ def test_json_schema_fields(cli) -> None:
         "device",
         "self_alloc_bytes",
         "self_alloc_count",
-        "self_increase_bytes",
+        "live_at_end_bytes",
+        "live_at_end_count",
         "alloc_bytes",
         "alloc_count",
     }
@@ -354,7 +355,11 @@ def test_handmade_attribution_empty_rule_and_increase(tmp_path: Path) -> None:
     stats, _ = _stats(tmp_path, events)
     ops = {o.op: o for o in stats.top_ops}
     e = ops["aten::addmm (aten::empty)"]
-    assert (e.self_alloc_bytes, e.self_alloc_count, e.self_increase_bytes) == (96, 2, 64)
+    assert (e.self_alloc_bytes, e.self_alloc_count, e.live_at_end_bytes) == (96, 2, 64)
+    assert ops["aten::linear"].live_at_end_bytes == 8 and ops["(no op)"].live_at_end_bytes == 16
+    # what the ops still hold at the end adds up to the device's live-at-end figure (64 + 8 + 16)
+    (device,) = stats.devices
+    assert sum(o.live_at_end_bytes or 0 for o in stats.top_ops) == device.live_at_end_bytes == 88
     assert (e.alloc_bytes, e.alloc_count) == (96, 2)
     assert ops["aten::addmm"].self_alloc_bytes == 0 and ops["aten::addmm"].alloc_bytes == 96
     assert ops["aten::linear"].self_alloc_bytes == 8 and ops["aten::linear"].alloc_bytes == 104

@@ -170,7 +170,8 @@ def test_report_memory_panel(cli, tmp_path, open_report) -> None:  # noqa: F811
     wait_for(page, "window.opscopeMemoryReady !== undefined")
     assert opened.problems() == [] and opened.dialogs == []
     peak = mem["devices"][0]["peak_allocated_bytes"]
-    assert page.locator('[data-card="memory-cuda:0"] .value').inner_text() == f"{peak / 1e6:.2f} MB"
+    # binary units, labelled, as the terminal's MiB columns (issue 28: the panel said decimal "MB")
+    assert page.locator('[data-card="memory-cuda:0"] .value').inner_text() == f"{peak / 2**20:,.2f} MiB"
     assert page.locator("#memory-body canvas").count() >= 2  # one chart per device
     reserved = page.evaluate('Math.max(...OPS.D.memory.series["cuda:0"].reserved)')  # the chart's own data
     assert reserved == mem["devices"][0]["peak_reserved_bytes"]

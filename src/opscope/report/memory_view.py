@@ -1,4 +1,4 @@
-"""`MemoryStats` -> `Document` (and the stable `opscope.memory/1` JSON payload)."""
+"""`MemoryStats` -> `Document` (and the stable `opscope.memory/2` JSON payload)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ from opscope.report.document import FLOAT, INT, NAME, TEXT, Column, Document, Ta
 from opscope.report.linking_view import us
 
 MIB = 1 << 20
+# /2: per op, `self_increase_bytes` ("left live": bytes each call still held when it returned, summed over
+# calls) was replaced by `live_at_end_bytes` / `live_at_end_count` (never freed in the window; issue 28).
+SCHEMA = "opscope.memory/2"
 
 
 def mib(nbytes: int | None) -> float | None:
@@ -43,7 +46,7 @@ def device_data(d: DeviceMemory) -> dict[str, Any]:
 
 def memory_data(result: MemoryStats) -> dict[str, Any]:
     return {
-        "schema": "opscope.memory/1",
+        "schema": SCHEMA,
         "trace": {"path": result.path},
         "devices": [device_data(d) for d in result.devices],
         "top_ops": [
@@ -52,7 +55,8 @@ def memory_data(result: MemoryStats) -> dict[str, Any]:
                 "device": o.device,
                 "self_alloc_bytes": o.self_alloc_bytes,
                 "self_alloc_count": o.self_alloc_count,
-                "self_increase_bytes": o.self_increase_bytes,
+                "live_at_end_bytes": o.live_at_end_bytes,
+                "live_at_end_count": o.live_at_end_count,
                 "alloc_bytes": o.alloc_bytes,
                 "alloc_count": o.alloc_count,
             }
@@ -111,12 +115,13 @@ def memory_document(result: MemoryStats) -> Document:
     )
     ops = Table(
         "top_ops",
-        "Who allocates (self: the op's own allocations; incl: with the ops it calls)",
+        "Who allocates (self: the op's own allocations; live at end: of those, never freed in the window; "
+        "incl: with the ops it calls)",
         (
             Column("device", "Device", TEXT),
             Column("self", "Self MiB", FLOAT),
             Column("count", "Self allocs", INT),
-            Column("increase", "Left live MiB", FLOAT),
+            Column("live", "Live at end MiB", FLOAT),
             Column("incl", "Incl MiB", FLOAT),
             Column("op", "Operator", NAME),
         ),
@@ -125,7 +130,7 @@ def memory_document(result: MemoryStats) -> Document:
                 "device": o.device,
                 "self": mib(o.self_alloc_bytes),
                 "count": o.self_alloc_count,
-                "increase": mib(o.self_increase_bytes),
+                "live": mib(o.live_at_end_bytes),
                 "incl": mib(o.alloc_bytes),
                 "op": o.op,
             }

@@ -58,7 +58,11 @@ class OpMemory:
     device: str
     self_alloc_bytes: int
     self_alloc_count: int
-    self_increase_bytes: int
+    # Of the op's own allocations, those never freed in the window: still live at its end (issue 28: this
+    # replaced "left live", the bytes still held when each call returned, summed over calls). None when the
+    # trace records no addresses (frees cannot be paired). Summed over the ops of a device: its live_at_end.
+    live_at_end_bytes: int | None
+    live_at_end_count: int | None
     alloc_bytes: int
     alloc_count: int
 
@@ -140,7 +144,7 @@ def memory_stats(trace: Trace, options: MemoryOptions | None = None) -> MemorySt
         ts = frame[Col.TS_NS].to_numpy()
         timeline[name] = (ts.tolist(), level.tolist(), reserved)
         pairing = pair_frees(frame[Col.MEM_ADDR].to_list(), frame[Col.MEM_BYTES].to_list())
-        ops.extend(_ops(name, frame, own, pairing.partner))
+        ops.extend(_ops(name, frame, own, pairing.partner, dev.live_at_end_count is not None))
         if dev.live_at_end_count is not None:
             nbytes = frame[Col.MEM_BYTES].to_numpy()
             addr = frame[Col.MEM_ADDR].to_list()
@@ -223,12 +227,15 @@ def _device(
     return dev, level, reserved.tolist() if reserved is not None else None
 
 
-def _ops(device: str, frame: pl.DataFrame, own: Owners, partner: np.ndarray) -> list[OpMemory]:
+def _ops(device: str, frame: pl.DataFrame, own: Owners, partner: np.ndarray, paired: bool) -> list[OpMemory]:
+    """Per op label: its own allocations, those of them still live at the end (`paired`: the trace records
+    addresses, so frees pair with allocations), and the inclusive allocations."""
     nbytes = frame[Col.MEM_BYTES].to_list()
-    ts = frame[Col.TS_NS].to_list()
+    addr = frame[Col.MEM_ADDR].to_list()
     self_bytes: dict[str, int] = defaultdict(int)
     self_count: dict[str, int] = defaultdict(int)
-    increase: dict[str, int] = defaultdict(int)
+    live_bytes: dict[str, int] = defaultdict(int)
+    live_count: dict[str, int] = defaultdict(int)
     incl_bytes: dict[str, int] = defaultdict(int)
     incl_count: dict[str, int] = defaultdict(int)
     for i, b in enumerate(nbytes):
@@ -237,10 +244,9 @@ def _ops(device: str, frame: pl.DataFrame, own: Owners, partner: np.ndarray) -> 
         label = own.label[i]
         self_bytes[label] += b
         self_count[label] += 1
-        end = own.owner_end_ns[i]
-        j = int(partner[i])
-        if j < 0 or end is None or ts[j] > end:
-            increase[label] += b
+        if partner[i] < 0 and addr[i] is not None:  # never freed in the window: the device's live_at_end
+            live_bytes[label] += b
+            live_count[label] += 1
         for name in own.chain[i] or (label,):
             incl_bytes[name] += b
             incl_count[name] += 1
@@ -251,7 +257,8 @@ def _ops(device: str, frame: pl.DataFrame, own: Owners, partner: np.ndarray) -> 
             device=device,
             self_alloc_bytes=self_bytes.get(k, 0),
             self_alloc_count=self_count.get(k, 0),
-            self_increase_bytes=increase.get(k, 0),
+            live_at_end_bytes=live_bytes.get(k, 0) if paired else None,
+            live_at_end_count=live_count.get(k, 0) if paired else None,
             alloc_bytes=incl_bytes.get(k, self_bytes.get(k, 0)),
             alloc_count=incl_count.get(k, self_count.get(k, 0)),
         )

@@ -57,7 +57,7 @@ def memory_panel(stats: MemoryStats) -> dict[str, Any]:
                 "device": o.device,
                 "self_alloc_bytes": o.self_alloc_bytes,
                 "self_alloc_count": o.self_alloc_count,
-                "self_increase_bytes": o.self_increase_bytes,
+                "live_at_end_bytes": o.live_at_end_bytes,
                 "alloc_bytes": o.alloc_bytes,
             }
             for o in stats.top_ops

@@ -38,12 +38,14 @@ const OPS = (function () {
   const fmtNs = (ns) => (ns === null || ns === undefined ? "—" : fmtUs(ns / 1e3));
   const fmtPct = (share, digits) => (share === null || share === undefined ? "—" : (share * 100).toFixed(digits === undefined ? 1 : digits) + "%");
   const fmtInt = (n) => (n === null || n === undefined ? "—" : Math.round(n).toLocaleString("en-US"));
+  // Bytes in binary units, labelled (KiB, MiB, GiB: what the terminal's MiB columns use; an 80 GB H100 is
+  // 79.19 GiB, never "85.02 GB"), with thousands separators.
   function fmtBytes(b) {
     if (b === null || b === undefined) return "—";
-    const units = ["B", "KB", "MB", "GB", "TB"];
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
     let i = 0, v = b;
-    while (Math.abs(v) >= 1000 && i < units.length - 1) { v /= 1000; i++; }
-    return (i ? v.toFixed(2) : String(v)) + " " + units[i];
+    while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+    return (i ? v.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 }) : fmtInt(v)) + " " + units[i];
   }
   const FORMAT = { text: String, name: String, int: fmtInt, us: fmtUs, pct: fmtPct, bytes: fmtBytes,
                    float: (v) => (v === null || v === undefined ? "—" : Number(v).toFixed(3)),

@@ -51,7 +51,7 @@
   table(box, [
     { key: "op", label: "Operator", kind: "name" }, { key: "device", label: "Device", kind: "text" },
     { key: "self_alloc_bytes", label: "Self allocated", kind: "bytes" }, { key: "self_alloc_count", label: "Self allocations", kind: "int" },
-    { key: "self_increase_bytes", label: "Left live", kind: "bytes" }, { key: "alloc_bytes", label: "Inclusive", kind: "bytes" },
+    { key: "live_at_end_bytes", label: "Live at end", kind: "bytes" }, { key: "alloc_bytes", label: "Inclusive", kind: "bytes" },
   ], M.top_ops, { id: "memory-ops", sortKey: "self_alloc_bytes", sortDir: -1 });
   box.append(el("h3", null, "Live at the end (leak candidates)"));
   if (!M.live_at_end.length) box.append(el("p", { class: "note", id: "memory-live-none" }, "Every allocation with an address was freed."));
