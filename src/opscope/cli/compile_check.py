@@ -43,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
         missing = missing_fused(result, expected)
         if missing:
             violations.append(f"not fused by Inductor: {', '.join(missing)}")
-    if args.max_graph_breaks is not None and result.graph_breaks > args.max_graph_breaks:
+    if args.max_graph_breaks is not None and result.graph_breaks is None:  # a gate never passes unchecked
+        violations.append("graph breaks not recorded (CompiledFunction regions carry no frame id)")
+    elif args.max_graph_breaks is not None and (result.graph_breaks or 0) > args.max_graph_breaks:
         violations.append(f"{result.graph_breaks} graph breaks > --max-graph-breaks {args.max_graph_breaks}")
     if args.max_recompiles is not None and result.recompiles > args.max_recompiles:
         violations.append(f"{result.recompiles} recompiles > --max-recompiles {args.max_recompiles}")

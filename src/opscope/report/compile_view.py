@@ -21,6 +21,7 @@ def compile_data(result: CompileCheck, violations: list[str]) -> dict[str, Any]:
         "regions": [
             {
                 "name": r.name,
+                "kind": r.kind,
                 "frame": r.frame,
                 "compile_id": r.compile_id,
                 "step": r.step,
@@ -57,6 +58,17 @@ def compile_data(result: CompileCheck, violations: list[str]) -> dict[str, Any]:
     }
 
 
+def _breaks(result: CompileCheck) -> str:
+    nested = f"{result.nested_regions:,} nested {'region' if result.nested_regions == 1 else 'regions'}"
+    if result.graph_breaks is None:
+        forward = sum(r.kind == "forward" and not r.nested for r in result.regions)
+        return (
+            f"not recorded (CompiledFunction regions carry no frame id; {forward:,} compiled forward "
+            f"{'graph' if forward == 1 else 'graphs'} ran; {nested})"
+        )
+    return f"{result.graph_breaks:,} ({nested})"
+
+
 def compile_document(result: CompileCheck, violations: list[str], top: int = 20) -> Document:
     share = result.compiled_gpu_ns / result.gpu_ns if result.gpu_ns else 0.0
     steps = (
@@ -70,7 +82,7 @@ def compile_document(result: CompileCheck, violations: list[str], top: int = 20)
         ("trace", result.path),
         ("compiled regions", f"{len(result.regions):,} ({steps})"),
         ("compiled frames", ", ".join(map(str, result.frames)) or "none"),
-        ("graph breaks", f"{result.graph_breaks} ({result.nested_regions} nested regions)"),
+        ("graph breaks", _breaks(result)),
         ("recompiles", str(result.recompiles)),
         (
             "GPU time launched in compiled regions",

@@ -1,10 +1,15 @@
 """The aten ops an Inductor kernel fused, read from its name (`triton_poi_fused__unsafe_view_mul_silu_2`,
 `cpp_fused_add_relu_0`): Inductor writes `<prefix>_fused_` then the op names joined by `_`, then an index.
-Op names that themselves contain `_` are matched whole from `MULTI_WORD`; everything else is one word."""
+Op names that themselves contain `_` are kept whole: at each position the longest run of words that is a
+known op name (`aten_multiword_ops.txt`, PyTorch's own list, and `MULTI_WORD`) is taken, so
+`_scaled_dot_product_flash_attention` stays one op (issue 28: it was read as `scaled, dot, product, ...`);
+everything else is one word."""
 
 from __future__ import annotations
 
+import functools
 import re
+from importlib import resources
 from typing import Final
 
 # "graph_0_": the prefix Inductor's C++ kernel profile puts before the kernel name on a CPU run
@@ -102,29 +107,36 @@ def kernel_kind(name: str) -> str:
     return KINDS.get(match.group(2) or "cpp", "other")
 
 
+@functools.cache
+def known_ops() -> frozenset[str]:
+    """Every multi-word op name: PyTorch's aten list (data/aten_multiword_ops.txt) and `MULTI_WORD`."""
+    text = resources.files("opscope.data").joinpath("aten_multiword_ops.txt").read_text(encoding="utf-8")
+    names = {line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")}
+    return frozenset(names | set(MULTI_WORD))
+
+
+_LONGEST = 12  # words in the longest op name worth trying (`_scaled_dot_product_flash_attention_backward`: 7)
+
+
 def fused_ops(name: str) -> tuple[str, ...]:
-    """The op names in a fused kernel's name, in order, duplicates kept once."""
+    """The op names in a fused kernel's name, in order, duplicates kept once, leading underscores dropped."""
     match = re.match(FUSED_KERNEL, name)
     if match is None:
         return ()
     body = re.sub(r"_\d+$", "", name[match.end() :])
+    words = body.split("_")  # an op with a leading underscore leaves an empty word before it
+    known = known_ops()
     ops: list[str] = []
-    rest = body
-    while rest:
-        rest = (
-            rest.lstrip("_") if not any(rest.startswith(m) for m in MULTI_WORD if m.startswith("_")) else rest
-        )
-        for word in MULTI_WORD:
-            if rest.startswith(word) and (len(rest) == len(word) or rest[len(word)] == "_"):
-                ops.append(word.lstrip("_"))
-                rest = rest[len(word) :]
+    i = 0
+    while i < len(words):
+        for k in range(min(_LONGEST, len(words) - i), 1, -1):
+            candidate = "_".join(words[i : i + k])
+            if candidate in known:
+                ops.append(candidate.strip("_"))
+                i += k
                 break
         else:
-            word, _, rest = rest.partition("_")
-            if word:
-                ops.append(word)
-    seen: list[str] = []
-    for op in ops:
-        if op not in seen:
-            seen.append(op)
-    return tuple(seen)
+            if words[i]:
+                ops.append(words[i])
+            i += 1
+    return tuple(dict.fromkeys(op for op in ops if op))

@@ -1,10 +1,13 @@
 """`compile_check`: what torch.compile did in a trace (docs/advice.md, "compile-check").
 
-- compiled regions: CPU events `Torch-Compiled Region: F/C` (F = the compiled frame, C = its compile id);
-  each is placed in the ProfilerStep window where it starts; nested = inside another compiled region.
+- compiled regions: CPU events `Torch-Compiled Region: F/C` (F = the compiled frame, C = its compile id), and
+  the AOTAutograd functions of the older generation (torch 2.0-2.1, no frame ids): `CompiledFunction` (a
+  compiled forward graph) and `CompiledFunctionBackward` (its backward). A `CompiledFunction` inside a
+  `Torch-Compiled Region` is that region's own graph, not another region. Each region is placed in the
+  ProfilerStep window where it starts; nested = inside another compiled region.
 - graph breaks: Dynamo compiles the code after a break as a new frame (a resume function), so with one
   compiled entry point the breaks are the distinct frames F minus one; regions nested in another region are
-  reported beside them.
+  reported beside them. Regions without frame ids (the CompiledFunction generation) cannot tell: None.
 - recompiles: distinct (F, C) with C > 0.
 - fused kernels: Inductor's `triton_(poi|red|per|tem)_fused_*` GPU kernels (or `cpp_fused_*` CPU ops on a CPU
   run, with TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE=1) with the ops their names list, calls and time.
@@ -26,18 +29,23 @@ from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
 REGION = r"^Torch-Compiled Region: (\d+)/(\d+)"
+AOT_FORWARD = "CompiledFunction"  # the older generation's compiled graphs (AOTAutograd's autograd.Function)
+AOT_BACKWARD = "CompiledFunctionBackward"
+ANY_REGION = rf"{REGION}|^{AOT_FORWARD}$|^{AOT_BACKWARD}$"
+FRAME, FORWARD, BACKWARD = "frame", "forward", "backward"  # Region.kind
 
 
 @dataclass(frozen=True)
 class Region:
     name: str
-    frame: int
-    compile_id: int
+    frame: int | None  # None: a CompiledFunction region (no frame id recorded)
+    compile_id: int | None
     start_ns: int
     dur_ns: int
     step: int | None
     nested: bool
     gpu_ns: int  # GPU time of the work launched inside
+    kind: str = FRAME  # "frame" (Torch-Compiled Region), "forward" (CompiledFunction), "backward"
 
 
 @dataclass(frozen=True)
@@ -64,7 +72,7 @@ class CompileCheck:
     regions: tuple[Region, ...]
     regions_per_step: tuple[tuple[int | None, int], ...]  # (step, top-level regions starting in it)
     frames: tuple[int, ...]
-    graph_breaks: int
+    graph_breaks: int | None  # None: the regions record no frame ids (the CompiledFunction generation)
     nested_regions: int
     recompiles: int
     fused: tuple[FusedKernel, ...]
@@ -78,14 +86,20 @@ class CompileCheck:
 
 def _regions(linkage: Linkage, trace: Trace) -> pl.DataFrame:
     scopes = linkage.scopes.with_columns(pl.col(Col.NAME).cast(pl.String))
-    found = scopes.filter(pl.col(Col.NAME).str.contains(REGION)).with_columns(
-        pl.col(Col.NAME).str.extract(REGION, 1).cast(pl.Int64).alias("frame"),
-        pl.col(Col.NAME).str.extract(REGION, 2).cast(pl.Int64).alias("compile_id"),
+    name = pl.col(Col.NAME)
+    found = scopes.filter(name.str.contains(ANY_REGION)).with_columns(
+        name.str.extract(REGION, 1).cast(pl.Int64).alias("frame"),
+        name.str.extract(REGION, 2).cast(pl.Int64).alias("compile_id"),
+        pl.when(name == AOT_FORWARD)
+        .then(pl.lit(FORWARD))
+        .when(name == AOT_BACKWARD)
+        .then(pl.lit(BACKWARD))
+        .otherwise(pl.lit(FRAME))
+        .alias("kind"),
     )
-    rows = set(found[ROW].to_list())
     parents = dict(zip(scopes[ROW].to_list(), scopes["parent_row"].to_list(), strict=True))
 
-    def nested(row: int) -> bool:
+    def enclosing(row: int, rows: set[int]) -> bool:
         seen = 0
         current = parents.get(row)
         while current is not None and seen < 10_000:
@@ -94,6 +108,15 @@ def _regions(linkage: Linkage, trace: Trace) -> pl.DataFrame:
             current = parents.get(current)
             seen += 1
         return False
+
+    # A CompiledFunction inside a Torch-Compiled Region is that region's graph (torch >= 2.1 records both).
+    frame_rows = set(found.filter(pl.col("kind") == FRAME)[ROW].to_list())
+    own_graph = found.filter(pl.col("kind") == FORWARD)[ROW].to_list()
+    found = found.filter(~pl.col(ROW).is_in([r for r in own_graph if enclosing(r, frame_rows)]))
+    rows = set(found[ROW].to_list())
+
+    def nested(row: int) -> bool:
+        return enclosing(row, rows)
 
     steps = [w for w in step_windows(trace) if w.step is not None]
 
@@ -127,13 +150,14 @@ def compile_check(trace: Trace, linkage: Linkage | None = None) -> CompileCheck:
     out_regions = tuple(
         Region(
             name=r[Col.NAME],
-            frame=int(r["frame"]),
-            compile_id=int(r["compile_id"]),
+            frame=r["frame"],
+            compile_id=r["compile_id"],
             start_ns=int(r[Col.TS_NS]),
             dur_ns=int(r[Col.DUR_NS] or 0),
             step=r["step"],
             nested=bool(r["nested"]),
             gpu_ns=int(region_ns.get(r[ROW], 0)),
+            kind=r["kind"],
         )
         for r in regions.sort(Col.TS_NS).iter_rows(named=True)
     )
@@ -141,7 +165,8 @@ def compile_check(trace: Trace, linkage: Linkage | None = None) -> CompileCheck:
     for reg in out_regions:
         if not reg.nested:
             counts[reg.step] = counts.get(reg.step, 0) + 1
-    frames = tuple(sorted({r.frame for r in out_regions}))
+    frames = tuple(sorted({r.frame for r in out_regions if r.frame is not None}))
+    breaks = max(0, len(frames) - 1) if frames or not out_regions else None
     in_region = gpu.join(inside.select(ROW).unique(), on=ROW, how="semi")
     compiled_ns = int(in_region[Col.DUR_NS].sum() or 0) if in_region.height else 0
     eager = (
@@ -155,9 +180,9 @@ def compile_check(trace: Trace, linkage: Linkage | None = None) -> CompileCheck:
         regions=out_regions,
         regions_per_step=tuple(sorted(counts.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))),
         frames=frames,
-        graph_breaks=max(0, len(frames) - 1),
+        graph_breaks=breaks,
         nested_regions=sum(r.nested for r in out_regions),
-        recompiles=len({(r.frame, r.compile_id) for r in out_regions if r.compile_id > 0}),
+        recompiles=len({(r.frame, r.compile_id) for r in out_regions if r.compile_id}),
         fused=_fused(trace, gpu),
         compiled_gpu_ns=compiled_ns,
         gpu_ns=int(gpu[Col.DUR_NS].sum() or 0),
