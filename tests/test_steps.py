@@ -34,7 +34,8 @@ def raw_windows(events: list[dict]) -> list[tuple[int, int, int]]:
     ]
     if out:
         return sorted(out, key=lambda w: w[1])
-    timed = [ref.span(e) for e in events if ref.is_x(e) and e.get("cat") != "Trace"]
+    # the whole-trace window: GPU activity and CPU work (docs/analysis-timeline.md)
+    timed = [ref.span(e) for e in events if ref.is_x(e) and e.get("cat") in {*ref.GPU_CATS, *ref.CPU_CATS}]
     return [(-1, min(s for s, _ in timed), max(e for _, e in timed))]
 
 

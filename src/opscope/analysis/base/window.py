@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis.base import intervals, select
-from opscope.model.schema import Col, Kind
+from opscope.analysis.base import intervals, select, windows
+from opscope.analysis.base.windows import CPU_WORK_KINDS as CPU_WORK_KINDS
+from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
-CPU_WORK_KINDS = (Kind.CPU_OP, Kind.RUNTIME, Kind.DRIVER, Kind.USER_ANNOTATION, Kind.PYTHON)
 TRACE = "trace"
 STEPS = "steps"
 PIECE = "piece"
@@ -60,24 +60,14 @@ def from_bounds(pieces: Sequence[tuple[int, int]], source: str = STEPS) -> Windo
 def trace_window(
     trace: Trace, devices: Sequence[int] | None = None, streams: Sequence[int] | None = None
 ) -> Window:
-    """First to last GPU-or-CPU event of the selection (see the module doc)."""
-    gpu = select.by_streams(select.by_devices(trace.gpu_events(), devices), streams)
-    cpu = trace.lazy().filter(
-        pl.col(Col.KIND).cast(pl.String).is_in(list(CPU_WORK_KINDS)) & pl.col(Col.DUR_NS).is_not_null()
+    """First to last GPU-or-CPU event of the selection (see the module doc; `windows.work_span`, the one
+    definition)."""
+    span = windows.work_span(
+        trace, select.by_streams(select.by_devices(trace.gpu_events(), devices), streams)
     )
-    span = (
-        pl.concat([gpu.select(Col.TS_NS, Col.DUR_NS), cpu.select(Col.TS_NS, Col.DUR_NS)])
-        .filter(pl.col(Col.TS_NS).is_not_null())
-        .select(
-            pl.col(Col.TS_NS).min().alias("lo"),
-            (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).max().alias("hi"),
-        )
-        .collect()
-    )
-    lo, hi = span["lo"][0], span["hi"][0]
-    if lo is None or hi is None or hi <= lo:
+    if span is None or span[1] <= span[0]:
         return Window(bounds=(), source=TRACE)
-    return Window(bounds=((int(lo), int(hi)),), source=TRACE)
+    return Window(bounds=(span,), source=TRACE)
 
 
 def restrict(

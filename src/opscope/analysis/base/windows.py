@@ -59,18 +59,31 @@ def fold_steps(frame: pl.DataFrame, column: str = Col.NAME) -> pl.DataFrame:
     return frame.with_columns(folded.alias(column))
 
 
-def _trace_span(trace: Trace) -> tuple[int, int] | None:
-    timed = trace.lazy().filter(
-        pl.col(Col.DUR_NS).is_not_null()
-        & pl.col(Col.TS_NS).is_not_null()
-        & ~pl.col(Col.KIND).cast(pl.String).is_in([Kind.METADATA, Kind.TRACE])
+# The kinds of CPU work (with GPU activity, what the whole-trace window spans).
+CPU_WORK_KINDS = (Kind.CPU_OP, Kind.RUNTIME, Kind.DRIVER, Kind.USER_ANNOTATION, Kind.PYTHON)
+
+
+def work_span(trace: Trace, gpu: pl.LazyFrame | None = None) -> tuple[int, int] | None:
+    """The whole-trace window, defined once for every view (`analyze`, `steps`, `diff`, `ranks`, the report;
+    issue 28): from the first start to the last end of the work, GPU activity (`gpu`: the selected GPU events,
+    default all of them) and CPU work (`CPU_WORK_KINDS`) with a duration. Metadata, flows, instants, counters,
+    the GPU-side annotations (`gpu_user_annotation`, CUPTI's profiler ranges) and the profiler's own `Trace`
+    span are not work. None without any."""
+    gpu = trace.gpu_events() if gpu is None else gpu
+    cpu = trace.lazy().filter(
+        pl.col(Col.KIND).cast(pl.String).is_in(list(CPU_WORK_KINDS)) & pl.col(Col.DUR_NS).is_not_null()
     )
-    span = timed.select(
-        pl.col(Col.TS_NS).min().alias("lo"),
-        (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).max().alias("hi"),
-    ).collect()
+    span = (
+        pl.concat([gpu.select(Col.TS_NS, Col.DUR_NS), cpu.select(Col.TS_NS, Col.DUR_NS)])
+        .filter(pl.col(Col.TS_NS).is_not_null())
+        .select(
+            pl.col(Col.TS_NS).min().alias("lo"),
+            (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).max().alias("hi"),
+        )
+        .collect()
+    )
     lo, hi = span.row(0)
-    return None if lo is None else (int(lo), int(hi))
+    return None if lo is None or hi is None else (int(lo), int(hi))
 
 
 def marker_windows(trace: Trace) -> tuple[StepWindow, ...]:
@@ -111,12 +124,12 @@ def _marker_windows(trace: Trace) -> tuple[StepWindow, ...]:
 
 
 def step_windows(trace: Trace) -> tuple[StepWindow, ...]:
-    """ProfilerStep windows, or one window spanning every timed event when the trace has no step markers
-    (empty for a trace without timed events)."""
+    """ProfilerStep windows, or one window over the whole trace (`work_span`) when the trace has no step
+    markers (empty for a trace without work)."""
     markers = marker_windows(trace)
     if markers:
         return markers
-    span = _trace_span(trace)
+    span = work_span(trace)
     return () if span is None else (StepWindow(None, WHOLE_TRACE, span[0], span[1]),)
 
 

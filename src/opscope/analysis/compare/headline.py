@@ -22,8 +22,6 @@ from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
 CPU_SPAN_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
-# Kinds left out of the whole-trace window (as in `analysis.base.windows`): metadata and the profiler's own span.
-UNTIMED_KINDS = (Kind.METADATA, Kind.TRACE)
 SHAPE = "shape"
 _SET = "_busy_set"  # the group key of busy_ns_of_sets
 
@@ -59,21 +57,9 @@ def _name() -> pl.Expr:
 
 
 def activity_window(trace: Trace) -> tuple[int, int] | None:
-    """[first start, last end] over every event with a duration but metadata and the profiler's own span (the
-    whole-trace window of `analysis.base.windows`, also when the trace has step markers)."""
-    row = (
-        trace.lazy()
-        .filter(~_kind_is(UNTIMED_KINDS) & pl.col(Col.DUR_NS).is_not_null() & pl.col(Col.TS_NS).is_not_null())
-        .select(
-            pl.col(Col.TS_NS).min().alias("lo"),
-            (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).max().alias("hi"),
-        )
-        .collect()
-        .row(0)
-    )
-    if row[0] is None or row[1] is None:
-        return None
-    return int(row[0]), int(row[1])
+    """[first start, last end] of the trace's work: the whole-trace window of every view
+    (`analysis.base.windows.work_span`), also when the trace has step markers."""
+    return windows.work_span(trace)
 
 
 def trace_scope(trace: Trace, use_steps: bool) -> Scope:
