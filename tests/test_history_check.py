@@ -41,11 +41,15 @@ def test_step_change_found_at_second_slow_run_and_named(db, policy) -> None:  # 
     assert kernel_keys(second.regressions) == {TARGET}
     (found,) = [f for f in second.regressions if f.scope == "kernel"]
     assert (
-        found.metric == "total_us" and len(found.values) == 2 and found.ratio == pytest.approx(1.5, rel=0.05)
+        found.metric == "per_step_us"
+        and len(found.values) == 2
+        and found.ratio == pytest.approx(1.5, rel=0.05)
     )
     assert [r.id for r in second.recent_runs][-1] == slow[0] and len(second.baseline_runs) == BASELINE
     if policy == "threshold":  # the whole trace's GPU time grew 5%: under the 10% threshold (zscore sees it)
-        assert not any(f.scope == "global" and f.metric == "gpu_time_us" for f in second.regressions)
+        assert not any(
+            f.scope == "global" and f.metric == "gpu_time_per_step_mean_us" for f in second.regressions
+        )
 
 
 def test_single_spike_is_not_a_regression(db) -> None:  # noqa: F811

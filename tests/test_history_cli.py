@@ -197,7 +197,10 @@ def test_report_html_is_offline_and_escaped(db, cli, tmp_path) -> None:  # noqa:
     kernels = next(c for c in data["charts"] if c["scope"] == "kernel")
     marked = [s for s in kernels["series"] if s["state"] == "regression"]
     assert [s["key"] for s in marked] == [TARGET] and len(kernels["series"]) == 8
-    assert {c["metric"] for c in data["charts"] if c["scope"] == "global"} >= {"step_time_us", "gpu_time_us"}
+    assert {c["metric"] for c in data["charts"] if c["scope"] == "global"} >= {
+        "step_time_us",
+        "gpu_time_per_step_mean_us",
+    }
 
 
 @pytest.mark.browser

@@ -16,12 +16,16 @@ if TYPE_CHECKING:
     from opscope.history.policy import CheckOptions
 
 # The report's charts: (title, scope, metric); kernels are cut to the --top largest of the newest run.
+# GPU times per step (per second of window for runs without steps): what `check` judges (issue 28).
 CHARTS = (
-    ("Top kernels: GPU time", "kernel", "total_us"),
-    ("Categories: GPU time", "category", "total_us"),
+    ("Top kernels: GPU time per step", "kernel", "per_step_us"),
+    ("Top kernels: GPU time per second of window (runs without steps)", "kernel", "per_s_us"),
+    ("Categories: GPU time per step", "category", "per_step_us"),
+    ("Categories: GPU time per second of window (runs without steps)", "category", "per_s_us"),
     ("Step time (median over the trace's steps)", "global", "step_time_us"),
     ("GPU time per step (median)", "global", "gpu_time_per_step_us"),
-    ("GPU time of the whole trace", "global", "gpu_time_us"),
+    ("GPU time per step (mean over the step windows)", "global", "gpu_time_per_step_mean_us"),
+    ("GPU time per second of window (runs without steps)", "global", "gpu_time_per_s_us"),
     ("GPU utilisation", "global", "utilization"),
 )
 

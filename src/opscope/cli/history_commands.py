@@ -109,8 +109,9 @@ def prepare_show(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--metric",
-        default="total_us",
-        help="calls, total_us, mean_us, median_us, p95_us, share, ... (default total_us)",
+        default=None,
+        help="per_step_us, per_s_us, calls, total_us, mean_us, share, ... (default per_step_us: GPU time per "
+        "step, or per_s_us, per second of window, for runs without steps)",
     )
     _tag_arg(parser, "only runs with this tag (repeatable)")
     _last_arg(parser)
@@ -131,6 +132,11 @@ def run_show(args: argparse.Namespace) -> int:
         )
     with History(args.db) as history:
         guard_output(args, history)
+        if metric is None:  # what `check` judges: per step, else per second of window (issue 28)
+            metric = "per_step_us"
+            frame = history.series(scope, pattern, metric, last=args.last, tags=tag_pairs(args.tag))
+            if frame.is_empty():
+                metric = "per_s_us"
         frame = history.series(scope, pattern, metric, last=args.last, tags=tag_pairs(args.tag))
     emit(series_document(history.url_for_display, scope, metric, frame), args)
     return 0

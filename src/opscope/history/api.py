@@ -364,6 +364,14 @@ class History:
                 shares = read_values(tx, ids, scope, "share") if scope in ("kernel", "op", "category") else {}
                 for metric in CHECKED[scope]:
                     values = read_values(tx, ids, scope, metric)
+                    # Judged over the runs that have this figure at all (per step: runs with steps; per
+                    # second: runs without), every recent run among them.
+                    having = {run_id for run_id, _ in values}
+                    if not all(r.id in having for r in recent):
+                        continue
+                    judged = [r for r in baseline if r.id in having]
+                    if len(judged) < MIN_BASELINE:
+                        continue
                     for key in sorted({k for _, k in values}):
                         if (
                             shares
@@ -372,7 +380,7 @@ class History:
                             continue
                         if scope in ("step", "global") and not all((r.id, key) in values for r in recent):
                             continue
-                        base = [values.get((r.id, key), 0.0) for r in baseline]
+                        base = [values.get((r.id, key), 0.0) for r in judged]
                         new = [values.get((r.id, key), 0.0) for r in recent]
                         if statistics.median(base) <= 0:
                             continue  # appeared after the baseline: nothing to compare with

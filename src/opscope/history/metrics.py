@@ -5,6 +5,11 @@ Nothing is recomputed here that an analysis already defines: the kernel rows com
 operators, categories, steps and the busy fraction come from `opscope analyze` (`analysis.overview.analyze`),
 and the per-call spread of operators and categories, which those tables only total, from `history.spread`.
 Times are stored in microseconds (`*_us`), shares and utilisation as fractions. Definitions: docs/history.md.
+
+What `check` judges is normalised, so that a capture of more steps (or a longer one) of the same code is not a
+regression (issue 28): kernels, operators and categories get `per_step_us`, their GPU time over the step
+windows divided by the step count, as `opscope diff` compares per step (`analysis.compare.profile`), or, in a
+trace without step markers, `per_s_us`, their GPU time per second of the whole-trace window.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis.base.linking import link
+from opscope.analysis.base.linking import Linkage, link
+from opscope.analysis.compare import headline
+from opscope.analysis.compare.profile import scope_profile
 from opscope.analysis.kernels.summary import SummaryOptions, select_gpu
 from opscope.analysis.memory.events import is_gpu
 from opscope.analysis.memory.peaks import peak_memory
@@ -28,6 +35,7 @@ from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
 SCOPES = ("kernel", "op", "category", "step", "global")
+PER_STEP, PER_SECOND = "per_step_us", "per_s_us"  # the normalised figures `check` judges
 P95 = 0.95  # linear interpolation between the closest ranks (numpy's default percentile)
 NO_CALLS = Spread(0.0, 0.0, 0.0)
 
@@ -221,8 +229,44 @@ def extract(trace: Trace) -> RunMetrics:
             "gpu_time_per_step_us": statistics.median(busy),
         }
     glob |= _peak_memory(trace)
+    normalised, scope_globals = _normalised(trace, linkage, names)
+    rows += normalised
+    glob |= scope_globals
     rows += [("global", "run", metric, float(value)) for metric, value in glob.items()]
     return RunMetrics(rows=tuple(rows), names=names, facts=run_facts(trace))
+
+
+def _normalised(
+    trace: Trace, linkage: Linkage, names: dict[str, str]
+) -> tuple[list[tuple[str, str, str, float]], dict[str, float]]:
+    """Per kernel, operator and category key: its GPU time over the step windows per step (`per_step_us`), or,
+    without step markers, per second of the whole-trace window (`per_s_us`); and the run's matching globals
+    (`scope_us`, the windows' length; `gpu_time_per_step_mean_us` or `gpu_time_per_s_us`)."""
+    scope = headline.trace_scope(trace, use_steps=True)
+    profile = scope_profile(trace, scope, by_shape=False, linkage=linkage)
+    if profile.steps > 0:
+        metric, divisor = PER_STEP, float(profile.steps)
+    else:
+        metric, divisor = PER_SECOND, profile.length_ns / 1e9
+    if divisor <= 0:
+        return [], {"scope_us": _us(profile.length_ns)}
+    per_key: dict[tuple[str, str], float] = {}
+    for kernel in profile.kernels:
+        key, full = series_key(kernel.name)
+        if full is not None:
+            names[key] = full
+        per_key[("kernel", key)] = per_key.get(("kernel", key), 0.0) + kernel.total_ns
+    for op in profile.ops:
+        key, full = series_key(op.name, kernel=False)
+        if full is not None:
+            names[key] = full
+        per_key[("op", key)] = per_key.get(("op", key), 0.0) + op.gpu_ns
+    for category, ns in profile.categories:
+        if ns:
+            per_key[("category", category)] = float(ns)
+    rows = [(scope_name, key, metric, _us(ns) / divisor) for (scope_name, key), ns in sorted(per_key.items())]
+    total = "gpu_time_per_step_mean_us" if metric == PER_STEP else "gpu_time_per_s_us"
+    return rows, {"scope_us": _us(profile.length_ns), total: _us(profile.gpu_ns) / divisor}
 
 
 def _peak_memory(trace: Trace) -> dict[str, float]:

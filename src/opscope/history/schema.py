@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 VERSION_TABLE: Final = "opscope_history_schema"
 TABLES: Final = ("opscope_runs", "opscope_tags", "opscope_names", "opscope_metrics")
 
@@ -30,6 +30,24 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "scope TEXT NOT NULL, key TEXT NOT NULL, metric TEXT NOT NULL, value DOUBLE PRECISION, "
         "PRIMARY KEY (run_id, scope, key, metric))",
         "CREATE INDEX opscope_metrics_series ON opscope_metrics (scope, metric, key)",
+    ),
+    # 1 -> 2 (issue 28): `check` judges per-step figures. Runs stored before have whole-trace totals only: those
+    # with steps get per_step_us = total_us / steps (what their figures allow; runs added since use the step
+    # windows, as `diff`), tagged `figures=schema-1`; those without steps have no window length stored, so no
+    # per-second figure: they take no part in the kernel / op / category checks (re-add their traces).
+    (
+        "INSERT INTO opscope_metrics (run_id, scope, key, metric, value) "
+        "SELECT m.run_id, m.scope, m.key, 'per_step_us', m.value / g.value FROM opscope_metrics m "
+        "JOIN opscope_metrics g ON g.run_id = m.run_id AND g.scope = 'global' AND g.key = 'run' "
+        "AND g.metric = 'steps' "
+        "WHERE g.value > 0 AND m.scope IN ('kernel', 'op', 'category') AND m.metric = 'total_us'",
+        "INSERT INTO opscope_metrics (run_id, scope, key, metric, value) "
+        "SELECT m.run_id, 'global', 'run', 'gpu_time_per_step_mean_us', m.value / g.value "
+        "FROM opscope_metrics m JOIN opscope_metrics g ON g.run_id = m.run_id AND g.scope = 'global' "
+        "AND g.key = 'run' AND g.metric = 'steps' "
+        "WHERE g.value > 0 AND m.scope = 'global' AND m.key = 'run' AND m.metric = 'gpu_time_us'",
+        "INSERT INTO opscope_tags (run_id, key, value) SELECT id, 'figures', 'schema-1' FROM opscope_runs "
+        "WHERE NOT EXISTS (SELECT 1 FROM opscope_tags t WHERE t.run_id = opscope_runs.id AND t.key = 'figures')",
     ),
 )
 
