@@ -15,8 +15,10 @@ The public API is small::
     with opscope.profile_jax("logs") as jprof:          # JAX (the jax extra): jax.profiler.trace
         train_step(batch)
     trace = jprof.load()                                # its .xplane.pb, HLO ops and modules included
-Every result (`summary`, `analyze`, `ops`, `tree`, `steps`, `diff`, `ranks`, `link`) has `.to_polars()`,
-`.to_pandas()` and a compact table as its Jupyter view (`opscope.tables.Tabular`).
+Every command's result is a function here (`summary`, `analyze`, `advise`, `ops`, `tree`, `steps`, `kernels`,
+`efficiency`, `memory`, `critical_path`, `diff`, `ranks`, `link`), and every result has `.to_polars()` and
+`.to_pandas()` (text columns as `pl.String`), a compact table as its Jupyter view, and `print(result)` shows the
+command's terminal table (`opscope.tables.Tabular`).
 
 `profile`, `annotate`, `step`, `measure_overhead` and `compare_strategies` live in `opscope.capture`, which
 imports torch only when they run, so `import opscope` works without torch.
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from opscope._version import __version__
 from opscope.errors import InputError, OpscopeError, UsageError
+from opscope.tables import TEXT_WIDTH, set_text_renderer
 from opscope.untrusted import install_log_filter
 
 # Log records quote paths and names from traces: the filter writes their control characters as visible escapes,
@@ -39,22 +42,31 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
+    from opscope.analysis.advised import Advised
     from opscope.analysis.attribution.ops import OpStats
     from opscope.analysis.attribution.steps import StepStats
     from opscope.analysis.attribution.tree import OpTree
     from opscope.analysis.base.linking import Linkage
     from opscope.analysis.compare.diff import TraceDiff
     from opscope.analysis.compare.ranks import RanksReport
+    from opscope.analysis.critical_path.stats import CriticalPathStats
     from opscope.analysis.efficiency.table import Efficiency, EfficiencyRow
+    from opscope.analysis.kernels.launch_config import LaunchReport
     from opscope.analysis.kernels.summary import KernelRow, KernelSummary, SummaryOptions
+    from opscope.analysis.memory.summary import MemoryStats
     from opscope.analysis.overview import Analysis, AnalyzeOptions
     from opscope.history.api import History
     from opscope.loading import load
     from opscope.model import Trace, TraceMeta
+    from opscope.report.document import Document
 
 # Everything else is imported on first use, so that `import opscope` (and the CLI's start-up, `--help`,
 # `formats`) does not pay for polars and pyarrow: name -> module that defines it.
 _LAZY = {
+    "Advised": "opscope.analysis.advised",
+    "CriticalPathStats": "opscope.analysis.critical_path.stats",
+    "LaunchReport": "opscope.analysis.kernels.launch_config",
+    "MemoryStats": "opscope.analysis.memory.summary",
     "Efficiency": "opscope.analysis.efficiency.table",
     "EfficiencyRow": "opscope.analysis.efficiency.table",
     "KernelRow": "opscope.analysis.kernels.summary",
@@ -161,6 +173,117 @@ def efficiency(
     )
 
 
+def advise(
+    trace: Trace,
+    *,
+    devices: tuple[int, ...] | None = None,
+    streams: tuple[int, ...] | None = None,
+    steps: str | None = None,
+) -> Advised:
+    """What to fix first: `opscope advise`'s findings, largest predicted saving first (`.advice.findings` with
+    their evidence; `.analysis`: the figures behind them, as `opscope.analyze`)."""
+    from opscope.analysis.advised import Advised
+    from opscope.analysis.overview import AnalyzeOptions
+    from opscope.analysis.rules.advise import advise as _advise
+
+    return Advised(_advise(trace, AnalyzeOptions(devices=devices, streams=streams, steps=steps)))
+
+
+def memory(
+    trace: Trace, *, devices: tuple[str, ...] | None = None, steps: str | None = None, top: int = 20
+) -> MemoryStats:
+    """Peaks, who allocates, what stays live, per step: `opscope memory` (`devices`: names such as "cuda:0";
+    top=0 for every operator row). Definitions: docs/memory.md."""
+    from opscope.analysis.memory.summary import MemoryOptions, memory_stats
+
+    return memory_stats(trace, MemoryOptions(devices=devices, steps=steps, top=top))
+
+
+def critical_path(
+    trace: Trace, *, steps: str | None = None, what_if: Sequence[str] = (), top: int = 10
+) -> CriticalPathStats:
+    """The chain of dependent work that bounds each step: `opscope critical-path` (`what_if`: 'REGEX:FACTOR'
+    specs; top=0 for every event on the path). Definitions: docs/critical-path.md."""
+    from opscope.analysis.critical_path.path import WhatIf
+    from opscope.analysis.critical_path.stats import critical_path_stats
+
+    rules = [WhatIf.parse(spec) for spec in what_if]
+    return critical_path_stats(trace, steps, rules, top=top)
+
+
+def kernels(trace: Trace, *, top: int = 30, name_filter: str | None = None) -> LaunchReport:
+    """Per-kernel launch configuration and theoretical occupancy: `opscope kernels` (top=0 for all rows)."""
+    from opscope.analysis.kernels.launch_config import LaunchOptions, launch_config
+
+    return launch_config(trace, LaunchOptions(top=top, name_filter=name_filter))
+
+
+def _render_text(result: object) -> str | None:
+    """The terminal table of `result`, as its command prints it (wired into `opscope.tables`: results are
+    computed below `report`, rendered by it)."""
+    from opscope.report.render import RenderOptions, render
+
+    document = _document(result)
+    return None if document is None else render(document, "table", RenderOptions(width=TEXT_WIDTH))
+
+
+def _document(result: object) -> Document | None:
+    name = type(result).__name__
+    if name == "KernelSummary":
+        from opscope.report.summary_view import summary_document
+
+        return summary_document(result)  # type: ignore[arg-type]
+    if name == "Analysis":
+        from opscope.report.analyze_view import analyze_document
+        from opscope.report.memory_brief import with_peaks
+
+        return with_peaks(analyze_document(result), result.memory_peaks)  # type: ignore[arg-type,attr-defined]
+    if name == "Advised":
+        from opscope.report.advice_view import advise_document
+
+        return advise_document(result.analysis)  # type: ignore[attr-defined]
+    if name == "OpStats":
+        from opscope.report.ops_view import ops_document
+
+        return ops_document(result)  # type: ignore[arg-type]
+    if name == "StepStats":
+        from opscope.report.steps_view import steps_document
+
+        return steps_document(result)  # type: ignore[arg-type]
+    if name == "OpTree":
+        from opscope.report.tree_view import tree_document
+
+        return tree_document(result)  # type: ignore[arg-type]
+    if name == "Efficiency":
+        from opscope.report.efficiency_view import efficiency_document
+
+        return efficiency_document(result)  # type: ignore[arg-type]
+    if name == "MemoryStats":
+        from opscope.report.memory_view import memory_document
+
+        return memory_document(result)  # type: ignore[arg-type]
+    if name == "CriticalPathStats":
+        from opscope.report.critical_path_view import critical_path_document
+
+        return critical_path_document(result)  # type: ignore[arg-type]
+    if name == "LaunchReport":
+        from opscope.report.kernels_view import kernels_document
+
+        return kernels_document(result)  # type: ignore[arg-type]
+    if name == "TraceDiff":
+        from opscope.report.diff_view import diff_document
+
+        return diff_document(result)  # type: ignore[arg-type]
+    if name == "RanksReport":
+        from opscope.report.ranks_view import ranks_document
+
+        return ranks_document(result)  # type: ignore[arg-type]
+    return None
+
+
+set_text_renderer(_render_text)
+
+
 def _trace(trace: Trace | str | Path) -> Trace:
     from opscope.loading import load
     from opscope.model import Trace
@@ -254,15 +377,19 @@ def link(trace: Trace) -> Linkage:
 
 
 __all__ = [
+    "Advised",
     "Analysis",
     "AnalyzeOptions",
+    "CriticalPathStats",
     "Efficiency",
     "EfficiencyRow",
     "History",
     "InputError",
     "KernelRow",
     "KernelSummary",
+    "LaunchReport",
     "Linkage",
+    "MemoryStats",
     "OpStats",
     "OpTree",
     "OpscopeError",
@@ -275,14 +402,18 @@ __all__ = [
     "TraceMeta",
     "UsageError",
     "__version__",
+    "advise",
     "analyze",
     "annotate",
     "compare_strategies",
+    "critical_path",
     "diff",
     "efficiency",
+    "kernels",
     "link",
     "load",
     "measure_overhead",
+    "memory",
     "ops",
     "profile",
     "profile_jax",

@@ -22,6 +22,7 @@ from opscope.analysis.base.windows import select_windows
 from opscope.analysis.findings import Advice, RuleConfig
 from opscope.analysis.kernels.categories import CATEGORY, CategoryBreakdown, category_breakdown
 from opscope.analysis.kernels.summary import duration_warning, without_duration
+from opscope.analysis.memory.peaks import DevicePeak, peak_memory
 from opscope.analysis.timeline.activity import Activity, TimelineOptions, gpu_activity
 from opscope.analysis.timeline.busy import Timeline, timeline
 from opscope.analysis.timeline.idle import IdleBreakdown, idle_breakdown
@@ -79,6 +80,7 @@ class Analysis(Tabular):
     options: AnalyzeOptions
     warnings: tuple[str, ...] = ()
     advice: Advice | None = None  # the advice rules' findings (docs/advice.md)
+    memory_peaks: tuple[DevicePeak, ...] = ()  # per device with [memory] events (`opscope memory`'s peaks)
 
     def _table_rows(self) -> list[dict[str, Any]]:
         """The top kernels of the diagnosis (the other parts: `.ops`, `.steps`, ... have their own tables)."""
@@ -181,4 +183,5 @@ def analysis_of(trace: Trace, opts: AnalyzeOptions, linkage: Linkage, act: Activ
         link=linkage.stats,
         options=opts,
         warnings=tuple(warnings),
+        memory_peaks=peak_memory(trace, opts.steps),
     )

@@ -28,7 +28,6 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from opscope.analysis.memory.peaks import peak_memory
     from opscope.analysis.overview import AnalyzeOptions
     from opscope.analysis.rules.advise import advise
     from opscope.report.analyze_view import analyze_document
@@ -37,5 +36,6 @@ def run(args: argparse.Namespace) -> int:
     check_top(args)
     trace = load_trace(args)
     options = AnalyzeOptions(devices=args.device, streams=args.stream, steps=args.steps, top=args.top)
-    emit(with_peaks(analyze_document(advise(trace, options)), peak_memory(trace, args.steps)), args)
+    result = advise(trace, options)
+    emit(with_peaks(analyze_document(result), result.memory_peaks), args)
     return 0

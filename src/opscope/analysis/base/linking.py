@@ -89,8 +89,9 @@ class Linkage(Tabular):
     scopes: pl.DataFrame
     stats: LinkStats
 
-    def to_polars(self) -> pl.DataFrame:
-        """The kernel-to-operator table: one row per GPU event with its launch call and innermost operator."""
+    def _frame(self) -> pl.DataFrame:
+        """The kernel-to-operator table: one row per GPU event with its launch call and innermost operator
+        (`to_polars()` gives it with its text columns as pl.String)."""
         return self.gpu
 
     def _table_title(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -15,6 +16,7 @@ from opscope.analysis.base.windows import StepWindow, select_windows
 from opscope.analysis.critical_path.graph import Graph, build, cpu_table, gpu_table
 from opscope.analysis.critical_path.path import PathResult, WhatIf, critical_path, what_if
 from opscope.model.trace import Trace
+from opscope.tables import Tabular
 
 
 @dataclass(frozen=True)
@@ -35,12 +37,27 @@ class StepPath:
 
 
 @dataclass(frozen=True)
-class CriticalPathStats:
+class CriticalPathStats(Tabular):
     path: str
     from_markers: bool
     what_ifs: tuple[WhatIf, ...]
     steps: tuple[StepPath, ...]
     windows_total: int = 0
+
+    def _table_rows(self) -> list[dict[str, Any]]:
+        """One row per step: its window, the path and its span, the breakdown by kind (ns), the what-if."""
+        return [
+            {
+                "step": s.window.step,
+                "name": s.window.name,
+                "wall_ns": s.window.dur_ns,
+                "span_ns": s.span_ns,
+                "path_ns": s.path.length_ns,
+                **{f"{kind}_ns": ns for kind, ns in s.path.breakdown_ns.items()},
+                "predicted_ns": s.predicted.length_ns if s.predicted is not None else None,
+            }
+            for s in self.steps
+        ]
 
 
 def _segments(graph: Graph, path: PathResult) -> pl.DataFrame:

@@ -13,7 +13,7 @@ launched outside every op is one row, `(no op)`.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
@@ -27,10 +27,7 @@ from opscope.analysis.efficiency.sizing import list_dtypes, size_call, size_ops
 from opscope.model.kinds import Kind
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
-
-if TYPE_CHECKING:
-    import pandas as pd
-
+from opscope.tables import Tabular
 
 WINOGRAD = r"(?i)winograd"  # cuDNN / MIOpen kernels that compute a convolution by the Winograd transform
 WINOGRAD_WHY = "which does fewer multiplications than the direct convolution the FLOPs count"
@@ -103,7 +100,7 @@ class Inherited:
 
 
 @dataclass(frozen=True)
-class Efficiency:
+class Efficiency(Tabular):
     path: str
     device: str | None  # the deviceProperties name the peaks were matched on
     peaks: GpuPeaks | None  # the matched table entry (None: unknown GPU)
@@ -146,13 +143,13 @@ class Efficiency:
             "launched GPU work."
         )
 
-    def to_polars(self) -> pl.DataFrame:
+    def _frame(self) -> pl.DataFrame:
         """The rows as a DataFrame (one column per field of `EfficiencyRow`)."""
         schema = {name: _POLARS_TYPES[kind] for name, kind in EfficiencyRow.__annotations__.items()}
         return pl.DataFrame([asdict(r) for r in self.rows], schema=schema, orient="row")
 
-    def to_pandas(self) -> pd.DataFrame:
-        return self.to_polars().to_pandas()
+    def _table_title(self) -> str:
+        return f"Efficiency: {self.path} ({self.device or 'device not recorded'})"
 
 
 _POLARS_TYPES: dict[str, Any] = {

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import polars as pl
 
@@ -24,6 +25,7 @@ from opscope.analysis.base import window as win
 from opscope.model.meta import DeviceInfo
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
+from opscope.tables import Tabular, dataclass_rows
 
 
 @dataclass(frozen=True)
@@ -166,13 +168,24 @@ class LaunchRow:
 
 
 @dataclass(frozen=True)
-class LaunchReport:
+class LaunchReport(Tabular):
     path: str
     devices: tuple[str, ...]
     kernels: int
     rows: tuple[LaunchRow, ...]
     hidden_rows: int
     has_launch_config: bool  # the trace records grid/block at all
+
+    def _table_rows(self) -> list[dict[str, Any]]:
+        """One row per kernel launch configuration (grid and block as x/y/z columns, flags as one text)."""
+        out = []
+        for row in dataclass_rows(self.rows):
+            grid, block = row.pop("grid"), row.pop("block")
+            row |= {f"grid_{a}": v for a, v in zip("xyz", grid, strict=True)}
+            row |= {f"block_{a}": v for a, v in zip("xyz", block, strict=True)}
+            row["flags"] = ", ".join(row["flags"])
+            out.append(row)
+        return out
 
 
 LAUNCH_KEY = [

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -20,6 +21,7 @@ from opscope.analysis.memory.steps import StepMemory, growth_warnings, step_memo
 from opscope.errors import UsageError
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
+from opscope.tables import Tabular, dataclass_rows
 
 CAPACITY_TYPES = ("cuda", "hip")  # devices whose deviceProperties entry (by index) gives the capacity
 
@@ -77,7 +79,7 @@ class LiveBlock:
 
 
 @dataclass(frozen=True)
-class MemoryStats:
+class MemoryStats(Tabular):
     path: str
     options: MemoryOptions
     devices: tuple[DeviceMemory, ...]
@@ -86,6 +88,11 @@ class MemoryStats:
     live_at_end: tuple[LiveBlock, ...]  # the largest live-at-end allocations (leak candidates), `top` of them
     timeline: dict[str, tuple[list[int], list[int], list[int] | None]] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+
+    def _table_rows(self) -> list[dict[str, Any]]:
+        """One row per device: its peaks, counts and what is live at the end (`top_ops`, `steps` and
+        `live_at_end` hold the other tables)."""
+        return [{k: v for k, v in row.items() if k != "lifetime_ns"} for row in dataclass_rows(self.devices)]
 
 
 def _chosen(names: list[str], wanted: tuple[str, ...] | None) -> list[str]:
