@@ -312,7 +312,7 @@ def tree(
     trace: Trace,
     *,
     depth: int = 4,
-    min_share: float = 0.01,
+    min_share: float = 0.05,
     python: str = "modules",
     devices: tuple[int, ...] | None = None,
     streams: tuple[int, ...] | None = None,

@@ -23,9 +23,9 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--min-share",
         type=float,
-        default=0.01,
+        default=0.05,
         metavar="FRACTION",
-        help="fold nodes under this share of GPU time (default 0.01 = 1%%)",
+        help="fold nodes under this share of GPU time (default 0.05 = 5%%)",
     )
     parser.add_argument(
         "--python",
@@ -44,7 +44,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         "--no-hot-path",
         dest="hot_path",
         action="store_false",
-        help="stop at --depth (default: below it, follow the biggest child down to its kernel)",
+        help="stop at --depth (default: below it, follow every child above --min-share down to its kernel)",
     )
     add_selection_args(parser, steps=True)
     add_output_args(parser)

@@ -12,8 +12,9 @@ level; roll-up is one join over (node, ancestor) pairs of the path tree.
 `modules`: "types" (default) merges the instances of one module type under one parent (`nn.Module:
 Owlv2EncoderLayer_0` ... `_23` become `nn.Module: Owlv2EncoderLayer`, calls = 24: PyTorch numbers instances
 `<Class>_<N>`, and the suffix is dropped); "instances" keeps one node per instance. `hot_path` (default on):
-below `depth`, the biggest child of each node is still shown, down to its GPU leaf, so the default view ends at
-the kernel that costs most rather than at an arbitrary level.
+below `depth`, every child above `min_share` (default 5%) of each node is still shown, down to its GPU leaf, so
+the default view ends at the kernels that cost most rather than at an arbitrary level (issue 28: only the
+biggest child was followed, and a 40% sibling folded into "(N more)").
 """
 
 from __future__ import annotations
@@ -39,13 +40,13 @@ ROOT = "(all GPU work)"
 @dataclass(frozen=True)
 class TreeOptions:
     depth: int = 4  # levels below the root to keep (0 = unlimited)
-    min_share: float = 0.01  # drop nodes below this share of the root's GPU time
+    min_share: float = 0.05  # fold nodes below this share of the root's GPU time
     python: str = "modules"  # which Python frames become nodes: modules | all | none
     devices: tuple[int, ...] | None = None
     streams: tuple[int, ...] | None = None
     steps: str | None = None
     modules: str = "types"  # "types": instances of a module type merged; "instances": one node each
-    hot_path: bool = True  # below `depth`, keep following the biggest child down to its GPU leaf
+    hot_path: bool = True  # below `depth`, keep following every child above min_share down to its GPU leaf
 
 
 @dataclass(frozen=True)
@@ -273,17 +274,15 @@ def _build(nodes: pl.DataFrame, total: int, opts: TreeOptions) -> tuple[TreeNode
         )
     count = 0
 
-    def make(rec: _Rec, depth: int, hot: bool) -> TreeNode:
+    def make(rec: _Rec, depth: int) -> TreeNode:
         nonlocal count
         kids: list[TreeNode] = []
         within = opts.depth <= 0 or depth < opts.depth
-        if within or (hot and opts.hot_path):
+        if within or opts.hot_path:  # past the depth: every child above the share, down to its leaf
             below = children.get(rec.path, [])
             kept = [c for c in below if c.gpu_ns >= threshold]  # sorted by gpu_ns: a prefix
-            if not within:
-                kept = kept[:1]  # past the depth: only the hot path, the biggest child
             folded = below[len(kept) :]
-            kids = [make(c, depth + 1, hot and i == 0) for i, c in enumerate(kept)]
+            kids = [make(c, depth + 1) for c in kept]
             if folded:
                 kids.append(
                     TreeNode(
@@ -297,4 +296,4 @@ def _build(nodes: pl.DataFrame, total: int, opts: TreeOptions) -> tuple[TreeNode
             count += len(kids)
         return TreeNode(rec.label, rec.kind, rec.gpu_ns, rec.self_gpu_ns, rec.calls, tuple(kids))
 
-    return make(_Rec(0, ROOT, "root", total, 0, 0), 0, True), count
+    return make(_Rec(0, ROOT, "root", total, 0, 0), 0), count
