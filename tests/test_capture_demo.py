@@ -29,7 +29,9 @@ def test_demo_on_cpu_says_what_ran_and_shows_cpu_operators(cli, tmp_path):
 
 
 def test_demo_json_figures_match_the_raw_trace(cli, tmp_path):
-    result = cli("demo", "--log-dir", tmp_path, "--steps", "4", "--profile-steps", "2", "--format", "json")
+    result = cli(
+        "demo", "--log-dir", tmp_path, "--denoise-steps", "4", "--profile-steps", "2", "--format", "json"
+    )
     assert result.code == 0, result.err
     data = json.loads(result.out)
     assert data["schema"] == "opscope.demo/1" and data["device"] == "cpu"
@@ -58,7 +60,7 @@ def test_demo_json_figures_match_the_raw_trace(cli, tmp_path):
 
 
 def test_demo_rejects_bad_step_counts(cli, tmp_path):
-    result = cli("demo", "--log-dir", tmp_path, "--steps", "2", "--profile-steps", "3")
+    result = cli("demo", "--log-dir", tmp_path, "--denoise-steps", "2", "--profile-steps", "3")
     assert result.code == 2 and "profiled steps <= total steps" in result.err
 
 
@@ -100,3 +102,11 @@ def test_diagnosis_on_gpu_comes_from_the_advice_rules(tmp_path):
         for f in advice.findings
     ]
     assert len(gpu) == 1 + len(advice.findings)  # + the largest item; the busy share is the rule's
+
+
+def test_old_steps_spelling_is_refused_with_the_new_names(cli, tmp_path):  # type: ignore[no-untyped-def]
+    """Issue 28: `--steps` names step numbers in the analysing commands; the demo's are --denoise-steps and
+    --profile-steps (refused before anything runs)."""
+    result = cli("demo", "--log-dir", tmp_path, "--steps", "4")
+    assert result.code == 2 and result.err.count("\n") == 1
+    assert "--denoise-steps" in result.err and "--profile-steps" in result.err

@@ -62,7 +62,7 @@ def script(tmp_path):
 
 def test_steps_marked_by_the_script(cli, script, tmp_path):
     path = script(STEPPING)
-    result = cli("run", "--steps", "2", "--log-dir", tmp_path / "logs", "--", "python", path, "6")
+    result = cli("run", "--profile-steps", "2", "--log-dir", tmp_path / "logs", "--", "python", path, "6")
     assert result.code == 0, result.err
     assert "argv ['6']" in result.out  # the script saw its own arguments
     assert "CPU time by operator" in result.out and "6 from opscope.step() calls" in result.out
@@ -73,7 +73,7 @@ def test_steps_marked_by_the_script(cli, script, tmp_path):
 
 def test_json_output(cli, script, tmp_path):
     path = script(STEPPING)
-    result = cli("run", "--steps", "3", "--log-dir", tmp_path, "--format", "json", path, "4")
+    result = cli("run", "--profile-steps", "3", "--log-dir", tmp_path, "--format", "json", path, "4")
     assert result.code == 0, result.err
     data = json.loads(result.out[result.out.index("{") :])  # the script printed a line first
     assert data["schema"] == "opscope.run/1"
@@ -87,7 +87,7 @@ def test_json_output(cli, script, tmp_path):
 
 def test_optimizer_steps_mark_steps_when_the_script_does_not(cli, script, tmp_path):
     path = script(TRAINING)
-    result = cli("run", "--steps", "3", "--log-dir", tmp_path, "--format", "json", path)
+    result = cli("run", "--profile-steps", "3", "--log-dir", tmp_path, "--format", "json", path)
     assert result.code == 0, result.err
     data = json.loads(result.out)
     assert data["step_source"] == "optimizer" and data["steps_marked"] == 5
@@ -139,7 +139,7 @@ def test_script_exit_status_is_passed_on(cli, script, tmp_path):
 
 
 def test_schedule_longer_than_the_run_warns(cli, script, tmp_path):
-    result = cli("run", "--steps", "10", "--log-dir", tmp_path, script(STEPPING), "2")
+    result = cli("run", "--profile-steps", "10", "--log-dir", tmp_path, script(STEPPING), "2")
     assert result.code == 0, result.err
     assert (
         "opscope: warning: the block ended after 2 step(s), but the schedule (active=10) needs 10"
@@ -148,22 +148,33 @@ def test_schedule_longer_than_the_run_warns(cli, script, tmp_path):
 
 
 def test_never_marking_steps_warns(cli, script, tmp_path):
-    result = cli("run", "--steps", "2", "--log-dir", tmp_path, script("import torch\ntorch.ones(3).sum()\n"))
+    result = cli(
+        "run", "--profile-steps", "2", "--log-dir", tmp_path, script("import torch\ntorch.ones(3).sum()\n")
+    )
     assert result.code == 0, result.err
     assert "step() was never called" in result.err and "opscope.step()" in result.err
 
 
 def test_no_trace_when_recording_never_starts(cli, script, tmp_path):
-    result = cli("run", "--steps", "1", "--skip-first", "5", "--log-dir", tmp_path, script(STEPPING), "2")
+    result = cli(
+        "run", "--profile-steps", "1", "--skip-first", "5", "--log-dir", tmp_path, script(STEPPING), "2"
+    )
     assert result.code == 2
     assert result.err.strip().splitlines()[-1].startswith("opscope: error: no trace was captured")
+
+
+def test_old_steps_spelling_is_refused_with_the_new_name(cli, script):
+    """Issue 28: `--steps` names step numbers in the analysing commands; `run` profiles with --profile-steps."""
+    result = cli("run", "--steps", "3", script(STEPPING), "1")
+    assert result.code == 2 and result.err.count("\n") == 1
+    assert "--profile-steps" in result.err and "step numbers" in result.err
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--steps", "0"], "--steps must be a positive number of steps, got 0"),
-        (["--steps", "-3"], "--steps must be a positive number of steps, got -3"),
+        (["--profile-steps", "0"], "--profile-steps must be a positive number of steps, got 0"),
+        (["--profile-steps", "-3"], "--profile-steps must be a positive number of steps, got -3"),
         (["--repeats", "0", "--overhead"], "--repeats at least 1"),
     ],
 )
@@ -227,7 +238,7 @@ def test_overhead_runs_count_optimizer_steps_like_the_profiled_run(cli, script, 
         "--overhead",
         "--repeats",
         "1",
-        "--steps",
+        "--profile-steps",
         "2",
         "--log-dir",
         tmp_path,

@@ -13,7 +13,9 @@ NAME = "demo"
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto (CUDA when available), cpu or cuda[:N]")
-    parser.add_argument("--steps", type=int, default=10, help="denoising steps to run (default 10)")
+    parser.add_argument("--denoise-steps", type=int, default=10, help="denoising steps to run (default 10)")
+    # `--steps` names step numbers in the analysing commands: refused here, with the new names (issue 28)
+    parser.add_argument("--steps", dest="old_steps", default=None, help=argparse.SUPPRESS)
     parser.add_argument(
         "--profile-steps", type=int, default=3, help="steps to profile, from the first (default 3)"
     )
@@ -29,11 +31,16 @@ def run(args: argparse.Namespace) -> int:
     from opscope.errors import UsageError
     from opscope.report.capture_view import demo_document
 
+    if args.old_steps is not None:
+        raise UsageError(
+            "--steps is --denoise-steps N here (denoising steps to run; --profile-steps N: how many to "
+            "profile); --steps names step numbers in the analysing commands"
+        )
     if args.top < 0:
         raise UsageError("--top must be 0 (all rows) or a positive number")
     result = run_demo(
         device=args.device,
-        total_steps=args.steps,
+        total_steps=args.denoise_steps,
         profiled_steps=args.profile_steps,
         log_dir=args.log_dir,
         top=args.top,

@@ -12,17 +12,23 @@ NAME = "run"
 log = logging.getLogger("opscope")
 
 
+# `--steps` means step numbers (3, 3-5) in every analysing command; here the number of steps to profile has
+# its own name, and the old spelling is refused with the new one (issue 28).
+OLD_STEPS = "--steps is --profile-steps N here (profile the first N steps); --steps names step numbers in the analysing commands"
+
+
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--steps",
+        "--profile-steps",
         type=int,
         default=None,
         metavar="N",
         help="trace only the first N steps (marked by opscope.step() or optimizer steps); "
         "default: the whole run",
     )
+    parser.add_argument("--steps", dest="old_steps", default=None, help=argparse.SUPPRESS)
     parser.add_argument(
-        "--skip-first", type=int, default=0, metavar="N", help="with --steps: skip N steps first"
+        "--skip-first", type=int, default=0, metavar="N", help="with --profile-steps: skip N steps first"
     )
     parser.add_argument("--record-shapes", action="store_true", help="record operator input shapes")
     parser.add_argument("--with-stack", action="store_true", help="record Python source locations")
@@ -62,15 +68,17 @@ def run(args: argparse.Namespace) -> int:
     from opscope.errors import ScriptFailed, UsageError
     from opscope.report.capture_view import run_document
 
-    if args.steps is not None and args.steps < 1:
-        raise UsageError(f"--steps must be a positive number of steps, got {args.steps}")
+    if args.old_steps is not None:
+        raise UsageError(OLD_STEPS)
+    if args.profile_steps is not None and args.profile_steps < 1:
+        raise UsageError(f"--profile-steps must be a positive number of steps, got {args.profile_steps}")
     if args.top < 0 or args.repeats < 1:
         raise UsageError("--top must be 0 or more and --repeats at least 1")
     command = parse_command(args.command)
     if not command.is_module:
         check_outputs(args, command.target)  # `-o train.py` must not replace the script with its summary
     options = ProfileOptions(
-        schedule=Schedule.build(args.steps, skip_first=args.skip_first),
+        schedule=Schedule.build(args.profile_steps, skip_first=args.skip_first),
         record_shapes=args.record_shapes,
         with_stack=args.with_stack,
         profile_memory=args.profile_memory,
@@ -81,8 +89,10 @@ def run(args: argparse.Namespace) -> int:
     from opscope.capture.jax_profile import is_jax_script, run_jax_script
 
     jax_mode = args.jax or is_jax_script(command)
-    if jax_mode and (args.overhead or args.steps is not None):
-        raise UsageError("--overhead and --steps profile with torch.profiler; not available for a JAX script")
+    if jax_mode and (args.overhead or args.profile_steps is not None):
+        raise UsageError(
+            "--overhead and --profile-steps profile with torch.profiler; not available for a JAX script"
+        )
     if args.overhead:
         try:
             overhead = measure_overhead(

@@ -12,6 +12,7 @@ from opscope.analysis.overview import Analysis
 from opscope.report.advice_view import finding_facts, findings_data
 from opscope.report.document import FLOAT, INT, MS, NAME, PCT, TEXT, US, Column, Document, Table
 from opscope.report.linking_view import link_data, link_notes
+from opscope.report.numbers import duration, plural
 from opscope.report.ops_view import ops_data
 from opscope.report.steps_view import steps_data
 
@@ -203,16 +204,17 @@ def _facts(result: Analysis) -> tuple[tuple[str, str], ...]:
     for d in tl.devices:
         facts.append((f"GPU {d.device} busy", f"{_ms(d.busy_ns)} = {_pct(d.utilization)} of the window"))
     delay = (
-        f"p50 {_us(ld.p50_ns)} us, p95 {_us(ld.p95_ns)} us, max {_us(ld.max_ns)} us over {ld.kernels:,} kernels"
+        f"p50 {duration(ld.p50_ns)}, p95 {duration(ld.p95_ns)}, max {duration(ld.max_ns)} over "
+        f"{plural(ld.kernels, 'kernel')}"
         if ld.kernels
         else "no kernel with a launch call"
     )
     facts.append(("launch delay", delay))
-    facts.append(("synchronisations", f"{sy.calls:,} calls, {_ms(sy.total_ns)}"))
+    facts.append(("synchronisations", f"{plural(sy.calls, 'call')}, {_ms(sy.total_ns)}"))
     facts.append(
         (
             "memory copies",
-            f"{mc.calls:,} cop{'y' if mc.calls == 1 else 'ies'}, {mc.bytes:,} bytes, {_ms(mc.total_ns)} "
+            f"{plural(mc.calls, 'copy')}, {plural(mc.bytes, 'byte')}, {_ms(mc.total_ns)} "
             f"({_pct(mc.share)} of GPU time)",
         )
     )

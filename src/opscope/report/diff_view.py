@@ -186,7 +186,7 @@ def _row_cells(row: DiffRow) -> dict[str, Any]:
 
 def _row_columns(shape: bool, per_step: bool, means: bool = True) -> tuple[Column, ...]:
     calls = COUNT if per_step else INT
-    label = "Calls/step" if per_step else "Calls"
+    label = "Calls/step" if per_step else "Calls"  # a mean over the steps: the title says so
     mean_columns = (Column("mean_before", "Mean B us", US), Column("mean_after", "Mean N us", US))
     return (
         Column("name", "Name", NAME),
@@ -212,7 +212,7 @@ def _rows_table(
             f"{hidden:,} more rows not shown (--top / --min-delta); their net delta: "
             f"{_time_text(hidden_delta)}",
         )
-    title = f"{title}, {'per step, ' if diff.per_step else ''}B = BASE, N = NEW"
+    title = f"{title}, {'means per step, ' if diff.per_step else ''}B = BASE, N = NEW"
     return Table(
         name=name,
         title=title,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from opscope.analysis.attribution.ops import SELF, OpRow, OpStats
-from opscope.report.document import FLOAT, INT, MS, NAME, PCT, TEXT, Column, Document, Table
+from opscope.report.document import COUNT, INT, MS, NAME, PCT, TEXT, Column, Document, Table
 from opscope.report.linking_view import link_data, link_notes, us
 
 SCHEMA = "opscope.ops/1"
@@ -64,7 +64,7 @@ def ops_document(result: OpStats) -> Document:
         Column("cpu_self", "CPU self ms", MS),
         Column("gpu_total", "GPU total ms", MS),
         Column("gpu_self", "GPU self ms", MS),
-        Column("kernels_per_call", "Kernels/call", FLOAT, drop=1),
+        Column("kernels_per_call", "Kernels/call (mean)", COUNT, drop=1),
         Column("gpu_share", "GPU share", PCT),
     ]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from opscope.analysis.compare.ranks import DEVICE_MISMATCH, RanksReport, Spread
 from opscope.report import names
-from opscope.report.document import INT, NAME, PCT, TEXT, US, Column, Document, Table
+from opscope.report.document import INT, MS, NAME, PCT, TEXT, US, Column, Document, Table
 
 SCHEMA = "opscope.ranks/1"
 
@@ -122,9 +122,9 @@ def ranks_data(report: RanksReport) -> dict[str, Any]:
 def _spread_table(name: str, title: str, spreads: tuple[Spread, ...], unit: str) -> Table:
     columns = (
         Column("name", "Name", NAME),
-        Column("mean", f"Mean {unit}", US),
-        Column("min", f"Min {unit}", US),
-        Column("max", f"Max {unit}", US),
+        Column("mean", f"Mean {unit}", MS),
+        Column("min", f"Min {unit}", MS),
+        Column("max", f"Max {unit}", MS),
         Column("worst", "Worst rank", INT),
         Column("excess", "Over median", PCT),
         Column("flag", "", TEXT),
@@ -155,19 +155,19 @@ def _mismatches(report: RanksReport) -> tuple[str, ...]:
 
 
 def ranks_document(report: RanksReport) -> Document:
-    unit = "us/step" if report.per_step else "us"
+    unit = "ms/step" if report.per_step else "ms"  # times in ms with separators (issue 28)
     per_rank = Table(
         name="ranks",
         title="Per rank" + (" (per step)" if report.per_step else " (whole trace)"),
         columns=(
             Column("rank", "Rank", INT),
             Column("steps", "Steps", INT),
-            Column("step", "Step/window us", US),
-            Column("busy", "GPU busy us", US),
-            Column("compute", "Compute us", US),
-            Column("comm", "Comm us", US),
-            Column("overlap", "Overlap us", US),
-            Column("idle", "Idle us", US),
+            Column("step", "Step ms" if report.per_step else "Window ms", MS),
+            Column("busy", "GPU busy ms", MS),
+            Column("compute", "Compute ms", MS),
+            Column("comm", "Comm ms", MS),
+            Column("overlap", "Overlap ms", MS),
+            Column("idle", "Idle ms", MS),
             Column("util", "Util", PCT),
             Column("source", "Rank from", TEXT),
         ),

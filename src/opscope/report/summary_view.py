@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from opscope.analysis.kernels.summary import KernelSummary
 from opscope.report.document import INT, LAST_RESORT, MS, NAME, PCT, TEXT, US, Column, Document, Table
+from opscope.report.numbers import plural
 
 SCHEMA = "opscope.summary/1"
 
@@ -66,7 +67,10 @@ def _rest_line(result: KernelSummary) -> str:
         return ""
     kinds = set(result.options.kinds)
     noun = "kernels" if kinds == {"kernel"} else "rows"
-    return f"{rest.rows:,} more {noun}: {rest.total_ns / 1e6:,.3f} ms, {rest.share * 100:.1f}% ({rest.calls:,} calls)"
+    return (
+        f"{plural(rest.rows, 'more ' + noun.removesuffix('s'))}: {rest.total_ns / 1e6:,.3f} ms, "
+        f"{rest.share * 100:.1f}% ({plural(rest.calls, 'call')})"
+    )
 
 
 def summary_document(result: KernelSummary) -> Document:
@@ -104,9 +108,9 @@ def summary_document(result: KernelSummary) -> Document:
         ("devices", devices),
         (
             "GPU time (sum of activity durations)",
-            f"{result.gpu_time_ns / 1e6:,.3f} ms in {result.gpu_calls:,} calls",
+            f"{result.gpu_time_ns / 1e6:,.3f} ms in {plural(result.gpu_calls, 'call')}",
         ),
-        ("events", f"{result.events:,} ({result.kernels:,} kernels)"),
+        ("events", f"{result.events:,} ({plural(result.kernels, 'kernel')})"),
     ) + ((("steps", result.options.steps),) if result.options.steps else ())
     notes = []
     if result.traces:
