@@ -54,3 +54,19 @@ def test_mean_counts_have_at_most_one_decimal(cli) -> None:  # type: ignore[no-u
 def test_ranks_times_are_milliseconds(cli) -> None:  # type: ignore[no-untyped-def]
     out = cli("ranks", corpus_path(MI250), "--width", "200", "--no-color").out
     assert "Step ms" in out and "GPU busy ms" in out and "Step/window us" not in out
+
+
+def test_shapes_wrap_between_tensors_never_inside(cli) -> None:  # type: ignore[no-untyped-def]
+    """`ops --by-shape` at 100 columns: the Input dims column wraps between tensors ("[1,141,8,64],"), never
+    inside a tensor or a number (it was cut to "[[1,141,8,64" / "]," / ...)."""
+    path = corpus_path("tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz")
+    out = cli("ops", path, "--by-shape", "--width", "100", "--no-color").out
+    assert out.count("[1,141,8,64]") >= 3  # the flash-attention q, k, v: each whole on its line
+    lines = out.splitlines()
+    first = next(i for i, line in enumerate(lines) if "Input dims" in line)
+    start = lines[first].index("Input dims")
+    for line in lines[first + 2 :]:
+        if not line.strip():
+            break  # the end of the first table
+        cell = line[start:].split("  ")[0].strip()
+        assert not cell.startswith(("]", ",")), line

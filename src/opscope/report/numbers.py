@@ -20,3 +20,9 @@ def duration(ns: float | None) -> str:
     if abs(ns) >= 1e6:
         return f"{ns / 1e6:,.3f} ms"
     return f"{ns / 1e3:,.3f} us"
+
+
+def shape_text(dims: str | None) -> str | None:
+    """`Input Dims` text laid out to wrap between tensors, never inside a number or a tensor's dims:
+    "[[4,197,768],[3072,768],[]]" -> "[[4,197,768], [3072,768], []]" (a table wraps at the spaces)."""
+    return None if dims is None else dims.replace("],[", "], [")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from opscope.analysis.attribution.ops import SELF, OpRow, OpStats
 from opscope.report.document import COUNT, INT, MS, NAME, PCT, TEXT, Column, Document, Table
 from opscope.report.linking_view import link_data, link_notes, us
+from opscope.report.numbers import shape_text
 
 SCHEMA = "opscope.ops/1"
 
@@ -73,7 +74,7 @@ def ops_document(result: OpStats) -> Document:
             {
                 "name": r.name,
                 "kind": r.kind,
-                "input_dims": r.input_dims,
+                "input_dims": shape_text(r.input_dims),
                 "calls": r.calls,
                 "cpu_total": r.cpu_total_ns,
                 "cpu_self": r.cpu_self_ns,

@@ -53,12 +53,19 @@ def _gaps(columns: int) -> int:
     return 2 * (columns - 1) + 2
 
 
-def _flex_widths(cols: list[Column], natural: list[int], total_width: int, name_floor: int) -> list[int]:
+def _flex_widths(
+    cols: list[Column], natural: list[int], total_width: int, name_floor: int, tokens: list[int] | None = None
+) -> list[int]:
     """Widths for one set of columns: fixed columns keep their natural width; names and wrapping columns
-    start at their floor (never under their label) and grow, in column order, into what is left of the width."""
+    start at their floor (never under their label; a wrapping column never under its longest word, `tokens`,
+    so it wraps between words, never inside one) and grow, in column order, into what is left of the width."""
     flex = [i for i, c in enumerate(cols) if c.kind == NAME or c.wrap]
+    longest = tokens or [0] * len(cols)
     floors = {
-        i: max(len(cols[i].label), min(natural[i], name_floor if cols[i].kind == NAME else WRAP_MIN))
+        i: max(
+            len(cols[i].label),
+            min(natural[i], name_floor if cols[i].kind == NAME else max(WRAP_MIN, longest[i])),
+        )
         for i in flex
     }
     left = total_width - _gaps(len(cols)) - sum(w for i, w in enumerate(natural) if i not in floors)
@@ -71,7 +78,11 @@ def _flex_widths(cols: list[Column], natural: list[int], total_width: int, name_
 
 
 def _layout(
-    table: Table, natural: list[int], options: RenderOptions, total_width: int
+    table: Table,
+    natural: list[int],
+    options: RenderOptions,
+    total_width: int,
+    tokens: list[int] | None = None,
 ) -> tuple[list[int], list[int]]:
     """The columns shown (indices) and their widths. Optional columns are hidden, lowest `drop` first, while the
     table does not fit `total_width` with names of NAME_READABLE; then names go down to NAME_MIN and the
@@ -84,7 +95,11 @@ def _layout(
     for floor, limit in ((NAME_READABLE, LAST_RESORT), (NAME_MIN, None)):
         while True:
             widths = _flex_widths(
-                [table.columns[i] for i in kept], [natural[i] for i in kept], total_width, floor
+                [table.columns[i] for i in kept],
+                [natural[i] for i in kept],
+                total_width,
+                floor,
+                [tokens[i] for i in kept] if tokens else None,
             )
             if sum(widths) + _gaps(len(kept)) <= total_width:
                 return kept, widths
@@ -117,7 +132,12 @@ def _table_cells(table: Table, options: RenderOptions, total_width: int) -> _Lai
         for row in table.rows
     ]
     natural = [max([len(c.label)] + [len(str(r[i])) for r in raw]) for i, c in enumerate(table.columns)]
-    kept, widths = _layout(table, natural, options, total_width)
+    # the longest word of each wrapping column: it wraps between words (shapes between tensors), not inside
+    tokens = [
+        max([0] + [len(word) for r in raw for word in str(r[i]).split()]) if c.wrap else 0
+        for i, c in enumerate(table.columns)
+    ]
+    kept, widths = _layout(table, natural, options, total_width, tokens)
     columns = [table.columns[i] for i in kept]
     cells = [[r[i] for i in kept] for r in raw]
     for j, col in enumerate(columns):
