@@ -422,9 +422,10 @@ def cpu_ops(events: list[dict]) -> list[dict]:
     ]
 
 
-def cpu_op_stats(events: list[dict]) -> dict[str, dict[str, int]]:
+def cpu_op_stats(events: list[dict], annotations: bool = False) -> dict[str, dict[str, int]]:
     """name -> calls, total_ns, self_ns of the CPU operators, with the self time of `opscope ops`: duration minus
-    the durations of the direct child ops and user annotations (parents found by the stack sweep), at least 0."""
+    the durations of the direct child ops and user annotations (parents found by the stack sweep), at least 0.
+    `annotations`: the user annotations too, every ProfilerStep#N as one name "ProfilerStep#*" (as `ops`)."""
     ops = [i for i, e in enumerate(events) if e.get("cat") in OP_CATS and is_x(e)]
     children: dict[int, int] = defaultdict(int)
     for op, parent in innermost(events, ops, ops).items():
@@ -433,10 +434,10 @@ def cpu_op_stats(events: list[dict]) -> dict[str, dict[str, int]]:
     stats: dict[str, dict[str, int]] = defaultdict(lambda: {"calls": 0, "total_ns": 0, "self_ns": 0})
     for i in ops:
         e = events[i]
-        if e.get("cat") not in CPU_OP_CATS or is_step(e):
+        if not annotations and (e.get("cat") not in CPU_OP_CATS or is_step(e)):
             continue
         dur = max(ns(e["dur"]), 0)
-        row = stats[e["name"]]
+        row = stats["ProfilerStep#*" if is_step(e) else e["name"]]
         row["calls"] += 1
         row["total_ns"] += dur
         row["self_ns"] += max(dur - children[i], 0)

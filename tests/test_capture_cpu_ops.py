@@ -128,7 +128,7 @@ def test_capture_summary_shows_the_numbers_of_summary_and_ops():
     result = summarize(path, top=0)
     trace = opscope.load(path)
     assert result.kernels == opscope.summary(trace, top=0)
-    assert result.cpu_ops == cpu_op_table(trace, top=0)
+    assert result.cpu_ops == cpu_op_table(trace, top=0, annotations=True)
     assert result.steps == len(ref.step_windows(ref.load(path)))
 
 

@@ -78,7 +78,7 @@ class TraceBundle:
     critical_path: CriticalPathStats  # the first CRITICAL_PATH_STEPS steps
     memory: MemoryStats  # `opscope memory --top MEMORY_TOP`
     efficiency: Efficiency  # `opscope efficiency --top EFFICIENCY_ROWS`
-    cpu_ops: CpuOpTable  # the CPU operator table (`opscope run` on a CPU-only capture)
+    cpu_ops: CpuOpTable  # operators and annotations by CPU self time, as `opscope ops` ranks them
     cpu_lanes: CpuLanes  # the CPU side of the timeline over the analysed window
     ncu: MetricsJoin | None = None  # an Nsight Compute export joined to the kernels (`report --metrics`)
 
@@ -122,7 +122,7 @@ def trace_bundle(
         efficiency=efficiency(
             trace, EfficiencyOptions(top=EFFICIENCY_ROWS, devices=devices, streams=streams), linkage
         ),
-        cpu_ops=cpu_op_table(trace, top=CPU_ROWS, linkage=linkage),
+        cpu_ops=cpu_op_table(trace, top=CPU_ROWS, linkage=linkage, annotations=True),
         cpu_lanes=cpu_lanes(trace, act, lo, hi),
         ncu=join_metrics(trace, ncu) if ncu is not None else None,
     )

@@ -135,17 +135,17 @@ def run(args: argparse.Namespace) -> int:
     ) in results:  # a typo must not disarm CI: a pattern that matches nothing is an error, not a pass
         if result.gate.target == KERNEL and result.matched == 0:
             raise UsageError(f"--fail-kernel {result.gate.pattern!r} matches no kernel in either trace")
+    findings = _findings(args)
     emit(
         memory.add(
-            with_findings(
-                diff_document(diff, results, view, rows_first=args.format == "csv"), _findings(args)
-            )
+            with_findings(diff_document(diff, results, view, rows_first=args.format == "csv"), findings)
         ),
         args,
     )
     if args.html:  # the biggest changes (the waterfall's "other changes" bar sums the rest, the page says so)
         write_html(
-            diff_data(diff, results, replace(view, top=HTML_ROWS)),
+            # the findings compared, as the terminal and JSON show them (issue 28: the page had none)
+            {**diff_data(diff, results, replace(view, top=HTML_ROWS)), "findings": findings},
             "diff",
             "opscope diff: NEW vs BASE",
             args.html,

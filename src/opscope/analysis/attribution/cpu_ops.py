@@ -11,6 +11,9 @@ busy time is `analysis.attribution.steps.busy_ns`, the busy time of `opscope ste
 - total, self = `ops`' CPU total and CPU self: self is the duration minus the durations of the direct child
   ops and user annotations on the same thread, clipped at 0.
 - share = the op's self time / the self time of all the rows.
+- with `annotations` (the HTML report's CPU panel): the user annotations too (`record_function` ranges,
+  `ProfilerStep#*`), every row of `opscope ops` ranked by CPU self time as `ops`' CPU table ranks them, so the
+  panel and the command name the same first row (issue 28: the panel left out an annotation `ops` ranked first).
 - busy = per step window, the union of the cpu_op intervals cut to the window (overlapping threads count once).
 """
 
@@ -33,6 +36,7 @@ from opscope.tables import Tabular, dataclass_rows
 @dataclass(frozen=True)
 class CpuOpRow:
     name: str
+    kind: str  # cpu_op, or user_annotation with `annotations`
     calls: int
     total_ns: int
     self_ns: int
@@ -56,6 +60,7 @@ class CpuOpTable(Tabular):
     self_total_ns: int
     rows: tuple[CpuOpRow, ...]  # by self time, largest first; the first `top`
     rest: CpuOpRest | None
+    annotations: bool = False  # the rows include user annotations (`cpu_op_table(annotations=True)`)
 
     def _table_rows(self) -> list[dict[str, Any]]:
         return dataclass_rows(self.rows)
@@ -69,12 +74,15 @@ def _cpu_ops(linkage: Linkage) -> pl.DataFrame:
     )
 
 
-def cpu_op_table(trace: Trace, top: int = 30, linkage: Linkage | None = None) -> CpuOpTable:
-    """The per-operator table of `trace` (see the module doc); `top=0` keeps every row."""
+def cpu_op_table(
+    trace: Trace, top: int = 30, linkage: Linkage | None = None, annotations: bool = False
+) -> CpuOpTable:
+    """The per-operator table of `trace` (see the module doc); `top=0` keeps every row; `annotations`: the
+    user annotations too (the rows of `opscope ops`, ranked by CPU self time)."""
     linked = linkage or link(trace)
     stats = op_stats(trace, OpOptions(top=0), linked)
     ops = sorted(
-        (r for r in stats.rows if r.kind == Kind.CPU_OP and r.name != STEP_ANY),
+        (r for r in stats.rows if annotations or (r.kind == Kind.CPU_OP and r.name != STEP_ANY)),
         key=lambda r: (-r.cpu_self_ns, r.name),
     )
     self_total = sum(r.cpu_self_ns for r in ops)
@@ -82,6 +90,7 @@ def cpu_op_table(trace: Trace, top: int = 30, linkage: Linkage | None = None) ->
     rows = [
         CpuOpRow(
             name=r.name,
+            kind=r.kind,
             calls=r.calls,
             total_ns=r.cpu_total_ns,
             self_ns=r.cpu_self_ns,
@@ -109,6 +118,7 @@ def cpu_op_table(trace: Trace, top: int = 30, linkage: Linkage | None = None) ->
         self_total_ns=self_total,
         rows=tuple(shown),
         rest=rest,
+        annotations=annotations,
     )
 
 

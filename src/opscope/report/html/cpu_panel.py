@@ -21,6 +21,7 @@ def cpu_panel(table: CpuOpTable) -> dict[str, Any]:
         "ops": [
             {
                 "name": r.name,
+                "kind": r.kind,
                 "calls": r.calls,
                 "total_us": _us(r.total_ns),
                 "self_us": _us(r.self_ns),
@@ -29,6 +30,7 @@ def cpu_panel(table: CpuOpTable) -> dict[str, Any]:
             }
             for r in table.rows
         ],
+        "annotations": table.annotations,
         "threads": table.threads,
         "self_total_us": _us(table.self_total_ns),
         "rest": None

@@ -57,6 +57,9 @@ const OPS = (function () {
   const CATEGORY_COLORS = { gemm: "#4e79a7", convolution: "#f28e2b", attention: "#e15759", elementwise: "#76b7b2",
     reduction: "#59a14f", normalization: "#edc948", softmax: "#b07aa1", communication: "#ff9da7",
     memcpy: "#9c755f", memset: "#bab0ac", other: "#8c8c8c", kernel: "#4e79a7", idle: "#d9dde3" };
+  // Colours with a meaning of their own, none of them a category's (issue 28: red was both attention and a
+  // blocking sync): a synchronising call / sync wait, a launch call, the host waiting, a marked slice or flow.
+  const SEMANTIC = { sync: "#37474f", launch: "#e8a33d", host_wait: "#f0b35a", mark: "#111827" };
   const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
   function hashColor(text) {
     let h = 2166136261;
@@ -236,7 +239,7 @@ const OPS = (function () {
   const tipHtml = (title, rows) => `<b>${esc(title)}</b>` + rows.map(([k, v]) => `<br>${esc(k)}: ${esc(v)}`).join("");
   const shortName = (s, n) => (s.length > n ? s.slice(0, Math.ceil(n / 2) - 1) + "…" + s.slice(s.length - Math.floor(n / 2)) : s);
 
-  return { D, S, esc, el, fmtUs, fmtNs, fmtPct, fmtInt, fmtBytes, colorOf, hashColor, table, chart, showTip, hideTip,
+  return { D, S, esc, el, fmtUs, fmtNs, fmtPct, fmtInt, fmtBytes, colorOf, hashColor, table, chart, showTip, hideTip, SEMANTIC,
            cards, about, alerts, usAxis, launchDelayNote, tipHtml, shortName, charts, empty };
 })();
 window.OPS = OPS;

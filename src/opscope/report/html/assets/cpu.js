@@ -12,11 +12,12 @@
   if (!C.ops.length) {
     note.textContent = "No CPU operators in this trace (a GPU-only capture?).";
   } else {
-    note.textContent = `${fmtUs(C.self_total_us)} of operator self time on ${fmtInt(C.threads)} thread(s); ` +
-      "self time = an operator's time minus the operators inside it. " +
+    note.textContent = `${fmtUs(C.self_total_us)} of self time on ${fmtInt(C.threads)} thread(s); ` +
+      "self time = an operator's (or annotation's) time minus the operators inside it; ranked as opscope ops ranks CPU self time. " +
       (gpu ? "The GPU panels below show the GPU side." : "No GPU activity was recorded: these are the operators that took the time.");
     table(document.getElementById("cpu-ops-table"), [
-      { key: "name", label: "Operator", kind: "name" }, { key: "calls", label: "Calls", kind: "int" },
+      { key: "name", label: "Operator", kind: "name" }, { key: "kind", label: "Kind", kind: "text" },
+      { key: "calls", label: "Calls", kind: "int" },
       { key: "self_us", label: "Self", kind: "us" }, { key: "total_us", label: "Total", kind: "us" },
       { key: "avg_us", label: "Mean", kind: "us" }, { key: "share", label: "Share of self time", kind: "pct" },
     ], C.ops, { id: "cpu-op-rows", sortKey: "self_us" });

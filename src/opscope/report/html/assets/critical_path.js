@@ -10,7 +10,7 @@
   if (!C || !canvas) return;
   const KIND_COLORS = {
     cpu_bound: "#4e79a7", gpu_compute_bound: "#59a14f", gpu_communication_bound: "#b07aa1",
-    gpu_kernel_kernel_overhead: "#edc948", gpu_kernel_launch_overhead: "#f28e2b", sync_wait: "#e15759",
+    gpu_kernel_kernel_overhead: "#edc948", gpu_kernel_launch_overhead: OPS.SEMANTIC.launch, sync_wait: OPS.SEMANTIC.sync,
     memcpy: "#76b7b2", gpu_backlog: "#9c755f",
   };
   const colorOfKind = (k) => KIND_COLORS[k] || "#888";

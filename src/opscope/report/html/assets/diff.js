@@ -104,6 +104,27 @@
   table(cpuBox, rowColumns(shapeCol), cpuOps.rows, { id: "cpu-op-diff" });
   hiddenNote(cpuBox, cpuOps, "cpu-operator");
 
+  // The advice findings compared (opscope advise on each trace; the CLI's "findings" lines and JSON key).
+  const found = D.findings || { fixed: [], new: [], remaining: [] };
+  const box = document.getElementById("findings-tables");
+  if (!found.fixed.length && !found.new.length && !found.remaining.length) {
+    box.append(el("p", { class: "note" }, "No advice finding on either trace (opscope advise)."));
+  }
+  for (const [key, title] of [["new", "New on NEW"], ["fixed", "Fixed (on BASE, not on NEW)"]]) {
+    if (!found[key].length) continue;
+    box.append(el("h3", null, title));
+    table(box, [{ key: "id", label: "Finding", kind: "text" }, { key: "severity", label: "Severity", kind: "text" },
+                { key: "title", label: "What", kind: "text" },
+                { key: "predicted_saving_us", label: "Saving", kind: "us" }], found[key], { filter: false, id: `findings-${key}` });
+  }
+  if (found.remaining.length) {
+    box.append(el("h3", null, "Remaining (on both)"));
+    table(box, [{ key: "id", label: "Finding", kind: "text" },
+                { key: "severity", label: "Severity", kind: "text", get: (f) => `${f.severity_before} → ${f.severity_after}` },
+                { key: "predicted_saving_before_us", label: "Saving BASE", kind: "us" },
+                { key: "predicted_saving_after_us", label: "Saving NEW", kind: "us" }], found.remaining, { filter: false, id: "findings-remaining" });
+  }
+
   const gates = document.getElementById("gates-table");
   if (!D.gates.length) gates.append(el("p", { class: "note" }, "No regression gates were given (--fail-above, --fail-kernel, --fail-category)."));
   else table(gates, [{ key: "result", label: "Result", kind: "text", get: (g) => (g.tripped ? "FAIL" : "pass") },

@@ -134,7 +134,7 @@
       const [a, b] = view.marked;
       const x0 = Math.max(a, v0), x1 = Math.min(b, v1);
       if (x1 > x0 || (b === a && a >= v0 && a <= v1)) {
-        ctx.fillStyle = "rgba(217, 83, 79, 0.18)"; ctx.strokeStyle = "#d9534f";
+        ctx.fillStyle = "rgba(17, 24, 39, 0.12)"; ctx.strokeStyle = OPS.SEMANTIC.mark;
         const x = LABEL_W + (x0 - v0) * scale, w = Math.max((x1 - x0) * scale, 2);
         ctx.fillRect(x, AXIS_H, w, nAll * LANE_H); ctx.strokeRect(x + 0.5, AXIS_H + 0.5, w - 1, nAll * LANE_H - 1);
       }
@@ -164,8 +164,8 @@
   const iLane = I.device.map((d) => iDev.indexOf(d));
   for (let i = I.start.length - 1; i >= 0; i--) iFrom[iLane[i]] = i;
   for (let l = nIdle - 1; l >= 0; l--) if (iFrom[l] > iFrom[l + 1]) iFrom[l] = iFrom[l + 1];
-  const CPU_COLORS = ["#b8c4d6", "#e8a33d", "#d9534f"];  // operator, launch call, synchronising call
-  const IDLE_COLORS = ["#f0b35a", "#d9534f", "#c4cad3"];  // host wait, sync wait, other
+  const CPU_COLORS = ["#b8c4d6", OPS.SEMANTIC.launch, OPS.SEMANTIC.sync];  // operator, launch call, synchronising call
+  const IDLE_COLORS = [OPS.SEMANTIC.host_wait, OPS.SEMANTIC.sync, "#c4cad3"];  // host wait, sync wait, other
   const IDLE_CAUSES = ["host wait: the GPU waited for the CPU to launch work",
                        "sync wait: the host was blocked in a synchronising call",
                        "other: work was submitted but had not started (latency, waits on other streams)"];
@@ -245,9 +245,9 @@
   function drawFlow(launch, kernel) {
     draw();
     const ctx = canvas.getContext("2d"), a = cpuPixel(launch), b = gpuPixel(kernel);
-    ctx.save(); ctx.strokeStyle = "#c0392b"; ctx.lineWidth = 1.5; ctx.beginPath();
+    ctx.save(); ctx.strokeStyle = OPS.SEMANTIC.mark; ctx.lineWidth = 1.5; ctx.beginPath();
     ctx.moveTo(a.x, a.y); ctx.bezierCurveTo(a.x, (a.y + b.y) / 2, b.x, (a.y + b.y) / 2, b.x, b.y); ctx.stroke();
-    ctx.fillStyle = "#c0392b"; ctx.beginPath(); ctx.arc(b.x, b.y, 3, 0, 2 * Math.PI); ctx.fill(); ctx.restore();
+    ctx.fillStyle = OPS.SEMANTIC.mark; ctx.beginPath(); ctx.arc(b.x, b.y, 3, 0, 2 * Math.PI); ctx.fill(); ctx.restore();
     view.flow = { launch, kernel, from: a, to: b };
   }
   let flowShown = false;
@@ -333,8 +333,8 @@
   }));
 
   let text = `${fmtInt(T.events)} GPU events in ${fmtInt(nLanes)} lanes; times relative to the window start.`;
-  if (nIdle) text += " Idle lanes: why each GPU waited (orange: for the CPU to launch work; red: the host was blocked in a sync; grey: work submitted, not started).";
-  if (nCpu) text += ` CPU lanes: the ${fmtInt(nCpu)} thread(s) that launched GPU work, with their operators (grey), launch calls (orange) and synchronising calls (red); hover a launch or a kernel to see the flow between them.`;
+  if (nIdle) text += " Idle lanes: why each GPU waited (orange: for the CPU to launch work; dark slate: the host was blocked in a sync; grey: work submitted, not started).";
+  if (nCpu) text += ` CPU lanes: the ${fmtInt(nCpu)} thread(s) that launched GPU work, with their operators (grey), launch calls (orange) and synchronising calls (dark slate); hover a launch or a kernel to see the flow between them.`;
   if (C.shipped < C.events) text += ` The ${fmtInt(C.shipped)} longest of ${fmtInt(C.events)} CPU events are drawn.`;
   if (T.shipped < T.events) text += ` The ${fmtInt(T.shipped)} longest are drawn one by one; the grey strip under each lane shows every event's busy fraction.`;
   note.textContent = text;
