@@ -67,7 +67,8 @@ def summarize(path: str | os.PathLike[str], device: str = "cpu", top: int = 30) 
         device=device,
         steps=markers,
         kernels=kernel_summary(trace, SummaryOptions(top=top)),
-        cpu_ops=cpu_op_table(trace, top, annotations=True),  # as `opscope ops` and the report rank CPU self time
+        # operators and annotations, as `opscope ops` and the report rank CPU self time
+        cpu_ops=cpu_op_table(trace, top, annotations=True),
     )
 
 
