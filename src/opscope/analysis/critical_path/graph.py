@@ -272,7 +272,7 @@ def build(
             _program_order(thread, c_start, c_end, parent, blocked, blocking),
             _gpu_edges(gpu, waits),
             _untraced_starts(gpu, events),
-            _thread_starts(thread, c_start, events),
+            _thread_starts(thread, c_start, c_end, events),
             syncs.select(
                 (pl.col("gpu") * 2 + 1).alias("src"),
                 (pl.col("sync") * 2 + 1).alias("dst"),
@@ -355,12 +355,17 @@ def _untraced_starts(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     return _edge_frame(np.full(len(e), 2 * first), 2 * e, heads[Col.TS_NS].to_numpy() - first_ts, kind, e)
 
 
-def _thread_starts(thread: np.ndarray, start: np.ndarray, events: pl.DataFrame) -> pl.DataFrame:
-    """An edge from the first node of the graph to the first event of every other CPU thread, weighing the time
-    between them, as `cpu_bound` time owned by no event (like the gaps between top-level events; a what-if does
-    not scale it). What a thread did before its first event in the window is not traced (the autograd thread
-    waits for the main thread's backward call), so nothing else explains when it began; without this edge a
-    path ending on a thread that started late is shorter than the span (issue 28)."""
+def _thread_starts(
+    thread: np.ndarray, start: np.ndarray, end: np.ndarray, events: pl.DataFrame
+) -> pl.DataFrame:
+    """An edge into the first event of every CPU thread but the first one's, weighing the time up to it, as
+    `cpu_bound` time owned by no event (like the gaps between top-level events; a what-if does not scale it).
+    What a thread did before its first event in the window is not traced (the autograd thread waits for the main
+    thread's backward call), so the edge comes from the last thing another thread did before it: the latest
+    start or end of an event on another thread, else the graph's first node. Without it a path ending on a
+    thread that started late is shorter than the span (issue 28); from the other thread's latest work rather
+    than from the window's start, a what-if that shortens the work before the hand-over moves the late thread
+    too."""
     none = np.empty(0, dtype=np.int64)
     if len(start) == 0:
         return _edge_frame(none, none, none, CPU_BOUND, none)
@@ -370,9 +375,21 @@ def _thread_starts(thread: np.ndarray, start: np.ndarray, events: pl.DataFrame) 
     order = np.lexsort((np.arange(len(start)), start, thread))
     heads = order[np.r_[True, thread[order][1:] != thread[order][:-1]]]  # each thread's earliest event
     heads = heads[(start[heads] > first_ts) & (heads != first)]
-    return _edge_frame(
-        np.full(len(heads), 2 * first), 2 * heads, start[heads] - first_ts, CPU_BOUND, np.full(len(heads), -1)
-    )
+    src, weight = np.empty(len(heads), dtype=np.int64), np.empty(len(heads), dtype=np.int64)
+    for k, h in enumerate(heads):  # one per thread (a handful), each a vectorised search over the events
+        t = start[h]
+        other = thread != thread[h]
+        began = np.flatnonzero(other & (start < t))
+        ended = np.flatnonzero(other & (end <= t))
+        last_start = began[np.argmax(start[began])] if len(began) else -1
+        last_end = ended[np.argmax(end[ended])] if len(ended) else -1
+        if last_end >= 0 and (last_start < 0 or end[last_end] >= start[last_start]):
+            src[k], weight[k] = 2 * last_end + 1, t - end[last_end]
+        elif last_start >= 0:
+            src[k], weight[k] = 2 * last_start, t - start[last_start]
+        else:
+            src[k], weight[k] = 2 * first, t - first_ts
+    return _edge_frame(src, 2 * heads, weight, CPU_BOUND, np.full(len(heads), -1))
 
 
 def _cross_stream_pairs(waits: pl.DataFrame, cpu: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
