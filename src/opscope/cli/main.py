@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "ops": "per operator: calls, CPU total/self time, GPU time of the kernels it launched (inclusive and self)",
     "efficiency": "per operator and shape: FLOP/s, bytes/s, percent of the GPU's peak, compute or memory bound",
     "tree": "GPU time by nn.Module / annotation / op / kernel, as a tree",
+    "lines": "GPU time by the line of your Python code that launched it (with_stack traces)",
     "steps": "per ProfilerStep: wall, GPU busy, kernel, memcpy, communication and idle time; slowest step marked",
     "critical-path": "the chain of dependent work that bounds each step, its breakdown by kind, and what-ifs",
     "diff": "compare two traces (NEW - BASE): headline figures, kernels, operators; regression gates for CI",
