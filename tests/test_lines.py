@@ -288,3 +288,31 @@ def test_bad_options_are_one_line_errors(cli, tmp_path: Path, args: tuple[str, .
     trace.write_text('{"traceEvents": []}', encoding="utf-8")
     out = cli("lines", trace, *args)
     assert out.code == 2 and message in out.err and len(out.err.strip().splitlines()) == 1
+
+
+@pytest.mark.corpus
+def test_tree_python_user_collapses_framework_frames(cli) -> None:
+    from opscope.analysis.attribution.tree import TreeNode, TreeOptions, op_tree
+
+    path = corpus_path(VIT)
+    trace = opscope.load(path)
+
+    def walk(node: TreeNode, depth: int = 0):
+        yield node, depth
+        for child in node.children:
+            yield from walk(child, depth + 1)
+
+    user = op_tree(trace, TreeOptions(depth=0, min_share=0.0, python="user"))
+    every = op_tree(trace, TreeOptions(depth=0, min_share=0.0, python="all"))
+    frames = [n for n, _ in walk(user.root) if n.kind == "python_function"]
+    assert frames and not any(framework(n.name) for n in frames)
+    assert user.root.gpu_ns == every.root.gpu_ns == user.gpu_time_ns
+    for node, _ in walk(user.root):
+        if node.children:
+            assert sum(c.gpu_ns for c in node.children) == node.gpu_ns
+    deepest = {
+        kind: max(d for n, d in walk(t.root) if n.kind == "kernel") for kind, t in (("u", user), ("a", every))
+    }
+    assert deepest["u"] <= deepest["a"] // 2  # 17 levels instead of 35 on this trace
+    out = cli("tree", path, "--python", "user", "--format", "json")
+    assert out.code == 0 and json.loads(out.out)["options"]["python"] == "user"

@@ -9,7 +9,7 @@ told apart by `frames`). Definitions: docs/analysis-attribution.md.
 
 # `opscope tree --python`: how python_function frames show in the tree (here, so the CLI can list the choices
 # without importing the analyses).
-PYTHON_MODES = ("modules", "all", "none")
+PYTHON_MODES = ("modules", "all", "none", "user")
 # `opscope tree --modules`: repeated nn.Module instances (`Layer_0`, `Layer_1`, ...) merged into one node per
 # module type (default), or one node per instance.
 MODULE_MODES = ("types", "instances")
