@@ -81,6 +81,15 @@ def framework(name: str, keep: tuple[str, ...] = ()) -> bool:
 
 def raw_lines(events: list[dict], keep: tuple[str, ...] = ()) -> tuple[dict[str, int], int]:
     """{frame name: GPU ns charged} and the total GPU ns, walking the raw events."""
+    charged: dict[str, int] = defaultdict(int)
+    for g, frame in raw_frames(events, keep).items():
+        if frame is not None:
+            charged[frame] += ref.gpu_dur(events, g)
+    return dict(charged), sum(ref.gpu_dur(events, g) for g in ref.link(events).gpu)
+
+
+def raw_frames(events: list[dict], keep: tuple[str, ...] = ()) -> dict[int, str | None]:
+    """{GPU event index: the name of the innermost kept frame around its launch (None: none)}."""
     frames: dict[tuple[str, str], list[tuple[int, int, int, int]]] = defaultdict(list)
     for i, e in enumerate(events):
         if e.get("cat") == "python_function" and ref.is_x(e) and not framework(e["name"], keep):
@@ -90,11 +99,9 @@ def raw_lines(events: list[dict], keep: tuple[str, ...] = ()) -> tuple[dict[str,
         items.sort()
     starts = {k: [it[0] for it in v] for k, v in frames.items()}
     linked = ref.link(events)
-    charged: dict[str, int] = defaultdict(int)
-    total = 0
+    out: dict[int, str | None] = {}
     for g in linked.gpu:
-        dur = ref.gpu_dur(events, g)
-        total += dur
+        out[g] = None
         launch = linked.launch[g]
         if launch is None:
             continue
@@ -107,9 +114,9 @@ def raw_lines(events: list[dict], keep: tuple[str, ...] = ()) -> tuple[dict[str,
         # is still open at the launch is the innermost kept frame around it
         for _s, _neg, idx, end in reversed(items[:k]):
             if end >= at:
-                charged[events[idx]["name"]] += dur
+                out[g] = events[idx]["name"]
                 break
-    return dict(charged), total
+    return out
 
 
 def raw_cpu_self(events: list[dict], keep: tuple[str, ...] = ()) -> dict[str, int]:
@@ -316,3 +323,48 @@ def test_tree_python_user_collapses_framework_frames(cli) -> None:
     assert deepest["u"] <= deepest["a"] // 2  # 17 levels instead of 35 on this trace
     out = cli("tree", path, "--python", "user", "--format", "json")
     assert out.code == 0 and json.loads(out.out)["options"]["python"] == "user"
+
+
+@pytest.mark.corpus
+def test_findings_point_at_the_code_that_launched_them(cli) -> None:
+    """Each evidence item naming a kernel (or an op) carries the user frame that launched the most GPU time of
+    that kernel (of the GPU work under that CPU op), by the raw walk; the terminal says "at file(line): ..."."""
+    path = corpus_path(QWEN)
+    events = ref.load(path)
+    frames = raw_frames(events)
+    linked = ref.link(events)
+    by_kernel: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    by_op: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for g, frame in frames.items():
+        if frame is None:
+            continue
+        by_kernel[events[g]["name"]][frame] += ref.gpu_dur(events, g)
+        op, names = linked.op[g], set()
+        while op is not None:
+            if events[op].get("cat") in ref.CPU_OP_CATS:
+                names.add(events[op]["name"])
+            op = linked.op_parent.get(op)
+        for name in names:
+            by_op[name][frame] += ref.gpu_dur(events, g)
+
+    def top(table: dict[str, int]) -> str:
+        return min(table, key=lambda f: (-table[f], f))
+
+    data = json.loads(cli("advise", path, "--format", "json").out)
+    checked = 0
+    for finding in data["findings"]:
+        for item in finding["evidence"]:
+            kernels = [
+                k
+                for k in ([item["kernel"]] if "kernel" in item else item.get("kernels", []))
+                if k in by_kernel
+            ]
+            ops = [item[k] for k in ("op", "cpu_op") if item.get(k) in by_op]
+            expected = top(by_kernel[kernels[0]]) if kernels else top(by_op[ops[0]]) if ops else None
+            assert item.get("frame") == expected, item
+            checked += expected is not None
+    assert checked >= 5
+    table = cli("advise", path, "--width", "200").out
+    assert " at modeling_qwen2.py(68): apply_rotary_pos_emb" in table
+    no_stacks = json.loads(cli("advise", corpus_path(NO_STACKS[0]), "--format", "json").out)
+    assert not any("frame" in item for f in no_stacks["findings"] for item in f["evidence"])

@@ -13,6 +13,7 @@ from opscope.analysis.findings import SOURCES, Advice, Finding, RuleConfig
 from opscope.analysis.overview import Analysis
 from opscope.analysis.rules.registry import RULES
 from opscope.report.document import FLOAT, MS, NAME, PCT, TEXT, Column, Document, Table
+from opscope.report.frame_names import short_frame
 
 SCHEMA = "opscope.advise/1"
 # the JSON's scalar fields that the table leaves out, as CSV-only columns (names as in the JSON)
@@ -53,7 +54,11 @@ def findings_data(advice: Advice | None) -> list[dict[str, Any]]:
 
 
 def _evidence_text(item: dict[str, Any]) -> str:
-    return "; ".join(f"{k}={v}" for k, v in item.items())
+    """`key=value; ...`, and where the evidence has the user's frame that launched it, " at file(line): function"
+    (the file shortened, `frame_names.short_frame`)."""
+    text = "; ".join(f"{k}={v}" for k, v in item.items() if k != "frame")
+    frame = item.get("frame")
+    return f"{text} at {short_frame(frame)}" if isinstance(frame, str) else text
 
 
 def findings_table(advice: Advice | None, name: str = "findings") -> Table:

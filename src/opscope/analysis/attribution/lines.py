@@ -11,6 +11,7 @@ frames. No loop over events. Definitions: docs/analysis-attribution.md.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -20,7 +21,7 @@ import polars as pl
 from opscope.analysis.attribution.frames import FrameFilter, classify
 from opscope.analysis.base import select
 from opscope.analysis.base.linking import ROW, Linkage, link, once_per_link, selected_gpu
-from opscope.analysis.base.nesting import innermost_container
+from opscope.analysis.base.nesting import ancestors, innermost_container
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 from opscope.tables import Tabular
@@ -329,3 +330,53 @@ def _rows(table: pl.DataFrame, names: pl.DataFrame, keys: list[str], total: int)
 
 def _named(names: list[str] | None, times: list[int] | None) -> tuple[NamedTime, ...]:
     return tuple(NamedTime(n, int(t)) for n, t in zip(names or [], times or [], strict=True))
+
+
+def gpu_frames(trace: Trace, linked: Linkage, frames: FrameFilter | None = None) -> pl.DataFrame:
+    """Every GPU event of the link table that a kept frame launched: row, frame (the frame's name: the
+    innermost frame of the user's code running on the launching thread when the launch call started). Empty
+    on a trace without Python stacks."""
+    if not linked.scopes.select((pl.col(Col.KIND) == Kind.PYTHON).any()).item():
+        return pl.DataFrame(schema={ROW: pl.Int64, "frame": pl.String})
+    kept = kept_frames(trace, linked, frames or FrameFilter())
+    names = kept.frames.select(Col.NAME).with_row_index("frame").with_columns(pl.col("frame").cast(pl.Int64))
+    return (
+        linked.gpu.select(ROW, "launch_row")
+        .join(kept.launches.drop_nulls("frame"), on="launch_row", how="inner")
+        .join(names, on="frame", how="inner")
+        .select(ROW, pl.col(Col.NAME).alias("frame"))
+    )
+
+
+def launch_sites(
+    trace: Trace, linked: Linkage, kernels: Collection[str], ops: Collection[str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """For each of the kernel names `kernels`, and each of the op names `ops` (a CPU op enclosing the launch,
+    at any depth), the frame of the user's code that launched the most of its GPU time (ties: the first frame
+    name): what the findings' evidence names as `frame`. Empty on a trace without Python stacks."""
+    frames = gpu_frames(trace, linked)
+    if frames.height == 0 or not (kernels or ops):
+        return {}, {}
+    charged = frames.join(
+        linked.gpu.select(ROW, pl.col(Col.NAME).cast(pl.String).alias("name"), "op_row", Col.DUR_NS), on=ROW
+    )
+    # CPU ops only: a user annotation (ProfilerStep#N) encloses everything, its busiest frame says nothing
+    wanted = linked.scopes.filter(
+        (pl.col(Col.KIND) == Kind.CPU_OP) & pl.col(Col.NAME).cast(pl.String).is_in(list(ops))
+    ).select(pl.col(ROW).alias("ancestor"), pl.col(Col.NAME).cast(pl.String).alias("name"))
+    starts = charged["op_row"].drop_nulls().unique()
+    pairs = ancestors(linked.scopes.select(ROW, "op_parent_row"), starts, up="op_parent_row")
+    under = (
+        pairs.join(wanted, on="ancestor", how="inner")
+        .join(charged.drop("name").rename({"op_row": ROW, ROW: "_gpu"}), on=ROW, how="inner")
+        .unique(["_gpu", "name"])
+    )
+
+    def best(frame: pl.DataFrame) -> dict[str, str]:
+        per = frame.group_by("name", "frame").agg(pl.col(Col.DUR_NS).sum())
+        top = per.sort(["name", Col.DUR_NS, "frame"], descending=[False, True, False]).unique(
+            "name", keep="first", maintain_order=True
+        )
+        return dict(top.select("name", "frame").iter_rows())
+
+    return best(charged.filter(pl.col("name").is_in(list(kernels)))), best(under)

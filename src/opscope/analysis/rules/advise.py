@@ -1,12 +1,15 @@
 """The rules' entry point: `advise(trace)` is `analyze` (overview.py, which composes the rooms' results) followed
-by the advice rules over that result, sharing one link table and one GPU activity. The rules read results; no
+by the advice rules over that result, sharing one link table and one GPU activity; on a trace with Python stacks
+each evidence item is then given the frame of the user's code that launched it (`findings.with_frames`). The rules read results; no
 result module imports the rules back. Definitions: docs/advice.md."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from opscope.analysis.attribution.lines import launch_sites
 from opscope.analysis.base.linking import Linkage
+from opscope.analysis.findings import evidence_names, with_frames
 from opscope.analysis.overview import Analysis, AnalyzeOptions, analysis_of, prepare
 from opscope.analysis.rules.context import RuleContext
 from opscope.analysis.rules.engine import evaluate
@@ -28,6 +31,5 @@ def advise(
     result = analysis_of(trace, opts, linkage, act)
     if not opts.advise:
         return result
-    return replace(
-        result, advice=evaluate(RuleContext(trace, result, linkage, act), opts.rules, opts.predict)
-    )
+    advice = evaluate(RuleContext(trace, result, linkage, act), opts.rules, opts.predict)
+    return replace(result, advice=with_frames(advice, *launch_sites(trace, linkage, *evidence_names(advice))))
