@@ -368,3 +368,35 @@ def test_findings_point_at_the_code_that_launched_them(cli) -> None:
     assert " at modeling_qwen2.py(68): apply_rotary_pos_emb" in table
     no_stacks = json.loads(cli("advise", corpus_path(NO_STACKS[0]), "--format", "json").out)
     assert not any("frame" in item for f in no_stacks["findings"] for item in f["evidence"])
+
+
+def test_hand_made_edge_cases(cli, tmp_path: Path) -> None:
+    """HAND-MADE trace (handmade_traces.with_stack_trace): ties on start, a launch at a frame's end, a thread
+    with only stdlib frames, a missing launch, hostile frame names in every format."""
+    from handmade_traces import FORMULA_FRAME, HOSTILE_FRAME, document, with_stack_trace, write
+
+    events, expected, missing, outside = with_stack_trace()
+    path = write(tmp_path / "stack.json", document(events))
+    result = source_lines(opscope.load(path), LineOptions(top=0))
+    assert {r.frame: r.gpu_ns for r in result.rows} == expected
+    assert (result.missing_launch_ns, result.outside_frames_ns) == (missing, outside)
+    assert result.unattributed_ns == missing + outside
+    assert raw_lines(ref.load(path))[0] == expected  # the reference walk agrees on the hand-made cases
+    (block,) = [r for r in result.rows if r.function == "block"]
+    # no frame, op or annotation runs inside it (launch calls are not scopes, as in `ops`)
+    assert block.path == ("app/model.py(30): block",) and block.cpu_self_ns == 100_000
+    (deep,) = [
+        r for r in source_lines(opscope.load(path), LineOptions(depth=3)).rows if r.function == "block"
+    ]
+    assert deep.path == ("app/train.py(10): main", "app/model.py(20): forward", "app/model.py(30): block")
+    table = cli("lines", path, "--width", "200")
+    assert table.code == 0 and "\x1b" not in table.out and "evil.py(7): \\x1b[31mpwn" in table.out
+    data = json.loads(cli("lines", path, "--format", "json").out)
+    assert {r["frame"] for r in data["rows"]} == set(expected)
+    rows = {
+        r["full_frame"]: r for r in csv.DictReader(io.StringIO(cli("lines", path, "--format", "csv").out))
+    }
+    assert "'" + FORMULA_FRAME in rows
+    assert HOSTILE_FRAME.replace("\x1b", "\\x1b") in rows
+    markdown = cli("lines", path, "--format", "markdown").out
+    assert "<img" not in markdown.replace("`<img", "")
