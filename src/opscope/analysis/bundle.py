@@ -16,6 +16,8 @@ import numpy as np
 import polars as pl
 
 from opscope.analysis.attribution.cpu_ops import CpuOpTable, cpu_op_table
+from opscope.analysis.attribution.lines import LineOptions, SourceLines, source_lines
+from opscope.analysis.attribution.stacks import LaunchStacks, launch_stacks
 from opscope.analysis.attribution.steps import StepOptions, StepStats, step_stats
 from opscope.analysis.attribution.tree import OpTree, TreeOptions, op_tree
 from opscope.analysis.base.linking import Linkage, link
@@ -41,6 +43,7 @@ CRITICAL_PATH_STEPS = 64  # the report's critical-path panel: the first steps on
 MEMORY_TOP = 20  # top allocating ops and live blocks in the memory panel
 EFFICIENCY_ROWS = 500  # efficiency rows in the report
 CPU_ROWS = 30  # rows of the CPU operator table
+LINES_ROWS = 200  # rows of the "By source" table (`opscope lines --top LINES_ROWS`)
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,8 @@ class TraceBundle:
     efficiency: Efficiency  # `opscope efficiency --top EFFICIENCY_ROWS`
     cpu_ops: CpuOpTable  # the CPU operator table (`opscope run` on a CPU-only capture)
     cpu_lanes: CpuLanes  # the CPU side of the timeline over the analysed window
+    lines: SourceLines  # `opscope lines --top LINES_ROWS`: GPU time by the user's source line
+    stacks: LaunchStacks  # the Python stack of each launch (the timeline's kernel details)
 
 
 def trace_bundle(trace: Trace, options: BundleOptions | None = None) -> TraceBundle:
@@ -113,6 +118,8 @@ def trace_bundle(trace: Trace, options: BundleOptions | None = None) -> TraceBun
         ),
         cpu_ops=cpu_op_table(trace, top=CPU_ROWS, linkage=linkage),
         cpu_lanes=cpu_lanes(trace, act, lo, hi),
+        lines=source_lines(trace, LineOptions(top=LINES_ROWS, devices=devices, streams=streams), linkage),
+        stacks=launch_stacks(trace, linkage),
     )
 
 

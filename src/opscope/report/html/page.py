@@ -35,6 +35,7 @@ KINDS: dict[str, tuple[str, ...]] = {
         "critical_path.js",
         "findings.js",
         "memory.js",
+        "lines.js",
     ),
     "diff": ("diff.js",),
     "ranks": ("ranks.js",),

@@ -20,7 +20,7 @@ from opscope.analysis.attribution.tree import OpTree, TreeNode
 from opscope.analysis.base.linking import ROW
 from opscope.analysis.bundle import TraceBundle
 from opscope.analysis.kernels.categories import CATEGORY
-from opscope.analysis.timeline.activity import LAUNCH_OP
+from opscope.analysis.timeline.activity import LAUNCH_NAME, LAUNCH_OP
 from opscope.analysis.timeline.launch_delay import DELAY
 from opscope.model.schema import Col
 from opscope.report import names
@@ -30,6 +30,7 @@ from opscope.report.html.cpu_panel import cpu_panel
 from opscope.report.html.critical_path_report import critical_path_panel
 from opscope.report.html.efficiency_report import SOURCE as EFFICIENCY_SOURCE
 from opscope.report.html.efficiency_report import efficiency_report
+from opscope.report.html.lines_panel import lines_panel, with_stacks
 from opscope.report.html.memory_panel import memory_panel
 from opscope.report.html.timeline_data import TimelineOptions as LaneOptions
 from opscope.report.html.timeline_data import pack_timeline
@@ -50,6 +51,7 @@ SOURCES = {
     "critical_path": "analysis/critical_path/ (as opscope critical-path) + report/html/critical_path_report.py",
     "memory": "analysis/memory/summary.py (as opscope memory) + report/html/memory_panel.py",
     "efficiency": EFFICIENCY_SOURCE,
+    "lines": "analysis/attribution/lines.py (as opscope lines); stacks: analysis/attribution/stacks.py",
 }
 
 
@@ -113,6 +115,7 @@ def trace_report(bundle: TraceBundle, options: ReportOptions | None = None) -> d
         "memory": memory_panel(bundle.memory),
         "efficiency": efficiency_report(bundle.efficiency, strings),
         "cpu": cpu_panel(bundle.cpu_ops),  # the CPU operator view (report/html/cpu_panel.py)
+        "lines": lines_panel(bundle.lines, strings),  # "By source" (report/html/lines_panel.py)
         "diagnosis": [],  # plain-language findings, when the caller has them (opscope demo)
         "sources": dict(SOURCES),
         "warnings": list(trace.meta.warnings),
@@ -235,6 +238,7 @@ def _timeline(
     """Every selected GPU event with its launch op and launch delay (analysis/timeline/launch_delay.py's measure)."""
     act, measured = bundle.activity, bundle.kernel_delays
     events = act.events.join(measured.select(ROW, DELAY), on=ROW, how="left", maintain_order="left")
+    events, python = with_stacks(events, bundle.stacks, strings)
     frame = events.select(
         Col.DEVICE,
         Col.STREAM,
@@ -244,10 +248,13 @@ def _timeline(
         _ids(events, LAUNCH_OP, strings).fill_null(-1).alias("op_id"),
         pl.col(DELAY).alias("delay_ns"),
         _ids(events, CATEGORY, strings).alias("cat_id"),
+        _ids(events, LAUNCH_NAME, strings).fill_null(-1).alias("launch_id"),
+        "py",
     )
     lo, hi = act.window.start_ns or 0, act.window.end_ns or 0
     names: dict[int | None, str | None] = {d: n for d, n in device_names.items()}
     packed = pack_timeline(frame, lo, hi, strings, names, LaneOptions(max_events=opts.max_events))
+    packed["python"] = python  # the Python stacks of the launches (report/html/lines_panel.py)
     packed["cpu"] = cpu_lanes(
         bundle.cpu_lanes, lo, strings
     )  # CPU lanes and idle causes (report/html/cpu_lanes.py)

@@ -3,7 +3,13 @@
 "use strict";
 
 (function () {
-  const { D, el, table } = OPS;
+  const { D, el, table, shortFrame } = OPS;
+  // key=value pairs, and " at file(line): function" where the evidence names the user frame that launched it
+  const evidenceText = (e) => {
+    const text = Object.entries(e).filter(([k]) => k !== "frame")
+      .map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join("; ");
+    return typeof e.frame === "string" ? `${text} at ${shortFrame(e.frame)}` : text;
+  };
   const box = document.getElementById("findings-table");
   if (!box) return;
   const F = D.findings || [];
@@ -19,6 +25,6 @@
     { key: "title", label: "Finding", kind: "text" },
     { key: "advice", label: "Advice", kind: "text" },
     { key: "evidence", label: "Evidence (top 3)", kind: "text",
-      get: (f) => f.evidence.slice(0, 3).map((e) => Object.entries(e).map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join("; ")).join(" | ") },
+      get: (f) => f.evidence.slice(0, 3).map(evidenceText).join(" | ") },
   ], F, { filter: false, id: "findings-rows", sortKey: "time_at_stake_us" });
 })();
