@@ -118,15 +118,13 @@ def innermost_at(frames: pl.DataFrame, points: pl.DataFrame) -> tuple[np.ndarray
             points.select(Col.PID, Col.TID, Col.TS_NS, pl.col(Col.TS_NS).alias("end_ns")),
         ]
     )
-    thread = both.select(
-        pl.concat_str([pl.col(Col.PID).fill_null(""), pl.col(Col.TID).fill_null("")], separator="\x00")
-        .rank("dense")
-        .cast(pl.Int64)
-    ).to_series()
+    # one integer per (pid, tid): a hash join against the distinct pairs, no string sort
+    threads = both.select(Col.PID, Col.TID).unique().with_row_index("_thread")
+    thread = both.join(threads, on=[Col.PID, Col.TID], how="left", nulls_equal=True, maintain_order="left")
     start = both[Col.TS_NS].fill_null(0).to_numpy()
     end = both["end_ns"].fill_null(0).to_numpy()
     container = np.arange(both.height) < n
-    found = innermost_container(thread.to_numpy(), start, end, container)
+    found = innermost_container(thread["_thread"].cast(pl.Int64).to_numpy(), start, end, container)
     return found[:n], found[n:]
 
 

@@ -2,7 +2,7 @@
 started, innermost first, for the report's timeline (click a kernel: its launch call and the frames above it).
 
 Stacks are shared, not stored per launch: every Python frame gets a path id (its parent frame's path id and
-its own name), level by level from the outermost frames down, so that two launches from the same call path
+its own name), level by level from the outermost frames down (breadth first), so that two launches from the same call path
 share one stack; only the distinct stacks of the launches are spelled out. The parent of a frame is the
 innermost frame on its thread that contains it, and the frame of a launch the innermost frame holding its start
 (`lines.innermost_at`, as `opscope lines`). Work: one nesting pass, then one vectorised step per stack level.
@@ -35,38 +35,38 @@ def launch_stacks(trace: Trace, linked: Linkage) -> LaunchStacks:
     return once_per_link(trace, linked, "launch_stacks", lambda: _launch_stacks(linked))
 
 
-def _depths(parent: np.ndarray) -> np.ndarray:
-    """Levels below the top of each node of a parent array (-1 at the roots): pointer jumping, active nodes
-    only, at most one step per level."""
-    depth = np.zeros(len(parent), dtype=np.int64)
-    up = parent.copy()
-    active = np.flatnonzero(up >= 0)
-    while active.size:
-        depth[active] += 1
-        up[active] = parent[up[active]]
-        active = active[up[active] >= 0]
-    return depth
+def _children(parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The nodes ordered by parent, and for each node the start of its children in that order (CSR: node k's
+    children are by_parent[first[k] : first[k + 1]])."""
+    by_parent = np.argsort(parent, kind="stable")
+    first = np.searchsorted(parent[by_parent], np.arange(len(parent) + 1))
+    return by_parent, first
 
 
 def _path_ids(parent: np.ndarray, name: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Path id of each node (equal ids: equal names all the way up), and per path id its parent path (-1 at
-    the top) and its name. One np.unique per level of the tree."""
-    depth = _depths(parent)
+    the top) and its name. Breadth first from the roots: per level one gather of the children and one np.unique
+    of (parent path, name) keys, so the work is O(n log n) whatever the depth."""
+    by_parent, first = _children(parent)
     path = np.full(len(parent), -1, dtype=np.int64)
     names = int(name.max()) + 1 if len(name) else 1
     up_of: list[np.ndarray] = []
     name_of: list[np.ndarray] = []
     next_id = 0
-    order = np.argsort(depth, kind="stable")
-    bounds = np.searchsorted(depth[order], np.arange(int(depth.max(initial=0)) + 2))
-    for level in range(len(bounds) - 1):
-        nodes = order[bounds[level] : bounds[level + 1]]
-        up = np.where(parent[nodes] >= 0, path[np.maximum(parent[nodes], 0)], -1)
-        keys, inverse = np.unique((up + 1) * names + name[nodes], return_inverse=True)
-        path[nodes] = next_id + inverse.reshape(-1)
+    level = np.flatnonzero(parent < 0)
+    for _ in range(len(parent) + 1):  # at most one pass per level; bounded even on a malformed array
+        if not level.size:
+            break
+        up = np.where(parent[level] >= 0, path[np.maximum(parent[level], 0)], -1)
+        keys, inverse = np.unique((up + 1) * names + name[level], return_inverse=True)
+        path[level] = next_id + inverse.reshape(-1)
         up_of.append(keys // names - 1)
         name_of.append(keys % names)
         next_id += len(keys)
+        lo, hi = first[level], first[level + 1]
+        counts = hi - lo
+        offsets = np.repeat(lo - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+        level = by_parent[np.arange(int(counts.sum())) + offsets]
     empty = np.empty(0, dtype=np.int64)
     return (
         path,
@@ -91,8 +91,13 @@ def _launch_stacks(linked: Linkage) -> LaunchStacks:
         .unique("launch_row")
     )
     parent, at = innermost_at(frames, launches)
-    distinct = frames[Col.NAME].unique().sort()
-    name = frames.select(pl.col(Col.NAME).rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
+    distinct = frames.select(Col.NAME).unique().with_row_index("_name")  # a hash join, no string sort
+    name = (
+        frames.select(Col.NAME)
+        .join(distinct, on=Col.NAME, how="left", maintain_order="left")["_name"]
+        .cast(pl.Int64)
+        .to_numpy()
+    )
     path, path_up, path_name = _path_ids(parent, name)
     launch_path = np.where(at >= 0, path[np.maximum(at, 0)], -1)
     used = np.unique(launch_path[launch_path >= 0])
@@ -102,7 +107,7 @@ def _launch_stacks(linked: Linkage) -> LaunchStacks:
         prev = columns[-1]
         columns.append(np.where(prev >= 0, path_up[np.maximum(prev, 0)], -1))
     table = np.stack(columns, axis=1) if len(used) else np.empty((0, 1), dtype=np.int64)
-    texts = distinct.to_list()
+    texts = distinct[Col.NAME].to_list()
     stacks = tuple(tuple(texts[path_name[p]] for p in row if p >= 0) for row in table.tolist())
     index = pl.DataFrame({"_path": used, "stack": np.arange(len(used), dtype=np.int64)})
     gpu = (
