@@ -400,3 +400,14 @@ def test_hand_made_edge_cases(cli, tmp_path: Path) -> None:
     assert HOSTILE_FRAME.replace("\x1b", "\\x1b") in rows
     markdown = cli("lines", path, "--format", "markdown").out
     assert "<img" not in markdown.replace("`<img", "")
+
+
+@pytest.mark.corpus
+def test_python_api_and_notebook_table() -> None:
+    trace = opscope.load(corpus_path(VIT))
+    result = opscope.lines(trace, top=0, keep=("torch",))
+    assert isinstance(result, opscope.SourceLines) and "lines" in opscope.__all__
+    expected, _ = raw_lines(ref.load(corpus_path(VIT)), keep=("torch",))
+    assert {r.frame: r.gpu_ns for r in result.rows} == expected
+    table = result.to_polars()
+    assert table["frame"].to_list() == [r.frame for r in result.rows] and "gpu_ns" in table.columns

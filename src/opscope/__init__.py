@@ -15,7 +15,8 @@ The public API is small::
     with opscope.profile_jax("logs") as jprof:          # JAX (the jax extra): jax.profiler.trace
         train_step(batch)
     trace = jprof.load()                                # its .xplane.pb, HLO ops and modules included
-Every result (`summary`, `analyze`, `ops`, `tree`, `steps`, `diff`, `ranks`, `link`) has `.to_polars()`,
+    rows = opscope.lines(trace).rows                    # GPU time by the line of your code (with_stack)
+Every result (`summary`, `analyze`, `ops`, `tree`, `steps`, `lines`, `diff`, `ranks`, `link`) has `.to_polars()`,
 `.to_pandas()` and a compact table as its Jupyter view (`opscope.tables.Tabular`).
 
 `profile`, `annotate`, `step`, `measure_overhead` and `compare_strategies` live in `opscope.capture`, which
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
+    from opscope.analysis.attribution.lines import SourceLines
     from opscope.analysis.attribution.ops import OpStats
     from opscope.analysis.attribution.steps import StepStats
     from opscope.analysis.attribution.tree import OpTree
@@ -66,6 +68,7 @@ _LAZY = {
     "History": "opscope.history.api",
     "Linkage": "opscope.analysis.base.linking",
     "OpStats": "opscope.analysis.attribution.ops",
+    "SourceLines": "opscope.analysis.attribution.lines",
     "StepStats": "opscope.analysis.attribution.steps",
     "OpTree": "opscope.analysis.attribution.tree",
     "TraceDiff": "opscope.analysis.compare.diff",
@@ -219,6 +222,29 @@ def steps(
     return step_stats(trace, StepOptions(devices=devices, streams=streams, steps=select))
 
 
+def lines(
+    trace: Trace,
+    *,
+    top: int = 30,
+    depth: int = 1,
+    keep: Sequence[str] = (),
+    skip_prefixes: Sequence[str] = (),
+    devices: tuple[int, ...] | None = None,
+    streams: tuple[int, ...] | None = None,
+    steps: str | None = None,
+) -> SourceLines:
+    """GPU time by the line of the user's code that launched it, as `opscope lines` (top=0 for all rows;
+    `keep`: framework groups counted as the user's code, "torch", "stdlib", "builtins", "compiled")."""
+    from opscope.analysis.attribution.frames import FrameFilter
+    from opscope.analysis.attribution.lines import LineOptions, source_lines
+
+    frames = FrameFilter(keep=tuple(keep), skip_prefixes=tuple(skip_prefixes))
+    return source_lines(
+        trace,
+        LineOptions(top=top, depth=depth, frames=frames, devices=devices, streams=streams, steps=steps),
+    )
+
+
 def diff(
     base: Trace | str | Path,
     new: Trace | str | Path,
@@ -267,6 +293,7 @@ __all__ = [
     "OpTree",
     "OpscopeError",
     "RanksReport",
+    "SourceLines",
     "StepStats",
     "SummaryOptions",
     "Tabular",
@@ -280,6 +307,7 @@ __all__ = [
     "compare_strategies",
     "diff",
     "efficiency",
+    "lines",
     "link",
     "load",
     "measure_overhead",
