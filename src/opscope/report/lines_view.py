@@ -123,6 +123,8 @@ def lines_document(result: SourceLines) -> Document:
     if not result.has_stacks:
         notes.append(no_stacks_line())
     else:
+        if not result.rows:  # the table (and its footer) is not shown: the line still accounts for the time
+            notes.append(unattributed_line(result))
         groups = [g for g in FRAME_GROUPS if g not in opts.frames.keep]
         skipped = [f"framework frames ({', '.join(groups)})"] if groups else []
         skipped += [f"files under {p}" for p in opts.frames.skip_prefixes]
