@@ -411,3 +411,32 @@ def test_python_api_and_notebook_table() -> None:
     assert {r.frame: r.gpu_ns for r in result.rows} == expected
     table = result.to_polars()
     assert table["frame"].to_list() == [r.frame for r in result.rows] and "gpu_ns" in table.columns
+
+
+@pytest.mark.slow
+@pytest.mark.corpus
+def test_tiled_trace_scales_linearly(tmp_path: Path) -> None:
+    """The Qwen trace tiled 1x / 4x / 16x (make_big_trace, distinct steps): every row of the 4x trace is 4 times
+    the 1x row (GPU time, kernels, CPU self), and the peak memory of `opscope lines` grows no faster than the
+    trace (4x -> 16x at most 6 times the growth of 1x -> 4x: linear is 4)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from make_big_trace import make_big_trace
+    from test_analysis_scale import peak_kb
+
+    paths = {
+        n: Path(
+            make_big_trace(corpus_path(QWEN), tmp_path / f"x{n}.json.gz", copies=n, distinct_steps=True).path
+        )
+        for n in (1, 4, 16)
+    }
+    one = source_lines(opscope.load(paths[1], cache=False), LineOptions(top=0))
+    four = source_lines(opscope.load(paths[4], cache=False), LineOptions(top=0))
+    assert [(r.frame, 4 * r.gpu_ns, 4 * r.kernels, 4 * r.cpu_self_ns) for r in one.rows] == [
+        (r.frame, r.gpu_ns, r.kernels, r.cpu_self_ns) for r in four.rows
+    ]
+    assert four.unattributed_ns == 4 * one.unattributed_ns
+    cache = tmp_path / "cache"
+    for path in paths.values():
+        peak_kb(["summary", str(path)], cache)  # warm runs only
+    peak = {n: peak_kb(["lines", str(path)], cache) for n, path in paths.items()}
+    assert peak[16] - peak[4] <= 6 * max(peak[4] - peak[1], 1), peak
