@@ -191,7 +191,30 @@ def advise_data(result: Analysis) -> dict[str, Any]:
         "combined_saving_us": round(advice.combined_saving_ns / 1e3, 3),
         "not_evaluated": [{"id": o.id, "reason": o.reason} for o in advice.not_evaluated],
         "rules_evaluated": outcomes_data(advice),
+        "capture": capture_data(advice),
     }
+
+
+def capture_data(advice: Advice) -> dict[str, Any] | None:
+    c = advice.capture
+    if c is None:
+        return None
+    return {
+        "kind": c.kind,
+        "detail": c.detail,
+        "advice": c.advice,
+        "head_us": round(c.head_ns / 1e3, 3),
+        "tail_us": round(c.tail_ns / 1e3, 3),
+        "steady_us": round(c.steady_ns / 1e3, 3),
+    }
+
+
+def capture_fact(advice: Advice) -> tuple[str, str] | None:
+    """("capture", what the window is) when it is not steady state, or its head / tail is long."""
+    c = advice.capture
+    if c is None or c.kind == "steady_state":
+        return None
+    return ("capture", f"{c.kind.replace('_', ' ')}: {c.detail}")
 
 
 def advise_document(result: Analysis, top: int | None = None) -> Document:
@@ -200,9 +223,11 @@ def advise_document(result: Analysis, top: int | None = None) -> Document:
         advice = replace(advice, findings=advice.findings[:top])
         result = replace(result, advice=advice)
     worst = advice.worst()
+    capture = capture_fact(advice)
     facts = (
         ("trace", result.path),
         ("devices", ", ".join(result.device_names) or "none recorded"),
+        *([capture] if capture else []),
         (
             "findings",
             f"{len(advice.findings)} ({worst or 'none'} at worst) from {len(advice.rules_checked)} rules",
@@ -215,6 +240,7 @@ def advise_document(result: Analysis, top: int | None = None) -> Document:
         else (findings_table(advice),)
     )
     notes = (
+        *([f"capture: {advice.capture.advice}"] if capture and advice.capture else []),
         *(f"{f.id}: {f.advice}" for f in advice.findings),
         "Saving: what the fix would save under the finding's model, not counting time a finding above "
         "already claims, so the savings add up to at most the window. Severity from the saving's share of "

@@ -23,6 +23,7 @@ from opscope.analysis.findings import (
     NOT_EVALUATED,
     WARN_SHARE,
     Advice,
+    CaptureNote,
     Finding,
     RuleConfig,
     RuleOutcome,
@@ -185,6 +186,14 @@ def evaluate(ctx: RuleContext, config: RuleConfig | None = None, predict: bool =
         combined_saving_ns=min(combined, window) if window else combined,
         outcomes=tuple(outcomes[i] for i in checked if i in outcomes),
         withheld=tuple(withheld),
+        capture=CaptureNote(
+            kind=ctx.capture.kind,
+            detail=ctx.capture.detail,
+            advice=ctx.capture.advice,
+            head_ns=ctx.capture.head_ns,
+            tail_ns=ctx.capture.tail_ns,
+            steady_ns=ctx.capture.steady_ns,
+        ),
     )
 
 
