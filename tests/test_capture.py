@@ -116,3 +116,18 @@ def test_compilation_window_is_said(tmp_path: Path) -> None:
     assert advice.capture is not None and advice.capture.kind == "compilation"
     outcomes = {o.id: o for o in advice.outcomes}
     assert all(outcomes[r].status == "not evaluated" for r in ("host_bound", "gpu_gaps"))
+
+
+@pytest.mark.corpus
+def test_no_rule_is_silent_on_a_cpu_only_trace() -> None:
+    """A CPU-only capture (no GPU activity): every rule is listed as not evaluated, with the reason; none is
+    left out or passes for "nothing found"."""
+    from opscope.analysis.rules.registry import rule_ids
+
+    advice = advice_of(corpus_path("hta/cpu_only_rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"))
+    assert [o.id for o in advice.outcomes] == list(rule_ids())
+    assert all(
+        o.status == "not evaluated" and o.reason == "no GPU activity in the analysed window"
+        for o in advice.outcomes
+    )
+    assert advice.findings == ()
