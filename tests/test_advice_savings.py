@@ -228,3 +228,16 @@ def test_removing_the_evidence_removes_the_finding(tmp_path: Path) -> None:
     assert "dataloader_bound" not in {f.id for f in (*advice.findings, *advice.withheld)}
     assert "dataloader_bound" in {f.id for f in advice_of(RESNET_V100).findings}
     assert sum(f.predicted_saving_ns or 0 for f in advice.findings) <= advice.window_ns
+
+
+@pytest.mark.corpus
+def test_a_rule_that_saves_nothing_is_not_a_finding(cli) -> None:
+    """MI250 mini-toy: the GPU is under 50% busy (host_bound's metric crosses its threshold), but its idle time
+    is not mostly host wait, so there is no host-wait time to save: not a finding, never "info host_bound ...
+    (0.000 ms)"; the JSON lists it with its value as "no time at stake"."""
+    rel = "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+    data = json.loads(cli("advise", corpus_path(rel), "--format", "json").out)
+    assert "host_bound" not in {f["id"] for f in data["findings"]}
+    (outcome,) = [o for o in data["rules_evaluated"] if o["id"] == "host_bound"]
+    assert outcome["status"] == "no time at stake" and outcome["value"] < outcome["threshold"]
+    assert "host_bound" not in cli("advise", corpus_path(rel), "--width", "200").out.split("fixing")[0]
