@@ -161,11 +161,18 @@ class RuleContext:
         tail, a warm-up step, a graph capture or compilation): device, start_ns, end_ns."""
         frames = []
         bounds = self.capture.steady
+        if not bounds:
+            return pl.DataFrame(schema={Col.DEVICE: pl.Int32, S: pl.Int64, E: pl.Int64})
+        pieces = pl.DataFrame(
+            {S: [lo for lo, _ in bounds], E: [hi for _, hi in bounds]}, schema={S: pl.Int64, E: pl.Int64}
+        )
         for device, events in self.clipped.partition_by(Col.DEVICE, as_dict=True).items():
+            # the gaps over the whole steady span once, then cut to its pieces in one sweep (a gaps() call per
+            # piece re-read every interval: steps x events)
             merged = intervals.merge(events.select(S, E))
-            for lo, hi in bounds:
-                gaps = intervals.gaps(merged, int(lo), int(hi))
-                frames.append(gaps.select(pl.lit(device[0], dtype=pl.Int32).alias(Col.DEVICE), S, E))
+            span = intervals.gaps(merged, int(bounds[0][0]), int(bounds[-1][1]))
+            gaps = intervals.intersect(span, pieces)
+            frames.append(gaps.select(pl.lit(device[0], dtype=pl.Int32).alias(Col.DEVICE), S, E))
         if not frames:
             return pl.DataFrame(schema={Col.DEVICE: pl.Int32, S: pl.Int64, E: pl.Int64})
         return pl.concat(frames).filter(pl.col(E) > pl.col(S))
