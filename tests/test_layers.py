@@ -29,6 +29,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("opscope.capture",),
     ("opscope.history",),  # run history: reads traces through ingest, reduces them through the analyses
     ("opscope.report",),
+    (
+        "opscope.serve",
+    ),  # opscope mcp: tools, roots, bounded answers; the CLI hands it the way to run a command
     ("opscope.cli",),
     ("opscope",),
 )

@@ -1,10 +1,15 @@
-"""Nsight Compute CSV: parsing both pages and joining to a trace. The ncu exports here are hand-made
-fixtures following ncu's documented layouts (tests/fixtures/ncu_*_handmade.csv): no real export exists in
-the corpus."""
+"""Nsight Compute CSV: parsing both pages and joining to a trace. The ncu exports of the first tests are
+HAND-MADE fixtures following ncu's documented layouts (tests/fixtures/ncu_*_handmade.csv, and one written by
+`_alexnet_export` with kernel names taken from a real corpus trace). The real export of the corpus
+(ncu/apc_bert_flashattn_A100_nsight.csv) has no kernel in common with any corpus trace: it is joined here to
+test the no-match path, and read on its own in test_ncu_command.py."""
 
 from __future__ import annotations
 
+import gzip
 import json
+from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -26,8 +31,8 @@ def test_raw_page_units_and_values():
     assert first["sm_throughput_pct"] == pytest.approx(0.92)
     assert first["registers_per_thread"] == 26 and first["block"] == "512,1,1" and first["grid"] == "2,1,1"
     last = frame.row(3, named=True)
-    assert last["static_shared_memory"] == pytest.approx(1024.0)  # 1.024 Kbyte/block
-    assert last["l1_hit_rate_pct"] == pytest.approx(12.5)
+    assert last["static_shared_mem_bytes"] == pytest.approx(1024.0)  # 1.024 Kbyte/block
+    assert last["l1_hit_pct"] == pytest.approx(12.5)
 
 
 def test_details_page_one_metric_per_row():
@@ -37,7 +42,7 @@ def test_details_page_one_metric_per_row():
     assert first["duration_ns"] == pytest.approx(17.70e6)  # msecond
     assert first["memory_throughput_pct"] == pytest.approx(1.61)  # the % one, not Gbyte/second
     assert first["block_limit_registers"] == 4 and first["theoretical_occupancy_pct"] == 100
-    assert metrics.launches.row(1, named=True)["l1_hit_rate_pct"] is None  # "n/a"
+    assert metrics.launches.row(1, named=True)["l1_hit_pct"] is None  # "n/a"
 
 
 @pytest.mark.corpus
@@ -103,3 +108,93 @@ def test_formats_lists_readers(cli):
     data = json.loads(result.out)
     assert data["schema"] == "opscope.formats/1"
     assert [f["name"] for f in data["formats"]] == ["nsys", "xplane", "rocprof", "rocprof-csv", "kineto"]
+
+
+NCU_EXPORT = "ncu/apc_bert_flashattn_A100_nsight.csv"
+ALEXNET = "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz"
+
+
+@pytest.mark.corpus
+def test_no_kernel_of_the_export_in_the_trace_is_one_line_and_the_traces_table(cli):
+    """The real export beside a trace that ran other kernels: it used to crash (SchemaError: the join's name
+    column of nulls against the trace's text names, exit 3)."""
+    trace, export = corpus_path(SAXPY), corpus_path(NCU_EXPORT)
+    result = cli("kernels", trace, "--metrics", export, "--no-cache")
+    assert result.code == 0, result.err
+    assert result.err.count("\n") == 1 and "none of the 10 profiled launches" in result.err
+    assert "saxpy" in result.out and "SM %" not in result.out  # the trace's own table, no empty ncu columns
+    data = json.loads(cli("kernels", trace, "--metrics", export, "--format", "json", "--no-cache").out)
+    assert data["metrics"]["profiled_launches"] == 10 and data["metrics"]["matched_launches"] == 0
+    assert len(data["metrics"]["unmatched_kernels"]) == 7 and data["rows"][0]["metrics"] is None
+    report = cli("report", trace, "--metrics", export, "--format", "json", "--no-cache")
+    assert report.code == 0 and json.loads(report.out)["kernels"]["ncu"]["matched_launches"] == 0
+
+
+def _trace_kernels(path) -> dict[str, int]:
+    """Kernel name -> launches, read from the trace JSON with the json module."""
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        events = json.load(handle)["traceEvents"]
+    return dict(Counter(e["name"] for e in events if e.get("cat") == "kernel" and e.get("ph") == "X"))
+
+
+def _alexnet_export(tmp_path) -> tuple[Path, dict[str, list[float]]]:
+    """HAND-MADE ncu export (details page) whose kernel names come from the real alexnet trace: one name
+    exactly as the trace has it, one as ncu prints it (`<unnamed>`, no parameter spelling of the trace) that
+    matches by base name, one the trace does not have. Returns the path and the SM % written per name."""
+    exact = "void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true, (cudnnKernelDataType_t)2>(cudnn::ops::nchw2nhwc_params_t<float>, float const*, float*)"
+    ncu_style = "void at::native::<unnamed>::max_pool_forward_nchw<float, float>(int, const float *, long)"
+    sm = {exact: [10.0, 20.0, 30.0], ncu_style: [40.0, 50.0], "not_in_the_trace(int)": [60.0]}
+    rows = ['"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value"']
+    launch = 0
+    for name, values in sm.items():
+        for value in values:
+            rows.append(
+                f'"{launch}","{name}","GPU Speed Of Light Throughput","Compute (SM) Throughput","%","{value}"'
+            )
+            rows.append(f'"{launch}","{name}","Occupancy","Achieved Occupancy","%","{value / 2}"')
+            launch += 1
+    path = tmp_path / "alexnet_ncu_handmade.csv"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path, sm
+
+
+@pytest.mark.corpus
+def test_join_matches_real_trace_names_by_name_and_launch_order(cli, tmp_path):
+    trace = corpus_path(ALEXNET)
+    counts = _trace_kernels(trace)
+    export, sm = _alexnet_export(tmp_path)
+    exact, ncu_style, missing = list(sm)
+    pool = next(n for n in counts if "max_pool_forward_nchw" in n)
+    assert exact in counts and missing not in counts and ncu_style not in counts
+    expected = min(len(sm[exact]), counts[exact]) + min(len(sm[ncu_style]), counts[pool])
+    result = cli("kernels", trace, "--metrics", export, "--format", "json", "--no-cache")
+    assert result.code == 0, result.err
+    data = json.loads(result.out)["metrics"]
+    assert data["profiled_launches"] == 6 and data["matched_launches"] == expected == 5
+    assert data["unmatched_kernels"] == [missing]
+    report = json.loads(cli("report", trace, "--metrics", export, "--format", "json", "--no-cache").out)
+    strings = report["strings"]
+    rows = {strings[r["raw_name"]]: r for r in report["kernels"]["rows"]}
+    assert report["kernels"]["ncu"]["matched_launches"] == 5
+    assert rows[exact]["ncu"]["launches"] == 3 and rows[exact]["ncu"]["sm_throughput_pct"] == pytest.approx(
+        20.0
+    )
+    assert rows[pool]["ncu"]["sm_throughput_pct"] == pytest.approx(45.0)
+    assert rows[pool]["ncu"]["achieved_occupancy_pct"] == pytest.approx(22.5)
+    assert sum(1 for r in rows.values() if r["ncu"] is not None) == 2
+    table = cli("report", trace, "--metrics", export, "--format", "markdown", "--no-cache").out
+    assert "| SM % |" in table and "5 of 6 profiled launches matched" in table
+
+
+def test_name_map_matches_mangled_and_demangled_names():
+    from opscope.analysis.kernels.metrics import _name_map
+
+    trace = ["kernel(float*)", "void at::native::<unnamed>::foo<int>(int)", "bar", "bar2"]
+    ncu = ["_Z6kernelPf", "void at::native::(anonymous namespace)::foo<(int)4>(int)", "bar", "baz"]
+    assert _name_map(ncu, trace) == {
+        "_Z6kernelPf": "kernel(float*)",
+        "void at::native::(anonymous namespace)::foo<(int)4>(int)": "void at::native::<unnamed>::foo<int>(int)",
+        "bar": "bar",
+    }
+    assert _name_map(["_Z6kernelPf"], ["_Z6kernelPf"]) == {"_Z6kernelPf": "_Z6kernelPf"}
+    assert _name_map([], []) == {} and _name_map(["x"], []) == {}

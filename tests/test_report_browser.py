@@ -58,7 +58,9 @@ def test_trace_report_views_and_numbers(cli, tmp_path, open_report) -> None:  # 
     )
     draw = page.evaluate("window.opscopeTimeline.lastDraw")
     assert draw["lanes"] == len(data["timeline"]["lanes"]) and draw["rects"] + draw["columns"] > 0
-    # Wheel zooms around the cursor, dragging pans, double-click resets.
+    # Wheel zooms around the cursor, dragging pans, double-click resets (the canvas scrolled into view first:
+    # the brief and the findings above it can push it below the window).
+    page.locator("#timeline-canvas").scroll_into_view_if_needed()
     box = page.locator("#timeline-canvas").bounding_box()
     page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 34)
     page.mouse.wheel(0, -600)
@@ -174,6 +176,7 @@ def test_hostile_names_render_as_text(cli, tmp_path, open_report) -> None:  # no
     assert page.locator("img").count() == 0 and page.locator("svg[onload]").count() == 0
     assert "hostile <x>.json" in page.locator("#report-subtitle").inner_text()
     # Hover everything that shows names in a tooltip: timeline events, chart bars, flame frames.
+    page.locator("#timeline-canvas").scroll_into_view_if_needed()  # below the brief and the findings
     box = page.locator("#timeline-canvas").bounding_box()
     for i in range(page.evaluate("window.opscopeTimeline.count")):
         page.evaluate(f"window.opscopeTimeline.show({i})")
@@ -339,3 +342,22 @@ def test_capped_diff_tables_say_what_they_left_out(cli, tmp_path, open_report) -
     opened = open_report(out)
     assert opened.problems() == []
     assert opened.page.locator("#kernel-hidden").inner_text().startswith("1,000 more kernel rows not shown")
+
+
+def test_report_with_nsight_compute_metrics(cli, tmp_path, open_report) -> None:  # noqa: F811
+    """`report TRACE --metrics FILE`: the kernels table gains the joined ncu means and says how many profiled
+    launches matched. The ncu export is the HAND-MADE fixture naming the real saxpy trace's kernel."""
+    from conftest import REPO
+
+    trace = corpus_path("pipit/saxpy-mpi-cuda_nsys_perlmutter0.sqlite")
+    ncu = REPO / "tests" / "fixtures" / "ncu_raw_handmade.csv"
+    out = tmp_path / "report.html"
+    assert cli("report", trace, "--metrics", ncu, "-o", out, "--no-cache").code == 0
+    opened = open_report(out)
+    page = opened.page
+    assert opened.problems() == [] and opened.dialogs == []
+    assert "3 of 4 profiled launches matched" in page.locator("#kernels-ncu").inner_text()
+    headers = page.locator("#kernel-table thead th").all_inner_texts()
+    assert "SM %" in headers and "Ach occ %" in headers
+    row = page.locator("#kernel-table tbody tr", has_text="saxpy").first.locator("td")
+    assert row.nth(headers.index("SM %")).inner_text() == "0.920"

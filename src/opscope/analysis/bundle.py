@@ -26,15 +26,17 @@ from opscope.analysis.critical_path.stats import CriticalPathStats, critical_pat
 from opscope.analysis.efficiency.table import Efficiency, EfficiencyOptions, efficiency
 from opscope.analysis.findings import Advice
 from opscope.analysis.kernels.categories import CATEGORY, CategoryBreakdown, categories_of, category_breakdown
+from opscope.analysis.kernels.metrics import MetricsJoin, join_metrics
 from opscope.analysis.kernels.summary import KernelSummary, SummaryOptions, kernel_summary
 from opscope.analysis.memory.summary import MemoryOptions, MemoryStats, memory_stats
-from opscope.analysis.overview import AnalyzeOptions
+from opscope.analysis.overview import Analysis, AnalyzeOptions
 from opscope.analysis.rules.advise import advise
 from opscope.analysis.timeline.activity import Activity, TimelineOptions, gpu_activity
 from opscope.analysis.timeline.busy import Timeline, timeline
 from opscope.analysis.timeline.lanes import CpuLanes, cpu_lanes
 from opscope.analysis.timeline.launch_delay import LaunchDelay, kernel_delays, launch_delay
 from opscope.analysis.timeline.memcpy import MemcpyStats, memcpy_stats
+from opscope.model.ncu import NcuMetrics
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
@@ -72,7 +74,10 @@ class TraceBundle:
     kernel_delays: pl.DataFrame  # per measured kernel: the launch delay (`launch_delay.DELAY`), by row
     launch_delay: LaunchDelay
     memcpy: MemcpyStats
-    advice: Advice | None  # `opscope advise` (without predicted savings)
+    advice: Advice | None  # `opscope advise`
+    analysis: (
+        Analysis  # `opscope analyze` with that advice: the figures of the report's brief (`opscope brief`)
+    )
     critical_path: CriticalPathStats  # the first CRITICAL_PATH_STEPS steps
     memory: MemoryStats  # `opscope memory --top MEMORY_TOP`
     efficiency: Efficiency  # `opscope efficiency --top EFFICIENCY_ROWS`
@@ -80,10 +85,14 @@ class TraceBundle:
     cpu_lanes: CpuLanes  # the CPU side of the timeline over the analysed window
     lines: SourceLines  # `opscope lines --top LINES_ROWS`: GPU time by the user's source line
     stacks: LaunchStacks  # the Python stack of each launch (the timeline's kernel details)
+    ncu: MetricsJoin | None = None  # an Nsight Compute export joined to the kernels (`report --metrics`)
 
 
-def trace_bundle(trace: Trace, options: BundleOptions | None = None) -> TraceBundle:
-    """Every result of `trace`'s HTML report, each analysis run once over one link table and one activity."""
+def trace_bundle(
+    trace: Trace, options: BundleOptions | None = None, ncu: NcuMetrics | None = None
+) -> TraceBundle:
+    """Every result of `trace`'s HTML report, each analysis run once over one link table and one activity;
+    with `ncu`, its metrics joined to the trace's kernels (as `opscope kernels --metrics`)."""
     opts = options or BundleOptions()
     devices, streams = opts.devices, opts.streams
     linkage = link(trace)
@@ -92,6 +101,7 @@ def trace_bundle(trace: Trace, options: BundleOptions | None = None) -> TraceBun
     flame = TreeOptions(depth=0, min_share=FLAME_MIN_SHARE, devices=devices, streams=streams)
     steps = step_stats(trace, StepOptions(devices=devices, streams=streams), linkage)
     lo, hi = act.window.start_ns or 0, act.window.end_ns or 0
+    analysis = advise(trace, AnalyzeOptions(devices=devices, streams=streams, predict=True), linkage, act)
     return TraceBundle(
         trace=trace,
         options=opts,
@@ -108,7 +118,8 @@ def trace_bundle(trace: Trace, options: BundleOptions | None = None) -> TraceBun
         kernel_delays=kernel_delays(act)[0],
         launch_delay=launch_delay(trace, activity=act),
         memcpy=memcpy_stats(trace, activity=act),
-        advice=advise(trace, AnalyzeOptions(devices=devices, streams=streams), linkage, act).advice,
+        advice=analysis.advice,
+        analysis=analysis,
         critical_path=critical_path_stats(
             trace, rules=(), top=0, linkage=linkage, max_windows=CRITICAL_PATH_STEPS
         ),
@@ -120,6 +131,7 @@ def trace_bundle(trace: Trace, options: BundleOptions | None = None) -> TraceBun
         cpu_lanes=cpu_lanes(trace, act, lo, hi),
         lines=source_lines(trace, LineOptions(top=LINES_ROWS, devices=devices, streams=streams), linkage),
         stacks=launch_stacks(trace, linkage),
+        ncu=join_metrics(trace, ncu) if ncu is not None else None,
     )
 
 

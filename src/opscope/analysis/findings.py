@@ -15,6 +15,7 @@ CRIT: Final = "crit"
 SEVERITIES: Final[tuple[str, ...]] = (INFO, WARN, CRIT)
 CRIT_SHARE: Final = 0.10  # time at stake / basis at or above this: crit
 WARN_SHARE: Final = 0.02  # ... at or above this: warn; below: info
+MIN_SAVING_NS: Final = 50_000  # a saving under 50 us is info whatever its share (a tiny run's idle time)
 MAX_EVIDENCE: Final = 10
 
 SOURCES: Final[dict[str, str]] = {
@@ -23,6 +24,7 @@ SOURCES: Final[dict[str, str]] = {
     "hta": "Holistic Trace Analysis",
     "nvidia": "NVIDIA Deep Learning Performance Guide",
     "pytorch": "PyTorch performance tuning guide",
+    "ncu": "Nsight Compute rule results, quoted from the export",
     "own": "opscope",
 }
 
@@ -40,24 +42,83 @@ class Finding:
     evidence: tuple[dict[str, Any], ...]
     advice: str
     source: str
-    predicted_saving_ns: int | None = None  # filled by the what-if analysis when it lands; None until then
+    # the saving a fix would bring under the finding's model, exclusive of the findings ranked above it
+    # (analysis/rules/savings.py); None only on findings built by hand
+    predicted_saving_ns: int | None = None
+    saving_share: float = 0.0  # predicted saving / the analysed window
+    saving_model: str = ""  # the name of the saving model (docs/advice.md, "Savings")
+    shared_with: tuple[str, ...] = ()  # findings above this one that claimed part of the same time
+
+
+@dataclass(frozen=True)
+class RuleOutcome:
+    """What one rule measured on the trace, finding or not (`rules_evaluated` in the JSON)."""
+
+    id: str
+    status: str  # one of OUTCOMES
+    value: float | None = None
+    threshold: float | None = None
+    reason: str = ""
+
+
+FINDING: Final = "finding"
+NOT_CROSSED: Final = "threshold not crossed"
+NO_TIME: Final = "no time at stake"
+EXPLAINED: Final = "explained by findings above"
+NO_SAVING: Final = "no saving on the critical path"
+NOT_EVALUATED: Final = "not evaluated"
+OUTCOMES: Final = (FINDING, NOT_CROSSED, NO_TIME, EXPLAINED, NO_SAVING, NOT_EVALUATED)
+
+
+@dataclass(frozen=True)
+class CaptureNote:
+    """What kind of capture the analysed window is (analysis/timeline/capture.py): steady_state, graph_capture,
+    compilation, warm_up or long_head_or_tail; why; how to profile the steady state; and the steady part the
+    idle rules read."""
+
+    kind: str
+    detail: str
+    advice: str
+    head_ns: int
+    tail_ns: int
+    steady_ns: int
 
 
 @dataclass(frozen=True)
 class Advice:
-    findings: tuple[Finding, ...]  # sorted by time at stake, largest first
+    findings: tuple[Finding, ...]  # sorted by predicted saving, largest first
     rules_checked: tuple[str, ...]
     warnings: tuple[str, ...] = ()
+    window_ns: int = 0  # the analysed window: the basis of every saving share
+    combined_saving_ns: int = 0  # every finding's remedy applied together (<= the sum, <= the window)
+    outcomes: tuple[RuleOutcome, ...] = ()  # every rule checked, in registry order
+    # rules that fired but save nothing: their time is claimed by the findings above, or the critical-path
+    # what-if of their remedy saves nothing (`outcomes` says which); kept for their evidence, not shown
+    withheld: tuple[Finding, ...] = ()
+    capture: CaptureNote | None = None  # what kind of capture the window is
+
+    @property
+    def not_evaluated(self) -> tuple[RuleOutcome, ...]:
+        return tuple(o for o in self.outcomes if o.status == NOT_EVALUATED)
 
     def worst(self) -> str | None:
         levels = [SEVERITIES.index(f.severity) for f in self.findings]
         return SEVERITIES[max(levels)] if levels else None
 
 
-def severity(share: float) -> str:
-    if share >= CRIT_SHARE:
+def severity(
+    share: float,
+    crit: float = CRIT_SHARE,
+    warn: float = WARN_SHARE,
+    saving_ns: int | None = None,
+    min_saving_ns: int = MIN_SAVING_NS,
+) -> str:
+    """From the saving's share of the window; a saving under `min_saving_ns` is info."""
+    if saving_ns is not None and saving_ns < min_saving_ns:
+        return INFO
+    if share >= crit:
         return CRIT
-    if share >= WARN_SHARE:
+    if share >= warn:
         return WARN
     return INFO
 
@@ -78,6 +139,9 @@ class RuleConfig:
 
     thresholds: Mapping[str, float] = field(default_factory=dict)
     disabled: frozenset[str] = frozenset()
+    crit_share: float = CRIT_SHARE  # [severity] crit = ...: a saving of this share of the window is crit
+    warn_share: float = WARN_SHARE  # [severity] warn = ...
+    min_saving_ns: int = MIN_SAVING_NS  # [severity] min_saving_us = ...: below it, info
 
     def threshold(self, rule: Thresholded) -> float:
         return float(self.thresholds.get(rule.id, rule.threshold))

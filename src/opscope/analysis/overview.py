@@ -44,7 +44,9 @@ class AnalyzeOptions:
     top: int = 10  # rows of the kernel, op, launch-delay and sync tables
     advise: bool = True  # `rules.advise.advise` runs the advice rules and fills `Analysis.advice`
     rules: RuleConfig | None = None  # threshold overrides (`--rules FILE`); None = the documented defaults
-    predict: bool = False  # fill the findings' predicted savings from the critical path (opscope advise)
+    # refine the findings' predicted savings with the critical-path what-if of their remedies (every view shows
+    # the same findings: advise, analyze, report, diff, demo); false: the saving models' estimates alone
+    predict: bool = True
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,8 @@ def diagnose(
     CPU-operator self time), largest first."""
     unit = "GPU time" if gpu else "CPU operator self time"
     findings = [
-        f"[{f.severity}] {f.id}: {f.title} ({f.time_at_stake_ns / 1e6:.2f} ms at stake). {f.advice}"
+        f"[{f.severity}] {f.id}: {f.title} (saving about {(f.predicted_saving_ns or 0) / 1e6:.2f} ms). "
+        f"{f.advice}"
         for f in (advice.findings if advice else ())
     ]
     if shares:

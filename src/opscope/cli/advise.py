@@ -1,4 +1,4 @@
-"""`opscope advise`: findings with evidence and advice, sorted by GPU time at stake; `--fail-on` for CI."""
+"""`opscope advise`: findings with evidence and advice, sorted by predicted saving; `--fail-on` for CI."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from opscope.cli.common import (
     emit,
     load_trace,
 )
+from opscope.errors import UsageError
 
 NAME = "advise"
 LEVELS = ("info", "warn", "crit")
@@ -25,7 +26,10 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         "--rules",
         default=None,
         metavar="FILE",
-        help="TOML file of thresholds: [rules.<id>] threshold = N, enabled = false",
+        help="TOML file of thresholds: [rules.<id>] threshold = N, enabled = false; [severity] crit, warn",
+    )
+    parser.add_argument(
+        "--top", type=int, default=0, metavar="N", help="show the first N findings only (0: all)"
     )
     parser.add_argument(
         "--list-rules", action="store_true", help="list the rules and their thresholds, then exit"
@@ -50,11 +54,11 @@ def run(args: argparse.Namespace) -> int:
         emit(rules_document(config), args)
         return 0
     trace = load_trace(args)
-    options = AnalyzeOptions(
-        devices=args.device, streams=args.stream, steps=args.steps, rules=config, predict=True
-    )
+    if args.top < 0:
+        raise UsageError("--top must be 0 (all) or more")
+    options = AnalyzeOptions(devices=args.device, streams=args.stream, steps=args.steps, rules=config)
     result = advise(trace, options)
-    emit(advise_document(result), args)
+    emit(advise_document(result, args.top), args)
     if args.fail_on and result.advice is not None:
         worst = result.advice.worst()
         if worst is not None and LEVELS.index(worst) >= LEVELS.index(args.fail_on):

@@ -17,6 +17,7 @@ from opscope.report import FORMATS, Document, RenderOptions, render
 from opscope.untrusted import visible
 
 if TYPE_CHECKING:
+    from opscope.model.ncu import NcuMetrics
     from opscope.model.trace import Trace
 
 
@@ -139,6 +140,20 @@ def load_trace(args: argparse.Namespace, path: str | None = None) -> Trace:
     check_outputs(args, resolve(target))
     with parse_progress(args, f"reading {Path(str(target)).name if target else 'trace'}") as progress:
         return load(target, cache=not args.no_cache, strict=getattr(args, "strict", False), progress=progress)
+
+
+def read_metrics(args: argparse.Namespace) -> NcuMetrics | None:
+    """The Nsight Compute export named by `--metrics`, read before the trace (a bad file fails fast)."""
+    if getattr(args, "metrics", None) is None:
+        return None
+    from opscope.errors import InputError
+    from opscope.ingest.ncu import read_ncu_csv
+
+    path = Path(args.metrics)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file (--metrics)")
+    check_outputs(args, path)
+    return read_ncu_csv(path, args.metrics)
 
 
 MIN_WIDTH = 20  # narrower, a table is one character per line

@@ -34,8 +34,8 @@ def run(args: argparse.Namespace) -> int:
         data=data,
         tables=(Table(name="formats", title="", columns=columns, rows=rows),),
         notes=(
-            "Nsight Compute CSV exports are per-launch metrics, not traces: pass them to "
-            "`opscope kernels TRACE --metrics FILE`.",
+            "Nsight Compute CSV exports are per-launch metrics, not traces: read them with `opscope ncu FILE`, "
+            "or join them to a trace with `opscope kernels TRACE --metrics FILE`.",
         ),
     )
     emit(doc, args)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import logging
 
-from opscope.cli.common import add_input_args, add_output_args, check_outputs, emit, load_trace
-from opscope.errors import InputError, UsageError
+from opscope.cli.common import add_input_args, add_output_args, emit, load_trace, read_metrics
+from opscope.errors import UsageError
+from opscope.untrusted import visible
 
 NAME = "kernels"
 
@@ -30,20 +31,15 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from opscope.analysis.kernels.launch_config import LaunchOptions, launch_config
     from opscope.analysis.kernels.metrics import join_metrics
-    from opscope.ingest.ncu import read_ncu_csv
-    from opscope.report.kernels_view import kernels_document
+    from opscope.report.kernels_view import kernels_document, no_match_line
 
     if args.top < 0:
         raise UsageError("--top must be 0 (all rows) or a positive number")
-    metrics = None
-    if args.metrics is not None:
-        path = Path(args.metrics)
-        if not path.is_file():
-            raise InputError(f"{path}: no such file (--metrics)")
-        check_outputs(args, path)
-        metrics = read_ncu_csv(path)
+    metrics = read_metrics(args)
     trace = load_trace(args)
     report = launch_config(trace, LaunchOptions(top=args.top, name_filter=args.filter))
     join = join_metrics(trace, metrics) if metrics is not None else None
+    if join is not None and join.matched_launches == 0:
+        logging.getLogger("opscope").warning(visible(no_match_line(join)))
     emit(kernels_document(report, join), args)
     return 0

@@ -24,11 +24,13 @@ from opscope.untrusted import visible
 # (NAME, prepare_parser(parser), run(args) -> int) and is imported only when it runs, so that `--help`,
 # `formats` and argument errors start fast (no polars, no pyarrow).
 COMMANDS: dict[str, str] = {
+    "brief": "a plain-language summary in at most 15 lines: the capture, where the GPU time goes, the top fixes",
     "summary": "per-kernel GPU time table (calls, total, mean, min, max, median, share)",
     "analyze": "one-page diagnosis: GPU busy/idle and why, kernel categories, launch delay, syncs, memcpy",
     "advise": "what to fix first: findings (rules with evidence and advice) sorted by GPU time at stake",
     "compile-check": "torch.compile: compiled regions per step, graph breaks, recompiles, fused Triton kernels",
     "kernels": "per-kernel launch configuration, occupancy and limiter; --metrics joins an Nsight Compute CSV",
+    "ncu": "an Nsight Compute CSV on its own: per-kernel SM/memory throughput, occupancy, findings, ncu's rules",
     "ops": "per operator: calls, CPU total/self time, GPU time of the kernels it launched (inclusive and self)",
     "efficiency": "per operator and shape: FLOP/s, bytes/s, percent of the GPU's peak, compute or memory bound",
     "tree": "GPU time by nn.Module / annotation / op / kernel, as a tree",
@@ -45,6 +47,7 @@ COMMANDS: dict[str, str] = {
     "bench": "compare strategies (torch.compile, autocast, channels_last) for a model: latency, key op, utilization",
     "demo": "the main job on a built-in example: profile a tiny diffusion denoiser, print summary and diagnosis",
     "formats": "list the trace formats opscope reads",
+    "mcp": "serve these commands to coding agents over the Model Context Protocol (stdio; needs opscope[mcp])",
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import stat
 from pathlib import Path
@@ -15,10 +16,12 @@ from opscope.cli.common import (
     check_output,
     emit,
     load_trace,
+    read_metrics,
     write_text,
 )
 from opscope.errors import UsageError
 from opscope.report import FORMATS, render
+from opscope.untrusted import visible
 
 if TYPE_CHECKING:
     from opscope.model.trace import Trace
@@ -40,6 +43,12 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     # -o: the page's path; without it, HTML goes to <trace>.opscope.html beside the trace (its path is printed)
     # and the other formats to standard output; -o - writes the page to standard output.
     parser.add_argument(
+        "--metrics",
+        default=None,
+        metavar="NCU_CSV",
+        help="Nsight Compute export to join to the kernels table by name and launch order (as kernels --metrics)",
+    )
+    parser.add_argument(
         "--max-events",
         type=int,
         default=200_000,
@@ -59,6 +68,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from opscope.analysis.bundle import BundleOptions, trace_bundle
     from opscope.report.html.trace_report import ReportOptions, trace_report
+    from opscope.report.kernels_view import no_match_line
     from opscope.report.trace_view import report_document
 
     if args.max_events < 1 or args.max_rows < 1:
@@ -66,10 +76,13 @@ def run(args: argparse.Namespace) -> int:
     to_stdout = args.output == "-"
     if to_stdout:
         args.output = None
+    metrics = read_metrics(args)
     trace = load_trace(args)
     bundle = trace_bundle(
-        trace, BundleOptions(devices=args.device, streams=args.stream, kernel_rows=args.max_rows)
+        trace, BundleOptions(devices=args.device, streams=args.stream, kernel_rows=args.max_rows), metrics
     )
+    if bundle.ncu is not None and bundle.ncu.matched_launches == 0:
+        logging.getLogger("opscope").warning(visible(no_match_line(bundle.ncu)))
     data = trace_report(bundle, ReportOptions(max_events=args.max_events, max_rows=args.max_rows))
     if args.format != "html":
         emit(report_document(data), args)

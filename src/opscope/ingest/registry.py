@@ -76,7 +76,7 @@ def kineto_head(head: bytes) -> bool:
 
 ROCPROF_JSON_KEY = b'"rocprofiler-sdk-tool"'
 SQLITE_MAGIC = b"SQLite format 3\x00"
-NCU_COLUMNS = (b'"ID"', b'"Kernel Name"')  # Nsight Compute CSV: not a trace, read by `kernels --metrics`
+NCU_COLUMNS = (b'"ID"', b'"Kernel Name"')  # Nsight Compute CSV: not a trace, read by `ncu`
 
 
 def _sniff_sqlite(head: bytes, path: Path) -> bool:
@@ -151,7 +151,7 @@ def detect(path: Path, display: str) -> Reader:
     if all(col in head[:4096] for col in NCU_COLUMNS):
         raise InputError(
             f"{display}: an Nsight Compute CSV (per-launch metrics, not a timeline); "
-            "use it as `opscope kernels TRACE --metrics FILE`"
+            f"read it with `opscope ncu {display}` (or join it to a trace: `opscope kernels TRACE --metrics FILE`)"
         )
     if stripped[:1] in (b"{", b"["):
         raise InputError(f"{display}: JSON, but not a trace format opscope reads (see `opscope formats`)")

@@ -7,13 +7,14 @@ the renderers escape like every other cell.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from opscope.analysis.findings import SOURCES, Advice, Finding, RuleConfig
+from opscope.analysis.findings import EXPLAINED, SOURCES, Advice, Finding, RuleConfig
 from opscope.analysis.overview import Analysis
 from opscope.analysis.rules.registry import RULES
 from opscope.report.document import FLOAT, MS, NAME, PCT, TEXT, Column, Document, Table
-from opscope.report.frame_names import short_frame
+from opscope.report.evidence_text import distinct
 
 SCHEMA = "opscope.advise/1"
 # the JSON's scalar fields that the table leaves out, as CSV-only columns (names as in the JSON)
@@ -23,6 +24,8 @@ CSV_EXTRA = (
     Column("threshold", "Threshold", FLOAT),
     Column("time_at_stake_us", "At stake us", FLOAT),
     Column("predicted_saving_us", "Saving us", FLOAT),
+    Column("saving_share", "Saving share", FLOAT),
+    Column("saving_model", "Saving model", TEXT),
     Column("source", "Source", TEXT),
     Column("advice", "Advice", NAME),
 )
@@ -46,6 +49,9 @@ def finding_data(f: Finding) -> dict[str, Any]:
         "predicted_saving_us": None
         if f.predicted_saving_ns is None
         else round(f.predicted_saving_ns / 1e3, 3),
+        "saving_share": round(f.saving_share, 6),
+        "saving_model": f.saving_model,
+        "shared_with": list(f.shared_with),
     }
 
 
@@ -53,21 +59,14 @@ def findings_data(advice: Advice | None) -> list[dict[str, Any]]:
     return [finding_data(f) for f in advice.findings] if advice else []
 
 
-def _evidence_text(item: dict[str, Any]) -> str:
-    """`key=value; ...`, and where the evidence has the user's frame that launched it, " at file(line): function"
-    (the file shortened, `frame_names.short_frame`)."""
-    text = "; ".join(f"{k}={v}" for k, v in item.items() if k != "frame")
-    frame = item.get("frame")
-    return f"{text} at {short_frame(frame)}" if isinstance(frame, str) else text
-
-
-def findings_table(advice: Advice | None, name: str = "findings") -> Table:
+def findings_table(advice: Advice | None, name: str = "findings", total: int | None = None) -> Table:
     rows = []
     for f in advice.findings if advice else ():
         rows.append(
             {
                 "severity": f.severity,
                 "id": f.id,
+                "saving": f.predicted_saving_ns,
                 "time": f.time_at_stake_ns,
                 "share": f.share,
                 "title": f.title,
@@ -76,21 +75,72 @@ def findings_table(advice: Advice | None, name: str = "findings") -> Table:
         )
     return Table(
         name,
-        "Findings, the most GPU time at stake first",
+        "Findings, the largest predicted saving first",
         (
+            Column("severity", "Sev", TEXT),
+            Column("id", "Rule", TEXT),
+            Column("saving", "Saving ms", MS),
+            Column("saving_share", "Share", PCT),
+            Column("title", "Finding", TEXT, wrap=True),
+        ),
+        tuple(rows),
+        footer=_footer(advice, total),
+        csv_extra=CSV_EXTRA,
+        # the CSV's first columns as they always were (time at stake and its share), the savings after them
+        csv_columns=(
             Column("severity", "Sev", TEXT),
             Column("id", "Rule", TEXT),
             Column("time", "At stake ms", MS),
             Column("share", "Share", PCT),
             Column("title", "Finding", NAME),
         ),
-        tuple(rows),
-        csv_extra=CSV_EXTRA,
     )
 
 
+def combined_line(advice: Advice, total: int | None = None) -> str:
+    """The combined saving: "fixing all of these: about X ms of the Y ms analysed" (the window: the analysed
+    steps, or the whole trace); with `total` (the findings before --top cut them), "fixing all N findings"."""
+    these = "all of these" if total is None or total == len(advice.findings) else f"all {total} findings"
+    return (
+        f"fixing {these}: about {advice.combined_saving_ns / 1e6:,.3f} ms of the "
+        f"{advice.window_ns / 1e6:,.3f} ms analysed"
+    )
+
+
+def not_evaluated_line(advice: Advice) -> str | None:
+    skipped = advice.not_evaluated
+    if not skipped:
+        return None
+    return "not evaluated: " + "; ".join(f"{o.id} ({o.reason})" for o in skipped)
+
+
+def withheld_line(advice: Advice) -> str | None:
+    """The rules that fired but save nothing of their own, and why."""
+    why = {o.id: o for o in advice.outcomes}
+    if not advice.withheld:
+        return None
+    parts = []
+    for f in advice.withheld:
+        o = why.get(f.id)
+        reason = (
+            f"its time is explained by {o.reason}"
+            if o is not None and o.status == EXPLAINED
+            else "no saving on the critical path"
+        )
+        parts.append(f"{f.id} ({reason})")
+    return "also fired, saving nothing of their own: " + "; ".join(parts)
+
+
+def _footer(advice: Advice | None, total: int | None = None) -> tuple[str, ...]:
+    if advice is None:
+        return ()
+    lines = [combined_line(advice, total)] if advice.findings else []
+    lines += [line for line in (withheld_line(advice), not_evaluated_line(advice)) if line]
+    return tuple(lines)
+
+
 def finding_facts(advice: Advice | None, top: int = 5) -> list[tuple[str, str]]:
-    """The findings as headline lines (label, text), for the top of `analyze`: the most time at stake first."""
+    """The findings as headline lines (label, text), for the top of `analyze`: the largest saving first."""
     if advice is None:
         return []
     if not advice.findings:
@@ -98,27 +148,36 @@ def finding_facts(advice: Advice | None, top: int = 5) -> list[tuple[str, str]]:
     lines = [
         (
             f"{f.severity} {f.id}",
-            f"{f.title} ({f.time_at_stake_ns / 1e6:,.3f} ms at stake, {f.share * 100:.1f}%)",
+            f"{f.title} (saving about {(f.predicted_saving_ns or 0) / 1e6:,.3f} ms, "
+            f"{f.saving_share * 100:.1f}% of the window)",
         )
         for f in advice.findings[:top]
     ]
     more = len(advice.findings) - top
-    lines.append(("findings", (f"{more} more; " if more > 0 else "") + "evidence and advice: opscope advise"))
+    lines.append(("findings", (f"{more} more; " if more > 0 else "") + combined_line(advice)))
+    lines.append(("evidence", "and advice: opscope advise"))
     return lines
 
 
-def evidence_table(advice: Advice) -> Table:
+def evidence_table(advice: Advice, origin_ns: int | None = None) -> Table:
     rows = [
-        {"id": f.id, "item": _evidence_text(e)}
+        {"id": f.id, "item": text}
         for f in advice.findings
-        for e in f.evidence[:EVIDENCE_IN_TABLE]
+        for text in distinct(f.evidence, origin_ns)[:EVIDENCE_IN_TABLE]
     ]
     return Table(
         "evidence",
-        "Evidence (top items; --format json has up to 10)",
-        (Column("id", "Rule", TEXT), Column("item", "Evidence", NAME)),
+        "Evidence (top items; times from the window's start; --format json has up to 10)",
+        (Column("id", "Rule", TEXT), Column("item", "Evidence", TEXT, wrap=True)),
         tuple(rows),
     )
+
+
+def outcomes_data(advice: Advice) -> list[dict[str, Any]]:
+    return [
+        {"id": o.id, "status": o.status, "value": o.value, "threshold": o.threshold, "reason": o.reason}
+        for o in advice.outcomes
+    ]
 
 
 def advise_data(result: Analysis) -> dict[str, Any]:
@@ -130,27 +189,65 @@ def advise_data(result: Analysis) -> dict[str, Any]:
         "findings": findings_data(advice),
         "rules_checked": list(advice.rules_checked),
         "warnings": [*result.warnings, *advice.warnings],
+        "window_us": round(advice.window_ns / 1e3, 3),
+        "combined_saving_us": round(advice.combined_saving_ns / 1e3, 3),
+        "not_evaluated": [{"id": o.id, "reason": o.reason} for o in advice.not_evaluated],
+        "rules_evaluated": outcomes_data(advice),
+        "capture": capture_data(advice),
     }
 
 
-def advise_document(result: Analysis) -> Document:
+def capture_data(advice: Advice) -> dict[str, Any] | None:
+    c = advice.capture
+    if c is None:
+        return None
+    return {
+        "kind": c.kind,
+        "detail": c.detail,
+        "advice": c.advice,
+        "head_us": round(c.head_ns / 1e3, 3),
+        "tail_us": round(c.tail_ns / 1e3, 3),
+        "steady_us": round(c.steady_ns / 1e3, 3),
+    }
+
+
+def capture_fact(advice: Advice) -> tuple[str, str] | None:
+    """("capture", what the window is) when it is not steady state, or its head / tail is long."""
+    c = advice.capture
+    if c is None or c.kind == "steady_state":
+        return None
+    return ("capture", f"{c.kind.replace('_', ' ')}: {c.detail}")
+
+
+def advise_document(result: Analysis, top: int | None = None) -> Document:
     advice = result.advice or Advice(findings=(), rules_checked=())
+    total = len(advice.findings)
+    if top:  # the first N findings; the combined saving stays that of all of them
+        advice = replace(advice, findings=advice.findings[:top])
+        result = replace(result, advice=advice)
     worst = advice.worst()
+    capture = capture_fact(advice)
     facts = (
         ("trace", result.path),
         ("devices", ", ".join(result.device_names) or "none recorded"),
+        *([capture] if capture else []),
         (
             "findings",
             f"{len(advice.findings)} ({worst or 'none'} at worst) from {len(advice.rules_checked)} rules",
         ),
     )
+    origin = result.timeline.window_start_ns
     tables = (
-        (findings_table(advice), evidence_table(advice)) if advice.findings else (findings_table(advice),)
+        (findings_table(advice, total=total), evidence_table(advice, origin))
+        if advice.findings
+        else (findings_table(advice, total=total),)
     )
     notes = (
+        *([f"capture: {advice.capture.advice}"] if capture and advice.capture else []),
         *(f"{f.id}: {f.advice}" for f in advice.findings),
-        "Severity from the share of GPU time at stake: >= 10% crit, >= 2% warn, else info. "
-        "Definitions: docs/advice.md.",
+        "Saving: what the fix would save under the finding's model, not counting time a finding above "
+        "already claims, so the savings add up to at most the window. Severity from the saving's share of "
+        "the window: >= 10% crit, >= 2% warn, else info. Definitions: docs/advice.md.",
         *(f"warning: {w}" for w in [*result.warnings, *advice.warnings]),
     )
     return Document(

@@ -33,6 +33,9 @@ class Table:
     footer: tuple[str, ...] = ()
     # columns written only by CSV, after `columns`: the JSON's scalar fields that do not fit a terminal table
     csv_extra: tuple[Column, ...] = ()
+    # CSV's own first columns where they differ from the terminal's (a CSV header is an interface: columns
+    # are added, never renamed); empty: the same as `columns`
+    csv_columns: tuple[Column, ...] = ()
     # without rows, left out of the terminal and Markdown (CSV still writes its header, JSON its empty list)
     hide_when_empty: bool = False
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from opscope.analysis.kernels.launch_config import LaunchReport, LaunchRow
 from opscope.analysis.kernels.metrics import LaunchMetrics, MetricsJoin
+from opscope.report import names
 from opscope.report.document import FLOAT, INT, MS, NAME, TEXT, Column, Document, Table
 
 SCHEMA = "opscope.kernels/1"
@@ -111,7 +112,7 @@ def kernels_document(report: LaunchReport, join: MetricsJoin | None = None) -> D
         Column("est", "Est occ %", TEXT, drop=1),
         Column("waves", "Waves", FLOAT),
     ]
-    if join is not None:
+    if join is not None and join.matched_launches:
         columns += [Column(key, label, FLOAT, drop=7) for key, label in _NCU_COLUMNS]
     columns.append(Column("flags", "Flags", TEXT, wrap=True))
     rows = []
@@ -142,17 +143,7 @@ def kernels_document(report: LaunchReport, join: MetricsJoin | None = None) -> D
     notes = []
     if not report.has_launch_config:
         notes.append("This trace records no grid/block sizes for its kernels: no occupancy figures.")
-    if join is not None:
-        notes.append(
-            f"Nsight Compute: {join.matched_launches:,} of {join.profiled_launches:,} profiled launches "
-            f"matched to trace kernels by name and launch order ({join.path})."
-        )
-        if join.unmatched_kernels:
-            notes.append(
-                "Not in the trace: "
-                + "; ".join(join.unmatched_kernels[:5])
-                + (" ..." if len(join.unmatched_kernels) > 5 else "")
-            )
+    notes.extend(join_notes(join))
     facts = (
         ("trace", report.path),
         ("devices", ", ".join(report.devices) or "none recorded"),
@@ -164,4 +155,30 @@ def kernels_document(report: LaunchReport, join: MetricsJoin | None = None) -> D
         facts=facts,
         tables=(Table(name="kernels", title="", columns=tuple(columns), rows=tuple(rows), footer=footer),),
         notes=tuple(notes),
+    )
+
+
+def join_notes(join: MetricsJoin | None) -> list[str]:
+    """How many profiled launches the join paired, and which ncu kernels it could not find (shortened); one
+    plain line when it paired none."""
+    if join is None:
+        return []
+    if join.matched_launches == 0:
+        return [no_match_line(join)]
+    notes = [
+        f"Nsight Compute: {join.matched_launches:,} of {join.profiled_launches:,} profiled launches "
+        f"matched to trace kernels by name and launch order ({join.path})."
+    ]
+    if join.unmatched_kernels:
+        shown = [names.shorten(n, 60) for n in join.unmatched_kernels[:5]]
+        notes.append(
+            "Not in the trace: " + "; ".join(shown) + (" ..." if len(join.unmatched_kernels) > 5 else "")
+        )
+    return notes
+
+
+def no_match_line(join: MetricsJoin) -> str:
+    return (
+        f"Nsight Compute: none of the {join.profiled_launches:,} profiled launches of {join.path} has a kernel of "
+        "this trace's name; no metrics joined (`opscope ncu FILE` reads the export on its own)."
     )

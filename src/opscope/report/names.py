@@ -1,7 +1,7 @@
 """Readable kernel names: demangled C++ names can be 500+ characters of templates and parameters.
 
 `shorten` works by structure, in steps, stopping as soon as the name fits: drop the parameter list, `void ` and
-`(anonymous namespace)::`; drop namespaces (`at::native::foo` -> `foo`); compact lambdas (`{lambda(float)#1}`
+`(anonymous namespace)::` (Nsight Compute: `<unnamed>::`); drop namespaces (`at::native::foo` -> `foo`); compact lambdas (`{lambda(float)#1}`
 -> `λ1`, without the `::operator()() const` between them) and the parameter lists of the functions that
 enclose them (`launch_clamp_scalar(TensorIteratorBase&)::λ1` -> `launch_clamp_scalar::λ1`), which keeps the
 argument that tells `elementwise_kernel` instances apart; fold template arguments nested deeper than two, then
@@ -89,15 +89,16 @@ def middle(text: str, width: int) -> str:
     return head + ELLIPSIS + tail
 
 
-_LAMBDA = re.compile(r"\{lambda\([^{}]*?\)#(\d+)\}")
-_CALL_OPERATOR = re.compile(r"::operator\(\)\(\)(?: const)?")
+# a lambda as GCC/Kineto print it (`{lambda(float)#1}`) and as Nsight Compute does (`[lambda(float) (instance 1)]`)
+_LAMBDA = re.compile(r"\{lambda\([^{}]*?\)#(\d+)\}|\[lambda\([^\[\]]*?\) \(instance (\d+)\)\]")
+_CALL_OPERATOR = re.compile(r"::operator ?\(\)\(\)(?: const)?")
 _ENCLOSING_PARAMS = re.compile(r"\([^()]*\)(?=::)")
 
 
 def _compact_lambdas(text: str) -> str:
     """`f(TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda(float)#2}` -> `f::λ1::λ2`."""
     text = _CALL_OPERATOR.sub("", text)
-    text = _LAMBDA.sub(lambda m: "λ" + m.group(1), text)
+    text = _LAMBDA.sub(lambda m: "λ" + (m.group(1) or m.group(2)), text)
     previous = None
     while previous != text:
         previous, text = text, _ENCLOSING_PARAMS.sub("", text)
@@ -107,7 +108,8 @@ def _compact_lambdas(text: str) -> str:
 def shorten(name: str, width: int = 80) -> str:
     if len(name) <= width:
         return name
-    text = _drop_params(name).replace("(anonymous namespace)::", "")
+    # anonymous namespaces as GCC/Kineto and as Nsight Compute print them
+    text = _drop_params(name).replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
     if text.endswith("(" + ELLIPSIS + ")"):
         text = text[:-3]
     if text.startswith("void "):

@@ -237,14 +237,14 @@ def render_markdown(doc: Document, options: RenderOptions) -> str:
 
 def render_csv(doc: Document, options: RenderOptions) -> str:
     """The document's first table, one row per line, raw values (full names, nanoseconds as microseconds), with
-    its CSV-only columns (`Table.csv_extra`) after the shown ones.
+    its CSV-only columns (`Table.csv_extra`) after the shown ones (or after `Table.csv_columns`, where set).
     Text cells go through `csv_cell`: control characters visible, formula starts neutralised with `'`."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     if not doc.tables:
         return ""
     table = doc.tables[0]
-    columns = (*table.columns, *table.csv_extra)
+    columns = (*(table.csv_columns or table.columns), *table.csv_extra)
     header = []
     for col in columns:
         key = col.key

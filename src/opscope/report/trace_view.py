@@ -9,6 +9,12 @@ from typing import Any
 from opscope.report.document import FLOAT, INT, MS, NAME, PCT, TEXT, US, Column, Document, Table
 
 TOP_KERNELS = 20
+# `report --metrics`: the joined Nsight Compute means shown beside each kernel (keys of the row's "ncu")
+NCU_COLUMNS = (
+    ("sm_throughput_pct", "SM %"),
+    ("memory_throughput_pct", "Mem %"),
+    ("achieved_occupancy_pct", "Ach occ %"),
+)
 
 
 def _ns(us: float | None) -> float | None:
@@ -30,6 +36,12 @@ def report_document(data: dict[str, Any]) -> Document:
             ("top category", f"{head['top_category']} ({head['top_category_share'] * 100:.1f}% of GPU time)")
         )
     kernels = data["kernels"]["rows"]
+    ncu = data["kernels"].get("ncu")
+    ncu_columns = (
+        tuple(Column(key, label, FLOAT, drop=1) for key, label in NCU_COLUMNS)
+        if ncu and ncu["matched_launches"]
+        else ()
+    )
     tables = [
         Table(
             "kernels",
@@ -41,6 +53,7 @@ def report_document(data: dict[str, Any]) -> Document:
                 Column("total", "Total ms", MS),
                 Column("avg", "Mean us", US),
                 Column("share", "Share", PCT),
+                *ncu_columns,
             ),
             tuple(
                 {
@@ -50,6 +63,7 @@ def report_document(data: dict[str, Any]) -> Document:
                     "total": _ns(r["total_us"]),
                     "avg": _ns(r["avg_us"]),
                     "share": r["share"],
+                    **{key: (r.get("ncu") or {}).get(key) for key, _ in NCU_COLUMNS},
                 }
                 for r in kernels[:TOP_KERNELS]
             ),
@@ -122,6 +136,11 @@ def report_document(data: dict[str, Any]) -> Document:
         notes.append(
             f"launch delay over {delay['kernels']:,} kernels: median {delay['p50_us']:,.1f} us, "
             f"p95 {delay['p95_us']:,.1f} us, max {delay['max_us']:,.1f} us"
+        )
+    if ncu is not None:
+        notes.append(
+            f"Nsight Compute ({ncu['path']}): {ncu['matched_launches']:,} of {ncu['profiled_launches']:,} "
+            "profiled launches matched to trace kernels by name and launch order"
         )
     notes.extend(f"warning: {w}" for w in data["warnings"])
     return Document(

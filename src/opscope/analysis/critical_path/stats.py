@@ -133,6 +133,13 @@ class SavingModel:
         ]
         self._base = [critical_path(g, top=0).length_ns for g in self._graphs]
 
+    def saving_ns(self, rules: Sequence[tuple[str, float]]) -> int:
+        """Predicted saving in ns, summed over the steps, of applying every (selector, factor) rescaling at once
+        (the rules' combined what-if)."""
+        parsed = [WhatIf.parse(f"{selector}:{factor}") for selector, factor in rules]
+        new = [what_if(g, parsed, top=0).length_ns for g in self._graphs]
+        return int(sum(b - n for b, n in zip(self._base, new, strict=True)))
+
     def saving_us(self, selector: str, factor: float) -> float:
         """Predicted saving in µs, summed over the steps, of rescaling the events whose name matches the regular
         expression `selector` by `factor` (0 removes them)."""

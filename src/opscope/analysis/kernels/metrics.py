@@ -1,9 +1,11 @@
 """Nsight Compute metrics joined to a trace's kernels, with per-kernel performance flags.
 
 Launches are paired by kernel name and launch order: the k-th profiled launch of a kernel (by ncu's ID) is
-the k-th launch of that kernel in the trace (by start time). Names match exactly, else by their base name
-(no "void ", namespace, template arguments or parameters), since ncu and the tracing profiler may print a
-kernel differently. The paired launches are grouped by the trace's launch configuration (the rows of
+the k-th launch of that kernel in the trace (by start time). Names match exactly, or once demangled (either
+side may record the mangled symbol, `_Z...`), else by their base name (no "void ", namespace, template
+arguments or parameters) when that is unique in the trace, since ncu and the tracing profiler may print a
+kernel differently. The join counts what it paired and never fails on names it cannot pair: none paired is
+a result (`matched_launches == 0`), not an error. The paired launches are grouped by the trace's launch configuration (the rows of
 `launch_config`), and each group gets the mean of its ncu metrics and these flags (thresholds in
 `MetricsOptions`, definitions in docs/readers.md):
 
@@ -18,31 +20,33 @@ kernel differently. The paired launches are grouped by the trace's launch config
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
+from opscope.analysis.kernels.demangle import demangle_names
 from opscope.analysis.kernels.launch_config import LAUNCH_KEY, kernel_launches
 from opscope.model.ncu import NcuMetrics
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
 LaunchKey = tuple[object, ...]
-_METRICS = (
-    "duration_ns",
-    "sm_throughput_pct",
-    "memory_throughput_pct",
-    "dram_throughput_pct",
-    "achieved_occupancy_pct",
-    "theoretical_occupancy_pct",
-    "registers_per_thread",
-    "l1_hit_rate_pct",
-    "l2_hit_rate_pct",
-    "block_limit_registers",
-    "block_limit_shared_memory",
-    "block_limit_warps",
-    "block_limit_sm",
-)
+# The metrics the join carries: name in `opscope.kernels/1` -> field of `NcuMetrics.launches`.
+_METRICS = {
+    "duration_ns": "duration_ns",
+    "sm_throughput_pct": "sm_throughput_pct",
+    "memory_throughput_pct": "memory_throughput_pct",
+    "dram_throughput_pct": "dram_throughput_pct",
+    "achieved_occupancy_pct": "achieved_occupancy_pct",
+    "theoretical_occupancy_pct": "theoretical_occupancy_pct",
+    "registers_per_thread": "registers_per_thread",
+    "l1_hit_rate_pct": "l1_hit_pct",
+    "l2_hit_rate_pct": "l2_hit_pct",
+    "block_limit_registers": "block_limit_registers",
+    "block_limit_shared_memory": "block_limit_shared_mem",
+    "block_limit_warps": "block_limit_warps",
+    "block_limit_sm": "block_limit_sm",
+}
 _LIMITS = {
     "block_limit_registers": "registers",
     "block_limit_shared_memory": "shared_memory",
@@ -79,11 +83,14 @@ class MetricsJoin:
     matched_launches: int
     by_launch: dict[LaunchKey, LaunchMetrics]
     unmatched_kernels: tuple[str, ...]  # ncu kernel names with no kernel of that name in the trace
+    by_name: dict[str, LaunchMetrics] = field(default_factory=dict)  # per trace kernel name (the report)
 
 
 def base_name(name: str) -> str:
-    """ "void ns::kernel<T>(float*)" -> "kernel"."""
+    """ "void ns::kernel<T>(float*)" -> "kernel"; anonymous namespaces (`<unnamed>::`, `(anonymous
+    namespace)::`) are namespaces too."""
     text = re.sub(r"^\s*void\s+", "", name)
+    text = text.replace("<unnamed>::", "").replace("(anonymous namespace)::", "")
     depth, cut = 0, len(text)
     for i, ch in enumerate(text):
         if ch in "<(" and depth == 0:
@@ -93,16 +100,22 @@ def base_name(name: str) -> str:
 
 
 def _name_map(ncu_names: list[str], trace_names: list[str]) -> dict[str, str]:
-    exact = set(trace_names)
-    by_base: dict[str, list[str]] = {}
+    """ncu kernel name -> the trace's kernel name it is: the same text, or the same once demangled, else the
+    same base name when only one trace kernel has it. Names with no such single partner are left out."""
+    nice = demangle_names([*ncu_names, *trace_names])
+    by_form: dict[str, set[str]] = {}
+    by_base: dict[str, set[str]] = {}
     for name in trace_names:
-        by_base.setdefault(base_name(name), []).append(name)
+        for form in {name, nice.get(name, name)}:
+            by_form.setdefault(form, set()).add(name)
+        by_base.setdefault(base_name(nice.get(name, name)), set()).add(name)
     out = {}
     for name in ncu_names:
-        if name in exact:
-            out[name] = name
-        elif len(by_base.get(base_name(name), [])) == 1:
-            out[name] = by_base[base_name(name)][0]
+        hits = by_form.get(name, set()) | by_form.get(nice.get(name, name), set())
+        if not hits:
+            hits = by_base.get(base_name(nice.get(name, name)), set())
+        if len(hits) == 1:
+            out[name] = next(iter(hits))
     return out
 
 
@@ -148,13 +161,17 @@ def join_metrics(trace: Trace, metrics: NcuMetrics, options: MetricsOptions | No
         .with_columns(pl.int_range(pl.len()).over(Col.NAME).alias("nth"))
         .collect()
     )
-    launches = metrics.launches
+    launches = metrics.launches.with_columns(pl.col("kernel_name").cast(pl.String))
     names = _name_map(
-        launches["kernel_name"].drop_nulls().unique().to_list(),
-        kernels[Col.NAME].drop_nulls().unique().to_list(),
+        launches["kernel_name"].drop_nulls().unique().sort().to_list(),
+        kernels[Col.NAME].drop_nulls().unique().sort().to_list(),
     )
+    # typed explicitly: with no name paired, `replace_strict` would otherwise make a column of nulls, which
+    # cannot be joined to the trace's text names
     ncu = (
-        launches.with_columns(pl.col("kernel_name").replace_strict(names, default=None).alias(Col.NAME))
+        launches.with_columns(
+            pl.col("kernel_name").replace_strict(names, default=None, return_dtype=pl.String).alias(Col.NAME)
+        )
         .sort("id")
         .with_columns(pl.int_range(pl.len()).over("kernel_name").alias("nth"))
     )
@@ -162,24 +179,32 @@ def join_metrics(trace: Trace, metrics: NcuMetrics, options: MetricsOptions | No
         sorted(set(ncu.filter(pl.col(Col.NAME).is_null())["kernel_name"].drop_nulls().to_list()))
     )
     profiled = ncu.filter(pl.col(Col.NAME).is_not_null()).select(
-        [Col.NAME, "nth", *[pl.col(f).alias(f"ncu:{f}") for f in _METRICS]]
+        pl.col(Col.NAME),
+        pl.col("nth").cast(kernels.schema["nth"]),
+        *[pl.col(f).cast(pl.Float64).alias(f"ncu:{key}") for key, f in _METRICS.items()],
     )  # ncu names may clash with ours
     paired = kernels.join(profiled, on=[Col.NAME, "nth"], how="inner")
-    grouped = paired.group_by(LAUNCH_KEY, maintain_order=True).agg(
-        pl.len().alias("launches"), *[pl.col(f"ncu:{f}").mean() for f in _METRICS]
-    )
-    by_launch: dict[LaunchKey, LaunchMetrics] = {}
-    for row in grouped.iter_rows(named=True):
-        values = {f: row.get(f"ncu:{f}") for f in _METRICS}
-        bound, limiter, flags = _flags(values, opts)
-        by_launch[tuple(row[k] for k in LAUNCH_KEY)] = LaunchMetrics(
-            launches=int(row["launches"]), values=values, bound=bound, occupancy_limiter=limiter, flags=flags
-        )
     return MetricsJoin(
         path=metrics.path,
         layout=metrics.layout,
         profiled_launches=launches.height,
         matched_launches=paired.height,
-        by_launch=by_launch,
+        by_launch=_summarise(paired, LAUNCH_KEY, opts),
         unmatched_kernels=unmatched,
+        by_name={str(k[0]): v for k, v in _summarise(paired, [Col.NAME], opts).items()},
     )
+
+
+def _summarise(paired: pl.DataFrame, key: list[str], opts: MetricsOptions) -> dict[LaunchKey, LaunchMetrics]:
+    """The mean metrics and flags of the paired launches of each `key` group."""
+    grouped = paired.group_by(key, maintain_order=True).agg(
+        pl.len().alias("launches"), *[pl.col(f"ncu:{k}").mean() for k in _METRICS]
+    )
+    out: dict[LaunchKey, LaunchMetrics] = {}
+    for row in grouped.iter_rows(named=True):
+        values = {k: row.get(f"ncu:{k}") for k in _METRICS}
+        bound, limiter, flags = _flags(values, opts)
+        out[tuple(row[k] for k in key)] = LaunchMetrics(
+            launches=int(row["launches"]), values=values, bound=bound, occupancy_limiter=limiter, flags=flags
+        )
+    return out

@@ -8,11 +8,13 @@ import polars as pl
 
 from opscope.analysis.base.linking import ROW
 from opscope.analysis.rules.context import RuleContext
-from opscope.analysis.rules.model import ABOVE, GPU_TIME, MAX_EVIDENCE, Hit, Rule
+from opscope.analysis.rules.factors import factor
+from opscope.analysis.rules.model import ABOVE, GPU_TIME, MAX_EVIDENCE, Hit, Rule, Skipped
 from opscope.model.schema import Col
 
 MATMULS = ("aten::matmul", "aten::bmm", "aten::baddbmm", "aten::mm", "aten::einsum")
 SOFTMAXES = ("aten::softmax", "aten::_softmax", "aten::_safe_softmax")
+FUSED = factor("fused_attention")
 
 
 def _score_length(dims_text: str | None) -> int | None:
@@ -27,11 +29,14 @@ def _score_length(dims_text: str | None) -> int | None:
     return None
 
 
-def attention_chains(ctx: RuleContext, threshold: float) -> Hit | None:
+def attention_chains(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
     """Key ops (matmuls and softmaxes, outermost of their family) in time order per thread; a softmax over
     [..., S, S] whose neighbours in that order are matmuls is one unfused attention."""
     ops = ctx.ops
-    if ops.height == 0 or ctx.gpu_total_ns == 0:
+    missing = ctx.shapes_missing()
+    if missing is not None:
+        return Skipped(missing)
+    if ctx.gpu_total_ns == 0:
         return None
     family = (
         pl.when(pl.col(Col.NAME).is_in(MATMULS))
@@ -89,11 +94,16 @@ def attention_chains(ctx: RuleContext, threshold: float) -> Hit | None:
     )
     total = int(chains["_ns"].sum())
     longest = int(chains["_s"].max())  # type: ignore[arg-type]
+    rows = pl.concat([chains[ROW], chains["_mm1"], chains["_mm2"]]).drop_nulls()
     return Hit(
         value=longest,
         time_at_stake_ns=total,
         evidence=evidence,
         detail=f"{chains.height:,} matmul -> softmax -> matmul chains, S up to {longest}",
+        # the model: the chain's kernels replaced by one fused attention kernel at FUSED of their time
+        claims=ctx.kernels_under(rows),
+        estimate_ns=round(total * (1 - FUSED)),
+        model="fused_attention",
     )
 
 

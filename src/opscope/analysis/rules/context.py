@@ -16,6 +16,7 @@ from opscope.analysis.base.linking import ROW, Linkage
 from opscope.analysis.base.window import Window
 from opscope.analysis.base.windows import STEP_NAME, StepWindow, select_windows
 from opscope.analysis.timeline.activity import Activity
+from opscope.analysis.timeline.capture import Capture, classify
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
@@ -91,6 +92,14 @@ class RuleContext:
             "op_parent_row",
         ).join(types, on=ROW, how="left")
 
+    def shapes_missing(self) -> str | None:
+        """Why the shape rules cannot run: no CPU ops, or none with input shapes (record_shapes=False)."""
+        if self.ops.height == 0:
+            return "no CPU operators in the trace"
+        if self.ops.filter(pl.col(Col.INPUT_DIMS).is_not_null()).height == 0:
+            return "no input shapes (profile with record_shapes=True)"
+        return None
+
     def gpu_ns_under(self, rows: pl.Series) -> pl.DataFrame:
         """For each op row in `rows`: GPU time (ns, clipped to the window) and kernel names of the GPU work
         launched inside it, at any depth. Columns: row, gpu_ns, kernels (list of names)."""
@@ -106,16 +115,64 @@ class RuleContext:
             .rename({"stack": ROW})
         )
 
+    def kernels_under(self, rows: pl.Series) -> pl.DataFrame:
+        """The GPU work launched inside the op rows `rows` (at any depth), as intervals clipped to the window
+        (start_ns, end_ns): what a remedy of those ops acts on."""
+        stacks = self.linkage.gpu.select(pl.col(ROW), "stack").drop_nulls("stack").explode("stack")
+        wanted = stacks.join(pl.DataFrame({"stack": rows.cast(pl.Int64)}).unique(), on="stack", how="semi")
+        return self.clipped.join(wanted.select(ROW).unique(), on=ROW, how="semi").select(S, E)
+
+    def idle_touching(self, calls: pl.DataFrame) -> pl.DataFrame:
+        """The GPU idle gaps (start_ns, end_ns) that overlap any of the host intervals `calls` (start_ns,
+        end_ns): the idle time a host-side cause (a wait for data, a synchronisation) is responsible for, which
+        is its claim on the window (savings.py). One sweep (`intervals.Coverage`), no cross join."""
+        gaps = self.idle_gaps.select(S, E)
+        if gaps.height == 0 or calls.height == 0:
+            return gaps.head(0)
+        cover = intervals.Coverage(intervals.merge(calls.select(S, E)))
+        hit = cover.inside(gaps[S].to_numpy(), gaps[E].to_numpy()) > 0
+        return gaps.filter(pl.Series(hit))
+
+    @functools.cached_property
+    def capture(self) -> Capture:
+        """What kind of capture the window is, and its steady part (analysis/timeline/capture.py)."""
+        kernels = self.kernels.height
+        return classify(self.trace, self.activity.window, self.clipped.select(S, E), self.steps, kernels)
+
+    def not_steady(self) -> str | None:
+        """Why the idle rules do not run: the window is a graph capture or compilation (None: they run)."""
+        if self.capture.steady:
+            return None
+        return (
+            f"the window is not steady state ({self.capture.kind.replace('_', ' ')}: {self.capture.detail})"
+        )
+
+    @functools.cached_property
+    def steady_steps(self) -> tuple[StepWindow, ...]:
+        """The analysed steps inside the steady part (a warm-up step left out)."""
+        if not self.steps:
+            return ()
+        pieces = self.capture.steady
+        return tuple(w for w in self.steps if any(lo <= w.start_ns and w.end_ns <= hi for lo, hi in pieces))
+
     @functools.cached_property
     def idle_gaps(self) -> pl.DataFrame:
-        """Idle gaps per device over the analysed window's pieces: device, start_ns, end_ns."""
+        """Idle gaps per device over the steady part of the analysed window (capture.py: without a long head or
+        tail, a warm-up step, a graph capture or compilation): device, start_ns, end_ns."""
         frames = []
-        bounds = self.activity.window.bounds
+        bounds = self.capture.steady
+        if not bounds:
+            return pl.DataFrame(schema={Col.DEVICE: pl.Int32, S: pl.Int64, E: pl.Int64})
+        pieces = pl.DataFrame(
+            {S: [lo for lo, _ in bounds], E: [hi for _, hi in bounds]}, schema={S: pl.Int64, E: pl.Int64}
+        )
         for device, events in self.clipped.partition_by(Col.DEVICE, as_dict=True).items():
+            # the gaps over the whole steady span once, then cut to its pieces in one sweep (a gaps() call per
+            # piece re-read every interval: steps x events)
             merged = intervals.merge(events.select(S, E))
-            for lo, hi in bounds:
-                gaps = intervals.gaps(merged, int(lo), int(hi))
-                frames.append(gaps.select(pl.lit(device[0], dtype=pl.Int32).alias(Col.DEVICE), S, E))
+            span = intervals.gaps(merged, int(bounds[0][0]), int(bounds[-1][1]))
+            gaps = intervals.intersect(span, pieces)
+            frames.append(gaps.select(pl.lit(device[0], dtype=pl.Int32).alias(Col.DEVICE), S, E))
         if not frames:
             return pl.DataFrame(schema={Col.DEVICE: pl.Int32, S: pl.Int64, E: pl.Int64})
         return pl.concat(frames).filter(pl.col(E) > pl.col(S))

@@ -5,20 +5,22 @@ from __future__ import annotations
 import polars as pl
 
 from opscope.analysis.rules.context import E, RuleContext, S
+from opscope.analysis.rules.factors import factor
 from opscope.analysis.rules.model import ABOVE, GPU_TIME, MAX_EVIDENCE, Hit, Rule, exact_names
 from opscope.analysis.timeline.activity import LAUNCH_NAME, LAUNCH_OP
 from opscope.analysis.timeline.memcpy import direction, host_memory
 from opscope.model.schema import Col, Kind
 
-# What pinned memory would cost, as a share of the pageable copy: a pageable copy is staged through a pinned
-# bounce buffer (host memcpy, then DMA), which about halves its bandwidth; the call that issued it blocks as long.
-PINNED_FACTOR = 0.5
+# What pinned memory would cost, as a share of the pageable copy, and the size below which a copy's fixed
+# latency, not its bandwidth, sets its time (factors.py has the sources)
+PINNED_FACTOR = factor("pinned_copy")
+MIN_BYTES = int(factor("min_pinned_copy_bytes"))
 
 
 def pageable_copies(ctx: RuleContext, threshold: float) -> Hit | None:
     copies = ctx.clipped.filter(pl.col(Col.KIND) == Kind.MEMCPY)
     if copies.height == 0:
-        return None
+        return Hit(value=0, time_at_stake_ns=0)
     names = copies[Col.NAME].unique().to_list()
     pageable = [n for n in names if host_memory(n or "", direction(n or "")) == "pageable"]
     found = copies.filter(pl.col(Col.NAME).is_in(pageable))
@@ -52,9 +54,20 @@ def pageable_copies(ctx: RuleContext, threshold: float) -> Hit | None:
     detail = f"{found.height:,} copies, {int(found[Col.BYTES].fill_null(0).sum()):,} bytes"
     if n_async:
         detail += f", {n_async:,} through an Async call (made synchronous by the pageable memory)"
-    launches = found[LAUNCH_NAME].drop_nulls().unique().to_list()
-    what_if = (exact_names(sorted(set(pageable) | set(launches))), PINNED_FACTOR)
-    return Hit(value=found.height, time_at_stake_ns=total, evidence=evidence, detail=detail, what_if=what_if)
+    # the model: each copy of at least MIN_BYTES at pinned speed (PINNED_FACTOR of its time); smaller ones
+    # unchanged. The what-if rescales the same copies on the critical path (the smaller saving wins).
+    big = found.filter(pl.col(Col.BYTES).fill_null(0) >= MIN_BYTES)
+    estimate = int(big.select((pl.col(E) - pl.col(S)).sum()).item() or 0) if big.height else 0
+    return Hit(
+        value=found.height,
+        time_at_stake_ns=total,
+        evidence=evidence,
+        detail=detail,
+        what_if=(exact_names(big[Col.NAME].unique().to_list()), PINNED_FACTOR) if big.height else None,
+        claims=big.select(S, E),
+        estimate_ns=round(estimate * (1 - PINNED_FACTOR)),
+        model="pinned_copy",
+    )
 
 
 RULES = (

@@ -8,6 +8,8 @@ the rule says it could not be evaluated instead of guessing.
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 from opscope.analysis.base.linking import ROW
@@ -15,13 +17,22 @@ from opscope.analysis.efficiency.advice import low_efficiency_candidates
 from opscope.analysis.efficiency.families import COMPUTE_FAMILIES
 from opscope.analysis.efficiency.table import EfficiencyOptions, efficiency
 from opscope.analysis.rules.context import RuleContext
-from opscope.analysis.rules.model import BELOW, GPU_TIME, MAX_EVIDENCE, Hit, Rule, exact_names
+from opscope.analysis.rules.model import (
+    BELOW,
+    GENERAL,
+    GPU_TIME,
+    MAX_EVIDENCE,
+    Hit,
+    Rule,
+    Skipped,
+    exact_names,
+)
 from opscope.model.schema import Col
 
 HOT_SHARE = 0.01  # ops under 1% of GPU time are not worth a finding of their own
 
 
-def low_efficiency(ctx: RuleContext, threshold: float) -> Hit | None:
+def low_efficiency(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
     opts = ctx.analysis.options
     table = efficiency(
         ctx.trace,
@@ -30,8 +41,8 @@ def low_efficiency(ctx: RuleContext, threshold: float) -> Hit | None:
     )
     if table.peaks is None:
         if table.rows:
-            ctx.notes.append(
-                "low_efficiency: not evaluated: the GPU is not in the peak table "
+            return Skipped(
+                "no peak figures for this GPU: it is not in the peak table "
                 "(opscope efficiency --peak-tflops / --peak-tbps)"
             )
         return None
@@ -44,7 +55,7 @@ def low_efficiency(ctx: RuleContext, threshold: float) -> Hit | None:
     ]
     known = [p for p in pcts if p is not None]
     if not known:
-        return None
+        return Skipped("no hot op with a FLOP or byte count (profile with record_shapes=True)")
     fraction = threshold / 100.0
     low = low_efficiency_candidates(hot, fraction, fraction, total_us, HOT_SHARE)
     value = min(known)
@@ -70,33 +81,38 @@ def low_efficiency(ctx: RuleContext, threshold: float) -> Hit | None:
         time_at_stake_ns=round(sum(c.gpu_time_us for c in low) * 1e3),
         evidence=evidence,
         detail=f"{len(low)} hot op shapes below {threshold:g}% of peak",
-        what_if=_at_threshold(
-            ctx, [(c.row.op, c.row.shape, c.gpu_time_us, c.pct_of_peak) for c in low], threshold
-        ),
+        **_at_threshold(ctx, [(c.row.op, c.row.shape, c.gpu_time_us, c.pct_of_peak) for c in low], threshold),
     )
 
 
 def _at_threshold(
     ctx: RuleContext, low: list[tuple[str, str | None, float, float]], threshold: float
-) -> tuple[str, float] | None:
-    """The what-if of a faster kernel: the kernels launched inside the low op shapes, rescaled as if each shape
-    ran at the threshold's % of peak (its time x pct / threshold), one factor for all of them (their
-    time-weighted mean). A model: the same kernels, only faster; a kernel name that other ops launch too is
-    rescaled there as well."""
+) -> dict[str, Any]:
+    """The saving model of a faster kernel: each low op shape as if it ran at the threshold's % of peak (its
+    time x pct / threshold). The what-if rescales the kernels launched inside those shapes by one factor (the
+    time-weighted mean); a kernel name that other ops launch too is rescaled there as well, so the smaller of
+    the estimate and the what-if wins."""
     ops = ctx.ops.with_columns(pl.col(Col.INPUT_DIMS).str.replace_all(r"\s", "").alias("_shape"))
     names: set[str] = set()
+    rows: list[pl.Series] = []
     for op, shape, _, _ in low:
         chosen = ops.filter(
             (pl.col(Col.NAME) == op) & (pl.col("_shape").eq_missing(shape) if shape else True)
         )
         if chosen.height:
+            rows.append(chosen[ROW])
             for kernels in ctx.gpu_ns_under(chosen[ROW])["kernels"].to_list():
                 names.update(k for k in kernels if k)
     time = sum(t for _, _, t, _ in low)
     if not names or time <= 0:
-        return None
-    factor = sum(t * min(pct / threshold, 1.0) for _, _, t, pct in low) / time
-    return exact_names(sorted(names)), factor
+        return {}
+    kept = sum(t * min(pct / threshold, 1.0) for _, _, t, pct in low)
+    return {
+        "what_if": (exact_names(sorted(names)), kept / time),
+        "claims": ctx.kernels_under(pl.concat(rows)),
+        "estimate_ns": round((time - kept) * 1e3),
+        "model": "efficiency_at_threshold",
+    }
 
 
 RULES = (
@@ -114,5 +130,6 @@ RULES = (
         "far below peak bandwidth moves data in small or strided pieces: fuse it with its neighbours "
         "(torch.compile) or make its inputs contiguous.",
         check=low_efficiency,
+        role=GENERAL,
     ),
 )

@@ -1,5 +1,6 @@
-"""Run the advice rules over one trace: thresholds (defaults or from a TOML file), severity from the time at
-stake, findings sorted by time at stake. Definitions: docs/advice.md."""
+"""Run the advice rules over one trace: thresholds (defaults or from a TOML file), savings that add up
+(savings.py), severity from the saving's share of the window, findings sorted by saving. Definitions:
+docs/advice.md."""
 
 from __future__ import annotations
 
@@ -10,23 +11,53 @@ from dataclasses import replace
 from typing import Any
 
 from opscope.analysis.base.stages import stage
-from opscope.analysis.findings import MAX_EVIDENCE, Advice, Finding, RuleConfig, severity
+from opscope.analysis.findings import (
+    CRIT_SHARE,
+    EXPLAINED,
+    FINDING,
+    MAX_EVIDENCE,
+    MIN_SAVING_NS,
+    NO_SAVING,
+    NO_TIME,
+    NOT_CROSSED,
+    NOT_EVALUATED,
+    WARN_SHARE,
+    Advice,
+    CaptureNote,
+    Finding,
+    RuleConfig,
+    RuleOutcome,
+    severity,
+)
 from opscope.analysis.rules.context import RuleContext
+from opscope.analysis.rules.model import Skipped
 from opscope.analysis.rules.registry import RULES
+from opscope.analysis.rules.savings import (
+    Attributed,
+    Candidate,
+    alone_ns,
+    attribute,
+    combined_ns,
+    length_ns,
+    window_claims,
+)
 from opscope.errors import UsageError
 
 log = logging.getLogger("opscope")
 
 
 def parse_config(data: Mapping[str, Any], origin: str = "rules file") -> RuleConfig:
-    """A TOML document of the form `[rules.<id>]` with `threshold = <number>` and / or `enabled = false`."""
+    """A TOML document of `[rules.<id>]` tables with `threshold = <number>` and / or `enabled = false`, and an
+    optional `[severity]` table with `crit` / `warn` (shares of the window a saving must reach)."""
     known = {r.id for r in RULES}
     section = data.get("rules", {})
-    extra = sorted(set(data) - {"rules"})
+    extra = sorted(set(data) - {"rules", "severity"})
     if extra or not isinstance(section, dict):
         raise UsageError(
-            f"{origin}: expected only [rules.<id>] tables, found {', '.join(extra) or 'rules = ...'}"
+            f"{origin}: expected only [rules.<id>] and [severity] tables, found "
+            f"{', '.join(extra) or 'rules = ...'}"
         )
+    crit, warn, floor = _severity(data.get("severity", {}), origin)
     thresholds: dict[str, float] = {}
     disabled = set()
     for rule_id, values in section.items():
@@ -44,7 +75,32 @@ def parse_config(data: Mapping[str, Any], origin: str = "rules file") -> RuleCon
                 raise UsageError(f"{origin}: [rules.{rule_id}] enabled must be true or false")
             if not values["enabled"]:
                 disabled.add(rule_id)
-    return RuleConfig(thresholds=thresholds, disabled=frozenset(disabled))
+    return RuleConfig(
+        thresholds=thresholds,
+        disabled=frozenset(disabled),
+        crit_share=crit,
+        warn_share=warn,
+        min_saving_ns=floor,
+    )
+
+
+def _severity(table: Any, origin: str) -> tuple[float, float, int]:
+    """(crit, warn, min saving ns) from a `[severity]` table: shares of the window in [0, 1], warn <= crit;
+    `min_saving_us` >= 0."""
+    if not isinstance(table, dict) or set(table) - {"crit", "warn", "min_saving_us"}:
+        raise UsageError(f"{origin}: [severity] takes only 'crit', 'warn' and 'min_saving_us'")
+    floor = table.get("min_saving_us", MIN_SAVING_NS / 1e3)
+    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 <= floor < 1e12:
+        raise UsageError(f"{origin}: [severity] min_saving_us must be a number of microseconds >= 0")
+    out = []
+    for key, default in (("crit", CRIT_SHARE), ("warn", WARN_SHARE)):
+        value = table.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise UsageError(f"{origin}: [severity] {key} must be a share of the window between 0 and 1")
+        out.append(float(value))
+    if out[1] > out[0]:
+        raise UsageError(f"{origin}: [severity] warn must not be above crit")
+    return out[0], out[1], round(floor * 1e3)
 
 
 def load_config(path: str) -> RuleConfig:
@@ -63,72 +119,159 @@ def load_config(path: str) -> RuleConfig:
     return parse_config(data, f"--rules {path}")
 
 
-def evaluate(ctx: RuleContext, config: RuleConfig | None = None, predict: bool = False) -> Advice:
-    """Every enabled rule over `ctx`; a rule that fails is reported as a warning, not an error. With `predict`,
-    findings whose rule defines its remedy as a what-if get `predicted_saving_ns` from the critical path."""
+def evaluate(ctx: RuleContext, config: RuleConfig | None = None, predict: bool = True) -> Advice:
+    """Every enabled rule over `ctx`, then savings (savings.py): each finding's predicted saving under its model
+    (refined by the critical-path what-if of its remedy when `predict`), exclusive of the findings ranked above
+    it; severity from the saving's share of the window; findings sorted by saving. A rule that fails or cannot
+    run is listed as not evaluated, with the reason; the others still run."""
     cfg = config or RuleConfig()
-    findings: list[Finding] = []
     checked: list[str] = []
     warnings: list[str] = []
-    what_ifs: dict[str, tuple[str, float]] = {}
+    outcomes: dict[str, RuleOutcome] = {}
+    candidates: list[Candidate] = []
+    bounds = ctx.activity.window.bounds
+    claimed: dict[str, int] = {}
     for rule in RULES:
         if rule.id in cfg.disabled:
             continue
         threshold = cfg.threshold(rule)
         checked.append(rule.id)
         stage(f"advice rules: {rule.id}")
+        if ctx.clipped.height == 0:  # every rule reads GPU activity: none can run, each says so
+            outcomes[rule.id] = RuleOutcome(rule.id, NOT_EVALUATED, threshold=threshold, reason=_nothing(ctx))
+            continue
         try:
             hit = rule.check(ctx, threshold)
         except Exception as exc:  # one broken rule must not cost the user the others
             log.debug("rule %s failed", rule.id, exc_info=True)
-            warnings.append(f"{rule.id}: not evaluated: {type(exc).__name__}: {exc}")
+            reason = f"{type(exc).__name__}: {exc}"
+            warnings.append(f"{rule.id}: not evaluated: {reason}")
+            outcomes[rule.id] = RuleOutcome(rule.id, NOT_EVALUATED, threshold=threshold, reason=reason)
             continue
-        if hit is None or not rule.fires(hit.value, threshold):
+        if hit is None or isinstance(hit, Skipped):
+            reason = hit.reason if isinstance(hit, Skipped) else _note_for(ctx, rule.id) or _nothing(ctx)
+            outcomes[rule.id] = RuleOutcome(rule.id, NOT_EVALUATED, threshold=threshold, reason=reason)
             continue
-        basis = ctx.basis_ns(rule.basis)
-        share = hit.time_at_stake_ns / basis if basis > 0 else 0.0
-        title = f"{rule.title}: {hit.detail}" if hit.detail else rule.title
-        if hit.what_if is not None:
-            what_ifs[rule.id] = hit.what_if
-        findings.append(
-            Finding(
-                id=rule.id,
-                severity=severity(share),
-                title=title,
-                time_at_stake_ns=hit.time_at_stake_ns,
-                share=share,
-                metric=rule.metric,
-                value=float(hit.value),
-                threshold=threshold,
-                evidence=hit.evidence[:MAX_EVIDENCE],
-                advice=rule.advice,
-                source=rule.source,
-            )
-        )
+        if not rule.fires(hit.value, threshold):
+            outcomes[rule.id] = RuleOutcome(rule.id, NOT_CROSSED, float(hit.value), threshold)
+            continue
+        claimed[rule.id] = length_ns(window_claims(hit.claims, bounds))
+        saving, model = alone_ns(hit, claimed[rule.id], None)
+        if hit.time_at_stake_ns <= 0 or saving <= 0:
+            outcomes[rule.id] = RuleOutcome(rule.id, NO_TIME, float(hit.value), threshold, hit.detail)
+            continue
+        candidates.append(Candidate(rule, hit, threshold, saving, model))
+    joint = None
     if predict:
-        findings = _predicted(ctx, findings, what_ifs, warnings)
-    findings.sort(key=lambda f: (-f.time_at_stake_ns, f.id))
+        candidates, joint = _refined(ctx, candidates, claimed, warnings)
+    attributed = attribute(candidates, bounds)
+    window = int(ctx.analysis.timeline.window_ns or 0)
+    findings, withheld = [], []
+    for a in attributed:
+        c = a.candidate
+        if a.saving_ns <= 0:
+            status, reason = (
+                (NO_SAVING, c.model) if c.alone_ns <= 0 else (EXPLAINED, ", ".join(a.shared_with))
+            )
+            outcomes[c.rule.id] = RuleOutcome(c.rule.id, status, float(c.hit.value), c.threshold, reason)
+            withheld.append(_finding(ctx, c, a, window, cfg))
+            continue
+        outcomes[c.rule.id] = RuleOutcome(c.rule.id, FINDING, float(c.hit.value), c.threshold)
+        findings.append(_finding(ctx, c, a, window, cfg))
+    kept = [a for a in attributed if a.saving_ns > 0]
+    with_what_if = {a.candidate.rule.id for a in kept if a.candidate.hit.what_if is not None}
+    combined = combined_ns(kept, _joint(ctx, kept, joint), with_what_if)
     return Advice(
-        findings=tuple(findings), rules_checked=tuple(checked), warnings=tuple(warnings + ctx.notes)
+        findings=tuple(findings),
+        rules_checked=tuple(checked),
+        warnings=tuple(warnings + ctx.notes),
+        window_ns=window,
+        combined_saving_ns=min(combined, window) if window else combined,
+        outcomes=tuple(outcomes[i] for i in checked if i in outcomes),
+        withheld=tuple(withheld),
+        capture=CaptureNote(
+            kind=ctx.capture.kind,
+            detail=ctx.capture.detail,
+            advice=ctx.capture.advice,
+            head_ns=ctx.capture.head_ns,
+            tail_ns=ctx.capture.tail_ns,
+            steady_ns=ctx.capture.steady_ns,
+        ),
     )
 
 
-def _predicted(
-    ctx: RuleContext, findings: list[Finding], what_ifs: dict[str, tuple[str, float]], warnings: list[str]
-) -> list[Finding]:
-    """Fill `predicted_saving_ns` from the critical-path what-if of each finding's remedy (docs/advice.md)."""
-    wanted = [f for f in findings if f.id in what_ifs]
+NOTHING_TO_READ = "no events of the kinds this rule reads in the analysed window"
+
+
+def _nothing(ctx: RuleContext) -> str:
+    """Why a rule that returned nothing could not run: no GPU activity at all, or none of its events."""
+    if ctx.clipped.height == 0:
+        return "no GPU activity in the analysed window"
+    return NOTHING_TO_READ
+
+
+def _note_for(ctx: RuleContext, rule_id: str) -> str | None:
+    """The reason a rule gave in `ctx.notes` ("<id>: not evaluated: <reason>"), if it gave one."""
+    prefix = f"{rule_id}: not evaluated: "
+    return next((n[len(prefix) :] for n in ctx.notes if n.startswith(prefix)), None)
+
+
+def _finding(ctx: RuleContext, c: Candidate, a: Attributed, window: int, cfg: RuleConfig) -> Finding:
+    basis = ctx.basis_ns(c.rule.basis)
+    share = c.hit.time_at_stake_ns / basis if basis > 0 else 0.0
+    saving_share = a.saving_ns / window if window > 0 else 0.0
+    return Finding(
+        id=c.rule.id,
+        severity=severity(saving_share, cfg.crit_share, cfg.warn_share, a.saving_ns, cfg.min_saving_ns),
+        title=f"{c.rule.title}: {c.hit.detail}" if c.hit.detail else c.rule.title,
+        time_at_stake_ns=c.hit.time_at_stake_ns,
+        share=share,
+        metric=c.rule.metric,
+        value=float(c.hit.value),
+        threshold=c.threshold,
+        evidence=c.hit.evidence[:MAX_EVIDENCE],
+        advice=c.rule.advice,
+        source=c.rule.source,
+        predicted_saving_ns=a.saving_ns,
+        saving_share=saving_share,
+        saving_model=c.model,
+        shared_with=a.shared_with,
+    )
+
+
+def _refined(
+    ctx: RuleContext, candidates: list[Candidate], claimed: dict[str, int], warnings: list[str]
+) -> tuple[list[Candidate], Any]:
+    """The candidates whose remedy is a what-if, with their saving refined by the critical path; and the model
+    (None when no candidate has a what-if or the model could not be built)."""
+    wanted = [c for c in candidates if c.hit.what_if is not None]
     if not wanted:
-        return findings
+        return candidates, None
     from opscope.analysis.critical_path.stats import SavingModel
 
     try:
         model = SavingModel(ctx.trace, ctx.analysis.options.steps, ctx.linkage)
-        saved = {f.id: model.saving_us(*what_ifs[f.id]) for f in wanted}
-    except Exception as exc:  # the prediction is an extra: the findings stand without it
-        log.debug("predicted saving failed", exc_info=True)
-        warnings.append(f"predicted saving not computed: {type(exc).__name__}: {exc}")
-        return findings
-    return [
-        replace(f, predicted_saving_ns=round(saved[f.id] * 1e3)) if f.id in saved else f for f in findings
-    ]
+        saved = {c.rule.id: model.saving_ns([c.hit.what_if]) for c in wanted if c.hit.what_if}
+    except Exception as exc:  # the refinement is an extra: the estimates stand without it
+        log.debug("critical-path what-if failed", exc_info=True)
+        warnings.append(f"critical-path what-if not computed: {type(exc).__name__}: {exc}")
+        return candidates, None
+    out = []
+    for c in candidates:
+        if c.rule.id in saved:
+            saving, name = alone_ns(c.hit, claimed[c.rule.id], saved[c.rule.id])
+            c = replace(c, alone_ns=saving, model=name)
+        out.append(c)
+    return out, model
+
+
+def _joint(ctx: RuleContext, kept: list[Attributed], model: Any) -> int | None:
+    """The critical-path what-if of every kept finding's transformation at once (None without a model)."""
+    rules = [a.candidate.hit.what_if for a in kept if a.candidate.hit.what_if is not None]
+    if model is None or not rules:
+        return None
+    try:
+        return int(model.saving_ns(rules))
+    except Exception:  # pragma: no cover - the same model answered each rule alone
+        log.debug("joint what-if failed", exc_info=True)
+        return None

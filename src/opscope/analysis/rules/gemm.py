@@ -13,7 +13,8 @@ from opscope.analysis.kernels.categories import CATEGORY
 from opscope.analysis.kernels.category_rules import CONVOLUTION, GEMM
 from opscope.analysis.kernels.launch_config import TENSOR_CORE_KERNEL
 from opscope.analysis.rules.context import E, RuleContext, S
-from opscope.analysis.rules.model import ABOVE, GPU_TIME, MAX_EVIDENCE, Hit, Rule
+from opscope.analysis.rules.factors import factor
+from opscope.analysis.rules.model import ABOVE, GPU_TIME, MAX_EVIDENCE, Hit, Rule, Skipped
 from opscope.model.schema import Col
 
 GEMM_OPS = (
@@ -104,10 +105,15 @@ def _dims(text: str | None) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def misaligned_gemms(ctx: RuleContext, threshold: float) -> Hit | None:
-    ops = ctx.ops.filter(pl.col(Col.NAME).is_in(GEMM_OPS) & pl.col(Col.INPUT_DIMS).is_not_null())
-    if ops.height == 0 or ctx.gpu_total_ns == 0:
+def misaligned_gemms(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
+    missing = ctx.shapes_missing()
+    if missing is not None:
+        return Skipped(missing)
+    if ctx.gpu_total_ns == 0:
         return None
+    ops = ctx.ops.filter(pl.col(Col.NAME).is_in(GEMM_OPS) & pl.col(Col.INPUT_DIMS).is_not_null())
+    if ops.height == 0:
+        return Hit(value=0, time_at_stake_ns=0)
     gemm_rows = set(ops[ROW].to_list())
     ops = ops.filter(
         ~pl.col("op_parent_row").is_in(list(gemm_rows)).fill_null(False)
@@ -115,6 +121,7 @@ def misaligned_gemms(ctx: RuleContext, threshold: float) -> Hit | None:
     under = ctx.gpu_ns_under(ops[ROW])
     ops = ops.join(under, on=ROW, how="inner")
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
+    bad_rows: list[int] = []
     for r in ops.iter_rows(named=True):
         dims = _dims(r[Col.INPUT_DIMS])
         parsed = gemm_dims(r[Col.NAME], dims)
@@ -148,6 +155,7 @@ def misaligned_gemms(ctx: RuleContext, threshold: float) -> Hit | None:
                 "kernels": set(),
             },
         )
+        bad_rows.append(r[ROW])
         group["calls"] += 1
         group["gpu_ns"] += int(r["gpu_ns"])
         group["kernels"].update(k for k in r["kernels"] if k)
@@ -169,6 +177,9 @@ def misaligned_gemms(ctx: RuleContext, threshold: float) -> Hit | None:
         time_at_stake_ns=total,
         evidence=evidence,
         detail=f"{len(ordered)} shapes; sizes {', '.join(map(str, sizes[:6]))}{' ...' if len(sizes) > 6 else ''}",
+        claims=ctx.kernels_under(pl.Series(bad_rows, dtype=pl.Int64)),
+        estimate_ns=round(total * (1 - factor("aligned_gemm"))),
+        model="aligned_gemm",
     )
 
 
@@ -187,12 +198,17 @@ def has_tensor_cores(ctx: RuleContext) -> bool | None:
     return any(answers) if answers else None
 
 
-def fp32_gemms(ctx: RuleContext, threshold: float) -> Hit | None:
-    if not has_tensor_cores(ctx) or ctx.gpu_total_ns == 0:
+def fp32_gemms(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
+    cores = has_tensor_cores(ctx)
+    if cores is None:
+        return Skipped("the GPU is not known (no deviceProperties in the trace)")
+    if not cores:
+        return Skipped("the GPU has no tensor cores")
+    if ctx.gpu_total_ns == 0:
         return None
     gemms = ctx.kernels.filter(pl.col(CATEGORY).is_in([GEMM, CONVOLUTION]))
     if gemms.height == 0:
-        return None
+        return Hit(value=0, time_at_stake_ns=0)
     tensor = pl.col(Col.NAME).str.contains("(?i)" + TENSOR_CORE_KERNEL)
     fp32 = gemms.filter(
         ~tensor
@@ -220,6 +236,9 @@ def fp32_gemms(ctx: RuleContext, threshold: float) -> Hit | None:
         time_at_stake_ns=total,
         evidence=evidence,
         detail=f"{fp32.height:,} fp32 kernels on {names}; {tc_calls:,} tensor-core GEMM/conv kernels",
+        claims=fp32.select(S, E),
+        estimate_ns=round(total * (1 - factor("tensor_core_gemm"))),
+        model="tensor_core_gemm",
     )
 
 

@@ -7,14 +7,27 @@ import re
 import polars as pl
 
 from opscope.analysis.base import intervals
-from opscope.analysis.rules.context import RuleContext
-from opscope.analysis.rules.model import ABOVE, BELOW, MAX_EVIDENCE, WINDOW, Hit, Rule, exact_names
+from opscope.analysis.rules.context import E, RuleContext, S
+from opscope.analysis.rules.model import (
+    ABOVE,
+    BELOW,
+    MAX_EVIDENCE,
+    SYMPTOM,
+    WINDOW,
+    Hit,
+    Rule,
+    Skipped,
+    exact_names,
+)
 from opscope.model.schema import Col
 
 DATALOADER = r"DataLoader.*__next__|DataLoaderIter.*__next__"
 
 
-def host_bound(ctx: RuleContext, threshold: float) -> Hit | None:
+def host_bound(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
+    why = ctx.not_steady()
+    if why:
+        return Skipped(why)
     idle = {d.device: d for d in ctx.analysis.idle.devices}
     candidates = []
     for d in ctx.analysis.timeline.devices:
@@ -41,6 +54,11 @@ def host_bound(ctx: RuleContext, threshold: float) -> Hit | None:
         evidence=evidence,
         detail=f"GPU {d.device} busy {util * 100:.1f}%, host wait {i.host_wait_ns / max(1, i.idle_ns) * 100:.0f}% "
         "of its idle time",
+        # the model: the host wait removed (the work moved off the critical host thread); it claims the
+        # device's idle time, after the rules that name a cause of it
+        claims=gaps.select(S, E),
+        estimate_ns=int(i.host_wait_ns),
+        model="idle_removed",
     )
 
 
@@ -82,6 +100,13 @@ def dataloader_time(ctx: RuleContext, threshold: float) -> Hit | None:
         evidence=evidence,
         detail=f"{spent / total_ns * 100:.1f}% of {where} in DataLoader __next__",
         what_if=(exact_names(names), 0.0) if names else None,
+        # the model: the loads overlapped with the step (workers prefetch ahead): their time removed; the
+        # claim is the GPU idle time around them
+        claims=ctx.idle_touching(
+            loads.select(pl.col(Col.TS_NS).alias(S), (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(E))
+        ),
+        estimate_ns=spent,
+        model="data_loading_overlapped",
     )
 
 
@@ -98,6 +123,7 @@ RULES = (
         "optimizer, Python between ops). Larger batches, CUDA graphs or torch.compile(mode="
         "'reduce-overhead'), moving work off the critical host thread, and fewer synchronisations help.",
         check=host_bound,
+        role=SYMPTOM,
     ),
     Rule(
         id="dataloader_bound",

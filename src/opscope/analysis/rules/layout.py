@@ -18,12 +18,10 @@ LAYOUT_KERNEL = (
 
 def layout_conversions(ctx: RuleContext, threshold: float) -> Hit | None:
     kernels = ctx.kernels
-    if (
-        kernels.height == 0
-        or ctx.gpu_total_ns == 0
-        or kernels.filter(pl.col(CATEGORY) == CONVOLUTION).height == 0
-    ):
+    if kernels.height == 0 or ctx.gpu_total_ns == 0:
         return None
+    if kernels.filter(pl.col(CATEGORY) == CONVOLUTION).height == 0:
+        return Hit(value=0, time_at_stake_ns=0, detail="no convolutions")
     found = kernels.filter(pl.col(Col.NAME).str.contains(LAYOUT_KERNEL))
     groups = (
         found.with_columns((pl.col(E) - pl.col(S)).alias("_ns"))
@@ -42,6 +40,10 @@ def layout_conversions(ctx: RuleContext, threshold: float) -> Hit | None:
         evidence=evidence,
         detail=f"{found.height:,} layout-conversion kernels in a trace with convolutions",
         what_if=(exact_names(found[Col.NAME].unique().to_list()), 0.0) if found.height else None,
+        # the model: the conversions removed (activations and weights kept in NHWC)
+        claims=found.select(S, E),
+        estimate_ns=total,
+        model="layout_kernels_removed",
     )
 
 

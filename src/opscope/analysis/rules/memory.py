@@ -13,8 +13,8 @@ import polars as pl
 
 from opscope.analysis.base.window import starts_inside
 from opscope.analysis.memory.summary import MemoryOptions, memory_stats
-from opscope.analysis.rules.context import RuleContext
-from opscope.analysis.rules.model import ABOVE, MAX_EVIDENCE, WINDOW, Hit, Rule
+from opscope.analysis.rules.context import E, RuleContext, S
+from opscope.analysis.rules.model import ABOVE, MAX_EVIDENCE, WINDOW, Hit, Rule, Skipped
 from opscope.model.schema import Col, Kind
 
 ALLOCATOR_CALLS = r"^(cuda|hip)(Malloc|Free)(Async)?$|^cu(MemAlloc|MemFree)"
@@ -24,22 +24,21 @@ def peak_fraction(peak_bytes: int, capacity_bytes: int) -> float:
     return peak_bytes / capacity_bytes if capacity_bytes > 0 else 0.0
 
 
-def _allocator_ns(ctx: RuleContext) -> int:
-    """The allocator's runtime calls, those that start in the selected steps with `--steps`."""
+def _allocator_calls(ctx: RuleContext) -> pl.DataFrame:
+    """The allocator's runtime calls (start_ns, end_ns), those that start in the selected steps with
+    `--steps`."""
     window = ctx.selected_window
-    calls = (
+    return (
         ctx.trace.lazy()
         .filter(pl.col(Col.KIND) == Kind.RUNTIME)
         .filter(pl.col(Col.NAME).cast(pl.String).str.contains(ALLOCATOR_CALLS))
         .filter(starts_inside(window) if window is not None else pl.lit(True))
-        .select(pl.col(Col.DUR_NS).sum())
+        .select(pl.col(Col.TS_NS).alias(S), (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(E))
         .collect()
-        .item()
     )
-    return int(calls or 0)
 
 
-def near_capacity(ctx: RuleContext, threshold: float) -> Hit | None:
+def near_capacity(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
     stats = memory_stats(ctx.trace, MemoryOptions(steps=ctx.analysis.options.steps, top=0))
     gpus = [
         d
@@ -48,11 +47,10 @@ def near_capacity(ctx: RuleContext, threshold: float) -> Hit | None:
     ]
     if not gpus:
         if any(d.device != "cpu" for d in stats.devices):
-            ctx.notes.append(
-                "memory_near_capacity: not evaluated: no device capacity (deviceProperties) "
-                "or no allocator totals for the GPU memory events"
+            return Skipped(
+                "no device capacity (deviceProperties) or no allocator totals for the GPU memory events"
             )
-        return None
+        return Skipped("no GPU memory events (profile with profile_memory=True)")
     fractions = {d.device: peak_fraction(d.peak_allocated_bytes, d.capacity_bytes or 0) for d in gpus}
     value = max(fractions.values())
     if value <= threshold:
@@ -70,11 +68,18 @@ def near_capacity(ctx: RuleContext, threshold: float) -> Hit | None:
         }
         for d in near[:MAX_EVIDENCE]
     )
+    calls = _allocator_calls(ctx)
+    spent = int(calls.select((pl.col(E) - pl.col(S)).sum()).item() or 0) if calls.height else 0
     return Hit(
         value=value,
-        time_at_stake_ns=_allocator_ns(ctx),
+        time_at_stake_ns=spent,
         evidence=evidence,
         detail=f"{', '.join(d.device for d in near)} at {100 * value:.1f}% of device memory",
+        # the model: with headroom the caching allocator stops freeing and retrying: its calls removed
+        what_if=(ALLOCATOR_CALLS, 0.0),
+        claims=calls,
+        estimate_ns=spent,
+        model="allocator_calls_removed",
     )
 
 

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+import polars as pl
+
 from opscope.analysis.findings import MAX_EVIDENCE, SOURCES
 
 if TYPE_CHECKING:
@@ -17,6 +19,15 @@ BELOW: Final = "below"  # the rule fires when value < threshold
 
 GPU_TIME: Final = "gpu_time"  # share = time at stake / summed GPU activity time in the window
 WINDOW: Final = "window"  # share = time at stake / analysed window x devices (timeline rules)
+
+# Whose claim on the window comes first (savings.py): a rule that names a cause and its specific remedy (a
+# DataLoader wait, a sync, a pageable copy, fp32 GEMMs) claims its time before a rule that measures a general
+# inefficiency of the same kernels (far from peak, low occupancy), and both before a rule that only observes
+# a symptom (idle GPU, a low-utilisation step), which keeps what no cause explains.
+CAUSE: Final = "cause"
+GENERAL: Final = "general"
+SYMPTOM: Final = "symptom"
+ROLES: Final = (CAUSE, GENERAL, SYMPTOM)  # the claim order
 
 
 @dataclass(frozen=True)
@@ -30,9 +41,23 @@ class Hit:
     # (regex over event names, factor): the remedy as a what-if of the critical-path model, for the predicted
     # saving (e.g. the layout-conversion kernels removed: factor 0); None where no such model is defined
     what_if: tuple[str, float] | None = None
+    # The saving model (analysis/rules/savings.py, docs/advice.md): the time the remedy acts on, as intervals
+    # (start_ns, end_ns) on the trace's clock (the finding's claim on the window: one microsecond saved belongs
+    # to one finding), the model's own estimate of the saving (ns) and the model's name. A hit without an
+    # estimate is not a finding.
+    claims: pl.DataFrame | None = None
+    estimate_ns: int | None = None
+    model: str = ""
 
 
-Check = Callable[["RuleContext", float], "Hit | None"]
+@dataclass(frozen=True)
+class Skipped:
+    """What a check returns when it could not run on this trace, and why (listed under `not_evaluated`)."""
+
+    reason: str
+
+
+Check = Callable[["RuleContext", float], "Hit | Skipped | None"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +71,7 @@ class Rule:
     basis: str  # GPU_TIME or WINDOW
     advice: str
     check: Check
+    role: str = CAUSE  # CAUSE or SYMPTOM
 
     def fires(self, value: float, threshold: float) -> bool:
         return value > threshold if self.direction == ABOVE else value < threshold
@@ -63,12 +89,17 @@ def exact_names(names: list[str]) -> str:
 __all__ = [
     "ABOVE",
     "BELOW",
+    "CAUSE",
+    "GENERAL",
     "GPU_TIME",
     "MAX_EVIDENCE",
+    "ROLES",
     "SOURCES",
+    "SYMPTOM",
     "WINDOW",
     "Check",
     "Hit",
     "Rule",
+    "Skipped",
     "exact_names",
 ]

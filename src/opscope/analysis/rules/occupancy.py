@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import re
 
+import polars as pl
+
 from opscope.analysis.kernels.launch_config import LaunchOptions, is_tensor_core_kernel, launch_config
-from opscope.analysis.rules.context import RuleContext
-from opscope.analysis.rules.model import BELOW, GPU_TIME, MAX_EVIDENCE, Hit, Rule
+from opscope.analysis.rules.context import E, RuleContext, S
+from opscope.analysis.rules.model import BELOW, GENERAL, GPU_TIME, MAX_EVIDENCE, Hit, Rule
+from opscope.model.schema import Col
 
 COMMUNICATION_KERNEL = r"nccl|rccl|msccl"  # collectives keep few blocks resident by design
 
@@ -47,11 +50,18 @@ def low_theoretical_occupancy(ctx: RuleContext, threshold: float) -> Hit | None:
         for r in low[:MAX_EVIDENCE]
     )
     total = sum(r.total_ns for r in low)
+    # the model: each configuration's time scaled by its occupancy over the threshold (throughput grows at
+    # most in proportion to the resident warps, up to the threshold): an optimistic bound
+    estimate = sum(r.total_ns * (1 - (r.theoretical_occupancy_pct or 0.0) / threshold) for r in low)
+    names = sorted({r.name for r in low})
     return Hit(
         value=lowest,
         time_at_stake_ns=total,
         evidence=evidence,
         detail=f"{len(low)} launch configurations below {threshold:g}% theoretical occupancy",
+        claims=ctx.kernels.filter(pl.col(Col.NAME).is_in(names)).select(S, E),
+        estimate_ns=round(estimate),
+        model="occupancy_to_threshold",
     )
 
 
@@ -68,5 +78,6 @@ RULES = (
         "SM: for your own kernels use more threads per block, fewer registers (__launch_bounds__, "
         "-maxrregcount) or less shared memory; for library kernels try another shape or dtype.",
         check=low_theoretical_occupancy,
+        role=GENERAL,
     ),
 )

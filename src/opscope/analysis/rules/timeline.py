@@ -6,8 +6,10 @@ import numpy as np
 import polars as pl
 
 from opscope.analysis.base import intervals
+from opscope.analysis.kernels.categories import CATEGORY
+from opscope.analysis.kernels.category_rules import COMMUNICATION
 from opscope.analysis.rules.context import E, RuleContext, S
-from opscope.analysis.rules.model import ABOVE, BELOW, MAX_EVIDENCE, WINDOW, Hit, Rule
+from opscope.analysis.rules.model import ABOVE, BELOW, MAX_EVIDENCE, SYMPTOM, WINDOW, Hit, Rule, Skipped
 from opscope.model.schema import Col
 
 LONG_GAP_NS = 1_000_000  # gaps of at least this long are "long" (the rule's threshold is in us)
@@ -17,8 +19,10 @@ SLICES = 20  # without step markers, the window is cut into this many equal slic
 def exposed_comm(ctx: RuleContext, threshold: float) -> Hit | None:
     devices = [d for d in ctx.analysis.timeline.devices if d.communication_ns > 0]
     window = ctx.analysis.timeline.window_ns or 0
-    if not devices or window <= 0:
+    if window <= 0:
         return None
+    if not devices:
+        return Hit(value=0, time_at_stake_ns=0, detail="no communication kernels")
     worst = max(devices, key=lambda d: d.exposed_comm_ns)
     share = worst.exposed_comm_ns / window
     evidence = tuple(
@@ -30,16 +34,24 @@ def exposed_comm(ctx: RuleContext, threshold: float) -> Hit | None:
         }
         for d in devices[:MAX_EVIDENCE]
     )
+    exposed = int(sum(d.exposed_comm_ns for d in devices))
     return Hit(
         value=share,
-        time_at_stake_ns=int(sum(d.exposed_comm_ns for d in devices)),
+        time_at_stake_ns=exposed,
         evidence=evidence,
         detail=f"GPU {worst.device}: {share * 100:.1f}% of the window in communication not overlapped "
         "with compute",
+        # the model: the exposed communication fully overlapped with compute
+        claims=ctx.clipped.filter(pl.col(CATEGORY) == COMMUNICATION).select(S, E),
+        estimate_ns=exposed,
+        model="communication_overlapped",
     )
 
 
-def long_gaps(ctx: RuleContext, threshold: float) -> Hit | None:
+def long_gaps(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
+    why = ctx.not_steady()
+    if why:
+        return Skipped(why)
     gaps = ctx.idle_gaps.with_columns((pl.col(E) - pl.col(S)).alias("_len"))
     if ctx.clipped.height == 0:
         return None
@@ -65,16 +77,23 @@ def long_gaps(ctx: RuleContext, threshold: float) -> Hit | None:
         time_at_stake_ns=int(long["_len"].sum()),
         evidence=tuple(evidence),
         detail=f"{long.height:,} idle gaps longer than {threshold:,.0f} us, the longest {longest / 1e6:.2f} ms",
+        claims=long.select(S, E),
+        estimate_ns=int(long["_len"].sum()),
+        model="idle_removed",
     )
 
 
-def low_windows(ctx: RuleContext, threshold: float) -> Hit | None:
+def low_windows(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
     if ctx.clipped.height == 0:
         return None
-    steps = [(w.name, w.start_ns, w.end_ns) for w in ctx.steps]
-    if not steps:
-        lo, hi = ctx.analysis.timeline.window_start_ns, ctx.analysis.timeline.window_end_ns
-        if lo is None or hi is None or hi <= lo:
+    why = ctx.not_steady()
+    if why:
+        return Skipped(why)
+    steps = [(w.name, w.start_ns, w.end_ns) for w in ctx.steady_steps]
+    if not steps:  # the steady part (no long head or tail) in equal slices
+        steady = ctx.capture.steady
+        lo, hi = steady[0][0], steady[-1][1]
+        if hi <= lo:
             return None
         edges = [lo + (hi - lo) * i // SLICES for i in range(SLICES + 1)]
         steps = [(f"slice {i + 1}/{SLICES}", edges[i], edges[i + 1]) for i in range(SLICES)]
@@ -99,18 +118,27 @@ def low_windows(ctx: RuleContext, threshold: float) -> Hit | None:
                         "length_us": round((hi - lo) / 1e3, 3),
                         "busy": round(util, 4),
                         "_idle": (hi - lo) - busy_ns,
+                        "_lo": lo,
+                        "_hi": hi,
                     }
                 )
     if not low:
         return Hit(value=lowest, time_at_stake_ns=0)
     low.sort(key=lambda w: (-w["_idle"], w["start_us"]))
     total = sum(w["_idle"] for w in low)
-    evidence = tuple({k: v for k, v in w.items() if k != "_idle"} for w in low[:MAX_EVIDENCE])
+    windows = pl.DataFrame(
+        {S: [w["_lo"] for w in low], E: [w["_hi"] for w in low]}, schema={S: pl.Int64, E: pl.Int64}
+    )
+    evidence = tuple({k: v for k, v in w.items() if not k.startswith("_")} for w in low[:MAX_EVIDENCE])
     return Hit(
         value=lowest,
         time_at_stake_ns=total,
         evidence=evidence,
         detail=f"{len(low)} of {len(steps)} windows below {threshold * 100:.0f}% busy",
+        # the model: the idle time of the low windows removed
+        claims=intervals.intersect(ctx.idle_gaps.select(S, E), windows),
+        estimate_ns=total,
+        model="idle_removed",
     )
 
 
@@ -140,6 +168,7 @@ RULES = (
         "loading, checkpointing, logging, synchronisations, Python). Move that work off the critical "
         "path or overlap it with GPU work.",
         check=long_gaps,
+        role=SYMPTOM,
     ),
     Rule(
         id="low_utilization_windows",
@@ -153,5 +182,6 @@ RULES = (
         "a slow first step is warm-up (profile with wait/warmup), recurring ones point at data loading, "
         "evaluation or synchronisation.",
         check=low_windows,
+        role=SYMPTOM,
     ),
 )

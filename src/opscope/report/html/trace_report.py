@@ -20,16 +20,19 @@ from opscope.analysis.attribution.tree import OpTree, TreeNode
 from opscope.analysis.base.linking import ROW
 from opscope.analysis.bundle import TraceBundle
 from opscope.analysis.kernels.categories import CATEGORY
+from opscope.analysis.kernels.metrics import LaunchMetrics, MetricsJoin
 from opscope.analysis.timeline.activity import LAUNCH_NAME, LAUNCH_OP
 from opscope.analysis.timeline.launch_delay import DELAY
 from opscope.model.schema import Col
 from opscope.report import names
 from opscope.report.advice_view import findings_data
+from opscope.report.brief_view import brief_data
 from opscope.report.html.cpu_lanes import cpu_lanes
 from opscope.report.html.cpu_panel import cpu_panel
 from opscope.report.html.critical_path_report import critical_path_panel
 from opscope.report.html.efficiency_report import SOURCE as EFFICIENCY_SOURCE
 from opscope.report.html.efficiency_report import efficiency_report
+from opscope.report.html.findings_panel import findings_panel
 from opscope.report.html.lines_panel import lines_panel, with_stacks
 from opscope.report.html.memory_panel import memory_panel
 from opscope.report.html.timeline_data import TimelineOptions as LaneOptions
@@ -40,13 +43,15 @@ SCHEMA = "opscope.report/1"
 DELAY_EDGES_US = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000)
 SOURCES = {
     "headline": "analysis/base/window.py, analysis/timeline/busy.py, analysis/kernels/categories.py (as opscope analyze)",
-    "kernels": "analysis/kernels/summary.py (as opscope summary), category from analysis/kernels/categories.py",
+    "kernels": "analysis/kernels/summary.py (as opscope summary), category from analysis/kernels/categories.py; "
+    "with --metrics, Nsight Compute metrics from analysis/kernels/metrics.py (as opscope kernels --metrics)",
     "categories": "analysis/kernels/categories.py (as opscope analyze)",
     "steps": "analysis/attribution/steps.py (as opscope steps); category sums per step in analysis/bundle.py",
     "timeline": "analysis/timeline/activity.py (linking, categories) + report/html/timeline_data.py",
     "flame": "analysis/attribution/tree.py (as opscope tree; flame_instances as opscope tree --modules instances)",
     "launch_delay": "analysis/timeline/launch_delay.py (as opscope analyze)",
     "memcpy": "analysis/timeline/memcpy.py (as opscope analyze)",
+    "brief": "report/brief_view.py over analyze's figures and advise's findings (as opscope brief)",
     "findings": "analysis/rules/ (as opscope advise; docs/advice.md)",
     "critical_path": "analysis/critical_path/ (as opscope critical-path) + report/html/critical_path_report.py",
     "memory": "analysis/memory/summary.py (as opscope memory) + report/html/memory_panel.py",
@@ -110,7 +115,10 @@ def trace_report(bundle: TraceBundle, options: ReportOptions | None = None) -> d
         "flame_instances": _flame_instances(bundle.instances, bundle.tree, strings),
         "launch_delay": _launch_delay(bundle),
         "memcpy": _memcpy(bundle),
+        "brief": brief_data(bundle.analysis, trace.meta)["lines"],  # the lines of opscope brief
         "findings": findings_data(bundle.advice),  # the same rows as opscope advise --format json
+        # the same findings laid out for people, with timeline links (report/html/findings_panel.py)
+        "findings_panel": findings_panel(bundle.advice, act.window.start_ns or 0, strings),
         "critical_path": critical_path_panel(bundle.critical_path, act.window.start_ns, strings),
         "memory": memory_panel(bundle.memory),
         "efficiency": efficiency_report(bundle.efficiency, strings),
@@ -161,6 +169,7 @@ def _kernels(bundle: TraceBundle, data: dict[str, Any], strings: Strings, max_ro
     known = bundle.kernel_categories
     shipped, left = data["rows"][:max_rows], data["rows"][max_rows:]  # heaviest first (as `summary`)
     short = names.shorten_all([row["name"] for row in shipped], CHART_NAME_WIDTH)  # the terminal's shortening
+    join = bundle.ncu
     rows = [
         {
             **row,
@@ -168,6 +177,7 @@ def _kernels(bundle: TraceBundle, data: dict[str, Any], strings: Strings, max_ro
             "raw_name": strings(row["raw_name"]),
             "short_name": strings(s),
             CATEGORY: known[(row["raw_name"], row["kind"])],
+            **({"ncu": _ncu_row(join.by_name.get(row["raw_name"]))} if join is not None else {}),
         }
         for row, s in zip(shipped, short, strict=True)
     ]
@@ -185,6 +195,50 @@ def _kernels(bundle: TraceBundle, data: dict[str, Any], strings: Strings, max_ro
         "rows_total": len(data["rows"]),
         "rest": rest,
         "full": None,
+        "ncu": _ncu_join(join),
+    }
+
+
+NCU_ROW_METRICS = (
+    "sm_throughput_pct",
+    "memory_throughput_pct",
+    "dram_throughput_pct",
+    "achieved_occupancy_pct",
+    "theoretical_occupancy_pct",
+    "l1_hit_rate_pct",
+    "l2_hit_rate_pct",
+)
+
+
+def _ncu_row(found: LaunchMetrics | None) -> dict[str, Any] | None:
+    """A kernel row's joined Nsight Compute metrics (means over its paired launches), as `kernels --metrics`."""
+    if found is None:
+        return None
+    values = {
+        k: None if found.values.get(k) is None else round(found.values[k] or 0.0, 3) for k in NCU_ROW_METRICS
+    }
+    return {
+        "launches": found.launches,
+        **values,
+        "bound": found.bound,
+        "occupancy_limiter": found.occupancy_limiter,
+        "flags": list(found.flags),
+    }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def _ncu_join(join: MetricsJoin | None) -> dict[str, Any] | None:
+    if join is None:
+        return None
+    return {
+        "path": join.path,
+        "layout": join.layout,
+        "profiled_launches": join.profiled_launches,
+        "matched_launches": join.matched_launches,
+        "unmatched_kernels": list(join.unmatched_kernels),
     }
 
 

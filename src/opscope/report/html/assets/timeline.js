@@ -131,6 +131,15 @@
       ctx.globalAlpha = 1;
     }
     const extra = drawExtra(ctx, W, scale);
+    if (view.marked) {  // a slice chosen from a finding's evidence: a band over every lane
+      const [a, b] = view.marked;
+      const x0 = Math.max(a, v0), x1 = Math.min(b, v1);
+      if (x1 > x0 || (b === a && a >= v0 && a <= v1)) {
+        ctx.fillStyle = "rgba(217, 83, 79, 0.18)"; ctx.strokeStyle = "#d9534f";
+        const x = LABEL_W + (x0 - v0) * scale, w = Math.max((x1 - x0) * scale, 2);
+        ctx.fillRect(x, AXIS_H, w, nAll * LANE_H); ctx.strokeRect(x + 0.5, AXIS_H + 0.5, w - 1, nAll * LANE_H - 1);
+      }
+    }
     rangeLabel.textContent = `${fmtNs(v0)} – ${fmtNs(v1)} (${fmtNs(v1 - v0)} shown)`;
     view.lastDraw = { rects, columns, visited, width: W, lanes: nLanes, ms: performance.now() - t0, v0, v1,
                       cpuRects: extra.cpu, idleRects: extra.idle };
@@ -389,6 +398,14 @@
   resize();
 
   view.zoomTo = (a, b) => { clampView(a, b); draw(); return view.lastDraw; };
+  view.marked = null;
+  // Mark [a, b] (ns from t0) and zoom to it with some context around (a finding's evidence row was clicked).
+  view.markSpan = (a, b) => { view.marked = [a, b]; const pad = Math.max((b - a) * 0.5, 20000); return view.zoomTo(a - pad, b + pad); };
+  view.longestOf = (nameId) => {  // the index of the longest event of that name (string id), -1 if none shipped
+    let best = -1;
+    for (let i = 0; i < n; i++) if (T.name[i] === nameId && (best < 0 || T.dur[i] > T.dur[best])) best = i;
+    return best;
+  };
   view.reset = () => { clampView(full[0], full[1]); draw(); return view.lastDraw; };
   view.hit = hit;
   view.span = (i) => [start[i], end[i]];

@@ -44,7 +44,22 @@
     { key: "max_us", label: "Max", kind: "us" },
     { key: "median_us", label: "Median", kind: "us" },
     { key: "share", label: "Share", kind: "pct" },
+    // `report --metrics`: the joined Nsight Compute means of each kernel's profiled launches
+    ...(D.kernels.ncu && D.kernels.ncu.matched_launches ? [
+      { key: "ncu_launches", label: "ncu launches", kind: "int", get: (r) => (r.ncu ? r.ncu.launches : null) },
+      { key: "ncu_sm", label: "SM %", kind: "float", get: (r) => (r.ncu ? r.ncu.sm_throughput_pct : null) },
+      { key: "ncu_mem", label: "Mem %", kind: "float", get: (r) => (r.ncu ? r.ncu.memory_throughput_pct : null) },
+      { key: "ncu_occ", label: "Ach occ %", kind: "float", get: (r) => (r.ncu ? r.ncu.achieved_occupancy_pct : null) },
+      { key: "ncu_bound", label: "Bound", kind: "text", get: (r) => (r.ncu && r.ncu.bound) || "—" },
+    ] : []),
   ], rows, { id: "kernel-table", sortKey: "total_us", sortDir: -1 });
+  const ncu = D.kernels.ncu;
+  if (ncu) {  // how many profiled launches the join paired (none: the metrics are not shown)
+    document.getElementById("kernels-table").after(el("p", { class: "note", id: "kernels-ncu" },
+      `Nsight Compute (${ncu.path}): ${fmtInt(ncu.matched_launches)} of ${fmtInt(ncu.profiled_launches)} profiled ` +
+      "launches matched to trace kernels by name and launch order" +
+      (ncu.matched_launches ? "." : "; no metrics joined (opscope ncu FILE reads the export on its own).")));
+  }
   const rest = D.kernels.rest;
   if (rest) {  // the page carries the heaviest rows only; say what was left out and where every row is
     const note = el("p", { class: "note", id: "kernels-capped" },

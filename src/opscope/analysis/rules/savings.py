@@ -1,0 +1,104 @@
+"""From the rules' hits to savings that add up: each finding's predicted saving under its model, then exclusive
+attribution over the analysed window. Definitions: docs/advice.md ("Savings").
+
+1. **Alone.** A hit states its remedy's saving model: the time it acts on (`claims`: intervals of the trace's
+   clock, cut here to the analysed window), and the model's estimate. Where the remedy is also a transformation
+   of the events (`what_if`: these events x factor), the critical-path what-if of that transformation refines
+   it: the saving is the smaller of the two. It never exceeds the time at stake nor the claimed time.
+2. **Exclusive.** Each microsecond of the window belongs to at most one finding. Findings take their claims in
+   order (rules that name a cause, then general inefficiencies, then symptoms; the larger saving first); a finding
+   keeps the share of its saving that its claim not yet taken covers. Claims are disjoint once taken, so the
+   savings add up to at most the window.
+3. **Together.** `combined` is the what-if of applying every remedy at once: the critical-path what-if of every
+   transformation together plus the exclusive savings of the others, never more than their sum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import polars as pl
+
+from opscope.analysis.base import intervals
+from opscope.analysis.rules.model import ROLES, Hit, Rule
+
+S, E = intervals.START, intervals.END
+CRITICAL_PATH = "critical path"  # appended to a model's name when the what-if refined its estimate
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A rule that fired with time at stake: its hit and its saving alone (ns, before exclusivity)."""
+
+    rule: Rule
+    hit: Hit
+    threshold: float
+    alone_ns: int
+    model: str
+
+
+@dataclass(frozen=True)
+class Attributed:
+    candidate: Candidate
+    saving_ns: int  # exclusive: what this finding adds to those before it
+    shared_with: tuple[str, ...]  # the earlier findings whose claims overlapped this one's
+
+
+def window_claims(claims: pl.DataFrame | None, bounds: Sequence[tuple[int, int]]) -> pl.DataFrame:
+    """The claim intervals cut to the window's pieces and merged (start_ns, end_ns)."""
+    if claims is None or claims.height == 0 or not bounds:
+        return pl.DataFrame(schema={S: pl.Int64, E: pl.Int64})
+    frame = claims.select(pl.col(S).cast(pl.Int64), pl.col(E).cast(pl.Int64))
+    pieces = [intervals.clip(frame, int(lo), int(hi)) for lo, hi in bounds]
+    return intervals.merge(pl.concat(pieces))
+
+
+def length_ns(merged: pl.DataFrame) -> int:
+    return int(merged.select((pl.col(E) - pl.col(S)).sum()).item() or 0) if merged.height else 0
+
+
+def alone_ns(hit: Hit, claimed_ns: int, what_if_ns: int | None) -> tuple[int, str]:
+    """(saving, model name) of one finding alone: its model's estimate, refined by the what-if where there is
+    one, never more than the time at stake or the claimed time."""
+    bound = max(0, min(int(hit.estimate_ns or 0), hit.time_at_stake_ns, claimed_ns))
+    if what_if_ns is None:
+        return bound, hit.model
+    return max(0, min(what_if_ns, bound)), f"{hit.model}, {CRITICAL_PATH}"
+
+
+def claim_order(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Causes, then general inefficiencies, then symptoms (model.ROLES); within each the larger saving alone
+    first, then the rule id (deterministic)."""
+    return sorted(candidates, key=lambda c: (ROLES.index(c.rule.role), -c.alone_ns, c.rule.id))
+
+
+def attribute(candidates: Sequence[Candidate], bounds: Sequence[tuple[int, int]]) -> list[Attributed]:
+    """Exclusive savings (module doc, step 2), sorted by saving (largest first, then id)."""
+    taken = pl.DataFrame(schema={S: pl.Int64, E: pl.Int64})
+    owners: list[tuple[str, pl.DataFrame]] = []
+    out = []
+    for c in claim_order(candidates):
+        mine = window_claims(c.hit.claims, bounds)
+        total = length_ns(mine)
+        if total <= 0 or c.alone_ns <= 0:
+            out.append(Attributed(c, 0, ()))
+            continue
+        overlap = intervals.intersection_ns(mine, taken) if taken.height else 0
+        saving = c.alone_ns * (total - overlap) // total
+        shared = tuple(rule for rule, theirs in owners if intervals.intersection_ns(mine, theirs) > 0)
+        out.append(Attributed(c, int(saving), shared))
+        owners.append((c.rule.id, mine))
+        taken = intervals.merge(pl.concat([taken, mine]))
+    return sorted(out, key=lambda a: (-a.saving_ns, a.candidate.rule.id))
+
+
+def combined_ns(
+    attributed: Sequence[Attributed], joint_what_if_ns: int | None, with_what_if: set[str]
+) -> int:
+    """Every remedy at once (module doc, step 3)."""
+    total = sum(a.saving_ns for a in attributed)
+    if joint_what_if_ns is None:
+        return total
+    others = sum(a.saving_ns for a in attributed if a.candidate.rule.id not in with_what_if)
+    return max(0, min(total, joint_what_if_ns + others))
