@@ -5,20 +5,25 @@ from __future__ import annotations
 
 import polars as pl
 
+from opscope.analysis.kernels.gpu_arch import AMD
 from opscope.analysis.kernels.kernel_facts import occupancy_exemption
 from opscope.analysis.kernels.launch_config import LaunchOptions, launch_config
 from opscope.analysis.rules.context import E, RuleContext, S
-from opscope.analysis.rules.model import BELOW, GENERAL, GPU_TIME, MAX_EVIDENCE, Hit, Rule
+from opscope.analysis.rules.model import BELOW, GENERAL, GPU_TIME, MAX_EVIDENCE, Hit, Rule, Skipped
 from opscope.model.schema import Col
 
 
-def low_theoretical_occupancy(ctx: RuleContext, threshold: float) -> Hit | None:
+def low_theoretical_occupancy(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
     report = launch_config(ctx.trace, LaunchOptions(top=0, window=ctx.selected_window))
     rows = [
         r
         for r in report.rows
         if r.theoretical_occupancy_pct is not None and occupancy_exemption(r.name) is None
     ]
+    if not rows and ctx.gpu.vendor == AMD:
+        return Skipped(
+            "occupancy is modelled for NVIDIA GPUs only (an AMD compute unit's limits are not an SM's)"
+        )
     if not rows or ctx.gpu_total_ns == 0:
         return None
     low = sorted(
