@@ -88,10 +88,7 @@ def low_efficiency(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
 def _why_no_peaks(ctx: RuleContext, device: str | None) -> str:
     gpu = ctx.gpu
     if gpu.inferred and gpu.arch is not None:
-        return (
-            f"the trace names no model, and the kernel names say {gpu.arch.label}, which is several GPUs "
-            f"({gpu.arch.gpus})"
-        )
+        return f"the trace names no model, and the kernel names say {gpu.arch.label}, one of several GPUs: {gpu.arch.gpus}"
     if device is None:
         return "the trace names no GPU model"
     return "it is not in the peak table"
