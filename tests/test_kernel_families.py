@@ -657,3 +657,14 @@ def test_inferred_architecture_is_the_newest_one_the_names_say() -> None:
     gpu = gpu_identity(opscope.load(corpus_path(V100_NO_PROPS)))
     assert gpu.note is not None and gpu.note.startswith("GPU: inferred Volta (sm70) from kernel names")
     assert all(n in names and "volta" in n for n in gpu.evidence)
+
+
+def test_docs_list_every_family_and_architecture() -> None:
+    """docs/advice.md ("Kernel families", "The GPU") lists every row of both tables."""
+    from pathlib import Path
+
+    from opscope.analysis.kernels.gpu_arch import ARCHITECTURES
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "advice.md").read_text()
+    assert [f.id for f in FAMILIES if f"`{f.id}`" not in text] == []
+    assert [k for k in ARCHITECTURES if f"`{k}`" not in text] == []

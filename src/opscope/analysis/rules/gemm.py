@@ -291,11 +291,11 @@ RULES = (
         id="gemm_alignment",
         title="GEMM / convolution sizes not aligned for tensor cores",
         source="nvidia",
-        metric="share of GPU time in misaligned GEMM/conv ops",
+        metric="share of GPU time in misaligned GEMM/conv ops (K and N, channels)",
         threshold=0,
         direction=ABOVE,
         basis=GPU_TIME,
-        advice="Pad M, N, K (channels for convolutions) to multiples of 8 for fp16/bf16, 16 for int8/fp8, 4 for "
+        advice="Pad K and N (channels for convolutions) to multiples of 8 for fp16/bf16, 16 for int8/fp8, 4 for "
         "tf32 (64 is better still for large sizes: a vocabulary of 50257 -> 50304); misaligned sizes fall "
         "back to slower kernels (align1 / align2 cutlass variants, or no tensor cores at all).",
         check=misaligned_gemms,
@@ -304,13 +304,15 @@ RULES = (
         id="tensor_cores_unused",
         title="fp32 GEMMs / convolutions on a GPU with tensor cores",
         source="nvidia",
-        metric="share of GPU time in fp32 (non-tensor-core) GEMM/conv kernels",
+        metric="share of GPU time in fp32 GEMM/conv kernels (CUDA cores / SIMT, or fp32 matrix instructions)",
         threshold=0,
         direction=ABOVE,
         basis=GPU_TIME,
-        advice="Use automatic mixed precision (torch.autocast with bf16 or fp16) or allow TF32 "
-        "(torch.backends.cuda.matmul.allow_tf32 = True, torch.backends.cudnn.allow_tf32 = True, or "
-        "torch.set_float32_matmul_precision('high')) so GEMMs and convolutions run on tensor cores.",
+        advice="Use automatic mixed precision (torch.autocast with a reduced type the GPU's matrix units take: "
+        "fp16 on Volta / Turing, bf16 or fp16 from Ampere and CDNA 2 on) so GEMMs and convolutions run on tensor "
+        "(matrix) cores; from Ampere on, allowing TF32 (torch.backends.cuda.matmul.allow_tf32 = True, "
+        "torch.backends.cudnn.allow_tf32 = True, or torch.set_float32_matmul_precision('high')) does it without "
+        "changing the model's dtype. The finding's advice names what the trace's GPU supports.",
         check=fp32_gemms,
     ),
 )
