@@ -142,6 +142,16 @@ def test_analyze_and_efficiency_say_the_gpu_is_inferred(cli: Any) -> None:
 
 
 @pytest.mark.corpus
+def test_kernels_says_its_occupancy_uses_an_inferred_gpu(cli: Any) -> None:
+    """Without deviceProperties the V100 sample's occupancy takes Volta's limits, and `kernels` says so; the H100
+    trace describes its device (negative)."""
+    data = json.loads(cli("kernels", corpus_path(V100_NO_PROPS), "--format", "json").out)
+    assert data["gpu_inferred"].startswith("GPU: inferred Volta (sm70)")
+    assert any(r["theoretical_occupancy_pct"] is not None for r in data["rows"])
+    assert json.loads(cli("kernels", corpus_path(H100_QWEN), "--format", "json").out)["gpu_inferred"] is None
+
+
+@pytest.mark.corpus
 def test_a_described_gpu_is_not_inferred(cli: Any) -> None:
     """Negative: the H100 trace names its device; no GPU warning."""
     data = json.loads(cli("advise", corpus_path(H100_QWEN), "--format", "json").out)

@@ -180,6 +180,9 @@ class LaunchReport:
     rows: tuple[LaunchRow, ...]
     hidden_rows: int
     has_launch_config: bool  # the trace records grid/block at all
+    # "GPU: inferred Volta (sm70) from kernel names ..." when the occupancy figures use the limits of an
+    # architecture inferred from kernel names (the trace describes no device)
+    gpu_note: str | None = None
 
 
 LAUNCH_KEY = [
@@ -319,4 +322,5 @@ def launch_config(trace: Trace, options: LaunchOptions | None = None) -> LaunchR
         rows=tuple(shown),
         hidden_rows=len(rows) - len(shown),
         has_launch_config=any(r.threads_per_block > 0 for r in rows),
+        gpu_note=gpu_identity(trace).note if inferred is not None else None,
     )

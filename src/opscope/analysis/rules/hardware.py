@@ -96,7 +96,7 @@ def efficiency_advice(gpu: GpuIdentity) -> str | None:
         low += " (or the MX formats)"
     return (
         "A GEMM or attention op far below peak FLOP/s is usually too small or badly shaped (pad M, N, K to "
-        f"multiples of 64-128, batch small GEMMs, use {low} on {gpu.label}, fused attention); a memory-bound op "
+        f"multiples of 64-128, batch small GEMMs, use {low}, fused attention); a memory-bound op "
         "far below peak bandwidth moves data in small or strided pieces: fuse it with its neighbours "
         f"(torch.compile) or make its inputs contiguous.{_inferred(gpu)}"
     )
