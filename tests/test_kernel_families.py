@@ -469,6 +469,14 @@ NOT_IN_CORPUS: list[tuple[str, str, str, str, str | None, str | None]] = [
 
 # HAND-MADE names for families with no real name at hand: each spells the library's documented naming scheme.
 HAND_MADE: list[tuple[str, str, str, str | None, str | None]] = [
+    ("volta_hcudnn_128x128_relu_interior_nn_v1", "cublas_legacy_simt", "cuda_core", "fp16", "sm70"),
+    (
+        "turing_fp16_s1688cudnn_fp16_256x128_ldg8_relu_f2f_exp_small_nhwc_tn_v1",
+        "cublas_legacy_tensor",
+        "tensor_core",
+        "fp16",
+        "sm75",
+    ),
     (
         "void flash::FlashAttnFwdSm80<Mainloop, Epilogue, Scheduler>",
         "flash_attention_3_sm80",

@@ -244,7 +244,7 @@ def fp32_gemms(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
     gemms = ctx.kernels.filter(pl.col(CATEGORY).is_in([GEMM, CONVOLUTION]))
     if gemms.height == 0:
         return Hit(value=0, time_at_stake_ns=0)
-    facts = facts_of(gemms[Col.NAME].to_list())
+    facts = facts_of(gemms[Col.NAME].unique().to_list())  # each distinct name once
     fp32_names = sorted(n for n, f in facts.items() if counts_as_fp32(n, f))
     matrix_names = sorted(n for n, f in facts.items() if f.on_matrix_unit and n not in fp32_names)
     fp32 = gemms.filter(pl.col(Col.NAME).is_in(fp32_names))
