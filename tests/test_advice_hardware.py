@@ -196,6 +196,23 @@ def test_fp32_matrix_gemms_on_amd_get_bf16_advice() -> None:
 
 
 @pytest.mark.corpus
+def test_cutlass_simt_gemms_on_hopper_are_fp32() -> None:
+    """Positive on an H100: Qwen's fp32 GEMM runs in CUTLASS's SIMT sgemm (cutlass_80_simt_sgemm_..., CUDA
+    cores), which the old name list took for a tensor-core kernel by its cutlass_80 prefix. Recomputed from the
+    raw events: the kernels named *simt_sgemm*, with their time."""
+    raw = ref.load(corpus_path(H100_QWEN))
+    simt: dict[str, int] = {}
+    for e in raw:
+        if ref.is_x(e) and e.get("cat") == "kernel" and "simt_sgemm" in e["name"]:
+            a, b = ref.span(e)
+            simt[e["name"]] = simt.get(e["name"], 0) + b - a
+    found = finding(advised(H100_QWEN), "tensor_cores_unused")
+    assert simt and found is not None
+    assert {e["kernel"]: e["time_us"] * 1e3 for e in found.evidence} == pytest.approx(simt)
+    assert "allow_tf32" in found.advice and "FP8" in found.advice  # Hopper: TF32 and FP8 are there
+
+
+@pytest.mark.corpus
 @pytest.mark.parametrize("rel", [H100_FALCON, MI300_FALCON])
 def test_bf16_models_have_no_fp32_gemms(rel: str) -> None:
     """Negative: the bf16 ViT on H100 and MI300X."""
