@@ -181,11 +181,9 @@ def test_gemm_alignment_names_the_misaligned_sizes() -> None:
     found = finding(PART_2, "gemm_alignment")
     assert found is not None
     baddbmm = [e for e in found.evidence if e["op"] == "aten::baddbmm"]
-    assert (
-        baddbmm
-        and baddbmm[0]["misaligned"] == {"M": 53, "N": 53}
-        and baddbmm[0]["pad_to"] == {"M": 56, "N": 56}
-    )
+    # [16, 53, 16] x [16, 16, 53]: N = 53 selects the kernel; M (53 tokens) is no leading dimension (issue 27)
+    assert baddbmm and baddbmm[0]["misaligned"] == {"N": 53} and baddbmm[0]["pad_to"] == {"N": 56}
+    assert all("M" not in e["misaligned"] for e in found.evidence)
     assert all(e["multiple_of"] == 8 and e["dtype"] == "c10::Half" for e in found.evidence)
 
 
@@ -207,8 +205,13 @@ def test_tensor_cores_unused_v100_fp32_share_from_raw_kernels() -> None:
         )
     assert found.time_at_stake_ns >= sum(per_name[i["kernel"]] for i in found.evidence)
     assert found.share == pytest.approx(found.time_at_stake_ns / gpu_total) and found.share > 0.5
-    # without deviceProperties nothing says the GPU has tensor cores: no finding
-    assert finding(RESNET_NO_PROPS, "tensor_cores_unused") is None
+    # without deviceProperties the kernel names say the GPU (volta_sgemm_*, volta_scudnn_*: Volta, which has
+    # fp16 tensor cores): the finding says the GPU is inferred, and its advice never suggests TF32 (issue 27)
+    inferred = finding(RESNET_NO_PROPS, "tensor_cores_unused")
+    assert inferred is not None and "Volta (sm70)" in inferred.title
+    assert "allow_tf32" not in inferred.advice and "float32_matmul_precision" not in inferred.advice
+    assert "inferred from kernel names" in inferred.advice
+    assert "allow_tf32" not in found.advice and "fp16" in found.advice
 
 
 @pytest.mark.corpus
@@ -253,6 +256,7 @@ def test_memory_rule_is_evaluated_where_the_trace_has_allocator_events() -> None
 ADVISE_KEYS = {
     "schema",
     "trace",
+    "gpu",
     "steps_spec",
     "findings",
     "rules_checked",

@@ -185,6 +185,7 @@ def advise_data(result: Analysis) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "trace": {"path": result.path, "devices": list(result.device_names)},
+        "gpu": result.gpu.data() if result.gpu else None,
         "steps_spec": result.options.steps,
         "findings": findings_data(advice),
         "rules_checked": list(advice.rules_checked),
@@ -230,6 +231,7 @@ def advise_document(result: Analysis, top: int | None = None) -> Document:
     facts = (
         ("trace", result.path),
         ("devices", ", ".join(result.device_names) or "none recorded"),
+        *gpu_facts(result),
         *([capture] if capture else []),
         (
             "findings",
@@ -253,6 +255,15 @@ def advise_document(result: Analysis, top: int | None = None) -> Document:
     return Document(
         title="What to fix first", data=advise_data(result), facts=facts, tables=tables, notes=notes
     )
+
+
+def gpu_facts(result: Analysis) -> tuple[tuple[str, str], ...]:
+    """The GPU line: its architecture, and how opscope knows it ("inferred from kernel names")."""
+    gpu = result.gpu
+    if gpu is None or gpu.arch is None:
+        return ()
+    how = "inferred from kernel names" if gpu.inferred else "from the trace's device description"
+    return (("GPU", f"{gpu.label}, {how}"),)
 
 
 def rules_document(config: RuleConfig | None = None) -> Document:

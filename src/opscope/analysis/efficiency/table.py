@@ -22,6 +22,7 @@ from opscope.analysis.base.stages import stage
 from opscope.analysis.efficiency.families import COMPUTE_FAMILIES, Cost
 from opscope.analysis.efficiency.peaks import GpuPeaks, match_peaks
 from opscope.analysis.efficiency.sizing import list_dtypes, size_call, size_ops
+from opscope.analysis.kernels.gpu_arch import GpuIdentity, gpu_identity, named_model
 from opscope.model.kinds import Kind
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
@@ -99,6 +100,7 @@ class Efficiency:
     options: EfficiencyOptions
     warnings: tuple[str, ...] = field(default=())
     inherited: tuple[Inherited, ...] = field(default=())  # over all rows, not only the --top ones
+    gpu: GpuIdentity | None = field(default=None)  # the GPU, from the trace or inferred from kernel names
 
     def to_polars(self) -> pl.DataFrame:
         """The rows as a DataFrame (one column per field of `EfficiencyRow`)."""
@@ -119,20 +121,35 @@ _POLARS_TYPES: dict[str, Any] = {
 
 
 def _device(trace: Trace, options: EfficiencyOptions) -> tuple[str | None, GpuPeaks | None, list[str]]:
+    """The device name the peaks are matched on, the matched entry, and warnings. A trace that names no model
+    (no device description, or a generic name such as "AMD Radeon Graphics") takes the GPU inferred from its
+    kernel names (analysis/kernels/gpu_arch.py): peaks only where that architecture is one product line
+    (Volta: V100), said in a warning."""
     devices = (
         list(trace.meta.devices)
         if options.devices is None
         else [d for d in map(trace.meta.describe, options.devices) if d is not None]
     )
-    names = list(dict.fromkeys(d.name for d in devices if d.name and d.name != "unknown"))
-    if not names:
-        return None, None, []
+    names = list(dict.fromkeys(n for n in map(named_model, devices) if n))
+    gpu = gpu_identity(trace)
     warnings = (
         [f"several GPU models in the trace ({', '.join(names)}): peaks of the first"]
         if len(names) > 1
         else []
     )
-    return names[0], match_peaks(names[0]), warnings
+    if names:
+        return names[0], match_peaks(names[0]), warnings
+    if gpu.note:
+        warnings.append(gpu.note)
+    if gpu.arch is None:
+        return None, None, warnings
+    peaks = match_peaks(gpu.arch.peaks) if gpu.arch.peaks else None
+    if peaks is not None:
+        warnings.append(
+            f"no device model in the trace: peak figures of {peaks.name} assumed for {gpu.arch.label} (the "
+            f"architecture's data-centre part; pass --peak-tflops / --peak-tbps for another board)"
+        )
+    return gpu.label, peaks, warnings
 
 
 def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -317,6 +334,7 @@ def _efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Effic
         options=opts,
         warnings=tuple(warnings) + stats.warnings,
         inherited=inherited,
+        gpu=gpu_identity(trace),
     )
 
 

@@ -13,6 +13,7 @@ from opscope.analysis.findings import evidence_names, with_frames
 from opscope.analysis.overview import Analysis, AnalyzeOptions, analysis_of, prepare
 from opscope.analysis.rules.context import RuleContext
 from opscope.analysis.rules.engine import evaluate
+from opscope.analysis.rules.hardware import with_gpu_advice
 from opscope.analysis.timeline.activity import Activity
 from opscope.model.trace import Trace
 
@@ -24,12 +25,14 @@ def advise(
     activity: Activity | None = None,
 ) -> Analysis:
     """`analyze(trace, options)` with `Analysis.advice` filled by the advice rules (unless `options.advise` is
-    false): thresholds from `options.rules`, predicted savings from the critical path with `options.predict`.
-    `linkage` / `activity`: as `overview.prepare` takes them, when the caller already has them."""
+        false): thresholds from `options.rules`, predicted savings from the critical path with `options.predict`.
+        `linkage` / `activity`: as `overview.prepare` takes them, when the caller already has them. The precision
+    rules' advice names what the trace's GPU supports (rules/hardware.py)."""
     opts = options or AnalyzeOptions()
     linkage, act = prepare(trace, opts, linkage, activity)
     result = analysis_of(trace, opts, linkage, act)
     if not opts.advise:
         return result
-    advice = evaluate(RuleContext(trace, result, linkage, act), opts.rules, opts.predict)
+    ctx = RuleContext(trace, result, linkage, act)
+    advice = with_gpu_advice(evaluate(ctx, opts.rules, opts.predict), ctx.gpu)
     return replace(result, advice=with_frames(advice, *launch_sites(trace, linkage, *evidence_names(advice))))

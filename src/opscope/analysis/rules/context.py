@@ -15,6 +15,7 @@ from opscope.analysis.base import intervals
 from opscope.analysis.base.linking import ROW, Linkage
 from opscope.analysis.base.window import Window
 from opscope.analysis.base.windows import STEP_NAME, StepWindow, select_windows
+from opscope.analysis.kernels.gpu_arch import GpuIdentity, gpu_identity
 from opscope.analysis.timeline.activity import Activity
 from opscope.analysis.timeline.capture import Capture, classify
 from opscope.model.schema import Col, Kind
@@ -51,6 +52,11 @@ class RuleContext:
         the checks that read the trace's events directly rather than `clipped`."""
         options = self.analysis.options
         return self.activity.window if options.steps or options.windows else None
+
+    @functools.cached_property
+    def gpu(self) -> GpuIdentity:
+        """The GPU the trace ran on: its device metadata, else inferred from kernel names (gpu_arch.py)."""
+        return gpu_identity(self.trace)
 
     @functools.cached_property
     def gpu_total_ns(self) -> int:
