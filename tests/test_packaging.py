@@ -86,8 +86,9 @@ def test_the_crate_in_the_sdist_resolves_from_its_own_lockfile(sdist: Path, tmp_
 
 
 def test_a_built_wheel_holds_the_extension_and_imports_alone(tmp_path: Path) -> None:
-    """The wheel `pip install .` installs: built in the release profile (reusing this checkout's build), unpacked
-    into an empty folder, and imported from there in a fresh interpreter."""
+    """The wheel `pip install .` installs: built in the release profile (reusing this checkout's build), tagged
+    abi3 and manylinux, unpacked into an empty folder, and imported from there in a fresh interpreter (the
+    install into a venv without Rust is .ci/wheel_check.sh)."""
     if shutil.which("cargo") is None:
         pytest.skip("cargo is not installed")
     wheels = tmp_path / "wheels"
@@ -101,6 +102,17 @@ def test_a_built_wheel_holds_the_extension_and_imports_alone(tmp_path: Path) -> 
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         archive.extractall(tmp_path / "site")
+    # one wheel for every CPython >= 3.10 (abi3); on Linux maturin's auditwheel check names the manylinux policy
+    # the library's glibc symbols allow, so the wheel installs on other distributions (issue 30)
+    (info,) = [n for n in names if n.endswith(".dist-info/WHEEL")]
+    tags = [
+        line.split(":", 1)[1].strip()
+        for line in (tmp_path / "site" / info).read_text().splitlines()
+        if line.startswith("Tag:")
+    ]
+    assert len(tags) == 1 and tags[0].startswith("cp310-abi3-"), tags
+    if sys.platform.startswith("linux"):
+        assert tags[0].split("-")[2].startswith("manylinux_"), tags
     assert "opscope/__init__.py" in names and "opscope/cli/main.py" in names
     assert [n for n in names if n.startswith("opscope/_native") and n.endswith(".so")], sorted(names)[:20]
     entry = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
