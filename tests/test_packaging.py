@@ -50,6 +50,7 @@ def test_the_sdist_holds_the_crate_its_lockfile_and_the_package(sdist: Path) -> 
     }
     package = {p for p in _tracked("src/opscope") if p.endswith((".py", ".pyi"))}
     assert {"pyproject.toml", "native/Cargo.lock", "native/Cargo.toml", "README.md"} <= names
+    assert "build_backend/opscope_build.py" in names, "the build backend pyproject.toml names"
     assert crate - names == set(), "Rust sources missing from the sdist"
     assert package - names == set(), "Python modules missing from the sdist"
     # nothing built, captured or borrowed rides along
