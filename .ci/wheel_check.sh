@@ -81,4 +81,18 @@ assert all(p.startswith(sys.prefix) for p in where), where
 print("wheel check: imported from", sys.prefix)'
 in_venv opscope summary "$trace" --top 5
 in_venv opscope advise "$trace" --top 3
+
+# 5. A missing extra names the command that works for a wheel install, and that command works as printed.
+if message="$(in_venv opscope report "$trace" -o "$work/report.html" 2>&1)"; then
+  echo "wheel check: opscope report ran without jinja2 (the html extra)" >&2
+  exit 1
+fi
+hint="${message##*: }"
+if [ "$hint" != "pip install 'opscope[html]'" ]; then
+  echo "wheel check: unexpected install hint: $message" >&2
+  exit 1
+fi
+in_venv sh -c "$hint --quiet --only-binary :all:"
+in_venv opscope report "$trace" -o "$work/report.html"
+test -s "$work/report.html"
 echo "wheel check: the wheel installs and runs without a Rust toolchain"
