@@ -6,6 +6,7 @@ Built with the same maturin the build backend uses (`pyproject.toml`'s `[build-s
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -130,3 +131,16 @@ def test_a_built_wheel_holds_the_extension_and_imports_alone(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr[-2000:]
     where, columns = result.stdout.split()
     assert Path(where).is_relative_to(tmp_path / "site") and int(columns) > 0
+
+
+def test_the_readme_commands_pin_the_torch_ci_installs() -> None:
+    """The demo command and the test command install the same torch as .ci/run, so that the second finds the
+    first's ~3 GB CUDA stack installed instead of downloading another (issue 30, item 2)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    commands = [line for line in readme.splitlines() if line.startswith("pip install -e ")]
+    demo = [line for line in commands if line.endswith("&& opscope demo")]
+    tests = [line for line in commands if line.endswith("python -m pytest -q")]
+    assert len(demo) == 1 and len(tests) == 1, commands
+    pins = {pin for line in (demo[0], tests[0]) for pin in re.findall(r'"torch==([0-9.]+)"', line)}
+    assert pins == set(re.findall(r'"torch==([0-9.]+)"', ci)) and len(pins) == 1, pins
