@@ -55,7 +55,27 @@ SOURCES = {
     "critical_path": "analysis/critical_path/ (as opscope critical-path) + report/html/critical_path_report.py",
     "memory": "analysis/memory/summary.py (as opscope memory) + report/html/memory_panel.py",
     "efficiency": EFFICIENCY_SOURCE,
+    "cpu": "analysis/attribution/cpu_ops.py (the CPU operators of opscope ops, as opscope run and demo print them)",
 }
+# The panels of the page, in its order (templates/trace.html.j2; a panel's section id is its key with "-" for
+# "_"). A trace without GPU activity (a CPU-only capture) has no GPU panels: they would be empty.
+PANELS = (
+    "brief",
+    "findings",
+    "headline",
+    "timeline",
+    "cpu",
+    "critical_path",
+    "kernels",
+    "categories",
+    "steps",
+    "flame",
+    "efficiency",
+    "launch_delay",
+    "memcpy",
+    "memory",
+)
+GPU_PANELS = frozenset({"timeline", "kernels", "categories", "flame", "launch_delay", "memcpy"})
 
 
 @dataclass(frozen=True)
@@ -93,6 +113,7 @@ def trace_report(bundle: TraceBundle, options: ReportOptions | None = None) -> d
         int(d): trace.meta.device_name(int(d)) for d in act.events[Col.DEVICE].drop_nulls().unique().to_list()
     }
     categories = _categories(bundle)
+    panels = [p for p in PANELS if bundle.summary.gpu_calls or p not in GPU_PANELS]
     return {
         "schema": SCHEMA,
         "kind": "trace",
@@ -122,7 +143,8 @@ def trace_report(bundle: TraceBundle, options: ReportOptions | None = None) -> d
         "efficiency": efficiency_report(bundle.efficiency, strings),
         "cpu": cpu_panel(bundle.cpu_ops),  # the CPU operator view (report/html/cpu_panel.py)
         "diagnosis": [],  # plain-language findings, when the caller has them (opscope demo)
-        "sources": dict(SOURCES),
+        "panels": panels,  # the panels the page shows; the others are hidden
+        "sources": {p: SOURCES[p] for p in panels},  # "About this report": exactly the panels shown
         "warnings": list(trace.meta.warnings),
         "strings": strings.items,
     }
@@ -255,7 +277,8 @@ def _categories(bundle: TraceBundle) -> list[dict[str, Any]]:
 
 def _steps(bundle: TraceBundle) -> list[dict[str, Any]]:
     """Per ProfilerStep#N: wall and GPU busy time from analysis/attribution/steps.py (busy: the mean over the devices),
-    and the summed GPU time per category clipped to the step (the bundle's `step_categories`)."""
+    the summed GPU time per category clipped to the step (the bundle's `step_categories`), and the time with at
+    least one CPU operator running (the bundle's `step_cpu_busy`, what `opscope demo` reports on a CPU)."""
     stats = bundle.steps
     if not stats.from_markers:
         return []
@@ -272,6 +295,7 @@ def _steps(bundle: TraceBundle) -> list[dict[str, Any]]:
                 "wall_us": _us(row.window.dur_ns),
                 "busy_us": _us(sum(busy) / len(busy) if busy else 0),
                 "by_category": by_window.get(i, {}),
+                "cpu_busy_us": _us(bundle.step_cpu_busy[i]),
             }
         )
     return out
