@@ -27,6 +27,13 @@ def test_demo_on_cpu_says_what_ran_and_shows_cpu_operators(cli, tmp_path):
     traces = list(tmp_path.glob("*.pt.trace.json.gz"))
     assert len(traces) == 1
     assert [s for s, _, _ in ref.step_windows(ref.load(traces[0]))] == [0, 1, 2]
+    # every file the demo wrote is named on standard error (issue 30): the trace, and the report with jinja2
+    wrote = [
+        line.removeprefix("opscope: wrote ")
+        for line in result.err.splitlines()
+        if line.startswith("opscope: wrote ")
+    ]
+    assert wrote[0] == str(traces[0]) and all(Path(p).is_file() for p in wrote)
 
 
 def test_demo_json_figures_match_the_raw_trace(cli, tmp_path):

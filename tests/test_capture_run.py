@@ -70,6 +70,7 @@ def test_steps_marked_by_the_script(cli, script, tmp_path):
     traces = list((tmp_path / "logs").glob("*.pt.trace.json.gz"))
     assert len(traces) == 1
     assert [s for s, _, _ in ref.step_windows(ref.load(traces[0]))] == [0, 1]
+    assert f"opscope: wrote {traces[0]}" in result.err.splitlines()  # the trace it wrote, named (issue 30)
 
 
 def test_json_output(cli, script, tmp_path):
