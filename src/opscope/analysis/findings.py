@@ -71,6 +71,20 @@ OUTCOMES: Final = (FINDING, NOT_CROSSED, NO_TIME, EXPLAINED, NO_SAVING, NOT_EVAL
 
 
 @dataclass(frozen=True)
+class CaptureNote:
+    """What kind of capture the analysed window is (analysis/timeline/capture.py): steady_state, graph_capture,
+    compilation, warm_up or long_head_or_tail; why; how to profile the steady state; and the steady part the
+    idle rules read."""
+
+    kind: str
+    detail: str
+    advice: str
+    head_ns: int
+    tail_ns: int
+    steady_ns: int
+
+
+@dataclass(frozen=True)
 class Advice:
     findings: tuple[Finding, ...]  # sorted by predicted saving, largest first
     rules_checked: tuple[str, ...]
@@ -81,6 +95,7 @@ class Advice:
     # rules that fired but save nothing: their time is claimed by the findings above, or the critical-path
     # what-if of their remedy saves nothing (`outcomes` says which); kept for their evidence, not shown
     withheld: tuple[Finding, ...] = ()
+    capture: CaptureNote | None = None  # what kind of capture the window is
 
     @property
     def not_evaluated(self) -> tuple[RuleOutcome, ...]:
