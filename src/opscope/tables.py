@@ -13,11 +13,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from opscope.errors import MissingDependency
+from opscope.extras import install_command
 
 if TYPE_CHECKING:
     import polars as pl
 
-PANDAS_HINT = "pandas is not installed: pip install opscope[pandas] (or use .to_polars())"
 REPR_ROWS = 20
 REPR_CELL = 80  # characters of a cell in the notebook view (the frames keep the whole value)
 
@@ -27,7 +27,9 @@ def require_pandas() -> Any:
     try:
         return importlib.import_module("pandas")
     except ImportError:
-        raise MissingDependency(PANDAS_HINT) from None
+        raise MissingDependency(
+            f"pandas is not installed: {install_command('pandas')} (or use .to_polars())"
+        ) from None
 
 
 def polars_to_pandas(frame: pl.DataFrame) -> Any:
@@ -86,7 +88,7 @@ class Tabular:
         return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
 
     def to_pandas(self) -> Any:
-        """`to_polars()` as a pandas DataFrame (needs pandas: pip install opscope[pandas])."""
+        """`to_polars()` as a pandas DataFrame (needs pandas: the `pandas` extra)."""
         return polars_to_pandas(self.to_polars())
 
     def _repr_html_(self) -> str:
@@ -103,4 +105,4 @@ def dataclass_rows(items: Any) -> list[dict[str, Any]]:
     ]
 
 
-__all__ = ["PANDAS_HINT", "Tabular", "dataclass_rows", "html_table", "polars_to_pandas", "require_pandas"]
+__all__ = ["Tabular", "dataclass_rows", "html_table", "polars_to_pandas", "require_pandas"]

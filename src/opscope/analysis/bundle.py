@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import polars as pl
 
-from opscope.analysis.attribution.cpu_ops import CpuOpTable, cpu_op_table
+from opscope.analysis.attribution.cpu_ops import CpuOpTable, cpu_busy_per_window, cpu_op_table
 from opscope.analysis.attribution.lines import LineOptions, SourceLines, source_lines
 from opscope.analysis.attribution.stacks import LaunchStacks, launch_stacks
 from opscope.analysis.attribution.steps import StepOptions, StepStats, step_stats
@@ -71,6 +71,7 @@ class TraceBundle:
     categories: CategoryBreakdown
     steps: StepStats  # `opscope steps`
     step_categories: pl.DataFrame  # win (index into steps.rows), category, t (ns clipped to the step)
+    step_cpu_busy: tuple[int, ...]  # per steps.rows window: ns with at least one CPU operator running
     kernel_delays: pl.DataFrame  # per measured kernel: the launch delay (`launch_delay.DELAY`), by row
     launch_delay: LaunchDelay
     memcpy: MemcpyStats
@@ -80,7 +81,9 @@ class TraceBundle:
     )
     critical_path: CriticalPathStats  # the first CRITICAL_PATH_STEPS steps
     memory: MemoryStats  # `opscope memory --top MEMORY_TOP`
-    efficiency: Efficiency  # `opscope efficiency --top EFFICIENCY_ROWS`
+    efficiency: (
+        Efficiency  # `opscope efficiency --top EFFICIENCY_ROWS` (on CPU time when there is no GPU activity)
+    )
     cpu_ops: CpuOpTable  # the CPU operator table (`opscope run` on a CPU-only capture)
     cpu_lanes: CpuLanes  # the CPU side of the timeline over the analysed window
     lines: SourceLines  # `opscope lines --top LINES_ROWS`: GPU time by the user's source line
@@ -98,6 +101,8 @@ def trace_bundle(
     linkage = link(trace)
     act = gpu_activity(trace, TimelineOptions(devices=devices, streams=streams), linkage)
     summary = kernel_summary(trace, SummaryOptions(top=0, devices=devices, streams=streams))
+    # a trace without GPU activity (a CPU-only capture): the efficiency view measures the ops' CPU time
+    basis = "gpu" if summary.gpu_calls else "cpu"
     flame = TreeOptions(depth=0, min_share=FLAME_MIN_SHARE, devices=devices, streams=streams)
     steps = step_stats(trace, StepOptions(devices=devices, streams=streams), linkage)
     lo, hi = act.window.start_ns or 0, act.window.end_ns or 0
@@ -115,6 +120,7 @@ def trace_bundle(
         categories=category_breakdown(act.clipped()),
         steps=steps,
         step_categories=_step_categories(act.events, steps),
+        step_cpu_busy=cpu_busy_per_window(trace, tuple(r.window for r in steps.rows), linkage),
         kernel_delays=kernel_delays(act)[0],
         launch_delay=launch_delay(trace, activity=act),
         memcpy=memcpy_stats(trace, activity=act),
@@ -125,7 +131,9 @@ def trace_bundle(
         ),
         memory=memory_stats(trace, MemoryOptions(top=MEMORY_TOP)),
         efficiency=efficiency(
-            trace, EfficiencyOptions(top=EFFICIENCY_ROWS, devices=devices, streams=streams), linkage
+            trace,
+            EfficiencyOptions(top=EFFICIENCY_ROWS, devices=devices, streams=streams, basis=basis),
+            linkage,
         ),
         cpu_ops=cpu_op_table(trace, top=CPU_ROWS, linkage=linkage),
         cpu_lanes=cpu_lanes(trace, act, lo, hi),

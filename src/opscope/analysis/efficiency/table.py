@@ -6,6 +6,10 @@ Rows: every op the model sizes that has GPU time and is not nested (in every cal
 (`aten::linear` is listed, the `aten::addmm` inside it is not: its kernels are already in linear's time).
 Unsized: every CPU op with kernels of its own (GPU self time) that no sized op encloses and no model sizes,
 with the reason.
+
+`basis="cpu"` measures a trace without GPU activity (a CPU-only capture, `opscope demo` on a CPU) the same way
+on the ops' CPU time: a row's time is the op's CPU total (the op and the ops inside it), an unsized op's its CPU
+self time; there is no CPU in the peak table, so only `--peak-tflops` / `--peak-tbps` give percentages.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from opscope.analysis.attribution.ops import OpOptions, OpRow, op_stats
 from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, link, once_per_link
 from opscope.analysis.base.nesting import ancestors
 from opscope.analysis.base.stages import stage
+from opscope.analysis.base.windows import STEP_ANY
 from opscope.analysis.efficiency.families import COMPUTE_FAMILIES, Cost
 from opscope.analysis.efficiency.peaks import GpuPeaks, match_peaks
 from opscope.analysis.efficiency.sizing import list_dtypes, size_call, size_ops
@@ -39,6 +44,7 @@ class EfficiencyOptions:
     peak_tbps: float | None = None  # overrides the table's memory bandwidth
     devices: tuple[int, ...] | None = None
     streams: tuple[int, ...] | None = None
+    basis: str = "gpu"  # "gpu": the time of the kernels each op launched; "cpu": the ops' own CPU time
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,12 @@ class EfficiencyRow:
     bound: str | None  # "compute" | "memory" | None
     model: str  # "exact" | "estimate"
     note: str = ""
+    cpu_time_us: float | None = None  # basis "cpu": the op's CPU total over its calls (gpu_time_us is then 0)
+
+    @property
+    def time_us(self) -> float:
+        """The time the rates are measured over: GPU time, or CPU time on the "cpu" basis."""
+        return self.gpu_time_us if self.cpu_time_us is None else self.cpu_time_us
 
 
 @dataclass(frozen=True)
@@ -70,6 +82,11 @@ class UnsizedRow:
     calls: int
     gpu_time_us: float
     reason: str
+    cpu_time_us: float | None = None  # basis "cpu": the op's CPU self time over its calls
+
+    @property
+    def time_us(self) -> float:
+        return self.gpu_time_us if self.cpu_time_us is None else self.cpu_time_us
 
 
 @dataclass(frozen=True)
@@ -101,6 +118,11 @@ class Efficiency:
     warnings: tuple[str, ...] = field(default=())
     inherited: tuple[Inherited, ...] = field(default=())  # over all rows, not only the --top ones
     gpu: GpuIdentity | None = field(default=None)  # the GPU, from the trace or inferred from kernel names
+    basis: str = "gpu"  # see EfficiencyOptions.basis
+    # basis "cpu": the self time of every CPU operator (the denominator), of which in the rows / the unsized list
+    cpu_time_ns: int = 0
+    sized_cpu_time_ns: int = 0
+    unsized_cpu_time_ns: int = 0
 
     def to_polars(self) -> pl.DataFrame:
         """The rows as a DataFrame (one column per field of `EfficiencyRow`)."""
@@ -281,6 +303,9 @@ def efficiency(
 
 
 def _efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Efficiency:
+    if opts.basis not in ("gpu", "cpu"):
+        raise ValueError(f"efficiency basis must be gpu or cpu, not {opts.basis!r}")
+    cpu = opts.basis == "cpu"
     stage("efficiency: GPU time per op and shape")
     stats = op_stats(
         trace, OpOptions(by_shape=True, top=0, devices=opts.devices, streams=opts.streams), linked
@@ -301,20 +326,23 @@ def _efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Effic
     device, peaks, warnings = _device(trace, opts)
     sized: list[tuple[OpRow, Cost]] = []
     unsized: list[UnsizedRow] = []
-    for r in stats.rows:
+    operators = [r for r in stats.rows if r.kind == Kind.CPU_OP and r.name != STEP_ANY]
+    for r in stats.rows if not cpu else operators:
         key = (r.name, r.input_dims)
-        if key in nested or r.gpu_total_ns <= 0:
+        if key in nested or (r.cpu_total_ns if cpu else r.gpu_total_ns) <= 0:
             continue
         cost = costs.get(key) or size_call(r.name, r.input_dims, None, None)
         if isinstance(cost, Cost):
             sized.append((r, cost))
-        elif r.kind == Kind.CPU_OP and r.gpu_self_ns > 0:
+        elif cpu and r.cpu_self_ns > 0:
+            unsized.append(UnsizedRow(r.name, r.input_dims, r.calls, 0.0, cost.reason, r.cpu_self_ns / 1e3))
+        elif not cpu and r.kind == Kind.CPU_OP and r.gpu_self_ns > 0:
             unsized.append(UnsizedRow(r.name, r.input_dims, r.calls, r.gpu_total_ns / 1e3, cost.reason))
     rows = _rows(sized, opts, peaks)
-    rows.sort(key=lambda x: (-x.gpu_time_us, x.op, x.shape or ""))
+    rows.sort(key=lambda x: (-x.time_us, x.op, x.shape or ""))
     if not opts.by_shape:
         unsized = _merge_unsized(unsized)
-    unsized.sort(key=lambda x: (-x.gpu_time_us, x.op, x.shape or ""))
+    unsized.sort(key=lambda x: (-x.time_us, x.op, x.shape or ""))
     sized_ns = sum(r.gpu_total_ns for r, _ in sized)
     stage("efficiency: figures inherited from enclosing ops")
     by_op = shaped if opts.by_shape else _key_ids(scopes, pl.lit(None, dtype=pl.String))
@@ -335,6 +363,10 @@ def _efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Effic
         warnings=tuple(warnings) + stats.warnings,
         inherited=inherited,
         gpu=gpu_identity(trace),
+        basis=opts.basis,
+        cpu_time_ns=sum(r.cpu_self_ns for r in operators) if cpu else 0,
+        sized_cpu_time_ns=sum(r.cpu_total_ns for r, _ in sized) if cpu else 0,
+        unsized_cpu_time_ns=sum(round((u.cpu_time_us or 0.0) * 1e3) for u in unsized),
     )
 
 
@@ -348,6 +380,7 @@ def _merge_unsized(rows: list[UnsizedRow]) -> list[UnsizedRow]:
             u.calls + (prev.calls if prev else 0),
             u.gpu_time_us + (prev.gpu_time_us if prev else 0.0),
             prev.reason if prev else u.reason,
+            None if u.cpu_time_us is None else u.cpu_time_us + ((prev.cpu_time_us or 0.0) if prev else 0.0),
         )
     return list(merged.values())
 
@@ -362,6 +395,7 @@ def _rows(
     for (name, shape), members in groups.items():
         calls = sum(r.calls for r, _ in members)
         gpu_ns = sum(r.gpu_total_ns for r, _ in members)
+        cpu_ns = sum(r.cpu_total_ns for r, _ in members) if opts.basis == "cpu" else None
         costs = [c for _, c in members]
         dtypes = {c.dtype for c in costs}
         flops = (
@@ -384,6 +418,7 @@ def _rows(
                 costs[0].note,
                 opts,
                 peaks,
+                cpu_ns,
             )
         )
     return out
@@ -402,9 +437,11 @@ def _row(
     note: str,
     opts: EfficiencyOptions,
     peaks: GpuPeaks | None,
+    cpu_ns: int | None = None,
 ) -> EfficiencyRow:
-    """One row from totals over its calls: achieved = total FLOPs (bytes) / GPU time."""
-    seconds = gpu_ns / 1e9
+    """One row from totals over its calls: achieved = total FLOPs (bytes) / GPU time (the CPU time `cpu_ns` on
+    the "cpu" basis)."""
+    seconds = (gpu_ns if cpu_ns is None else cpu_ns) / 1e9
     compute = family in COMPUTE_FAMILIES and flops is not None
     peak_tflops = opts.peak_tflops or (peaks.tflops_for(dtype) if peaks else None)
     peak_tflops = peak_tflops if compute else None
@@ -440,4 +477,5 @@ def _row(
         bound=bound,
         model=model,
         note=note,
+        cpu_time_us=None if cpu_ns is None else cpu_ns / 1e3,
     )

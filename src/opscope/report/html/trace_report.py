@@ -57,7 +57,28 @@ SOURCES = {
     "memory": "analysis/memory/summary.py (as opscope memory) + report/html/memory_panel.py",
     "efficiency": EFFICIENCY_SOURCE,
     "lines": "analysis/attribution/lines.py (as opscope lines); stacks: analysis/attribution/stacks.py",
+    "cpu": "analysis/attribution/cpu_ops.py (the CPU operators of opscope ops, as opscope run and demo print them)",
 }
+# The panels of the page, in its order (templates/trace.html.j2; a panel's section id is its key with "-" for
+# "_"). A trace without GPU activity (a CPU-only capture) has no GPU panels: they would be empty.
+PANELS = (
+    "brief",
+    "findings",
+    "headline",
+    "timeline",
+    "lines",
+    "cpu",
+    "critical_path",
+    "kernels",
+    "categories",
+    "steps",
+    "flame",
+    "efficiency",
+    "launch_delay",
+    "memcpy",
+    "memory",
+)
+GPU_PANELS = frozenset({"timeline", "lines", "kernels", "categories", "flame", "launch_delay", "memcpy"})
 
 
 @dataclass(frozen=True)
@@ -95,6 +116,7 @@ def trace_report(bundle: TraceBundle, options: ReportOptions | None = None) -> d
         int(d): trace.meta.device_name(int(d)) for d in act.events[Col.DEVICE].drop_nulls().unique().to_list()
     }
     categories = _categories(bundle)
+    panels = [p for p in PANELS if bundle.summary.gpu_calls or p not in GPU_PANELS]
     return {
         "schema": SCHEMA,
         "kind": "trace",
@@ -125,7 +147,8 @@ def trace_report(bundle: TraceBundle, options: ReportOptions | None = None) -> d
         "cpu": cpu_panel(bundle.cpu_ops),  # the CPU operator view (report/html/cpu_panel.py)
         "lines": lines_panel(bundle.lines, strings),  # "By source" (report/html/lines_panel.py)
         "diagnosis": [],  # plain-language findings, when the caller has them (opscope demo)
-        "sources": dict(SOURCES),
+        "panels": panels,  # the panels the page shows; the others are hidden
+        "sources": {p: SOURCES[p] for p in panels},  # "About this report": exactly the panels shown
         "warnings": list(trace.meta.warnings),
         "strings": strings.items,
     }
@@ -258,7 +281,8 @@ def _categories(bundle: TraceBundle) -> list[dict[str, Any]]:
 
 def _steps(bundle: TraceBundle) -> list[dict[str, Any]]:
     """Per ProfilerStep#N: wall and GPU busy time from analysis/attribution/steps.py (busy: the mean over the devices),
-    and the summed GPU time per category clipped to the step (the bundle's `step_categories`)."""
+    the summed GPU time per category clipped to the step (the bundle's `step_categories`), and the time with at
+    least one CPU operator running (the bundle's `step_cpu_busy`, what `opscope demo` reports on a CPU)."""
     stats = bundle.steps
     if not stats.from_markers:
         return []
@@ -275,6 +299,7 @@ def _steps(bundle: TraceBundle) -> list[dict[str, Any]]:
                 "wall_us": _us(row.window.dur_ns),
                 "busy_us": _us(sum(busy) / len(busy) if busy else 0),
                 "by_category": by_window.get(i, {}),
+                "cpu_busy_us": _us(bundle.step_cpu_busy[i]),
             }
         )
     return out

@@ -188,6 +188,18 @@ const OPS = (function () {
     }
   }
 
+  // The page shows the panels the data lists (D.panels: section ids with "_" for "-") and hides the others with
+  // their links, so that "About this report" (D.sources, the same panels) names exactly what is on the page.
+  function panels(shown) {
+    if (!shown) return;
+    for (const section of document.querySelectorAll("main > section[id]")) {
+      if (section.id === "about" || shown.includes(section.id.replace(/-/g, "_"))) continue;
+      section.hidden = true;
+      const link = document.querySelector(`#nav a[href="#${section.id}"]`);
+      if (link) link.hidden = true;
+    }
+  }
+
   function about(sources, warnings) {
     const box = document.getElementById("sources");
     if (sources && Object.keys(sources).length) {
@@ -240,6 +252,6 @@ const OPS = (function () {
   }
 
   return { D, S, esc, el, fmtUs, fmtNs, fmtPct, fmtInt, fmtBytes, colorOf, hashColor, table, chart, showTip, hideTip,
-           cards, about, alerts, usAxis, launchDelayNote, tipHtml, shortName, shortFrame, charts, empty };
+           cards, panels, about, alerts, usAxis, launchDelayNote, tipHtml, shortName, shortFrame, charts, empty };
 })();
 window.OPS = OPS;

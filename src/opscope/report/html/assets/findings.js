@@ -95,7 +95,10 @@
     P.withheld.forEach((w, i) => card(w, F.length + i, more));
     box.append(more);
   }
-  if (P.not_evaluated.length) {
-    box.append(el("p", { class: "note" }, "Not evaluated: " + P.not_evaluated.map((o) => `${o.id} (${o.reason})`).join("; ")));
+  if (P.not_evaluated.length) {  // grouped by reason: a CPU-only trace gives most rules the same one
+    const byReason = new Map();
+    for (const o of P.not_evaluated) byReason.set(o.reason, [...(byReason.get(o.reason) || []), o.id]);
+    box.append(el("p", { class: "note", id: "findings-not-evaluated" }, "Not evaluated: " +
+      [...byReason].map(([reason, ids]) => `${ids.join(", ")} (${reason})`).join("; ")));
   }
 })();
