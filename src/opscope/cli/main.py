@@ -14,9 +14,10 @@ from types import ModuleType
 from typing import Any
 
 from opscope._version import __version__
+from opscope.cli import address_space
 from opscope.cli.parser import OneLineParser, grouped_commands
 from opscope.cli.progress import stage_progress
-from opscope.errors import OpscopeError
+from opscope.errors import OpscopeError, OutOfMemory
 from opscope.ingest import headstart
 from opscope.untrusted import visible
 
@@ -164,8 +165,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     previous = _on_sigterm()
-    _head_start(args)
     try:
+        # before polars, pyarrow or the reader's threads start: they size their pools and arenas then
+        address_space.prepare(runs_user_code=getattr(args, "_command", None) in RUNS_USER_CODE)
+        _head_start(args)
         with stage_progress(args, f"opscope {getattr(args, '_command', None) or 'command'}"):
             return int(args._run(args))
     except Terminated:
@@ -179,19 +182,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except Exception as exc:  # a bug: still one line, with a way to get the traceback
-        if os.environ.get("OPSCOPE_DEBUG"):
+    except Exception as exc:  # a bug (or memory ran out): still one line, with a way to get the traceback
+        return _failed(exc)
+    except BaseException as exc:  # a Rust panic that crossed into Python (pyo3's PanicException)
+        if type(exc).__name__ != "PanicException":
             raise
-        print(
-            f"opscope: internal error: {type(exc).__name__}: {visible(str(exc))} (set OPSCOPE_DEBUG=1 for the "
-            "traceback)",
-            file=sys.stderr,
-        )
-        return 3
+        return _failed(exc)
     finally:
         headstart.cancel()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _failed(exc: BaseException) -> int:
+    """One line for an exception no `OpscopeError` explains: out of memory (exit 2), else a bug (exit 3)."""
+    out_of_memory = address_space.failure_message(exc)
+    if out_of_memory is not None:
+        print(f"opscope: error: {out_of_memory}", file=sys.stderr)
+        return OutOfMemory.exit_code
+    if os.environ.get("OPSCOPE_DEBUG"):
+        raise exc
+    print(
+        f"opscope: internal error: {type(exc).__name__}: {visible(str(exc))} (set OPSCOPE_DEBUG=1 for the "
+        "traceback)",
+        file=sys.stderr,
+    )
+    return 3
 
 
 def _head_start(args: argparse.Namespace) -> None:
