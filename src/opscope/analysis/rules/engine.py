@@ -137,7 +137,7 @@ def evaluate(ctx: RuleContext, config: RuleConfig | None = None, predict: bool =
         threshold = cfg.threshold(rule)
         checked.append(rule.id)
         stage(f"advice rules: {rule.id}")
-        if ctx.clipped.height == 0:  # every rule reads GPU activity: none can run, each says so
+        if rule.reads_gpu and ctx.clipped.height == 0:  # nothing to read: it says so
             outcomes[rule.id] = RuleOutcome(rule.id, NOT_EVALUATED, threshold=threshold, reason=_nothing(ctx))
             continue
         try:
