@@ -37,6 +37,7 @@ COMMANDS: tuple[tuple[str, ...], ...] = (
     ("steps",),
     ("ops",),
     ("tree",),
+    ("lines",),
     ("history", "add"),  # --db a temporary database (added below)
     ("diff",),  # the trace against itself
 )

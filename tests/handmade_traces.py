@@ -133,3 +133,47 @@ def nap(seconds: float) -> float:
     """A task that takes `seconds` (for killing a cluster while it runs)."""
     time.sleep(seconds)
     return seconds
+
+
+# Frame names of `with_stack_trace` (hand-made): a user frame, a torch frame, nested user frames that start
+# together, hostile names (markup, a terminal escape, a spreadsheet formula).
+HOSTILE_FRAME = "<img src=x onerror=alert(1)>/evil.py(7): \x1b[31mpwn</script>"
+FORMULA_FRAME = "=HYPERLINK(1)/x.py(1): f"
+
+
+def python_frame(name: str, ts: float, dur: float, tid: int = 1) -> Event:
+    return {"ph": "X", "cat": "python_function", "name": name, "pid": 100, "tid": tid, "ts": ts, "dur": dur}
+
+
+def with_stack_trace() -> tuple[list[Event], dict[str, int], int, int]:
+    """HAND-MADE with_stack trace for the edge cases of `opscope lines`. Returns the events, the GPU ns each
+    frame must be charged (by the definition: the innermost kept frame on the launch's thread at the launch's
+    start), the ns whose launch is missing and the ns launched outside every kept frame."""
+    events = [
+        python_frame("app/train.py(10): main", 0, 1000),
+        python_frame("torch/nn/modules/module.py(1743): _call_impl", 100, 400),
+        python_frame("app/model.py(20): forward", 150, 300),
+        python_frame("app/model.py(30): block", 150, 100),  # same start, shorter: the innermost
+        python_frame(HOSTILE_FRAME, 700, 100),
+        python_frame(FORMULA_FRAME, 850, 100),
+        python_frame("threading.py(1032): _bootstrap", 0, 1000, tid=2),  # stdlib only on thread 2
+    ]
+    launches = [
+        (160, 1, 7.0, 1),  # in block (and forward, and torch, and main): block
+        (250, 2, 11.0, 1),  # at block's very end: still block (the frame is closed at both ends)
+        (600, 3, 13.0, 1),  # after torch's frame ended: main
+        (300, 4, 17.0, 2),  # thread 2: only a stdlib frame around it: outside every kept frame
+        (720, 5, 19.0, 1),  # the hostile frame
+        (860, 6, 23.0, 1),  # the formula frame
+    ]
+    for at, corr, dur, tid in launches:
+        events.append(launch(at, corr, tid=tid))
+        events.append(kernel(f"k{corr}", 2000 + at, dur, corr))
+    events.append(kernel("orphan", 5000, 29.0, 99))  # no launch call with correlation 99
+    expected = {
+        "app/model.py(30): block": 18_000,
+        "app/train.py(10): main": 13_000,
+        HOSTILE_FRAME: 19_000,
+        FORMULA_FRAME: 23_000,
+    }
+    return events, expected, 29_000, 17_000

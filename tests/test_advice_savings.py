@@ -26,6 +26,7 @@ V100_NS = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 DLRM = "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json"
 COMPARE_BASE = "hta/trace_compare_base_base.json.gz"
 BACKWARD = "hta/call_stack_backward_thread.json"
+MTIA = "hta/mtia_inference_trace_mtia_inference_rank_0.json.gz"
 LOADER = re.compile(r"DataLoader.*__next__|DataLoaderIter.*__next__")
 
 
@@ -45,11 +46,28 @@ def gpu_busy(events: list[dict]) -> list[tuple[int, int]]:
     return ref.merge([(g.start, g.end) for g in ref.gpu(events)])
 
 
+def steady(events: list[dict]) -> list[tuple[int, int]]:
+    """The steady part of the window (docs/advice.md, "Capture type"), from raw events: the step windows (a
+    first step 3x the median of the others left out), else the GPU's first to last work."""
+    steps = ref.steps(events)
+    if steps:
+        rest = sorted(b - a for a, b in steps[1:])
+        if len(steps) >= 3 and steps[0][1] - steps[0][0] >= 3 * rest[len(rest) // 2]:
+            steps = steps[1:]
+        return ref.merge(steps)
+    busy = gpu_busy(events)
+    return [(busy[0][0], busy[-1][1])]
+
+
 def idle_gaps(events: list[dict]) -> list[tuple[int, int]]:
-    """The GPU's idle gaps inside the analysed window (first to last GPU / CPU activity), from raw events."""
-    lo, hi = ref.window(events)
-    edges = [lo, *(x for pair in gpu_busy(events) for x in pair), hi]
-    return [(a, b) for a, b in zip(edges[::2], edges[1::2], strict=True) if b > a]
+    """The GPU's idle gaps inside the steady part, from raw events."""
+    out = []
+    busy = gpu_busy(events)
+    for lo, hi in steady(events):
+        inside = ref.intersect(busy, [(lo, hi)])
+        edges = [lo, *(x for pair in inside for x in pair), hi]
+        out += [(a, b) for a, b in zip(edges[::2], edges[1::2], strict=True) if b > a]
+    return out
 
 
 def overlapping(gaps: list[tuple[int, int]], calls: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -124,15 +142,17 @@ def test_exposed_communication_saving_is_the_exposed_time() -> None:
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("rel", [COMPARE_BASE, BACKWARD])
+@pytest.mark.parametrize("rel", [MTIA, BACKWARD])
 def test_gap_saving_is_the_long_gaps(rel: str) -> None:
     """Idle traces: the first finding is the long idle gaps; removing them saves their length (raw: gaps of
-    more than 1 ms between the merged GPU intervals inside the window). The host-wait finding on the same idle
-    time keeps only what the gaps do not already claim."""
+    more than 1 ms between the merged GPU intervals inside the steady part: no step markers here, so from the
+    GPU's first to its last work). A host-wait finding on the same idle time keeps only what the gaps do not
+    already claim."""
     advice = advice_of(rel)
     assert advice.findings[0].id == "gpu_gaps"
     long = [b - a for a, b in idle_gaps(raw(rel)) if b - a > 1_000_000]
     assert advice.findings[0].predicted_saving_ns == sum(long)
+    assert advice.capture is not None and advice.capture.steady_ns == sum(b - a for a, b in steady(raw(rel)))
     for later in advice.findings[1:]:
         if later.id == "host_bound":
             assert "gpu_gaps" in later.shared_with
@@ -208,3 +228,16 @@ def test_removing_the_evidence_removes_the_finding(tmp_path: Path) -> None:
     assert "dataloader_bound" not in {f.id for f in (*advice.findings, *advice.withheld)}
     assert "dataloader_bound" in {f.id for f in advice_of(RESNET_V100).findings}
     assert sum(f.predicted_saving_ns or 0 for f in advice.findings) <= advice.window_ns
+
+
+@pytest.mark.corpus
+def test_a_rule_that_saves_nothing_is_not_a_finding(cli) -> None:
+    """MI250 mini-toy: the GPU is under 50% busy (host_bound's metric crosses its threshold), but its idle time
+    is not mostly host wait, so there is no host-wait time to save: not a finding, never "info host_bound ...
+    (0.000 ms)"; the JSON lists it with its value as "no time at stake"."""
+    rel = "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+    data = json.loads(cli("advise", corpus_path(rel), "--format", "json").out)
+    assert "host_bound" not in {f["id"] for f in data["findings"]}
+    (outcome,) = [o for o in data["rules_evaluated"] if o["id"] == "host_bound"]
+    assert outcome["status"] == "no time at stake" and outcome["value"] < outcome["threshold"]
+    assert "host_bound" not in cli("advise", corpus_path(rel), "--width", "200").out.split("fixing")[0]

@@ -13,6 +13,7 @@ DLRM = "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json"
 TOP_KEYS = {
     "schema",
     "trace",
+    "gpu",
     "window_us",
     "window",
     "devices",

@@ -40,13 +40,13 @@ def test_at_most_15_lines_the_same_in_every_format(cli, name) -> None:
     lines = data["lines"]
     assert data["schema"] == "opscope.brief/1" and 3 <= len(lines) <= 15
     assert [line["label"] for line in lines[:2]] == ["Capture", "GPU time"]
-    table = brief(cli, trace, "table", "--width", "400")
+    table = brief(cli, trace, "table", "--width", "1000")
     assert [row.strip() for row in table.splitlines()[1:]] == [f"{x['label']}: {x['text']}" for x in lines]
     markdown = brief(cli, trace, "markdown")
     assert [f"- **{md_text(x['label'])}**: {md_text(x['text'])}" for x in lines] == [
         row for row in markdown.splitlines() if row.startswith("- ")
     ]
-    assert brief(cli, trace, "table", "--width", "400") == table  # deterministic
+    assert brief(cli, trace, "table", "--width", "1000") == table  # deterministic
 
 
 def test_the_figures_are_those_of_analyze_and_advise(cli) -> None:

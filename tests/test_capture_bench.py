@@ -202,6 +202,8 @@ def test_bench_command(cli, tmp_path):
         for b in data["batches"]
         for run in b["runs"]
     )
+    wrote = {line.removeprefix("opscope: wrote ") for line in result.err.splitlines() if "wrote" in line}
+    assert wrote == {run["trace"] for b in data["batches"] for run in b["runs"]}  # each named (issue 30)
     table = cli(*args)
     assert table.code == 0 and "batch 2: channels_last vs baseline" in table.out
 

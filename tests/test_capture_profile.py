@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ import opscope
 import reference as ref
 from opscope.capture import CaptureSummary, Profile
 from opscope.errors import MissingDependency, UsageError
+from opscope.extras import install_command
 from opscope.model.schema import Col, Kind
 
 torch = pytest.importorskip("torch", reason="torch is an optional extra (pip install opscope[torch])")
@@ -228,7 +230,7 @@ def test_bad_options_are_usage_errors(tmp_path):
 def test_missing_torch_is_a_one_line_hint(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "torch", None)
     with (
-        pytest.raises(MissingDependency, match=r"pip install opscope\[torch\]"),
+        pytest.raises(MissingDependency, match=re.escape(install_command("torch"))),
         opscope.profile(log_dir=tmp_path),
     ):
         pass

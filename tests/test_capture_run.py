@@ -11,6 +11,7 @@ import pytest
 
 import opscope
 import reference as ref
+from opscope.extras import install_command
 
 torch = pytest.importorskip("torch", reason="torch is an optional extra (pip install opscope[torch])")
 
@@ -69,6 +70,7 @@ def test_steps_marked_by_the_script(cli, script, tmp_path):
     traces = list((tmp_path / "logs").glob("*.pt.trace.json.gz"))
     assert len(traces) == 1
     assert [s for s, _, _ in ref.step_windows(ref.load(traces[0]))] == [0, 1]
+    assert f"opscope: wrote {traces[0]}" in result.err.splitlines()  # the trace it wrote, named (issue 30)
 
 
 def test_json_output(cli, script, tmp_path):
@@ -204,7 +206,7 @@ def test_missing_torch_is_a_one_line_hint(cli, script, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
     result = cli("run", path, "1")
     assert result.code == 2
-    assert result.err == "opscope: error: torch is not installed: pip install opscope[torch]\n"
+    assert result.err == f"opscope: error: torch is not installed: {install_command('torch')}\n"
 
 
 def test_overhead_then_summary(cli, script, tmp_path):

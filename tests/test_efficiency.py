@@ -341,7 +341,7 @@ def test_peak_table_loads_and_every_entry_names_its_source() -> None:
         ("AMD Instinct MI300X VF", "AMD Instinct MI300X"),
         ("NVIDIA A10", "NVIDIA A10"),
         ("NVIDIA L4", "NVIDIA L4"),
-        ("NVIDIA L40S", None),
+        ("NVIDIA L40S", "NVIDIA L40S"),  # its own entry, never the L4's
         ("AMD Radeon Graphics", None),
         ("", None),
     ],
@@ -613,6 +613,7 @@ def test_unknown_gpu_and_hostile_names_hand_made(cli, tmp_path) -> None:  # type
     assert row["achieved_tflops"] == pytest.approx(2 * 64 * 16 * 32 / 8e-6 / 1e12)
     assert row["bytes_per_call"] == (64 * 32 + 32 * 16 + 64 * 16) * 4
     assert row["peak_tflops"] is None and row["pct_of_peak_compute"] is None and row["bound"] is None
+    gpu = data["device"].pop("gpu")
     assert data["device"] == {
         "name": "Mystery GPU 9000",
         "peaks": None,
@@ -620,6 +621,7 @@ def test_unknown_gpu_and_hostile_names_hand_made(cli, tmp_path) -> None:  # type
         "peak_tflops_override": None,
         "peak_tbps_override": None,
     }
+    assert gpu["arch"] is None and gpu["inferred"] is False  # a named GPU nobody knows: nothing inferred
     (unsized,) = data["unsized"]
     assert unsized["op"] == "evil\u001b[31mop" and unsized["reason"] == "no model for this op"
     for fmt in ("table", "markdown", "csv"):

@@ -128,6 +128,7 @@ COMMANDS = [
     ("analyze",),
     ("ops",),
     ("tree", "--depth", "0"),
+    ("lines",),
     ("steps",),
     ("kernels",),
     ("critical-path",),

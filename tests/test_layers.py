@@ -17,8 +17,16 @@ import opscope
 ROOT = Path(opscope.__file__).parent
 # Lowest first. A module's layer is that of the longest prefix listed here; `opscope` alone is the top-level API.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # untrusted: escaping text; tables: the notebook protocol every result mixes in (needs only errors)
-    ("opscope.errors", "opscope.model", "opscope._version", "opscope.untrusted", "opscope.tables"),
+    # untrusted: escaping text; tables: the notebook protocol every result mixes in (needs only errors); extras:
+    # how to install an optional extra
+    (
+        "opscope.errors",
+        "opscope.model",
+        "opscope._version",
+        "opscope.untrusted",
+        "opscope.tables",
+        "opscope.extras",
+    ),
     # the native (Rust) core: reading and decoding (the readers' batches, demangling names)
     ("opscope._native",),
     # `loading` is ingest's `load` behind the API's error boundary

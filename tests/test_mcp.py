@@ -87,6 +87,7 @@ def test_tools_are_listed_with_their_schemas(corpus: Path) -> None:
         "advise",
         "ops",
         "steps",
+        "lines",
         "critical_path",
         "memory",
         "kernels",
@@ -118,6 +119,7 @@ def _cases(corpus: Path) -> list[tuple[str, dict[str, Any], list[str]]]:
         ("advise", {"trace": DDP}, ["advise", ddp]),
         ("ops", {"trace": QWEN, "by_shape": True, "sort": "total", "top": 8}, ["ops", qwen, "--by-shape", "--sort", "total", "--top", "8"]),
         ("steps", {"trace": DDP, "steps": "5-6"}, ["steps", ddp, "--steps", "5-6"]),
+        ("lines", {"trace": QWEN, "top": 5, "depth": 2, "keep": ["torch"], "skip_prefix": ["transformers/"]}, ["lines", qwen, "--top", "5", "--depth", "2", "--keep", "torch", "--skip-prefix", "transformers/"]),
         (
             "critical_path",
             {"trace": DDP, "what_if": ["nccl:0", "aten::copy_:0.5"], "top": 4},

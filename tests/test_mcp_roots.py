@@ -14,6 +14,7 @@ import pytest
 
 from conftest import corpus_path
 from opscope.errors import InputError, UsageError
+from opscope.extras import install_command
 from opscope.serve.roots import NCU_CSV, TRACE, TRACE_OR_SNAPSHOT, Roots
 
 SMALL = "hta/trace_compare_base_base.json.gz"
@@ -102,10 +103,10 @@ def test_roots_must_be_folders(tmp_path: Path, root: Path) -> None:
 
 def test_the_command_says_what_is_missing_in_one_line(cli, monkeypatch, tmp_path: Path) -> None:
     result = cli("mcp", "--root", tmp_path / "nope")
-    if result.code == 2 and "opscope[mcp]" in result.err:  # the SDK is an extra: checked first
+    if result.code == 2 and install_command("mcp") in result.err:  # the SDK is an extra: checked first
         return
     assert result.code == 2 and result.err.strip().endswith("nope: not a folder")
     monkeypatch.setitem(sys.modules, "mcp", None)  # as if the extra were not installed
     result = cli("mcp", "--root", tmp_path)
     assert result.code == 2
-    assert result.err == "opscope: error: opscope mcp needs the MCP SDK: pip install 'opscope[mcp]'\n"
+    assert result.err == f"opscope: error: opscope mcp needs the MCP SDK: {install_command('mcp')}\n"

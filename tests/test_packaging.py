@@ -6,6 +6,7 @@ Built with the same maturin the build backend uses (`pyproject.toml`'s `[build-s
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -50,6 +51,7 @@ def test_the_sdist_holds_the_crate_its_lockfile_and_the_package(sdist: Path) -> 
     }
     package = {p for p in _tracked("src/opscope") if p.endswith((".py", ".pyi"))}
     assert {"pyproject.toml", "native/Cargo.lock", "native/Cargo.toml", "README.md"} <= names
+    assert "build_backend/opscope_build.py" in names, "the build backend pyproject.toml names"
     assert crate - names == set(), "Rust sources missing from the sdist"
     assert package - names == set(), "Python modules missing from the sdist"
     # nothing built, captured or borrowed rides along
@@ -86,8 +88,9 @@ def test_the_crate_in_the_sdist_resolves_from_its_own_lockfile(sdist: Path, tmp_
 
 
 def test_a_built_wheel_holds_the_extension_and_imports_alone(tmp_path: Path) -> None:
-    """The wheel `pip install .` installs: built in the release profile (reusing this checkout's build), unpacked
-    into an empty folder, and imported from there in a fresh interpreter."""
+    """The wheel `pip install .` installs: built in the release profile (reusing this checkout's build), tagged
+    abi3 and manylinux, unpacked into an empty folder, and imported from there in a fresh interpreter (the
+    install into a venv without Rust is .ci/wheel_check.sh)."""
     if shutil.which("cargo") is None:
         pytest.skip("cargo is not installed")
     wheels = tmp_path / "wheels"
@@ -101,6 +104,17 @@ def test_a_built_wheel_holds_the_extension_and_imports_alone(tmp_path: Path) -> 
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         archive.extractall(tmp_path / "site")
+    # one wheel for every CPython >= 3.10 (abi3); on Linux maturin's auditwheel check names the manylinux policy
+    # the library's glibc symbols allow, so the wheel installs on other distributions (issue 30)
+    (info,) = [n for n in names if n.endswith(".dist-info/WHEEL")]
+    tags = [
+        line.split(":", 1)[1].strip()
+        for line in (tmp_path / "site" / info).read_text().splitlines()
+        if line.startswith("Tag:")
+    ]
+    assert len(tags) == 1 and tags[0].startswith("cp310-abi3-"), tags
+    if sys.platform.startswith("linux"):
+        assert tags[0].split("-")[2].startswith("manylinux_"), tags
     assert "opscope/__init__.py" in names and "opscope/cli/main.py" in names
     assert [n for n in names if n.startswith("opscope/_native") and n.endswith(".so")], sorted(names)[:20]
     entry = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
@@ -117,3 +131,16 @@ def test_a_built_wheel_holds_the_extension_and_imports_alone(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr[-2000:]
     where, columns = result.stdout.split()
     assert Path(where).is_relative_to(tmp_path / "site") and int(columns) > 0
+
+
+def test_the_readme_commands_pin_the_torch_ci_installs() -> None:
+    """The demo command and the test command install the same torch as .ci/run, so that the second finds the
+    first's ~3 GB CUDA stack installed instead of downloading another (issue 30, item 2)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    commands = [line for line in readme.splitlines() if line.startswith("pip install -e ")]
+    demo = [line for line in commands if line.endswith("&& opscope demo")]
+    tests = [line for line in commands if line.endswith("python -m pytest -q")]
+    assert len(demo) == 1 and len(tests) == 1, commands
+    pins = {pin for line in (demo[0], tests[0]) for pin in re.findall(r'"torch==([0-9.]+)"', line)}
+    assert pins == set(re.findall(r'"torch==([0-9.]+)"', ci)) and len(pins) == 1, pins

@@ -15,6 +15,7 @@ from conftest import corpus_path
 from opscope.analysis.attribution.tree import TreeOptions, op_tree
 from opscope.analysis.bundle import FLAME_MIN_SHARE, trace_bundle
 from opscope.errors import MissingDependency
+from opscope.extras import install_command
 from opscope.report.html.page import json_for_script, render_html
 from opscope.report.html.trace_report import ReportOptions, trace_report
 from rawfixtures import HOSTILE_KERNEL, HOSTILE_OP, hostile_trace
@@ -182,11 +183,11 @@ def test_hostile_names_never_appear_as_markup(tmp_path) -> None:
 
 def test_missing_jinja2_is_one_line_hint(tmp_path, cli, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "jinja2", None)
-    with pytest.raises(MissingDependency, match=r"pip install 'opscope\[html\]'"):
+    with pytest.raises(MissingDependency, match=re.escape(install_command("html"))):
         render_html({"kind": "trace"}, "t")
     path = hostile_trace(tmp_path / "t.json")
     result = cli("report", path, "-o", tmp_path / "r.html", "--no-cache")
-    assert result.code == 2 and result.err.count("\n") == 1 and "opscope[html]" in result.err
+    assert result.code == 2 and result.err.count("\n") == 1 and install_command("html") in result.err
 
 
 def test_report_formats(cli, tmp_path) -> None:

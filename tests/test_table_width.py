@@ -19,6 +19,7 @@ COMMANDS = (
     "kernels",
     "ops",
     "tree",
+    "lines",
     "steps",
     "analyze",
     "diff",

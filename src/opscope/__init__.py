@@ -15,10 +15,11 @@ The public API is small::
     with opscope.profile_jax("logs") as jprof:          # JAX (the jax extra): jax.profiler.trace
         train_step(batch)
     trace = jprof.load()                                # its .xplane.pb, HLO ops and modules included
-Every command's result is a function here (`summary`, `analyze`, `advise`, `ops`, `tree`, `steps`, `kernels`,
-`efficiency`, `memory`, `critical_path`, `diff`, `ranks`, `link`), and every result has `.to_polars()` and
-`.to_pandas()` (text columns as `pl.String`), a compact table as its Jupyter view, and `print(result)` shows the
-command's terminal table (`opscope.tables.Tabular`).
+    rows = opscope.lines(trace).rows                    # GPU time by the line of your code (with_stack)
+Every command's result is a function here (`summary`, `analyze`, `advise`, `ops`, `tree`, `steps`, `lines`,
+`kernels`, `efficiency`, `memory`, `critical_path`, `diff`, `ranks`, `link`), and every result has `.to_polars()`
+and `.to_pandas()` (text columns as `pl.String`), a compact table as its Jupyter view, and `print(result)` shows
+the command's terminal table (`opscope.tables.Tabular`).
 
 `profile`, `annotate`, `step`, `measure_overhead` and `compare_strategies` live in `opscope.capture`, which
 imports torch only when they run, so `import opscope` works without torch.
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from opscope.analysis.advised import Advised
+    from opscope.analysis.attribution.lines import SourceLines
     from opscope.analysis.attribution.ops import OpStats
     from opscope.analysis.attribution.steps import StepStats
     from opscope.analysis.attribution.tree import OpTree
@@ -78,6 +80,7 @@ _LAZY = {
     "History": "opscope.history.api",
     "Linkage": "opscope.analysis.base.linking",
     "OpStats": "opscope.analysis.attribution.ops",
+    "SourceLines": "opscope.analysis.attribution.lines",
     "StepStats": "opscope.analysis.attribution.steps",
     "OpTree": "opscope.analysis.attribution.tree",
     "TraceDiff": "opscope.analysis.compare.diff",
@@ -266,6 +269,10 @@ def _document(result: object) -> Document | None:
         from opscope.report.critical_path_view import critical_path_document
 
         return critical_path_document(result)  # type: ignore[arg-type]
+    if name == "SourceLines":
+        from opscope.report.lines_view import lines_document
+
+        return lines_document(result)  # type: ignore[arg-type]
     if name == "LaunchReport":
         from opscope.report.kernels_view import kernels_document
 
@@ -342,6 +349,29 @@ def steps(
     return step_stats(trace, StepOptions(devices=devices, streams=streams, steps=select))
 
 
+def lines(
+    trace: Trace,
+    *,
+    top: int = 30,
+    depth: int = 1,
+    keep: Sequence[str] = (),
+    skip_prefixes: Sequence[str] = (),
+    devices: tuple[int, ...] | None = None,
+    streams: tuple[int, ...] | None = None,
+    steps: str | None = None,
+) -> SourceLines:
+    """GPU time by the line of the user's code that launched it, as `opscope lines` (top=0 for all rows;
+    `keep`: framework groups counted as the user's code, "torch", "stdlib", "builtins", "compiled")."""
+    from opscope.analysis.attribution.frames import FrameFilter
+    from opscope.analysis.attribution.lines import LineOptions, source_lines
+
+    frames = FrameFilter(keep=tuple(keep), skip_prefixes=tuple(skip_prefixes))
+    return source_lines(
+        trace,
+        LineOptions(top=top, depth=depth, frames=frames, devices=devices, streams=streams, steps=steps),
+    )
+
+
 def diff(
     base: Trace | str | Path,
     new: Trace | str | Path,
@@ -394,6 +424,7 @@ __all__ = [
     "OpTree",
     "OpscopeError",
     "RanksReport",
+    "SourceLines",
     "StepStats",
     "SummaryOptions",
     "Tabular",
@@ -410,6 +441,7 @@ __all__ = [
     "diff",
     "efficiency",
     "kernels",
+    "lines",
     "link",
     "load",
     "measure_overhead",

@@ -50,6 +50,13 @@ class MissingDependency(OpscopeError):
     exit_code = 2
 
 
+class OutOfMemory(OpscopeError):
+    """Memory or address space ran out: an allocation failed, or the address-space limit (`ulimit -v`) is
+    below what opscope needs (`opscope.cli.address_space`)."""
+
+    exit_code = 2
+
+
 class ClusterError(OpscopeError):
     """Parallel or distributed execution failed: unreachable scheduler, a worker that died, no workers."""
 

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from opscope.errors import MissingDependency
+from opscope.extras import install_command
 
 if TYPE_CHECKING:
     import polars as pl
 
-PANDAS_HINT = "pandas is not installed: pip install opscope[pandas] (or use .to_polars())"
 REPR_ROWS = 20
 REPR_CELL = 80  # characters of a cell in the notebook view (the frames keep the whole value)
 TEXT_WIDTH = 100  # columns of `str(result)`: the CLI's width when not on a terminal
@@ -50,7 +50,9 @@ def require_pandas() -> Any:
     try:
         return importlib.import_module("pandas")
     except ImportError:
-        raise MissingDependency(PANDAS_HINT) from None
+        raise MissingDependency(
+            f"pandas is not installed: {install_command('pandas')} (or use .to_polars())"
+        ) from None
 
 
 def polars_to_pandas(frame: pl.DataFrame) -> Any:
@@ -113,7 +115,7 @@ class Tabular:
         return string_columns(self._frame())
 
     def to_pandas(self) -> Any:
-        """`to_polars()` as a pandas DataFrame (needs pandas: pip install opscope[pandas])."""
+        """`to_polars()` as a pandas DataFrame (needs pandas: the `pandas` extra)."""
         return polars_to_pandas(self.to_polars())
 
     def _repr_html_(self) -> str:
@@ -138,7 +140,6 @@ def dataclass_rows(items: Any) -> list[dict[str, Any]]:
 
 
 __all__ = [
-    "PANDAS_HINT",
     "TEXT_WIDTH",
     "Tabular",
     "dataclass_rows",

@@ -15,7 +15,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import polars as pl
 
-from opscope.analysis.attribution.cpu_ops import CpuOpTable, cpu_op_table
+from opscope.analysis.attribution.cpu_ops import CpuOpTable, cpu_busy_per_window, cpu_op_table
+from opscope.analysis.attribution.lines import LineOptions, SourceLines, source_lines
+from opscope.analysis.attribution.stacks import LaunchStacks, launch_stacks
 from opscope.analysis.attribution.steps import StepOptions, StepStats, step_stats
 from opscope.analysis.attribution.tree import OpTree, TreeOptions, op_tree
 from opscope.analysis.base.linking import Linkage, link
@@ -43,6 +45,7 @@ CRITICAL_PATH_STEPS = 64  # the report's critical-path panel: the first steps on
 MEMORY_TOP = 20  # top allocating ops and live blocks in the memory panel
 EFFICIENCY_ROWS = 500  # efficiency rows in the report
 CPU_ROWS = 30  # rows of the CPU operator table
+LINES_ROWS = 200  # rows of the "By source" table (`opscope lines --top LINES_ROWS`)
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class TraceBundle:
     categories: CategoryBreakdown
     steps: StepStats  # `opscope steps`
     step_categories: pl.DataFrame  # win (index into steps.rows), category, t (ns clipped to the step)
+    step_cpu_busy: tuple[int, ...]  # per steps.rows window: ns with at least one CPU operator running
     kernel_delays: pl.DataFrame  # per measured kernel: the launch delay (`launch_delay.DELAY`), by row
     launch_delay: LaunchDelay
     memcpy: MemcpyStats
@@ -77,9 +81,13 @@ class TraceBundle:
     )
     critical_path: CriticalPathStats  # the first CRITICAL_PATH_STEPS steps
     memory: MemoryStats  # `opscope memory --top MEMORY_TOP`
-    efficiency: Efficiency  # `opscope efficiency --top EFFICIENCY_ROWS`
+    efficiency: (
+        Efficiency  # `opscope efficiency --top EFFICIENCY_ROWS` (on CPU time when there is no GPU activity)
+    )
     cpu_ops: CpuOpTable  # operators and annotations by CPU self time, as `opscope ops` ranks them
     cpu_lanes: CpuLanes  # the CPU side of the timeline over the analysed window
+    lines: SourceLines  # `opscope lines --top LINES_ROWS`: GPU time by the user's source line
+    stacks: LaunchStacks  # the Python stack of each launch (the timeline's kernel details)
     ncu: MetricsJoin | None = None  # an Nsight Compute export joined to the kernels (`report --metrics`)
 
 
@@ -93,6 +101,8 @@ def trace_bundle(
     linkage = link(trace)
     act = gpu_activity(trace, TimelineOptions(devices=devices, streams=streams), linkage)
     summary = kernel_summary(trace, SummaryOptions(top=0, devices=devices, streams=streams))
+    # a trace without GPU activity (a CPU-only capture): the efficiency view measures the ops' CPU time
+    basis = "gpu" if summary.gpu_calls else "cpu"
     flame = TreeOptions(depth=0, min_share=FLAME_MIN_SHARE, devices=devices, streams=streams)
     steps = step_stats(trace, StepOptions(devices=devices, streams=streams), linkage)
     lo, hi = act.window.start_ns or 0, act.window.end_ns or 0
@@ -110,6 +120,7 @@ def trace_bundle(
         categories=category_breakdown(act.clipped()),
         steps=steps,
         step_categories=_step_categories(act.events, steps),
+        step_cpu_busy=cpu_busy_per_window(trace, tuple(r.window for r in steps.rows), linkage),
         kernel_delays=kernel_delays(act)[0],
         launch_delay=launch_delay(trace, activity=act),
         memcpy=memcpy_stats(trace, activity=act),
@@ -120,10 +131,14 @@ def trace_bundle(
         ),
         memory=memory_stats(trace, MemoryOptions(top=MEMORY_TOP)),
         efficiency=efficiency(
-            trace, EfficiencyOptions(top=EFFICIENCY_ROWS, devices=devices, streams=streams), linkage
+            trace,
+            EfficiencyOptions(top=EFFICIENCY_ROWS, devices=devices, streams=streams, basis=basis),
+            linkage,
         ),
         cpu_ops=cpu_op_table(trace, top=CPU_ROWS, linkage=linkage, annotations=True),
         cpu_lanes=cpu_lanes(trace, act, lo, hi),
+        lines=source_lines(trace, LineOptions(top=LINES_ROWS, devices=devices, streams=streams), linkage),
+        stacks=launch_stacks(trace, linkage),
         ncu=join_metrics(trace, ncu) if ncu is not None else None,
     )
 

@@ -6,7 +6,7 @@ and every view (terminal, JSON, HTML, diff, demo) lays them out. Definitions: do
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
 INFO: Final = "info"
@@ -71,6 +71,20 @@ OUTCOMES: Final = (FINDING, NOT_CROSSED, NO_TIME, EXPLAINED, NO_SAVING, NOT_EVAL
 
 
 @dataclass(frozen=True)
+class CaptureNote:
+    """What kind of capture the analysed window is (analysis/timeline/capture.py): steady_state, graph_capture,
+    compilation, warm_up or long_head_or_tail; why; how to profile the steady state; and the steady part the
+    idle rules read."""
+
+    kind: str
+    detail: str
+    advice: str
+    head_ns: int
+    tail_ns: int
+    steady_ns: int
+
+
+@dataclass(frozen=True)
 class Advice:
     findings: tuple[Finding, ...]  # sorted by predicted saving, largest first
     rules_checked: tuple[str, ...]
@@ -81,6 +95,7 @@ class Advice:
     # rules that fired but save nothing: their time is claimed by the findings above, or the critical-path
     # what-if of their remedy saves nothing (`outcomes` says which); kept for their evidence, not shown
     withheld: tuple[Finding, ...] = ()
+    capture: CaptureNote | None = None  # what kind of capture the window is
 
     @property
     def not_evaluated(self) -> tuple[RuleOutcome, ...]:
@@ -130,3 +145,49 @@ class RuleConfig:
 
     def threshold(self, rule: Thresholded) -> float:
         return float(self.thresholds.get(rule.id, rule.threshold))
+
+
+# Evidence keys naming what a frame is looked up for: a kernel name, or an op name (docs/advice.md, "frame").
+KERNEL_KEYS: Final = ("kernel", "kernels")
+OP_KEYS: Final = ("op", "cpu_op")
+
+
+def evidence_names(advice: Advice) -> tuple[set[str], set[str]]:
+    """The kernel names and the op names the evidence of `advice` mentions (what `with_frames` looks up)."""
+    found: tuple[set[str], set[str]] = (set(), set())
+    for f in advice.findings:
+        for item in f.evidence:
+            for keys, names in ((KERNEL_KEYS, found[0]), (OP_KEYS, found[1])):
+                for key in keys:
+                    value = item.get(key)
+                    names.update(
+                        n for n in (value if isinstance(value, list) else [value]) if isinstance(n, str)
+                    )
+    return found
+
+
+def with_frames(advice: Advice, by_kernel: Mapping[str, str], by_op: Mapping[str, str]) -> Advice:
+    """`advice` with a `frame` on each evidence item that names a kernel or an op the user's code launched:
+    the frame of the user's code that launched the most GPU time of that kernel (else of that op), from
+    `by_kernel` / `by_op` (`attribution.lines.launch_sites`; empty on a trace without Python stacks). An item
+    that already has a `frame`, or whose names are not found, is left as it is."""
+    if not by_kernel and not by_op:
+        return advice
+
+    def frame_of(item: dict[str, Any]) -> str | None:
+        for keys, table in ((KERNEL_KEYS, by_kernel), (OP_KEYS, by_op)):
+            for key in keys:
+                value = item.get(key)
+                for name in value if isinstance(value, list) else [value]:
+                    if isinstance(name, str) and name in table:
+                        return table[name]
+        return None
+
+    def item_with_frame(item: dict[str, Any]) -> dict[str, Any]:
+        frame = None if "frame" in item else frame_of(item)
+        return item if frame is None else {**item, "frame": frame}
+
+    findings = tuple(
+        replace(f, evidence=tuple(item_with_frame(e) for e in f.evidence)) for f in advice.findings
+    )
+    return replace(advice, findings=findings)

@@ -21,6 +21,7 @@ from opscope.analysis.base.stages import stage
 from opscope.analysis.base.windows import select_windows
 from opscope.analysis.findings import Advice, RuleConfig
 from opscope.analysis.kernels.categories import CATEGORY, CategoryBreakdown, category_breakdown
+from opscope.analysis.kernels.gpu_arch import GpuIdentity, gpu_identity
 from opscope.analysis.kernels.summary import duration_warning, without_duration
 from opscope.analysis.memory.peaks import DevicePeak, peak_memory
 from opscope.analysis.timeline.activity import Activity, TimelineOptions, gpu_activity
@@ -81,6 +82,7 @@ class Analysis(Tabular):
     warnings: tuple[str, ...] = ()
     advice: Advice | None = None  # the advice rules' findings (docs/advice.md)
     memory_peaks: tuple[DevicePeak, ...] = ()  # per device with [memory] events (`opscope memory`'s peaks)
+    gpu: GpuIdentity | None = None  # the GPU: from the device metadata, else inferred from kernel names
 
     def _table_rows(self) -> list[dict[str, Any]]:
         """The top kernels of the diagnosis (the other parts: `.ops`, `.steps`, ... have their own tables)."""
@@ -165,7 +167,12 @@ def analysis_of(trace: Trace, opts: AnalyzeOptions, linkage: Linkage, act: Activ
     )
     used = set(clipped[Col.DEVICE].drop_nulls().to_list())
     names = trace.meta.used_device_names(int(d) for d in used)
-    warnings = [*trace.meta.warnings, *duration_warning(without_duration(trace))]
+    gpu = gpu_identity(trace)
+    warnings = [
+        *trace.meta.warnings,
+        *duration_warning(without_duration(trace)),
+        *([gpu.note] if gpu.note else []),
+    ]
     stage("busy and idle time, launch delay, syncs, copies")
     return Analysis(
         path=trace.path,
@@ -184,4 +191,5 @@ def analysis_of(trace: Trace, opts: AnalyzeOptions, linkage: Linkage, act: Activ
         options=opts,
         warnings=tuple(warnings),
         memory_peaks=peak_memory(trace, opts.steps),
+        gpu=gpu,
     )

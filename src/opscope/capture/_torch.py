@@ -1,6 +1,6 @@
 """The one door to torch for the capture package: a lazy import with a one-line hint, and device helpers.
 
-torch is an optional extra (`pip install opscope[torch]`). Nothing outside `opscope.capture` imports it, and
+torch is an optional extra (`opscope[torch]`). Nothing outside `opscope.capture` imports it, and
 capture modules import it only through `require_torch()` inside functions, so `import opscope` works without it.
 """
 
@@ -11,8 +11,7 @@ from types import ModuleType
 from typing import Any
 
 from opscope.errors import MissingDependency, UsageError
-
-INSTALL_HINT = "torch is not installed: pip install opscope[torch]"
+from opscope.extras import install_command
 
 
 def require_torch() -> ModuleType:
@@ -20,7 +19,7 @@ def require_torch() -> ModuleType:
     try:
         return importlib.import_module("torch")
     except ImportError:
-        raise MissingDependency(INSTALL_HINT) from None
+        raise MissingDependency(f"torch is not installed: {install_command('torch')}") from None
 
 
 def pick_device(device: str | None = None) -> Any:

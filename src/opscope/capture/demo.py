@@ -1,6 +1,7 @@
 """`opscope demo`: the main job end to end on a built-in example. A tiny diffusion-style denoiser
-(`demo_model.py`) runs a short denoising loop; only the first 3 steps are profiled; the trace is summarised
-(GPU kernels on CUDA, CPU operators on the CPU) and a short diagnosis is derived from it.
+(`demo_model.py`) runs a short denoising loop; only the first 3 steps are profiled, recording shapes, memory and
+Python stacks (so that the report's efficiency, memory and source views have data, on a CPU too); the trace is
+summarised (GPU kernels on CUDA, CPU operators on the CPU) and a short diagnosis is derived from it.
 """
 
 from __future__ import annotations
@@ -110,7 +111,14 @@ def run_demo(
 
     activities = ("cpu", "cuda") if chosen.type == "cuda" else ("cpu",)
     start = time.perf_counter()
-    with profile(steps=profiled_steps, record_shapes=True, activities=activities, log_dir=log_dir) as prof:
+    with profile(
+        steps=profiled_steps,
+        record_shapes=True,
+        profile_memory=True,
+        with_stack=True,
+        activities=activities,
+        log_dir=log_dir,
+    ) as prof:
 
         def on_step(_: int) -> None:
             synchronize(chosen)  # each step window then holds its own GPU work

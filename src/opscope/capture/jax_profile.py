@@ -2,7 +2,7 @@
 
 JAX writes `logdir/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<host>.xplane.pb` (+ `<host>.trace.json.gz`); opscope
 reads the xplane of the newest run (ingest/xplane.py). jax is imported only when a capture starts (the `jax`
-extra: `pip install opscope[jax]`).
+extra: `opscope[jax]`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 
 from opscope.capture.runner import Command, RunResult, _script_frames, execute
 from opscope.errors import MissingDependency
+from opscope.extras import install_command
 
-INSTALL_HINT = "JAX capture needs jax: pip install 'opscope[jax]' (or pip install jax)"
 _IMPORTS_JAX = re.compile(rb"^\s*(import\s+jax\b|from\s+jax\b)", re.MULTILINE)
 _IMPORTS_TORCH = re.compile(rb"^\s*(import\s+torch\b|from\s+torch\b)", re.MULTILINE)
 
@@ -30,7 +30,9 @@ def require_jax() -> Any:
     try:
         return importlib.import_module("jax")
     except ImportError:
-        raise MissingDependency(INSTALL_HINT) from None
+        raise MissingDependency(
+            f"JAX capture needs jax: {install_command('jax')} (or pip install jax)"
+        ) from None
 
 
 def newest_xplane(logdir: str | os.PathLike[str]) -> Path | None:

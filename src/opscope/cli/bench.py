@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from opscope.cli.common import _int_list, add_output_args, emit
+from opscope.cli.common import _int_list, add_output_args, announce_written, emit
 
 NAME = "bench"
 
@@ -61,5 +61,8 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         log_dir=args.log_dir,
     )
+    for run_ in result.runs:  # each variant's trace, named like every file a command writes
+        if run_.trace_path:
+            announce_written(run_.trace_path)
     emit(bench_document(result), args)
     return 0

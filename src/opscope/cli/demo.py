@@ -6,7 +6,7 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from opscope.cli.common import add_output_args, emit
+from opscope.cli.common import add_output_args, announce_written, emit
 
 NAME = "demo"
 
@@ -45,7 +45,10 @@ def run(args: argparse.Namespace) -> int:
         log_dir=args.log_dir,
         top=args.top,
     )
+    announce_written(result.summary.trace_path)
     report = _html_report(result.summary.trace_path, result.diagnosis)
+    if report is not None:
+        announce_written(report)
     emit(demo_document(replace(result, report_path=report)), args)
     return 0
 

@@ -96,10 +96,11 @@ def _findings(args: argparse.Namespace) -> dict[str, list[dict[str, object]]]:
     """The advice findings of BASE and NEW compared (fixed / new / remaining; docs/advice.md)."""
     from opscope.analysis.rules.advise import advise
     from opscope.cli.common import load_trace
-    from opscope.report.findings_diff import findings_changes
+    from opscope.report.findings_diff import findings_changes, vendor
 
-    base, new = (advise(load_trace(args, path)).advice for path in (args.base, args.new))
-    return findings_changes(base, new)
+    base, new = (advise(load_trace(args, path)) for path in (args.base, args.new))
+    vendors = (vendor(base.device_names), vendor(new.device_names))
+    return findings_changes(base.advice, new.advice, vendors)
 
 
 def run(args: argparse.Namespace) -> int:

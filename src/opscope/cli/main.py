@@ -14,9 +14,10 @@ from types import ModuleType
 from typing import Any
 
 from opscope._version import __version__
-from opscope.cli.parser import OneLineParser
+from opscope.cli import address_space
+from opscope.cli.parser import OneLineParser, grouped_commands
 from opscope.cli.progress import stage_progress
-from opscope.errors import OpscopeError
+from opscope.errors import OpscopeError, OutOfMemory
 from opscope.ingest import headstart
 from opscope.untrusted import visible
 
@@ -34,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "ops": "per operator: calls, CPU total/self time, GPU time of the kernels it launched (inclusive and self)",
     "efficiency": "per operator and shape: FLOP/s, bytes/s, percent of the GPU's peak, compute or memory bound",
     "tree": "GPU time by nn.Module / annotation / op / kernel, as a tree",
+    "lines": "GPU time by the line of your Python code that launched it (with_stack traces)",
     "steps": "per ProfilerStep: wall, GPU busy, kernel, memcpy, communication and idle time; slowest step marked",
     "critical-path": "the chain of dependent work that bounds each step, its breakdown by kind, and what-ifs",
     "diff": "compare two traces (NEW - BASE): headline figures, kernels, operators; regression gates for CI",
@@ -48,6 +50,51 @@ COMMANDS: dict[str, str] = {
     "formats": "list the trace formats opscope reads",
     "mcp": "serve these commands to coding agents over the Model Context Protocol (stdio; needs opscope[mcp])",
 }
+
+# `opscope --help` lists the commands in these groups, in this order (issue 30), each command under the group
+# its name maps to, in COMMANDS order. Every command needs a group (tests/test_cli_help.py); a name may come
+# before its command exists and is listed only once it does.
+GROUP_TITLES: dict[str, str] = {
+    "read": "read & explain a trace",
+    "compare": "compare & monitor",
+    "capture": "capture: profile your code (needs the torch or jax extra)",
+    "output": "output: reports, exports, agents",
+}
+GROUP: dict[str, str] = {
+    "brief": "read",
+    "summary": "read",
+    "analyze": "read",
+    "advise": "read",
+    "lines": "read",
+    "compile-check": "read",
+    "kernels": "read",
+    "ncu": "read",
+    "ops": "read",
+    "efficiency": "read",
+    "tree": "read",
+    "steps": "read",
+    "critical-path": "read",
+    "memory": "read",
+    "formats": "read",
+    "diff": "compare",
+    "ranks": "compare",
+    "history": "compare",
+    "run": "capture",
+    "bench": "capture",
+    "demo": "capture",
+    "report": "output",
+    "export": "output",
+    "mcp": "output",
+}
+EXAMPLES: tuple[tuple[str, str], ...] = (
+    ("opscope demo", "profile a tiny model on this machine: summary, diagnosis and an HTML report"),
+    ("opscope summary trace.pt.trace.json.gz", "GPU time by kernel"),
+    ("opscope advise ./trace_logs", "what to fix first, in the newest trace of a folder"),
+    ("opscope report trace.json.gz", "a self-contained HTML report, written beside the trace"),
+    ("opscope diff base.json.gz new.json.gz", "what changed between two runs"),
+    ("opscope run train.py", "profile a script as it is, then say where the time went"),
+    ("opscope COMMAND --help", "the options of one command"),
+)
 
 
 def command_module(name: str) -> ModuleType:
@@ -72,15 +119,23 @@ def _setup_logging(quiet: bool) -> None:
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; only the subcommand named in `argv` (if any) is imported and given its options."""
     parser = OneLineParser(
-        prog="opscope", description="Where does the GPU time go? Operator by operator, kernel by kernel."
+        prog="opscope",
+        description="Where does the GPU time go? Operator by operator, kernel by kernel.",
+        epilog=grouped_commands(COMMANDS, GROUP, GROUP_TITLES, EXAMPLES),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"opscope {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="no warnings on standard error")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command",
+        metavar="COMMAND",
+        help="one of the commands below; opscope COMMAND --help: its options",
+    )
     wanted = _command_in(argv)
     parser.help_for = f"opscope {wanted}" if wanted else None
     for name, text in COMMANDS.items():
-        child = sub.add_parser(name, help=text, description=text)
+        # no help=: argparse would list every command flat; the epilog lists them by group
+        child = sub.add_parser(name, description=text)
         if name == wanted:
             module = command_module(name)
             module.prepare_parser(child)
@@ -110,8 +165,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     previous = _on_sigterm()
-    _head_start(args)
     try:
+        # before polars, pyarrow or the reader's threads start: they size their pools and arenas then
+        address_space.prepare(runs_user_code=getattr(args, "_command", None) in RUNS_USER_CODE)
+        _head_start(args)
         with stage_progress(args, f"opscope {getattr(args, '_command', None) or 'command'}"):
             return int(args._run(args))
     except Terminated:
@@ -125,19 +182,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except Exception as exc:  # a bug: still one line, with a way to get the traceback
-        if os.environ.get("OPSCOPE_DEBUG"):
+    except Exception as exc:  # a bug (or memory ran out): still one line, with a way to get the traceback
+        return _failed(exc)
+    except BaseException as exc:  # a Rust panic that crossed into Python (pyo3's PanicException)
+        if type(exc).__name__ != "PanicException":
             raise
-        print(
-            f"opscope: internal error: {type(exc).__name__}: {visible(str(exc))} (set OPSCOPE_DEBUG=1 for the "
-            "traceback)",
-            file=sys.stderr,
-        )
-        return 3
+        return _failed(exc)
     finally:
         headstart.cancel()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _failed(exc: BaseException) -> int:
+    """One line for an exception no `OpscopeError` explains: out of memory (exit 2), else a bug (exit 3)."""
+    out_of_memory = address_space.failure_message(exc)
+    if out_of_memory is not None:
+        print(f"opscope: error: {out_of_memory}", file=sys.stderr)
+        return OutOfMemory.exit_code
+    if os.environ.get("OPSCOPE_DEBUG"):
+        raise exc
+    print(
+        f"opscope: internal error: {type(exc).__name__}: {visible(str(exc))} (set OPSCOPE_DEBUG=1 for the "
+        "traceback)",
+        file=sys.stderr,
+    )
+    return 3
 
 
 def _head_start(args: argparse.Namespace) -> None:

@@ -17,6 +17,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from typing import Any
 
 from opscope.errors import MissingDependency, OpscopeError
+from opscope.extras import install_command
 
 NAME = "mcp"
 PREFIX = re.compile(r"^opscope(?: [\w-]+)?: (?:error: )?")  # `opscope: error: `, `opscope summary: error: `
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import mcp  # noqa: F401  (the SDK: an optional extra)
     except ImportError:
-        raise MissingDependency("opscope mcp needs the MCP SDK: pip install 'opscope[mcp]'") from None
+        raise MissingDependency(f"opscope mcp needs the MCP SDK: {install_command('mcp')}") from None
     from opscope.serve.calls import Calls
     from opscope.serve.mcp_server import serve
     from opscope.serve.roots import Roots

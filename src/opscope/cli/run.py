@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from opscope.cli.common import add_output_args, check_outputs, emit
+from opscope.cli.common import add_output_args, announce_written, check_outputs, emit
 
 NAME = "run"
 log = logging.getLogger("opscope")
@@ -108,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
             ) from None
     result = run_jax_script(command, args.log_dir) if jax_mode else run_script(command, options)
     summary = summarize(result.trace_path, device=result.device, top=args.top) if result.trace_path else None
+    if result.trace_path:
+        announce_written(result.trace_path)
     if summary is not None or result.exit_status != 0:
         emit(run_document(result, summary, overhead), args)
     for warning in result.warnings:

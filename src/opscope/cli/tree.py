@@ -31,7 +31,8 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         "--python",
         choices=PYTHON_MODES,
         default="modules",
-        help="Python frames shown: nn.Module frames only (default), all, or none",
+        help="Python frames shown: nn.Module frames only (default), all, none, or user: your own code's "
+        "frames, framework frames (torch, stdlib, built-ins, Inductor/Triton) collapsed",
     )
     parser.add_argument(
         "--modules",

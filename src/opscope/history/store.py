@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from opscope.errors import InputError, MissingDependency
+from opscope.extras import install_command
 from opscope.history.schema import SCHEMA_VERSION, TABLES, VERSION_TABLE, statements
 
 DEFAULT_PATH = Path(".opscope") / "history.sqlite"
@@ -201,7 +202,7 @@ class Store:
             import psycopg
         except ImportError:
             raise MissingDependency(
-                "PostgreSQL histories need psycopg 3: pip install 'opscope[postgres]'"
+                f"PostgreSQL histories need psycopg 3: {install_command('postgres')}"
             ) from None
         self._errors = (psycopg.Error,)
         try:

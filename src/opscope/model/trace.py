@@ -112,7 +112,7 @@ class Trace:
         return self._frame
 
     def to_pandas(self):  # type: ignore[no-untyped-def]
-        """All events as a pandas DataFrame (needs pandas: pip install opscope[pandas])."""
+        """All events as a pandas DataFrame (needs pandas: the `pandas` extra)."""
         from opscope.tables import polars_to_pandas
 
         return polars_to_pandas(self.events)

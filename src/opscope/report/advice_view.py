@@ -59,7 +59,7 @@ def findings_data(advice: Advice | None) -> list[dict[str, Any]]:
     return [finding_data(f) for f in advice.findings] if advice else []
 
 
-def findings_table(advice: Advice | None, name: str = "findings") -> Table:
+def findings_table(advice: Advice | None, name: str = "findings", total: int | None = None) -> Table:
     rows = []
     for f in advice.findings if advice else ():
         rows.append(
@@ -84,7 +84,7 @@ def findings_table(advice: Advice | None, name: str = "findings") -> Table:
             Column("title", "Finding", TEXT, wrap=True),
         ),
         tuple(rows),
-        footer=_footer(advice),
+        footer=_footer(advice, total),
         csv_extra=CSV_EXTRA,
         # the CSV's first columns as they always were (time at stake and its share), the savings after them
         csv_columns=(
@@ -97,10 +97,12 @@ def findings_table(advice: Advice | None, name: str = "findings") -> Table:
     )
 
 
-def combined_line(advice: Advice) -> str:
-    """ "fixing all of these: about X ms of Y ms" (the window: the analysed steps, or the whole trace)."""
+def combined_line(advice: Advice, total: int | None = None) -> str:
+    """The combined saving: "fixing all of these: about X ms of the Y ms analysed" (the window: the analysed
+    steps, or the whole trace); with `total` (the findings before --top cut them), "fixing all N findings"."""
+    these = "all of these" if total is None or total == len(advice.findings) else f"all {total} findings"
     return (
-        f"fixing all of these: about {advice.combined_saving_ns / 1e6:,.3f} ms of the "
+        f"fixing {these}: about {advice.combined_saving_ns / 1e6:,.3f} ms of the "
         f"{advice.window_ns / 1e6:,.3f} ms analysed"
     )
 
@@ -121,7 +123,7 @@ def withheld_line(advice: Advice) -> str | None:
     for f in advice.withheld:
         o = why.get(f.id)
         reason = (
-            f"its time is {o.status.removeprefix('explained by ')}: {o.reason}"
+            f"its time is explained by {o.reason}"
             if o is not None and o.status == EXPLAINED
             else "no saving on the critical path"
         )
@@ -129,10 +131,10 @@ def withheld_line(advice: Advice) -> str | None:
     return "also fired, saving nothing of their own: " + "; ".join(parts)
 
 
-def _footer(advice: Advice | None) -> tuple[str, ...]:
+def _footer(advice: Advice | None, total: int | None = None) -> tuple[str, ...]:
     if advice is None:
         return ()
-    lines = [combined_line(advice)] if advice.findings else []
+    lines = [combined_line(advice, total)] if advice.findings else []
     lines += [line for line in (withheld_line(advice), not_evaluated_line(advice)) if line]
     return tuple(lines)
 
@@ -183,6 +185,7 @@ def advise_data(result: Analysis) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "trace": {"path": result.path, "devices": list(result.device_names)},
+        "gpu": result.gpu.data() if result.gpu else None,
         "steps_spec": result.options.steps,
         "findings": findings_data(advice),
         "rules_checked": list(advice.rules_checked),
@@ -191,18 +194,45 @@ def advise_data(result: Analysis) -> dict[str, Any]:
         "combined_saving_us": round(advice.combined_saving_ns / 1e3, 3),
         "not_evaluated": [{"id": o.id, "reason": o.reason} for o in advice.not_evaluated],
         "rules_evaluated": outcomes_data(advice),
+        "capture": capture_data(advice),
     }
+
+
+def capture_data(advice: Advice) -> dict[str, Any] | None:
+    c = advice.capture
+    if c is None:
+        return None
+    return {
+        "kind": c.kind,
+        "detail": c.detail,
+        "advice": c.advice,
+        "head_us": round(c.head_ns / 1e3, 3),
+        "tail_us": round(c.tail_ns / 1e3, 3),
+        "steady_us": round(c.steady_ns / 1e3, 3),
+    }
+
+
+def capture_fact(advice: Advice) -> tuple[str, str] | None:
+    """("capture", what the window is) when it is not steady state, or its head / tail is long."""
+    c = advice.capture
+    if c is None or c.kind == "steady_state":
+        return None
+    return ("capture", f"{c.kind.replace('_', ' ')}: {c.detail}")
 
 
 def advise_document(result: Analysis, top: int | None = None) -> Document:
     advice = result.advice or Advice(findings=(), rules_checked=())
+    total = len(advice.findings)
     if top:  # the first N findings; the combined saving stays that of all of them
         advice = replace(advice, findings=advice.findings[:top])
         result = replace(result, advice=advice)
     worst = advice.worst()
+    capture = capture_fact(advice)
     facts = (
         ("trace", result.path),
         ("devices", ", ".join(result.device_names) or "none recorded"),
+        *gpu_facts(result),
+        *([capture] if capture else []),
         (
             "findings",
             f"{len(advice.findings)} ({worst or 'none'} at worst) from {len(advice.rules_checked)} rules",
@@ -210,11 +240,12 @@ def advise_document(result: Analysis, top: int | None = None) -> Document:
     )
     origin = result.timeline.window_start_ns
     tables = (
-        (findings_table(advice), evidence_table(advice, origin))
+        (findings_table(advice, total=total), evidence_table(advice, origin))
         if advice.findings
-        else (findings_table(advice),)
+        else (findings_table(advice, total=total),)
     )
     notes = (
+        *([f"capture: {advice.capture.advice}"] if capture and advice.capture else []),
         *(f"{f.id}: {f.advice}" for f in advice.findings),
         "Saving: what the fix would save under the finding's model, not counting time a finding above "
         "already claims, so the savings add up to at most the window. Severity from the saving's share of "
@@ -224,6 +255,15 @@ def advise_document(result: Analysis, top: int | None = None) -> Document:
     return Document(
         title="What to fix first", data=advise_data(result), facts=facts, tables=tables, notes=notes
     )
+
+
+def gpu_facts(result: Analysis) -> tuple[tuple[str, str], ...]:
+    """The GPU line: its architecture, and how opscope knows it ("inferred from kernel names")."""
+    gpu = result.gpu
+    if gpu is None or gpu.arch is None:
+        return ()
+    how = "inferred from kernel names" if gpu.inferred else "from the trace's device description"
+    return (("GPU", f"{gpu.label}, {how}"),)
 
 
 def rules_document(config: RuleConfig | None = None) -> Document:

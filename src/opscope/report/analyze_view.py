@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from opscope.analysis.overview import Analysis
-from opscope.report.advice_view import finding_facts, findings_data
+from opscope.report.advice_view import finding_facts, findings_data, gpu_facts
 from opscope.report.document import FLOAT, INT, MS, NAME, PCT, TEXT, US, Column, Document, Table
 from opscope.report.linking_view import link_data, link_notes
 from opscope.report.numbers import duration, plural
@@ -82,6 +82,7 @@ def analyze_data(result: Analysis) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "trace": {"path": result.path, "devices": list(result.device_names)},
+        "gpu": result.gpu.data() if result.gpu else None,
         "window_us": _us(tl.window_ns),
         "window": {
             "start_us": _us(tl.window_start_ns),
@@ -196,6 +197,7 @@ def _facts(result: Analysis) -> tuple[tuple[str, str], ...]:
         *finding_facts(result.advice),
         ("trace", result.path),
         ("devices", ", ".join(result.device_names) or "none recorded"),
+        *gpu_facts(result),
         (
             "window",
             f"{_ms(tl.window_ns)} ({'chosen steps' if tl.window_source == 'steps' else 'first to last event'})",

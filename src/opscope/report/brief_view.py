@@ -19,12 +19,15 @@ from opscope.analysis.rules.model import WINDOW
 from opscope.analysis.rules.registry import RULES
 from opscope.model.meta import TraceMeta
 from opscope.report.document import Document
+from opscope.report.frame_names import short_frame
 from opscope.report.names import shorten
 
 SCHEMA = "opscope.brief/1"
 FIXES = 3  # findings told, the most time at stake first
 NAME_WIDTH = 72  # kernel, op and Python frame names are shortened to this many characters
-CODE_KEYS = ("python", "op", "call", "copy", "kernel")  # evidence fields that name code, most precise first
+# evidence fields that name code, most precise first: `frame` is the user's line that launched the evidence's
+# GPU work (traces with Python stacks, docs/analysis-attribution.md section 4)
+CODE_KEYS = ("frame", "python", "op", "call", "copy", "kernel")
 FORMATS = {
     "kineto": "PyTorch profiler (Kineto)",
     "nsys": "Nsight Systems",
@@ -158,7 +161,7 @@ def _code(finding: Finding) -> str:
         for key in CODE_KEYS:
             value = item.get(key)
             if isinstance(value, str) and value:
-                name = shorten(value, NAME_WIDTH)
+                name = short_frame(value) if key == "frame" else shorten(value, NAME_WIDTH)
                 if name not in found:
                     found.append(name)
                 break

@@ -292,5 +292,6 @@ def demo_document(result: DemoResult) -> Document:
         data=data,
         facts=facts + tuple(f for f in base.facts if f[0] != "device"),
         tables=tuple(replace(t, title=t.title or base.title) for t in base.tables),
-        notes=(*base.notes, *findings, *report),
+        # the "ran on" fact already says a CPU-only run shows CPU operators: the note once, not twice
+        notes=(*(n for n in base.notes if n != CPU_ONLY_NOTE), *findings, *report),
     )

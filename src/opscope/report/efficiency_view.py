@@ -49,6 +49,7 @@ def efficiency_data(result: Efficiency) -> dict[str, Any]:
             "source": peaks.source if peaks else None,
             "peak_tflops_override": result.peak_tflops_override,
             "peak_tbps_override": result.peak_tbps_override,
+            "gpu": result.gpu.data() if result.gpu else None,
         },
         "by_shape": result.options.by_shape,
         "totals": {

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from opscope.report.frame_names import short_frame
 from opscope.report.names import shorten
 
 LIST_ITEMS = 3  # names shown of a list value; "+N" says how many more
@@ -46,6 +47,8 @@ def field(key: str, value: Any, origin_ns: int | None) -> tuple[str, str]:
     """(label, text) of one evidence field."""
     if value is None:
         return key, "-"
+    if key == "frame" and isinstance(value, str):  # the user's code that launched it: "at file.py(12): fn"
+        return "at", short_frame(value)
     if isinstance(value, bool):
         return key, "yes" if value else "no"
     if isinstance(value, (list, tuple)):
@@ -71,7 +74,11 @@ def field(key: str, value: Any, origin_ns: int | None) -> tuple[str, str]:
 
 
 def evidence_text(item: dict[str, Any], origin_ns: int | None = None) -> str:
-    return "; ".join("=".join(field(k, v, origin_ns)) for k, v in item.items())
+    """The fields as `key=value; ...`; where the item names the user's frame that launched it (`frame`, traces
+    with Python stacks), " at file(line): function" at the end (the file shortened, `frame_names.short_frame`)."""
+    text = "; ".join("=".join(field(k, v, origin_ns)) for k, v in item.items() if k != "frame")
+    frame = item.get("frame")
+    return f"{text} at {short_frame(frame)}" if isinstance(frame, str) else text
 
 
 def distinct(items: Iterable[dict[str, Any]], origin_ns: int | None = None) -> list[str]:

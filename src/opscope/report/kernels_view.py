@@ -86,6 +86,7 @@ def kernels_data(report: LaunchReport, join: MetricsJoin | None) -> dict[str, An
     return {
         "schema": SCHEMA,
         "trace": {"path": report.path, "devices": list(report.devices), "kernels": report.kernels},
+        "gpu_inferred": report.gpu_note,
         "rows": [_row_data(r, _metrics(r, join)) for r in report.rows],
         "hidden_rows": report.hidden_rows,
         "metrics": metrics,
@@ -144,6 +145,8 @@ def kernels_document(report: LaunchReport, join: MetricsJoin | None = None) -> D
     if not report.has_launch_config:
         notes.append("This trace records no grid/block sizes for its kernels: no occupancy figures.")
     notes.extend(join_notes(join))
+    if report.gpu_note:
+        notes.append(f"{report.gpu_note}: occupancy from that architecture's limits, no SM count (no waves).")
     facts = (
         ("trace", report.path),
         ("devices", ", ".join(report.devices) or "none recorded"),

@@ -20,6 +20,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from opscope.errors import ClusterError, MissingDependency, UsageError
+from opscope.extras import install_command
 from opscope.scale import CONNECT_TIMEOUT_S
 
 T = TypeVar("T")
@@ -159,7 +160,7 @@ def _dask(func: Callable[[T], R], items: Sequence[T], address: str, timeout_s: f
         import dask
         from distributed import Client
     except ImportError:
-        raise MissingDependency("--scheduler needs Dask: pip install 'opscope[dask]'") from None
+        raise MissingDependency(f"--scheduler needs Dask: {install_command('dask')}") from None
     scheme = address.split("://", 1)[0] if "://" in address else "tcp"
     if scheme not in DASK_SCHEMES:
         raise UsageError(

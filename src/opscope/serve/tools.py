@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from opscope.analysis.attribution import FRAME_GROUPS
 from opscope.model.kinds import GPU_KINDS
 from opscope.serve.bounds import MIN_CHARS
 from opscope.serve.roots import NCU_CSV, TRACE, TRACE_OR_SNAPSHOT
@@ -203,6 +204,46 @@ TOOLS: tuple[Tool, ...] = (
         "steps",
         "Per ProfilerStep: wall, GPU busy, kernel, memcpy, communication and idle time; the slowest marked.",
         SELECTION,
+    ),
+    Tool(
+        "lines",
+        "lines",
+        "GPU time by the line of the user's Python code that launched it (traces recorded with with_stack=True): "
+        "frame, GPU time, share, kernels, top ops and kernels, CPU self time; what no frame explains.",
+        (
+            top(30),
+            Option(
+                "depth",
+                "--depth",
+                {
+                    "type": "integer",
+                    "minimum": 1,
+                    "default": 1,
+                    "description": "frames of the user's code per row",
+                },
+            ),
+            Option(
+                "skip_prefix",
+                "--skip-prefix",
+                {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1},
+                    "description": "also skip frames whose file starts with one of these prefixes",
+                },
+                REPEAT,
+            ),
+            Option(
+                "keep",
+                "--keep",
+                {
+                    "type": "array",
+                    "items": {"enum": list(FRAME_GROUPS)},
+                    "description": "count these framework groups' frames as the user's code",
+                },
+                REPEAT,
+            ),
+            *SELECTION,
+        ),
     ),
     Tool(
         "critical_path",

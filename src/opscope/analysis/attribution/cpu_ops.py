@@ -124,4 +124,12 @@ def cpu_op_table(
 
 def cpu_busy_ns(trace: Trace, windows: tuple[StepWindow, ...], linkage: Linkage | None = None) -> int:
     """Time with at least one CPU operator running, per window, summed over the windows (`steps.busy_ns`)."""
-    return sum(busy_ns(_cpu_ops(linkage or link(trace)), windows).values())
+    return sum(cpu_busy_per_window(trace, windows, linkage))
+
+
+def cpu_busy_per_window(
+    trace: Trace, windows: tuple[StepWindow, ...], linkage: Linkage | None = None
+) -> tuple[int, ...]:
+    """Time with at least one CPU operator running in each window (`steps.busy_ns`), in the windows' order."""
+    busy = busy_ns(_cpu_ops(linkage or link(trace)), windows)
+    return tuple(busy.get((i,), 0) for i in range(len(windows)))

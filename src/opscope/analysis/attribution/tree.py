@@ -3,7 +3,8 @@ instances of the same call path are one node) with GPU time rolled up. This is w
 
 The CPU tree is time nesting on each thread (`analysis.base.linking`); which scopes are shown is chosen by
 `python`: "modules" keeps only `nn.Module: ...` frames among Python frames, "all" keeps every frame, "none"
-none. A hidden scope's children attach to its nearest shown ancestor (pointer jumping on the linked tree, no
+none, "user" the frames of the user's own code (framework frames collapsed, `attribution.frames`, as
+`opscope lines` tells them apart). A hidden scope's children attach to its nearest shown ancestor (pointer jumping on the linked tree, no
 second nesting). Each GPU event becomes a leaf under the innermost shown scope enclosing its launch; GPU
 events with no such scope (launch missing, or inside no shown scope) hang under one "(unattributed)" node, so
 the root always holds all selected GPU time. Path ids are computed top-down, one vectorised join per tree
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from opscope.analysis.attribution.frames import user_frame_names
 from opscope.analysis.base.linking import ROW, Linkage, LinkStats, link, selected_gpu
 from opscope.analysis.base.nesting import ancestors, nearest_of_kind
 from opscope.analysis.base.windows import fold_steps, names_matching
@@ -41,7 +43,7 @@ ROOT = "(all GPU work)"
 class TreeOptions:
     depth: int = 4  # levels below the root to keep (0 = unlimited)
     min_share: float = 0.05  # fold nodes below this share of the root's GPU time
-    python: str = "modules"  # which Python frames become nodes: modules | all | none
+    python: str = "modules"  # which Python frames become nodes: modules | all | none | user
     devices: tuple[int, ...] | None = None
     streams: tuple[int, ...] | None = None
     steps: str | None = None
@@ -110,9 +112,14 @@ def _shown(
     nearest shown ancestor)."""
     modules = names_matching(scopes, Col.NAME, "^" + MODULE_PREFIX)
     is_python = pl.col(Col.KIND) == Kind.PYTHON
-    keep = {"all": pl.lit(True), "modules": ~is_python | pl.col(Col.NAME).is_in(modules), "none": ~is_python}[
-        python
-    ]
+    if python == "user":
+        keep = ~is_python | pl.col(Col.NAME).is_in(_user_frames(scopes))
+    else:
+        keep = {
+            "all": pl.lit(True),
+            "modules": ~is_python | pl.col(Col.NAME).is_in(modules),
+            "none": ~is_python,
+        }[python]
     frame = scopes.select(ROW, "parent_row", Col.NAME, Col.KIND, keep.alias("_keep")).sort(ROW)
     rows = frame[ROW].to_numpy()
     parent = frame["parent_row"].fill_null(-1).to_numpy()
@@ -140,6 +147,11 @@ def _shown(
         label.alias("label"), node_kind.alias("node_kind")
     )
     return shown, attach
+
+
+def _user_frames(scopes: pl.DataFrame) -> list[str]:
+    """The names of the Python frames of the user's own code (`attribution.frames`, as `opscope lines`)."""
+    return user_frame_names(scopes.filter(pl.col(Col.KIND) == Kind.PYTHON)[Col.NAME]).to_list()
 
 
 def _paths(shown: pl.DataFrame) -> pl.DataFrame:

@@ -8,6 +8,10 @@ the `aten::addmm` inside it is not: its kernels are in linear's time; an op that
 with its other calls). Rows: per (op, shape), its sized calls that no sized call encloses (the top-level calls).
 Unsized: the rest, per op or annotation that launched it directly, with the reason it is not sized; GPU work
 launched outside every op is one row, `(no op)`.
+
+`basis="cpu"` measures a trace without GPU activity (a CPU-only capture, `opscope demo` on a CPU) the same way
+on the ops' CPU time: a row's time is the op's CPU total (the op and the ops inside it), an unsized op's its CPU
+self time; there is no CPU in the peak table, so only `--peak-tflops` / `--peak-tbps` give percentages.
 """
 
 from __future__ import annotations
@@ -17,13 +21,15 @@ from typing import Any
 
 import polars as pl
 
+from opscope.analysis.attribution.ops import OpOptions, op_stats
 from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, link, once_per_link, selected_gpu
 from opscope.analysis.base.nesting import ancestors
 from opscope.analysis.base.stages import stage
-from opscope.analysis.base.windows import fold_steps
+from opscope.analysis.base.windows import STEP_ANY, fold_steps
 from opscope.analysis.efficiency.families import COMPUTE_FAMILIES, Cost, Unsized
 from opscope.analysis.efficiency.peaks import GpuPeaks, match_peaks
 from opscope.analysis.efficiency.sizing import list_dtypes, size_call, size_ops
+from opscope.analysis.kernels.gpu_arch import GpuIdentity, gpu_identity, named_model
 from opscope.model.kinds import Kind
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
@@ -44,6 +50,7 @@ class _Part:
     input_dims: str | None
     calls: int
     gpu_ns: int
+    cpu_ns: int | None = None  # basis "cpu": the calls' CPU total
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,7 @@ class EfficiencyOptions:
     peak_tbps: float | None = None  # overrides the table's memory bandwidth
     devices: tuple[int, ...] | None = None
     streams: tuple[int, ...] | None = None
+    basis: str = "gpu"  # "gpu": the time of the kernels each op launched; "cpu": the ops' own CPU time
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,12 @@ class EfficiencyRow:
     bound: str | None  # "compute" | "memory" | None
     model: str  # "exact" | "estimate"
     note: str = ""
+    cpu_time_us: float | None = None  # basis "cpu": the op's CPU total over its calls (gpu_time_us is then 0)
+
+    @property
+    def time_us(self) -> float:
+        """The time the rates are measured over: GPU time, or CPU time on the "cpu" basis."""
+        return self.gpu_time_us if self.cpu_time_us is None else self.cpu_time_us
 
 
 @dataclass(frozen=True)
@@ -85,6 +99,11 @@ class UnsizedRow:
     calls: int
     gpu_time_us: float
     reason: str
+    cpu_time_us: float | None = None  # basis "cpu": the op's CPU self time over its calls
+
+    @property
+    def time_us(self) -> float:
+        return self.gpu_time_us if self.cpu_time_us is None else self.cpu_time_us
 
 
 @dataclass(frozen=True)
@@ -115,6 +134,12 @@ class Efficiency(Tabular):
     options: EfficiencyOptions
     warnings: tuple[str, ...] = field(default=())
     inherited: tuple[Inherited, ...] = field(default=())  # over all rows, not only the --top ones
+    gpu: GpuIdentity | None = field(default=None)  # the GPU, from the trace or inferred from kernel names
+    basis: str = "gpu"  # see EfficiencyOptions.basis
+    # basis "cpu": the self time of every CPU operator (the denominator), of which in the rows / the unsized list
+    cpu_time_ns: int = 0
+    sized_cpu_time_ns: int = 0
+    unsized_cpu_time_ns: int = 0
 
     @property
     def why_nothing_sized(self) -> str | None:
@@ -122,6 +147,11 @@ class Efficiency(Tabular):
         there are rows."""
         if self.rows or self.total_rows:
             return None
+        if self.basis == "cpu":
+            return (
+                "No op could be sized: the model needs CPU ops with record_shapes (Input Dims, Input type); "
+                "without GPU activity it measures their CPU time."
+            )
         if not self.gpu_time_ns:
             return (
                 "No GPU kernels, memcpys or memsets in this selection: efficiency is GPU time against the "
@@ -162,20 +192,35 @@ _POLARS_TYPES: dict[str, Any] = {
 
 
 def _device(trace: Trace, options: EfficiencyOptions) -> tuple[str | None, GpuPeaks | None, list[str]]:
+    """The device name the peaks are matched on, the matched entry, and warnings. A trace that names no model
+    (no device description, or a generic name such as "AMD Radeon Graphics") takes the GPU inferred from its
+    kernel names (analysis/kernels/gpu_arch.py): peaks only where that architecture is one product line
+    (Volta: V100), said in a warning."""
     devices = (
         list(trace.meta.devices)
         if options.devices is None
         else [d for d in map(trace.meta.describe, options.devices) if d is not None]
     )
-    names = list(dict.fromkeys(d.name for d in devices if d.name and d.name != "unknown"))
-    if not names:
-        return None, None, []
+    names = list(dict.fromkeys(n for n in map(named_model, devices) if n))
+    gpu = gpu_identity(trace)
     warnings = (
         [f"several GPU models in the trace ({', '.join(names)}): peaks of the first"]
         if len(names) > 1
         else []
     )
-    return names[0], match_peaks(names[0]), warnings
+    if names:
+        return names[0], match_peaks(names[0]), warnings
+    if gpu.note:
+        warnings.append(gpu.note)
+    if gpu.arch is None:
+        return None, None, warnings
+    peaks = match_peaks(gpu.arch.peaks) if gpu.arch.peaks else None
+    if peaks is not None:
+        warnings.append(
+            f"no device model in the trace: peak figures of {peaks.name} assumed for {gpu.arch.label} (the "
+            f"architecture's data-centre part; pass --peak-tflops / --peak-tbps for another board)"
+        )
+    return gpu.label, peaks, warnings
 
 
 def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -223,6 +268,30 @@ def _key_ids(scopes: pl.DataFrame, dims: pl.Expr) -> tuple[pl.DataFrame, pl.Data
     )
     rows = keyed.join(ids, on=[Col.NAME, Col.INPUT_DIMS], how="left", nulls_equal=True).select(ROW, "_key")
     return rows, ids
+
+
+def _nested(
+    keys: tuple[pl.DataFrame, pl.DataFrame], pairs: pl.DataFrame, sized: pl.DataFrame
+) -> set[tuple[str, str | None]]:
+    """The (name, input_dims) whose every call has a sized op among its enclosing ops. `keys`: `_key_ids` by
+    name and shape."""
+    rows, ids = keys
+    sized_ids = ids.join(sized, on=[Col.NAME, Col.INPUT_DIMS], nulls_equal=True, how="semi")["_key"]
+    inside = (
+        pairs.join(rows.rename({ROW: "ancestor"}), on="ancestor")
+        .filter(pl.col("_key").is_in(sized_ids.implode()))
+        .select(ROW)
+        .unique()
+        .with_columns(pl.lit(True).alias("_nested"))
+    )
+    table = (
+        rows.join(inside, on=ROW, how="left")
+        .group_by("_key")
+        .agg(pl.col("_nested").fill_null(False).all().alias("nested"))
+        .filter(pl.col("nested"))
+        .join(ids, on="_key")
+    )
+    return {(r[Col.NAME], r[Col.INPUT_DIMS]) for r in table.iter_rows(named=True)}
 
 
 def _inherited(
@@ -284,6 +353,10 @@ def efficiency(
 
 
 def _efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Efficiency:
+    if opts.basis not in ("gpu", "cpu"):
+        raise ValueError(f"efficiency basis must be gpu or cpu, not {opts.basis!r}")
+    if opts.basis == "cpu":
+        return _cpu_efficiency(trace, opts, linked)
     stage("efficiency: op scopes and their enclosing ops")
     scopes, pairs = _scopes(trace, linked)
     stage("efficiency: sizing ops")
@@ -324,6 +397,75 @@ def _efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Effic
         options=opts,
         warnings=tuple(warnings) + trace.meta.warnings,
         inherited=inherited,
+        gpu=gpu_identity(trace),
+        basis=opts.basis,
+    )
+
+
+def _cpu_efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Efficiency:
+    """Basis "cpu" (a trace without GPU activity): every op's own CPU time, from `ops`' table."""
+    cpu = True
+    stage("efficiency: GPU time per op and shape")
+    stats = op_stats(
+        trace, OpOptions(by_shape=True, top=0, devices=opts.devices, streams=opts.streams), linked
+    )
+    stage("efficiency: op scopes and their enclosing ops")
+    scopes, pairs = _scopes(trace, linked)
+    stage("efficiency: sizing ops")
+    costs = size_ops(scopes)
+    sized_keys = pl.DataFrame(
+        [k for k, c in costs.items() if isinstance(c, Cost)],
+        schema={Col.NAME: pl.String, Col.INPUT_DIMS: pl.String},
+        orient="row",
+    )
+    stage("efficiency: ops inside sized ops")
+    shaped = _key_ids(scopes, pl.col(Col.INPUT_DIMS))
+    nested = _nested(shaped, pairs, sized_keys)
+
+    device, peaks, warnings = _device(trace, opts)
+    sized: list[tuple[_Part, Cost]] = []
+    unsized: list[UnsizedRow] = []
+    operators = [r for r in stats.rows if r.kind == Kind.CPU_OP and r.name != STEP_ANY]
+    for r in stats.rows if not cpu else operators:
+        key = (r.name, r.input_dims)
+        if key in nested or (r.cpu_total_ns if cpu else r.gpu_total_ns) <= 0:
+            continue
+        cost = costs.get(key) or size_call(r.name, r.input_dims, None, None)
+        if isinstance(cost, Cost):
+            sized.append((_Part(r.name, r.input_dims, r.calls, r.gpu_total_ns, r.cpu_total_ns), cost))
+        elif cpu and r.cpu_self_ns > 0:
+            unsized.append(UnsizedRow(r.name, r.input_dims, r.calls, 0.0, cost.reason, r.cpu_self_ns / 1e3))
+        elif not cpu and r.kind == Kind.CPU_OP and r.gpu_self_ns > 0:
+            unsized.append(UnsizedRow(r.name, r.input_dims, r.calls, r.gpu_total_ns / 1e3, cost.reason))
+    rows = _rows(sized, opts, peaks, set())
+    rows.sort(key=lambda x: (-x.time_us, x.op, x.shape or ""))
+    if not opts.by_shape:
+        unsized = _merge_unsized(unsized)
+    unsized.sort(key=lambda x: (-x.time_us, x.op, x.shape or ""))
+    sized_ns = sum(r.gpu_ns for r, _ in sized)
+    stage("efficiency: figures inherited from enclosing ops")
+    by_op = shaped if opts.by_shape else _key_ids(scopes, pl.lit(None, dtype=pl.String))
+    inherited = _inherited(by_op, pairs, rows)
+    return Efficiency(
+        path=trace.path,
+        device=device,
+        peaks=peaks,
+        peak_tflops_override=opts.peak_tflops,
+        peak_tbps_override=opts.peak_tbps,
+        rows=tuple(rows),  # all of them: `efficiency` cuts them at `top`
+        unsized=tuple(unsized),
+        total_rows=len(rows),
+        gpu_time_ns=stats.gpu_time_ns,
+        sized_gpu_time_ns=sized_ns,
+        unsized_gpu_time_ns=sum(round(u.gpu_time_us * 1e3) for u in unsized),
+        options=opts,
+        warnings=tuple(warnings) + stats.warnings,
+        inherited=inherited,
+        gpu=gpu_identity(trace),
+        basis=opts.basis,
+        cpu_time_ns=sum(r.cpu_self_ns for r in operators) if cpu else 0,
+        sized_cpu_time_ns=sum(r.cpu_ns or 0 for r, _ in sized) if cpu else 0,
+        unsized_cpu_time_ns=sum(round((u.cpu_time_us or 0.0) * 1e3) for u in unsized),
     )
 
 
@@ -439,6 +581,7 @@ def _merge_unsized(rows: list[UnsizedRow]) -> list[UnsizedRow]:
             u.calls + (prev.calls if prev else 0),
             u.gpu_time_us + (prev.gpu_time_us if prev else 0.0),
             prev.reason if prev else u.reason,
+            None if u.cpu_time_us is None else u.cpu_time_us + ((prev.cpu_time_us or 0.0) if prev else 0.0),
         )
     return list(merged.values())
 
@@ -456,6 +599,7 @@ def _rows(
     for (name, shape), members in groups.items():
         calls = sum(r.calls for r, _ in members)
         gpu_ns = sum(r.gpu_ns for r, _ in members)
+        cpu_ns = sum(r.cpu_ns or 0 for r, _ in members) if opts.basis == "cpu" else None
         costs = [c for _, c in members]
         dtypes = {c.dtype for c in costs}
         flops = (
@@ -478,6 +622,7 @@ def _rows(
                 costs[0].note,
                 opts,
                 peaks,
+                cpu_ns,
                 (name, shape) in winograd,
             )
         )
@@ -497,11 +642,12 @@ def _row(
     note: str,
     opts: EfficiencyOptions,
     peaks: GpuPeaks | None,
+    cpu_ns: int | None = None,
     winograd: bool = False,
 ) -> EfficiencyRow:
-    """One row from totals over its calls: achieved = total FLOPs (bytes) / GPU time. `winograd`: the row's
-    kernels include a Winograd convolution."""
-    seconds = gpu_ns / 1e9
+    """One row from totals over its calls: achieved = total FLOPs (bytes) / GPU time (the CPU time `cpu_ns` on
+    the "cpu" basis). `winograd`: the row's kernels include a Winograd convolution."""
+    seconds = (gpu_ns if cpu_ns is None else cpu_ns) / 1e9
     compute = family in COMPUTE_FAMILIES and flops is not None
     peak_tflops = opts.peak_tflops or (peaks.tflops_for(dtype) if peaks else None)
     peak_tflops = peak_tflops if compute else None
@@ -543,4 +689,5 @@ def _row(
         bound=bound,
         model=model,
         note=note,
+        cpu_time_us=None if cpu_ns is None else cpu_ns / 1e3,
     )

@@ -78,6 +78,15 @@ RULES: Final[tuple[tuple[str, str], ...]] = (
         r"|im2col|col2im|igemm_(fwd|bwd|wrw)|MIOpen|naive_conv|cask_|flip_filter"
         r"|pointwise_mult_and_sum_complex|im3d2col|cudnn-conv",
     ),
+    # Not GEMMs, though their names say gemm or TensorOp: FBGEMM's embedding look-ups (their arguments name
+    # fbgemm_gpu), gathers and scatters, MIOpen's element-wise SubTensorOp kernels; the MoE finalize step of
+    # triton_kernels' matmul_ogs sums each token's expert outputs (a reduction).
+    (REDUCTION, r"_finalize_matmul"),
+    (
+        ELEMENTWISE,
+        r"embedding_codegen|embedding_backward|dense_embedding|split_embedding|bounds_check_indices"
+        r"|fbgemm_gpu::permute|embedding_?bag|gather_kernel|scatter_kernel|_scatter_|scatter_add|SubTensorOp",
+    ),
     # cuBLASLt's Blackwell / Hopper `nvjet_*` kernels and the TensorRT-LLM `bmm_<dtype>_*` batched GEMMs.
     (
         GEMM,

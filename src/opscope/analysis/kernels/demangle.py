@@ -7,7 +7,7 @@ symbol, or does not parse, is kept as it is. Tables show the demangled name; JSO
 `raw_name`. cpp_demangle does not know some newer clang manglings (C++20 `Tn` template-parameter declarations,
 as in `_ZN7sgl_hip10activation18act_and_mul_kernelI14__hip_bfloat16TnPFT_RKS3_E...`); for the names it cannot
 parse, LLVM's own demangler is used when the optional `llvm-demangle-fxti` package is installed
-(`pip install opscope[demangle]`).
+(the `opscope[demangle]` extra).
 """
 
 from __future__ import annotations

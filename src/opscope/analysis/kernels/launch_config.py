@@ -14,7 +14,6 @@ relation to the trace's own "est. achieved occupancy %" are in docs/readers.md. 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,6 +21,12 @@ import polars as pl
 
 from opscope.analysis.base import select
 from opscope.analysis.base import window as win
+from opscope.analysis.kernels.gpu_arch import AMD, NVIDIA, device_vendor, gpu_identity
+from opscope.analysis.kernels.kernel_facts import (
+    COMMUNICATION_EXEMPT,
+    PERSISTENT_EXEMPT,
+    occupancy_exemption,
+)
 from opscope.model.meta import DeviceInfo
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
@@ -66,8 +71,10 @@ _ARCH: dict[tuple[int, int], ArchLimits] = {
 
 
 def arch_limits(device: DeviceInfo | None) -> ArchLimits | None:
-    """Limits for `device`: the table entry for its compute capability, overridden by what the trace says."""
-    if device is None or not device.compute_capability:
+    """Limits for `device`: the table entry for its compute capability, overridden by what the trace says.
+    None for an AMD device: HIP reports a compute capability too (9.0 for gfx90a, 9.4 for gfx942), but a CU's
+    limits are not an SM's."""
+    if device is None or not device.compute_capability or device_vendor(device) == AMD:
         return None
     try:
         major, minor = (int(p) for p in device.compute_capability.split(".")[:2])
@@ -175,6 +182,9 @@ class LaunchReport(Tabular):
     rows: tuple[LaunchRow, ...]
     hidden_rows: int
     has_launch_config: bool  # the trace records grid/block at all
+    # "GPU: inferred Volta (sm70) from kernel names ..." when the occupancy figures use the limits of an
+    # architecture inferred from kernel names (the trace describes no device)
+    gpu_note: str | None = None
 
     def _table_rows(self) -> list[dict[str, Any]]:
         """One row per kernel launch configuration (grid and block as x/y/z columns, flags as one text)."""
@@ -234,24 +244,18 @@ def launch_groups(
     )
 
 
-# Tensor-core GEMM / convolution / attention kernels (cuBLAS, CUTLASS, cuDNN, FlashAttention, rocBLAS MFMA):
-# they keep large tiles in registers and shared memory, so a low theoretical occupancy is by design, not a defect.
-TENSOR_CORE_KERNEL = (
-    r"h884|h1688|h16816|s884|s1688|s16816|i8816|hmma|tensorop|xmma|wgmma|gmma|tf32|bf16|fp16"
-    r"|f16|wmma|mfma|_tc_|cutlass_80|cutlass_90|sm80_|sm90_|sm100_|flash|fmha"
-)
-
-
-def is_tensor_core_kernel(name: str) -> bool:
-    return re.search(TENSOR_CORE_KERNEL, name, re.IGNORECASE) is not None
-
-
 def _flags(row: LaunchRow, sm_count: int | None, opts: LaunchOptions) -> tuple[str, ...]:
+    """The row's flags. None for communication and warp-specialised / persistent kernels, whose small grid and
+    one CTA per SM are by design (kernel_families.py); tensor-core kernels keep large tiles in registers and
+    shared memory, so only their low occupancy is not flagged."""
+    exempt = occupancy_exemption(row.name)
+    if exempt in (COMMUNICATION_EXEMPT, PERSISTENT_EXEMPT):
+        return ()
     flags = []
     if (
         row.theoretical_occupancy_pct is not None
         and row.theoretical_occupancy_pct < opts.low_occupancy_pct
-        and not is_tensor_core_kernel(row.name)
+        and exempt is None
     ):
         flags.append("low_occupancy")
     if sm_count and 0 < row.blocks < sm_count:
@@ -266,6 +270,16 @@ def _flags(row: LaunchRow, sm_count: int | None, opts: LaunchOptions) -> tuple[s
     return tuple(flags)
 
 
+def inferred_device(trace: Trace) -> DeviceInfo | None:
+    """A device description from the architecture the kernel names were built for, when the trace describes
+    no device (gpu_arch.py): the architecture's occupancy limits apply, with no SM count (so no waves)."""
+    gpu = gpu_identity(trace)
+    if not gpu.inferred or gpu.arch is None or gpu.arch.vendor != NVIDIA or trace.meta.devices:
+        return None
+    digits = gpu.arch.key[2:]
+    return DeviceInfo(id=-1, name=gpu.arch.label, compute_capability=f"{digits[:-1]}.{digits[-1]}")
+
+
 def _dim(value: object) -> int:
     return int(value) if isinstance(value, (int, float)) else 0
 
@@ -274,6 +288,7 @@ def launch_config(trace: Trace, options: LaunchOptions | None = None) -> LaunchR
     """One row per kernel name and launch configuration, sorted by total time (see the module doc)."""
     opts = options or LaunchOptions()
     groups = launch_groups(trace, opts.name_filter, opts.window)
+    inferred = inferred_device(trace)
     rows: list[LaunchRow] = []
     for r in groups.iter_rows(named=True):
         grid = (_dim(r[Col.GRID_X]), _dim(r[Col.GRID_Y]), _dim(r[Col.GRID_Z]))
@@ -283,7 +298,7 @@ def launch_config(trace: Trace, options: LaunchOptions | None = None) -> LaunchR
             trace.meta.describe(device)
             if device is not None
             else (trace.meta.devices[0] if trace.meta.devices else None)
-        )
+        ) or inferred
         blocks, threads = grid[0] * grid[1] * grid[2], block[0] * block[1] * block[2]
         arch = arch_limits(info)
         occ = occupancy(threads, r[Col.REGISTERS], r[Col.SHARED_MEMORY], arch) if arch and threads else None
@@ -320,4 +335,5 @@ def launch_config(trace: Trace, options: LaunchOptions | None = None) -> LaunchR
         rows=tuple(shown),
         hidden_rows=len(rows) - len(shown),
         has_launch_config=any(r.threads_per_block > 0 for r in rows),
+        gpu_note=gpu_identity(trace).note if inferred is not None else None,
     )

@@ -1,15 +1,19 @@
 """The rules' entry point: `advise(trace)` is `analyze` (overview.py, which composes the rooms' results) followed
-by the advice rules over that result, sharing one link table and one GPU activity. The rules read results; no
+by the advice rules over that result, sharing one link table and one GPU activity; on a trace with Python stacks
+each evidence item is then given the frame of the user's code that launched it (`findings.with_frames`). The rules read results; no
 result module imports the rules back. Definitions: docs/advice.md."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from opscope.analysis.attribution.lines import launch_sites
 from opscope.analysis.base.linking import Linkage
+from opscope.analysis.findings import evidence_names, with_frames
 from opscope.analysis.overview import Analysis, AnalyzeOptions, analysis_of, prepare
 from opscope.analysis.rules.context import RuleContext
 from opscope.analysis.rules.engine import evaluate
+from opscope.analysis.rules.hardware import with_gpu_advice
 from opscope.analysis.timeline.activity import Activity
 from opscope.model.trace import Trace
 
@@ -21,13 +25,14 @@ def advise(
     activity: Activity | None = None,
 ) -> Analysis:
     """`analyze(trace, options)` with `Analysis.advice` filled by the advice rules (unless `options.advise` is
-    false): thresholds from `options.rules`, predicted savings from the critical path with `options.predict`.
-    `linkage` / `activity`: as `overview.prepare` takes them, when the caller already has them."""
+        false): thresholds from `options.rules`, predicted savings from the critical path with `options.predict`.
+        `linkage` / `activity`: as `overview.prepare` takes them, when the caller already has them. The precision
+    rules' advice names what the trace's GPU supports (rules/hardware.py)."""
     opts = options or AnalyzeOptions()
     linkage, act = prepare(trace, opts, linkage, activity)
     result = analysis_of(trace, opts, linkage, act)
     if not opts.advise:
         return result
-    return replace(
-        result, advice=evaluate(RuleContext(trace, result, linkage, act), opts.rules, opts.predict)
-    )
+    ctx = RuleContext(trace, result, linkage, act)
+    advice = with_gpu_advice(evaluate(ctx, opts.rules, opts.predict), ctx.gpu)
+    return replace(result, advice=with_frames(advice, *launch_sites(trace, linkage, *evidence_names(advice))))

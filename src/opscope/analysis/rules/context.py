@@ -15,7 +15,9 @@ from opscope.analysis.base import intervals
 from opscope.analysis.base.linking import ROW, Linkage
 from opscope.analysis.base.window import Window
 from opscope.analysis.base.windows import STEP_NAME, StepWindow, select_windows
+from opscope.analysis.kernels.gpu_arch import GpuIdentity, gpu_identity
 from opscope.analysis.timeline.activity import Activity
+from opscope.analysis.timeline.capture import Capture, classify
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
@@ -50,6 +52,11 @@ class RuleContext:
         the checks that read the trace's events directly rather than `clipped`."""
         options = self.analysis.options
         return self.activity.window if options.steps or options.windows else None
+
+    @functools.cached_property
+    def gpu(self) -> GpuIdentity:
+        """The GPU the trace ran on: its device metadata, else inferred from kernel names (gpu_arch.py)."""
+        return gpu_identity(self.trace)
 
     @functools.cached_property
     def gpu_total_ns(self) -> int:
@@ -133,15 +140,45 @@ class RuleContext:
         return gaps.filter(pl.Series(hit))
 
     @functools.cached_property
+    def capture(self) -> Capture:
+        """What kind of capture the window is, and its steady part (analysis/timeline/capture.py)."""
+        kernels = self.kernels.height
+        return classify(self.trace, self.activity.window, self.clipped.select(S, E), self.steps, kernels)
+
+    def not_steady(self) -> str | None:
+        """Why the idle rules do not run: the window is a graph capture or compilation (None: they run)."""
+        if self.capture.steady:
+            return None
+        return (
+            f"the window is not steady state ({self.capture.kind.replace('_', ' ')}: {self.capture.detail})"
+        )
+
+    @functools.cached_property
+    def steady_steps(self) -> tuple[StepWindow, ...]:
+        """The analysed steps inside the steady part (a warm-up step left out)."""
+        if not self.steps:
+            return ()
+        pieces = self.capture.steady
+        return tuple(w for w in self.steps if any(lo <= w.start_ns and w.end_ns <= hi for lo, hi in pieces))
+
+    @functools.cached_property
     def idle_gaps(self) -> pl.DataFrame:
-        """Idle gaps per device over the analysed window's pieces: device, start_ns, end_ns."""
+        """Idle gaps per device over the steady part of the analysed window (capture.py: without a long head or
+        tail, a warm-up step, a graph capture or compilation): device, start_ns, end_ns."""
         frames = []
-        bounds = self.activity.window.bounds
+        bounds = self.capture.steady
+        if not bounds:
+            return pl.DataFrame(schema={Col.DEVICE: pl.Int32, S: pl.Int64, E: pl.Int64})
+        pieces = pl.DataFrame(
+            {S: [lo for lo, _ in bounds], E: [hi for _, hi in bounds]}, schema={S: pl.Int64, E: pl.Int64}
+        )
         for device, events in self.clipped.partition_by(Col.DEVICE, as_dict=True).items():
+            # the gaps over the whole steady span once, then cut to its pieces in one sweep (a gaps() call per
+            # piece re-read every interval: steps x events)
             merged = intervals.merge(events.select(S, E))
-            for lo, hi in bounds:
-                gaps = intervals.gaps(merged, int(lo), int(hi))
-                frames.append(gaps.select(pl.lit(device[0], dtype=pl.Int32).alias(Col.DEVICE), S, E))
+            span = intervals.gaps(merged, int(bounds[0][0]), int(bounds[-1][1]))
+            gaps = intervals.intersect(span, pieces)
+            frames.append(gaps.select(pl.lit(device[0], dtype=pl.Int32).alias(Col.DEVICE), S, E))
         if not frames:
             return pl.DataFrame(schema={Col.DEVICE: pl.Int32, S: pl.Int64, E: pl.Int64})
         return pl.concat(frames).filter(pl.col(E) > pl.col(S))

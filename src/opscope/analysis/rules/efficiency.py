@@ -42,7 +42,7 @@ def low_efficiency(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
     if table.peaks is None:
         if table.rows:
             return Skipped(
-                "no peak figures for this GPU: it is not in the peak table "
+                f"no peak figures for this GPU: {_why_no_peaks(ctx, table.device)} "
                 "(opscope efficiency --peak-tflops / --peak-tbps)"
             )
         return None
@@ -83,6 +83,15 @@ def low_efficiency(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
         detail=f"{len(low)} hot op shapes below {threshold:g}% of peak",
         **_at_threshold(ctx, [(c.row.op, c.row.shape, c.gpu_time_us, c.pct_of_peak) for c in low], threshold),
     )
+
+
+def _why_no_peaks(ctx: RuleContext, device: str | None) -> str:
+    gpu = ctx.gpu
+    if gpu.inferred and gpu.arch is not None:
+        return f"the trace names no model, and the kernel names say {gpu.arch.label}, one of several GPUs: {gpu.arch.gpus}"
+    if device is None:
+        return "the trace names no GPU model"
+    return "it is not in the peak table"
 
 
 def _at_threshold(

@@ -23,6 +23,7 @@ from opscope.analysis.findings import (
     NOT_EVALUATED,
     WARN_SHARE,
     Advice,
+    CaptureNote,
     Finding,
     RuleConfig,
     RuleOutcome,
@@ -136,6 +137,9 @@ def evaluate(ctx: RuleContext, config: RuleConfig | None = None, predict: bool =
         threshold = cfg.threshold(rule)
         checked.append(rule.id)
         stage(f"advice rules: {rule.id}")
+        if rule.reads_gpu and ctx.clipped.height == 0:  # nothing to read: it says so
+            outcomes[rule.id] = RuleOutcome(rule.id, NOT_EVALUATED, threshold=threshold, reason=_nothing(ctx))
+            continue
         try:
             hit = rule.check(ctx, threshold)
         except Exception as exc:  # one broken rule must not cost the user the others
@@ -185,6 +189,14 @@ def evaluate(ctx: RuleContext, config: RuleConfig | None = None, predict: bool =
         combined_saving_ns=min(combined, window) if window else combined,
         outcomes=tuple(outcomes[i] for i in checked if i in outcomes),
         withheld=tuple(withheld),
+        capture=CaptureNote(
+            kind=ctx.capture.kind,
+            detail=ctx.capture.detail,
+            advice=ctx.capture.advice,
+            head_ns=ctx.capture.head_ns,
+            tail_ns=ctx.capture.tail_ns,
+            steady_ns=ctx.capture.steady_ns,
+        ),
     )
 
 

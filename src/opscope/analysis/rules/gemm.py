@@ -11,7 +11,9 @@ import polars as pl
 from opscope.analysis.base.linking import ROW
 from opscope.analysis.kernels.categories import CATEGORY
 from opscope.analysis.kernels.category_rules import CONVOLUTION, GEMM
-from opscope.analysis.kernels.launch_config import TENSOR_CORE_KERNEL
+from opscope.analysis.kernels.gpu_arch import AMD
+from opscope.analysis.kernels.kernel_facts import KernelFacts, facts_of
+from opscope.analysis.kernels.kernel_families import CUDA_CORE, MATRIX_CORE, SIMT
 from opscope.analysis.rules.context import E, RuleContext, S
 from opscope.analysis.rules.factors import factor
 from opscope.analysis.rules.model import ABOVE, GPU_TIME, MAX_EVIDENCE, Hit, Rule, Skipped
@@ -45,9 +47,14 @@ BYTE = (
 )
 FAST_MULTIPLE = 64
 TF32_KERNEL = re.compile(r"tf32", re.IGNORECASE)
-FP32_KERNEL = r"sgemm|scudnn|_s\d+gemm|<float\b|fp32|_f32_"
-HALF_KERNEL = r"half|bfloat16|__nv_bfloat|_bf16|_f16|_fp16|hgemm|hcudnn"
-LAYOUT_KERNEL = r"nchwToNhwc|nhwcToNchw|transpose"
+# For names no kernel family knows: an fp32 type in the name, never a bare "fp32" / "_f32_" (that is often the
+# accumulator: bmm_MxE4m3_MxE2m1MxE4m3_Fp32_... is a block-scaled tensor-core GEMM).
+FP32_KERNEL = re.compile(r"sgemm|scudnn|<float\b", re.IGNORECASE)
+HALF_KERNEL = re.compile(r"half|bfloat16|__nv_bfloat|_bf16|_f16|_fp16|hgemm|hcudnn", re.IGNORECASE)
+LAYOUT_KERNEL = re.compile(r"nchwToNhwc|nhwcToNchw|transpose", re.IGNORECASE)
+MATRIX_KERNEL = re.compile(r"hmma|imma|wmma|mfma|tensorop|xmma|gmma|_tc_", re.IGNORECASE)
+# CUTLASS / cuBLAS alignment markers: the elements per vector access the kernel was built for (align1, aligna4)
+ALIGN_MARKER = re.compile(r"_align[ac]?(\d+)", re.IGNORECASE)
 
 
 def alignment(dtype: str, tf32: bool) -> int | None:
@@ -62,7 +69,10 @@ def alignment(dtype: str, tf32: bool) -> int | None:
 
 
 def gemm_dims(name: str, dims: list[Any]) -> tuple[int, list[tuple[str, int]]] | None:
-    """(index of the input whose dtype decides, [(dimension label, size), ...]) for a GEMM / conv op."""
+    """(index of the input whose dtype decides, [(dimension label, size), ...]) for a GEMM / conv op: the
+    dimensions that select the kernel. For a GEMM that is K and N, the leading dimensions of row-major A [M, K],
+    B [K, N] and C [M, N]; M (tokens, batch) is never a leading dimension and selects no align1 kernel. For a
+    convolution, the channels."""
 
     def shape(i: int) -> list[int] | None:
         value = dims[i] if i < len(dims) else None
@@ -74,12 +84,11 @@ def gemm_dims(name: str, dims: list[Any]) -> tuple[int, list[tuple[str, int]]] |
         x, y = shape(a), shape(b)
         if not x or not y or len(x) < 2 or len(y) < 2:
             return None
-        return a, [("M", x[-2]), ("K", x[-1]), ("N", y[-1])]
+        return a, [("K", x[-1]), ("N", y[-1])]
     if base == "linear":
         x, w = shape(0), shape(1)
         if not x or not w or len(w) != 2:
             return None
-        # M is batch x sequence here, rarely the model's choice: only the feature sizes K and N are checked
         return 0, [("K", w[1]), ("N", w[0])]
     if "conv" in base:
         x, w = shape(0), shape(1)
@@ -87,6 +96,19 @@ def gemm_dims(name: str, dims: list[Any]) -> tuple[int, list[tuple[str, int]]] |
             return None
         return 0, [("C_in", x[1]), ("C_out", w[0])]
     return None
+
+
+def kernel_alignment(kernels: list[str]) -> int | None:
+    """The smallest alignment marker (elements per vector access) in the kernels' names: align1 / align2 prove
+    a misaligned size chose a slower kernel, align8 that it did not; None when no name says."""
+    found = [int(m) for k in kernels for m in ALIGN_MARKER.findall(k or "")]
+    return min(found) if found else None
+
+
+def selecting(sizes: list[tuple[str, int]], align: int) -> list[tuple[str, int]]:
+    """The misaligned sizes that select a kernel: input channels fewer than one vector (the 3 channels of an
+    RGB image at a network's stem) are the data's format, not a choice, and cuDNN pads them itself."""
+    return [(label, size) for label, size in sizes if size % align and not (label == "C_in" and size < align)]
 
 
 def _types(text: str | None) -> list[str]:
@@ -134,9 +156,10 @@ def misaligned_gemms(ctx: RuleContext, threshold: float) -> Hit | Skipped | None
         align = alignment(dtype, tf32)
         if align is None:
             continue
-        bad = [(label, size) for label, size in sizes if size % align]
-        if not bad:
-            continue
+        bad = selecting(sizes, align)
+        chosen = kernel_alignment(r["kernels"])
+        if not bad or (chosen is not None and chosen >= align):
+            continue  # nothing misaligned, or the kernel that ran is an aligned one after all
         key = (r[Col.NAME], json.dumps(dims), dtype)
         group = groups.setdefault(
             key,
@@ -150,6 +173,7 @@ def misaligned_gemms(ctx: RuleContext, threshold: float) -> Hit | Skipped | None
                 # the size to prefer where padding is cheap (a vocabulary): a multiple of 64, the tile width
                 # of most GEMM kernels (50257 -> 50304)
                 "pad_to_64": {label: -(-size // FAST_MULTIPLE) * FAST_MULTIPLE for label, size in bad},
+                "kernel_alignment": None if chosen is None else f"align{chosen}",
                 "calls": 0,
                 "gpu_ns": 0,
                 "kernels": set(),
@@ -183,40 +207,48 @@ def misaligned_gemms(ctx: RuleContext, threshold: float) -> Hit | Skipped | None
     )
 
 
-def has_tensor_cores(ctx: RuleContext) -> bool | None:
-    """True / False from deviceProperties (compute capability >= 7, or an AMD Instinct MI-series name); None
-    when the trace does not say."""
-    answers = []
-    for d in ctx.trace.meta.devices:
-        if d.compute_capability:
-            try:
-                answers.append(float(d.compute_capability.split(".")[0]) >= 7)
-            except ValueError:
-                continue
-        elif re.search(r"\bMI\d{3}|Instinct", d.name or ""):
-            answers.append(True)
-    return any(answers) if answers else None
+def counts_as_fp32(name: str, facts: KernelFacts) -> bool:
+    """An fp32 GEMM / convolution kernel that could run on the matrix unit in a reduced type: an fp32 A operand
+    on CUDA cores / SIMT, or fp32 matrix instructions (AMD matrix cores run bf16 at 4-8x their fp32 rate).
+    The type is the input's, never the accumulator's; a family that is not a GEMM (embedding, gather) never
+    counts. Names no family knows fall back to their spelling (sgemm, scudnn, <float>)."""
+    if facts.category is not None and facts.category not in (GEMM, CONVOLUTION):
+        return False
+    if facts.math == MATRIX_CORE:
+        return facts.input == "fp32"
+    if facts.on_matrix_unit:
+        return False  # NVIDIA tensor cores take tf32, not fp32
+    if facts.math in (CUDA_CORE, SIMT) and facts.input is not None:
+        return facts.input == "fp32"
+    if facts.family is None and MATRIX_KERNEL.search(name):
+        return False
+    return (
+        facts.math in (CUDA_CORE, SIMT, None)
+        and FP32_KERNEL.search(name) is not None
+        and HALF_KERNEL.search(name) is None
+        and LAYOUT_KERNEL.search(name) is None
+    )
 
 
 def fp32_gemms(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
-    cores = has_tensor_cores(ctx)
+    gpu = ctx.gpu
+    cores = gpu.has_matrix_units
     if cores is None:
-        return Skipped("the GPU is not known (no deviceProperties in the trace)")
+        return Skipped(
+            "the GPU is not known (no device description in the trace, and no kernel name says the architecture)"
+        )
     if not cores:
-        return Skipped("the GPU has no tensor cores")
+        return Skipped(f"the GPU ({gpu.label}) has no tensor cores")
     if ctx.gpu_total_ns == 0:
         return None
     gemms = ctx.kernels.filter(pl.col(CATEGORY).is_in([GEMM, CONVOLUTION]))
     if gemms.height == 0:
         return Hit(value=0, time_at_stake_ns=0)
-    tensor = pl.col(Col.NAME).str.contains("(?i)" + TENSOR_CORE_KERNEL)
-    fp32 = gemms.filter(
-        ~tensor
-        & pl.col(Col.NAME).str.contains("(?i)" + FP32_KERNEL)
-        & ~pl.col(Col.NAME).str.contains("(?i)" + HALF_KERNEL)
-        & ~pl.col(Col.NAME).str.contains("(?i)" + LAYOUT_KERNEL)
-    )
-    tc_calls = gemms.filter(tensor).height
+    facts = facts_of(gemms[Col.NAME].unique().to_list())  # each distinct name once
+    fp32_names = sorted(n for n, f in facts.items() if counts_as_fp32(n, f))
+    matrix_names = sorted(n for n, f in facts.items() if f.on_matrix_unit and n not in fp32_names)
+    fp32 = gemms.filter(pl.col(Col.NAME).is_in(fp32_names))
+    tc_calls = gemms.filter(pl.col(Col.NAME).is_in(matrix_names)).height
     if fp32.height == 0:
         return Hit(value=0, time_at_stake_ns=0)
     groups = (
@@ -227,19 +259,31 @@ def fp32_gemms(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
     )
     total = int(groups["_ns"].sum())
     evidence = tuple(
-        {"kernel": r[Col.NAME], "calls": r["calls"], "time_us": round(r["_ns"] / 1e3, 3)}
+        {
+            "kernel": r[Col.NAME],
+            "calls": r["calls"],
+            "time_us": round(r["_ns"] / 1e3, 3),
+            "unit": UNIT_TEXT.get(facts[r[Col.NAME]].math or "", "not known"),
+        }
         for r in groups.head(MAX_EVIDENCE).iter_rows(named=True)
     )
-    names = ", ".join(sorted({d.name for d in ctx.trace.meta.devices}))
+    unit = "matrix-core" if gpu.vendor == AMD else "tensor-core"
     return Hit(
         value=total / ctx.gpu_total_ns,
         time_at_stake_ns=total,
         evidence=evidence,
-        detail=f"{fp32.height:,} fp32 kernels on {names}; {tc_calls:,} tensor-core GEMM/conv kernels",
+        detail=f"{fp32.height:,} fp32 kernels on {gpu.label}; {tc_calls:,} {unit} GEMM/conv kernels",
         claims=fp32.select(S, E),
         estimate_ns=round(total * (1 - factor("tensor_core_gemm"))),
         model="tensor_core_gemm",
     )
+
+
+UNIT_TEXT = {
+    CUDA_CORE: "CUDA cores",
+    SIMT: "SIMT (vector ALUs)",
+    MATRIX_CORE: "fp32 matrix instructions",
+}
 
 
 RULES = (
@@ -247,11 +291,11 @@ RULES = (
         id="gemm_alignment",
         title="GEMM / convolution sizes not aligned for tensor cores",
         source="nvidia",
-        metric="share of GPU time in misaligned GEMM/conv ops",
+        metric="share of GPU time in misaligned GEMM/conv ops (K and N, channels)",
         threshold=0,
         direction=ABOVE,
         basis=GPU_TIME,
-        advice="Pad M, N, K (channels for convolutions) to multiples of 8 for fp16/bf16, 16 for int8/fp8, 4 for "
+        advice="Pad K and N (channels for convolutions) to multiples of 8 for fp16/bf16, 16 for int8/fp8, 4 for "
         "tf32 (64 is better still for large sizes: a vocabulary of 50257 -> 50304); misaligned sizes fall "
         "back to slower kernels (align1 / align2 cutlass variants, or no tensor cores at all).",
         check=misaligned_gemms,
@@ -260,13 +304,15 @@ RULES = (
         id="tensor_cores_unused",
         title="fp32 GEMMs / convolutions on a GPU with tensor cores",
         source="nvidia",
-        metric="share of GPU time in fp32 (non-tensor-core) GEMM/conv kernels",
+        metric="share of GPU time in fp32 GEMM/conv kernels (CUDA cores / SIMT, or fp32 matrix instructions)",
         threshold=0,
         direction=ABOVE,
         basis=GPU_TIME,
-        advice="Use automatic mixed precision (torch.autocast with bf16 or fp16) or allow TF32 "
-        "(torch.backends.cuda.matmul.allow_tf32 = True, torch.backends.cudnn.allow_tf32 = True, or "
-        "torch.set_float32_matmul_precision('high')) so GEMMs and convolutions run on tensor cores.",
+        advice="Use automatic mixed precision (torch.autocast with a reduced type the GPU's matrix units take: "
+        "fp16 on Volta / Turing, bf16 or fp16 from Ampere and CDNA 2 on) so GEMMs and convolutions run on tensor "
+        "(matrix) cores; from Ampere on, allowing TF32 (torch.backends.cuda.matmul.allow_tf32 = True, "
+        "torch.backends.cudnn.allow_tf32 = True, or torch.set_float32_matmul_precision('high')) does it without "
+        "changing the model's dtype. The finding's advice names what the trace's GPU supports.",
         check=fp32_gemms,
     ),
 )

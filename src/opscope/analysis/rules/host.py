@@ -8,13 +8,26 @@ import polars as pl
 
 from opscope.analysis.base import intervals
 from opscope.analysis.rules.context import E, RuleContext, S
-from opscope.analysis.rules.model import ABOVE, BELOW, MAX_EVIDENCE, SYMPTOM, WINDOW, Hit, Rule, exact_names
+from opscope.analysis.rules.model import (
+    ABOVE,
+    BELOW,
+    MAX_EVIDENCE,
+    SYMPTOM,
+    WINDOW,
+    Hit,
+    Rule,
+    Skipped,
+    exact_names,
+)
 from opscope.model.schema import Col
 
 DATALOADER = r"DataLoader.*__next__|DataLoaderIter.*__next__"
 
 
-def host_bound(ctx: RuleContext, threshold: float) -> Hit | None:
+def host_bound(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
+    why = ctx.not_steady()
+    if why:
+        return Skipped(why)
     idle = {d.device: d for d in ctx.analysis.idle.devices}
     candidates = []
     for d in ctx.analysis.timeline.devices:

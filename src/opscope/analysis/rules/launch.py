@@ -9,7 +9,7 @@ from opscope.analysis.kernels.categories import CATEGORY
 from opscope.analysis.kernels.category_rules import ELEMENTWISE, NORMALIZATION
 from opscope.analysis.rules.context import E, RuleContext, S
 from opscope.analysis.rules.factors import factor
-from opscope.analysis.rules.model import ABOVE, GPU_TIME, MAX_EVIDENCE, Hit, Rule
+from opscope.analysis.rules.model import ABOVE, GPU_TIME, MAX_EVIDENCE, Hit, Rule, Skipped
 from opscope.analysis.timeline.activity import FROM_GRAPH, LAUNCH_DUR
 from opscope.model.schema import Col
 
@@ -20,7 +20,10 @@ MIN_REPEATS = 2  # the same sequence seen at least twice
 FUSED = factor("fused_chain")  # a fused run costs its longest kernel x this
 
 
-def small_kernels(ctx: RuleContext, threshold: float) -> Hit | None:
+def small_kernels(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
+    why = ctx.not_steady()
+    if why:  # a graph capture launches without running: its launches say nothing about the replays
+        return Skipped(why)
     kernels = ctx.kernels.filter(~pl.col(FROM_GRAPH).fill_null(False))
     if kernels.height == 0:
         return None

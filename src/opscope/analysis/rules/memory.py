@@ -97,5 +97,6 @@ RULES = (
         "smaller micro-batches), set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, free references "
         "to tensors not needed any more.",
         check=near_capacity,
+        reads_gpu=False,
     ),
 )

@@ -71,7 +71,8 @@ class Rule:
     basis: str  # GPU_TIME or WINDOW
     advice: str
     check: Check
-    role: str = CAUSE  # CAUSE or SYMPTOM
+    role: str = CAUSE  # CAUSE, GENERAL or SYMPTOM
+    reads_gpu: bool = True  # False: it reads other events (memory), so it runs without GPU activity too
 
     def fires(self, value: float, threshold: float) -> bool:
         return value > threshold if self.direction == ABOVE else value < threshold

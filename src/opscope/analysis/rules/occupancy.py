@@ -1,28 +1,29 @@
-"""`low_occupancy`: kernels with a low theoretical occupancy, tensor-core GEMMs excepted (docs/advice.md)."""
+"""`low_occupancy`: kernels with a low theoretical occupancy; tensor-core, warp-specialised / persistent and
+communication kernels excepted (kernel_families.py says which; docs/advice.md)."""
 
 from __future__ import annotations
 
-import re
-
 import polars as pl
 
-from opscope.analysis.kernels.launch_config import LaunchOptions, is_tensor_core_kernel, launch_config
+from opscope.analysis.kernels.gpu_arch import AMD
+from opscope.analysis.kernels.kernel_facts import occupancy_exemption
+from opscope.analysis.kernels.launch_config import LaunchOptions, launch_config
 from opscope.analysis.rules.context import E, RuleContext, S
-from opscope.analysis.rules.model import BELOW, GENERAL, GPU_TIME, MAX_EVIDENCE, Hit, Rule
+from opscope.analysis.rules.model import BELOW, GENERAL, GPU_TIME, MAX_EVIDENCE, Hit, Rule, Skipped
 from opscope.model.schema import Col
 
-COMMUNICATION_KERNEL = r"nccl|rccl|msccl"  # collectives keep few blocks resident by design
 
-
-def low_theoretical_occupancy(ctx: RuleContext, threshold: float) -> Hit | None:
+def low_theoretical_occupancy(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
     report = launch_config(ctx.trace, LaunchOptions(top=0, window=ctx.selected_window))
     rows = [
         r
         for r in report.rows
-        if r.theoretical_occupancy_pct is not None
-        and not is_tensor_core_kernel(r.name)
-        and not re.search(COMMUNICATION_KERNEL, r.name, re.IGNORECASE)
+        if r.theoretical_occupancy_pct is not None and occupancy_exemption(r.name) is None
     ]
+    if not rows and ctx.gpu.vendor == AMD:
+        return Skipped(
+            "occupancy is modelled for NVIDIA GPUs only (an AMD compute unit's limits are not an SM's)"
+        )
     if not rows or ctx.gpu_total_ns == 0:
         return None
     low = sorted(
@@ -58,7 +59,12 @@ def low_theoretical_occupancy(ctx: RuleContext, threshold: float) -> Hit | None:
         value=lowest,
         time_at_stake_ns=total,
         evidence=evidence,
-        detail=f"{len(low)} launch configurations below {threshold:g}% theoretical occupancy",
+        detail=f"{len(low)} launch configurations below {threshold:g}% theoretical occupancy"
+        + (
+            f" (limits of {ctx.gpu.arch.label}, inferred from kernel names)"
+            if ctx.gpu.inferred and ctx.gpu.arch
+            else ""
+        ),
         claims=ctx.kernels.filter(pl.col(Col.NAME).is_in(names)).select(S, E),
         estimate_ns=round(estimate),
         model="occupancy_to_threshold",
@@ -70,7 +76,8 @@ RULES = (
         id="low_occupancy",
         title="Kernels with low theoretical occupancy",
         source="nsys",
-        metric="lowest theoretical occupancy % (tensor-core GEMMs excepted)",
+        metric="lowest theoretical occupancy % (tensor-core, warp-specialised / persistent and communication "
+        "kernels excepted)",
         threshold=25,
         direction=BELOW,
         basis=GPU_TIME,

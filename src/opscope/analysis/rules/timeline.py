@@ -9,7 +9,7 @@ from opscope.analysis.base import intervals
 from opscope.analysis.kernels.categories import CATEGORY
 from opscope.analysis.kernels.category_rules import COMMUNICATION
 from opscope.analysis.rules.context import E, RuleContext, S
-from opscope.analysis.rules.model import ABOVE, BELOW, MAX_EVIDENCE, SYMPTOM, WINDOW, Hit, Rule
+from opscope.analysis.rules.model import ABOVE, BELOW, MAX_EVIDENCE, SYMPTOM, WINDOW, Hit, Rule, Skipped
 from opscope.model.schema import Col
 
 LONG_GAP_NS = 1_000_000  # gaps of at least this long are "long" (the rule's threshold is in us)
@@ -48,7 +48,10 @@ def exposed_comm(ctx: RuleContext, threshold: float) -> Hit | None:
     )
 
 
-def long_gaps(ctx: RuleContext, threshold: float) -> Hit | None:
+def long_gaps(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
+    why = ctx.not_steady()
+    if why:
+        return Skipped(why)
     gaps = ctx.idle_gaps.with_columns((pl.col(E) - pl.col(S)).alias("_len"))
     if ctx.clipped.height == 0:
         return None
@@ -80,13 +83,17 @@ def long_gaps(ctx: RuleContext, threshold: float) -> Hit | None:
     )
 
 
-def low_windows(ctx: RuleContext, threshold: float) -> Hit | None:
+def low_windows(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
     if ctx.clipped.height == 0:
         return None
-    steps = [(w.name, w.start_ns, w.end_ns) for w in ctx.steps]
-    if not steps:
-        lo, hi = ctx.analysis.timeline.window_start_ns, ctx.analysis.timeline.window_end_ns
-        if lo is None or hi is None or hi <= lo:
+    why = ctx.not_steady()
+    if why:
+        return Skipped(why)
+    steps = [(w.name, w.start_ns, w.end_ns) for w in ctx.steady_steps]
+    if not steps:  # the steady part (no long head or tail) in equal slices
+        steady = ctx.capture.steady
+        lo, hi = steady[0][0], steady[-1][1]
+        if hi <= lo:
             return None
         edges = [lo + (hi - lo) * i // SLICES for i in range(SLICES + 1)]
         steps = [(f"slice {i + 1}/{SLICES}", edges[i], edges[i + 1]) for i in range(SLICES)]

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from opscope.analysis.findings import EXPLAINED, Advice, Finding
+from opscope.report.advice_view import capture_data
 from opscope.report.evidence_text import field
 
 NAME_KEYS = ("kernel", "copy")  # evidence keys whose value is a GPU event name on the timeline
@@ -70,8 +71,10 @@ def findings_panel(
             {
                 "id": f.id,
                 "why": why[f.id].reason if f.id in why and why[f.id].status == EXPLAINED else "",
+                **_finding(f, origin_ns, strings),
             }
             for f in advice.withheld
         ],
         "not_evaluated": [{"id": o.id, "reason": o.reason} for o in advice.not_evaluated],
+        "capture": capture_data(advice),
     }

@@ -22,6 +22,7 @@ from typing import Any
 
 from opscope._version import __version__
 from opscope.errors import MissingDependency
+from opscope.extras import install_command
 
 LIBRARY = "echarts.min.js"
 KINDS: dict[str, tuple[str, ...]] = {
@@ -35,6 +36,7 @@ KINDS: dict[str, tuple[str, ...]] = {
         "critical_path.js",
         "findings.js",
         "memory.js",
+        "lines.js",
     ),
     "diff": ("diff.js",),
     "ranks": ("ranks.js",),
@@ -65,7 +67,7 @@ def _environment() -> Any:
     try:
         import jinja2
     except ImportError:
-        raise MissingDependency("HTML reports need jinja2: pip install 'opscope[html]'") from None
+        raise MissingDependency(f"HTML reports need jinja2: {install_command('html')}") from None
     return jinja2.Environment(
         loader=jinja2.PackageLoader("opscope.report.html", "templates"),
         autoescape=True,

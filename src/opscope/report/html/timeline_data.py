@@ -20,6 +20,7 @@ import polars as pl
 from opscope.model.schema import Col
 
 BINS_PER_LANE = 2000
+OPTIONAL = {"launch": "launch_id", "py": "py"}  # shipped key -> events column (-1: none)
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,8 @@ def pack_timeline(
     options: TimelineOptions | None = None,
 ) -> dict[str, Any]:
     """`events` columns: device, stream, name_id, op_id (-1: none), ts_ns, dur_ns, delay_ns (null: unknown),
-    cat_id. `intern(str) -> int` is the report's string table."""
+    cat_id, and optionally launch_id (the launch call's name, -1: none) and py (its Python stack, -1: none).
+    `intern(str) -> int` is the report's string table."""
     opts = options or TimelineOptions()
     lanes = events.select(Col.DEVICE, Col.STREAM).unique().sort([Col.DEVICE, Col.STREAM], nulls_last=True)
     lane_rows = list(lanes.iter_rows())
@@ -77,6 +79,9 @@ def pack_timeline(
         "cat": shipped["cat_id"].to_list(),
         "bins": None,
     }
+    for key, column in OPTIONAL.items():  # the launch call and its Python stack, when the caller has them
+        if column in shipped.columns:
+            out[key] = shipped[column].to_list()
     if total > opts.max_events:
         out["bins"] = _bins(framed, t0, max(t1 - t0, 1), len(lane_rows))
     return out

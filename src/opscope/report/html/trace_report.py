@@ -21,7 +21,7 @@ from opscope.analysis.base.linking import ROW
 from opscope.analysis.bundle import TraceBundle
 from opscope.analysis.kernels.categories import CATEGORY
 from opscope.analysis.kernels.metrics import LaunchMetrics, MetricsJoin
-from opscope.analysis.timeline.activity import LAUNCH_OP
+from opscope.analysis.timeline.activity import LAUNCH_NAME, LAUNCH_OP
 from opscope.analysis.timeline.launch_delay import DELAY
 from opscope.model.schema import Col
 from opscope.report import names
@@ -33,6 +33,7 @@ from opscope.report.html.critical_path_report import critical_path_panel
 from opscope.report.html.efficiency_report import SOURCE as EFFICIENCY_SOURCE
 from opscope.report.html.efficiency_report import efficiency_report
 from opscope.report.html.findings_panel import findings_panel
+from opscope.report.html.lines_panel import lines_panel, with_stacks
 from opscope.report.html.memory_panel import memory_panel
 from opscope.report.html.timeline_data import TimelineOptions as LaneOptions
 from opscope.report.html.timeline_data import pack_timeline
@@ -55,7 +56,29 @@ SOURCES = {
     "critical_path": "analysis/critical_path/ (as opscope critical-path) + report/html/critical_path_report.py",
     "memory": "analysis/memory/summary.py (as opscope memory) + report/html/memory_panel.py",
     "efficiency": EFFICIENCY_SOURCE,
+    "lines": "analysis/attribution/lines.py (as opscope lines); stacks: analysis/attribution/stacks.py",
+    "cpu": "analysis/attribution/cpu_ops.py (the CPU operators of opscope ops, as opscope run and demo print them)",
 }
+# The panels of the page, in its order (templates/trace.html.j2; a panel's section id is its key with "-" for
+# "_"). A trace without GPU activity (a CPU-only capture) has no GPU panels: they would be empty.
+PANELS = (
+    "brief",
+    "findings",
+    "headline",
+    "timeline",
+    "lines",
+    "cpu",
+    "critical_path",
+    "kernels",
+    "categories",
+    "steps",
+    "flame",
+    "efficiency",
+    "launch_delay",
+    "memcpy",
+    "memory",
+)
+GPU_PANELS = frozenset({"timeline", "lines", "kernels", "categories", "flame", "launch_delay", "memcpy"})
 
 
 @dataclass(frozen=True)
@@ -93,6 +116,7 @@ def trace_report(bundle: TraceBundle, options: ReportOptions | None = None) -> d
         int(d): trace.meta.device_name(int(d)) for d in act.events[Col.DEVICE].drop_nulls().unique().to_list()
     }
     categories = _categories(bundle)
+    panels = [p for p in PANELS if bundle.summary.gpu_calls or p not in GPU_PANELS]
     return {
         "schema": SCHEMA,
         "kind": "trace",
@@ -121,8 +145,10 @@ def trace_report(bundle: TraceBundle, options: ReportOptions | None = None) -> d
         "memory": memory_panel(bundle.memory),
         "efficiency": efficiency_report(bundle.efficiency, strings),
         "cpu": cpu_panel(bundle.cpu_ops),  # the CPU operator view (report/html/cpu_panel.py)
+        "lines": lines_panel(bundle.lines, strings),  # "By source" (report/html/lines_panel.py)
         "diagnosis": [],  # plain-language findings, when the caller has them (opscope demo)
-        "sources": dict(SOURCES),
+        "panels": panels,  # the panels the page shows; the others are hidden
+        "sources": {p: SOURCES[p] for p in panels},  # "About this report": exactly the panels shown
         "warnings": list(trace.meta.warnings),
         "strings": strings.items,
     }
@@ -255,7 +281,8 @@ def _categories(bundle: TraceBundle) -> list[dict[str, Any]]:
 
 def _steps(bundle: TraceBundle) -> list[dict[str, Any]]:
     """Per ProfilerStep#N: wall and GPU busy time from analysis/attribution/steps.py (busy: the mean over the devices),
-    and the summed GPU time per category clipped to the step (the bundle's `step_categories`)."""
+    the summed GPU time per category clipped to the step (the bundle's `step_categories`), and the time with at
+    least one CPU operator running (the bundle's `step_cpu_busy`, what `opscope demo` reports on a CPU)."""
     stats = bundle.steps
     if not stats.from_markers:
         return []
@@ -272,6 +299,7 @@ def _steps(bundle: TraceBundle) -> list[dict[str, Any]]:
                 "wall_us": _us(row.window.dur_ns),
                 "busy_us": _us(sum(busy) / len(busy) if busy else 0),
                 "by_category": by_window.get(i, {}),
+                "cpu_busy_us": _us(bundle.step_cpu_busy[i]),
             }
         )
     return out
@@ -289,6 +317,7 @@ def _timeline(
     """Every selected GPU event with its launch op and launch delay (analysis/timeline/launch_delay.py's measure)."""
     act, measured = bundle.activity, bundle.kernel_delays
     events = act.events.join(measured.select(ROW, DELAY), on=ROW, how="left", maintain_order="left")
+    events, python = with_stacks(events, bundle.stacks, strings)
     frame = events.select(
         Col.DEVICE,
         Col.STREAM,
@@ -298,10 +327,13 @@ def _timeline(
         _ids(events, LAUNCH_OP, strings).fill_null(-1).alias("op_id"),
         pl.col(DELAY).alias("delay_ns"),
         _ids(events, CATEGORY, strings).alias("cat_id"),
+        _ids(events, LAUNCH_NAME, strings).fill_null(-1).alias("launch_id"),
+        "py",
     )
     lo, hi = act.window.start_ns or 0, act.window.end_ns or 0
     names: dict[int | None, str | None] = {d: n for d, n in device_names.items()}
     packed = pack_timeline(frame, lo, hi, strings, names, LaneOptions(max_events=opts.max_events))
+    packed["python"] = python  # the Python stacks of the launches (report/html/lines_panel.py)
     packed["cpu"] = cpu_lanes(
         bundle.cpu_lanes, lo, strings
     )  # CPU lanes and idle causes (report/html/cpu_lanes.py)

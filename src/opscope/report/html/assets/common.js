@@ -193,6 +193,18 @@ const OPS = (function () {
     }
   }
 
+  // The page shows the panels the data lists (D.panels: section ids with "_" for "-") and hides the others with
+  // their links, so that "About this report" (D.sources, the same panels) names exactly what is on the page.
+  function panels(shown) {
+    if (!shown) return;
+    for (const section of document.querySelectorAll("main > section[id]")) {
+      if (section.id === "about" || shown.includes(section.id.replace(/-/g, "_"))) continue;
+      section.hidden = true;
+      const link = document.querySelector(`#nav a[href="#${section.id}"]`);
+      if (link) link.hidden = true;
+    }
+  }
+
   function about(sources, warnings) {
     const box = document.getElementById("sources");
     if (sources && Object.keys(sources).length) {
@@ -238,8 +250,13 @@ const OPS = (function () {
   // Shared tooltip formatter pieces for ECharts (which renders tooltip strings as HTML: escape everything).
   const tipHtml = (title, rows) => `<b>${esc(title)}</b>` + rows.map(([k, v]) => `<br>${esc(k)}: ${esc(v)}`).join("");
   const shortName = (s, n) => (s.length > n ? s.slice(0, Math.ceil(n / 2) - 1) + "…" + s.slice(s.length - Math.floor(n / 2)) : s);
+  // A Python frame `dir/file.py(12): fn` as `file.py(12): fn` (report/frame_names.py's short_frame).
+  function shortFrame(name) {
+    const m = /^([\s\S]*)\((\d+)\): ([\s\S]*)$/.exec(name);
+    return m ? `${m[1].replace(/\/+$/, "").split("/").pop()}(${m[2]}): ${m[3]}` : name;
+  }
 
   return { D, S, esc, el, fmtUs, fmtNs, fmtPct, fmtInt, fmtBytes, colorOf, hashColor, table, chart, showTip, hideTip, SEMANTIC,
-           cards, about, alerts, usAxis, launchDelayNote, tipHtml, shortName, charts, empty };
+           cards, panels, about, alerts, usAxis, launchDelayNote, tipHtml, shortName, shortFrame, charts, empty };
 })();
 window.OPS = OPS;

@@ -1,5 +1,6 @@
 /* Trace report: the CPU operator view and the diagnosis (report/html/cpu_panel.py data). On a trace without GPU
-   activity (a CPU-only capture) the GPU panels are hidden, not drawn empty, and the CPU view says why. */
+   activity (a CPU-only capture) the page has no GPU panels (D.panels, hidden by OPS.panels), and the CPU view
+   says why. */
 "use strict";
 
 (function () {
@@ -7,14 +8,14 @@
   const C = D.cpu || { ops: [], threads: 0, self_total_us: 0, rest: null };
   const diag = document.getElementById("diagnosis");
   for (const line of D.diagnosis || []) diag.append(el("p", { class: "diagnosis" }, "diagnosis: " + line));
-  const gpu = (D.headline && D.headline.gpu_time_us) || 0;
+  const gpu = (D.panels || []).includes("kernels");
   const note = document.getElementById("cpu-note");
   if (!C.ops.length) {
     note.textContent = "No CPU operators in this trace (a GPU-only capture?).";
   } else {
     note.textContent = `${fmtUs(C.self_total_us)} of self time on ${fmtInt(C.threads)} thread(s); ` +
       "self time = an operator's (or annotation's) time minus the operators inside it; ranked as opscope ops ranks CPU self time. " +
-      (gpu ? "The GPU panels below show the GPU side." : "No GPU activity was recorded: these are the operators that took the time.");
+      (gpu ? "The GPU panels below show the GPU side." : "These are the operators that took the time.");
     table(document.getElementById("cpu-ops-table"), [
       { key: "name", label: "Operator", kind: "name" }, { key: "kind", label: "Kind", kind: "text" },
       { key: "calls", label: "Calls", kind: "int" },
@@ -23,13 +24,5 @@
     ], C.ops, { id: "cpu-op-rows", sortKey: "self_us" });
     if (C.rest) note.after(el("p", { class: "note" }, `${fmtInt(C.rest.rows)} more operators: ${fmtUs(C.rest.self_us)} of self time.`));
   }
-  if (!gpu) {  // a CPU-only capture: no empty GPU panels (the GPU cards are hidden by report.css)
-    document.body.classList.add("no-gpu");
-    for (const id of ["timeline", "kernels", "categories", "flame", "launch-delay", "memcpy"]) {
-      const section = document.getElementById(id);
-      if (section) section.hidden = true;
-      const link = document.querySelector(`#nav a[href="#${id}"]`);
-      if (link) link.hidden = true;
-    }
-  }
+  if (!gpu) document.body.classList.add("no-gpu");  // a CPU-only capture: report.css hides the GPU cards
 })();

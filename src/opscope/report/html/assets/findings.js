@@ -22,6 +22,10 @@
   if (!box) return;
   const P = D.findings_panel || { rows: [], withheld: [], not_evaluated: [] };
   const F = P.rows || [];
+  const cap = P.capture;
+  if (cap && cap.kind !== "steady_state") {
+    box.append(el("p", { class: "finding-capture" }, `Capture: ${cap.kind.replace(/_/g, " ")} (${cap.detail}). ${cap.advice}`));
+  }
   if (!F.length) {
     box.append(el("p", { class: "note" }, "No finding: no rule fired with a saving on this trace (opscope advise --list-rules lists them)."));
   }
@@ -40,7 +44,7 @@
     if (section && section.scrollIntoView) section.scrollIntoView({ block: "start" });
   }
 
-  F.forEach((f, rank) => {
+  function card(f, rank, into) {
     const card = el("div", { class: `finding sev-${f.severity}`, id: `finding-${f.id}`, "data-rank": String(rank + 1) });
     const head = el("div", { class: "finding-head" });
     head.append(el("span", { class: `badge sev-${f.severity}` }, f.severity));
@@ -76,18 +80,25 @@
       t.append(body);
       card.append(t);
     }
-    box.append(card);
-  });
+    into.append(card);
+  }
+  F.forEach((f, rank) => card(f, rank, box));
   if (F.length) {
     box.append(el("p", { class: "finding-total" },
       `Fixing all of these: about ${fmtUs(P.combined_saving_us)} of the ${fmtUs(P.window_us)} analysed ` +
       "(savings exclusive of the findings above them; docs/advice.md)."));
   }
-  if (P.withheld.length) {
-    box.append(el("p", { class: "note" }, "Also fired, saving nothing of their own: " +
+  if (P.withheld.length) {  // their evidence, folded: they fired, but a finding above claims their time
+    const more = el("details", { class: "withheld" });
+    more.append(el("summary", null, "Also fired, saving nothing of their own: " +
       P.withheld.map((w) => w.why ? `${w.id} (its time is explained by ${w.why})` : `${w.id} (no saving on the critical path)`).join("; ")));
+    P.withheld.forEach((w, i) => card(w, F.length + i, more));
+    box.append(more);
   }
-  if (P.not_evaluated.length) {
-    box.append(el("p", { class: "note" }, "Not evaluated: " + P.not_evaluated.map((o) => `${o.id} (${o.reason})`).join("; ")));
+  if (P.not_evaluated.length) {  // grouped by reason: a CPU-only trace gives most rules the same one
+    const byReason = new Map();
+    for (const o of P.not_evaluated) byReason.set(o.reason, [...(byReason.get(o.reason) || []), o.id]);
+    box.append(el("p", { class: "note", id: "findings-not-evaluated" }, "Not evaluated: " +
+      [...byReason].map(([reason, ids]) => `${ids.join(", ")} (${reason})`).join("; ")));
   }
 })();

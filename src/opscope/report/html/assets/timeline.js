@@ -1,5 +1,6 @@
 /* GPU timeline on a canvas: one lane per (device, stream), then per device its idle gaps coloured by cause, then
-   one lane per CPU thread that launched work; wheel zoom, drag pan, hover details, launch -> kernel flows.
+   one lane per CPU thread that launched work; wheel zoom, drag pan, hover details, launch -> kernel flows, click a
+   kernel for its launch call and Python stack.
 
    A redraw costs O(visible events) in arithmetic but at most one rectangle per lane and pixel column is
    painted: an event wider than ~1.5 px is drawn as itself, narrower ones are summed into their pixel column
@@ -296,9 +297,63 @@
     ]];
   }
 
-  let drag = null;
+  // Click a kernel: its launch call and the Python frames above it (with_stack traces), the innermost frame of
+  // the user's code first, then the frames that called it; the framework frames between that frame and the
+  // launch are folded underneath. Names go in as text only.
+  const detail = document.getElementById("timeline-detail");
+  const P = T.python || { stacks: [], user: [] };
+  function kernelDetail(i) {
+    const p = T.py ? T.py[i] : -1, names = p >= 0 ? P.stacks[p].map(S) : [], user = p >= 0 ? P.user[p] : [];
+    const k = user.indexOf(1);
+    return {
+      name: S(T.name[i]),
+      launch: T.launch && T.launch[i] >= 0 ? S(T.launch[i]) : null,
+      op: T.op[i] >= 0 ? S(T.op[i]) : null,
+      frame: k >= 0 ? names[k] : null,  // the innermost frame of the user's code
+      above: k >= 0 ? names.slice(k) : names,  // from it (or the innermost frame) outwards
+      aboveUser: k >= 0 ? user.slice(k) : user,
+      below: k >= 0 ? names.slice(0, k) : [],  // framework frames between the launch and the user's frame
+    };
+  }
+  function showDetail(i) {
+    if (!detail) return;
+    const d = kernelDetail(i);
+    detail.textContent = "";
+    detail.append(el("div", { class: "d-title" }, d.name));
+    detail.append(el("div", { class: "d-row", "data-key": "launch" }, "launch call: " + (d.launch || "(not in the trace)")));
+    detail.append(el("div", { class: "d-row", "data-key": "op" }, "launched by: " + (d.op || "(no op recorded)")));
+    if (d.frame) detail.append(el("div", { class: "d-row d-at", "data-key": "at" }, "at " + OPS.shortFrame(d.frame)));
+    if (!d.above.length) {
+      detail.append(el("p", { class: "note" }, P.stacks.length
+        ? "No Python frame was running on the launching thread when the launch call started."
+        : "No Python stacks in this trace: record them with opscope.profile(..., with_stack=True) or torch.profiler.profile(with_stack=True)."));
+    } else {
+      detail.append(el("div", { class: "d-row" }, d.frame ? "Python frames, your code's innermost first:" : "Python frames, innermost first (none of your code's):"));
+      const list = el("ol", { class: "frames" });
+      d.above.forEach((name, j) => list.append(el("li", { class: d.aboveUser[j] ? "user" : "framework", title: name }, name)));
+      detail.append(list);
+      if (d.below.length) {
+        const more = el("details", { class: "frames-below" });
+        more.append(el("summary", null, `${fmtInt(d.below.length)} framework frame(s) between the launch and your code`));
+        const inner = el("ol", { class: "frames" });
+        for (const name of d.below) inner.append(el("li", { class: "framework", title: name }, name));
+        more.append(inner);
+        detail.append(more);
+      }
+    }
+    detail.hidden = false;
+    view.selected = i;
+  }
+
+  let drag = null, downAt = null;
+  canvas.addEventListener("click", (e) => {
+    const r = canvas.getBoundingClientRect();
+    if (downAt && Math.abs(e.clientX - downAt[0]) + Math.abs(e.clientY - downAt[1]) > 4) return;  // a drag, not a click
+    const i = hit(e.clientX - r.left, e.clientY - r.top);
+    if (i >= 0) showDetail(i);
+  });
   canvas.addEventListener("wheel", (e) => { e.preventDefault(); const r = canvas.getBoundingClientRect(); zoom(Math.pow(1.0015, e.deltaY), e.clientX - r.left); }, { passive: false });
-  canvas.addEventListener("mousedown", (e) => { drag = { x: e.clientX, v0, v1 }; });
+  canvas.addEventListener("mousedown", (e) => { drag = { x: e.clientX, v0, v1 }; downAt = [e.clientX, e.clientY]; });
   window.addEventListener("mouseup", () => { drag = null; });
   canvas.addEventListener("mousemove", (e) => {
     const r = canvas.getBoundingClientRect(), x = e.clientX - r.left, y = e.clientY - r.top;
@@ -335,6 +390,7 @@
   let text = `${fmtInt(T.events)} GPU events in ${fmtInt(nLanes)} lanes; times relative to the window start.`;
   if (nIdle) text += " Idle lanes: why each GPU waited (orange: for the CPU to launch work; dark slate: the host was blocked in a sync; grey: work submitted, not started).";
   if (nCpu) text += ` CPU lanes: the ${fmtInt(nCpu)} thread(s) that launched GPU work, with their operators (grey), launch calls (orange) and synchronising calls (dark slate); hover a launch or a kernel to see the flow between them.`;
+  if (P.stacks.length) text += " Click a kernel for its launch call and the Python frames that launched it.";
   if (C.shipped < C.events) text += ` The ${fmtInt(C.shipped)} longest of ${fmtInt(C.events)} CPU events are drawn.`;
   if (T.shipped < T.events) text += ` The ${fmtInt(T.shipped)} longest are drawn one by one; the grey strip under each lane shows every event's busy fraction.`;
   note.textContent = text;
@@ -355,6 +411,8 @@
   view.span = (i) => [start[i], end[i]];
   view.show = (i) => { const pad = Math.max(T.dur[i] * 4, 20000); return view.zoomTo(start[i] - pad, end[i] + pad); };
   view.describe = (i) => describe(i);
+  view.detail = (i) => kernelDetail(i);
+  view.select = (i) => showDetail(i);
   view.pixelOf = (i) => ({ x: LABEL_W + ((start[i] + end[i]) / 2 - v0) * (cssW - LABEL_W) / (v1 - v0), y: AXIS_H + T.lane[i] * LANE_H + LANE_H / 2 });
   view.count = n;
   view.cpu = { count: cn, lanes: nCpu, idleLanes: nIdle, idleCount: I.start.length, kernelOf, launchOf: (k) => (launchOfKernel.has(k) ? launchOfKernel.get(k) : -1),

@@ -92,10 +92,28 @@
     { key: "total_us", label: "GPU time", kind: "us" }, { key: "share", label: "Share", kind: "pct" },
   ], cats, { filter: false, id: "category-table" });
 
-  // Steps: GPU time per category stacked, plus idle (wall − busy).
+  // Steps: GPU time per category stacked, plus idle (wall − busy); without GPU activity, the CPU operators' time
+  // and the rest of the step (Python and framework work between operators), not a GPU that was never there.
   const steps = D.steps;
+  const gpuPanels = (D.panels || []).includes("kernels");
   if (!steps.length) {
     document.getElementById("steps-chart").replaceWith(el("p", { class: "note" }, "No ProfilerStep#N annotations in this trace."));
+  } else if (!gpuPanels) {
+    const cpuSeries = [
+      { name: "CPU operators", color: "#4e79a7", get: (s) => s.cpu_busy_us || 0 },
+      { name: "between operators (Python, framework)", color: colorOf("idle"), get: (s) => Math.max(s.wall_us - (s.cpu_busy_us || 0), 0) },
+    ];
+    chart("steps-chart", {
+      legend: { top: 0 },
+      grid: { left: 80, right: 20, top: 36, bottom: 40 },
+      tooltip: { trigger: "axis", axisPointer: { type: "shadow" }, formatter: (ps) => { const s = steps[ps[0].dataIndex];
+        return tipHtml(s.name, [["wall", fmtUs(s.wall_us)], ...ps.map((p) => [p.seriesName, fmtUs(p.value)])]); } },
+      xAxis: { type: "category", data: steps.map((s) => s.name.replace("ProfilerStep", "step ")) },
+      yAxis: OPS.usAxis(Math.max(0, ...steps.map((s) => s.wall_us || 0))),
+      series: cpuSeries.map((c) => ({ name: c.name, type: "bar", stack: "cpu", itemStyle: { color: c.color }, data: steps.map(c.get) })),
+    });
+    document.getElementById("steps-chart").after(el("p", { class: "note", id: "steps-note" },
+      "Each step's wall time: the time at least one CPU operator was running, and the rest."));
   } else {
     const catNames = [...new Set(steps.flatMap((s) => Object.keys(s.by_category)))];
     const series = catNames.map((c) => ({ name: c, type: "bar", stack: "gpu", itemStyle: { color: colorOf(c) },
@@ -146,6 +164,7 @@
     { key: "bandwidth_gbps", label: "GB/s", kind: "float" }, { key: "share", label: "Share of GPU time", kind: "pct" },
   ], D.memcpy, { filter: false, id: "memcpy-rows", sortKey: "total_us" });
 
+  OPS.panels(D.panels);
   OPS.about(D.sources, D.warnings);
   void esc; void fmtBytes;
   window.opscopeReady = performance.now();  // every view drawn (read by the benchmark and the tests)

@@ -1,0 +1,71 @@
+"""`opscope diff`'s findings (report/findings_diff.py, docs/advice.md): a rule not evaluated on one side, or
+one whose events the two GPUs' vendors name differently, is "not comparable", never fixed or new."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import corpus_path
+from opscope.analysis.findings import NOT_EVALUATED, Advice, Finding, RuleOutcome
+from opscope.report.findings_diff import findings_changes, vendor
+
+RESNET_NO_PROPS = (
+    "kineto/plugin_samples_resnet50_num_workers_0_worker0.pt.trace.json.gz"  # no deviceProperties
+)
+RESNET_V100 = "kineto/tb_plugin_samples_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz"
+
+
+@pytest.mark.corpus
+def test_rule_not_evaluated_on_one_side_is_not_comparable(cli) -> None:
+    """The same ResNet-50, one capture without deviceProperties: tensor_cores_unused cannot run there, so
+    its finding on the other side is not "new" but not comparable, with the reason."""
+    data = json.loads(
+        cli("diff", corpus_path(RESNET_NO_PROPS), corpus_path(RESNET_V100), "--format", "json").out
+    )["findings"]
+    assert "tensor_cores_unused" not in {f["id"] for f in data["new"] + data["fixed"]}
+    (item,) = [f for f in data["not_comparable"] if f["id"] == "tensor_cores_unused"]
+    assert item["reason"].startswith("not evaluated on BASE")
+    table = cli("diff", corpus_path(RESNET_NO_PROPS), corpus_path(RESNET_V100), "--width", "200").out
+    assert "findings not comparable: tensor_cores_unused (not evaluated on BASE" in table
+
+
+def _finding(rule: str) -> Finding:  # hand-made: the fields diff reads
+    return Finding(rule, "warn", rule, 1000, 0.1, "m", 1.0, 0.0, (), "a", "own", 500)
+
+
+def test_vendor_naming_is_not_comparable() -> None:
+    """Hand-made advice: a pageable-copy finding on the NVIDIA side only, a gpu_gaps finding on the AMD side
+    only. Copies are named differently by the vendors (not comparable); idle gaps are not (new)."""
+    base = Advice(findings=(_finding("pageable_memcpy"),), rules_checked=("pageable_memcpy", "gpu_gaps"))
+    new = Advice(findings=(_finding("gpu_gaps"),), rules_checked=("pageable_memcpy", "gpu_gaps"))
+    changes = findings_changes(base, new, ("nvidia", "amd"))
+    assert [f["id"] for f in changes["new"]] == ["gpu_gaps"] and changes["fixed"] == []
+    assert [f["id"] for f in changes["not_comparable"]] == ["pageable_memcpy"]
+    same = findings_changes(base, new, ("nvidia", "nvidia"))
+    assert [f["id"] for f in same["fixed"]] == ["pageable_memcpy"] and same["not_comparable"] == []
+    skipped = Advice(
+        findings=(),
+        rules_checked=("gpu_gaps",),
+        outcomes=(RuleOutcome("gpu_gaps", NOT_EVALUATED, reason="the window is not steady state"),),
+    )
+    assert findings_changes(skipped, new)["not_comparable"] == [
+        {"id": "gpu_gaps", "reason": "not evaluated on BASE: the window is not steady state"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("names", "expected"),
+    [
+        (["NVIDIA H100 80GB HBM3"], "nvidia"),
+        (["Tesla V100-SXM2-16GB"], "nvidia"),
+        (["AMD Instinct MI300X VF"], "amd"),
+        (["AMD Radeon Graphics"], "amd"),
+        (["Hand-made GPU"], None),
+        (["NVIDIA A100", "AMD Instinct MI250X"], None),
+        ([], None),
+    ],
+)
+def test_vendor_from_device_names(names: list[str], expected: str | None) -> None:
+    assert vendor(names) == expected
