@@ -399,7 +399,17 @@ def test_run_profile_memory_records_memory_events(cli, tmp_path: Path) -> None:
         "import torch, opscope\nkeep = []\nfor _ in range(3):\n"
         "    keep.append(torch.zeros(32, 1024))\n    opscope.step()\n"
     )
-    r = cli("run", "--steps", "3", "--profile-memory", "--log-dir", tmp_path / "logs", "--", "python", script)
+    r = cli(
+        "run",
+        "--profile-steps",
+        "3",
+        "--profile-memory",
+        "--log-dir",
+        tmp_path / "logs",
+        "--",
+        "python",
+        script,
+    )
     assert r.code == 0, r.err
     (trace,) = (tmp_path / "logs").glob("*.pt.trace.json.gz")
     doc = json.loads(cli("memory", trace, "--format", "json").out)
