@@ -164,6 +164,8 @@ def op_rows(events: list[dict], device: str) -> dict[str, dict[str, int]]:
       label `parent (outermost factory)`; `ProfilerStep#N` folds into `ProfilerStep#*`; none: `(no op)`;
     - live at end: the allocation's bytes when it has no free in the trace (pairs(): same address, latest
       unmatched allocation);
+    - self increase (deprecated JSON field): the allocation's bytes when its free comes after the charged op
+      instance ends, or never; every `(no op)` allocation counts;
     - inclusive: each allocation counts once for every distinct name on the chain from the charged op out
       to the outermost containing op; a `parent (aten::empty)` row's inclusive figures are its self ones.
     """
@@ -173,7 +175,14 @@ def op_rows(events: list[dict], device: str) -> dict[str, dict[str, int]]:
             ops[_thread(o)].append((*ref.span(o), str(o.get("name"))))
     items = by_device(events).get(device, [])
     freed_at = {a: items[f][0] for a, f in pairs(items)[0].items()}
-    fields = ("self_alloc_bytes", "self_alloc_count", "live_at_end_bytes", "alloc_bytes", "alloc_count")
+    fields = (
+        "self_alloc_bytes",
+        "self_alloc_count",
+        "live_at_end_bytes",
+        "self_increase_bytes",
+        "alloc_bytes",
+        "alloc_count",
+    )
     rows: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(fields, 0))
     factory_rows = set()
     for k, (_, _, e) in enumerate(items):
@@ -182,12 +191,13 @@ def op_rows(events: list[dict], device: str) -> dict[str, dict[str, int]]:
             continue
         chain = _containing(ops, e)
         names = ["ProfilerStep#*" if STEP.match(o[2]) else o[2] for o in chain]
-        label, outward = "(no op)", ["(no op)"]
+        label, end, outward = "(no op)", None, ["(no op)"]
         if names:
             c = 0
             while names[c].startswith("aten::empty") and c + 1 < len(names):
                 c += 1
             label = names[c] if c == 0 else f"{names[c]} ({names[c - 1]})"
+            end = chain[c][1]
             outward = list(dict.fromkeys(names[c:]))
             if c:
                 factory_rows.add(label)
@@ -196,6 +206,8 @@ def op_rows(events: list[dict], device: str) -> dict[str, dict[str, int]]:
         row["self_alloc_count"] += 1
         if k not in freed_at and e["args"].get("Addr") is not None:
             row["live_at_end_bytes"] += nbytes
+        if end is None or k not in freed_at or freed_at[k] > end:
+            row["self_increase_bytes"] += nbytes
         for name in outward:
             rows[name]["alloc_bytes"] += nbytes
             rows[name]["alloc_count"] += 1

@@ -83,7 +83,14 @@ def test_real_trace_devices_steps_and_ops() -> None:
     assert sum(o.self_alloc_bytes for o in stats.top_ops if o.device == "hip:0") == hip.alloc_bytes
 
 
-OP_FIELDS = ("self_alloc_bytes", "self_alloc_count", "live_at_end_bytes", "alloc_bytes", "alloc_count")
+OP_FIELDS = (
+    "self_alloc_bytes",
+    "self_alloc_count",
+    "live_at_end_bytes",
+    "self_increase_bytes",
+    "alloc_bytes",
+    "alloc_count",
+)
 
 
 def test_real_trace_op_rows_match_the_raw_events() -> None:
@@ -114,7 +121,7 @@ def test_old_trace_without_totals_is_relative(cli) -> None:
     r = cli("memory", path, "--format", "json", "--no-cache")
     assert r.code == 0, r.err
     doc = json.loads(r.out)
-    assert doc["schema"] == "opscope.memory/2"
+    assert doc["schema"] == "opscope.memory/1"
     cuda = doc["devices"][0]
     assert cuda["device"] == "cuda:0" and cuda["relative"] is True
     assert cuda["live_at_end"] is None and cuda["lifetime_us"] is None and cuda["peak_reserved_bytes"] is None
@@ -154,6 +161,7 @@ def test_json_schema_fields(cli) -> None:
         "self_alloc_count",
         "live_at_end_bytes",
         "live_at_end_count",
+        "self_increase_bytes",
         "alloc_bytes",
         "alloc_count",
     }

@@ -1,4 +1,4 @@
-"""`MemoryStats` -> `Document` (and the stable `opscope.memory/2` JSON payload)."""
+"""`MemoryStats` -> `Document` (and the stable `opscope.memory/1` JSON payload)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from opscope.report.document import FLOAT, INT, NAME, TEXT, Column, Document, Ta
 from opscope.report.linking_view import us
 
 MIB = 1 << 20
-# /2: per op, `self_increase_bytes` ("left live": bytes each call still held when it returned, summed over
-# calls) was replaced by `live_at_end_bytes` / `live_at_end_count` (never freed in the window; issue 28).
-SCHEMA = "opscope.memory/2"
+# Per op, `live_at_end_bytes` / `live_at_end_count` (never freed in the window; issue 28) were added beside
+# `self_increase_bytes` ("left live": bytes each call still held when it returned, summed over calls), which
+# keeps its meaning for existing readers but is deprecated and no longer shown in any table.
+SCHEMA = "opscope.memory/1"
 
 
 def mib(nbytes: int | None) -> float | None:
@@ -57,6 +58,7 @@ def memory_data(result: MemoryStats) -> dict[str, Any]:
                 "self_alloc_count": o.self_alloc_count,
                 "live_at_end_bytes": o.live_at_end_bytes,
                 "live_at_end_count": o.live_at_end_count,
+                "self_increase_bytes": o.self_increase_bytes,  # deprecated (see SCHEMA)
                 "alloc_bytes": o.alloc_bytes,
                 "alloc_count": o.alloc_count,
             }

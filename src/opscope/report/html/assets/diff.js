@@ -105,7 +105,7 @@
   hiddenNote(cpuBox, cpuOps, "cpu-operator");
 
   // The advice findings compared (opscope advise on each trace; the CLI's "findings" lines and JSON key).
-  const found = D.findings || { fixed: [], new: [], remaining: [] };
+  const found = Object.assign({ fixed: [], new: [], remaining: [], not_comparable: [] }, D.findings || {});
   const box = document.getElementById("findings-tables");
   if (!found.fixed.length && !found.new.length && !found.remaining.length) {
     box.append(el("p", { class: "note" }, "No advice finding on either trace (opscope advise)."));
@@ -123,6 +123,12 @@
                 { key: "severity", label: "Severity", kind: "text", get: (f) => `${f.severity_before} → ${f.severity_after}` },
                 { key: "predicted_saving_before_us", label: "Saving BASE", kind: "us" },
                 { key: "predicted_saving_after_us", label: "Saving NEW", kind: "us" }], found.remaining, { filter: false, id: "findings-remaining" });
+  }
+  if (found.not_comparable.length) {
+    // a rule not evaluated on one side, or whose events the two traces' vendors name differently
+    box.append(el("h3", null, "Not comparable"));
+    table(box, [{ key: "id", label: "Finding", kind: "text" }, { key: "reason", label: "Why", kind: "text" }],
+          found.not_comparable, { filter: false, id: "findings-not-comparable" });
   }
 
   const gates = document.getElementById("gates-table");
