@@ -64,6 +64,12 @@ def nullable(column: pa.Array) -> pa.Array:
     return pa.array(values, type=column.type, mask=missing)
 
 
+def _sentinel(column: pa.Array) -> pa.Array:
+    """SQL NULL as `NULL_INT`, as the stdlib path reads it: the ADBC reader hands real nulls for a column the
+    query did not wrap in `ifnull` (a NULL `deviceId` rejected the whole trace, issue 32)."""
+    return column.fill_null(NULL_INT) if column.null_count else column
+
+
 def _quoted(name: str) -> str:
     """An SQL identifier, quoted (names come from the file)."""
     return '"' + name.replace('"', '""') + '"'
@@ -110,12 +116,18 @@ class SqliteTrace:
         )
         self._columns: dict[str, set[str]] = {}
         self.odd_values: dict[str, int] = {}  # table.column -> values that were not integers (left empty)
+        self.out_of_range: dict[
+            str, int
+        ] = {}  # table.column -> integers beyond their column's type (left empty)
 
     def warnings(self) -> list[str]:
         """What was left unread or empty, for the trace's warnings."""
         found = [
             f"{count:,} {'value' if count == 1 else 'values'} of {where} not integers (text or fractions): left empty"
             for where, count in sorted(self.odd_values.items())
+        ] + [
+            f"{count:,} {'value' if count == 1 else 'values'} of {where} beyond 32 bits: left empty"
+            for where, count in sorted(self.out_of_range.items())
         ]
         if not self.ignored:
             return found
@@ -226,7 +238,9 @@ class SqliteTrace:
                 cursor.execute(sql)
                 for batch in cursor.fetch_record_batch():
                     if batch.num_rows:
-                        arrays = [batch.column(i).cast(pa.int64()) for i in range(batch.num_columns)]
+                        arrays = [
+                            _sentinel(batch.column(i).cast(pa.int64())) for i in range(batch.num_columns)
+                        ]
                         yield pa.RecordBatch.from_arrays(arrays, schema=schema)
                         delivered += batch.num_rows
         except InputError:
