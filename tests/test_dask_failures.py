@@ -204,3 +204,48 @@ def test_run_all_reports_how_far_it_got(cluster: Cluster) -> None:
     with pytest.raises(ClusterError, match=r"every Dask worker .* was lost after [0-3] of 8 traces"):
         run_all(nap, [1.5] * 8, scheduler=cluster.address, timeout_s=2)
     assert time.monotonic() - started < 20
+
+
+def _io_loops() -> int:
+    return sum(thread.name == "IO loop" and thread.is_alive() for thread in threading.enumerate())
+
+
+def test_a_refused_address_leaves_no_client_behind() -> None:
+    """Issue 32 item 7: a client that could not connect kept its IO-loop thread (distributed's `close()`
+    returns at once for a client whose start failed); nothing listens on the port here."""
+    pytest.importorskip("distributed")
+    before = _io_loops()
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    started = time.monotonic()
+    with pytest.raises(ClusterError, match="cannot reach the Dask scheduler"):
+        run_all(nap, [0.0], scheduler=address, timeout_s=1)
+    assert time.monotonic() - started < 20
+    assert _io_loops() <= before
+
+
+def test_a_client_that_connects_and_then_fails_is_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 32 item 7, with a stand-in for `distributed.Client`: connected, then a later step of its start
+    fails (a preload, say); the half-built client is closed and its loop runner stopped before the error."""
+    distributed = pytest.importorskip("distributed")
+    closed: list[str] = []
+
+    class Runner:
+        def stop(self, timeout: float = 10) -> None:
+            closed.append("loop runner stopped")
+
+    class HalfClient:
+        def __init__(self, address: str, timeout: str, set_as_default: bool) -> None:
+            self._loop_runner = Runner()
+            self.start(timeout=timeout)
+
+        def start(self, **kwargs: object) -> None:
+            self.status = "running"  # the connection was made
+            raise RuntimeError("a preload failed")
+
+        def close(self, timeout: float | None = None) -> None:
+            closed.append(f"closed while {self.status}")
+
+    monkeypatch.setattr(distributed, "Client", HalfClient)
+    with pytest.raises(ClusterError, match=r"RuntimeError: a preload failed"):
+        run_all(nap, [0.0], scheduler="tcp://127.0.0.1:1", timeout_s=1)
+    assert closed == ["closed while running", "loop runner stopped"]

@@ -19,16 +19,17 @@ RESNET_V100 = "kineto/tb_plugin_samples_resnet50_num_workers_0_worker0.162314308
 
 @pytest.mark.corpus
 def test_rule_not_evaluated_on_one_side_is_not_comparable(cli) -> None:
-    """The same ResNet-50, one capture without deviceProperties: tensor_cores_unused cannot run there, so
-    its finding on the other side is not "new" but not comparable, with the reason."""
-    data = json.loads(
-        cli("diff", corpus_path(RESNET_NO_PROPS), corpus_path(RESNET_V100), "--format", "json").out
-    )["findings"]
-    assert "tensor_cores_unused" not in {f["id"] for f in data["new"] + data["fixed"]}
-    (item,) = [f for f in data["not_comparable"] if f["id"] == "tensor_cores_unused"]
-    assert item["reason"].startswith("not evaluated on BASE")
-    table = cli("diff", corpus_path(RESNET_NO_PROPS), corpus_path(RESNET_V100), "--width", "200").out
-    assert "findings not comparable: tensor_cores_unused (not evaluated on BASE" in table
+    """sglang decode: a CUDA-graph capture (BASE, where the idle rules cannot run: not steady state) against a
+    decode run (NEW, where they fire): its low-utilisation finding is not "new" but not comparable, with the
+    reason."""
+    base = corpus_path("tracelens/inference__sglang_decode__capture_traces__bs_32_rank0.json.gz")
+    new = corpus_path("tracelens/inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz")
+    data = json.loads(cli("diff", base, new, "--format", "json").out)["findings"]
+    assert "low_utilization_windows" not in {f["id"] for f in data["new"] + data["fixed"]}
+    (item,) = [f for f in data["not_comparable"] if f["id"] == "low_utilization_windows"]
+    assert item["reason"].startswith("not evaluated on BASE: the window is not steady state")
+    table = cli("diff", base, new, "--width", "250").out
+    assert "findings not comparable: low_utilization_windows (not evaluated on BASE" in table
 
 
 def _finding(rule: str) -> Finding:  # hand-made: the fields diff reads

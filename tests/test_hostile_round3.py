@@ -189,3 +189,116 @@ def test_export_keeps_events_with_invalid_utf8_and_says_so(cli, tmp_path: Path) 
     names = [e["name"] for e in json.loads(out.read_text(encoding="utf-8"))["traceEvents"]]
     assert names == ["bad\ufffd\ufffdname", "ok"]
     assert "1 event with invalid UTF-8 kept" in result.err
+
+
+def _kineto_with_ids(path: Path, big: int) -> Path:
+    kernel_args = {
+        "device": big,
+        "stream": big,
+        "correlation": big,
+        "External id": big,
+        "grid": [big, 1, 1],
+        "block": [1, 1, 1],
+        "registers per thread": big,
+    }
+    events = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": big,
+            "tid": big,
+            "ts": 10.0,
+            "dur": 2.0,
+            "args": kernel_args,
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 9.0,
+            "dur": 0.5,
+            "args": {"correlation": big, "External id": big},
+        },
+    ]
+    path.write_text(json.dumps({"traceEvents": events, "deviceProperties": [{"id": big, "name": "G"}]}))
+    return path
+
+
+def _rocprof_csv_with_ids(path: Path, big: int) -> Path:
+    path.write_text(
+        "Index,KernelName,gpu-id,queue-id,queue-index,pid,tid,grd,wgr,lds,scr,arch_vgpr,accum_vgpr,sgpr,"
+        "wave_size,sig,obj,DispatchNs,BeginNs,EndNs,CompleteNs\n"
+        f"0,k.kd,{big},{big},0,1,1,{big},1,0,0,{big},0,16,64,0,0,1,100,200,300\n"
+    )
+    return path
+
+
+def _rocprof_json_with_ids(path: Path, big: int) -> Path:
+    tool = {
+        "agents": [{"id": {"handle": big}, "type": 2, "name": "gfx950", "logical_node_type_id": big}],
+        "kernel_symbols": [{"kernel_id": big, "formatted_kernel_name": "k", "arch_vgpr_count": big}],
+        "buffer_records": {
+            "kernel_dispatch": [
+                {
+                    "start_timestamp": 100,
+                    "end_timestamp": 200,
+                    "dispatch_info": {
+                        "agent_id": {"handle": big},
+                        "kernel_id": big,
+                        "grid_size": {"x": big, "y": 1, "z": 1},
+                        "workgroup_size": {"x": 1, "y": 1, "z": 1},
+                    },
+                    "correlation_id": {"internal": big},
+                    "stream_id": {"handle": big},
+                }
+            ]
+        },
+    }
+    path.write_text(json.dumps({"rocprofiler-sdk-tool": [tool]}))
+    return path
+
+
+def _jax_with_ids(path: Path, big: int) -> Path:
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 5, "args": {"name": f"/device:GPU:{big}"}},
+        {"ph": "M", "name": "thread_name", "pid": 5, "tid": 7, "args": {"name": f"Stream #{big}(Compute)"}},
+        {"ph": "X", "name": "k", "pid": 5, "tid": 7, "ts": 10.0, "dur": 2.0, "args": {"correlation_id": big}},
+    ]
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+@pytest.mark.parametrize("big", [2**31, 2**53, 10**12])
+@pytest.mark.parametrize(
+    ("reader", "make"),
+    [
+        ("native", _kineto_with_ids),
+        ("python", _kineto_with_ids),
+        ("native", _rocprof_csv_with_ids),
+        ("native", _rocprof_json_with_ids),
+        ("native", _jax_with_ids),
+        ("python", _jax_with_ids),
+    ],
+    ids=["kineto-native", "kineto-python", "rocprof-csv", "rocprofv3-json", "jax-native", "jax-python"],
+)
+def test_ids_of_every_reader_at_2_31_2_53_and_10_12(
+    cli, tmp_path: Path, monkeypatch, reader: str, make, big: int
+) -> None:
+    """Issue 32 item 3 (hand-made; the Nsight SQLite reader has its own test in test_sqlite_untrusted.py):
+    device, stream, correlation, kernel and agent ids, grid and registers at 2^31, 2^53 and 10^12 index
+    nothing dense; what does not fit a 32-bit column is left empty with a warning. The rocprof readers and
+    JAX's trace.json (device and stream numbers in process / thread names) rejected the whole file
+    (`Integer value ... not in range`)."""
+    suffix = {"_rocprof_csv_with_ids": "results.csv"}.get(make.__name__, "trace.json")
+    path = make(tmp_path / suffix, big)
+    monkeypatch.setenv("OPSCOPE_READER", reader)
+    started = time.monotonic()
+    result = cli("summary", path, "--format", "json", "--no-cache")
+    assert result.code == 0, result.err
+    assert time.monotonic() - started < 30
+    data = json.loads(result.out)
+    assert [(r["name"], r["calls"]) for r in data["rows"]] == [("k", 1)]
+    assert any("beyond" in w for w in data["warnings"]), data["warnings"]  # the device id, in each

@@ -21,6 +21,7 @@ import opscope
 from opscope.errors import InputError, OpscopeError
 from opscope.ingest import sqlite as untrusted_sqlite
 from opscope.ingest.sqlite import SqliteTrace
+from opscope.model.schema import Col
 
 KERNEL_COLUMNS = (
     "start, end, deviceId, streamId, correlationId, globalPid, demangledName, shortName, gridX, gridY, gridZ, "
@@ -238,3 +239,40 @@ def test_odd_values_are_left_empty_and_counted(tmp_path: Path, use_adbc: bool, m
     odd = [w for w in trace.meta.warnings if "not integers" in w]
     assert any("KERNEL.start" in w and w.startswith("1 value ") for w in odd), odd
     assert any(w.startswith("2 values ") for w in odd), odd  # the fraction and the blob
+
+
+@pytest.mark.parametrize("use_adbc", [True, False])
+def test_values_beyond_32_bits_and_null_devices_are_left_empty(
+    tmp_path: Path, use_adbc: bool, monkeypatch
+) -> None:
+    """Issue 32 item 7 (hand-made): a `deviceId` of 10^12 or a `gridX` of 2^32 rejected the whole trace
+    (`ArrowInvalid: Integer value ... not in range`), and so did a NULL `deviceId` through the ADBC reader;
+    now such a value is left empty, a value beyond 32 bits counted in a warning naming its column."""
+    from opscope.ingest import nsys
+
+    path = export(
+        tmp_path / "wide.sqlite",
+        f"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL({KERNEL_COLUMNS})",
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES(10, 20, 0, 7, 1, 16777216, 1, 1, 1,1,1, 1,1,1, 1, 0, 0)",
+        f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES(30, 40, {10**12}, 7, 2, 16777216, 1, 1, 1,1,1, 1,1,1, "
+        "1, 0, 0)",
+        f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES(50, 60, 0, 7, 3, 16777216, 1, 1, {2**32},1,1, 1,1,1, "
+        f"{-(2**40)}, 0, 0)",
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES(70, 80, NULL, 7, 4, 16777216, 1, 1, NULL,1,1, 1,1,1, 1, 0, 0)",
+    )
+    original = nsys.SqliteTrace
+    monkeypatch.setattr(nsys, "SqliteTrace", lambda p, d, use_adbc=None: original(p, d, use_adbc=chosen))
+    chosen = use_adbc
+    with deadline(60):
+        trace = opscope.load(path, cache=False)
+    events = trace.events.sort(Col.TS_NS)
+    assert events[Col.DEVICE].to_list() == [0, None, 0, None]
+    assert events[Col.GRID_X].to_list() == [1, 1, None, None]
+    assert events[Col.REGISTERS].to_list() == [1, 1, None, 1]
+    beyond = sorted(w for w in trace.meta.warnings if "beyond 32 bits" in w)
+    assert beyond == [
+        "1 value of CUPTI_ACTIVITY_KIND_KERNEL.deviceId beyond 32 bits: left empty",
+        "1 value of CUPTI_ACTIVITY_KIND_KERNEL.gridX beyond 32 bits: left empty",
+        "1 value of CUPTI_ACTIVITY_KIND_KERNEL.registersPerThread beyond 32 bits: left empty",
+    ]
+    assert opscope.summary(trace, top=0).kernels == 4

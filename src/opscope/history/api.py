@@ -93,9 +93,14 @@ class History:
         """The database as printed: a PostgreSQL URL without its password."""
         return display(self.url)
 
-    def _open(self, create: bool = False) -> Store:
+    def _open(self, create: bool = False, write: bool = False) -> Store:
+        """The store; the reading methods open a SQLite history read-only (issue 32: `history list` failed on a
+        database in a folder it could not write), and a later write reopens it for writing."""
+        write = write or create
+        if self._store is not None and write and self._store.read_only:
+            self.close()
         if self._store is None:
-            self._store = Store(self.url, create=create)
+            self._store = Store(self.url, create=create, read_only=not write)
         return self._store
 
     def close(self) -> None:
@@ -193,7 +198,7 @@ class History:
         removed."""
         if keep < 0:
             raise UsageError("--keep must be 0 or more")
-        with self._open().transaction(write=True) as tx:
+        with self._open(write=True).transaction(write=True) as tx:
             ids = [int(r[0]) for r in tx.execute("SELECT id FROM opscope_runs ORDER BY id")]
             gone = ids[: max(len(ids) - keep, 0)]
             for start in range(0, len(gone), 500):

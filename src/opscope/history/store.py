@@ -20,15 +20,26 @@ from urllib.parse import urlsplit, urlunsplit
 from opscope.errors import InputError, MissingDependency
 from opscope.extras import install_command
 from opscope.history.schema import SCHEMA_VERSION, TABLES, VERSION_TABLE, statements
+from opscope.ingest.sqlite_guard import PROGRESS_EVERY, Guard
 
 DEFAULT_PATH = Path(".opscope") / "history.sqlite"
 ENV = "OPSCOPE_HISTORY"
 BUSY_TIMEOUT_S = 60  # how long a writer waits for another one (parallel CI jobs adding at once)
 _MIGRATION_LOCK = 0x6F70_7363  # pg_advisory_xact_lock key: one migrating process at a time
+# A statement's budget of SQLite VM steps (as for SQLite traces, `ingest/sqlite.py`): our queries scan a few
+# dozen steps per row, and a row takes at least a few bytes of the file.
+BUDGET_BASE = 200_000_000
+BUDGET_PER_BYTE = 2_000
 
 
 _T = TypeVar("_T")
 _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6  # SQLite's primary result codes (sqlite3.SQLITE_BUSY in Python >= 3.11)
+_SQLITE_READONLY = 8
+_SQLITE_OPTIONS: dict[str, Any] = {
+    "timeout": BUSY_TIMEOUT_S,
+    "isolation_level": None,
+    "check_same_thread": False,
+}
 
 
 class HistoryError(InputError):
@@ -131,32 +142,48 @@ class Tx:
     """One open transaction: `execute` returns the rows of a query (an empty list for other statements). Text
     goes in through `store_text` and comes back through `read_text`, so every string survives the round trip."""
 
-    def __init__(self, cursor: Any, dialect: str) -> None:
+    def __init__(self, cursor: Any, dialect: str, guard: Guard | None = None) -> None:
         self._cursor = cursor
         self.dialect = dialect
+        self._guard = guard
 
     def _sql(self, sql: str) -> str:
         return sql.replace("?", "%s") if self.dialect == "postgresql" else sql
 
+    @contextmanager
+    def _guarded(self) -> Iterator[None]:
+        """One statement under SQLite's progress handler (its budget, and signals honoured while it runs)."""
+        if self._guard is None:
+            yield
+            return
+        self._guard.start()
+        with self._guard.catching():
+            yield
+
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        self._cursor.execute(self._sql(sql), tuple(store_text(p) for p in params))
-        if not self._cursor.description:
-            return []
-        return [tuple(read_text(v) for v in row) for row in self._cursor.fetchall()]
+        with self._guarded():
+            self._cursor.execute(self._sql(sql), tuple(store_text(p) for p in params))
+            rows = self._cursor.fetchall() if self._cursor.description else []
+        return [tuple(read_text(v) for v in row) for row in rows]
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
-            self._cursor.executemany(self._sql(sql), [tuple(store_text(v) for v in r) for r in rows])
+            with self._guarded():
+                self._cursor.executemany(self._sql(sql), [tuple(store_text(v) for v in r) for r in rows])
 
 
 class Store:
     """An open history database whose schema is at SCHEMA_VERSION. `create=False` refuses to create a missing
-    SQLite file (reading commands on a history that does not exist)."""
+    SQLite file (reading commands on a history that does not exist). `read_only=True` (the reading commands)
+    opens a SQLite file read-only (`mode=ro`), so that a history in a folder this user cannot write is read;
+    a database that must first be migrated is opened for writing, as before."""
 
-    def __init__(self, url: str, *, create: bool = False) -> None:
+    def __init__(self, url: str, *, create: bool = False, read_only: bool = False) -> None:
         self.url = url
         self.dialect = "postgresql" if is_postgres(url) else "sqlite"
+        self.read_only = read_only and self.dialect == "sqlite"
         self._errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
+        self._guard: Guard | None = None  # SQLite's progress handler (`_configured`)
         self._conn: Any = (
             self._connect_postgres() if self.dialect == "postgresql" else self._connect_sqlite(create)
         )
@@ -175,14 +202,43 @@ class Store:
         if path.is_dir():
             raise HistoryError(f"{self.url}: is a folder, not a history database file")
         try:
+            if self.read_only:
+                return self._connect_read_only(path)
             path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(
-                path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-            )
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
-            conn.execute("PRAGMA foreign_keys = ON")
+            return self._configured(sqlite3.connect(path, **_SQLITE_OPTIONS))
         except (OSError, sqlite3.Error) as exc:
             raise HistoryError(f"history database {self.url}: {_first_line(exc)}") from None
+
+    def _connect_read_only(self, path: Path) -> sqlite3.Connection:
+        """`mode=ro`: nothing is created or written, a write fails. A WAL database whose folder this user cannot
+        write cannot be read that way (SQLite must create its `-shm` file: SQLITE_READONLY_DIRECTORY); when no
+        `-wal` file exists, every committed row is in the main file, and it is read as immutable instead (no
+        locking: nobody can write there that this process could wait for)."""
+        uri = path.absolute().as_uri() + "?mode=ro"
+        conn = self._configured(sqlite3.connect(uri, uri=True, **_SQLITE_OPTIONS))
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError as exc:
+            wal = path.with_name(path.name + "-wal")
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF != _SQLITE_READONLY or wal.exists():
+                raise
+            conn.close()
+            conn = self._configured(sqlite3.connect(uri + "&immutable=1", uri=True, **_SQLITE_OPTIONS))
+        return conn
+
+    def _configured(self, conn: sqlite3.Connection) -> sqlite3.Connection:
+        """The history file may come from elsewhere (a CI artefact), like a trace (issue 32): no SQL functions
+        with side effects from its schema, and every statement under a progress handler whose budget of VM
+        steps grows with the file, which lets SIGTERM and Ctrl-C stop a statement that SQLite runs."""
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA trusted_schema = OFF")
+        try:
+            size = Path(self.url).stat().st_size
+        except OSError:
+            size = 0
+        self._guard = Guard(BUDGET_BASE + BUDGET_PER_BYTE * size)
+        conn.set_progress_handler(self._guard, PROGRESS_EVERY)
         return conn
 
     def _use_wal(self) -> None:
@@ -221,7 +277,7 @@ class Store:
         except self._errors as exc:
             raise self._error(exc) from None
         try:
-            yield Tx(cursor, self.dialect)
+            yield Tx(cursor, self.dialect, self._guard)
             if self.dialect == "sqlite":
                 self._conn.execute("COMMIT")
             else:
@@ -234,7 +290,16 @@ class Store:
         finally:
             cursor.close()
 
-    def _error(self, exc: BaseException) -> HistoryError:
+    def _error(self, exc: BaseException) -> BaseException:
+        """The error for a failed statement: the signal's exception when one stopped it (SIGTERM, Ctrl-C), a
+        budget error when the progress handler did, else the database's own error as a `HistoryError`."""
+        if self._guard is not None and self._guard.raised is not None:
+            return self._guard.raised
+        if self._guard is not None and self._guard.exhausted:
+            return HistoryError(
+                f"history database {self.url}: a query ran past its budget "
+                f"({self._guard.budget_calls * PROGRESS_EVERY:,} SQLite steps)"
+            )
         if isinstance(exc, sqlite3.Error):
             return _sqlite_error(self.url, exc)
         return HistoryError(f"history database {display(self.url)}: {_first_line(exc)}")
@@ -283,10 +348,43 @@ class Store:
                 f"reads ({SCHEMA_VERSION}); upgrade opscope"
             )
 
+    def _refuse_code(self, tx: Tx) -> None:
+        """A SQLite history whose own tables are views, virtual tables, or have triggers or generated columns is
+        refused: that is SQL the file would run on our reads and writes, as long as it likes (issue 32: a
+        `WITH RECURSIVE` view named `opscope_runs` hung `history list`, deaf to SIGTERM). A history database can
+        come from elsewhere (a CI artefact) like a trace."""
+        ours = {VERSION_TABLE, *TABLES}
+        found = []
+        for kind, name, table, sql in tx.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"):
+            virtual = kind == "table" and str(sql or "").lstrip().upper().startswith("CREATE VIRTUAL")
+            if name in ours and (kind == "view" or virtual):
+                found.append(f"{'view' if kind == 'view' else 'virtual table'} {name}")
+            elif kind == "trigger" and table in ours:
+                found.append(f"trigger {name} on {table}")
+        for table in sorted(ours & self._tables(tx)):
+            if any(column[6] in (2, 3) for column in tx.execute(f"PRAGMA table_xinfo({table})")):
+                found.append(f"generated columns in {table}")
+        if found:
+            shown = ", ".join(str(f) for f in found[:3]) + (
+                f" and {len(found) - 3} more" if len(found) > 3 else ""
+            )
+            raise HistoryError(
+                f"{self.url}: not a plain opscope history database ({shown}); opscope runs no SQL from a "
+                "database file"
+            )
+
     def _migrate(self) -> None:
         with self.transaction() as tx:
+            if self.dialect == "sqlite":
+                self._refuse_code(tx)
             version = self._version(tx)
         self._check(version)
+        if self.read_only:
+            if version == SCHEMA_VERSION:
+                return  # reading needs neither write-ahead logging nor a migration
+            self.read_only = False  # an empty file or an older schema: migrated first, as before
+            self.close()
+            self._conn = self._connect_sqlite(create=False)
         if self.dialect == "sqlite":
             self._use_wal()
         if version == SCHEMA_VERSION:

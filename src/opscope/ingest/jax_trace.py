@@ -39,6 +39,7 @@ class JaxConventions:
         self.thread: dict[tuple[str | None, str | None], str] = {}
         self.is_jax = False
         self._launches: list[dict[str, Any]] = []
+        self.beyond = 0  # device / stream numbers in process and thread names too large for their column
 
     def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         cols = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
@@ -68,9 +69,9 @@ class JaxConventions:
                 thread = self.thread.get((pid[j], tid[j]), "")
                 s = _STREAM.match(thread)
                 kind = device_kind(name[j] or "", {}) if s else Kind.GPU_ANNOTATION
-                device[i] = int(match.group(1))
+                device[i] = self._fitting(match.group(1), 31)
                 if s:
-                    stream[i] = int(s.group(1))
+                    stream[i] = self._fitting(s.group(1), 63)
             else:
                 kind = host_kind(name[j] or "", {"correlation_id": corr[j], "step_num": step[j]})
             new_kinds[i] = KIND_CODES[kind]
@@ -80,6 +81,23 @@ class JaxConventions:
         out = pa.RecordBatch.from_arrays(list(cols.values()), schema=batch.schema)
         self._keep_launches(out, np.flatnonzero(new_kinds == KIND_CODES[Kind.RUNTIME]))
         return out
+
+    def _fitting(self, digits: str, bits: int) -> int | None:
+        """The number, or None (counted) when a hostile name makes it too large for its column: it rejected the
+        whole trace (`ArrowInvalid: Value ... too large`, issue 32)."""
+        value = int(digits) if len(digits) <= 20 else 1 << 64
+        if value < 1 << bits:
+            return value
+        self.beyond += 1
+        return None
+
+    def warnings(self, name: str) -> tuple[str, ...]:
+        if not self.beyond:
+            return ()
+        return (
+            f"{name}: {self.beyond:,} device or stream numbers in process / thread names beyond their "
+            "column's range were left empty",
+        )
 
     def _learn(self, cols: dict[str, Any], rows: np.ndarray) -> None:
         for name, pid, tid, label in zip(

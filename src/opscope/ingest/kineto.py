@@ -9,6 +9,7 @@ profiler flags) and the warnings, so metadata and messages are built by one piec
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -69,7 +70,9 @@ def read_batches(path: Path, name: str) -> tuple[Iterator[pa.RecordBatch], Calla
             report = reader.finish()
         except RuntimeError as exc:
             raise InputError(f"{name}: {exc}") from None
-        return build_meta(path, name, report)
+        meta = build_meta(path, name, report)
+        extra = jax.warnings(name)
+        return dataclasses.replace(meta, warnings=meta.warnings + extra) if extra else meta
 
     return batches(), finish
 

@@ -228,7 +228,22 @@ def _valid(values: np.ndarray) -> np.ndarray:
     return values != NULL_INT
 
 
-def _gpu_columns(batch: pa.RecordBatch, category: str, kind: str, state: _State) -> dict[str, pa.Array]:
+def _int32(db: SqliteTrace, where: str, values: np.ndarray) -> pa.Array:
+    """A 32-bit column (device, grid, block, registers): SQL NULL is left empty, and so is a value beyond 32
+    bits, counted for a warning that names `where` (TABLE.column), as the JSON reader does; either rejected the
+    whole trace (`ArrowInvalid: Integer value ... not in range`, issue 32)."""
+    present = values != NULL_INT
+    fits = (values >= -(2**31)) & (values < 2**31)
+    beyond = int(np.count_nonzero(present & ~fits))
+    if beyond:
+        db.out_of_range[where] = db.out_of_range.get(where, 0) + beyond
+    valid = present & fits
+    return pa.array(np.where(valid, values, 0).astype(np.int32), type=pa.int32(), mask=~valid)
+
+
+def _gpu_columns(
+    db: SqliteTrace, table: str, batch: pa.RecordBatch, category: str, kind: str, state: _State
+) -> dict[str, pa.Array]:
     n = batch.num_rows
     gpid = _np(batch, "gpid")
     process = np.where(_valid(gpid), (gpid >> 24) & _PID_MASK, NULL_INT)
@@ -241,7 +256,7 @@ def _gpu_columns(batch: pa.RecordBatch, category: str, kind: str, state: _State)
         Col.TID: C.text_of_ints(stream),
         Col.TS_NS: batch.column("start"),
         Col.DUR_NS: batch.column("dur"),
-        Col.DEVICE: C.ints(device, pa.int32()),
+        Col.DEVICE: _int32(db, f"{table}.deviceId", device),
         Col.STREAM: batch.column("stream"),
         Col.CORRELATION: _correlation(batch, process, state),
     }
@@ -279,18 +294,18 @@ def _kernels(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
     sm_count = {d: info.sm_count for d, info in state.devices.items() if info.sm_count}
     warp_size = {d: info.warp_size or 32 for d, info in state.devices.items()}
     for batch in db.batches(sql, names):
-        cols = _gpu_columns(batch, "kernel", Kind.KERNEL, state)
+        cols = _gpu_columns(db, KERNEL, batch, "kernel", Kind.KERNEL, state)
         cols[Col.NAME] = _names(batch.column("name"), state.strings)
-        for key, col in (
-            ("gx", Col.GRID_X),
-            ("gy", Col.GRID_Y),
-            ("gz", Col.GRID_Z),
-            ("bx", Col.BLOCK_X),
-            ("by", Col.BLOCK_Y),
-            ("bz", Col.BLOCK_Z),
-            ("regs", Col.REGISTERS),
+        for key, column, col in (
+            ("gx", "gridX", Col.GRID_X),
+            ("gy", "gridY", Col.GRID_Y),
+            ("gz", "gridZ", Col.GRID_Z),
+            ("bx", "blockX", Col.BLOCK_X),
+            ("by", "blockY", Col.BLOCK_Y),
+            ("bz", "blockZ", Col.BLOCK_Z),
+            ("regs", "registersPerThread", Col.REGISTERS),
         ):
-            cols[col] = nullable(batch.column(key)).cast(pa.int32())
+            cols[col] = _int32(db, f"{KERNEL}.{column}", _np(batch, key))
         cols[Col.SHARED_MEMORY] = batch.column("smem")
         cols.update(_per_sm(batch, sm_count, warp_size))
         yield C.record_batch(batch.num_rows, cols)
@@ -354,7 +369,7 @@ def _memcpys(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
     )
     names = ["start", "dur", "device", "stream", "corr", "gpid", "bytes", "copy", "src", "dst"]
     for batch in db.batches(sql, names):
-        cols = _gpu_columns(batch, "gpu_memcpy", Kind.MEMCPY, state)
+        cols = _gpu_columns(db, MEMCPY, batch, "gpu_memcpy", Kind.MEMCPY, state)
         copy_kind, src, dst = _np(batch, "copy"), _np(batch, "src"), _np(batch, "dst")
         src, dst = np.where(_valid(src), src, 255), np.where(_valid(dst), dst, 255)
         codes = copy_kind * 65536 + src * 256 + dst
@@ -379,7 +394,7 @@ def _memsets(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
         f"{db.col(MEMSET, 'memKind')} FROM {MEMSET}"
     )
     for batch in db.batches(sql, ["start", "dur", "device", "stream", "corr", "gpid", "bytes", "mem"]):
-        cols = _gpu_columns(batch, "gpu_memset", Kind.MEMSET, state)
+        cols = _gpu_columns(db, MEMSET, batch, "gpu_memset", Kind.MEMSET, state)
         labels = {k: f"Memset ({v})" for k, v in mem.items()}
         labels[NULL_INT] = "Memset (Unknown)"
         cols[Col.NAME] = C.text_by_code(_np(batch, "mem"), labels)

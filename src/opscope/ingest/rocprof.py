@@ -156,8 +156,42 @@ def _blocks(grid: int, group: int) -> int:
     return math.ceil(grid / group) if group > 0 else grid
 
 
+def _int32(values: np.ndarray, valid: np.ndarray, column: str, beyond: dict[str, int]) -> pa.Array:
+    """A 32-bit column (device, grid, workgroup, VGPRs): a value beyond 32 bits is left empty and counted for a
+    warning naming its column, as the JSON reader does (it rejected the whole file, issue 32)."""
+    fits = (values >= -(2**31)) & (values < 2**31)
+    count = int(np.count_nonzero(valid & ~fits))
+    if count:
+        beyond[column] = beyond.get(column, 0) + count
+    return C.ints(np.where(fits, values, 0), pa.int32(), valid & fits)
+
+
+def _beyond_warnings(display: str, beyond: dict[str, int]) -> tuple[str, ...]:
+    return tuple(
+        f"{display}: {count:,} {'value' if count == 1 else 'values'} of {column} beyond 32 bits: left empty"
+        for column, count in sorted(beyond.items())
+    )
+
+
+def _int32_of(values: Sequence[int | None], column: str, beyond: dict[str, int]) -> pa.Array:
+    """`_int32` over Python integers (None: empty; beyond 64 bits: empty and counted too)."""
+    n = len(values)
+    ok = np.fromiter((v is not None and -(2**63) <= v < 2**63 for v in values), dtype=bool, count=n)
+    wide = np.fromiter(
+        (v if good else 0 for v, good in zip(values, ok, strict=True)), dtype=np.int64, count=n
+    )
+    count = int(np.count_nonzero(~ok)) - sum(v is None for v in values)
+    if count:
+        beyond[column] = beyond.get(column, 0) + count
+    return _int32(wide, ok, column, beyond)
+
+
 def _dispatch_batch(
-    chunk: Sequence[_Dispatch], names: dict[int, str], symbols: dict[int, _Symbol], agents: dict[int, int]
+    chunk: Sequence[_Dispatch],
+    names: dict[int, str],
+    symbols: dict[int, _Symbol],
+    agents: dict[int, int],
+    beyond: dict[str, int],
 ) -> pa.RecordBatch:
     n = len(chunk)
     start = np.fromiter((r.start_timestamp for r in chunk), dtype=np.int64, count=n)
@@ -185,28 +219,28 @@ def _dispatch_batch(
             Col.TID: C.text_of_ints(stream),
             Col.TS_NS: pa.array(start),
             Col.DUR_NS: pa.array(end - start),
-            Col.DEVICE: C.ints(device, pa.int32(), device >= 0),
+            Col.DEVICE: _int32(device, device >= 0, "logical_node_type_id", beyond),
             Col.STREAM: pa.array(stream),
             Col.CORRELATION: pa.array([r.correlation_id.internal for r in chunk], type=pa.int64()),
-            Col.GRID_X: pa.array(
-                [_blocks(i.grid_size.x, i.workgroup_size.x) for i in infos], type=pa.int32()
+            Col.GRID_X: _int32_of(
+                [_blocks(i.grid_size.x, i.workgroup_size.x) for i in infos], "grid_size.x", beyond
             ),
-            Col.GRID_Y: pa.array(
-                [_blocks(i.grid_size.y, i.workgroup_size.y) for i in infos], type=pa.int32()
+            Col.GRID_Y: _int32_of(
+                [_blocks(i.grid_size.y, i.workgroup_size.y) for i in infos], "grid_size.y", beyond
             ),
-            Col.GRID_Z: pa.array(
-                [_blocks(i.grid_size.z, i.workgroup_size.z) for i in infos], type=pa.int32()
+            Col.GRID_Z: _int32_of(
+                [_blocks(i.grid_size.z, i.workgroup_size.z) for i in infos], "grid_size.z", beyond
             ),
-            Col.BLOCK_X: pa.array([i.workgroup_size.x for i in infos], type=pa.int32()),
-            Col.BLOCK_Y: pa.array([i.workgroup_size.y for i in infos], type=pa.int32()),
-            Col.BLOCK_Z: pa.array([i.workgroup_size.z for i in infos], type=pa.int32()),
-            Col.REGISTERS: pa.array(regs, type=pa.int32()),
+            Col.BLOCK_X: _int32_of([i.workgroup_size.x for i in infos], "workgroup_size.x", beyond),
+            Col.BLOCK_Y: _int32_of([i.workgroup_size.y for i in infos], "workgroup_size.y", beyond),
+            Col.BLOCK_Z: _int32_of([i.workgroup_size.z for i in infos], "workgroup_size.z", beyond),
+            Col.REGISTERS: _int32_of(regs, "arch_vgpr_count", beyond),
             Col.SHARED_MEMORY: pa.array([i.group_segment_size for i in infos], type=pa.int64()),
         },
     )
 
 
-def _copy_batch(chunk: Sequence[_Copy], agents: dict[int, int]) -> pa.RecordBatch:
+def _copy_batch(chunk: Sequence[_Copy], agents: dict[int, int], beyond: dict[str, int]) -> pa.RecordBatch:
     n = len(chunk)
     start = np.fromiter((r.start_timestamp for r in chunk), dtype=np.int64, count=n)
     end = np.fromiter((r.end_timestamp for r in chunk), dtype=np.int64, count=n)
@@ -231,7 +265,7 @@ def _copy_batch(chunk: Sequence[_Copy], agents: dict[int, int]) -> pa.RecordBatc
             ),
             Col.TS_NS: pa.array(start),
             Col.DUR_NS: pa.array(dur),
-            Col.DEVICE: C.ints(device, pa.int32(), device >= 0),
+            Col.DEVICE: _int32(device, device >= 0, "logical_node_type_id", beyond),
             Col.STREAM: pa.array([r.stream_id.handle for r in chunk], type=pa.int64()),
             Col.CORRELATION: pa.array([r.correlation_id.internal for r in chunk], type=pa.int64()),
             Col.BYTES: pa.array(nbytes, type=pa.int64()),
@@ -258,6 +292,7 @@ def read_json(path: Path, display: str) -> tuple[Iterator[pa.RecordBatch], Calla
     except msgspec.DecodeError as exc:
         raise InputError(f"{display}: not a valid rocprofiler-sdk JSON document ({exc})") from None
     devices: dict[int, DeviceInfo] = {}
+    beyond: dict[str, int] = {}  # field -> values beyond 32 bits (left empty)
 
     def batches() -> Iterator[pa.RecordBatch]:
         for tool in doc.tool:
@@ -270,13 +305,18 @@ def read_json(path: Path, display: str) -> tuple[Iterator[pa.RecordBatch], Calla
             }
             dispatches = tool.buffer_records.kernel_dispatch
             for lo in range(0, len(dispatches), BATCH):
-                yield _dispatch_batch(dispatches[lo : lo + BATCH], names, symbols, agents)
+                yield _dispatch_batch(dispatches[lo : lo + BATCH], names, symbols, agents, beyond)
             copies = tool.buffer_records.memory_copy
             for lo in range(0, len(copies), BATCH):
-                yield _copy_batch(copies[lo : lo + BATCH], agents)
+                yield _copy_batch(copies[lo : lo + BATCH], agents, beyond)
 
     def finish() -> TraceMeta:
-        return TraceMeta(path=str(path), format="rocprof", devices=tuple(devices[k] for k in sorted(devices)))
+        return TraceMeta(
+            path=str(path),
+            format="rocprof",
+            devices=tuple(devices[k] for k in sorted(devices)),
+            warnings=_beyond_warnings(display, beyond),
+        )
 
     return batches(), finish
 
@@ -376,6 +416,7 @@ def read_csv(path: Path, display: str) -> tuple[Iterator[pa.RecordBatch], Callab
     types = {c: pa.string() for c in header}
     types.update({cols[k]: pa.int64() for k in ("start", "end") if k in cols})
     gpu_ids: set[int] = set()
+    beyond: dict[str, int] = {}  # column -> values beyond 32 bits (left empty)
 
     def batches() -> Iterator[pa.RecordBatch]:
         try:
@@ -386,20 +427,25 @@ def read_csv(path: Path, display: str) -> tuple[Iterator[pa.RecordBatch], Callab
             )
             for block in reader:
                 if block.num_rows:
-                    yield _csv_batch(pa.Table.from_batches([block]), cols, gpu_ids)
+                    yield _csv_batch(pa.Table.from_batches([block]), cols, gpu_ids, beyond)
         except (pa.ArrowInvalid, OSError) as exc:
             raise InputError(f"{display}: malformed rocprof CSV ({str(exc).splitlines()[0]})") from None
 
     def finish() -> TraceMeta:
         devices = _sysinfo(path, gpu_ids)
         return TraceMeta(
-            path=str(path), format="rocprof-csv", devices=tuple(devices[k] for k in sorted(devices))
+            path=str(path),
+            format="rocprof-csv",
+            devices=tuple(devices[k] for k in sorted(devices)),
+            warnings=_beyond_warnings(display, beyond),
         )
 
     return batches(), finish
 
 
-def _csv_batch(table: pa.Table, cols: dict[str, str], gpu_ids: set[int]) -> pa.RecordBatch:
+def _csv_batch(
+    table: pa.Table, cols: dict[str, str], gpu_ids: set[int], beyond: dict[str, int]
+) -> pa.RecordBatch:
     n = table.num_rows
     start = table.column(cols["start"]).to_numpy()
     end = table.column(cols["end"]).to_numpy()
@@ -415,7 +461,7 @@ def _csv_batch(table: pa.Table, cols: dict[str, str], gpu_ids: set[int]) -> pa.R
     }
     if device is not None:
         gpu_ids.update(int(d) for d in np.unique(device[device >= 0]))
-        out[Col.DEVICE] = C.ints(device, pa.int32(), device >= 0)
+        out[Col.DEVICE] = _int32(device, device >= 0, cols["device"], beyond)
         out[Col.PID] = C.text_of_ints(device, device >= 0)
     if stream is not None:
         out[Col.STREAM] = C.ints(stream, pa.int64(), stream >= 0)
@@ -423,11 +469,13 @@ def _csv_batch(table: pa.Table, cols: dict[str, str], gpu_ids: set[int]) -> pa.R
     corr = _ints(table, cols.get("corr"))
     if corr is not None:
         out[Col.CORRELATION] = C.ints(corr, pa.int64(), corr >= 0)
-    _csv_launch(table, cols, out)
+    _csv_launch(table, cols, out, beyond)
     return C.record_batch(n, out)
 
 
-def _csv_launch(table: pa.Table, cols: dict[str, str], out: dict[str, pa.Array]) -> None:
+def _csv_launch(
+    table: pa.Table, cols: dict[str, str], out: dict[str, pa.Array], beyond: dict[str, int]
+) -> None:
     """Grid (in workgroups), workgroup size, LDS and VGPRs, from whichever layout the file has."""
     dims: list[tuple[str, str, str, str]] = [
         ("grid_x", "group_x", Col.GRID_X, Col.BLOCK_X),
@@ -445,15 +493,15 @@ def _csv_launch(table: pa.Table, cols: dict[str, str], out: dict[str, pa.Array])
             continue
         ok = (grid >= 0) & (group > 0)
         blocks = np.where(ok, -(-grid // np.where(group > 0, group, 1)), 0)
-        out[grid_col] = C.ints(blocks, pa.int32(), ok)
-        out[block_col] = C.ints(group, pa.int32(), group >= 0)
+        out[grid_col] = _int32(blocks, ok, cols[grid_key], beyond)
+        out[block_col] = _int32(group, group >= 0, cols[group_key], beyond)
     lds = _ints(table, cols.get("lds"))
     if lds is not None:
         out[Col.SHARED_MEMORY] = C.ints(lds, pa.int64(), lds >= 0)
     vgpr, accum = _ints(table, cols.get("vgpr")), _ints(table, cols.get("accum"))
     if vgpr is not None:
         total = vgpr + (np.maximum(accum, 0) if accum is not None else 0)
-        out[Col.REGISTERS] = C.ints(total, pa.int32(), vgpr >= 0)
+        out[Col.REGISTERS] = _int32(total, vgpr >= 0, cols["vgpr"], beyond)
 
 
 def describe_csv(head: bytes) -> str:

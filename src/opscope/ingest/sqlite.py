@@ -19,7 +19,6 @@ import contextlib
 import logging
 import re
 import sqlite3
-import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,12 +28,12 @@ import numpy as np
 import pyarrow as pa
 
 from opscope.errors import InputError
+from opscope.ingest.sqlite_guard import PROGRESS_EVERY, Guard
 
 _FROM = re.compile(r"\bFROM\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
 log = logging.getLogger("opscope")
 NULL_INT = -(2**63)  # stands for SQL NULL inside integer-only queries; see `nullable`
 BATCH_ROWS = 1 << 16
-PROGRESS_EVERY = 10_000  # SQLite VM instructions between two calls of the progress handler
 # A query's budget of VM instructions: a scan costs a few dozen per row and a row takes at least a few bytes of
 # the file, so this bounds any query of ours on a real table many times over, and an endless one at seconds.
 BUDGET_BASE = 200_000_000
@@ -65,53 +64,15 @@ def nullable(column: pa.Array) -> pa.Array:
     return pa.array(values, type=column.type, mask=missing)
 
 
+def _sentinel(column: pa.Array) -> pa.Array:
+    """SQL NULL as `NULL_INT`, as the stdlib path reads it: the ADBC reader hands real nulls for a column the
+    query did not wrap in `ifnull` (a NULL `deviceId` rejected the whole trace, issue 32)."""
+    return column.fill_null(NULL_INT) if column.null_count else column
+
+
 def _quoted(name: str) -> str:
     """An SQL identifier, quoted (names come from the file)."""
     return '"' + name.replace('"', '""') + '"'
-
-
-class _Guard:
-    """The progress handler of one connection: aborts the running statement when its budget of VM steps is
-    spent or a signal handler raised (the exception is kept and re-raised once SQLite has let go)."""
-
-    def __init__(self, budget_steps: int) -> None:
-        self.budget_calls = max(1, budget_steps // PROGRESS_EVERY)
-        self.calls = 0
-        self.raised: BaseException | None = None
-        self.exhausted = False
-
-    def start(self) -> None:
-        self.calls = 0
-        self.raised = None
-        self.exhausted = False
-
-    def __call__(self) -> int:
-        self.calls += 1
-        if self.calls > self.budget_calls:
-            self.exhausted = True
-            return 1
-        return 0
-
-    @contextlib.contextmanager
-    def catching(self) -> Iterator[None]:
-        """While a statement runs: an exception raised in the handler (a signal handler's KeyboardInterrupt or
-        Terminated runs when the handler is called) aborts the statement, and the sqlite3 module hands it to
-        `sys.unraisablehook` instead of raising it; keep it, to raise it once SQLite has let go."""
-        previous = sys.unraisablehook
-
-        def keep(unraisable: Any) -> None:
-            if self.raised is None and unraisable.exc_value is not None:
-                self.raised = unraisable.exc_value
-            else:
-                previous(unraisable)
-
-        sqlite3.enable_callback_tracebacks(True)
-        sys.unraisablehook = keep
-        try:
-            yield
-        finally:
-            sys.unraisablehook = previous
-            sqlite3.enable_callback_tracebacks(False)
 
 
 class SqliteTrace:
@@ -126,7 +87,7 @@ class SqliteTrace:
             size = path.stat().st_size
         except OSError:
             size = 0
-        self.guard = _Guard(BUDGET_BASE + BUDGET_PER_BYTE * size)
+        self.guard = Guard(BUDGET_BASE + BUDGET_PER_BYTE * size)
         try:
             self.conn = sqlite3.connect(_uri(path), uri=True, check_same_thread=False)
             self.conn.set_progress_handler(self.guard, PROGRESS_EVERY)
@@ -155,12 +116,18 @@ class SqliteTrace:
         )
         self._columns: dict[str, set[str]] = {}
         self.odd_values: dict[str, int] = {}  # table.column -> values that were not integers (left empty)
+        self.out_of_range: dict[
+            str, int
+        ] = {}  # table.column -> integers beyond their column's type (left empty)
 
     def warnings(self) -> list[str]:
         """What was left unread or empty, for the trace's warnings."""
         found = [
             f"{count:,} {'value' if count == 1 else 'values'} of {where} not integers (text or fractions): left empty"
             for where, count in sorted(self.odd_values.items())
+        ] + [
+            f"{count:,} {'value' if count == 1 else 'values'} of {where} beyond 32 bits: left empty"
+            for where, count in sorted(self.out_of_range.items())
         ]
         if not self.ignored:
             return found
@@ -271,7 +238,9 @@ class SqliteTrace:
                 cursor.execute(sql)
                 for batch in cursor.fetch_record_batch():
                     if batch.num_rows:
-                        arrays = [batch.column(i).cast(pa.int64()) for i in range(batch.num_columns)]
+                        arrays = [
+                            _sentinel(batch.column(i).cast(pa.int64())) for i in range(batch.num_columns)
+                        ]
                         yield pa.RecordBatch.from_arrays(arrays, schema=schema)
                         delivered += batch.num_rows
         except InputError:

@@ -170,12 +170,7 @@ def _dask(func: Callable[[T], R], items: Sequence[T], address: str, timeout_s: f
     # Every connection attempt (the first, the client's reconnections, our polls) gives up after timeout_s, and
     # distributed's own logging (tracebacks of lost connections) stays quiet: the run ends with one line.
     with _quiet_distributed(), dask.config.set({"distributed.comm.timeouts.connect": f"{timeout_s}s"}):
-        try:
-            client = Client(address, timeout=f"{timeout_s}s", set_as_default=False)
-        except Exception as exc:  # OSError, TimeoutError, ValueError for a malformed address, ...
-            raise ClusterError(
-                f"cannot reach the Dask scheduler at {address} within {timeout_s:g}s ({_one_line(exc)})"
-            ) from None
+        client = _connect(Client, address, timeout_s)
         try:
             try:
                 client.wait_for_workers(1, timeout=timeout_s)
@@ -191,8 +186,42 @@ def _dask(func: Callable[[T], R], items: Sequence[T], address: str, timeout_s: f
                 )
             return results
         finally:
-            with contextlib.suppress(Exception):
-                client.close(timeout=timeout_s)
+            _close(client, timeout_s)
+
+
+def _connect(client_class: Any, address: str, timeout_s: float) -> Any:
+    """A connected `distributed.Client`, or a `ClusterError`. A client whose start fails half-way (it
+    started its IO-loop thread, then could not connect, or stopped on Ctrl-C) is closed before the error:
+    `Client(...)` raises without handing it over, and its own `close()` returns at once for a client that
+    never ran, leaving the thread behind, so it is caught as it starts and its loop runner stopped."""
+    started: list[Any] = []
+
+    class Tracked(client_class):  # type: ignore[misc,valid-type]  # distributed is untyped here
+        def start(self, **kwargs: Any) -> None:
+            started.append(self)
+            super().start(**kwargs)
+
+    try:
+        return Tracked(address, timeout=f"{timeout_s}s", set_as_default=False)
+    except BaseException as exc:
+        for half in started:
+            _close(half, timeout_s)
+        if not isinstance(exc, Exception):  # KeyboardInterrupt, SIGTERM: after the cleanup, as they were
+            raise
+        raise ClusterError(  # OSError, TimeoutError, ValueError for a malformed address, ...
+            f"cannot reach the Dask scheduler at {address} within {timeout_s:g}s ({_one_line(exc)})"
+        ) from None
+
+
+def _close(client: Any, timeout_s: float) -> None:
+    """Close a client, half-built or not, and stop its IO-loop thread: `close()` leaves it running when the
+    start failed, or when closing a client whose scheduler is gone times out."""
+    with contextlib.suppress(Exception):
+        client.close(timeout=timeout_s)
+    runner = getattr(client, "_loop_runner", None)
+    if runner is not None:
+        with contextlib.suppress(Exception):
+            runner.stop(timeout=timeout_s)
 
 
 def _gather(client: Any, futures: list[Any], address: str, timeout_s: float) -> list[Any]:
