@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from browser import chromium, open_report, wait_for  # noqa: F401  (fixtures)
 from conftest import corpus_path
 from opscope.analysis.findings import NOT_EVALUATED, Advice, Finding, RuleOutcome
 from opscope.report.findings_diff import findings_changes, vendor
@@ -30,6 +31,22 @@ def test_rule_not_evaluated_on_one_side_is_not_comparable(cli) -> None:
     assert item["reason"].startswith("not evaluated on BASE: the window is not steady state")
     table = cli("diff", base, new, "--width", "250").out
     assert "findings not comparable: low_utilization_windows (not evaluated on BASE" in table
+
+
+@pytest.mark.corpus
+@pytest.mark.browser
+def test_diff_page_lists_what_is_not_comparable(cli, tmp_path, open_report) -> None:  # noqa: F811
+    """The diff page's findings section says what the CLI says: the not-comparable rule with its reason."""
+    base = corpus_path("tracelens/inference__sglang_decode__capture_traces__bs_32_rank0.json.gz")
+    new = corpus_path("tracelens/inference__sglang_decode__sglang_Qwen3-8B_decode.json.gz")
+    page_path = tmp_path / "diff.html"
+    assert cli("diff", base, new, "--html", page_path).code == 0
+    opened = open_report(page_path)
+    wait_for(opened.page, "window.opscopeReady !== undefined")
+    assert opened.problems() == []
+    rows = opened.page.locator("#findings-not-comparable tbody tr")
+    text = [rows.nth(i).inner_text() for i in range(rows.count())]
+    assert any("low_utilization_windows" in t and "not evaluated on BASE" in t for t in text), text
 
 
 def _finding(rule: str) -> Finding:  # hand-made: the fields diff reads

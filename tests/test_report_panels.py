@@ -57,6 +57,21 @@ def test_a_colour_means_one_thing() -> None:
         re.findall(r'(\w+): "(#[0-9a-fA-F]{6})"', common[common.index("const SEMANTIC") :].split(";")[0])
     )
     assert semantic["sync"] not in categories and semantic["mark"] not in categories
+
+    def rgb(colour: str) -> tuple[int, ...]:
+        return tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+
+    def distance(a: str, b: str) -> float:  # "redmean" RGB distance: close to perceived difference, cheap
+        (r1, g1, b1), (r2, g2, b2) = rgb(a), rgb(b)
+        r = (r1 + r2) / 2
+        return float(
+            ((2 + r / 256) * (r1 - r2) ** 2 + 4 * (g1 - g2) ** 2 + (2 + (255 - r) / 256) * (b1 - b2) ** 2)
+            ** 0.5
+        )
+
+    for role, colour in semantic.items():  # no semantic colour can be taken for a category (launch vs conv)
+        near = [c for c in categories if distance(colour, c) < 140]
+        assert not near, (role, colour, near)
     for name in ("timeline.js", "critical_path.js"):
         text = (ASSETS / name).read_text(encoding="utf-8")
         assert "#d9534f" not in text and "#c0392b" not in text and '"#e15759"' not in text, name

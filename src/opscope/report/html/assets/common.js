@@ -59,7 +59,9 @@ const OPS = (function () {
     memcpy: "#9c755f", memset: "#bab0ac", other: "#8c8c8c", kernel: "#4e79a7", idle: "#d9dde3" };
   // Colours with a meaning of their own, none of them a category's (issue 28: red was both attention and a
   // blocking sync): a synchronising call / sync wait, a launch call, the host waiting, a marked slice or flow.
-  const SEMANTIC = { sync: "#37474f", launch: "#e8a33d", host_wait: "#f0b35a", mark: "#111827" };
+  // Each is far from every category colour (tests/test_report_panels.py measures it): the launch call was an
+  // orange next to convolution's.
+  const SEMANTIC = { sync: "#37474f", launch: "#17becf", host_wait: "#8c510a", mark: "#111827" };
   const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
   function hashColor(text) {
     let h = 2166136261;
