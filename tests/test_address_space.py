@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import corpus_path
-from opscope.cli import address_space
+from opscope.cli import address_space, supervise
 
 V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 MAIN = "import sys\nfrom opscope.cli.main import main\nsys.exit(main(sys.argv[1:]))\n"
@@ -22,6 +23,15 @@ MAIN = "import sys\nfrom opscope.cli.main import main\nsys.exit(main(sys.argv[1:
 GREEDY = (
     "import sys\nfrom opscope.analysis.kernels import summary\n"
     "summary.kernel_summary = lambda *args, **kwargs: bytearray(8 << 30)\n" + MAIN
+)
+
+# the summary replaced by an allocation that fails inside Rust (polars): Rust's allocation-error handler aborts
+# the process (SIGABRT), as a trace that needs more than the limit does in the reader or an analysis; run
+# through `entry`, the console script's function, which watches the command from a parent process
+GREEDY_IN_RUST = (
+    "import polars as pl\nfrom opscope.analysis.kernels import summary\n"
+    "summary.kernel_summary = lambda *args, **kwargs: pl.repeat(0, 1 << 33, eager=True, dtype=pl.Int64)\n"
+    "from opscope.cli.main import entry\nentry()\n"
 )
 
 
@@ -122,3 +132,51 @@ def test_failures_python_sees_are_one_line(
     result = cli("summary", "whatever.json")
     assert result.code == code
     assert result.err.startswith(line) and result.err.count("\n") == 1, result.err
+
+
+def test_an_allocation_that_aborts_in_rust_ends_with_one_line(tmp_path: Path) -> None:
+    """The abort cannot be caught in the process that fails: the console script runs the command in a child
+    under the limit and turns its SIGABRT into the usual last line and exit 2 (cli/supervise.py)."""
+    done = limited(GREEDY_IN_RUST, ["summary", str(corpus_path(V100))], 1024, tmp_path)
+    assert "memory allocation of 68719476736 bytes failed" in done.stderr  # Rust's own line: it did abort
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.endswith(
+        "opscope: error: out of memory: an allocation failed in the native code under the address-space limit "
+        "of 1024 MiB (ulimit -v); raise the limit or read a smaller trace\n"
+    )
+    assert "Traceback" not in done.stderr
+
+
+def test_the_child_runs_the_same_command_and_its_exit_code_passes_through(tmp_path: Path) -> None:
+    trace = str(corpus_path(V100))
+    entry = "from opscope.cli.main import entry\nentry()\n"
+    done = limited(entry, ["summary", trace, "--format", "json"], 1024, tmp_path)
+    assert done.returncode == 0 and '"schema": "opscope.summary/1"' in done.stdout, done.stderr[-2000:]
+    missing = limited(entry, ["summary", str(tmp_path / "absent.json")], 1024, tmp_path)
+    assert missing.returncode == 2 and missing.stderr.startswith("opscope: error:")
+    assert missing.stderr.count("\n") == 1  # one line: the child's, nothing added by the parent
+
+
+def test_supervision_only_under_a_limit(monkeypatch) -> None:
+    monkeypatch.delenv(supervise.CHILD_VARIABLE, raising=False)
+    monkeypatch.setattr(supervise, "address_limit", lambda: None)
+    assert not supervise.wanted()  # no limit: the command runs in this process, as always
+    monkeypatch.setattr(supervise, "address_limit", lambda: 2 << 30)
+    assert supervise.wanted()
+    monkeypatch.setenv(supervise.CHILD_VARIABLE, "1")
+    assert not supervise.wanted()  # the child itself runs the command
+    codes = (0, 1, 2, -signal.SIGKILL, -signal.SIGTERM)
+    assert [supervise.exit_code(c) for c in codes] == [0, 1, 2, 137, 143]
+
+
+def test_sigterm_reaches_the_child() -> None:
+    """A parent stopped with SIGTERM (a CI timeout, `kill`) stops its child too, and exits as the child did."""
+    child = "import time\nprint('ready', flush=True)\ntime.sleep(120)\n"
+    parent = (
+        "import sys\nfrom opscope.cli import supervise\n"
+        f"sys.exit(supervise.run([sys.executable, '-c', {child!r}]))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 143

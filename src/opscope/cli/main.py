@@ -248,4 +248,8 @@ def _on_sigterm() -> Any:
 
 
 def entry() -> None:
-    sys.exit(main())
+    """The console script (and `python -m opscope`): under `ulimit -v` the command runs in a watched child, so
+    an allocation that aborts inside Rust still ends with one line and exit 2 (`cli/supervise.py`)."""
+    from opscope.cli import supervise
+
+    sys.exit(supervise.run() if supervise.wanted() else main())
