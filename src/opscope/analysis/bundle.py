@@ -18,7 +18,7 @@ import polars as pl
 from opscope.analysis.attribution.cpu_ops import CpuOpTable, cpu_busy_per_window, cpu_op_table
 from opscope.analysis.attribution.lines import LineOptions, SourceLines, source_lines
 from opscope.analysis.attribution.stacks import LaunchStacks, launch_stacks
-from opscope.analysis.attribution.steps import StepOptions, StepStats, step_stats
+from opscope.analysis.attribution.steps import StepStats
 from opscope.analysis.attribution.tree import OpTree, TreeOptions, op_tree
 from opscope.analysis.base.linking import Linkage, link
 from opscope.analysis.base.windows import overlap_pairs
@@ -32,10 +32,10 @@ from opscope.analysis.memory.summary import MemoryOptions, MemoryStats, memory_s
 from opscope.analysis.overview import Analysis, AnalyzeOptions
 from opscope.analysis.rules.advise import advise
 from opscope.analysis.timeline.activity import Activity, TimelineOptions, gpu_activity
-from opscope.analysis.timeline.busy import Timeline, timeline
+from opscope.analysis.timeline.busy import Timeline
 from opscope.analysis.timeline.lanes import CpuLanes, cpu_lanes
 from opscope.analysis.timeline.launch_delay import LaunchDelay, kernel_delays, launch_delay
-from opscope.analysis.timeline.memcpy import MemcpyStats, memcpy_stats
+from opscope.analysis.timeline.memcpy import MemcpyStats
 from opscope.model.ncu import NcuMetrics
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
@@ -104,9 +104,11 @@ def trace_bundle(
     # a trace without GPU activity (a CPU-only capture): the efficiency view measures the ops' CPU time
     basis = "gpu" if summary.gpu_calls else "cpu"
     flame = TreeOptions(depth=0, min_share=FLAME_MIN_SHARE, devices=devices, streams=streams)
-    steps = step_stats(trace, StepOptions(devices=devices, streams=streams), linkage)
     lo, hi = act.window.start_ns or 0, act.window.end_ns or 0
     analysis = advise(trace, AnalyzeOptions(devices=devices, streams=streams, predict=True), linkage, act)
+    # the step table, the busy timeline and the copies are the analysis's own (same options, same activity):
+    # computed once, shown in both the report's panels and its analysis payload (issue 25, item 3)
+    steps = analysis.steps
     return TraceBundle(
         trace=trace,
         options=opts,
@@ -116,14 +118,14 @@ def trace_bundle(
         kernel_categories=_kernel_categories(summary, act, opts.kernel_rows),
         tree=op_tree(trace, flame, linkage),
         instances=op_tree(trace, replace(flame, modules="instances"), linkage),
-        timeline=timeline(trace, activity=act),
+        timeline=analysis.timeline,
         categories=category_breakdown(act.clipped()),
         steps=steps,
         step_categories=_step_categories(act.events, steps),
         step_cpu_busy=cpu_busy_per_window(trace, tuple(r.window for r in steps.rows), linkage),
         kernel_delays=kernel_delays(act)[0],
         launch_delay=launch_delay(trace, activity=act),
-        memcpy=memcpy_stats(trace, activity=act),
+        memcpy=analysis.memcpy,
         advice=analysis.advice,
         analysis=analysis,
         critical_path=critical_path_stats(

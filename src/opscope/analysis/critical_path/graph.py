@@ -119,7 +119,7 @@ def _cpu_table(trace: Trace) -> pl.DataFrame:
             (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias("end_ns"),
             Col.CORRELATION,
         )
-        .sort([Col.TS_NS, ROW])
+        .sort([Col.TS_NS, ROW], nulls_last=True)  # nulls last: `_window_rows` cuts it
         .collect()
     )
 
@@ -172,7 +172,31 @@ def gpu_table(linkage: Linkage) -> pl.DataFrame:
         )
         .sort([*lane, Col.TS_NS, ROW], nulls_last=True)
         .with_columns(pl.col("end_ns").shift(1).over(lane).alias("trace_prev_end"))
+        # then in the order windows cut it (`_window_rows`): by the launch call's start, or the event's own
+        # start where it has no launch call
+        .with_columns(
+            pl.when(pl.col("launch_row").is_null())
+            .then(pl.col(Col.TS_NS))
+            .otherwise(pl.col("launch_ts_ns"))
+            .alias(CUT_KEY)
+        )
+        .sort(CUT_KEY, nulls_last=True)
     )
+
+
+CUT_KEY = "_cut_ts"  # gpu_table's sort key: where a window takes the event from
+
+
+def _window_rows(table: pl.DataFrame, key: str, start_ns: int, end_ns: int) -> pl.DataFrame:
+    """The rows of `table` (sorted by `key`, nulls last) whose `key` lies in [start_ns, end_ns]: two binary
+    searches and a zero-copy slice, so cutting every step of a long trace costs O(steps log n), not a scan of
+    the whole table per step (issue 25: a per-window re-scan)."""
+    column = table[key]
+    valid = column.len() - column.null_count()
+    keys = column.slice(0, valid).to_numpy()
+    lo = int(np.searchsorted(keys, start_ns, side="left"))
+    hi = int(np.searchsorted(keys, end_ns, side="right"))
+    return table.slice(lo, max(hi - lo, 0))
 
 
 def _gpu_events(gpu_all: pl.DataFrame, cpu: pl.DataFrame, start_ns: int, end_ns: int) -> pl.DataFrame:
@@ -188,12 +212,9 @@ def _gpu_events(gpu_all: pl.DataFrame, cpu: pl.DataFrame, start_ns: int, end_ns:
         pl.col(Col.TS_NS).alias("launch_ts"),
         pl.col("end_ns").alias("launch_end"),
     )
-    near = pl.col("launch_ts_ns").is_between(start_ns, end_ns) | (
-        pl.col("launch_row").is_null() & pl.col(Col.TS_NS).is_between(start_ns, end_ns)
-    )
     return (
-        gpu_all.filter(near)
-        .drop("launch_ts_ns")
+        _window_rows(gpu_all, CUT_KEY, start_ns, end_ns)
+        .drop("launch_ts_ns", CUT_KEY)
         .join(launches, on="launch_row", how="left")
         .filter(
             pl.col("launch").is_not_null()
@@ -218,7 +239,7 @@ def build(
     cpu_all = cpu_table(trace) if cpu_all is None else cpu_all
     gpu_all = gpu_table(linkage) if gpu_all is None else gpu_all
     cpu = (
-        cpu_all.filter(pl.col(Col.TS_NS).is_between(start_ns, end_ns))
+        _window_rows(cpu_all, Col.TS_NS, start_ns, end_ns)
         .with_row_index("_e")
         .with_columns(pl.col("_e").cast(pl.Int64))
     )
