@@ -73,6 +73,10 @@ class PathResult:
     top: tuple[TopEntry, ...]
 
 
+def _payload(_source: int, _target: int, weight: int) -> int:
+    return weight
+
+
 def _longest(graph: Graph, weights: np.ndarray, keep: np.ndarray) -> tuple[int, np.ndarray]:
     """(length, edge indices of the longest path) over the edges where `keep`."""
     if graph.nodes == 0:
@@ -82,9 +86,10 @@ def _longest(graph: Graph, weights: np.ndarray, keep: np.ndarray) -> tuple[int, 
     idx = np.flatnonzero(keep)
     dag = rx.PyDiGraph(check_cycle=False, multigraph=True)
     dag.add_nodes_from(range(graph.nodes))
-    dag.add_edges_from(list(zip(src.tolist(), dst.tolist(), idx.tolist(), strict=True)))
     w = weights
-    nodes = list(rx.dag_longest_path(dag, weight_fn=lambda _s, _t, e: int(w[e])))
+    # each edge carries its weight as a Python int: the callback rustworkx makes per edge only returns it
+    dag.add_edges_from(list(zip(src.tolist(), dst.tolist(), w[idx].astype(np.int64).tolist(), strict=True)))
+    nodes = list(rx.dag_longest_path(dag, weight_fn=_payload))
     if len(nodes) < 2:
         return 0, np.empty(0, dtype=np.int64)
     # The heaviest kept edge between each consecutive pair (multigraph: parallel edges can exist).
