@@ -7,12 +7,14 @@ of an 880-row critical-path table: issue 25); the fast path must never change a 
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import corpus_path
+from opscope.cli import common
 from opscope.report.document import MS, NAME, PCT, TEXT, Column, Document, Table
 
 render_module = importlib.import_module("opscope.report.render")  # the package re-exports `render`
@@ -55,9 +57,14 @@ def _both(monkeypatch, produce):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.corpus
+@pytest.mark.parametrize("color", [False, True])
 @pytest.mark.parametrize("trace", TRACES)
-def test_every_command_table_is_what_rich_draws(cli, monkeypatch, trace: str) -> None:
+def test_every_command_table_is_what_rich_draws(cli, monkeypatch, trace: str, color: bool) -> None:
+    """Without colour (a pipe, CI) and with it (a terminal: bold titles and headers)."""
     path = corpus_path(trace)
+    if color:
+        chosen = common.render_options
+        monkeypatch.setattr(common, "render_options", lambda *a: replace(chosen(*a), color=True))
     fast_tables = 0
     for command in COMMANDS:
         argv = [command[0], path, *command[1:]]
@@ -65,6 +72,8 @@ def test_every_command_table_is_what_rich_draws(cli, monkeypatch, trace: str) ->
         assert fast == rich, command
         fast_tables += used
     assert fast_tables >= len(COMMANDS)  # not vacuous: the fast path drew the tables
+    if color:
+        assert "\x1b[1m" in cli("summary", path).out  # not vacuous: the output was in colour
 
 
 WORD = st.text(alphabet=st.sampled_from("abcdefghij_:()0123456789…é中"), min_size=1, max_size=30)
@@ -76,8 +85,9 @@ CELL = st.lists(WORD, min_size=0, max_size=6).map(" ".join) | st.sampled_from(["
     rows=st.lists(st.tuples(CELL, CELL, st.floats(0, 1e6), CELL), min_size=0, max_size=6),
     width=st.integers(30, 140),
     title=st.sampled_from(["", "Kernels", "A title longer than some of the narrow tables drawn here"]),
+    color=st.booleans(),
 )
-def test_random_tables_are_what_rich_draws(rows, width: int, title: str) -> None:  # type: ignore[no-untyped-def]
+def test_random_tables_are_what_rich_draws(rows, width: int, title: str, color: bool) -> None:  # type: ignore[no-untyped-def]
     """Hand-made tables (random text): a wrapping text column, a name column, numbers, a plain text column."""
     table = Table(
         "t",
@@ -92,7 +102,7 @@ def test_random_tables_are_what_rich_draws(rows, width: int, title: str) -> None
         tuple({"w": w, "n": n, "v": v, "p": v / 2e6, "t": t} for w, n, v, t in rows),
     )
     doc = Document("Random", {"schema": "test/1"}, tables=(table,))
-    options = RenderOptions(width=width)
+    options = RenderOptions(width=width, color=color)
     original = render_module._plain_table
     fast = render_module.render_table(doc, options)
     render_module._plain_table = lambda *args: None

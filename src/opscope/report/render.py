@@ -179,7 +179,7 @@ def render_table(doc: Document, options: RenderOptions) -> str:
         console.print(Text.assemble((f"  {visible(label)}: ", "dim"), visible(value)))
     for table, shown in laid_out:
         title = Text(visible(table.title), style="bold") if table.title else None
-        plain = None if options.color else _plain_table(title, shown, console.width)
+        plain = _plain_table(title, shown, console.width, options.color)
         if plain is not None:  # the same characters Rich would lay out, without its per-cell measuring
             buf.write(plain)
         else:
@@ -228,13 +228,17 @@ def _rich_table(title: Any, shown: _LaidOut) -> Any:
     return rich
 
 
-def _plain_table(title: Any, shown: _LaidOut, console_width: int) -> str | None:
-    """The table as Rich draws it without colour (SIMPLE_HEAD box, fixed column widths, one space of edge,
-    two between columns), or None where only Rich can lay it out the same: a cell wider than its column (it
-    wraps), a character that is not one terminal cell wide, a line break, a title longer than the table or
-    a table wider than the console. `tests/test_render_plain.py` checks it against Rich, byte for byte, on
-    every command's tables over real traces. Rich measured and rendered each cell (a millisecond per row:
-    1.2 s of an 880-row critical-path table)."""
+BOLD, RESET = "\x1b[1m", "\x1b[0m"  # the only styles of a table: its title and its header are bold
+
+
+def _plain_table(title: Any, shown: _LaidOut, console_width: int, color: bool = False) -> str | None:
+    """The table as Rich draws it (SIMPLE_HEAD box, fixed column widths, one space of edge, two between
+    columns; with `color`, the title and the header bold as Rich writes them), or None where only Rich can lay
+    it out the same: a header wider than its column, a character that is not one terminal cell wide, a line
+    break, a title longer than the table or a table wider than the console. Body cells wider than their
+    column wrap as Rich wraps them. `tests/test_render_plain.py` checks it against Rich, byte for byte, on
+    every command's tables over real traces and on random tables. Rich measured and rendered each cell (a
+    millisecond per row: 1.2 s of an 880-row critical-path table)."""
     from rich.cells import cell_len
 
     widths = [max(w, 1) for w in shown.widths]  # Rich gives an empty column one cell
@@ -252,7 +256,7 @@ def _plain_table(title: Any, shown: _LaidOut, console_width: int) -> str | None:
         heading = title.plain
         if len(heading) > total or not _one_cell_each(heading, cell_len):
             return None
-        lines.append(heading.ljust(total))
+        lines.append(f"{BOLD}{heading.ljust(total)}{RESET}" if color else heading.ljust(total))
     wraps = [c.wrap for c in shown.columns]
     blank = " " * total
     lines.append(blank)
@@ -267,6 +271,13 @@ def _plain_table(title: Any, shown: _LaidOut, console_width: int) -> str | None:
                 cells.append(_wrapped(cell, width))
             else:
                 return None
+        if i == 0 and color:  # each header cell bold, and its right padding bold apart from it
+            if any(len(c) > 1 for c in cells):
+                return None
+            bold = [f"{BOLD}{c[0]}{RESET}" for c in cells]
+            lines.append(" " + f"{BOLD} {RESET} ".join(bold) + " ")
+            lines.append(" " + "\u2500" * inner + " ")
+            continue
         height = max(len(c) for c in cells)
         for k in range(height):
             parts = [c[k] if k < len(c) else " " * w for c, w in zip(cells, widths, strict=True)]
