@@ -121,6 +121,7 @@ def _cpu_table(trace: Trace) -> pl.DataFrame:
         )
         .sort([Col.TS_NS, ROW], nulls_last=True)  # nulls last: `_window_rows` cuts it
         .collect()
+        .rechunk()  # one chunk: `_window_rows` reads its start column without a copy
     )
 
 
@@ -154,9 +155,10 @@ def _stream_waits(trace: Trace) -> pl.DataFrame:
 
 
 def gpu_table(linkage: Linkage) -> pl.DataFrame:
-    """Every GPU event of the link table in (device, stream, start) order with `trace_prev_end`: the end of the
-    previous activity on the same device and stream in the whole trace (to tell a backlog from before a window),
-    and its launch call's row and start. It does not depend on the window: built once, cut per window."""
+    """Every GPU event of the link table with `trace_prev_end`: the end of the previous activity on the same
+    device and stream in the whole trace (to tell a backlog from before a window), and its launch call's row
+    and start; sorted by where a window takes it from (`CUT_KEY`: the launch call's start, else its own). It
+    does not depend on the window: built once, cut per window."""
     lane = [Col.DEVICE, Col.STREAM]
     return (
         linkage.gpu.select(
@@ -181,6 +183,7 @@ def gpu_table(linkage: Linkage) -> pl.DataFrame:
             .alias(CUT_KEY)
         )
         .sort(CUT_KEY, nulls_last=True)
+        .rechunk()
     )
 
 
