@@ -107,6 +107,22 @@ def python_frames(linked: Linkage) -> pl.DataFrame:
     )
 
 
+def launch_points(linked: Linkage) -> pl.DataFrame:
+    """Each distinct launch call of the link table as a point on its thread, for `innermost_at`: launch_row,
+    pid, tid (String), ts_ns; sorted by launch_row."""
+    return (
+        linked.gpu.filter(pl.col("launch_row").is_not_null())
+        .select(
+            "launch_row",
+            pl.col("launch_pid").cast(pl.String).alias(Col.PID),
+            pl.col("launch_tid").cast(pl.String).alias(Col.TID),
+            pl.col("launch_ts_ns").alias(Col.TS_NS),
+        )
+        .unique("launch_row")
+        .sort("launch_row")
+    )
+
+
 def innermost_at(frames: pl.DataFrame, points: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """For each frame (pid, tid, ts_ns, end_ns) its parent, and for each point (pid, tid, ts_ns) the frame that
     holds it: the innermost frame on the same pid/tid with start <= t <= end (innermost: the latest start, the
@@ -154,17 +170,7 @@ def _kept_frames(linked: Linkage, frames_filter: FrameFilter) -> KeptFrames:
         ROW
     )
     parent, _ = innermost_at(kept, kept.clear())
-    launches = (
-        linked.gpu.filter(pl.col("launch_row").is_not_null())
-        .select(
-            "launch_row",
-            pl.col("launch_pid").cast(pl.String).alias(Col.PID),
-            pl.col("launch_tid").cast(pl.String).alias(Col.TID),
-            pl.col("launch_ts_ns").alias(Col.TS_NS),
-        )
-        .unique("launch_row")
-        .sort("launch_row")
-    )
+    launches = launch_points(linked)
     _, at = innermost_at(kept, launches)
     launches = launches.select("launch_row").with_columns(
         pl.Series("frame", at, dtype=pl.Int64).replace(-1, None)

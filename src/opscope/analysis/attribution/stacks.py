@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from opscope.analysis.attribution.frames import user_frame_names
-from opscope.analysis.attribution.lines import innermost_at, python_frames
+from opscope.analysis.attribution.lines import innermost_at, launch_points, python_frames
 from opscope.analysis.base.linking import ROW, Linkage, once_per_link
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
@@ -80,16 +80,7 @@ def _launch_stacks(linked: Linkage) -> LaunchStacks:
     none = LaunchStacks(pl.DataFrame(schema={ROW: pl.Int64, "stack": pl.Int64}), (), frozenset())
     if frames.height == 0:
         return none
-    launches = (
-        linked.gpu.filter(pl.col("launch_row").is_not_null())
-        .select(
-            "launch_row",
-            pl.col("launch_pid").cast(pl.String).alias(Col.PID),
-            pl.col("launch_tid").cast(pl.String).alias(Col.TID),
-            pl.col("launch_ts_ns").alias(Col.TS_NS),
-        )
-        .unique("launch_row")
-    )
+    launches = launch_points(linked)
     parent, at = innermost_at(frames, launches)
     distinct = frames.select(Col.NAME).unique().with_row_index("_name")  # a hash join, no string sort
     name = (
