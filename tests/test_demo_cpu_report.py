@@ -30,7 +30,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     folder = tmp_path_factory.mktemp("demo")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = main(["-q", "demo", "--log-dir", str(folder), "--steps", "3", "--format", "json"])
+        code = main(["-q", "demo", "--log-dir", str(folder), "--denoise-steps", "3", "--format", "json"])
     assert code == 0
     data = json.loads(out.getvalue())
     if data["device"] != "cpu":
