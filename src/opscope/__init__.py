@@ -27,6 +27,7 @@ imports torch only when they run, so `import opscope` works without torch.
 
 from __future__ import annotations
 
+import importlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -40,7 +41,7 @@ from opscope.untrusted import install_log_filter
 install_log_filter(logging.getLogger("opscope"))
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from pathlib import Path
 
     from opscope.analysis.advised import Advised
@@ -230,12 +231,24 @@ def _render_text(result: object) -> str | None:
     return None if document is None else render(document, "table", RenderOptions(width=TEXT_WIDTH))
 
 
+# result class -> (its view module, the function that makes its Document): imported only when printed
+_VIEWS = {
+    "KernelSummary": ("summary_view", "summary_document"),
+    "OpStats": ("ops_view", "ops_document"),
+    "StepStats": ("steps_view", "steps_document"),
+    "OpTree": ("tree_view", "tree_document"),
+    "Efficiency": ("efficiency_view", "efficiency_document"),
+    "MemoryStats": ("memory_view", "memory_document"),
+    "CriticalPathStats": ("critical_path_view", "critical_path_document"),
+    "SourceLines": ("lines_view", "lines_document"),
+    "LaunchReport": ("kernels_view", "kernels_document"),
+    "TraceDiff": ("diff_view", "diff_document"),
+    "RanksReport": ("ranks_view", "ranks_document"),
+}
+
+
 def _document(result: object) -> Document | None:
     name = type(result).__name__
-    if name == "KernelSummary":
-        from opscope.report.summary_view import summary_document
-
-        return summary_document(result)  # type: ignore[arg-type]
     if name == "Analysis":
         from opscope.report.analyze_view import analyze_document
         from opscope.report.memory_brief import with_peaks
@@ -245,47 +258,13 @@ def _document(result: object) -> Document | None:
         from opscope.report.advice_view import advise_document
 
         return advise_document(result.analysis)  # type: ignore[attr-defined]
-    if name == "OpStats":
-        from opscope.report.ops_view import ops_document
-
-        return ops_document(result)  # type: ignore[arg-type]
-    if name == "StepStats":
-        from opscope.report.steps_view import steps_document
-
-        return steps_document(result)  # type: ignore[arg-type]
-    if name == "OpTree":
-        from opscope.report.tree_view import tree_document
-
-        return tree_document(result)  # type: ignore[arg-type]
-    if name == "Efficiency":
-        from opscope.report.efficiency_view import efficiency_document
-
-        return efficiency_document(result)  # type: ignore[arg-type]
-    if name == "MemoryStats":
-        from opscope.report.memory_view import memory_document
-
-        return memory_document(result)  # type: ignore[arg-type]
-    if name == "CriticalPathStats":
-        from opscope.report.critical_path_view import critical_path_document
-
-        return critical_path_document(result)  # type: ignore[arg-type]
-    if name == "SourceLines":
-        from opscope.report.lines_view import lines_document
-
-        return lines_document(result)  # type: ignore[arg-type]
-    if name == "LaunchReport":
-        from opscope.report.kernels_view import kernels_document
-
-        return kernels_document(result)  # type: ignore[arg-type]
-    if name == "TraceDiff":
-        from opscope.report.diff_view import diff_document
-
-        return diff_document(result)  # type: ignore[arg-type]
-    if name == "RanksReport":
-        from opscope.report.ranks_view import ranks_document
-
-        return ranks_document(result)  # type: ignore[arg-type]
-    return None
+    if name not in _VIEWS:
+        return None
+    module, function = _VIEWS[name]
+    make: Callable[[object], Document] = getattr(
+        importlib.import_module(f"opscope.report.{module}"), function
+    )
+    return make(result)
 
 
 set_text_renderer(_render_text)
