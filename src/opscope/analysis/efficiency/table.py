@@ -28,7 +28,7 @@ from opscope.analysis.base.stages import stage
 from opscope.analysis.base.windows import STEP_ANY, fold_steps
 from opscope.analysis.efficiency.families import COMPUTE_FAMILIES, Cost, Unsized
 from opscope.analysis.efficiency.peaks import GpuPeaks, match_peaks
-from opscope.analysis.efficiency.sizing import list_dtypes, size_call, size_ops
+from opscope.analysis.efficiency.sizing import Key, list_dtypes, size_call, size_ops
 from opscope.analysis.kernels.gpu_arch import GpuIdentity, gpu_identity, named_model
 from opscope.model.kinds import Kind
 from opscope.model.schema import Col
@@ -361,11 +361,7 @@ def _efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Effic
     scopes, pairs = _scopes(trace, linked)
     stage("efficiency: sizing ops")
     costs = size_ops(scopes)
-    sized_keys = pl.DataFrame(
-        [k for k, c in costs.items() if isinstance(c, Cost)],
-        schema={Col.NAME: pl.String, Col.INPUT_DIMS: pl.String},
-        orient="row",
-    )
+    sized_keys = _sized_keys(costs)
     stage("efficiency: GPU time per op and shape")
     events, top_level = _owners(trace, linked, opts, scopes, pairs, sized_keys)
     device, peaks, warnings = _device(trace, opts)
@@ -402,6 +398,15 @@ def _efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Effic
     )
 
 
+def _sized_keys(costs: dict[Key, Cost | Unsized]) -> pl.DataFrame:
+    """The (name, input dims) keys that `size_ops` could size (a `Cost`), as a frame to join on."""
+    return pl.DataFrame(
+        [k for k, c in costs.items() if isinstance(c, Cost)],
+        schema={Col.NAME: pl.String, Col.INPUT_DIMS: pl.String},
+        orient="row",
+    )
+
+
 def _cpu_efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Efficiency:
     """Basis "cpu" (a trace without GPU activity): every op's own CPU time, from `ops`' table."""
     cpu = True
@@ -413,11 +418,7 @@ def _cpu_efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> E
     scopes, pairs = _scopes(trace, linked)
     stage("efficiency: sizing ops")
     costs = size_ops(scopes)
-    sized_keys = pl.DataFrame(
-        [k for k, c in costs.items() if isinstance(c, Cost)],
-        schema={Col.NAME: pl.String, Col.INPUT_DIMS: pl.String},
-        orient="row",
-    )
+    sized_keys = _sized_keys(costs)
     stage("efficiency: ops inside sized ops")
     shaped = _key_ids(scopes, pl.col(Col.INPUT_DIMS))
     nested = _nested(shaped, pairs, sized_keys)
