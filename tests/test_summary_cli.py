@@ -210,3 +210,50 @@ def test_start_times_are_exact_nanoseconds(relative: str) -> None:
     expected = sorted(int(Decimal(e["ts"]) * 1000) for e in doc["traceEvents"] if "ts" in e)
     got = sorted(opscope.load(path).events["ts_ns"].drop_nulls().to_list())
     assert got == expected
+
+
+def test_rows_shown_with_top_equal_those_of_top_zero(cli, tmp_path: Path) -> None:
+    """`--top N` computes the statistics of the N rows it shows only (a name per event costs ~600 MB less,
+    issue 32); those rows and the "more" totals equal `--top 0`'s. Hand-made: 40 names, 1-40 events each, one
+    duplicate name under two kinds, one event without a name."""
+    events = []
+    for i in range(40):
+        events += [
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": f"k{i:02d}",
+                "pid": 0,
+                "tid": 7,
+                "ts": 10 * i + j,
+                "dur": 1 + j % 3,
+                "args": {"device": 0},
+            }
+            for j in range(1 + i)
+        ]
+    events.append(
+        {
+            "ph": "X",
+            "cat": "gpu_memcpy",
+            "name": "k39",
+            "pid": 0,
+            "tid": 7,
+            "ts": 1,
+            "dur": 5,
+            "args": {"device": 0},
+        }
+    )
+    events.append(
+        {"ph": "X", "cat": "kernel", "pid": 0, "tid": 7, "ts": 2, "dur": 9000, "args": {"device": 0}}
+    )
+    path = tmp_path / "names.json"  # hand-made (see the docstring)
+    path.write_text(json.dumps({"traceEvents": events}))
+    every = json.loads(cli("summary", path, "--top", "0", "--format", "json", "--no-cache").out)
+    for top in (1, 5, 41):
+        some = json.loads(cli("summary", path, "--top", str(top), "--format", "json", "--no-cache").out)
+        assert some["rows"] == every["rows"][:top]
+        assert some["totals"] == every["totals"] and some["selected"] == every["selected"]
+        hidden = every["rows"][top:]
+        rest = some["rest"] or {"rows": 0, "calls": 0, "total_us": 0}
+        assert (rest["rows"], rest["calls"]) == (len(hidden), sum(r["calls"] for r in hidden))
+        assert rest["total_us"] == pytest.approx(sum(r["total_us"] for r in hidden), abs=1e-3)

@@ -16,6 +16,7 @@ Definitions (also in docs/metrics.md):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -274,24 +275,67 @@ def duration_warning(count: int) -> tuple[str, ...]:
     )
 
 
-def per_kernel(chosen: pl.LazyFrame, kinds: tuple[str, ...]) -> pl.DataFrame:
-    """One row per (name, kind) of `chosen`, sorted by total time (then name, kind). Grouped by the name
-    within each kind rather than by (name, kind): polars groups one categorical key on its codes, while a
-    two-column key is row-encoded and the median then gathers every row's index per group. On 3.95 M tiny
-    kernels of 8 names that took ~245 MB more, the larger half of `summary`'s peak (issue 32)."""
-    d = pl.col(Col.DUR_NS)
-    parts = [
-        chosen.filter(pl.col(Col.KIND) == kind)
-        .group_by(Col.NAME)
-        .agg(
-            pl.len().alias("calls"),
-            d.sum().alias("total"),
+STATS = ("avg", "min", "max", "median", "stddev")  # per_kernel's columns beyond calls and total
+
+
+def per_kernel(chosen: pl.LazyFrame, kinds: tuple[str, ...], top: int = 0) -> pl.DataFrame:
+    """One row per (name, kind) of `chosen`, sorted by total time (then name, kind), with calls, total and
+    the statistics of `STATS`; with `top` > 0 the statistics are filled for the first `top` rows only (null
+    below: every row still has its calls and total, which the table's "N more" line sums). Grouped by the
+    name within each kind rather than by (name, kind): polars groups one categorical key on its codes, while
+    a two-column key is row-encoded and the median then gathers every row's index per group. On 3.95 M tiny
+    kernels of 8 names that took ~245 MB more, the larger half of `summary`'s peak (issue 32). On a hand-made
+    trace with a name per event (3.95 M groups) the statistics of every group took ~600 MB more and twice
+    the time, for the 30 rows printed: so calls and totals first, the statistics of the rows shown after."""
+    totals = _grouped(chosen, kinds, lambda d: (pl.len().alias("calls"), d.sum().alias("total")))
+    # sorted after collecting: sorted in the same lazy plan, 400 k distinct names reserved ~2.4 GB of address
+    # space (little of it touched, but all of it counts against `ulimit -v`)
+    totals = totals.sort(["total", Col.NAME, Col.KIND], descending=[True, False, False])
+    head = totals if top <= 0 else totals.head(top)
+    shown = (
+        chosen
+        if top <= 0
+        else chosen.filter(
+            pl.any_horizontal(
+                pl.lit(False),
+                *[
+                    (pl.col(Col.KIND) == kind) & _named(names)
+                    for kind, names in head.group_by(Col.KIND).agg(Col.NAME).iter_rows()
+                ],
+            )
+        )
+    )
+    stats = _grouped(
+        shown,
+        kinds,
+        lambda d: (
             d.mean().alias("avg"),
             d.min().alias("min"),
             d.max().alias("max"),
             d.median().alias("median"),
             d.std(ddof=1).alias("stddev"),
-        )
+        ),
+    )
+    head = head.join(stats, on=[Col.NAME, Col.KIND], how="left", maintain_order="left", nulls_equal=True)
+    rest = totals.slice(head.height).with_columns(pl.lit(None, dtype=head.schema[c]).alias(c) for c in STATS)
+    return pl.concat([head, rest])
+
+
+def _named(names: list[str | None]) -> pl.Expr:
+    """The events whose name is one of `names` (None: no name)."""
+    named = pl.col(Col.NAME).cast(pl.String).is_in([n for n in names if n is not None])
+    return named | pl.col(Col.NAME).is_null() if None in names else named
+
+
+def _grouped(
+    chosen: pl.LazyFrame, kinds: tuple[str, ...], aggregations: Callable[[pl.Expr], tuple[pl.Expr, ...]]
+) -> pl.DataFrame:
+    """`aggregations` of the duration per name within each kind (name as pl.String, kind beside it)."""
+    d = pl.col(Col.DUR_NS)
+    parts = [
+        chosen.filter(pl.col(Col.KIND) == kind)
+        .group_by(Col.NAME)
+        .agg(*aggregations(d))
         .select(
             pl.col(Col.NAME).cast(pl.String),
             pl.lit(kind, dtype=pl.String).alias(Col.KIND),
@@ -299,9 +343,7 @@ def per_kernel(chosen: pl.LazyFrame, kinds: tuple[str, ...]) -> pl.DataFrame:
         )
         for kind in dict.fromkeys(kinds)
     ]
-    # sorted after collecting: sorted in the same lazy plan, 400 k distinct names reserved ~2.4 GB of address
-    # space (little of it touched, but all of it counts against `ulimit -v`)
-    return pl.concat(parts).collect().sort(["total", Col.NAME, Col.KIND], descending=[True, False, False])
+    return pl.concat(parts).collect()
 
 
 def kernel_summary(trace: Trace, options: SummaryOptions | None = None) -> KernelSummary:
@@ -309,7 +351,7 @@ def kernel_summary(trace: Trace, options: SummaryOptions | None = None) -> Kerne
     opts = options or SummaryOptions()
     selection = select_gpu(trace, opts)
     gpu_time = selection.gpu_time_ns
-    grouped = per_kernel(selection.chosen, opts.kinds)
+    grouped = per_kernel(selection.chosen, opts.kinds, opts.top)
     denominator = gpu_time if gpu_time > 0 else 1
     # KernelRow objects for the rows shown only: a trace of millions of distinct names (hand-made, hostile)
     # would otherwise build millions of Python objects to print 30 of them; the rest is summed in polars.
