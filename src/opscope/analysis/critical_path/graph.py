@@ -121,7 +121,25 @@ def _cpu_table(trace: Trace) -> pl.DataFrame:
         )
         .sort([Col.TS_NS, ROW], nulls_last=True)  # nulls last: `_window_rows` cuts it
         .collect()
+        .pipe(_with_call_flags)
         .rechunk()  # one chunk: `_window_rows` reads its start column without a copy
+    )
+
+
+BLOCKING, ASYNC_COPY_CALL = "_blocking", "_async_copy"  # cpu_table's flags (`_with_call_flags`)
+
+
+def _with_call_flags(cpu: pl.DataFrame) -> pl.DataFrame:
+    """`cpu` with `BLOCKING` (a blocking host call: `timeline.syncs`' pattern less cudaStreamWaitEvent) and
+    `ASYNC_COPY_CALL` (a *MemcpyAsync call), both among the launch / runtime calls only; each distinct name
+    matched once per trace, not per window."""
+    names = cpu[Col.NAME].unique().drop_nulls().to_list()
+    blocking = [n for n in names if re.search(SYNC_CALL_PATTERN, n) and "WaitEvent" not in n]
+    copies = [n for n in names if re.search(ASYNC_COPY, n)]
+    is_call = pl.col(Col.KIND).is_in(list(LAUNCH_KINDS))
+    return cpu.with_columns(
+        (pl.col(Col.NAME).is_in(blocking) & is_call).fill_null(False).alias(BLOCKING),
+        (pl.col(Col.NAME).is_in(copies) & is_call).fill_null(False).alias(ASYNC_COPY_CALL),
     )
 
 
@@ -183,8 +201,28 @@ def gpu_table(linkage: Linkage) -> pl.DataFrame:
             .alias(CUT_KEY)
         )
         .sort(CUT_KEY, nulls_last=True)
+        .pipe(_with_work_kind)
         .rechunk()
     )
+
+
+WORK_KIND = "_work"  # gpu_table: the edge kind of an activity's own duration (`_with_work_kind`)
+
+
+def _with_work_kind(gpu: pl.DataFrame) -> pl.DataFrame:
+    """`gpu` with `WORK_KIND`: memcpy for copies and memsets, communication for `analyze`'s communication
+    category (one rule table for every view, issue 28), else compute. Classified once per trace, not per
+    window (each distinct name once)."""
+    categories = with_category(gpu.select(Col.NAME, Col.KIND))[CATEGORY]
+    comm = (categories == COMMUNICATION).fill_null(False)
+    kind = (
+        pl.when(pl.col(Col.KIND) != Kind.KERNEL)
+        .then(pl.lit(MEMCPY))
+        .when(pl.lit(comm))
+        .then(pl.lit(GPU_COMM))
+        .otherwise(pl.lit(GPU_COMPUTE))
+    )
+    return gpu.with_columns(kind.alias(WORK_KIND))
 
 
 CUT_KEY = "_cut_ts"  # gpu_table's sort key: where a window takes the event from
@@ -468,11 +506,8 @@ def _gpu_edges(gpu: pl.DataFrame, waits: pl.DataFrame | None = None) -> pl.DataF
         return _edge_frame(*(np.empty(0, dtype=np.int64),) * 3, CPU_BOUND, np.empty(0, dtype=np.int64))
     e = gpu["_e"].to_numpy()
     ts, end = gpu[Col.TS_NS].to_numpy(), gpu["end_ns"].to_numpy()
-    # Communication is `analyze`'s category (one rule table for every view, issue 28).
-    categories = with_category(gpu.select(Col.NAME, pl.col(Col.KIND).cast(pl.String)))[CATEGORY]
-    comm = (categories == COMMUNICATION).fill_null(False).to_numpy()
-    kind = np.where(gpu[Col.KIND].to_numpy() != Kind.KERNEL, MEMCPY, np.where(comm, GPU_COMM, GPU_COMPUTE))
-    frames = [_edge_frame(2 * e, 2 * e + 1, end - ts, pl.Series(kind, dtype=pl.String), e)]
+    kind = gpu[WORK_KIND] if WORK_KIND in gpu.columns else _with_work_kind(gpu)[WORK_KIND]
+    frames = [_edge_frame(2 * e, 2 * e + 1, end - ts, kind, e)]
     launch = gpu["launch"].to_numpy()
     l_ts = gpu["launch_ts"].fill_null(np.iinfo(np.int64).min).to_numpy()
     # GPU work with no launch call in the trace has no launch edge; nor has work that appears to start before
@@ -548,14 +583,10 @@ def _sync_pairs(cpu: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, np.
     """(sync event, GPU event, weight_ns) for every blocking call and the last activity per stream it waited
     for (see the module doc), and the mask of the CPU events that are blocking calls."""
     empty = pl.DataFrame(schema={"sync": pl.Int64, "gpu": pl.Int64, "weight_ns": pl.Int64})
-    names = cpu[Col.NAME].unique().drop_nulls().to_list()
-    blocking = [n for n in names if re.search(SYNC_CALL_PATTERN, n) and "WaitEvent" not in n]
-    copies = [n for n in names if re.search(ASYNC_COPY, n)]
-    is_call = pl.col(Col.KIND).is_in(list(LAUNCH_KINDS))
-    mask = (
-        cpu.select(pl.col(Col.NAME).is_in(blocking) & is_call).to_series().fill_null(False).to_numpy().copy()
-    )
-    calls = cpu.filter(pl.col(Col.NAME).is_in(blocking + copies) & is_call)
+    if BLOCKING not in cpu.columns:
+        cpu = _with_call_flags(cpu)
+    mask = cpu[BLOCKING].to_numpy().copy()
+    calls = cpu.filter(pl.col(BLOCKING) | pl.col(ASYNC_COPY_CALL))
     if calls.height == 0 or gpu.height == 0:
         return empty, mask
     g = gpu.sort("end_ns")
@@ -570,7 +601,7 @@ def _sync_pairs(cpu: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, np.
     # Gather with polars, not numpy: text columns with nulls would become object arrays.
     on_call = calls.select(
         pl.col("_e").alias("sync"),
-        pl.col(Col.NAME).is_in(copies).alias("copy"),
+        pl.col(ASYNC_COPY_CALL).alias("copy"),
         pl.col(Col.TS_NS).alias("s_ts"),
         pl.col("end_ns").alias("s_end"),
         pl.col(Col.PID).alias("s_pid"),
