@@ -22,6 +22,8 @@ def merge(
     Returns columns `*by, start_ns, end_ns`. Zero-length and inverted intervals are dropped.
     """
     keys = list(by)
+    if not keys:
+        return _merge_one(frame, start, end)
     lazy = frame.lazy().select(*keys, pl.col(start).alias(START), pl.col(end).alias(END))
     lazy = lazy.filter(
         pl.col(START).is_not_null() & pl.col(END).is_not_null() & (pl.col(END) > pl.col(START))
@@ -38,6 +40,34 @@ def merge(
     lazy = lazy.with_columns(gid.alias("_gid"))
     out = lazy.group_by([*keys, "_gid"]).agg(pl.col(START).min(), pl.col(END).max())
     return out.drop("_gid").sort([*keys, START]).collect()
+
+
+def _merge_one(frame: pl.DataFrame | pl.LazyFrame, start: str, end: str) -> pl.DataFrame:
+    """`merge` without groups, in numpy: sorted by start, a new interval begins where the start passes the
+    running maximum of the ends so far; it ends at that running maximum just before the next one begins
+    (one sort and two passes, no group-by: the polars form cost ~30 ms per call on 1 M intervals)."""
+    both = (
+        frame.lazy()
+        .select(pl.col(start).alias(START), pl.col(end).alias(END))
+        .filter(pl.col(START).is_not_null() & pl.col(END).is_not_null() & (pl.col(END) > pl.col(START)))
+        .collect()
+    )
+    s = both[START].to_numpy()
+    e = both[END].to_numpy()
+    if len(s) == 0:
+        return pl.DataFrame({START: s, END: e}, schema={START: both.schema[START], END: both.schema[END]})
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > reach[:-1]
+    last = np.empty(len(s), dtype=bool)
+    last[:-1] = new[1:]
+    last[-1] = True
+    return pl.DataFrame(
+        {START: s[new], END: reach[last]}, schema={START: both.schema[START], END: both.schema[END]}
+    )
 
 
 def union_ns(
