@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from deadline import Alarm, deadline
 from opscope.history.api import History
 from opscope.history.schema import TABLES, VERSION_TABLE
 from opscope.history.store import HistoryError, Store
@@ -117,26 +115,6 @@ def test_code_in_the_history_schema_is_refused_in_one_line(
     assert time.monotonic() - started < 60
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "not a plain opscope history database" in done.stderr and "opscope_runs" in done.stderr
-
-
-class Alarm(Exception):
-    pass
-
-
-@contextmanager
-def deadline(seconds: int) -> Iterator[None]:
-    """Fail instead of hanging: SIGALRM raises inside whatever runs, SQLite's progress handler included."""
-
-    def ring(signum: int, frame: object) -> None:
-        raise Alarm(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, ring)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def test_a_signal_stops_a_running_statement(tmp_path: Path) -> None:

@@ -6,11 +6,8 @@ built in a temporary folder."""
 from __future__ import annotations
 
 import json
-import signal
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -18,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import opscope
+from deadline import Alarm, deadline
 from opscope.errors import InputError, OpscopeError
 from opscope.ingest import sqlite as untrusted_sqlite
 from opscope.ingest.sqlite import SqliteTrace
@@ -34,26 +32,6 @@ ENDLESS_VIEW = (
     "1 AS blockX, 1 AS blockY, 1 AS blockZ, 1 AS registersPerThread, 0 AS staticSharedMemory, "
     "0 AS dynamicSharedMemory FROM c"
 )
-
-
-class Alarm(Exception):
-    pass
-
-
-@contextmanager
-def deadline(seconds: int) -> Iterator[None]:
-    """Fail instead of hanging: SIGALRM raises inside whatever runs, SQLite's progress handler included."""
-
-    def ring(signum: int, frame: object) -> None:
-        raise Alarm(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, ring)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def export(path: Path, *statements: str) -> Path:
