@@ -250,6 +250,14 @@ def test_cli_json_csv_markdown_table(cli) -> None:
     rows = list(csv.DictReader(io.StringIO(cli("ops", path, "--format", "csv", "--top", "0").out)))
     addmm = next(r for r in rows if r["name"] == "aten::addmm")
     assert float(addmm["gpu_self_us"]) == pytest.approx(197.598, abs=0.001)
+    # by shape, CSV keeps the trace's exact Input Dims (the terminal adds spaces between tensors to wrap there)
+    shaped = list(csv.DictReader(io.StringIO(cli("ops", path, "--format", "csv", "--by-shape").out)))
+    assert [r["input_dims"] for r in shaped][:5] == [r["input_dims"] for r in data["rows"]]
+    assert any("],[" in r["input_dims"] for r in shaped) and not any(
+        "], [" in r["input_dims"] for r in shaped
+    )
+    wrapped = cli("ops", path, "--by-shape", "--width", "120").out
+    assert "], [" in wrapped
 
 
 @pytest.mark.parametrize(

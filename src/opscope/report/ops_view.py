@@ -57,8 +57,8 @@ def ops_data(result: OpStats) -> dict[str, object]:
 def ops_document(result: OpStats) -> Document:
     by_shape = result.options.by_shape
     columns = [Column("name", "Op", NAME), Column("kind", "Kind", TEXT, drop=2)]
-    if by_shape:
-        columns.append(Column("input_dims", "Input dims", TEXT, wrap=True))
+    if by_shape:  # the terminal wraps shapes between tensors; CSV keeps the trace's exact text
+        columns.append(Column("input_dims_text", "Input dims", TEXT, wrap=True))
     columns += [
         Column("calls", "Calls", INT),
         Column("cpu_total", "CPU total ms", MS, drop=3),
@@ -69,24 +69,7 @@ def ops_document(result: OpStats) -> Document:
         Column("gpu_share", "GPU share", PCT),
     ]
 
-    def cells(rows_in: tuple[OpRow, ...]) -> tuple[dict[str, object], ...]:
-        return tuple(
-            {
-                "name": r.name,
-                "kind": r.kind,
-                "input_dims": shape_text(r.input_dims),
-                "calls": r.calls,
-                "cpu_total": r.cpu_total_ns,
-                "cpu_self": r.cpu_self_ns,
-                "gpu_total": r.gpu_total_ns,
-                "gpu_self": r.gpu_self_ns,
-                "kernels_per_call": r.kernels_per_call,
-                "gpu_share": r.gpu_share,
-            }
-            for r in rows_in
-        )
-
-    rows = cells(result.rows)
+    rows = _cells(result.rows)
     hidden = result.total_rows - len(result.rows)
     footer = (f"{hidden:,} more rows (--top 0 shows all)",) if hidden > 0 else ()
     facts = (
@@ -113,20 +96,30 @@ def ops_document(result: OpStats) -> Document:
         title="GPU time by operator" + (" and input shape" if by_shape else ""),
         data=ops_data(result),
         facts=facts,
-        tables=(Table("ops", "", tuple(columns), rows, footer), *_cpu_table(result, columns)),
+        tables=(
+            Table(
+                "ops",
+                "",
+                tuple(columns),
+                rows,
+                footer,
+                csv_columns=tuple(
+                    Column("input_dims", c.label, TEXT) if c.key == "input_dims_text" else c for c in columns
+                ),
+            ),
+            *_cpu_table(result, columns),
+        ),
         notes=tuple(notes),
     )
 
 
-def _cpu_table(result: OpStats, columns: list[Column]) -> tuple[Table, ...]:
-    """Where the CPU time goes (a DataLoader, Python overhead), whatever GPU time those ops launched."""
-    if not result.cpu_rows:
-        return ()
-    rows = tuple(
+def _cells(rows_in: tuple[OpRow, ...]) -> tuple[dict[str, object], ...]:
+    return tuple(
         {
             "name": r.name,
             "kind": r.kind,
             "input_dims": r.input_dims,
+            "input_dims_text": shape_text(r.input_dims),
             "calls": r.calls,
             "cpu_total": r.cpu_total_ns,
             "cpu_self": r.cpu_self_ns,
@@ -135,6 +128,13 @@ def _cpu_table(result: OpStats, columns: list[Column]) -> tuple[Table, ...]:
             "kernels_per_call": r.kernels_per_call,
             "gpu_share": r.gpu_share,
         }
-        for r in result.cpu_rows
+        for r in rows_in
     )
+
+
+def _cpu_table(result: OpStats, columns: list[Column]) -> tuple[Table, ...]:
+    """Where the CPU time goes (a DataLoader, Python overhead), whatever GPU time those ops launched."""
+    if not result.cpu_rows:
+        return ()
+    rows = _cells(result.cpu_rows)
     return (Table("cpu_ops", "Most CPU self time", tuple(columns), rows),)
