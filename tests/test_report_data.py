@@ -227,3 +227,12 @@ def test_report_equals_analyze(cli, name) -> None:
         analysis["launch_delay_us"][k] for k in ("p50", "p95", "max")
     )
     assert report["memcpy"] == analysis["memcpy"]["rows"]
+
+
+@pytest.mark.corpus
+def test_the_payload_is_the_same_on_every_run(cli) -> None:
+    """The string table follows first-seen order everywhere: the Python stacks' distinct frame names came out of
+    a hash set in a different order on each run, so the same trace gave a different JSON (same values)."""
+    path = corpus_path("tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")  # with_stack frames
+    runs = {cli("report", path, "--format", "json").out for _ in range(3)}
+    assert len(runs) == 1

@@ -82,7 +82,8 @@ def _launch_stacks(linked: Linkage) -> LaunchStacks:
         return none
     launches = launch_points(linked)
     parent, at = innermost_at(frames, launches)
-    distinct = frames.select(Col.NAME).unique().with_row_index("_name")  # a hash join, no string sort
+    # a hash join, no string sort; first-seen order, so the report's string table is the same on every run
+    distinct = frames.select(Col.NAME).unique(maintain_order=True).with_row_index("_name")
     name = (
         frames.select(Col.NAME)
         .join(distinct, on=Col.NAME, how="left", maintain_order="left")["_name"]
