@@ -12,7 +12,7 @@ import pytest
 import opscope
 import reference as ref
 from opscope.capture.compare import check_outputs
-from opscope.capture.strategies import Strategy, resolve
+from opscope.capture.strategies import TOLERANCES, Strategy, compute_dtype, resolve, tf32_enabled, tolerance
 from opscope.errors import UsageError
 from opscope.report import RenderOptions, render
 from opscope.report.bench_view import bench_document
@@ -153,6 +153,27 @@ def test_tolerances_depend_on_dtype():
     nan = base.clone()
     nan[3] = float("nan")
     assert not check_outputs(Strategy("x"), base, nan, None).match
+
+
+def test_fp32_on_a_cuda_gpu_with_tf32_is_judged_as_tf32():
+    """Found on an H200 (bench/gpu_check.py): cuDNN runs fp32 convolutions in TF32 by default, and the fp32
+    channels_last variant differed from its baseline by 4.5e-4 of the output's scale, a mismatch under fp32's
+    atol 1e-5. The dtype that picks the tolerance is "tf32" there, and only there."""
+    assert compute_dtype("float32", None, on_cuda=True, tf32=True) == "tf32"
+    assert compute_dtype("float32", None, on_cuda=True, tf32=False) == "float32"
+    assert compute_dtype("float32", None, on_cuda=False, tf32=True) == "float32"  # the CPU has no TF32
+    assert compute_dtype("float32", "bfloat16", on_cuda=True, tf32=True) == "bfloat16"  # autocast wins
+    assert compute_dtype("float16", None, on_cuda=True, tf32=True) == "float16"
+    assert tolerance(Strategy("x"), "tf32") == TOLERANCES["float16"]
+    assert tolerance(Strategy("x", atol=1e-6), "tf32") == (
+        1e-2,
+        1e-6,
+    )  # a strategy's own tolerance still wins
+    base = torch.linspace(-1, 1, 101)
+    measured = base + 4.5e-4  # the H200's difference, as a fraction of the output's scale (1.0 here)
+    assert not check_outputs(Strategy("x"), base, measured, None).match  # on the CPU: fp32's tolerance
+    # this build's own TF32 switches, as torch reports them (a CUDA build: cuDNN convolutions default to TF32)
+    assert tf32_enabled(torch) is bool(torch.version.cuda and not torch.version.hip)
 
 
 def test_strategy_resolution():

@@ -36,10 +36,12 @@ from opscope.capture.profiler import Profile, ProfileOptions, profile
 from opscope.capture.strategies import (
     BASELINE,
     Strategy,
+    compute_dtype,
     default_variants,
     map_tensors,
     resolve,
     tensors,
+    tf32_enabled,
     tolerance,
 )
 from opscope.capture.summary import utilization
@@ -129,7 +131,12 @@ def check_outputs(strategy: Strategy, baseline: Any, output: Any, autocast: str 
     torch = require_torch()
     expected, got = tensors(baseline), tensors(output)
     floating = [t for t in got if t.is_floating_point()]
-    dtype = autocast or (str(floating[0].dtype).replace("torch.", "") if floating else "float32")
+    dtype = compute_dtype(
+        str(floating[0].dtype).replace("torch.", "") if floating else "float32",
+        autocast,
+        bool(floating) and floating[0].is_cuda,
+        tf32_enabled(torch),
+    )
     rtol, atol = tolerance(strategy, dtype)
     if len(expected) != len(got) or any(e.shape != g.shape for e, g in zip(expected, got, strict=True)):
         problem = (

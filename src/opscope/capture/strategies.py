@@ -21,6 +21,10 @@ from opscope.errors import UsageError
 TOLERANCES: dict[str, tuple[float, float]] = {
     "float64": (1e-7, 1e-9),
     "float32": (1e-4, 1e-5),
+    # fp32 tensors computed in TF32 on an NVIDIA GPU (cuDNN convolutions do by default): fp16's 10-bit mantissa,
+    # so fp16's tolerance. Two TF32 runs with different algorithms (channels_last) differ by ~5e-4 of the
+    # output's scale on an H200, 50x fp32's atol (bench/gpu_check.py).
+    "tf32": (1e-2, 2e-3),
     "float16": (1e-2, 2e-3),
     "bfloat16": (5e-2, 1e-2),
 }
@@ -121,6 +125,24 @@ def resolve(variants: Mapping[str, Any] | Sequence[Any]) -> tuple[Strategy, ...]
     if duplicated:
         raise UsageError(f"strategy names must be unique and not {BASELINE!r}: {', '.join(duplicated)}")
     return tuple(chosen)
+
+
+def tf32_enabled(torch: Any) -> bool:
+    """Whether fp32 convolutions or matmuls may run in TF32 on this CUDA build (cuDNN's default for
+    convolutions: `torch.backends.cudnn.conv.fp32_precision == "tf32"`, `allow_tf32` before torch 2.9)."""
+    if getattr(torch.version, "hip", None) or not getattr(torch.version, "cuda", None):
+        return False
+    conv = getattr(getattr(torch.backends.cudnn, "conv", None), "fp32_precision", None)
+    conv_tf32 = conv == "tf32" if isinstance(conv, str) else bool(torch.backends.cudnn.allow_tf32)
+    return conv_tf32 or torch.get_float32_matmul_precision() != "highest"
+
+
+def compute_dtype(output_dtype: str, autocast: str | None, on_cuda: bool, tf32: bool) -> str:
+    """The dtype a variant computed in, which picks its tolerance: the autocast dtype, else the output's; fp32
+    output on a CUDA device where TF32 is enabled is "tf32"."""
+    if autocast:
+        return autocast
+    return "tf32" if output_dtype == "float32" and on_cuda and tf32 else output_dtype
 
 
 def tolerance(strategy: Strategy, compute_dtype: str) -> tuple[float, float]:

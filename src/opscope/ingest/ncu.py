@@ -29,6 +29,7 @@ import polars as pl
 
 from opscope.errors import InputError
 from opscope.ingest.ncu_table import metric_table
+from opscope.ingest.source import ChunkReader, is_gzip
 from opscope.model.ncu import (
     BLOCK,
     DEVICE,
@@ -71,6 +72,7 @@ IDENTITY = (
 _HEADER = re.compile(rb'^(?:\xef\xbb\xbf)?[ \t]*(?:"ID"|ID)[ \t]*,', re.MULTILINE)  # a UTF-8 BOM may lead
 _RAW = "raw_value"
 DEVICE_NAME = "device__attribute_display_name"
+MAX_CSV_BYTES = 2 << 30  # decompressed; a gzip bomb ends here, not in an out-of-memory kill
 
 
 def read_ncu_csv(path: Path, display: str | None = None) -> NcuMetrics:
@@ -102,11 +104,36 @@ def read_ncu_csv(path: Path, display: str | None = None) -> NcuMetrics:
     )
 
 
+def _read_bytes(path: Path, display: str, warnings: list[str]) -> bytes:
+    """The file's bytes; a gzip-compressed export (`.csv.gz`) decompressed, at most `MAX_CSV_BYTES` of it, and
+    what a damaged stream held up to the damage, with a warning."""
+    if not is_gzip(path):
+        return path.read_bytes()
+    reader = ChunkReader(path, report_progress=False)
+    parts: list[bytes] = []
+    for chunk in reader:
+        parts.append(chunk)
+        if reader.bytes_read > MAX_CSV_BYTES:
+            raise InputError(
+                f"{display}: decompresses to more than {MAX_CSV_BYTES >> 20:,} MiB; not an Nsight Compute CSV "
+                "export of a size opscope reads"
+            )
+    data = b"".join(parts)
+    if reader.problem:
+        data = data[: data.rfind(b"\n") + 1]  # the last whole line: a row cut in two is not a row
+        lines = data.count(b"\n")
+        warnings.append(
+            f"{display}: gzip stream {reader.problem.replace('_', ' ')} after {reader.bytes_read:,} bytes; "
+            f"read the {lines:,} whole lines before it"
+        )
+    return data
+
+
 def _read_frame(path: Path, display: str, warnings: list[str]) -> pl.DataFrame:
     """The CSV from its header line on, every column as text (missing cells as ""). Bytes that are not UTF-8
     are replaced, not fatal."""
     try:
-        raw = path.read_bytes()
+        raw = _read_bytes(path, display, warnings)
     except OSError as exc:
         raise InputError(f"{display}: cannot read: {exc.strerror or exc}") from None
     found = _HEADER.search(raw)

@@ -390,7 +390,9 @@ def _device_info(plane: Any, ordinal: int) -> DeviceInfo:
     major, minor = _int(props.get("compute_cap_major")), _int(props.get("compute_cap_minor"))
     return DeviceInfo(
         id=ordinal,
+        # "gpu_device_name" on NVIDIA (JAX 0.11 on an H200: "NVIDIA H200"), "device_name" elsewhere
         name=_text(props.get("device_name"))
+        or _text(props.get("gpu_device_name"))
         or f"{vendor or 'unknown'} {_DEVICE_PLANE.match(plane.name).group(1)}",  # type: ignore[union-attr]
         sm_count=_int(props.get("core_count")),
         total_memory=_int(props.get("memory_size")),

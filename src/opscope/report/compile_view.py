@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from opscope.analysis.compile.compiling import Compiling
 from opscope.analysis.compile.regions import CompileCheck
 from opscope.report.document import INT, MS, NAME, PCT, TEXT, Column, Document, Table
 
@@ -52,10 +53,31 @@ def compile_data(result: CompileCheck, violations: list[str]) -> dict[str, Any]:
             {"name": k.name, "op": k.op, "calls": k.calls, "total_us": _us(k.total_ns)}
             for k in result.eager_in_regions
         ],
+        "compiling": [
+            {
+                "step": c.step,
+                "compile_ids": list(c.compile_ids),
+                "autotuned_kernels": list(c.autotuned_kernels),
+                "first_us": _us(c.first_ns),
+                "last_us": _us(c.last_ns),
+            }
+            for c in result.compiling
+        ],
         "compiled_gpu_us": _us(result.compiled_gpu_ns),
         "gpu_us": _us(result.gpu_ns),
         "violations": violations,
     }
+
+
+def _compiling(item: Compiling) -> str:
+    """One line: where, which compile ids, how many kernels autotuned."""
+    where = f"step {item.step}" if item.step is not None else "outside the steps"
+    tuned = len(item.autotuned_kernels)
+    return (
+        f"{where}: compile ids {', '.join(item.compile_ids) or 'none named'}"
+        + (f"; {tuned} Triton {'kernel' if tuned == 1 else 'kernels'} autotuned" if tuned else "")
+        + f"; markers over {(item.last_ns - item.first_ns) / 1e6:,.1f} ms"
+    )
 
 
 def _breaks(result: CompileCheck) -> str:
@@ -84,6 +106,14 @@ def compile_document(result: CompileCheck, violations: list[str], top: int = 20)
         ("compiled frames", ", ".join(map(str, result.frames)) or "none"),
         ("graph breaks", _breaks(result)),
         ("recompiles", str(result.recompiles)),
+        (
+            "compiling while profiled",
+            "; ".join(_compiling(c) for c in result.compiling)
+            + " (those steps are not the steady state: profile after the first calls, e.g. "
+            "opscope.profile(wait=1, warmup=1, active=3))"
+            if result.compiling
+            else "no",
+        ),
         (
             "GPU time launched in compiled regions",
             f"{result.compiled_gpu_ns / 1e6:,.3f} ms ({share * 100:.1f}%)",

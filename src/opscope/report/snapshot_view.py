@@ -32,6 +32,7 @@ def snapshot_data(result: SnapshotStats) -> dict[str, Any]:
                 "size_bytes": b.size,
                 "requested_bytes": b.requested_size,
                 "stack": list(b.stack),
+                "where": b.where or None,
             }
             for b in result.largest_blocks
         ],
@@ -42,6 +43,7 @@ def snapshot_data(result: SnapshotStats) -> dict[str, Any]:
                 "device_free_bytes": o.device_free_bytes,
                 "time_us": o.time_us,
                 "stack": list(o.stack),
+                "where": o.where or None,
             }
             for o in result.ooms
         ],
@@ -87,7 +89,7 @@ def snapshot_document(result: SnapshotStats) -> Document:
             {
                 "device": b.device,
                 "mib": mib(b.size),
-                "where": b.stack[0] if b.stack else "(no stack recorded)",
+                "where": b.where or "(no stack recorded)",
             }
             for b in result.largest_blocks
         ),
@@ -109,7 +111,7 @@ def snapshot_document(result: SnapshotStats) -> Document:
                         "device": o.device,
                         "requested": mib(o.requested_bytes),
                         "free": mib(o.device_free_bytes),
-                        "where": o.stack[0] if o.stack else "(no stack recorded)",
+                        "where": o.where or "(no stack recorded)",
                     }
                     for o in result.ooms
                 ),

@@ -11,6 +11,7 @@
 - recompiles: distinct (F, C) with C > 0.
 - fused kernels: Inductor's `triton_(poi|red|per|tem)_fused_*` GPU kernels (or `cpp_fused_*` CPU ops on a CPU
   run, with TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE=1) with the ops their names list, calls and time.
+- compiling: Dynamo / Inductor compile and autotuning markers inside the trace, per step (compiling.py).
 - eager kernels in compiled regions: other GPU kernels launched inside a region (extern GEMMs / attention that
   Inductor calls, or ops it could not lower), by kernel and launching op.
 """
@@ -24,6 +25,7 @@ import polars as pl
 
 from opscope.analysis.base.linking import ROW, Linkage, link
 from opscope.analysis.base.windows import step_windows
+from opscope.analysis.compile.compiling import Compiling, compiling
 from opscope.analysis.compile.fused_names import FUSED_KERNEL, fused_ops, kernel_kind
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
@@ -79,6 +81,7 @@ class CompileCheck:
     eager_in_regions: tuple[EagerKernel, ...]
     compiled_gpu_ns: int  # GPU time launched inside compiled regions
     gpu_ns: int  # all GPU time of the trace
+    compiling: tuple[Compiling, ...] = ()  # compilation / autotuning marked inside the trace, per step
 
     def fused_op_names(self) -> set[str]:
         return {op for k in self.fused for op in k.ops}
@@ -190,6 +193,7 @@ def compile_check(trace: Trace, linkage: Linkage | None = None) -> CompileCheck:
             EagerKernel(name=r[Col.NAME], op=r["op_name"], calls=int(r["calls"]), total_ns=int(r[Col.DUR_NS]))
             for r in eager.iter_rows(named=True)
         ),
+        compiling=compiling(trace),
     )
 
 

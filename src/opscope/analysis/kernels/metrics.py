@@ -99,19 +99,53 @@ def base_name(name: str) -> str:
     return text[:cut].split("::")[-1].strip()
 
 
+_LAMBDA_EDG = re.compile(r"\[lambda\([^\[\]]*?\) \(instance (\d+)\)\]")  # ncu: [lambda(float) (instance 1)]
+_LAMBDA_GCC = re.compile(r"\{lambda\([^{}]*?\)#(\d+)\}")  # CUPTI / c++filt: {lambda(float)#1}
+_PARAMETERS = re.compile(r"\([^()]*\)")
+_QUALIFIER = re.compile(r"[A-Za-z_]\w*::")
+_INT_SUFFIX = re.compile(r"\b(\d+)(?:ull|ul|ll|u|l)\b", re.IGNORECASE)
+_SPACE_OR_VOID = re.compile(r"\bvoid\b|\s+")
+
+
+def canonical_name(name: str) -> str:
+    """A demangled kernel name with the differences between demanglers taken out, to pair ncu's spelling of a
+    kernel with the tracing profiler's. Seen on an H200 (tests/data/gpu): CUPTI writes
+    `void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>
+    >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)` where ncu writes `void
+    at::vectorized_elementwise_kernel<4, at::CUDAFunctor_add<float>, std::array<char *, 3>>(int, T2, T3)`:
+    namespaces dropped, parameters as template parameters, `32u` / `false` as `32` / `0`, lambdas as `[lambda(float)
+    (instance 1)]` for `{lambda(float)#1}`, other spacing. Kept: the names and the template arguments. Dropped:
+    parameter lists, namespace and class qualifiers, `void`, spaces, integer suffixes; booleans as 0 / 1."""
+    text = _LAMBDA_GCC.sub(r"{lambda#\1}", _LAMBDA_EDG.sub(r"{lambda#\1}", name))
+    text = text.replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
+    text = _SPACE_OR_VOID.sub("", text)
+    while True:  # innermost parameter lists first, until none is left
+        shorter = _PARAMETERS.sub("", text)
+        if shorter == text:
+            break
+        text = shorter
+    text = _INT_SUFFIX.sub(r"\1", _QUALIFIER.sub("", text))
+    return re.sub(r"\btrue\b", "1", re.sub(r"\bfalse\b", "0", text))
+
+
 def _name_map(ncu_names: list[str], trace_names: list[str]) -> dict[str, str]:
     """ncu kernel name -> the trace's kernel name it is: the same text, or the same once demangled, else the
-    same base name when only one trace kernel has it. Names with no such single partner are left out."""
+    same canonical name (`canonical_name`), else the same base name, each only when one trace kernel has it.
+    Names with no such single partner are left out."""
     nice = demangle_names([*ncu_names, *trace_names])
     by_form: dict[str, set[str]] = {}
+    by_canonical: dict[str, set[str]] = {}
     by_base: dict[str, set[str]] = {}
     for name in trace_names:
         for form in {name, nice.get(name, name)}:
             by_form.setdefault(form, set()).add(name)
+        by_canonical.setdefault(canonical_name(nice.get(name, name)), set()).add(name)
         by_base.setdefault(base_name(nice.get(name, name)), set()).add(name)
     out = {}
     for name in ncu_names:
         hits = by_form.get(name, set()) | by_form.get(nice.get(name, name), set())
+        if not hits:
+            hits = by_canonical.get(canonical_name(nice.get(name, name)), set())
         if not hits:
             hits = by_base.get(base_name(nice.get(name, name)), set())
         if len(hits) == 1:

@@ -10,12 +10,26 @@ driver reported at that moment. The snapshot is untrusted data: a field of the w
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from opscope.errors import InputError, UsageError
 
 ALLOCATED = "active_allocated"
+# Frames of the allocator's own machinery (torch's `_memory_viz._frame_filter` omits the same): skipped when no
+# Python frame says where an allocation came from.
+MACHINERY = (
+    "unwind::unwind",
+    "CapturedTraceback::gather",
+    "gather_with_cpp",
+    "CUDACachingAllocator",
+    "_start",
+    "__libc_start_main",
+    "PyEval_",
+    "PyObject_",
+    "PyFunction_",
+)
 
 
 @dataclass(frozen=True)
@@ -36,6 +50,7 @@ class SnapshotBlock:
     size: int
     requested_size: int
     stack: tuple[str, ...]  # "file:line name", innermost first, as recorded
+    where: str = ""  # the frame that says where: see `_where`
 
 
 @dataclass(frozen=True)
@@ -45,6 +60,7 @@ class OomEvent:
     device_free_bytes: int | None
     time_us: int | None
     stack: tuple[str, ...]
+    where: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,12 +91,41 @@ def _dict(value: Any, what: str) -> dict[str, Any]:
     return value
 
 
-def _stack(frames: Any) -> tuple[str, ...]:
-    out = []
+_OP_CALL = re.compile(r"^at::_ops::(\w+)::call\(")  # the dispatcher's entry for aten::NAME
+_AUTOGRAD_NODE = re.compile(
+    r"^torch::autograd::generated::(\w+)::apply\("
+)  # a backward node, e.g. AddmmBackward0
+
+
+def _stack(frames: Any) -> tuple[tuple[str, ...], str]:
+    """The recorded stack ("file:line name", innermost first) and where the allocation came from:
+
+    1. the innermost Python frame (a `.py` file);
+    2. without one (the backward pass runs on autograd's own C++ thread): the ATen operator that allocated,
+       `aten::NAME` from its dispatcher frame `at::_ops::NAME::call`, and the autograd node it ran in
+       (`aten::mm in AddmmBackward0`);
+    3. else the innermost frame outside the allocator's machinery, else the innermost.
+
+    A snapshot recorded with C++ frames (`_record_memory_history(stacks="all")`, the default) starts every stack
+    with `torch::unwind::unwind()` and the allocator's own calls, which say nothing about the program."""
+    out: list[str] = []
+    python = native = op = node = None
     for frame in frames if isinstance(frames, list) else []:
         if isinstance(frame, dict):
-            out.append(f"{frame.get('filename', '?')}:{frame.get('line', '?')} {frame.get('name', '?')}")
-    return tuple(out)
+            filename, name = str(frame.get("filename", "?")), str(frame.get("name", "?"))
+            text = f"{filename}:{frame.get('line', '?')} {name}"
+            out.append(text)
+            if python is None and filename.endswith(".py"):
+                python = text
+            if native is None and not any(m in name for m in MACHINERY):
+                native = text
+            if op is None and (found := _OP_CALL.match(name)):
+                op = f"aten::{found.group(1)}"
+            if node is None and (found := _AUTOGRAD_NODE.match(name)):
+                node = found.group(1)
+    if python is None and op is not None:
+        return tuple(out), f"{op} in {node}" if node else op
+    return tuple(out), python or native or (out[0] if out else "")
 
 
 def _history_devices(snapshot: dict[str, Any]) -> set[str]:
@@ -130,7 +175,7 @@ def snapshot_stats(
                         _int(b.get("address", 0), "block address"),
                         size,
                         requested,
-                        _stack(b.get("frames")),
+                        *_stack(b.get("frames")),
                     )
                 )
             else:
@@ -154,7 +199,7 @@ def snapshot_stats(
                         _int(entry.get("size", 0), "oom size"),
                         free if isinstance(free, int) and not isinstance(free, bool) else None,
                         when if isinstance(when, int) and not isinstance(when, bool) else None,
-                        _stack(entry.get("frames")),
+                        *_stack(entry.get("frames")),
                     )
                 )
     out = [SnapshotDevice(f"cuda:{i}", a[0], a[1], a[2], a[3], a[4], a[5]) for i, a in sorted(per.items())]
