@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
+import polars.selectors as cs
 
 from opscope.analysis.base.linking import LAUNCH_KINDS, ROW, Linkage
 from opscope.analysis.base.nesting import innermost_container
@@ -109,12 +110,12 @@ def _cpu_table(trace: Trace) -> pl.DataFrame:
         .with_row_index(ROW)
         .with_columns(pl.col(ROW).cast(pl.Int64))
         .filter(pl.col(Col.KIND).cast(pl.String).is_in(list(CPU_KINDS)) & (pl.col(Col.DUR_NS) > 0))
-        .select(
+        .select(  # text columns stay categorical here (one u32 per row); each window's cut makes them text
             ROW,
-            pl.col(Col.NAME).cast(pl.String),
-            pl.col(Col.KIND).cast(pl.String),
-            pl.col(Col.PID).cast(pl.String),
-            pl.col(Col.TID).cast(pl.String),
+            Col.NAME,
+            Col.KIND,
+            Col.PID,
+            Col.TID,
             Col.TS_NS,
             (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias("end_ns"),
             Col.CORRELATION,
@@ -181,8 +182,8 @@ def gpu_table(linkage: Linkage) -> pl.DataFrame:
     return (
         linkage.gpu.select(
             ROW,
-            pl.col(Col.NAME).cast(pl.String),
-            pl.col(Col.KIND).cast(pl.String),
+            Col.NAME,
+            Col.KIND,
             Col.DEVICE,
             Col.STREAM,
             Col.TS_NS,
@@ -237,7 +238,9 @@ def _window_rows(table: pl.DataFrame, key: str, start_ns: int, end_ns: int) -> p
     keys = column.slice(0, valid).to_numpy()
     lo = int(np.searchsorted(keys, start_ns, side="left"))
     hi = int(np.searchsorted(keys, end_ns, side="right"))
-    return table.slice(lo, max(hi - lo, 0))
+    # the whole-trace tables keep the trace's categorical text (sorting and keeping 2.5 M string rows took
+    # ~750 MB on the 1 GB benchmark trace, the report's peak); the window's rows are text from here on
+    return table.slice(lo, max(hi - lo, 0)).with_columns(cs.categorical().cast(pl.String))
 
 
 def _gpu_events(gpu_all: pl.DataFrame, cpu: pl.DataFrame, start_ns: int, end_ns: int) -> pl.DataFrame:
