@@ -77,18 +77,48 @@ def _payload(_source: int, _target: int, weight: int) -> int:
     return weight
 
 
+def _dag(graph: Graph, weights: np.ndarray, keep: np.ndarray) -> tuple[rx.PyDiGraph, np.ndarray, np.ndarray]:
+    """The kept edges as a rustworkx DAG whose edge payloads are their weights, and their (src, dst)."""
+    src = graph.edges["src"].to_numpy()[keep]
+    dst = graph.edges["dst"].to_numpy()[keep]
+    dag = rx.PyDiGraph(check_cycle=False, multigraph=True)
+    dag.add_nodes_from(range(graph.nodes))
+    # each edge carries its weight as a Python int: the callback rustworkx makes per edge only returns it
+    dag.add_edges_from(
+        list(zip(src.tolist(), dst.tolist(), weights[keep].astype(np.int64).tolist(), strict=True))
+    )
+    return dag, src, dst
+
+
+def edge_dag(graph: Graph) -> rx.PyDiGraph:
+    """Every edge of `graph` as a rustworkx DAG whose edge payloads are the edges' indices: built once per graph
+    by a caller asking many what-if questions (`path_length`)."""
+    dag = rx.PyDiGraph(check_cycle=False, multigraph=True)
+    dag.add_nodes_from(range(graph.nodes))
+    src, dst = graph.edges["src"].to_numpy().tolist(), graph.edges["dst"].to_numpy().tolist()
+    dag.add_edges_from(list(zip(src, dst, range(len(src)), strict=True)))
+    return dag
+
+
+def path_length(graph: Graph, weights: np.ndarray, keep: np.ndarray, dag: rx.PyDiGraph | None = None) -> int:
+    """The longest path's length alone (`_longest`'s first value, without finding its edges): what a predicted
+    saving needs, asked once per finding per step. `dag`: `edge_dag(graph)`, reused when every edge is kept."""
+    if graph.nodes == 0:
+        return 0
+    if dag is None or not keep.all():
+        dag, _, _ = _dag(graph, weights, keep)
+        return int(rx.dag_longest_path_length(dag, weight_fn=_payload))
+    by_edge = weights.astype(np.int64).tolist()
+    return int(rx.dag_longest_path_length(dag, weight_fn=lambda _s, _t, edge: by_edge[edge]))
+
+
 def _longest(graph: Graph, weights: np.ndarray, keep: np.ndarray) -> tuple[int, np.ndarray]:
     """(length, edge indices of the longest path) over the edges where `keep`."""
     if graph.nodes == 0:
         return 0, np.empty(0, dtype=np.int64)
-    src = graph.edges["src"].to_numpy()[keep]
-    dst = graph.edges["dst"].to_numpy()[keep]
+    dag, src, dst = _dag(graph, weights, keep)
     idx = np.flatnonzero(keep)
-    dag = rx.PyDiGraph(check_cycle=False, multigraph=True)
-    dag.add_nodes_from(range(graph.nodes))
     w = weights
-    # each edge carries its weight as a Python int: the callback rustworkx makes per edge only returns it
-    dag.add_edges_from(list(zip(src.tolist(), dst.tolist(), w[idx].astype(np.int64).tolist(), strict=True)))
     nodes = list(rx.dag_longest_path(dag, weight_fn=_payload))
     if len(nodes) < 2:
         return 0, np.empty(0, dtype=np.int64)
@@ -141,9 +171,22 @@ def _top(graph: Graph, on: pl.DataFrame, limit: int) -> tuple[TopEntry, ...]:
     )
 
 
-def event_factors(graph: Graph, rules: Sequence[WhatIf]) -> np.ndarray:
+def nesting_pairs(graph: Graph) -> pl.DataFrame:
+    """(row, ancestor, level) of every event and each CPU event enclosing it: independent of the what-if
+    question, so computed once per graph by a caller that asks many (`stats.SavingModel`)."""
+    tree = pl.DataFrame(
+        {
+            "row": np.arange(graph.events.height, dtype=np.int64),
+            "parent_row": graph.events["parent"].to_numpy(),
+        }
+    ).with_columns(pl.when(pl.col("parent_row") >= 0).then(pl.col("parent_row")).alias("parent_row"))
+    return ancestors(tree)
+
+
+def event_factors(graph: Graph, rules: Sequence[WhatIf], pairs: pl.DataFrame | None = None) -> np.ndarray:
     """The factor of every event: its own (the product of the rules its name matches), else that of the nearest
-    enclosing CPU event that matches; GPU work takes its launch call's factor when it matches no rule itself."""
+    enclosing CPU event that matches; GPU work takes its launch call's factor when it matches no rule itself.
+    `pairs`: `nesting_pairs(graph)`, when the caller has it."""
     n = graph.events.height
     own = np.ones(n)
     matched = np.zeros(n, dtype=bool)
@@ -154,11 +197,12 @@ def event_factors(graph: Graph, rules: Sequence[WhatIf]) -> np.ndarray:
         matched |= hit
     if n == 0 or not matched.any():
         return own
-    tree = pl.DataFrame(
-        {"row": np.arange(n, dtype=np.int64), "parent_row": graph.events["parent"].to_numpy()}
-    ).with_columns(pl.when(pl.col("parent_row") >= 0).then(pl.col("parent_row")).alias("parent_row"))
-    pairs = ancestors(tree).filter(pl.col("ancestor").is_in(np.flatnonzero(matched).tolist()))
-    nearest = pairs.sort("level").unique("row", keep="first")
+    pairs = nesting_pairs(graph) if pairs is None else pairs
+    nearest = (
+        pairs.filter(pl.col("ancestor").is_in(np.flatnonzero(matched).tolist()))
+        .sort("level")
+        .unique("row", keep="first")
+    )
     factor = np.ones(n)
     factor[nearest["row"].to_numpy()] = own[nearest["ancestor"].to_numpy()]
     launch = graph.events["launch"].to_numpy()
@@ -167,14 +211,16 @@ def event_factors(graph: Graph, rules: Sequence[WhatIf]) -> np.ndarray:
     return factor
 
 
-def scaled_weights(graph: Graph, rules: Sequence[WhatIf]) -> tuple[np.ndarray, np.ndarray]:
+def scaled_weights(
+    graph: Graph, rules: Sequence[WhatIf], pairs: pl.DataFrame | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(weights, keep) of the graph's edges under the what-if rules (see the module doc)."""
     edges = graph.edges
     weights = edges["weight_ns"].to_numpy().astype(np.float64)
     keep = np.ones(edges.height, dtype=bool)
     if not rules:
         return weights.astype(np.int64), keep
-    factor = event_factors(graph, rules)
+    factor = event_factors(graph, rules, pairs)
     owner = edges["owner"].to_numpy()
     f = np.where(owner >= 0, factor[np.maximum(owner, 0)], 1.0)
     scalable = edges["kind"].is_in(list(SCALED_KINDS)).to_numpy()

@@ -14,7 +14,16 @@ from opscope.analysis.base.linking import Linkage, link
 from opscope.analysis.base.stages import stage
 from opscope.analysis.base.windows import StepWindow, select_windows
 from opscope.analysis.critical_path.graph import Graph, build, cpu_table, gpu_table
-from opscope.analysis.critical_path.path import PathResult, WhatIf, critical_path, what_if
+from opscope.analysis.critical_path.path import (
+    PathResult,
+    WhatIf,
+    critical_path,
+    edge_dag,
+    nesting_pairs,
+    path_length,
+    scaled_weights,
+    what_if,
+)
 from opscope.model.trace import Trace
 from opscope.tables import Tabular
 
@@ -148,21 +157,34 @@ class SavingModel:
             build(trace, linkage, w.start_ns, w.end_ns, cpu_all, gpu_all)
             for w in select_windows(trace, steps)
         ]
-        self._base = [critical_path(g, top=0).length_ns for g in self._graphs]
+        self._dags = [edge_dag(g) for g in self._graphs]  # the graphs' edges, once: questions change weights
+        self._base = [path_length(g, *scaled_weights(g, ()), d) for g, d in zip(self._graphs, self._dags)]
+        self._pairs: list[pl.DataFrame | None] = [None] * len(self._graphs)  # nesting_pairs, once per graph
+        self._asked: dict[tuple[tuple[str, float], ...], int] = {}  # the engine asks some questions twice
+
+    def _new_lengths(self, rules: Sequence[WhatIf]) -> list[int]:
+        """The path length of every step's graph under `rules` (the length alone: no path, no tables)."""
+        out = []
+        for i, graph in enumerate(self._graphs):
+            if self._pairs[i] is None:
+                self._pairs[i] = nesting_pairs(graph)
+            out.append(path_length(graph, *scaled_weights(graph, rules, self._pairs[i]), self._dags[i]))
+        return out
 
     def saving_ns(self, rules: Sequence[tuple[str, float]]) -> int:
         """Predicted saving in ns, summed over the steps, of applying every (selector, factor) rescaling at once
         (the rules' combined what-if)."""
-        parsed = [WhatIf.parse(f"{selector}:{factor}") for selector, factor in rules]
-        new = [what_if(g, parsed, top=0).length_ns for g in self._graphs]
-        return int(sum(b - n for b, n in zip(self._base, new, strict=True)))
+        key = tuple((str(selector), float(factor)) for selector, factor in rules)
+        if key not in self._asked:
+            parsed = [WhatIf.parse(f"{selector}:{factor}") for selector, factor in rules]
+            new = self._new_lengths(parsed)
+            self._asked[key] = int(sum(b - n for b, n in zip(self._base, new, strict=True)))
+        return self._asked[key]
 
     def saving_us(self, selector: str, factor: float) -> float:
         """Predicted saving in µs, summed over the steps, of rescaling the events whose name matches the regular
         expression `selector` by `factor` (0 removes them)."""
-        rule = WhatIf.parse(f"{selector}:{factor}")
-        new = [what_if(g, [rule], top=0).length_ns for g in self._graphs]
-        return sum(b - n for b, n in zip(self._base, new, strict=True)) / 1000.0
+        return self.saving_ns([(selector, factor)]) / 1000.0
 
 
 def predict_saving(
