@@ -102,12 +102,17 @@ def edge_dag(graph: Graph) -> rx.PyDiGraph:
 
 def path_length(graph: Graph, weights: np.ndarray, keep: np.ndarray, dag: rx.PyDiGraph | None = None) -> int:
     """The longest path's length alone (`_longest`'s first value, without finding its edges): what a predicted
-    saving needs, asked once per finding per step. `dag`: `edge_dag(graph)`, reused when every edge is kept."""
+    saving needs, asked once per finding per step. `dag`: `edge_dag(graph)`, built once per graph."""
     if graph.nodes == 0:
         return 0
-    if dag is None or not keep.all():
+    if dag is None:
         dag, _, _ = _dag(graph, weights, keep)
         return int(rx.dag_longest_path_length(dag, weight_fn=_payload))
+    dropped = np.flatnonzero(~keep)
+    if len(dropped):  # a copy made in Rust, less the few dropped edges (their index is their edge index)
+        dag = dag.copy()
+        for edge in dropped.tolist():
+            dag.remove_edge_from_index(edge)
     by_edge = weights.astype(np.int64).tolist()
     return int(rx.dag_longest_path_length(dag, weight_fn=lambda _s, _t, edge: by_edge[edge]))
 
