@@ -11,6 +11,7 @@ figures against them:
   deliberate out-of-memory request, with `memory_allocated` / `memory_reserved` read at the moment of the dump.
 - `workload` : the same kernels alone, the program `ncu` profiles (run by the shell driver, see `--ncu-help`).
 - `compiled` : torch.compile on the GPU (Triton kernels, a graph break, a recompile, CUDA graphs).
+- `modern` : a transformer training step written today's way (bf16, SDPA, fused AdamW), in steady state.
 - `jax` : a JAX program traced on the GPU (`jax.profiler.trace`), for the xplane reader's NVIDIA device planes.
 
 Every stage is one subcommand, so a failure in one leaves the others' files.
@@ -33,6 +34,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 GEMM = 4096  # M = N = K: 2 * 4096^3 = 137.4 GFLOP per product
 ADD_ELEMS = 64 << 20  # fp32: 256 MiB per tensor; an add reads two and writes one (768 MiB)
+MODERN = (8, 1024, 1024)  # batch, tokens, width of the `modern` transformer
 
 
 def _facts(out: Path, key: str, value: object) -> None:
@@ -279,6 +281,75 @@ def compiled(out: Path) -> None:
     print(f"compiled: {target.stat().st_size} bytes", flush=True)
 
 
+def modern(out: Path) -> None:
+    """A transformer training step as it is written today: bf16 autocast, scaled_dot_product_attention (flash
+    attention kernels), a fused AdamW; profiled in steady state (wait=1, warmup=1, active=3). The advice should
+    not tell this code to use tensor cores or fused attention."""
+    import torch
+    import torch.nn.functional as F
+
+    import opscope
+
+    class Block(torch.nn.Module):
+        def __init__(self, d: int = MODERN[2], heads: int = 16) -> None:
+            super().__init__()
+            self.heads = heads
+            self.norm1, self.norm2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+            self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+            self.up, self.down = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = (
+                self.qkv(self.norm1(x)).view(b, t, 3, self.heads, d // self.heads).transpose(1, 3).unbind(2)
+            )
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+            return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[Block() for _ in range(4)]).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    x = torch.randn(*MODERN, device="cuda")
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(x).float().pow(2).mean()
+        loss.backward()
+        opt.step()
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    with opscope.profile(
+        wait=1, warmup=1, active=3, record_shapes=True, log_dir=out / "modern-profile"
+    ) as prof:
+        for _ in range(5):
+            step()
+            prof.step()
+    assert prof.trace_path is not None, prof.warnings
+    target = out / "modern.pt.trace.json.gz"
+    opener = gzip.open if prof.trace_path.name.endswith(".gz") else open
+    with opener(prof.trace_path, "rb") as src, gzip.open(target, "wb", compresslevel=9) as dst:
+        shutil.copyfileobj(src, dst)
+    _facts(
+        out,
+        "modern",
+        {
+            "trace": target.name,
+            "device": _device_facts(),
+            "model": "4 pre-norm transformer blocks, d=1024, 16 heads, batch 8 x 1024 tokens",
+            "autocast": "bfloat16",
+            "attention": "F.scaled_dot_product_attention(is_causal=True)",
+            "optimizer": "AdamW(fused=True)",
+            "schedule": "wait=1, warmup=1, active=3",
+            "warnings": list(prof.warnings),
+        },
+    )
+    print(f"modern: {target.stat().st_size} bytes", flush=True)
+
+
 def jax_trace(out: Path) -> None:
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     import jax
@@ -319,7 +390,7 @@ def jax_trace(out: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=["known", "snapshot", "workload", "compiled", "jax"])
+    parser.add_argument("stage", choices=["known", "snapshot", "workload", "compiled", "modern", "jax"])
     parser.add_argument("out", type=Path)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -329,6 +400,7 @@ def main() -> int:
         "snapshot": snapshot,
         "workload": workload,
         "compiled": compiled,
+        "modern": modern,
         "jax": jax_trace,
     }
     stages[args.stage](args.out)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # opscope's device checks in one run, on a lent CUDA machine (docs/capture.md, "Checking the GPU path"):
-#   bench/gpu_session.sh OUT_DIR [STAGE ...]     (stages: known snapshot gpu_check ncu compiled jax; default all)
+#   bench/gpu_session.sh OUT_DIR [STAGE ...]     (stages: known snapshot gpu_check ncu compiled modern jax; default all)
 # 1. real inputs for the tests (bench/gpu_capture.py: a Kineto trace of known work, an allocator snapshot, a JAX
 #    xplane on the GPU) with the facts measured beside them; 2. bench/gpu_check.py (the capture path);
 # 3. an Nsight Compute capture of the same kernels, exported as the details and raw CSV pages.
@@ -9,13 +9,13 @@
 set -u
 OUT=${1:-${OUT:-/tmp/opscope-gpu}}
 shift || true
-STAGES=" ${*:-known snapshot gpu_check ncu compiled jax} "
+STAGES=" ${*:-known snapshot gpu_check ncu compiled modern jax} "
 want() { [[ "$STAGES" == *" $1 "* ]]; }
 mkdir -p "$OUT"
 W=$(mktemp -d)
 keep() {  # copy what the stages made so far: a later stage that runs out of time loses nothing
   for f in known.pt.trace.json.gz snapshot.pickle jax.xplane.pb facts.json ncu_details.csv ncu_raw.csv \
-    compiled.pt.trace.json.gz; do
+    compiled.pt.trace.json.gz modern.pt.trace.json.gz; do
     [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"
   done
   find "$W/known-profile" -name '*.memory_snapshot.pickle' -exec cp {} "$OUT/known.memory_snapshot.pickle" \; 2>/dev/null
@@ -33,6 +33,7 @@ want known && stage known && timeout 100 python3 bench/gpu_capture.py known "$W"
 want snapshot && stage snapshot && timeout 60 python3 bench/gpu_capture.py snapshot "$W"
 want gpu_check && stage gpu_check && timeout 240 python3 bench/gpu_check.py ${GPU_CHECK_ARGS:-}
 want compiled && stage compiled && timeout 180 python3 bench/gpu_capture.py compiled "$W"
+want modern && stage modern && timeout 120 python3 bench/gpu_capture.py modern "$W"
 NCU=$(command -v ncu || ls -d /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 if want ncu && [ -n "$NCU" ]; then
   stage ncu

@@ -359,3 +359,27 @@ def test_the_demo_says_the_busy_share_when_no_idle_rule_is_among_the_findings():
     assert (
         diagnose(True, [("k", 1.0)], [10, 10], 0.8)[-1] == "The GPU was busy 80.0% of the profiled step time."
     )
+
+
+MODERN = DATA / "modern.pt.trace.json.gz"
+
+
+def test_advice_on_a_model_written_todays_way(cli):
+    """bf16 autocast, SDPA (cuDNN's flash kernels on the H200) and a fused AdamW: the advice must not tell this
+    code to use tensor cores or fused attention, and every kernel of cuDNN's attention (its backward helpers
+    `cudnn::fusion::compute_dot_do_o_*` / `convert_dq_to_16bits` were "convolution" before) is attention."""
+    fired = {f["id"] for f in _json(cli, "advise", MODERN)["findings"]}
+    assert not fired & {"tensor_cores_unused", "unfused_attention"}, fired
+    with gzip.open(MODERN, "rt") as handle:
+        events = json.load(handle)["traceEvents"]
+    cudnn = {
+        e["name"]
+        for e in events
+        if e.get("cat") == "kernel" and e["name"].startswith(("cudnn", "void cudnn"))
+    }
+    assert any("sdpa" in n for n in cudnn) and any("cudnn::fusion" in n for n in cudnn)
+    data = _json(cli, "analyze", MODERN)
+    by_category = {c["category"]: c for c in data["categories"]}
+    assert "convolution" not in by_category  # no convolution in a transformer
+    gpu_us = sum(e["dur"] for e in events if e.get("cat") == "kernel" and e["name"] in cudnn)
+    assert by_category["attention"]["total_us"] == pytest.approx(gpu_us, abs=0.01)

@@ -61,7 +61,9 @@ RULES: Final[tuple[tuple[str, str], ...]] = (
     (
         ATTENTION,
         r"flash|fmha|attention|attn|sdpa|mha_(fwd|bwd)|_mha_|xformers|paged_?attn|decode_?attention"
-        r"|prefill_?attention|mla_(decode|prefill)|fused_multi_head",
+        r"|prefill_?attention|mla_(decode|prefill)|fused_multi_head"
+        # cuDNN SDPA's backward helpers (dot(dO, O), dQ to 16 bits): before "cudnn" makes them convolutions
+        r"|cudnn::fusion::(compute_dot_do_o|convert_dq)",
     ),
     (SOFTMAX, r"softmax"),
     (
