@@ -15,7 +15,7 @@ import polars as pl
 
 from opscope.analysis.base import windows
 from opscope.analysis.base.stages import stage
-from opscope.analysis.memory.events import device_order, is_gpu, memory_events, pair_frees, peak_of
+from opscope.analysis.memory.events import Pairing, device_order, is_gpu, memory_events, pair_frees, peak_of
 from opscope.analysis.memory.owners import Owners, find_owners
 from opscope.analysis.memory.steps import StepMemory, growth_warnings, step_memory
 from opscope.errors import UsageError
@@ -138,22 +138,16 @@ def memory_stats(trace: Trace, options: MemoryOptions | None = None) -> MemorySt
     capacity = {d.id: d.total_memory for d in trace.meta.devices}
     devices, ops, live, steps, warnings = [], [], [], [], []
     timeline: dict[str, tuple[list[int], list[int], list[int] | None]] = {}
-    position = np.arange(events.height)
+    per_event = [_objects(v) for v in (owners.innermost, owners.label, owners.owner_end_ns, owners.chain)]
     for name in names:
         mask = (events["mem_device"] == name).to_numpy()
         frame = events.filter(pl.Series(mask))
-        idx = position[mask]
-        own = Owners(
-            [owners.innermost[i] for i in idx],
-            [owners.label[i] for i in idx],
-            [owners.owner_end_ns[i] for i in idx],
-            [owners.chain[i] for i in idx],
-        )
-        dev, level, reserved = _device(name, frame, own, markers, capacity)
+        own = Owners(*(column[mask].tolist() for column in per_event))
+        pairing = pair_frees(frame[Col.MEM_ADDR].to_list(), frame[Col.MEM_BYTES].to_list())
+        dev, level, reserved = _device(name, frame, own, markers, capacity, pairing)
         devices.append(dev)
         ts = frame[Col.TS_NS].to_numpy()
         timeline[name] = (ts.tolist(), level.tolist(), reserved)
-        pairing = pair_frees(frame[Col.MEM_ADDR].to_list(), frame[Col.MEM_BYTES].to_list())
         ops.extend(_ops(name, frame, own, pairing.partner, dev.live_at_end_count is not None))
         if dev.live_at_end_count is not None:
             nbytes = frame[Col.MEM_BYTES].to_numpy()
@@ -190,12 +184,18 @@ def memory_stats(trace: Trace, options: MemoryOptions | None = None) -> MemorySt
     )
 
 
+def _objects(values: list[Any]) -> np.ndarray:
+    """A list as a one-dimensional object array (tuples stay elements), for selecting a device's events."""
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
 def _device(
     name: str,
     frame: pl.DataFrame,
     own: Owners,
     markers: tuple[windows.StepWindow, ...],
     capacity: dict[int, int | None],
+    pairing: Pairing,
 ) -> tuple[DeviceMemory, np.ndarray, list[int] | None]:
     nbytes = frame[Col.MEM_BYTES].to_numpy().astype(np.int64)
     ts = frame[Col.TS_NS].to_numpy().astype(np.int64)
@@ -209,7 +209,6 @@ def _device(
     reserved = reserved_col.to_numpy().astype(np.int64) if has_reserved else None
     frag = reserved - level if reserved is not None else None
     addr = frame[Col.MEM_ADDR]
-    pairing = pair_frees(addr.to_list(), nbytes.tolist())
     has_addr = addr.null_count() < frame.height
     live = (nbytes > 0) & (pairing.partner < 0) & addr.is_not_null().to_numpy()
     kind, _, index = name.partition(":")
