@@ -72,14 +72,14 @@ def test_unusable_cache_folder_warns_once_and_reads_without(
     elif fault == "read_only":
         folder.mkdir()
 
-        real_mkstemp = cache_mod.tempfile.mkstemp
+        real_open = os.open
 
-        def refuse(*args, **kwargs):  # root ignores chmod, so the refusal is simulated where it happens
-            if Path(kwargs.get("dir", "")) == folder:
-                raise PermissionError(13, "Permission denied", str(folder))
-            return real_mkstemp(*args, **kwargs)
+        def refuse(path, *args, **kwargs):  # root ignores chmod, so the refusal is simulated where it happens
+            if Path(path).parent == folder:
+                raise PermissionError(13, "Permission denied", str(path))
+            return real_open(path, *args, **kwargs)
 
-        monkeypatch.setattr(cache_mod.tempfile, "mkstemp", refuse)
+        monkeypatch.setattr(cache_mod.os, "open", refuse)
     elif fault == "full_disk_native":  # the native writer thread meets a full disk: /dev/full (ENOSPC)
         folder.mkdir()
         from opscope import _native
@@ -186,3 +186,24 @@ def test_native_crc_of_ranges_equals_zlib(tmp_path: Path, size: int) -> None:
     path = tmp_path / "blob.bin"
     path.write_bytes(data)
     assert _native.file_crc32(str(path)) == zlib.crc32(data)
+
+
+def test_a_signal_right_after_the_temporary_file_exists_leaves_nothing(tmp_path: Path, monkeypatch) -> None:
+    """Under load (the full suite on two cores) SIGTERM once landed between creating the temporary file and
+    recording its name, and the file stayed. The name is now recorded first: an interrupt raised the moment the
+    file exists (here: as its descriptor is closed) still removes it."""
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    source = tmp_path / "t.json"
+    source.write_text('{"traceEvents": []}')
+    real_close = os.close
+
+    def interrupted(fd: int) -> None:
+        real_close(fd)
+        raise KeyboardInterrupt  # what the SIGTERM handler raises in the main thread, at the worst moment
+
+    monkeypatch.setattr(cache_mod.os, "close", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cache_mod.CacheWriter(source, folder / "t.parquet")
+    monkeypatch.undo()
+    assert not list(folder.glob(".tmp-*"))

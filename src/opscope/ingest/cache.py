@@ -15,8 +15,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import secrets
 import shutil
-import tempfile
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -184,11 +184,11 @@ class CacheWriter:
         self.target = target or cache_path(source)
         self.target.parent.mkdir(parents=True, exist_ok=True)
         remove_orphans(self.target.parent)
-        handle, tmp = tempfile.mkstemp(
-            prefix=f".tmp-{os.getpid()}-", suffix=".parquet", dir=self.target.parent
-        )
-        os.close(handle)
-        self.tmp = Path(tmp)
+        # The name is recorded before the file exists: a signal between creating it and recording its name (seen
+        # under load: SIGTERM right after mkstemp returned) would otherwise leave it behind. O_EXCL: never
+        # another's file.
+        self.tmp = self.target.parent / f".tmp-{os.getpid()}-{secrets.token_hex(6)}.parquet"
+        os.close(os.open(self.tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         self.key = source_key(source)
         self.rows = 0
         # Plain pages, dictionaries for the text columns only (their Arrow dictionaries are written as they
