@@ -1,10 +1,9 @@
-"""`SavingModel` answers the advice's what-if questions with the path length alone, on graphs and edge DAGs built
-once per step (issue 25: 96 steps x 5 questions took 15 s): its lengths must be exactly those of the full
+"""`SavingModel` answers the advice's what-if questions with the path length alone, on graphs laid out once per
+step (`lengths.Chains`) (issue 25: 96 steps x 5 questions took 15 s): its lengths must be exactly those of the full
 `what_if` (the path found, its tables built), with every edge kept and with sync waits dropped (factor 0)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import opscope
@@ -12,14 +11,13 @@ from conftest import corpus_path
 from opscope.analysis.base.linking import link
 from opscope.analysis.base.windows import select_windows
 from opscope.analysis.critical_path.graph import build
+from opscope.analysis.critical_path.lengths import Chains
 from opscope.analysis.critical_path.path import (
     WhatIf,
     critical_path,
-    edge_dag,
-    nesting_pairs,
-    path_length,
     scaled_weights,
     what_if,
+    what_if_length,
 )
 from opscope.analysis.critical_path.stats import SavingModel
 
@@ -44,16 +42,16 @@ def test_path_length_equals_the_full_what_if(graphs):
     _, built = graphs
     dropped = 0
     for graph in built:
-        dag, pairs = edge_dag(graph), nesting_pairs(graph)
-        assert path_length(graph, *scaled_weights(graph, []), dag) == critical_path(graph, top=0).length_ns
+        chains = Chains.of(graph)
+        assert chains.longest(*scaled_weights(graph, [])) == critical_path(graph, top=0).length_ns
         for rules in QUESTIONS:
-            weights, keep = scaled_weights(graph, rules, pairs)
+            weights, keep = scaled_weights(graph, rules)
             dropped += int((~keep).sum())
             expected = what_if(graph, rules, top=0).length_ns
-            assert path_length(graph, weights, keep, dag) == expected
-            assert path_length(graph, weights, keep) == expected  # without the cached DAG
-            assert np.array_equal(weights, scaled_weights(graph, rules)[0])  # pairs given or not
-    assert dropped > 0  # the sync question dropped edges: the uncached path ran
+            assert chains.longest(weights, keep) == expected
+            assert chains.longest(weights, keep, max_passes=0) == expected  # rustworkx's walk instead
+            assert what_if_length(graph, rules) == expected
+    assert dropped > 0  # the sync question dropped edges
 
 
 def test_the_model_sums_the_same_savings_and_remembers_questions(graphs):

@@ -19,8 +19,9 @@ import numpy as np
 import polars as pl
 import rustworkx as rx
 
-from opscope.analysis.base.nesting import ancestors
+from opscope.analysis.base.nesting import nearest_of_kind
 from opscope.analysis.critical_path.graph import EDGE_KINDS, SCALED_KINDS, SYNC_WAIT, Graph
+from opscope.analysis.critical_path.lengths import Chains
 from opscope.errors import UsageError
 
 TOP_KINDS = (*SCALED_KINDS,)  # edges that count as an event's own time on the path
@@ -90,33 +91,6 @@ def _dag(graph: Graph, weights: np.ndarray, keep: np.ndarray) -> tuple[rx.PyDiGr
     return dag, src, dst
 
 
-def edge_dag(graph: Graph) -> rx.PyDiGraph:
-    """Every edge of `graph` as a rustworkx DAG whose edge payloads are the edges' indices: built once per graph
-    by a caller asking many what-if questions (`path_length`)."""
-    dag = rx.PyDiGraph(check_cycle=False, multigraph=True)
-    dag.add_nodes_from(range(graph.nodes))
-    src, dst = graph.edges["src"].to_numpy().tolist(), graph.edges["dst"].to_numpy().tolist()
-    dag.add_edges_from(list(zip(src, dst, range(len(src)), strict=True)))
-    return dag
-
-
-def path_length(graph: Graph, weights: np.ndarray, keep: np.ndarray, dag: rx.PyDiGraph | None = None) -> int:
-    """The longest path's length alone (`_longest`'s first value, without finding its edges): what a predicted
-    saving needs, asked once per finding per step. `dag`: `edge_dag(graph)`, built once per graph."""
-    if graph.nodes == 0:
-        return 0
-    if dag is None:
-        dag, _, _ = _dag(graph, weights, keep)
-        return int(rx.dag_longest_path_length(dag, weight_fn=_payload))
-    dropped = np.flatnonzero(~keep)
-    if len(dropped):  # a copy made in Rust, less the few dropped edges (their index is their edge index)
-        dag = dag.copy()
-        for edge in dropped.tolist():
-            dag.remove_edge_from_index(edge)
-    by_edge = weights.astype(np.int64).tolist()
-    return int(rx.dag_longest_path_length(dag, weight_fn=lambda _s, _t, edge: by_edge[edge]))
-
-
 def _longest(graph: Graph, weights: np.ndarray, keep: np.ndarray) -> tuple[int, np.ndarray]:
     """(length, edge indices of the longest path) over the edges where `keep`."""
     if graph.nodes == 0:
@@ -176,62 +150,79 @@ def _top(graph: Graph, on: pl.DataFrame, limit: int) -> tuple[TopEntry, ...]:
     )
 
 
-def nesting_pairs(graph: Graph) -> pl.DataFrame:
-    """(row, ancestor, level) of every event and each CPU event enclosing it: independent of the what-if
-    question, so computed once per graph by a caller that asks many (`stats.SavingModel`)."""
-    tree = pl.DataFrame(
-        {
-            "row": np.arange(graph.events.height, dtype=np.int64),
-            "parent_row": graph.events["parent"].to_numpy(),
-        }
-    ).with_columns(pl.when(pl.col("parent_row") >= 0).then(pl.col("parent_row")).alias("parent_row"))
-    return ancestors(tree)
-
-
-def event_factors(graph: Graph, rules: Sequence[WhatIf], pairs: pl.DataFrame | None = None) -> np.ndarray:
-    """The factor of every event: its own (the product of the rules its name matches), else that of the nearest
-    enclosing CPU event that matches; GPU work takes its launch call's factor when it matches no rule itself.
-    `pairs`: `nesting_pairs(graph)`, when the caller has it."""
-    n = graph.events.height
-    own = np.ones(n)
-    matched = np.zeros(n, dtype=bool)
-    names = graph.events["name"].fill_null("")
+def rule_factors(names: pl.Series, rules: Sequence[WhatIf]) -> tuple[np.ndarray, np.ndarray]:
+    """(factor, matched) of each name: the product of the factors of the rules it matches, in rule order, and
+    whether it matches any."""
+    own = np.ones(len(names))
+    matched = np.zeros(len(names), dtype=bool)
     for rule in rules:
         hit = names.str.contains(rule.pattern).to_numpy()
         own = np.where(hit, own * rule.factor, own)
         matched |= hit
-    if n == 0 or not matched.any():
+    return own, matched
+
+
+def inherited_factors(
+    own: np.ndarray, matched: np.ndarray, parent: np.ndarray, launch: np.ndarray
+) -> np.ndarray:
+    """Each event's factor from its own (`rule_factors` of its name), its enclosing events' (`parent`: the
+    enclosing CPU event, -1) and its launch call's (`launch`, -1): see `event_factors`."""
+    if len(own) == 0 or not matched.any():
         return own
-    pairs = nesting_pairs(graph) if pairs is None else pairs
-    nearest = (
-        pairs.filter(pl.col("ancestor").is_in(np.flatnonzero(matched).tolist()))
-        .sort("level")
-        .unique("row", keep="first")
-    )
-    factor = np.ones(n)
-    factor[nearest["row"].to_numpy()] = own[nearest["ancestor"].to_numpy()]
-    launch = graph.events["launch"].to_numpy()
+    nearest = np.where(matched, np.arange(len(own)), nearest_of_kind(parent, matched))
+    factor = np.where(nearest >= 0, own[np.maximum(nearest, 0)], 1.0)
     gpu = (launch >= 0) & ~matched
     factor[gpu] = factor[launch[gpu]]
     return factor
 
 
-def scaled_weights(
-    graph: Graph, rules: Sequence[WhatIf], pairs: pl.DataFrame | None = None
-) -> tuple[np.ndarray, np.ndarray]:
+def event_factors(graph: Graph, rules: Sequence[WhatIf]) -> np.ndarray:
+    """The factor of every event: its own (the product of the rules its name matches), else that of the nearest
+    enclosing CPU event that matches; GPU work takes its launch call's factor when it matches no rule itself."""
+    own, matched = rule_factors(graph.events["name"].fill_null(""), rules)
+    return inherited_factors(
+        own, matched, graph.events["parent"].to_numpy(), graph.events["launch"].to_numpy()
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class Scaling:
+    """What rescaling reads of a graph's edges, read once: observed weights, owning events, which edges are
+    work (`SCALED_KINDS`), which are the waits of blocking calls."""
+
+    weights: np.ndarray
+    owner: np.ndarray
+    scalable: np.ndarray
+    sync_wait: np.ndarray
+
+    @classmethod
+    def of(cls, graph: Graph) -> Scaling:
+        edges = graph.edges
+        return cls(
+            weights=edges["weight_ns"].to_numpy().astype(np.float64),
+            owner=edges["owner"].to_numpy(),
+            scalable=edges["kind"].is_in(list(SCALED_KINDS)).to_numpy(),
+            sync_wait=edges["sync"].to_numpy() & (edges["kind"] == SYNC_WAIT).to_numpy(),
+        )
+
+    def apply(self, factor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(weights, keep) of the edges with the events' factors (see the module doc)."""
+        f = np.where(self.owner >= 0, factor[np.maximum(self.owner, 0)], 1.0)
+        weights = np.where(self.scalable, self.weights * f, self.weights)
+        keep = ~(self.sync_wait & (f == 0))
+        return np.rint(weights).astype(np.int64), keep
+
+
+def scaled_weights(graph: Graph, rules: Sequence[WhatIf]) -> tuple[np.ndarray, np.ndarray]:
     """(weights, keep) of the graph's edges under the what-if rules (see the module doc)."""
-    edges = graph.edges
-    weights = edges["weight_ns"].to_numpy().astype(np.float64)
-    keep = np.ones(edges.height, dtype=bool)
     if not rules:
-        return weights.astype(np.int64), keep
-    factor = event_factors(graph, rules, pairs)
-    owner = edges["owner"].to_numpy()
-    f = np.where(owner >= 0, factor[np.maximum(owner, 0)], 1.0)
-    scalable = edges["kind"].is_in(list(SCALED_KINDS)).to_numpy()
-    weights = np.where(scalable, weights * f, weights)
-    keep = ~(edges["sync"].to_numpy() & (f == 0) & (edges["kind"] == SYNC_WAIT).to_numpy())
-    return np.rint(weights).astype(np.int64), keep
+        return graph.edges["weight_ns"].to_numpy().astype(np.int64), np.ones(graph.edges.height, dtype=bool)
+    return Scaling.of(graph).apply(event_factors(graph, rules))
+
+
+def what_if_length(graph: Graph, rules: Sequence[WhatIf]) -> int:
+    """`what_if(graph, rules).length_ns` alone: no path, no tables (`lengths.Chains`)."""
+    return Chains.of(graph).longest(*scaled_weights(graph, rules))
 
 
 def what_if(graph: Graph, rules: Sequence[WhatIf], top: int = 20) -> PathResult:

@@ -14,14 +14,14 @@ from opscope.analysis.base.linking import Linkage, link
 from opscope.analysis.base.stages import stage
 from opscope.analysis.base.windows import StepWindow, select_windows
 from opscope.analysis.critical_path.graph import Graph, build, cpu_table, gpu_table
+from opscope.analysis.critical_path.lengths import Chains
 from opscope.analysis.critical_path.path import (
     PathResult,
+    Scaling,
     WhatIf,
     critical_path,
-    edge_dag,
-    nesting_pairs,
-    path_length,
-    scaled_weights,
+    inherited_factors,
+    rule_factors,
     what_if,
 )
 from opscope.model.trace import Trace
@@ -146,30 +146,63 @@ def critical_path_stats(
     )
 
 
+@dataclass(frozen=True, eq=False)
+class _Step:
+    """One step's graph as the what-if questions read it, laid out once: each event's name (an index into the
+    model's names), enclosing event and launch call, the edges' scaling, the chains, the observed length."""
+
+    name: np.ndarray
+    parent: np.ndarray
+    launch: np.ndarray
+    scaling: Scaling
+    chains: Chains
+    base_ns: int
+
+    @classmethod
+    def of(cls, graph: Graph, first_name: int) -> tuple[_Step, pl.Series]:
+        """The step, and its distinct event names (numbered from `first_name` in the model's names)."""
+        names = graph.events["name"].cast(pl.String).fill_null("").alias("name")
+        distinct = names.unique(maintain_order=True)
+        code = names.to_frame().join(
+            distinct.to_frame().with_row_index("code"), on="name", how="left", maintain_order="left"
+        )["code"]
+        chains = Chains.of(graph)
+        base = chains.longest(graph.edges["weight_ns"].to_numpy(), np.ones(graph.edges.height, dtype=bool))
+        step = cls(
+            name=code.to_numpy().astype(np.int64) + first_name,
+            parent=graph.events["parent"].to_numpy(),
+            launch=graph.events["launch"].to_numpy(),
+            scaling=Scaling.of(graph),
+            chains=chains,
+            base_ns=base,
+        )
+        return step, distinct
+
+    def length_ns(self, own: np.ndarray, matched: np.ndarray) -> int:
+        """The path length with the names' factors `own` / `matched` (`path.rule_factors` of the names)."""
+        factor = inherited_factors(own[self.name], matched[self.name], self.parent, self.launch)
+        return self.chains.longest(*self.scaling.apply(factor))
+
+
 class SavingModel:
     """The critical-path graphs of a trace's steps, built once, for many what-if questions (the advice rules ask
-    one per finding): `saving_us(selector, factor)` is `predict_saving` without rebuilding the graphs."""
+    one per finding): `saving_us(selector, factor)` is `predict_saving` without rebuilding the graphs. Only the
+    path lengths are computed (`lengths.Chains`); each question matches its rules once against each step's
+    distinct event names; a question asked again is answered from memory."""
 
     def __init__(self, trace: Trace, steps: str | None = None, linkage: Linkage | None = None) -> None:
         linkage = link(trace) if linkage is None else linkage
         cpu_all, gpu_all = cpu_table(trace), gpu_table(linkage)
-        self._graphs = [
-            build(trace, linkage, w.start_ns, w.end_ns, cpu_all, gpu_all)
-            for w in select_windows(trace, steps)
-        ]
-        self._dags = [edge_dag(g) for g in self._graphs]  # the graphs' edges, once: questions change weights
-        self._base = [path_length(g, *scaled_weights(g, ()), d) for g, d in zip(self._graphs, self._dags)]
-        self._pairs: list[pl.DataFrame | None] = [None] * len(self._graphs)  # nesting_pairs, once per graph
+        self._steps: list[_Step] = []
+        names = [pl.Series("name", [], dtype=pl.String)]
+        first = 0
+        for w in select_windows(trace, steps):  # one graph at a time: only its laid-out arrays are kept
+            step, distinct = _Step.of(build(trace, linkage, w.start_ns, w.end_ns, cpu_all, gpu_all), first)
+            self._steps.append(step)
+            names.append(distinct)
+            first += len(distinct)
+        self._names = pl.concat(names)
         self._asked: dict[tuple[tuple[str, float], ...], int] = {}  # the engine asks some questions twice
-
-    def _new_lengths(self, rules: Sequence[WhatIf]) -> list[int]:
-        """The path length of every step's graph under `rules` (the length alone: no path, no tables)."""
-        out = []
-        for i, graph in enumerate(self._graphs):
-            if self._pairs[i] is None:
-                self._pairs[i] = nesting_pairs(graph)
-            out.append(path_length(graph, *scaled_weights(graph, rules, self._pairs[i]), self._dags[i]))
-        return out
 
     def saving_ns(self, rules: Sequence[tuple[str, float]]) -> int:
         """Predicted saving in ns, summed over the steps, of applying every (selector, factor) rescaling at once
@@ -177,8 +210,8 @@ class SavingModel:
         key = tuple((str(selector), float(factor)) for selector, factor in rules)
         if key not in self._asked:
             parsed = [WhatIf.parse(f"{selector}:{factor}") for selector, factor in rules]
-            new = self._new_lengths(parsed)
-            self._asked[key] = int(sum(b - n for b, n in zip(self._base, new, strict=True)))
+            own, matched = rule_factors(self._names, parsed)
+            self._asked[key] = sum(s.base_ns - s.length_ns(own, matched) for s in self._steps)
         return self._asked[key]
 
     def saving_us(self, selector: str, factor: float) -> float:

@@ -1,0 +1,134 @@
+"""The longest path's length only, for many what-if questions over one graph (the advice asks one per finding):
+the graph's shape is laid out once, and each question is a few vectorised passes over it.
+
+Layout: the edges are split into chains, vertex-disjoint paths (at most one chain edge into a node and one out
+of it: an event's own start -> end first, else the edge that spans the least time, which follows the program
+order of a thread and the order of a stream), and cross edges (launches, synchronisations, waits; every edge a
+what-if can drop, a blocking call's wait, is one). A pass takes each node's best arrival over the cross edges
+from the last pass's distances, then runs every chain at once with a prefix sum P of its weights and a running
+maximum: dist[i] = P[i] + max over j <= i on the chain of (arrival[j] - P[j]). From zero the distances only grow,
+and they stop changing one pass after the last cross edge the longest paths take; what the passes settle on
+meets the longest-path equations (each node: the best of its incoming edges, 0 without any), which on a DAG have
+one solution, so the length is exactly that of rustworkx's `dag_longest_path` (`path._longest`). Weights are
+integers >= 0, as there. A graph whose longest paths switch chains more than `MAX_PASSES` times (a pass over a
+step of the x16 ResNet trace takes ~0.2 ms, rustworkx ~5 ms), or a cyclic one, is handed to rustworkx, which
+answers, or raises as before.
+Definitions: docs/critical-path.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import rustworkx as rx
+
+from opscope.analysis.critical_path.graph import Graph
+
+MAX_PASSES = 48
+_LIMIT = 2**62  # the running maximum adds a per-chain offset; the sums stay well inside int64
+
+
+@dataclass(frozen=True, eq=False)
+class Chains:
+    """A graph's edges laid out for `longest`: `order` lists the nodes chain by chain (each from its head),
+    `step` the chain edge into each of them (-1 at a head), `chain` the chain number of each; `cross` the other
+    edges sorted by target. `order` is None when the chain edges close a cycle (rustworkx then raises)."""
+
+    nodes: int
+    src: np.ndarray
+    dst: np.ndarray
+    order: np.ndarray | None
+    step: np.ndarray
+    chain: np.ndarray
+    cross: np.ndarray
+
+    @classmethod
+    def of(cls, graph: Graph) -> Chains:
+        n = graph.nodes
+        src = graph.edges["src"].to_numpy().astype(np.int64)
+        dst = graph.edges["dst"].to_numpy().astype(np.int64)
+        ts = graph.node_ts()
+        cand = np.flatnonzero(~graph.edges["sync"].to_numpy())
+        # The edge an event spans from its start to its end first, then the shortest span, then edge order.
+        cand = cand[np.lexsort((cand, (ts[dst] - ts[src])[cand], (src // 2 != dst // 2)[cand]))]
+        cand = cand[_firsts(src[cand], n)]  # one chain edge out of a node
+        cand = cand[_firsts(dst[cand], n)]  # and one in
+        on_chain = np.zeros(len(src), dtype=bool)
+        on_chain[cand] = True
+        into = np.full(n, -1, dtype=np.int64)
+        into[dst[cand]] = cand
+        # List ranking by pointer jumping: each node's chain head (`jump` at the end) and depth below it.
+        jump = np.arange(n, dtype=np.int64)
+        jump[dst[cand]] = src[cand]
+        depth = (into >= 0).astype(np.int64)
+        order: np.ndarray | None = None
+        for _ in range(2 * max(n, 1).bit_length() + 2):
+            if (into[jump] < 0).all():  # every node points at its chain's head (never on a cycle)
+                # Chain by chain (by head), each from its head: position = the chain's start + depth.
+                sizes = np.bincount(jump, minlength=n)
+                order = np.empty(n, dtype=np.int64)
+                order[(np.cumsum(sizes) - sizes)[jump] + depth] = np.arange(n)
+                break
+            depth = depth + depth[jump]
+            jump = jump[jump]
+        step = into[order] if order is not None else np.empty(0, dtype=np.int64)
+        chain = np.cumsum(step < 0) - 1
+        cross = np.flatnonzero(~on_chain)
+        cross = cross[np.argsort(dst[cross], kind="stable")]
+        return cls(nodes=n, src=src, dst=dst, order=order, step=step, chain=chain, cross=cross)
+
+    def longest(self, weights: np.ndarray, keep: np.ndarray, max_passes: int = MAX_PASSES) -> int:
+        """The length of the longest path over the edges where `keep`, with integer `weights` >= 0 (one per
+        edge). Dropped edges are cross edges (see the module doc)."""
+        if self.nodes == 0:
+            return 0
+        w = weights.astype(np.int64)
+        if self.order is None or (w < 0).any() or not keep[self.step[self.step >= 0]].all():
+            return _rustworkx(self, weights, keep)  # it raises on a cycle or a negative weight, as before
+        prefix = np.cumsum(np.where(self.step >= 0, w[np.maximum(self.step, 0)], 0))
+        cross = self.cross[keep[self.cross]]
+        c_src, c_w = self.src[cross], w[cross]
+        c_dst = self.dst[cross]
+        firsts = np.flatnonzero(np.r_[True, c_dst[1:] != c_dst[:-1]]) if len(cross) else cross
+        targets = c_dst[firsts]
+        chains = int(self.chain[-1]) + 1
+        dist = np.zeros(self.nodes, dtype=np.int64)
+        for _ in range(max_passes):
+            arrival = np.zeros(self.nodes, dtype=np.int64)
+            if len(cross):
+                arrival[targets] = np.maximum.reduceat(dist[c_src] + c_w, firsts)
+            y = arrival[self.order] - prefix
+            low, high = int(y.min()), int(y.max())
+            span = high - low + 1
+            if abs(low) + chains * span >= _LIMIT:
+                break
+            # One running maximum over all chains: chain k's values are raised above every earlier chain's.
+            offset = self.chain * span
+            new = np.empty(self.nodes, dtype=np.int64)
+            new[self.order] = np.maximum.accumulate(y + offset) - offset + prefix
+            if np.array_equal(new, dist):
+                return int(dist.max())
+            dist = new
+        return _rustworkx(self, weights, keep)
+
+
+def _firsts(keys: np.ndarray, size: int) -> np.ndarray:
+    """Where each key in `keys` (ints in [0, size)) occurs first."""
+    first = np.full(size, len(keys), dtype=np.int64)
+    rank = np.arange(len(keys), dtype=np.int64)
+    np.minimum.at(first, keys, rank)
+    return first[keys] == rank
+
+
+def _payload(_source: int, _target: int, weight: int) -> int:
+    return weight
+
+
+def _rustworkx(chains: Chains, weights: np.ndarray, keep: np.ndarray) -> int:
+    """The same length by rustworkx's walk over a topological order (as `path._longest` computes it)."""
+    dag = rx.PyDiGraph(check_cycle=False, multigraph=True)
+    dag.add_nodes_from(range(chains.nodes))
+    w = weights.astype(np.int64)[keep].tolist()
+    dag.add_edges_from(list(zip(chains.src[keep].tolist(), chains.dst[keep].tolist(), w, strict=True)))
+    return int(rx.dag_longest_path_length(dag, weight_fn=_payload))
