@@ -28,6 +28,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -42,6 +43,15 @@ def _facts(out: Path, key: str, value: object) -> None:
     data = json.loads(path.read_text()) if path.exists() else {}
     data[key] = value
     path.write_text(json.dumps(data, indent=1, sort_keys=True))
+
+
+def _keep_trace(prof: Any, target: Path) -> Path:
+    """The trace `prof` wrote, as `target` (gzip level 9; the profiler may have written it gzipped already)."""
+    assert prof.trace_path is not None, prof.warnings
+    opener = gzip.open if prof.trace_path.name.endswith(".gz") else open
+    with opener(prof.trace_path, "rb") as src, gzip.open(target, "wb", compresslevel=9) as dst:
+        shutil.copyfileobj(src, dst)
+    return target
 
 
 def _device_facts() -> dict[str, object]:
@@ -134,11 +144,7 @@ def known(out: Path) -> None:
                 _train_step(model, opt, data)
             torch.cuda.synchronize()
             prof.step()
-    assert prof.trace_path is not None, prof.warnings
-    target = out / "known.pt.trace.json.gz"
-    opener = gzip.open if prof.trace_path.name.endswith(".gz") else open
-    with opener(prof.trace_path, "rb") as src, gzip.open(target, "wb", compresslevel=9) as dst:
-        shutil.copyfileobj(src, dst)
+    target = _keep_trace(prof, out / "known.pt.trace.json.gz")
     _facts(
         out,
         "known",
@@ -259,11 +265,7 @@ def compiled(out: Path) -> None:
                 torch.cuda.synchronize()
                 prof.step()
         match = torch.allclose(broken(x), eager(x), rtol=1e-2, atol=1e-2)
-    assert prof.trace_path is not None, prof.warnings
-    target = out / "compiled.pt.trace.json.gz"
-    opener = gzip.open if prof.trace_path.name.endswith(".gz") else open
-    with opener(prof.trace_path, "rb") as src, gzip.open(target, "wb", compresslevel=9) as dst:
-        shutil.copyfileobj(src, dst)
+    target = _keep_trace(prof, out / "compiled.pt.trace.json.gz")
     _facts(
         out,
         "compiled",
@@ -328,11 +330,7 @@ def modern(out: Path) -> None:
         for _ in range(5):
             step()
             prof.step()
-    assert prof.trace_path is not None, prof.warnings
-    target = out / "modern.pt.trace.json.gz"
-    opener = gzip.open if prof.trace_path.name.endswith(".gz") else open
-    with opener(prof.trace_path, "rb") as src, gzip.open(target, "wb", compresslevel=9) as dst:
-        shutil.copyfileobj(src, dst)
+    target = _keep_trace(prof, out / "modern.pt.trace.json.gz")
     _facts(
         out,
         "modern",
