@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
-from opscope.analysis.base.windows import step_windows
+from opscope.analysis.base.windows import overlap_pairs, step_windows
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
@@ -52,20 +53,16 @@ def compiling(trace: Trace) -> tuple[Compiling, ...]:
     )
     if marks.height == 0:
         return ()
-    windows = [w for w in step_windows(trace) if w.step is not None]
-    steps = pl.DataFrame(
-        {
-            "window_start": [w.start_ns for w in windows],
-            "window_end": [w.end_ns for w in windows],
-            "step": [w.step for w in windows],
-        },
-        schema={"window_start": pl.Int64, "window_end": pl.Int64, "step": pl.Int64},
-    ).sort("window_start")
-    placed = (
-        marks.with_columns(pl.col(Col.TS_NS).cast(pl.Int64))
-        .join_asof(steps, left_on=Col.TS_NS, right_on="window_start", strategy="backward")
-        .with_columns(pl.when(pl.col(Col.TS_NS) < pl.col("window_end")).then(pl.col("step")).alias("step"))
-    )
+    # each marker in the step window holding its start (the first, where windows overlap): the placement
+    # `select.by_steps(clip=False)` and compile-check's regions use
+    windows = tuple(w for w in step_windows(trace) if w.step is not None)
+    starts = marks[Col.TS_NS].to_numpy().astype(np.int64)
+    event, window = overlap_pairs(starts, starts, windows)
+    event, first = np.unique(event, return_index=True)
+    step = np.full(marks.height, -1, dtype=np.int64)
+    step[event] = np.array([w.step for w in windows], dtype=np.int64)[window[first]]
+    numbers = pl.Series("step", step)
+    placed = marks.with_columns(pl.when(numbers >= 0).then(numbers).alias("step"))
     grouped = (
         placed.group_by("step", maintain_order=True)
         .agg(
