@@ -383,3 +383,27 @@ def test_advice_on_a_model_written_todays_way(cli):
     assert "convolution" not in by_category  # no convolution in a transformer
     gpu_us = sum(e["dur"] for e in events if e.get("cat") == "kernel" and e["name"] in cudnn)
     assert by_category["attention"]["total_us"] == pytest.approx(gpu_us, abs=0.01)
+
+
+def test_the_demo_names_withheld_idle_rules_only_when_they_fired():
+    """The busy line says the idle-time rules fired only when they did (they are among `Advice.withheld`, their
+    time claimed by other findings), not whenever some finding exists."""
+    from dataclasses import replace
+
+    import opscope
+    from opscope.analysis.rules.advise import advise
+    from opscope.capture.demo import IDLE_RULES, diagnose
+
+    advice = advise(opscope.load(DATA / "demo.pt.trace.json.gz")).advice
+    assert advice is not None
+    idle = tuple(f for f in advice.findings if f.id in IDLE_RULES)
+    others = tuple(f for f in advice.findings if f.id not in IDLE_RULES)
+    assert idle and others
+    withheld = replace(advice, findings=others, withheld=advice.withheld + idle)
+    line = diagnose(True, [("k", 1.0)], [10, 10], 0.04, withheld)[-1]
+    assert line.endswith("(the idle-time rules fired; the findings above explain their time).")
+    none_fired = replace(
+        advice, findings=others, withheld=tuple(f for f in advice.withheld if f.id not in IDLE_RULES)
+    )
+    line = diagnose(True, [("k", 1.0)], [10, 10], 0.04, none_fired)[-1]
+    assert line == "The GPU was busy 4.0% of the profiled step time: it mostly waits for the host."

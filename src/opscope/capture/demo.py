@@ -89,17 +89,14 @@ def diagnose(
             )
     said = {f.id for f in advice.findings} if advice else set()
     if busy is not None and gpu and not said & set(IDLE_RULES):
-        findings.append(
-            f"The GPU was busy {busy * 100:.1f}% of the profiled step time"
-            + (
-                ": it mostly waits for the host (the idle-time rules fired, but the findings above explain "
-                "their time)."
-                if busy < BUSY_LOW and said
-                else ": it mostly waits for the host."
-                if busy < BUSY_LOW
-                else "."
-            )
-        )
+        line = f"The GPU was busy {busy * 100:.1f}% of the profiled step time"
+        if busy >= BUSY_LOW:
+            line += "."
+        elif advice and any(f.id in IDLE_RULES for f in advice.withheld):
+            line += ": it mostly waits for the host (the idle-time rules fired; the findings above explain their time)."
+        else:
+            line += ": it mostly waits for the host."
+        findings.append(line)
     if busy is not None and not gpu:
         findings.append(
             f"At least one CPU operator was running {busy * 100:.1f}% of the profiled step time; the "
