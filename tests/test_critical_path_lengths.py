@@ -22,6 +22,7 @@ from opscope.analysis.critical_path.graph import Graph, build
 from opscope.analysis.critical_path.lengths import Chains
 from opscope.analysis.critical_path.path import (
     WhatIf,
+    _rustworkx_path,
     critical_path,
     event_factors,
     scaled_weights,
@@ -66,6 +67,25 @@ def test_length_equals_the_full_what_if(name: str) -> None:
             assert chains.longest(weights, keep, max_passes=2) == full, specs  # out of passes part way
             assert what_if_length(graph, rules) == full
         assert chains.longest(*scaled_weights(graph, [])) == critical_path(graph, top=0).length_ns
+
+
+@pytest.mark.parametrize("name", [ALEXNET, MULTI_STREAM, NCCL, QWEN, AMD, DLRM])
+def test_path_is_the_one_rustworkx_chooses(name: str) -> None:
+    """The critical path itself (not only its length) by the chains' passes: the same edges, in the same order,
+    as rustworkx's `dag_longest_path`, which chose it before (ties included: zero-weight edges abound)."""
+    answered = 0
+    for graph in _graphs(name):
+        chains = Chains.of(graph)
+        for specs in RULES:
+            weights, keep = scaled_weights(graph, [WhatIf.parse(s) for s in specs])
+            length, edges = _rustworkx_path(graph, weights, keep)
+            found = chains.path(weights, keep)
+            if found is None:  # the passes ran out: `_longest` asks rustworkx, as here
+                continue
+            answered += 1
+            assert found[0] == length, specs
+            assert found[1].tolist() == edges.tolist(), specs
+    assert answered > 0
 
 
 def _python_longest(nodes: int, edges: list[tuple[int, int, int]]) -> int:
@@ -138,6 +158,15 @@ def test_length_equals_a_plain_python_longest_path(seed: int) -> None:
         expected = _python_longest(graph.nodes, kept)
         assert chains.longest(weights, keep) == expected
         assert chains.longest(weights, keep, max_passes=1) == expected
+        found = chains.path(weights, keep)
+        if found is not None:  # a path: joined edge to edge, kept, its weights summing to the longest length
+            length, edges = found
+            assert length == expected == int(weights[edges].sum())
+            assert keep[edges].all()
+            assert (
+                graph.edges["dst"].to_numpy()[edges[:-1]] == graph.edges["src"].to_numpy()[edges[1:]]
+            ).all()
+            assert length == _rustworkx_path(graph, weights, keep)[0]
 
 
 @pytest.mark.parametrize("sync", [[False] * 4, [False, False, False, True]])
@@ -155,6 +184,28 @@ def test_a_cycle_raises_as_rustworkx_does(sync: list[bool]) -> None:
     weights, keep = graph.edges["weight_ns"].to_numpy(), np.ones(4, dtype=bool)
     with pytest.raises(rx.DAGHasCycle):
         Chains.of(graph).longest(weights, keep)
+
+
+def test_a_zero_weight_cycle_through_a_wait_raises() -> None:
+    """Hand-made fixture: a loop of zero-weight edges closed by a wait (a cross edge). The passes settle at once
+    (nothing grows), but the predecessors close the loop: the path is left to rustworkx, which raises."""
+    graph = Graph(
+        start_ns=0,
+        end_ns=10,
+        events=pl.DataFrame({"ts_ns": [0, 5], "end_ns": [4, 9]}),
+        edges=pl.DataFrame(
+            {
+                "src": [0, 1, 2, 3],
+                "dst": [1, 2, 3, 0],
+                "weight_ns": [0, 0, 0, 0],
+                "sync": [False] * 3 + [True],
+            }
+        ),
+    )
+    weights, keep = graph.edges["weight_ns"].to_numpy(), np.ones(4, dtype=bool)
+    assert Chains.of(graph).path(weights, keep) is None
+    with pytest.raises(rx.DAGHasCycle):
+        critical_path(graph)
 
 
 def test_event_factors_against_a_walk_up_the_parents() -> None:

@@ -1,5 +1,6 @@
-"""The longest path's length only, for many what-if questions over one graph (the advice asks one per finding):
-the graph's shape is laid out once, and each question is a few vectorised passes over it.
+"""The longest path of a window's graph by vectorised passes: its length alone for many what-if questions over
+one graph (the advice asks one per finding), or the path itself (`Chains.path`, the critical path): the graph's
+shape is laid out once, and each question is a few vectorised passes over it.
 
 Layout: the edges are split into chains, vertex-disjoint paths (at most one chain edge into a node and one out
 of it: an event's own start -> end first, else the edge that spans the least time, which follows the program
@@ -83,9 +84,20 @@ class Chains:
         edge). Dropped edges are cross edges (see the module doc)."""
         if self.nodes == 0:
             return 0
+        dist = self.distances(weights, keep, max_passes)
+        if dist is None:
+            return _rustworkx(self, weights, keep)  # it raises on a cycle or a negative weight, as before
+        return int(dist.max())
+
+    def distances(
+        self, weights: np.ndarray, keep: np.ndarray, max_passes: int = MAX_PASSES
+    ) -> np.ndarray | None:
+        """Each node's longest-path distance over the edges where `keep` (0 where nothing enters it), or None
+        where the passes cannot answer: a cycle, a negative weight, a dropped chain edge, more than
+        `max_passes` passes."""
         w = weights.astype(np.int64)
         if self.order is None or (w < 0).any() or not keep[self.step[self.step >= 0]].all():
-            return _rustworkx(self, weights, keep)  # it raises on a cycle or a negative weight, as before
+            return None
         prefix = np.cumsum(np.where(self.step >= 0, w[np.maximum(self.step, 0)], 0))
         cross = self.cross[keep[self.cross]]
         c_src, c_w = self.src[cross], w[cross]
@@ -102,15 +114,64 @@ class Chains:
             low, high = int(y.min()), int(y.max())
             span = high - low + 1
             if abs(low) + chains * span >= _LIMIT:
-                break
+                return None
             # One running maximum over all chains: chain k's values are raised above every earlier chain's.
             offset = self.chain * span
             new = np.empty(self.nodes, dtype=np.int64)
             new[self.order] = np.maximum.accumulate(y + offset) - offset + prefix
             if np.array_equal(new, dist):
-                return int(dist.max())
+                return dist
             dist = new
-        return _rustworkx(self, weights, keep)
+        return None
+
+    def path(
+        self, weights: np.ndarray, keep: np.ndarray, max_passes: int = MAX_PASSES
+    ) -> tuple[int, np.ndarray] | None:
+        """(length, edge indices in path order) of a longest path over the edges where `keep`, chosen as
+        rustworkx's `dag_longest_path` chooses among equally long ones: each node's predecessor is the first
+        kept edge (by index) that attains its distance, the path ends at the node with the greatest (distance,
+        predecessor node); None where `distances` is None (the caller asks rustworkx)."""
+        dist = self.distances(weights, keep, max_passes)
+        if dist is None:
+            return None
+        w = weights.astype(np.int64)
+        kept = np.flatnonzero(keep)
+        tight = kept[dist[self.src[kept]] + w[kept] == dist[self.dst[kept]]]
+        into = np.full(self.nodes, len(w), dtype=np.int64)
+        np.minimum.at(into, self.dst[tight], tight)  # the first attaining edge into each node
+        has = into < len(w)
+        # A node with no incoming edge is its own predecessor (rustworkx's tie-break on the path's end).
+        parent = np.where(has, self.src[np.minimum(into, max(len(w) - 1, 0))], np.arange(self.nodes))
+        end = int(np.lexsort((parent, dist))[-1])
+        if not has[end]:
+            return 0, np.empty(0, dtype=np.int64)
+        # The predecessors from the end back to a node without one, all at once: each node's depth below its
+        # root by pointer jumping, then the end's ancestors by the binary digits of their distance in edges.
+        depth = _depth(parent, has)
+        if depth is None:  # the predecessors close a cycle (zero-weight edges around one): rustworkx raises
+            return None
+        back = np.arange(int(depth[end]), dtype=np.int64)  # edges back from the end
+        at = np.full(len(back), end, dtype=np.int64)
+        table, level = parent, 0
+        while (back >> level).any():
+            hit = ((back >> level) & 1).astype(bool)
+            at[hit] = table[at[hit]]
+            table, level = table[table], level + 1
+        edges = into[at][::-1]
+        return int(w[edges].sum()), edges
+
+
+def _depth(parent: np.ndarray, has: np.ndarray) -> np.ndarray | None:
+    """Each node's number of predecessor steps back to a node without one (`parent`: the predecessor, the node
+    itself where `has` is False), by pointer jumping; None when the steps close a cycle."""
+    depth = has.astype(np.int64)
+    jump = parent
+    for _ in range(2 * max(len(parent), 1).bit_length() + 2):
+        if not has[jump].any():  # every node points at its root (never on a cycle)
+            return depth
+        depth = depth + depth[jump]
+        jump = jump[jump]
+    return None
 
 
 def _firsts(keys: np.ndarray, size: int) -> np.ndarray:

@@ -1,7 +1,8 @@
 """The longest path through a window's dependency graph, its breakdown by kind, the ops and kernels on it, and
 the what-if: rescale the nodes whose name matches a pattern and recompute.
 
-The longest path is rustworkx's `dag_longest_path` (topological order over the graph, in Rust). A what-if
+The longest path is `lengths.Chains.path` (vectorised passes; the path rustworkx's `dag_longest_path` would
+choose), rustworkx's walk where the passes cannot answer. A what-if
 multiplies the weight of every *work* edge owned by a matching event (its CPU time, its GPU duration, the
 wait of a blocking call) by the factor; the factor of a CPU op also applies to everything nested in it and to
 the GPU work it launched. Overheads (launch delay, kernel-to-kernel gaps) keep their weight, and a blocking call
@@ -91,10 +92,21 @@ def _dag(graph: Graph, weights: np.ndarray, keep: np.ndarray) -> tuple[rx.PyDiGr
     return dag, src, dst
 
 
-def _longest(graph: Graph, weights: np.ndarray, keep: np.ndarray) -> tuple[int, np.ndarray]:
-    """(length, edge indices of the longest path) over the edges where `keep`."""
+def _longest(
+    graph: Graph, weights: np.ndarray, keep: np.ndarray, chains: Chains | None = None
+) -> tuple[int, np.ndarray]:
+    """(length, edge indices of the longest path) over the edges where `keep`: by `lengths.Chains`' vectorised
+    passes, choosing the path rustworkx would; by rustworkx's walk where the passes cannot answer."""
     if graph.nodes == 0:
         return 0, np.empty(0, dtype=np.int64)
+    found = (Chains.of(graph) if chains is None else chains).path(weights, keep)
+    if found is not None:
+        return found
+    return _rustworkx_path(graph, weights, keep)
+
+
+def _rustworkx_path(graph: Graph, weights: np.ndarray, keep: np.ndarray) -> tuple[int, np.ndarray]:
+    """`_longest` by rustworkx's `dag_longest_path` (it raises on a cycle)."""
     dag, src, dst = _dag(graph, weights, keep)
     idx = np.flatnonzero(keep)
     w = weights
@@ -116,10 +128,11 @@ def _longest(graph: Graph, weights: np.ndarray, keep: np.ndarray) -> tuple[int, 
     return int(w[path].sum()), path
 
 
-def critical_path(graph: Graph, top: int = 20) -> PathResult:
-    """The longest path of `graph` with the observed weights."""
+def critical_path(graph: Graph, top: int = 20, chains: Chains | None = None) -> PathResult:
+    """The longest path of `graph` with the observed weights (`chains`: `Chains.of(graph)` when the caller
+    has it)."""
     weights = graph.edges["weight_ns"].to_numpy()
-    length, path = _longest(graph, weights, np.ones(graph.edges.height, dtype=bool))
+    length, path = _longest(graph, weights, np.ones(graph.edges.height, dtype=bool), chains)
     return _result(graph, weights, length, path, top)
 
 
@@ -225,8 +238,8 @@ def what_if_length(graph: Graph, rules: Sequence[WhatIf]) -> int:
     return Chains.of(graph).longest(*scaled_weights(graph, rules))
 
 
-def what_if(graph: Graph, rules: Sequence[WhatIf], top: int = 20) -> PathResult:
+def what_if(graph: Graph, rules: Sequence[WhatIf], top: int = 20, chains: Chains | None = None) -> PathResult:
     """The critical path after rescaling the matching events (the model of the module doc)."""
     weights, keep = scaled_weights(graph, rules)
-    length, path = _longest(graph, weights, keep)
+    length, path = _longest(graph, weights, keep, chains)
     return _result(graph, weights, length, path, top)

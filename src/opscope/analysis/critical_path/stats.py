@@ -112,8 +112,9 @@ def step_path(
     span = int(ts.max() - ts.min()) if len(ts) else 0
     if window.step is None and len(ts):
         window = graph_window(window, ts)
-    base = critical_path(graph, top)
-    predicted = what_if(graph, rules, top) if rules else None
+    chains = Chains.of(graph)
+    base = critical_path(graph, top, chains)
+    predicted = what_if(graph, rules, top, chains) if rules else None
     return StepPath(
         window=window, span_ns=span, path=base, predicted=predicted, segments=_segments(graph, base)
     )
