@@ -419,3 +419,25 @@ def test_cross_stream_waits_of_real_traces(name: str) -> None:
     assert other_stream.sum() > 0
     ts = graph.node_ts()
     assert (ts[dst[other_stream]] >= ts[src[other_stream]]).all()
+
+
+DLRM_TWO_THREADS = "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json"  # main + autograd thread
+
+
+def test_thread_codes_of_the_whole_table_keep_threads_apart() -> None:
+    """`cpu_table` codes each (process, thread) once per trace; a window's graph built from those codes is the
+    graph built from the window's own process and thread text (a code shared by two threads nested the
+    autograd thread's ops inside the main thread's and changed the path)."""
+    from opscope.analysis.critical_path.graph import THREAD, cpu_table, gpu_table
+
+    trace = opscope.load(corpus_path(DLRM_TWO_THREADS))
+    linkage = link(trace)
+    cpu_all, gpu_all = cpu_table(trace), gpu_table(linkage)
+    threads = cpu_all.select(pl.col("pid").cast(pl.String), pl.col("tid").cast(pl.String), THREAD).unique()
+    assert threads.height == 2
+    assert threads[THREAD].n_unique() == 2
+    for w in step_windows(trace):
+        coded = build(trace, linkage, w.start_ns, w.end_ns, cpu_all, gpu_all)
+        own = build(trace, linkage, w.start_ns, w.end_ns, cpu_all.drop(THREAD), gpu_all)
+        assert coded.events.equals(own.events)
+        assert coded.edges.equals(own.edges)

@@ -137,8 +137,9 @@ def _with_thread(cpu: pl.DataFrame) -> pl.DataFrame:
     key = (
         pl.col(Col.PID).cast(pl.String).fill_null("") + "\x00" + pl.col(Col.TID).cast(pl.String).fill_null("")
     )
-    first = pl.int_range(pl.len(), dtype=pl.Int64).min().over(key)
-    return cpu.with_columns(first.alias(THREAD))
+    # the row number counted over the whole table (an int_range inside `over` would count within each thread)
+    first = pl.col(THREAD).min().over(key)
+    return cpu.with_row_index(THREAD).with_columns(first.cast(pl.Int64)).select(*cpu.columns, THREAD)
 
 
 BLOCKING, ASYNC_COPY_CALL = "_blocking", "_async_copy"  # cpu_table's flags (`_with_call_flags`)

@@ -144,14 +144,21 @@ def _result(graph: Graph, weights: np.ndarray, length: int, path: np.ndarray, to
 
 
 def _top(graph: Graph, on: pl.DataFrame, limit: int) -> tuple[TopEntry, ...]:
-    ev = graph.events.with_row_index("owner").with_columns(pl.col("owner").cast(pl.Int64))
-    totals = ev.group_by(["name", "kind"]).agg((pl.col("end_ns") - pl.col("ts_ns")).sum().alias("total"))
+    owned = on.filter(pl.col("kind").is_in(list(TOP_KINDS)) & (pl.col("owner") >= 0))
+    ev = graph.events.select("name", pl.col("kind").alias("event_kind"), "ts_ns", "end_ns")
     mine = (
-        on.filter(pl.col("kind").is_in(list(TOP_KINDS)) & (pl.col("owner") >= 0))
-        .join(ev.select("owner", "name", pl.col("kind").alias("event_kind")), on="owner", how="inner")
+        pl.concat([owned.select("w"), ev[owned["owner"]].select("name", "event_kind")], how="horizontal")
         .group_by(["name", "event_kind"])
         .agg(pl.col("w").sum().alias("on_path"))
-        .join(totals.rename({"kind": "event_kind"}), on=["name", "event_kind"], how="left")
+    )
+    # the totals of the names on the path only (a step's graph holds thousands of events, its path a few names)
+    totals = (
+        ev.filter(pl.col("name").is_in(mine["name"].unique().implode()))
+        .group_by(["name", "event_kind"])
+        .agg((pl.col("end_ns") - pl.col("ts_ns")).sum().alias("total"))
+    )
+    mine = (
+        mine.join(totals, on=["name", "event_kind"], how="left")
         .filter(pl.col("on_path") > 0)
         .sort(["on_path", "name"], descending=[True, False])
     )

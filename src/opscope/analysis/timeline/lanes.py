@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
 
 from opscope.analysis.base import intervals
@@ -147,41 +148,65 @@ def idle_gaps(trace: Trace, act: Activity, calls_found: pl.DataFrame | None = No
     calls = found.select(pl.col(Col.TS_NS).alias(S), pl.col(END).alias(E))
     syncs = intervals.merge(calls) if calls.height else calls
     devices = sorted(act.events[Col.DEVICE].unique().to_list(), key=lambda d: (d is None, d or 0))
-    pieces: list[tuple[Any, int, int, int]] = []
-    for device in devices:
+    s_lo, s_hi = syncs[S].to_numpy().astype(np.int64), syncs[E].to_numpy().astype(np.int64)
+    found_pieces: list[tuple[np.ndarray, ...]] = []  # per device and cause: (device index, start, end, cause)
+    for d, device in enumerate(devices):  # a handful of devices, each a vectorised pass
         dev = act.events.filter(pl.col(Col.DEVICE).eq_missing(device))
         lo = min(window.bounds[0][0], int(dev[S].min()))  # type: ignore[arg-type]
         hi = max(window.bounds[-1][1], int(dev[E].max()))  # type: ignore[arg-type]
         _, host, other = _classified_gaps(dev, lo, hi)
         for frame, cause in ((win.restrict(host, window), HOST_WAIT), (win.restrict(other, window), OTHER)):
-            for (lo_ns, hi_ns), in_sync in _split(frame.select(S, E).rows(), syncs.select(S, E).rows()):
-                pieces.append((device, lo_ns, hi_ns, SYNC_WAIT if in_sync else cause))
-    pieces.sort(key=lambda p: p[2] - p[1], reverse=True)
-    pieces = sorted(pieces[:MAX_GAPS], key=lambda p: (p[0] is None, p[0] or 0, p[1]))
+            start, end, in_sync = _split(frame[S].to_numpy(), frame[E].to_numpy(), s_lo, s_hi)
+            causes = np.where(in_sync, CAUSES.index(SYNC_WAIT), CAUSES.index(cause))
+            found_pieces.append((np.full(len(start), d), start, end, causes))
+    if not found_pieces:
+        return IdlePieces(devices=devices, pieces=[])
+    device_at, start, end, cause_at = (np.concatenate(x) for x in zip(*found_pieces, strict=True))
+    # the longest MAX_GAPS (a stable sort: equally long pieces keep their order), then by device and start
+    chosen = np.argsort(-(end - start), kind="stable")[:MAX_GAPS]
+    chosen = chosen[np.lexsort((start[chosen], device_at[chosen]))]
+    pieces = [
+        (devices[d], int(lo_ns), int(hi_ns), CAUSES[c])
+        for d, lo_ns, hi_ns, c in zip(
+            device_at[chosen].tolist(), start[chosen], end[chosen], cause_at[chosen].tolist(), strict=True
+        )
+    ]
     return IdlePieces(devices=devices, pieces=pieces)
 
 
-def _split(parts: list[tuple[Any, ...]], syncs: list[tuple[Any, ...]]) -> list[tuple[tuple[int, int], bool]]:
-    """Each part cut at the (sorted, disjoint) sync intervals: ((start, end), inside a sync)."""
-    out: list[tuple[tuple[int, int], bool]] = []
-    j = 0
-    for lo, hi in sorted(parts):
-        while j < len(syncs) and syncs[j][1] <= lo:
-            j += 1
-        at, k = lo, j
-        while at < hi:
-            if k < len(syncs) and syncs[k][0] < hi:
-                s, e = max(syncs[k][0], at), min(syncs[k][1], hi)
-                if s > at:
-                    out.append(((at, s), False))
-                if e > s:
-                    out.append(((s, e), True))
-                at = max(at, e)
-                k += 1
-            else:
-                out.append(((at, hi), False))
-                at = hi
-    return out
+CAUSES = (SYNC_WAIT, HOST_WAIT, OTHER)
+
+
+def _split(
+    lo: np.ndarray, hi: np.ndarray, s_lo: np.ndarray, s_hi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The parts [lo, hi) cut at the sorted, disjoint sync intervals [s_lo, s_hi): (start, end, inside a sync)
+    of each non-empty piece, part by part (parts sorted by start, then end), each part's pieces in time order.
+    Each part's syncs are found by two binary searches; the pieces outside them are the stretches between the
+    syncs' clipped ends and the next clipped starts (the part's own ends at either side)."""
+    order = np.lexsort((hi, lo))
+    lo, hi = lo[order].astype(np.int64), hi[order].astype(np.int64)
+    first = np.searchsorted(s_hi, lo, side="right")  # the first sync ending after the part's start
+    stop = np.searchsorted(s_lo, hi, side="left")  # the first sync starting at or after its end
+    count = np.maximum(stop - first, 0)
+    part = np.repeat(np.arange(len(lo)), count)
+    before = np.cumsum(count) - count
+    rank = np.arange(int(count.sum())) - np.repeat(before, count)  # the sync's rank within its part
+    k = np.repeat(first, count) + rank
+    in_lo, in_hi = np.maximum(s_lo[k], lo[part]), np.minimum(s_hi[k], hi[part])
+    # outside: before each sync (from the part's start or the previous sync's end), and one after the last
+    prev_hi = np.concatenate(([0], in_hi[:-1])) if len(in_hi) else in_hi
+    out_lo = np.where(rank == 0, lo[part], prev_hi)
+    last = before + count - 1
+    tail_lo = np.where(count > 0, in_hi[np.clip(last, 0, None)] if len(in_hi) else lo, lo)
+    starts = np.concatenate((out_lo, in_lo, tail_lo))
+    ends = np.concatenate((in_lo, in_hi, hi))
+    inside = np.concatenate((np.zeros(len(k), bool), np.ones(len(k), bool), np.zeros(len(lo), bool)))
+    which = np.concatenate((part, part, np.arange(len(lo))))
+    at = np.concatenate((2 * rank, 2 * rank + 1, 2 * count))
+    keep = ends > starts
+    sort = np.lexsort((at[keep], which[keep]))
+    return starts[keep][sort], ends[keep][sort], inside[keep][sort]
 
 
 __all__ = [
