@@ -63,12 +63,13 @@ def by_steps(
     if not clip:
         event, first = np.unique(event, return_index=True)
         window = window[first]
-    numbers = pl.Series("step", [chosen[w].step for w in window], dtype=pl.Int64)
+    # per window, then gathered per event (a Python list over the events cost ~0.3 s a million)
+    numbers = pl.Series("step", [w.step for w in chosen], dtype=pl.Int64).gather(window)
     out = data[event].with_columns(numbers)
     if not clip:
         return out
-    w_lo = np.array([chosen[w].start_ns for w in window], dtype=np.int64)
-    w_hi = np.array([chosen[w].end_ns for w in window], dtype=np.int64)
+    w_lo = np.array([w.start_ns for w in chosen], dtype=np.int64)[window]
+    w_hi = np.array([w.end_ns for w in chosen], dtype=np.int64)[window]
     new_lo = np.maximum(lo[event], w_lo)
     new_len = np.maximum(np.minimum(lo[event] + length[event], w_hi) - new_lo, 0)
     return out.with_columns(

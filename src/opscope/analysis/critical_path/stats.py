@@ -11,9 +11,9 @@ import numpy as np
 import polars as pl
 
 from opscope.analysis.base.linking import Linkage, link
-from opscope.analysis.base.stages import stage
+from opscope.analysis.base.parallel import ordered_map
 from opscope.analysis.base.windows import StepWindow, select_windows
-from opscope.analysis.critical_path.graph import Graph, build, cpu_table, gpu_table
+from opscope.analysis.critical_path.graph import Graph, build, cpu_table, gpu_table, stream_waits
 from opscope.analysis.critical_path.lengths import Chains
 from opscope.analysis.critical_path.path import (
     PathResult,
@@ -134,10 +134,14 @@ def critical_path_stats(
     linkage = link(trace) if linkage is None else linkage
     cpu_all, gpu_all = cpu_table(trace), gpu_table(linkage)
     chosen = windows if max_windows is None else windows[:max_windows]
-    paths = []
-    for i, w in enumerate(chosen):
-        stage(f"critical path: window {i + 1} of {len(chosen)}")
-        paths.append(step_path(trace, w, linkage, rules, top, cpu_all, gpu_all))
+    stream_waits(trace)  # read once here, not by the first windows at once
+    paths = list(
+        ordered_map(
+            lambda w: step_path(trace, w, linkage, rules, top, cpu_all, gpu_all),
+            chosen,
+            "critical path: window",
+        )
+    )
     return CriticalPathStats(
         path=trace.path,
         from_markers=any(w.step is not None for w in windows),
@@ -197,9 +201,14 @@ class SavingModel:
         self._steps: list[_Step] = []
         names = [pl.Series("name", [], dtype=pl.String)]
         first = 0
-        for w in select_windows(trace, steps):  # one graph at a time: only its laid-out arrays are kept
-            step, distinct = _Step.of(build(trace, linkage, w.start_ns, w.end_ns, cpu_all, gpu_all), first)
-            self._steps.append(step)
+        stream_waits(trace)
+        laid_out = ordered_map(  # a few graphs at a time: only their laid-out arrays are kept
+            lambda w: _Step.of(build(trace, linkage, w.start_ns, w.end_ns, cpu_all, gpu_all), 0),
+            select_windows(trace, steps),
+            "what-if: window",
+        )
+        for step, distinct in laid_out:  # each step's names numbered after the earlier steps' names
+            self._steps.append(replace(step, name=step.name + first))
             names.append(distinct)
             first += len(distinct)
         self._names = pl.concat(names)

@@ -1,0 +1,54 @@
+"""Independent pieces of one analysis (the step windows of the critical path, each its own graph) run on a few
+threads: most of a piece's time is spent in polars and numpy, which release the GIL, so two to four pieces
+overlap. Results come back in the order of the pieces, so nothing downstream can tell; a stage is announced per
+piece as it is taken up, in order, from the calling thread. On an interruption (Ctrl-C) the pieces not yet
+started are cancelled and the running ones (tens of ms each) finish in the background."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
+
+from opscope.analysis.base.stages import stage
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+MAX_THREADS = 4  # more gains little: the pieces' Python glue holds the GIL
+
+
+def threads() -> int:
+    """How many pieces run at once: the CPUs this process may use, at most MAX_THREADS (1: one at a time)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(MAX_THREADS, cpus + 1))
+
+
+def ordered_map(fn: Callable[[T], R], items: Sequence[T], label: str) -> Iterator[R]:
+    """`fn` of each item, in the items' order, computed a few at a time (see the module doc); `label`: the
+    stage's name ("critical path: window 3 of 80")."""
+    workers = threads() if len(items) > 1 else 1
+    if workers == 1:
+        for i, item in enumerate(items):
+            stage(f"{label} {i + 1} of {len(items)}")
+            yield fn(item)
+        return
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="opscope-piece")
+    try:
+        ahead = 2 * workers  # at most this many pieces submitted and not yet taken: bounded memory
+        pending: list[Future[R]] = []
+        for i, item in enumerate(items):
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= ahead:
+                stage(f"{label} {i + 2 - len(pending)} of {len(items)}")
+                yield pending.pop(0).result()
+        done = len(items) - len(pending)
+        for k, future in enumerate(pending):
+            stage(f"{label} {done + k + 1} of {len(items)}")
+            yield future.result()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)

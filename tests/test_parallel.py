@@ -1,0 +1,59 @@
+"""`analysis.base.parallel.ordered_map`: the pieces' results in their order, one stage per piece in order, an
+error raised where the caller reads it, and the pieces not yet started cancelled when the caller stops."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from opscope.analysis.base import parallel
+from opscope.analysis.base.parallel import ordered_map
+from opscope.analysis.base.stages import listening
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_results_and_stages_in_order(monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
+    monkeypatch.setattr(parallel, "threads", lambda: workers)
+    seen: list[str] = []
+
+    def slow_square(x: int) -> int:
+        time.sleep(0.001 * ((7 * x) % 5))  # finish out of order
+        return x * x
+
+    with listening(seen.append):
+        out = list(ordered_map(slow_square, list(range(23)), "piece"))
+    assert out == [x * x for x in range(23)]
+    assert seen == [f"piece {i} of 23" for i in range(1, 24)]
+
+
+def test_an_error_reaches_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "threads", lambda: 3)
+
+    def fail_on_five(x: int) -> int:
+        if x == 5:
+            raise ValueError("five")
+        return x
+
+    with pytest.raises(ValueError, match="five"):
+        list(ordered_map(fail_on_five, list(range(40)), "piece"))
+
+
+def test_stopping_cancels_what_has_not_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The caller stops after the first result (as Ctrl-C would): the queued pieces never run."""
+    monkeypatch.setattr(parallel, "threads", lambda: 2)
+    started: list[int] = []
+    lock = threading.Lock()
+
+    def record(x: int) -> int:
+        with lock:
+            started.append(x)
+        time.sleep(0.01)
+        return x
+
+    results = ordered_map(record, list(range(200)), "piece")
+    assert next(results) == 0
+    results.close()  # the generator's finally: shutdown with cancel_futures
+    time.sleep(0.1)
+    assert len(started) <= 2 * 2 + 2  # the submitted window ahead, never the 200
