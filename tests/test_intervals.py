@@ -94,3 +94,50 @@ def test_inside_any_is_false_for_missing_times_and_exact_for_epoch_nanoseconds()
     end = pl.Series([epoch + 10, epoch + 5, None], dtype=pl.Int64)
     assert intervals.inside_any(start, end, [(epoch, epoch + 10)]).to_list() == [True, False, False]
     assert intervals.inside_any(start, end, [(epoch + 1, epoch + 10)]).to_list() == [False, False, False]
+
+
+def _merge_by_brute(rows: list[tuple], keys: int) -> list[tuple]:
+    """Plain Python: per group (the first `keys` fields, None sorting first), merge sorted intervals that
+    overlap or touch."""
+    groups: dict[tuple, list[tuple[int, int]]] = {}
+    for row in rows:
+        s, e = row[keys], row[keys + 1]
+        if s is not None and e is not None and e > s:
+            groups.setdefault(row[:keys], []).append((s, e))
+    out = []
+    for key in sorted(groups, key=lambda k: tuple((v is not None, v or 0) for v in k)):
+        merged: list[list[int]] = []
+        for s, e in sorted(groups[key]):
+            if merged and s <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], e)
+            else:
+                merged.append([s, e])
+        out += [(*key, s, e) for s, e in merged]
+    return out
+
+
+def test_grouped_merge_against_plain_python_and_the_polars_form(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Hand-made fixture (random): groups with nulls in their keys, missing and inverted intervals, touching
+    ones, epoch-nanosecond times; the numpy form (groups moved apart on the time axis) equals a plain-Python
+    merge per group and the polars form it replaced."""
+    for seed in range(60):
+        rng = random.Random(seed)
+        base = rng.choice([0, 1_700_000_000_000_000_000])
+        rows = []
+        for _ in range(rng.randint(0, 80)):
+            s = base + rng.randint(0, 300) if rng.random() > 0.05 else None
+            rows.append(
+                (
+                    rng.choice([0, 1, 7, None]),
+                    rng.choice([2, None]),
+                    s,
+                    None if s is None else s + rng.randint(-5, 40),
+                )
+            )
+        frame = pl.DataFrame(rows, schema=["win", "device", "start_ns", "end_ns"], orient="row")
+        frame = frame.cast({"win": pl.Int64, "device": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64})
+        merged = intervals.merge(frame, by=["win", "device"])
+        assert merged.rows() == _merge_by_brute(rows, 2)
+        with monkeypatch.context() as m:
+            m.setattr(intervals, "_merge_grouped", lambda *a: None)
+            assert intervals.merge(frame, by=["win", "device"]).equals(merged)

@@ -24,6 +24,9 @@ def merge(
     keys = list(by)
     if not keys:
         return _merge_one(frame, start, end)
+    grouped = _merge_grouped(frame, start, end, keys)
+    if grouped is not None:
+        return grouped
     lazy = frame.lazy().select(*keys, pl.col(start).alias(START), pl.col(end).alias(END))
     lazy = lazy.filter(
         pl.col(START).is_not_null() & pl.col(END).is_not_null() & (pl.col(END) > pl.col(START))
@@ -67,6 +70,59 @@ def _merge_one(frame: pl.DataFrame | pl.LazyFrame, start: str, end: str) -> pl.D
     last[-1] = True
     return pl.DataFrame(
         {START: s[new], END: reach[last]}, schema={START: both.schema[START], END: both.schema[END]}
+    )
+
+
+def _merge_grouped(
+    frame: pl.DataFrame | pl.LazyFrame, start: str, end: str, keys: list[str]
+) -> pl.DataFrame | None:
+    """`merge` by groups in numpy: each group's intervals are moved to a stretch of the time axis of their own
+    (group g by g x (span + 1) ns, the groups in key order), where one ungrouped merge (`_merge_one`'s sort and
+    running maximum) cannot join two groups; the polars form sorted and ran a window function per group
+    (~0.1 s per call on a million intervals). None where the shifted times would not fit in int64 (the
+    caller's polars form answers)."""
+    data = (
+        frame.lazy()
+        .select(*keys, pl.col(start).alias(START), pl.col(end).alias(END))
+        .filter(pl.col(START).is_not_null() & pl.col(END).is_not_null() & (pl.col(END) > pl.col(START)))
+        .collect()
+    )
+    schema = {**{k: data.schema[k] for k in keys}, START: data.schema[START], END: data.schema[END]}
+    if data.height == 0:
+        return pl.DataFrame(schema=schema)
+    groups = data.select(keys).unique().sort(keys).with_row_index("_gid")
+    gid = (
+        data.select(keys)
+        .join(groups, on=keys, how="left", nulls_equal=True, maintain_order="left")["_gid"]
+        .to_numpy()
+        .astype(np.int64)
+    )
+    s = data[START].to_numpy().astype(np.int64)
+    e = data[END].to_numpy().astype(np.int64)
+    base = int(s.min())
+    span = int(e.max()) - base + 1
+    if span * (groups.height + 1) >= 2**62:
+        return None
+    shift = gid * span - base
+    s, e = s + shift, e + shift
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > reach[:-1]
+    last = np.empty(len(s), dtype=bool)
+    last[:-1] = new[1:]
+    last[-1] = True
+    which = gid[order][new]
+    back = which * span - base
+    return (
+        groups[which]
+        .drop("_gid")
+        .with_columns(
+            pl.Series(START, s[new] - back).cast(schema[START]),
+            pl.Series(END, reach[last] - back).cast(schema[END]),
+        )
     )
 
 
