@@ -133,10 +133,17 @@ THREAD = "_thread"  # cpu_table's thread code (`_with_thread`)
 
 def _with_thread(cpu: pl.DataFrame) -> pl.DataFrame:
     """`cpu` with `THREAD`: an integer per (process, thread), ordered by each thread's first row (the row
-    number of that row), computed once per trace instead of once per window."""
-    key = (
-        pl.col(Col.PID).cast(pl.String).fill_null("") + "\x00" + pl.col(Col.TID).cast(pl.String).fill_null("")
-    )
+    number of that row), computed once per trace instead of once per window. Keyed by the categorical codes
+    of the process and thread where they are categorical (no text per row), else by their text."""
+    if all(isinstance(cpu.schema[c], pl.Categorical) for c in (Col.PID, Col.TID)):
+        code = [pl.col(c).to_physical().cast(pl.Int64).fill_null(-1) for c in (Col.PID, Col.TID)]
+        key = code[0] * (1 << 32) + code[1]
+    else:
+        key = (
+            pl.col(Col.PID).cast(pl.String).fill_null("")
+            + "\x00"
+            + pl.col(Col.TID).cast(pl.String).fill_null("")
+        )
     # the row number counted over the whole table (an int_range inside `over` would count within each thread)
     first = pl.col(THREAD).min().over(key)
     return cpu.with_row_index(THREAD).with_columns(first.cast(pl.Int64)).select(*cpu.columns, THREAD)
