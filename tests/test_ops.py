@@ -148,6 +148,37 @@ def test_steps_restrict_ops_and_kernels() -> None:
     assert next(r for r in result.rows if r.name == "ProfilerStep#*").calls == 2
 
 
+@pytest.mark.parametrize(
+    "relative", [RESNET_2021, V100, "param/dlrm_kineto/worker1_step_12.1694128201556.pt.trace.json"]
+)
+@pytest.mark.parametrize("by_shape", [False, True])
+def test_step_table_by_difference_equals_the_direct_one(
+    monkeypatch: pytest.MonkeyPatch, relative: str, by_shape: bool
+) -> None:
+    """The steps' GPU figures as the whole trace's less those outside the steps (issue 25) equal the figures
+    computed over the steps' GPU events directly, row for row and in the same order."""
+    from opscope.analysis.attribution import ops as ops_module
+    from opscope.analysis.base.linking import link
+    from opscope.analysis.base.windows import step_windows
+
+    trace = opscope.load(corpus_path(relative))
+    linked = link(trace)
+    steps = [w.step for w in step_windows(trace)]
+    for spec in (",".join(map(str, steps[1:] or steps)), str(steps[len(steps) // 2])):
+        opts = OpOptions(top=0, by_shape=by_shape, steps=spec)
+        by_difference = ops_module._op_stats(trace, opts, linked)
+        with monkeypatch.context() as m:
+            m.setattr(ops_module, "_gpu_by_difference", lambda *args: None)
+            direct = ops_module._op_stats(trace, opts, linked)
+        assert by_difference.rows == direct.rows
+        assert by_difference.cpu_rows == direct.cpu_rows
+        assert (by_difference.gpu_time_ns, by_difference.attributed_ns) == (
+            direct.gpu_time_ns,
+            direct.attributed_ns,
+        )
+        assert any(r.kernels for r in direct.rows)
+
+
 def test_by_shape_partitions_each_name() -> None:
     trace = opscope.load(corpus_path(BERT))
     plain = {r.name: r for r in op_stats(trace, OpOptions(top=0)).rows}

@@ -57,3 +57,13 @@ def test_stopping_cancels_what_has_not_started(monkeypatch: pytest.MonkeyPatch) 
     results.close()  # the generator's finally: shutdown with cancel_futures
     time.sleep(0.1)
     assert len(started) <= 2 * 2 + 2  # the submitted window ahead, never the 200
+
+
+def test_threads_follow_the_polars_thread_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under an address-space limit the CLI sets POLARS_MAX_THREADS to one thread per GiB: the pieces follow."""
+    monkeypatch.setenv("POLARS_MAX_THREADS", "1")
+    assert parallel.threads() == 1
+    monkeypatch.setenv("POLARS_MAX_THREADS", "64")
+    assert 1 <= parallel.threads() <= parallel.MAX_THREADS
+    monkeypatch.delenv("POLARS_MAX_THREADS")
+    assert 1 <= parallel.threads() <= parallel.MAX_THREADS

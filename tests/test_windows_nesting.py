@@ -27,10 +27,23 @@ def test_parse_steps(spec: str, steps: tuple[int, ...]) -> None:
     assert parse_steps(spec) == steps
 
 
-@pytest.mark.parametrize("spec", ["", "a", "3-", "5-3", "1;2", "-1"])
+@pytest.mark.parametrize(
+    "spec", ["", "a", "3-", "5-3", "1;2", "-1", "1-10000000000", "1-600000,700000-1300000"]
+)
 def test_parse_steps_rejects(spec: str) -> None:
     with pytest.raises(UsageError, match="--steps"):
         parse_steps(spec)
+
+
+def test_missing_steps_error_is_one_bounded_line(cli) -> None:  # type: ignore[no-untyped-def]
+    """Steps the trace lacks are named as ranges, cut at ~200 characters with a count of the rest (a spec of a
+    few thousand steps once printed every one of them)."""
+    spec = ",".join(str(n) for n in range(1000, 30000, 2))
+    r = cli("steps", corpus_path(RESNET_2021), "--steps", spec)
+    assert r.code == 2
+    line = r.err.strip()
+    assert "\n" not in line and len(line) < 700
+    assert "--steps: no step 1000,1002," in line and "more)" in line
 
 
 def test_by_steps_clips_real_trace() -> None:

@@ -133,36 +133,13 @@ def _op_stats(trace: Trace, opts: OpOptions, linked: Linkage) -> OpStats:
             pl.col("_self").sum().alias("cpu_self"),
         )
     )
-    # Each distinct key (name, and shape with by_shape) gets an integer id first: the joins below pair every GPU
-    # event with every op enclosing it (events x depth rows), and carrying the text keys through them held
-    # hundreds of MB of strings on a multi-GB trace.
-    key_ids = scopes.select(keys).unique().with_row_index("_key").with_columns(pl.col("_key").cast(pl.Int64))
-    op_keys = (
-        scopes.select(pl.col(ROW).alias("ancestor"), *keys)
-        .join(key_ids, on=keys, how="left", nulls_equal=True)
-        .select("ancestor", "_key")
-    )
     launched = gpu.filter(pl.col("op_row").is_not_null()).select(
         pl.col(ROW).alias("gpu_row"), "op_row", Col.DUR_NS
     )
-    self_gpu = (
-        launched.join(op_keys.rename({"ancestor": "op_row"}), on="op_row", how="left")
-        .group_by("_key")
-        .agg(pl.col(Col.DUR_NS).sum().alias("gpu_self"), pl.len().alias("self_kernels"))
-        .join(key_ids, on="_key", how="left")
-        .drop("_key")
-    )
-    tree = scopes.select(ROW, "op_parent_row")
-    pairs = ancestors(tree, launched["op_row"].unique(), up="op_parent_row")
-    total_gpu = (
-        launched.join(pairs.rename({ROW: "op_row"}), on="op_row", how="inner")
-        .join(op_keys, on="ancestor", how="left")
-        .unique(["gpu_row", "_key"])
-        .group_by("_key")
-        .agg(pl.col(Col.DUR_NS).sum().alias("gpu_total"), pl.len().alias("kernels"))
-        .join(key_ids, on="_key", how="left")
-        .drop("_key")
-    )
+    found = None
+    if opts.steps is not None and not (opts.devices or opts.streams):
+        found = _gpu_by_difference(trace, opts, linked, scopes, gpu, keys, cpu.schema)
+    total_gpu, self_gpu = found if found is not None else _gpu_part(scopes, launched, keys)
     table = (
         cpu.join(total_gpu, on=keys, how="full", coalesce=True, nulls_equal=True)
         .join(self_gpu, on=keys, how="left", nulls_equal=True)
@@ -175,8 +152,11 @@ def _op_stats(trace: Trace, opts: OpOptions, linked: Linkage) -> OpStats:
         )
     )
     order = ["gpu_self", "cpu_self"] if opts.sort == SELF else ["gpu_total", "cpu_total"]
-    table = table.sort([*order, Col.NAME], descending=[True, True, False], nulls_last=True)
-    by_cpu = table.filter(pl.col("cpu_self") > 0).sort(["cpu_self", Col.NAME], descending=[True, False])
+    # the keys last (name, then shape with by_shape): rows equal on every figure come out in one order
+    table = table.sort([*order, *keys], descending=[True, True, *[False] * len(keys)], nulls_last=True)
+    by_cpu = table.filter(pl.col("cpu_self") > 0).sort(
+        ["cpu_self", *keys], descending=[True, *[False] * len(keys)], nulls_last=True
+    )
     gpu_time = int(gpu[Col.DUR_NS].sum() or 0)
     attributed = int(launched[Col.DUR_NS].sum() or 0)
 
@@ -209,3 +189,94 @@ def _op_stats(trace: Trace, opts: OpOptions, linked: Linkage) -> OpStats:
         warnings=trace.meta.warnings,
         cpu_rows=tuple(row(r) for r in by_cpu.head(CPU_ROWS).iter_rows(named=True)),
     )
+
+
+def _gpu_part(
+    scopes: pl.DataFrame, launched: pl.DataFrame, keys: list[str]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(total, self) GPU figures per key of the GPU events `launched` (gpu_row, op_row, dur_ns): gpu_total and
+    kernels over every op enclosing each event's launch (each event once per key), gpu_self and self_kernels
+    over its innermost op. Keys without such events are absent."""
+    # Each distinct key (name, and shape with by_shape) gets an integer id first: the joins below pair every GPU
+    # event with every op enclosing it (events x depth rows), and carrying the text keys through them held
+    # hundreds of MB of strings on a multi-GB trace.
+    key_ids = scopes.select(keys).unique().with_row_index("_key").with_columns(pl.col("_key").cast(pl.Int64))
+    op_keys = (
+        scopes.select(pl.col(ROW).alias("ancestor"), *keys)
+        .join(key_ids, on=keys, how="left", nulls_equal=True)
+        .select("ancestor", "_key")
+    )
+    self_gpu = (
+        launched.join(op_keys.rename({"ancestor": "op_row"}), on="op_row", how="left")
+        .group_by("_key")
+        .agg(pl.col(Col.DUR_NS).sum().alias("gpu_self"), pl.len().alias("self_kernels"))
+        .join(key_ids, on="_key", how="left")
+        .drop("_key")
+    )
+    tree = scopes.select(ROW, "op_parent_row")
+    pairs = ancestors(tree, launched["op_row"].unique(), up="op_parent_row")
+    total_gpu = (
+        launched.join(pairs.rename({ROW: "op_row"}), on="op_row", how="inner")
+        .join(op_keys, on="ancestor", how="left")
+        .unique(["gpu_row", "_key"])
+        .group_by("_key")
+        .agg(pl.col(Col.DUR_NS).sum().alias("gpu_total"), pl.len().alias("kernels"))
+        .join(key_ids, on="_key", how="left")
+        .drop("_key")
+    )
+    return total_gpu, self_gpu
+
+
+def _gpu_by_difference(
+    trace: Trace,
+    opts: OpOptions,
+    linked: Linkage,
+    scopes: pl.DataFrame,
+    gpu: pl.DataFrame,
+    keys: list[str],
+    key_schema: pl.Schema,
+) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    """`_gpu_part` of the GPU events of the chosen steps, as the whole trace's figures (`op_stats` without
+    steps, which `analyze` has already computed) less those of the events outside the steps: every figure is
+    a sum over GPU events (each event once per key), so the part outside, a few events before the first step
+    and after the last, is all that is paired with its enclosing ops (issue 25: `history add` computed the
+    whole table a second time for its step scope). None where the whole table's text keys cannot be matched
+    back (a nameless op reads as ""): the caller computes the part directly."""
+    whole = op_stats(trace, replace(opts, steps=None, top=0), linked)
+    names = [r.name for r in whole.rows]
+    if "" in names:
+        return None
+    figures = ("gpu_total", "kernels", "gpu_self", "self_kernels")
+    frame = pl.DataFrame(
+        {
+            Col.NAME: names,
+            Col.INPUT_DIMS: [r.input_dims for r in whole.rows],
+            "gpu_total": [r.gpu_total_ns for r in whole.rows],
+            "kernels": [r.kernels for r in whole.rows],
+            "gpu_self": [r.gpu_self_ns for r in whole.rows],
+            "self_kernels": [r.self_kernels for r in whole.rows],
+        },
+        schema={Col.NAME: pl.String, Col.INPUT_DIMS: pl.String, **dict.fromkeys(figures, pl.Int64)},
+    ).select(*keys, *figures)
+    if frame.select(keys).is_duplicated().any():
+        return None
+    outside = linked.gpu.join(gpu.select(ROW), on=ROW, how="anti")
+    launched_out = outside.filter(pl.col("op_row").is_not_null()).select(
+        pl.col(ROW).alias("gpu_row"), "op_row", Col.DUR_NS
+    )
+    total_out, self_out = _gpu_part(scopes, launched_out, keys)
+    text_keys = [pl.col(k).cast(pl.String) for k in keys]
+    out = (
+        total_out.with_columns(text_keys)
+        .join(self_out.with_columns(text_keys), on=keys, how="full", coalesce=True, nulls_equal=True)
+        .with_columns(pl.col(*figures).fill_null(0))
+    )
+    inside = (
+        frame.join(out, on=keys, how="left", nulls_equal=True, suffix="_out")
+        .with_columns((pl.col(f) - pl.col(f"{f}_out").fill_null(0)).alias(f) for f in figures)
+        .select(*keys, *figures)
+        .with_columns(pl.col(k).cast(key_schema[k]) for k in keys)
+    )
+    total = inside.filter(pl.col("kernels") > 0).select(*keys, pl.col("gpu_total", "kernels"))
+    own = inside.filter(pl.col("self_kernels") > 0).select(*keys, pl.col("gpu_self", "self_kernels"))
+    return total, own

@@ -20,12 +20,18 @@ MAX_THREADS = 4  # more gains little: the pieces' Python glue holds the GIL
 
 
 def threads() -> int:
-    """How many pieces run at once: the CPUs this process may use, at most MAX_THREADS (1: one at a time)."""
+    """How many pieces run at once: one more than the CPUs this process may use, at most MAX_THREADS and at most
+    `POLARS_MAX_THREADS` where that is set (under an address-space limit the CLI sets it to one thread per
+    GiB: docs/security.md, "Memory"); 1 runs the pieces one at a time."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    return max(1, min(MAX_THREADS, cpus + 1))
+    budget = MAX_THREADS
+    cap = os.environ.get("POLARS_MAX_THREADS", "").strip()
+    if cap.isdigit() and int(cap) > 0:
+        budget = min(budget, int(cap))
+    return max(1, min(budget, cpus + 1))
 
 
 def ordered_map(fn: Callable[[T], R], items: Sequence[T], label: str) -> Iterator[R]:

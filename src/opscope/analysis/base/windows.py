@@ -133,6 +133,9 @@ def step_windows(trace: Trace) -> tuple[StepWindow, ...]:
     return () if span is None else (StepWindow(None, WHOLE_TRACE, span[0], span[1]),)
 
 
+MAX_STEPS = 1_000_000  # step numbers one --steps spec may name
+
+
 def parse_steps(spec: str) -> tuple[int, ...]:
     """`"3"`, `"3-5"`, `"2,4"`, `"2,4-6"` -> sorted step numbers."""
     numbers: set[int] = set()
@@ -145,6 +148,8 @@ def parse_steps(spec: str) -> tuple[int, ...]:
         hi = int(match.group(2)) if match.group(2) else lo
         if hi < lo:
             raise UsageError(f"--steps: range {part!r} goes backwards")
+        if len(numbers) + hi - lo + 1 > MAX_STEPS:  # 1-10000000000 would fill the memory with numbers
+            raise UsageError(f"--steps: more than {MAX_STEPS} steps asked for")
         numbers.update(range(lo, hi + 1))
     return tuple(sorted(numbers))
 
@@ -157,14 +162,28 @@ def select_windows(trace: Trace, spec: str | None) -> tuple[StepWindow, ...]:
     markers = marker_windows(trace)
     if not markers:
         raise UsageError("--steps: this trace has no ProfilerStep#N markers")
-    chosen = tuple(w for w in markers if w.step in wanted)
-    missing = sorted(set(wanted) - {w.step for w in chosen})
+    asked = set(wanted)
+    chosen = tuple(w for w in markers if w.step in asked)
+    missing = sorted(asked - {w.step for w in chosen})
     if missing:
         have = sorted({w.step for w in markers if w.step is not None})
         raise UsageError(
-            f"--steps: no step {', '.join(map(str, missing))} in this trace (it has steps {_ranges(have)})"
+            f"--steps: no step {_bounded(_ranges(missing))} in this trace (it has steps {_bounded(_ranges(have))})"
         )
     return chosen
+
+
+MESSAGE_LIST = 200  # characters of a list of steps in a one-line error
+
+
+def _bounded(text: str) -> str:
+    """`text` cut to MESSAGE_LIST characters at a comma, saying how much was left out (a spec such as
+    1-1000000 once listed a million missing steps in its error)."""
+    if len(text) <= MESSAGE_LIST:
+        return text
+    cut = text.rfind(",", 0, MESSAGE_LIST)
+    cut = cut if cut > 0 else MESSAGE_LIST
+    return f"{text[:cut]}, ... ({text[cut:].count(',')} more)"
 
 
 def _ranges(numbers: list[int]) -> str:
