@@ -19,11 +19,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from opscope.analysis.attribution.ops import OpOptions, op_stats
 from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, link, once_per_link, selected_gpu
-from opscope.analysis.base.nesting import ancestors
+from opscope.analysis.base.nesting import nearest_of_kind
 from opscope.analysis.base.stages import stage
 from opscope.analysis.base.windows import STEP_ANY, fold_steps
 from opscope.analysis.efficiency.families import COMPUTE_FAMILIES, Cost, Unsized
@@ -223,9 +224,63 @@ def _device(trace: Trace, options: EfficiencyOptions) -> tuple[str | None, GpuPe
     return gpu.label, peaks, warnings
 
 
-def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, pl.DataFrame]:
+@dataclass(frozen=True, eq=False)
+class _Tree:
+    """The op scopes' nesting, positionally: `rows` (the scopes' rows, sorted) and `parent` (the position of
+    each one's enclosing op, -1 where none is a scope). Questions about enclosing ops (the nearest one with a
+    property, the outermost) are pointer walks over it (`nesting.nearest_of_kind`), where (op, ancestor) pairs
+    held ops x depth rows (~10 M on the 1 GB benchmark trace, issue 25)."""
+
+    rows: np.ndarray
+    parent: np.ndarray
+
+    @classmethod
+    def of(cls, scopes: pl.DataFrame) -> _Tree:
+        frame = scopes.select(ROW, "op_parent_row").sort(ROW)
+        rows = frame[ROW].to_numpy().astype(np.int64)
+        tree = cls(rows=rows, parent=np.empty(0, dtype=np.int64))
+        return cls(rows=rows, parent=tree.find(frame["op_parent_row"].fill_null(-1).to_numpy()))
+
+    def find(self, rows: np.ndarray) -> np.ndarray:
+        """The position of each of `rows` (-1 where it is not a scope)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(self.rows) == 0:
+            return np.full(len(rows), -1, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.rows, rows), len(self.rows) - 1)
+        return np.where(self.rows[at] == rows, at, -1).astype(np.int64)
+
+    def flags(self, rows: pl.Series) -> np.ndarray:
+        """A mask over the positions: True at `rows`."""
+        mask = np.zeros(len(self.rows), dtype=bool)
+        at = self.find(rows.to_numpy())
+        mask[at[at >= 0]] = True
+        return mask
+
+    def aligned(self, frame: pl.DataFrame, column: str) -> np.ndarray:
+        """`column` of `frame` (one row per scope: ROW and `column`) in the order of the positions."""
+        return frame.sort(ROW)[column].to_numpy()
+
+    def nearest(self, wanted: np.ndarray) -> np.ndarray:
+        """Each scope's nearest strictly enclosing scope where `wanted` (-1: none)."""
+        return nearest_of_kind(self.parent, wanted)
+
+    def outermost(self, wanted: np.ndarray) -> np.ndarray:
+        """Each scope's outermost enclosing-or-itself scope where `wanted` (-1: none): the nearest one, then
+        the nearest above that, to the top, by pointer jumping."""
+        up = self.nearest(wanted)
+        own = np.where(wanted, np.arange(len(wanted)), up)
+        top = np.where(up >= 0, up, np.arange(len(wanted)))
+        for _ in range(2 * max(len(top), 1).bit_length() + 2):
+            nxt = top[top]
+            if np.array_equal(nxt, top):
+                break
+            top = nxt
+        return np.where(own >= 0, top[np.maximum(own, 0)], -1)
+
+
+def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, _Tree]:
     """The op scopes (row, name, whitespace-free input_dims, input_types, concrete_inputs, list_dtype: the
-    dtype of aten::cat's inputs, from their producer) and their (row, ancestor) pairs."""
+    dtype of aten::cat's inputs, from their producer) and their nesting."""
     scopes = linked.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS))).select(
         ROW,
         pl.col(Col.NAME).cast(pl.String),
@@ -252,8 +307,7 @@ def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, pl.DataFrame]:
     )
     scopes = scopes.join(types, on=ROW, how="left")
     scopes = scopes.join(list_dtypes(scopes), on=ROW, how="left")
-    pairs = ancestors(scopes.select(ROW, "op_parent_row"), up="op_parent_row").filter(pl.col("level") > 0)
-    return scopes, pairs
+    return scopes, _Tree.of(scopes)
 
 
 def _key_ids(scopes: pl.DataFrame, dims: pl.Expr) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -271,23 +325,18 @@ def _key_ids(scopes: pl.DataFrame, dims: pl.Expr) -> tuple[pl.DataFrame, pl.Data
 
 
 def _nested(
-    keys: tuple[pl.DataFrame, pl.DataFrame], pairs: pl.DataFrame, sized: pl.DataFrame
+    keys: tuple[pl.DataFrame, pl.DataFrame], tree: _Tree, sized: pl.DataFrame
 ) -> set[tuple[str, str | None]]:
     """The (name, input_dims) whose every call has a sized op among its enclosing ops. `keys`: `_key_ids` by
     name and shape."""
     rows, ids = keys
     sized_ids = ids.join(sized, on=[Col.NAME, Col.INPUT_DIMS], nulls_equal=True, how="semi")["_key"]
-    inside = (
-        pairs.join(rows.rename({ROW: "ancestor"}), on="ancestor")
-        .filter(pl.col("_key").is_in(sized_ids.implode()))
-        .select(ROW)
-        .unique()
-        .with_columns(pl.lit(True).alias("_nested"))
-    )
+    key = tree.aligned(rows, "_key")
+    inside = tree.nearest(np.isin(key, sized_ids.to_numpy())) >= 0
     table = (
-        rows.join(inside, on=ROW, how="left")
+        pl.DataFrame({"_key": key, "_nested": inside})
         .group_by("_key")
-        .agg(pl.col("_nested").fill_null(False).all().alias("nested"))
+        .agg(pl.col("_nested").all().alias("nested"))
         .filter(pl.col("nested"))
         .join(ids, on="_key")
     )
@@ -295,7 +344,7 @@ def _nested(
 
 
 def _inherited(
-    keys: tuple[pl.DataFrame, pl.DataFrame], pairs: pl.DataFrame, rows: list[EfficiencyRow]
+    keys: tuple[pl.DataFrame, pl.DataFrame], tree: _Tree, rows: list[EfficiencyRow]
 ) -> tuple[Inherited, ...]:
     """Per (op, shape) without a row: its nearest enclosing op with a row, when every call has one and it is
     the same row for all (else none: figures of different ops are never mixed). `keys`: `_key_ids` of the
@@ -305,16 +354,13 @@ def _inherited(
         [(r.op, r.shape) for r in rows], schema={Col.NAME: pl.String, Col.INPUT_DIMS: pl.String}, orient="row"
     )
     listed_ids = ids.join(listed, on=[Col.NAME, Col.INPUT_DIMS], nulls_equal=True, how="semi")["_key"]
-    nearest = (
-        pairs.join(keyed.rename({ROW: "ancestor", "_key": "_via"}), on="ancestor")
-        .filter(pl.col("_via").is_in(listed_ids.implode()))
-        .sort(ROW, "level")
-        .unique(ROW, keep="first")
-        .select(ROW, "_via")
-    )
+    key = tree.aligned(keyed, "_key")
+    near = tree.nearest(np.isin(key, listed_ids.to_numpy()))
+    via = pl.Series("_via", key[np.maximum(near, 0)], dtype=pl.Int64)
     per_key = (
-        keyed.filter(~pl.col("_key").is_in(listed_ids.implode()))
-        .join(nearest, on=ROW, how="left")
+        pl.DataFrame({"_key": key})
+        .with_columns(pl.when(pl.Series(near >= 0)).then(via).alias("_via"))
+        .filter(~pl.col("_key").is_in(listed_ids.implode()))
         .group_by("_key")
         .agg(
             pl.col("_via").is_not_null().all().alias("every"),
@@ -358,12 +404,12 @@ def _efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Effic
     if opts.basis == "cpu":
         return _cpu_efficiency(trace, opts, linked)
     stage("efficiency: op scopes and their enclosing ops")
-    scopes, pairs = _scopes(trace, linked)
+    scopes, tree = _scopes(trace, linked)
     stage("efficiency: sizing ops")
     costs = size_ops(scopes)
     sized_keys = _sized_keys(costs)
     stage("efficiency: GPU time per op and shape")
-    events, top_level = _owners(trace, linked, opts, scopes, pairs, sized_keys)
+    events, top_level = _owners(trace, linked, opts, scopes, tree, sized_keys)
     device, peaks, warnings = _device(trace, opts)
     sized, winograd = _sized_parts(events, top_level, scopes, opts)
     rows = _rows(sized, opts, peaks, winograd)
@@ -375,7 +421,7 @@ def _efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Effic
     stage("efficiency: figures inherited from enclosing ops")
     shaped = _key_ids(scopes, pl.col(Col.INPUT_DIMS))
     by_op = shaped if opts.by_shape else _key_ids(scopes, pl.lit(None, dtype=pl.String))
-    inherited = _inherited(by_op, pairs, rows)
+    inherited = _inherited(by_op, tree, rows)
     dur = events[Col.DUR_NS]
     owned = events["owner"].is_not_null()
     return Efficiency(
@@ -415,13 +461,13 @@ def _cpu_efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> E
         trace, OpOptions(by_shape=True, top=0, devices=opts.devices, streams=opts.streams), linked
     )
     stage("efficiency: op scopes and their enclosing ops")
-    scopes, pairs = _scopes(trace, linked)
+    scopes, tree = _scopes(trace, linked)
     stage("efficiency: sizing ops")
     costs = size_ops(scopes)
     sized_keys = _sized_keys(costs)
     stage("efficiency: ops inside sized ops")
     shaped = _key_ids(scopes, pl.col(Col.INPUT_DIMS))
-    nested = _nested(shaped, pairs, sized_keys)
+    nested = _nested(shaped, tree, sized_keys)
 
     device, peaks, warnings = _device(trace, opts)
     sized: list[tuple[_Part, Cost]] = []
@@ -446,7 +492,7 @@ def _cpu_efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> E
     sized_ns = sum(r.gpu_ns for r, _ in sized)
     stage("efficiency: figures inherited from enclosing ops")
     by_op = shaped if opts.by_shape else _key_ids(scopes, pl.lit(None, dtype=pl.String))
-    inherited = _inherited(by_op, pairs, rows)
+    inherited = _inherited(by_op, tree, rows)
     return Efficiency(
         path=trace.path,
         device=device,
@@ -475,7 +521,7 @@ def _owners(
     linked: Linkage,
     opts: EfficiencyOptions,
     scopes: pl.DataFrame,
-    pairs: pl.DataFrame,
+    tree: _Tree,
     sized_keys: pl.DataFrame,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(events, top_level). events: every selected GPU event (name, dur_ns, op_row: its launch's innermost op or
@@ -483,19 +529,13 @@ def _owners(
     event counts in exactly one row, sized or unsized (issue 28: sized + unsized = GPU time). top_level: the
     rows of the sized op instances that no sized instance encloses (the calls of the rows)."""
     sized = scopes.join(sized_keys, on=[Col.NAME, Col.INPUT_DIMS], how="semi", nulls_equal=True)[ROW]
-    inside = pairs.filter(pl.col(ROW).is_in(sized.implode()) & pl.col("ancestor").is_in(sized.implode()))[ROW]
-    top_level = scopes.filter(pl.col(ROW).is_in(sized.implode()) & ~pl.col(ROW).is_in(inside.implode()))
-    chain = pl.concat(
-        [
-            scopes.select(ROW, pl.col(ROW).alias("ancestor"), pl.lit(0, dtype=pl.Int32).alias("level")),
-            pairs.select(ROW, "ancestor", pl.col("level").cast(pl.Int32)),
-        ]
-    )
-    owner = (
-        chain.filter(pl.col("ancestor").is_in(sized.implode()))
-        .sort("level", descending=True)
-        .unique(ROW, keep="first")
-        .select(pl.col(ROW).alias("op_row"), pl.col("ancestor").alias("owner"))
+    is_sized = tree.flags(sized)
+    inside = is_sized & (tree.nearest(is_sized) >= 0)  # a sized op inside another sized op
+    top_level = scopes.filter(pl.col(ROW).is_in(pl.Series(tree.rows[is_sized & ~inside]).implode()))
+    outer = tree.outermost(is_sized)
+    owner = pl.DataFrame(
+        {"op_row": tree.rows[outer >= 0], "owner": tree.rows[outer[outer >= 0]]},
+        schema={"op_row": scopes.schema[ROW], "owner": scopes.schema[ROW]},
     )
     events = (
         selected_gpu(trace, linked, opts.devices, opts.streams)
