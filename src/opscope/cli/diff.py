@@ -14,6 +14,7 @@ from opscope.errors import GateFailed, UsageError
 
 if TYPE_CHECKING:
     from opscope.analysis.compare.gates import Gate
+    from opscope.analysis.findings import Advice
 
 NAME = "diff"
 log = logging.getLogger("opscope")
@@ -92,15 +93,15 @@ def _width(args: argparse.Namespace) -> int:
     return render_options(args, args.output is None and sys.stdout.isatty()).width or 0
 
 
-def _findings(args: argparse.Namespace) -> dict[str, list[dict[str, object]]]:
-    """The advice findings of BASE and NEW compared (fixed / new / remaining; docs/advice.md)."""
-    from opscope.analysis.rules.advise import advise
-    from opscope.cli.common import load_trace
+def _findings(
+    base: tuple[Advice | None, tuple[str, ...]], new: tuple[Advice | None, tuple[str, ...]]
+) -> dict[str, list[dict[str, object]]]:
+    """The advice findings of BASE and NEW compared (fixed / new / remaining; docs/advice.md): each trace's
+    (advice, device names), computed in its task beside its profile."""
     from opscope.report.findings_diff import findings_changes, vendor
 
-    base, new = (advise(load_trace(args, path)) for path in (args.base, args.new))
-    vendors = (vendor(base.device_names), vendor(new.device_names))
-    return findings_changes(base.advice, new.advice, vendors)
+    vendors = (vendor(base[1]), vendor(new[1]))
+    return findings_changes(base[0], new[0], vendors)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     from opscope.cli.memory_diff import memory_diff
     from opscope.report.diff_view import DiffView, diff_data, diff_document
     from opscope.report.findings_diff import with_findings
-    from opscope.scale.memory_tasks import profile_and_peaks_file
+    from opscope.scale.memory_tasks import profile_peaks_and_advice_file
 
     if args.top < 0:
         raise UsageError("--top must be 0 (all rows) or a positive number")
@@ -120,9 +121,9 @@ def run(args: argparse.Namespace) -> int:
         means=args.format != "table" or args.wide or _width(args) >= WIDE,
     )
     options = DiffOptions(per_step=args.per_step, by_shape=args.by_shape, key_ops=tuple(args.key_op or ()))
-    (base, base_peaks), (new, new_peaks) = run_tasks(
-        profile_and_peaks_file, file_tasks([args.base, args.new], args, args.by_shape), args
-    )  # one read each
+    (base, base_peaks, base_advice, base_devices), (new, new_peaks, new_advice, new_devices) = run_tasks(
+        profile_peaks_and_advice_file, file_tasks([args.base, args.new], args, args.by_shape), args
+    )  # one read each: the profile, the memory peaks and the advice of one trace share its link table
     diff = diff_profiles(base, new, options)
     memory = memory_diff(args, base_peaks, new_peaks)
     results = check_gates(diff, gates)
@@ -136,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     ) in results:  # a typo must not disarm CI: a pattern that matches nothing is an error, not a pass
         if result.gate.target == KERNEL and result.matched == 0:
             raise UsageError(f"--fail-kernel {result.gate.pattern!r} matches no kernel in either trace")
-    findings = _findings(args)
+    findings = _findings((base_advice, base_devices), (new_advice, new_devices))
     emit(
         memory.add(
             with_findings(diff_document(diff, results, view, rows_first=args.format == "csv"), findings)
