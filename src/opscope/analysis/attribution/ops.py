@@ -200,9 +200,16 @@ def _gpu_part(
     # Each distinct key (name, and shape with by_shape) gets an integer id first: the joins below pair every GPU
     # event with every op enclosing it (events x depth rows), and carrying the text keys through them held
     # hundreds of MB of strings on a multi-GB trace.
-    key_ids = scopes.select(keys).unique().with_row_index("_key").with_columns(pl.col("_key").cast(pl.Int64))
+    tree = scopes.select(ROW, "op_parent_row")
+    pairs = ancestors(tree, launched["op_row"].unique(), up="op_parent_row")
+    # only the ops on a launch's chain of enclosing ops need a key (for the few GPU events outside the steps,
+    # `_gpu_by_difference`, a few hundred ops, not the millions of the trace)
+    on_chains = scopes.join(pairs.select(pl.col("ancestor").alias(ROW)).unique(), on=ROW, how="semi")
+    key_ids = (
+        on_chains.select(keys).unique().with_row_index("_key").with_columns(pl.col("_key").cast(pl.Int64))
+    )
     op_keys = (
-        scopes.select(pl.col(ROW).alias("ancestor"), *keys)
+        on_chains.select(pl.col(ROW).alias("ancestor"), *keys)
         .join(key_ids, on=keys, how="left", nulls_equal=True)
         .select("ancestor", "_key")
     )
@@ -213,8 +220,6 @@ def _gpu_part(
         .join(key_ids, on="_key", how="left")
         .drop("_key")
     )
-    tree = scopes.select(ROW, "op_parent_row")
-    pairs = ancestors(tree, launched["op_row"].unique(), up="op_parent_row")
     total_gpu = (
         launched.join(pairs.rename({ROW: "op_row"}), on="op_row", how="inner")
         .join(op_keys, on="ancestor", how="left")

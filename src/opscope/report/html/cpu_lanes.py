@@ -15,7 +15,11 @@ from opscope.analysis.timeline.lanes import CpuLanes, IdlePieces
 
 
 def _ids(frame: pl.DataFrame, column: str, intern: Any) -> list[int]:
-    return [intern(v) for v in frame[column].cast(pl.String).fill_null("").to_list()]
+    """The string-table index of each value: one lookup per distinct value, in order of first appearance (the
+    table's order is the one a lookup per row gave)."""
+    text = frame[column].cast(pl.String).fill_null("")
+    mapping = {v: intern(v) for v in text.unique(maintain_order=True).to_list()}
+    return text.replace_strict(mapping, return_dtype=pl.Int64).to_list() if len(text) else []
 
 
 def cpu_lanes(lanes: CpuLanes, t0: int, intern: Any) -> dict[str, Any]:
