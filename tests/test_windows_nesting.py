@@ -12,7 +12,13 @@ import opscope
 import reference as ref
 from conftest import corpus_path
 from opscope.analysis.base import select
-from opscope.analysis.base.nesting import ancestors, innermost_container
+from opscope.analysis.base.nesting import (
+    ancestors,
+    depths,
+    has_equal_ancestor,
+    innermost_container,
+    subtree_sums,
+)
 from opscope.analysis.base.windows import StepWindow, overlap_pairs, parse_steps
 from opscope.errors import UsageError
 from opscope.model.schema import Col
@@ -133,3 +139,42 @@ def test_overlap_pairs_matches_brute_force() -> None:
             )
         )
         assert sorted(zip(event.tolist(), window.tolist())) == expected
+
+
+def test_subtree_sums_and_equal_ancestors_match_a_plain_walk() -> None:
+    """Hand-made fixture (random forests, parents listed in any order): each node's depth, the sum over the
+    nodes it encloses, and whether an enclosing node has its code, against walking up from every node."""
+    import random
+
+    for seed in range(60):
+        rng = random.Random(seed)
+        n = rng.randrange(1, 200)
+        order = list(range(n))
+        rng.shuffle(order)  # order[k]'s parent is an earlier order[j]: a forest
+        parent = [-1] * n
+        for k in range(1, n):
+            if rng.random() > 0.15:
+                parent[order[k]] = order[rng.randrange(0, k)]
+        values = [rng.randrange(0, 1000) for _ in range(n)]
+        codes = [rng.randrange(0, 4) for _ in range(n)]
+        up = np.array(parent, dtype=np.int64)
+        want_depth, want_sum, want_equal = [0] * n, list(values), [False] * n
+        for i in range(n):
+            at = parent[i]
+            while at >= 0:
+                want_depth[i] += 1
+                want_sum[at] += values[i]
+                want_equal[i] |= codes[at] == codes[i]
+                at = parent[at]
+        assert depths(up).tolist() == want_depth
+        assert subtree_sums(up, np.array(values)).tolist() == want_sum
+        assert has_equal_ancestor(up, np.array(codes)).tolist() == want_equal
+
+
+def test_cyclic_parents_are_refused_not_looped() -> None:
+    """Hand-made fixture: parents that close a loop (a malformed trace) give None, and the walk ends."""
+    up = np.array([1, 2, 0, -1], dtype=np.int64)
+    assert depths(up) is None
+    assert subtree_sums(up, np.ones(4, dtype=np.int64)) is None
+    # the walk up from a node on the loop comes back to the node itself: it ends there, found
+    assert has_equal_ancestor(up, np.array([5, 6, 7, 8])).tolist() == [True, True, True, False]

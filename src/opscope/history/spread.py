@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from opscope.analysis.base import intervals
 from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, selected_gpu
-from opscope.analysis.base.nesting import ancestors
+from opscope.analysis.base.nesting import ancestors, has_equal_ancestor, subtree_sums
 from opscope.analysis.base.windows import fold_steps
 from opscope.analysis.kernels.categories import CATEGORY
 from opscope.model.schema import Col
@@ -50,7 +51,43 @@ def _spread(frame: pl.DataFrame, key: str, value: str) -> dict[str, Spread]:
 
 
 def op_call_gpu(trace: Trace, linkage: Linkage) -> pl.DataFrame:
-    """One row per op instance: row, name (String, steps folded), gpu_ns (see the module doc)."""
+    """One row per op instance: row, name (String, steps folded), gpu_ns (see the module doc). An instance
+    inside an instance of its own name counts 0 (its GPU events count for the outermost one); any other counts
+    the GPU time launched anywhere inside it: sums up the op tree, one vectorised pass per level, where pairing
+    every GPU event with every op enclosing it held events x depth rows."""
+    folded = fold_steps(linkage.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS))))
+    # the name's code: its categorical code where the name column is categorical (no text sort)
+    code = (
+        pl.col(Col.NAME).fill_null("").to_physical().cast(pl.Int64)
+        if isinstance(folded.schema[Col.NAME], pl.Categorical)
+        else pl.col(Col.NAME).cast(pl.String).fill_null("").rank("dense").cast(pl.Int64)
+    )
+    instances = folded.select(
+        ROW, pl.col(Col.NAME).cast(pl.String).fill_null(""), "op_parent_row", code.alias("_code")
+    ).sort(ROW)
+    rows = instances[ROW].to_numpy().astype(np.int64)
+    launched = selected_gpu(trace, linkage).filter(pl.col("op_row").is_not_null())
+
+    def position(values: np.ndarray) -> np.ndarray:
+        if len(rows) == 0:
+            return np.full(len(values), -1, dtype=np.int64)
+        at = np.minimum(np.searchsorted(rows, values), len(rows) - 1)
+        return np.where(rows[at] == values, at, -1)
+
+    parent = position(instances["op_parent_row"].fill_null(-1).to_numpy().astype(np.int64))
+    own = position(launched["op_row"].to_numpy().astype(np.int64))
+    direct = np.zeros(len(rows), dtype=np.int64)
+    np.add.at(direct, own[own >= 0], launched[Col.DUR_NS].fill_null(0).to_numpy()[own >= 0])
+    codes = instances["_code"].to_numpy()
+    total = subtree_sums(parent, direct)
+    if total is None:  # a malformed (cyclic) op tree: the pairs' walk stops at its bound instead
+        return _op_call_gpu_pairs(trace, linkage)
+    gpu_ns = np.where(has_equal_ancestor(parent, codes), 0, total)
+    return instances.select(ROW, Col.NAME).with_columns(pl.Series("gpu_ns", gpu_ns, dtype=pl.Int64))
+
+
+def _op_call_gpu_pairs(trace: Trace, linkage: Linkage) -> pl.DataFrame:
+    """`op_call_gpu` by pairing every launch with every op enclosing it (for op trees that are not trees)."""
     instances = fold_steps(linkage.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS)))).select(
         ROW, pl.col(Col.NAME).cast(pl.String).fill_null(""), "op_parent_row"
     )

@@ -88,6 +88,53 @@ def nearest_of_kind(parent: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     return out
 
 
+def depths(parent: np.ndarray) -> np.ndarray | None:
+    """Each node's number of enclosing nodes (parent indices, -1 at roots), by pointer jumping; None when the
+    parents close a cycle (a malformed trace)."""
+    n = len(parent)
+    depth = (parent >= 0).astype(np.int64)
+    jump = np.where(parent >= 0, parent, np.arange(n))
+    for _ in range(2 * max(n, 1).bit_length() + 2):
+        if not (parent[jump] >= 0).any():  # every node points at its root
+            return depth
+        depth = depth + depth[jump]
+        jump = jump[jump]
+    return None
+
+
+def subtree_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray | None:
+    """Each node's value plus those of every node it encloses, however deep (parent indices, -1 at roots):
+    the deepest level first, each level added to its parents at once (one vectorised pass per level); None on
+    a cycle."""
+    depth = depths(parent)
+    if depth is None:
+        return None
+    total = values.astype(np.int64).copy()
+    order = np.argsort(-depth, kind="stable")
+    levels = np.flatnonzero(np.diff(depth[order])) + 1  # where the depth changes, deepest first
+    for group in np.split(order, levels):
+        group = group[depth[group] > 0]
+        if len(group):
+            np.add.at(total, parent[group], total[group])
+    return total
+
+
+def has_equal_ancestor(parent: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Whether some strictly enclosing node has the same code (parent indices, -1 at roots): a walk up from
+    every node at once, one step per level, dropping the nodes that found one or reached a root."""
+    found = np.zeros(len(parent), dtype=bool)
+    todo = np.flatnonzero(parent >= 0)
+    at = parent[todo]
+    steps = 0
+    while len(todo) and steps <= len(parent):  # bounded even on a malformed (cyclic) parent array
+        hit = codes[at] == codes[todo]
+        found[todo[hit]] = True
+        keep = ~hit & (parent[at] >= 0)
+        todo, at = todo[keep], parent[at[keep]]
+        steps += 1
+    return found
+
+
 def ancestors(
     tree: pl.DataFrame, starts: pl.Series | None = None, row: str = "row", up: str = "parent_row"
 ) -> pl.DataFrame:
