@@ -186,6 +186,23 @@ def test_a_cycle_raises_as_rustworkx_does(sync: list[bool]) -> None:
         Chains.of(graph).longest(weights, keep)
 
 
+def test_nodes_without_edges() -> None:
+    """Hand-made fixture: events and no edge (a graph the builder never makes, but a length of 0, not an
+    IndexError, if it did)."""
+    graph = Graph(
+        start_ns=0,
+        end_ns=10,
+        events=pl.DataFrame({"ts_ns": [0, 5], "end_ns": [4, 9]}),
+        edges=pl.DataFrame(
+            schema={"src": pl.Int64, "dst": pl.Int64, "weight_ns": pl.Int64, "sync": pl.Boolean}
+        ),
+    )
+    none, kept = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+    assert Chains.of(graph).longest(none, kept) == 0
+    length, path = Chains.of(graph).path(none, kept)  # type: ignore[misc]
+    assert length == 0 and len(path) == 0
+
+
 def test_a_zero_weight_cycle_through_a_wait_raises() -> None:
     """Hand-made fixture: a loop of zero-weight edges closed by a wait (a cross edge). The passes settle at once
     (nothing grows), but the predecessors close the loop: the path is left to rustworkx, which raises."""

@@ -96,6 +96,8 @@ class Chains:
         where the passes cannot answer: a cycle, a negative weight, a dropped chain edge, more than
         `max_passes` passes."""
         w = weights.astype(np.int64)
+        if len(w) == 0:  # nodes without edges: every distance is 0
+            return np.zeros(self.nodes, dtype=np.int64)
         if self.order is None or (w < 0).any() or not keep[self.step[self.step >= 0]].all():
             return None
         prefix = np.cumsum(np.where(self.step >= 0, w[np.maximum(self.step, 0)], 0))
@@ -135,6 +137,8 @@ class Chains:
         if dist is None:
             return None
         w = weights.astype(np.int64)
+        if len(w) == 0:
+            return 0, np.empty(0, dtype=np.int64)
         kept = np.flatnonzero(keep)
         tight = kept[dist[self.src[kept]] + w[kept] == dist[self.dst[kept]]]
         into = np.full(self.nodes, len(w), dtype=np.int64)
