@@ -132,7 +132,8 @@ class Chains:
         """(length, edge indices in path order) of a longest path over the edges where `keep`, chosen as
         rustworkx's `dag_longest_path` chooses among equally long ones: each node's predecessor is the first
         kept edge (by index) that attains its distance, the path ends at the node with the greatest (distance,
-        predecessor node); None where `distances` is None (the caller asks rustworkx)."""
+        predecessor node), and between parallel edges of equal weight the first is taken; None where `distances` is
+        None (the caller asks rustworkx)."""
         dist = self.distances(weights, keep, max_passes)
         if dist is None:
             return None
