@@ -1,4 +1,4 @@
-"""The efficiency table's questions about enclosing ops (`efficiency.table._Tree`: the nearest enclosing op with
+"""The efficiency table's questions about enclosing ops (`base.nesting.RowTree`, which `efficiency.table` asks: the nearest enclosing op with
 a property, the outermost one) against a plain-Python walk up each op's enclosing ops, on real traces' op trees
 and on a hand-made forest with nested "sized" ops."""
 
@@ -13,7 +13,8 @@ import pytest
 import opscope
 from conftest import corpus_path
 from opscope.analysis.base.linking import link
-from opscope.analysis.efficiency.table import _scopes, _Tree
+from opscope.analysis.base.nesting import RowTree
+from opscope.analysis.efficiency.table import _scopes
 
 BERT = "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
 DLRM = "param/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json"
@@ -34,7 +35,7 @@ def _walk(parent: list[int], wanted: list[bool]) -> tuple[list[int], list[int]]:
     return nearest, outermost
 
 
-def _check(tree: _Tree, wanted: np.ndarray) -> None:
+def _check(tree: RowTree, wanted: np.ndarray) -> None:
     nearest, outermost = _walk(tree.parent.tolist(), wanted.tolist())
     assert tree.nearest(wanted).tolist() == nearest
     assert tree.outermost(wanted).tolist() == outermost
@@ -58,6 +59,6 @@ def test_hand_made_forest() -> None:
         rows = sorted(rng.sample(range(10 * n), n))
         up = [-1 if i == 0 or rng.random() < 0.1 else rows[rng.randrange(0, i)] for i in range(n)]
         scopes = pl.DataFrame({"row": rows, "op_parent_row": [u if u >= 0 else None for u in up]})
-        tree = _Tree.of(scopes.sample(fraction=1.0, shuffle=True, seed=seed))
+        tree = RowTree.of(scopes.sample(fraction=1.0, shuffle=True, seed=seed), up="op_parent_row")
         assert tree.rows.tolist() == rows
         _check(tree, np.array([rng.random() < 0.3 for _ in range(n)]))

@@ -94,14 +94,13 @@ def _width(args: argparse.Namespace) -> int:
 
 
 def _findings(
-    base: tuple[Advice | None, tuple[str, ...]], new: tuple[Advice | None, tuple[str, ...]]
+    base: Advice | None, base_devices: tuple[str, ...], new: Advice | None, new_devices: tuple[str, ...]
 ) -> dict[str, list[dict[str, object]]]:
     """The advice findings of BASE and NEW compared (fixed / new / remaining; docs/advice.md): each trace's
-    (advice, device names), computed in its task beside its profile."""
+    advice and device names, computed in its task beside its profile."""
     from opscope.report.findings_diff import findings_changes, vendor
 
-    vendors = (vendor(base[1]), vendor(new[1]))
-    return findings_changes(base[0], new[0], vendors)
+    return findings_changes(base, new, (vendor(base_devices), vendor(new_devices)))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -137,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     ) in results:  # a typo must not disarm CI: a pattern that matches nothing is an error, not a pass
         if result.gate.target == KERNEL and result.matched == 0:
             raise UsageError(f"--fail-kernel {result.gate.pattern!r} matches no kernel in either trace")
-    findings = _findings((base_advice, base_devices), (new_advice, new_devices))
+    findings = _findings(base_advice, base_devices, new_advice, new_devices)
     emit(
         memory.add(
             with_findings(diff_document(diff, results, view, rows_first=args.format == "csv"), findings)

@@ -20,7 +20,7 @@ import polars as pl
 
 from opscope.analysis.base import intervals
 from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, selected_gpu
-from opscope.analysis.base.nesting import ancestors, has_equal_ancestor, subtree_sums
+from opscope.analysis.base.nesting import RowTree, ancestors, has_equal_ancestor, subtree_sums
 from opscope.analysis.base.windows import fold_steps
 from opscope.analysis.kernels.categories import CATEGORY
 from opscope.model.schema import Col
@@ -65,18 +65,11 @@ def op_call_gpu(trace: Trace, linkage: Linkage) -> pl.DataFrame:
     instances = folded.select(
         ROW, pl.col(Col.NAME).cast(pl.String).fill_null(""), "op_parent_row", code.alias("_code")
     ).sort(ROW)
-    rows = instances[ROW].to_numpy().astype(np.int64)
+    tree = RowTree.of(instances, ROW, "op_parent_row")  # positions in the order of `instances` (by row)
+    parent = tree.parent
     launched = selected_gpu(trace, linkage).filter(pl.col("op_row").is_not_null())
-
-    def position(values: np.ndarray) -> np.ndarray:
-        if len(rows) == 0:
-            return np.full(len(values), -1, dtype=np.int64)
-        at = np.minimum(np.searchsorted(rows, values), len(rows) - 1)
-        return np.where(rows[at] == values, at, -1)
-
-    parent = position(instances["op_parent_row"].fill_null(-1).to_numpy().astype(np.int64))
-    own = position(launched["op_row"].to_numpy().astype(np.int64))
-    direct = np.zeros(len(rows), dtype=np.int64)
+    own = tree.find(launched["op_row"].to_numpy())
+    direct = np.zeros(len(tree.rows), dtype=np.int64)
     np.add.at(direct, own[own >= 0], launched[Col.DUR_NS].fill_null(0).to_numpy()[own >= 0])
     codes = instances["_code"].to_numpy()
     total = subtree_sums(parent, direct)

@@ -133,9 +133,7 @@ def _op_stats(trace: Trace, opts: OpOptions, linked: Linkage) -> OpStats:
             pl.col("_self").sum().alias("cpu_self"),
         )
     )
-    launched = gpu.filter(pl.col("op_row").is_not_null()).select(
-        pl.col(ROW).alias("gpu_row"), "op_row", Col.DUR_NS
-    )
+    launched = _launched(gpu)
     found = None
     if opts.steps is not None and not (opts.devices or opts.streams):
         found = _gpu_by_difference(trace, opts, linked, scopes, gpu, keys, cpu.schema)
@@ -191,19 +189,25 @@ def _op_stats(trace: Trace, opts: OpOptions, linked: Linkage) -> OpStats:
     )
 
 
+def _launched(gpu: pl.DataFrame) -> pl.DataFrame:
+    """gpu_row, op_row, dur_ns of the GPU events of `gpu` whose launch has an enclosing op."""
+    return gpu.filter(pl.col("op_row").is_not_null()).select(
+        pl.col(ROW).alias("gpu_row"), "op_row", Col.DUR_NS
+    )
+
+
 def _gpu_part(
     scopes: pl.DataFrame, launched: pl.DataFrame, keys: list[str]
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(total, self) GPU figures per key of the GPU events `launched` (gpu_row, op_row, dur_ns): gpu_total and
     kernels over every op enclosing each event's launch (each event once per key), gpu_self and self_kernels
     over its innermost op. Keys without such events are absent."""
-    # Each distinct key (name, and shape with by_shape) gets an integer id first: the joins below pair every GPU
-    # event with every op enclosing it (events x depth rows), and carrying the text keys through them held
-    # hundreds of MB of strings on a multi-GB trace.
     tree = scopes.select(ROW, "op_parent_row")
     pairs = ancestors(tree, launched["op_row"].unique(), up="op_parent_row")
-    # only the ops on a launch's chain of enclosing ops need a key (for the few GPU events outside the steps,
-    # `_gpu_by_difference`, a few hundred ops, not the millions of the trace)
+    # Each distinct key (name, and shape with by_shape) gets an integer id first: the joins below pair every GPU
+    # event with every op enclosing it (events x depth rows), and carrying the text keys through them held
+    # hundreds of MB of strings on a multi-GB trace. Only the ops on a launch's chain of enclosing ops need one
+    # (for the few GPU events outside the steps, `_gpu_by_difference`, a few hundred ops, not the trace's).
     on_chains = scopes.join(pairs.select(pl.col("ancestor").alias(ROW)).unique(), on=ROW, how="semi")
     key_ids = (
         on_chains.select(keys).unique().with_row_index("_key").with_columns(pl.col("_key").cast(pl.Int64))
@@ -266,10 +270,7 @@ def _gpu_by_difference(
     if frame.select(keys).is_duplicated().any():
         return None
     outside = linked.gpu.join(gpu.select(ROW), on=ROW, how="anti")
-    launched_out = outside.filter(pl.col("op_row").is_not_null()).select(
-        pl.col(ROW).alias("gpu_row"), "op_row", Col.DUR_NS
-    )
-    total_out, self_out = _gpu_part(scopes, launched_out, keys)
+    total_out, self_out = _gpu_part(scopes, _launched(outside), keys)
     text_keys = [pl.col(k).cast(pl.String) for k in keys]
     out = (
         total_out.with_columns(text_keys)

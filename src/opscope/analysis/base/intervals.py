@@ -27,11 +27,7 @@ def merge(
     grouped = _merge_grouped(frame, start, end, keys)
     if grouped is not None:
         return grouped
-    lazy = frame.lazy().select(*keys, pl.col(start).alias(START), pl.col(end).alias(END))
-    lazy = lazy.filter(
-        pl.col(START).is_not_null() & pl.col(END).is_not_null() & (pl.col(END) > pl.col(START))
-    )
-    lazy = lazy.sort([*keys, START])
+    lazy = _valid(frame, start, end, keys).sort([*keys, START])
     prev = pl.col(END).cum_max().shift(1)
     if keys:
         prev = prev.over(keys)
@@ -45,20 +41,34 @@ def merge(
     return out.drop("_gid").sort([*keys, START]).collect()
 
 
+def _valid(
+    frame: pl.DataFrame | pl.LazyFrame, start: str, end: str, keys: Sequence[str] = ()
+) -> pl.LazyFrame:
+    """`*keys, start_ns, end_ns` of the intervals `merge` keeps: both ends known, end after start."""
+    return (
+        frame.lazy()
+        .select(*keys, pl.col(start).alias(START), pl.col(end).alias(END))
+        .filter(pl.col(START).is_not_null() & pl.col(END).is_not_null() & (pl.col(END) > pl.col(START)))
+    )
+
+
 def _merge_one(frame: pl.DataFrame | pl.LazyFrame, start: str, end: str) -> pl.DataFrame:
     """`merge` without groups, in numpy: sorted by start, a new interval begins where the start passes the
     running maximum of the ends so far; it ends at that running maximum just before the next one begins
     (one sort and two passes, no group-by: the polars form cost ~30 ms per call on 1 M intervals)."""
-    both = (
-        frame.lazy()
-        .select(pl.col(start).alias(START), pl.col(end).alias(END))
-        .filter(pl.col(START).is_not_null() & pl.col(END).is_not_null() & (pl.col(END) > pl.col(START)))
-        .collect()
-    )
+    both = _valid(frame, start, end).collect()
     s = both[START].to_numpy()
     e = both[END].to_numpy()
     if len(s) == 0:
         return pl.DataFrame({START: s, END: e}, schema={START: both.schema[START], END: both.schema[END]})
+    _, _, starts, ends = _sweep(s, e)
+    return pl.DataFrame({START: starts, END: ends}, schema={START: both.schema[START], END: both.schema[END]})
+
+
+def _sweep(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The merge of intervals [s, e) (at least one), in numpy: sorted by start, a new interval begins where the
+    start passes the running maximum of the ends so far and ends at that maximum just before the next one
+    begins. (order: the sort, new: where a merged interval begins in that order, its starts, its ends)."""
     order = np.argsort(s, kind="stable")
     s, e = s[order], e[order]
     reach = np.maximum.accumulate(e)
@@ -68,9 +78,7 @@ def _merge_one(frame: pl.DataFrame | pl.LazyFrame, start: str, end: str) -> pl.D
     last = np.empty(len(s), dtype=bool)
     last[:-1] = new[1:]
     last[-1] = True
-    return pl.DataFrame(
-        {START: s[new], END: reach[last]}, schema={START: both.schema[START], END: both.schema[END]}
-    )
+    return order, new, s[new], reach[last]
 
 
 def _merge_grouped(
@@ -81,12 +89,7 @@ def _merge_grouped(
     running maximum) cannot join two groups; the polars form sorted and ran a window function per group
     (~0.1 s per call on a million intervals). None where the shifted times would not fit in int64 (the
     caller's polars form answers)."""
-    data = (
-        frame.lazy()
-        .select(*keys, pl.col(start).alias(START), pl.col(end).alias(END))
-        .filter(pl.col(START).is_not_null() & pl.col(END).is_not_null() & (pl.col(END) > pl.col(START)))
-        .collect()
-    )
+    data = _valid(frame, start, end, keys).collect()
     schema = {**{k: data.schema[k] for k in keys}, START: data.schema[START], END: data.schema[END]}
     if data.height == 0:
         return pl.DataFrame(schema=schema)
@@ -104,24 +107,15 @@ def _merge_grouped(
     if span * (groups.height + 1) >= 2**62:
         return None
     shift = gid * span - base
-    s, e = s + shift, e + shift
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
-    reach = np.maximum.accumulate(e)
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > reach[:-1]
-    last = np.empty(len(s), dtype=bool)
-    last[:-1] = new[1:]
-    last[-1] = True
+    order, new, starts, ends = _sweep(s + shift, e + shift)
     which = gid[order][new]
     back = which * span - base
     return (
         groups[which]
         .drop("_gid")
         .with_columns(
-            pl.Series(START, s[new] - back).cast(schema[START]),
-            pl.Series(END, reach[last] - back).cast(schema[END]),
+            pl.Series(START, starts - back).cast(schema[START]),
+            pl.Series(END, ends - back).cast(schema[END]),
         )
     )
 

@@ -11,6 +11,8 @@ pairs by pointer jumping, one vectorised join per tree level.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 
@@ -133,6 +135,65 @@ def has_equal_ancestor(parent: np.ndarray, codes: np.ndarray) -> np.ndarray:
         todo, at = todo[keep], parent[at[keep]]
         steps += 1
     return found
+
+
+@dataclass(frozen=True, eq=False)
+class RowTree:
+    """A parent table (`row`, `up`: the enclosing row, null at roots) positionally: `rows` sorted and `parent`
+    (the position of each one's enclosing row, -1 where that row is not in the table). Questions about
+    enclosing rows (the nearest one with a property, the outermost, sums up the tree) are walks over it, where
+    (row, ancestor) pairs hold rows x depth entries (~10 M op pairs on the 1 GB benchmark trace, issue 25)."""
+
+    rows: np.ndarray
+    parent: np.ndarray
+    row: str = "row"
+
+    @classmethod
+    def of(cls, frame: pl.DataFrame, row: str = "row", up: str = "parent_row") -> RowTree:
+        table = frame.select(row, up).sort(row)
+        rows = table[row].to_numpy().astype(np.int64)
+        return cls(rows=rows, parent=_positions(rows, table[up].fill_null(-1).to_numpy()), row=row)
+
+    def find(self, rows: np.ndarray) -> np.ndarray:
+        """The position of each of `rows` (-1 where it is not in the table)."""
+        return _positions(self.rows, rows)
+
+    def flags(self, rows: pl.Series) -> np.ndarray:
+        """A mask over the positions: True at `rows`."""
+        mask = np.zeros(len(self.rows), dtype=bool)
+        at = self.find(rows.to_numpy())
+        mask[at[at >= 0]] = True
+        return mask
+
+    def aligned(self, frame: pl.DataFrame, column: str) -> np.ndarray:
+        """`column` of `frame` (one row per table row: `row` and `column`) in the order of the positions."""
+        return frame.sort(self.row)[column].to_numpy()
+
+    def nearest(self, wanted: np.ndarray) -> np.ndarray:
+        """Each row's nearest strictly enclosing row where `wanted` (-1: none)."""
+        return nearest_of_kind(self.parent, wanted)
+
+    def outermost(self, wanted: np.ndarray) -> np.ndarray:
+        """Each row's outermost enclosing-or-itself row where `wanted` (-1: none): the nearest one, then the
+        nearest above that, to the top, by pointer jumping."""
+        up = self.nearest(wanted)
+        own = np.where(wanted, np.arange(len(wanted)), up)
+        top = np.where(up >= 0, up, np.arange(len(wanted)))
+        for _ in range(2 * max(len(top), 1).bit_length() + 2):
+            nxt = top[top]
+            if np.array_equal(nxt, top):
+                break
+            top = nxt
+        return np.where(own >= 0, top[np.maximum(own, 0)], -1)
+
+
+def _positions(sorted_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The position of each of `rows` in `sorted_rows` (-1 where absent)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if len(sorted_rows) == 0:
+        return np.full(len(rows), -1, dtype=np.int64)
+    at = np.minimum(np.searchsorted(sorted_rows, rows), len(sorted_rows) - 1)
+    return np.where(sorted_rows[at] == rows, at, -1).astype(np.int64)
 
 
 def ancestors(

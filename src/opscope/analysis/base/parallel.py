@@ -7,6 +7,7 @@ started are cancelled and the running ones (tens of ms each) finish in the backg
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
@@ -44,17 +45,22 @@ def ordered_map(fn: Callable[[T], R], items: Sequence[T], label: str) -> Iterato
             yield fn(item)
         return
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="opscope-piece")
+    ahead = 2 * workers  # at most this many pieces submitted and not yet taken: bounded memory
+    pending: deque[Future[R]] = deque()
+    taken = 0
+
+    def take() -> R:
+        nonlocal taken
+        taken += 1
+        stage(f"{label} {taken} of {len(items)}")
+        return pending.popleft().result()
+
     try:
-        ahead = 2 * workers  # at most this many pieces submitted and not yet taken: bounded memory
-        pending: list[Future[R]] = []
-        for i, item in enumerate(items):
+        for item in items:
             pending.append(pool.submit(fn, item))
             if len(pending) >= ahead:
-                stage(f"{label} {i + 2 - len(pending)} of {len(items)}")
-                yield pending.pop(0).result()
-        done = len(items) - len(pending)
-        for k, future in enumerate(pending):
-            stage(f"{label} {done + k + 1} of {len(items)}")
-            yield future.result()
+                yield take()
+        while pending:
+            yield take()
     finally:
         pool.shutdown(wait=False, cancel_futures=True)

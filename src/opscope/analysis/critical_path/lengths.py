@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import rustworkx as rx
 
+from opscope.analysis.base.nesting import depths
 from opscope.analysis.critical_path.graph import Graph
 
 MAX_PASSES = 48
@@ -152,7 +153,7 @@ class Chains:
             return 0, np.empty(0, dtype=np.int64)
         # The predecessors from the end back to a node without one, all at once: each node's depth below its
         # root by pointer jumping, then the end's ancestors by the binary digits of their distance in edges.
-        depth = _depth(parent, has)
+        depth = depths(np.where(has, parent, -1))
         if depth is None:  # the predecessors close a cycle (zero-weight edges around one): rustworkx raises
             return None
         back = np.arange(int(depth[end]), dtype=np.int64)  # edges back from the end
@@ -164,19 +165,6 @@ class Chains:
             table, level = table[table], level + 1
         edges = into[at][::-1]
         return int(w[edges].sum()), edges
-
-
-def _depth(parent: np.ndarray, has: np.ndarray) -> np.ndarray | None:
-    """Each node's number of predecessor steps back to a node without one (`parent`: the predecessor, the node
-    itself where `has` is False), by pointer jumping; None when the steps close a cycle."""
-    depth = has.astype(np.int64)
-    jump = parent
-    for _ in range(2 * max(len(parent), 1).bit_length() + 2):
-        if not has[jump].any():  # every node points at its root (never on a cycle)
-            return depth
-        depth = depth + depth[jump]
-        jump = jump[jump]
-    return None
 
 
 def _firsts(keys: np.ndarray, size: int) -> np.ndarray:

@@ -24,7 +24,7 @@ import polars as pl
 
 from opscope.analysis.attribution.ops import OpOptions, op_stats
 from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, link, once_per_link, selected_gpu
-from opscope.analysis.base.nesting import nearest_of_kind
+from opscope.analysis.base.nesting import RowTree
 from opscope.analysis.base.stages import stage
 from opscope.analysis.base.windows import STEP_ANY, fold_steps
 from opscope.analysis.efficiency.families import COMPUTE_FAMILIES, Cost, Unsized
@@ -224,61 +224,7 @@ def _device(trace: Trace, options: EfficiencyOptions) -> tuple[str | None, GpuPe
     return gpu.label, peaks, warnings
 
 
-@dataclass(frozen=True, eq=False)
-class _Tree:
-    """The op scopes' nesting, positionally: `rows` (the scopes' rows, sorted) and `parent` (the position of
-    each one's enclosing op, -1 where none is a scope). Questions about enclosing ops (the nearest one with a
-    property, the outermost) are pointer walks over it (`nesting.nearest_of_kind`), where (op, ancestor) pairs
-    held ops x depth rows (~10 M on the 1 GB benchmark trace, issue 25)."""
-
-    rows: np.ndarray
-    parent: np.ndarray
-
-    @classmethod
-    def of(cls, scopes: pl.DataFrame) -> _Tree:
-        frame = scopes.select(ROW, "op_parent_row").sort(ROW)
-        rows = frame[ROW].to_numpy().astype(np.int64)
-        tree = cls(rows=rows, parent=np.empty(0, dtype=np.int64))
-        return cls(rows=rows, parent=tree.find(frame["op_parent_row"].fill_null(-1).to_numpy()))
-
-    def find(self, rows: np.ndarray) -> np.ndarray:
-        """The position of each of `rows` (-1 where it is not a scope)."""
-        rows = np.asarray(rows, dtype=np.int64)
-        if len(self.rows) == 0:
-            return np.full(len(rows), -1, dtype=np.int64)
-        at = np.minimum(np.searchsorted(self.rows, rows), len(self.rows) - 1)
-        return np.where(self.rows[at] == rows, at, -1).astype(np.int64)
-
-    def flags(self, rows: pl.Series) -> np.ndarray:
-        """A mask over the positions: True at `rows`."""
-        mask = np.zeros(len(self.rows), dtype=bool)
-        at = self.find(rows.to_numpy())
-        mask[at[at >= 0]] = True
-        return mask
-
-    def aligned(self, frame: pl.DataFrame, column: str) -> np.ndarray:
-        """`column` of `frame` (one row per scope: ROW and `column`) in the order of the positions."""
-        return frame.sort(ROW)[column].to_numpy()
-
-    def nearest(self, wanted: np.ndarray) -> np.ndarray:
-        """Each scope's nearest strictly enclosing scope where `wanted` (-1: none)."""
-        return nearest_of_kind(self.parent, wanted)
-
-    def outermost(self, wanted: np.ndarray) -> np.ndarray:
-        """Each scope's outermost enclosing-or-itself scope where `wanted` (-1: none): the nearest one, then
-        the nearest above that, to the top, by pointer jumping."""
-        up = self.nearest(wanted)
-        own = np.where(wanted, np.arange(len(wanted)), up)
-        top = np.where(up >= 0, up, np.arange(len(wanted)))
-        for _ in range(2 * max(len(top), 1).bit_length() + 2):
-            nxt = top[top]
-            if np.array_equal(nxt, top):
-                break
-            top = nxt
-        return np.where(own >= 0, top[np.maximum(own, 0)], -1)
-
-
-def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, _Tree]:
+def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, RowTree]:
     """The op scopes (row, name, whitespace-free input_dims, input_types, concrete_inputs, list_dtype: the
     dtype of aten::cat's inputs, from their producer) and their nesting."""
     scopes = linked.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS))).select(
@@ -307,7 +253,7 @@ def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, _Tree]:
     )
     scopes = scopes.join(types, on=ROW, how="left")
     scopes = scopes.join(list_dtypes(scopes), on=ROW, how="left")
-    return scopes, _Tree.of(scopes)
+    return scopes, RowTree.of(scopes, ROW, "op_parent_row")
 
 
 def _key_ids(scopes: pl.DataFrame, dims: pl.Expr) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -325,7 +271,7 @@ def _key_ids(scopes: pl.DataFrame, dims: pl.Expr) -> tuple[pl.DataFrame, pl.Data
 
 
 def _nested(
-    keys: tuple[pl.DataFrame, pl.DataFrame], tree: _Tree, sized: pl.DataFrame
+    keys: tuple[pl.DataFrame, pl.DataFrame], tree: RowTree, sized: pl.DataFrame
 ) -> set[tuple[str, str | None]]:
     """The (name, input_dims) whose every call has a sized op among its enclosing ops. `keys`: `_key_ids` by
     name and shape."""
@@ -344,7 +290,7 @@ def _nested(
 
 
 def _inherited(
-    keys: tuple[pl.DataFrame, pl.DataFrame], tree: _Tree, rows: list[EfficiencyRow]
+    keys: tuple[pl.DataFrame, pl.DataFrame], tree: RowTree, rows: list[EfficiencyRow]
 ) -> tuple[Inherited, ...]:
     """Per (op, shape) without a row: its nearest enclosing op with a row, when every call has one and it is
     the same row for all (else none: figures of different ops are never mixed). `keys`: `_key_ids` of the
@@ -521,7 +467,7 @@ def _owners(
     linked: Linkage,
     opts: EfficiencyOptions,
     scopes: pl.DataFrame,
-    tree: _Tree,
+    tree: RowTree,
     sized_keys: pl.DataFrame,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(events, top_level). events: every selected GPU event (name, dur_ns, op_row: its launch's innermost op or
