@@ -4,10 +4,12 @@
 # server runs as the `postgres` user (PostgreSQL refuses to run as root). Usage:
 #   export OPSCOPE_TEST_POSTGRES="$(.ci/postgres.sh [DATA_DIR] [PORT])"
 set -euo pipefail
-data="${1:-/tmp/opscope-postgres}"
+data="$(realpath -m "${1:-/tmp/opscope-postgres}")"  # absolute: the server commands run from /
 port="${2:-55432}"
 bin="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)"
-as_postgres() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+# From /: the postgres user may not enter the checkout (a clone in a 0700 temporary folder printed "could not
+# change directory" for every call).
+as_postgres() { if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi; }
 if [ ! -s "$data/PG_VERSION" ]; then
   mkdir -p "$data"
   [ "$(id -u)" = 0 ] && chown postgres: "$data"
