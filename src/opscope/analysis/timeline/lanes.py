@@ -75,9 +75,8 @@ def cpu_lanes(trace: Trace, act: Activity, t0: int, t1: int) -> CpuLanes:
         .with_columns(pl.col("lane").cast(pl.Int64))
     )
     inside = (pl.col("end") > t0) & (pl.col("ts") < t1)
-    launches = launched.select(
-        pl.col("launch_pid").cast(pl.String).alias("pid"),
-        pl.col("launch_tid").cast(pl.String).alias("tid"),
+    launches = _on_lanes(launched, "launch_pid", "launch_tid", threads).select(
+        "lane",
         pl.col("launch_ts_ns").alias("ts"),
         pl.col("launch_dur_ns").fill_null(0).clip(lower_bound=0).alias("dur"),
         pl.col("launch_name").alias("name"),
@@ -86,20 +85,18 @@ def cpu_lanes(trace: Trace, act: Activity, t0: int, t1: int) -> CpuLanes:
         (pl.col(Col.TS_NS) - t0).alias("gpu_start"),
     )
     scopes = act.linkage.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS)))
-    ops = scopes.select(
-        pl.col(Col.PID).cast(pl.String).alias("pid"),
-        pl.col(Col.TID).cast(pl.String).alias("tid"),
+    ops = _on_lanes(scopes, Col.PID, Col.TID, threads).select(
+        "lane",
         pl.col(Col.TS_NS).alias("ts"),
         pl.col(Col.DUR_NS).clip(lower_bound=0).alias("dur"),
-        pl.col(Col.NAME).cast(pl.String).alias("name"),
+        Col.NAME,
         pl.lit(OP).alias("kind"),
         pl.lit(-1, dtype=pl.Int64).alias("gpu_lane"),
         pl.lit(-1, dtype=pl.Int64).alias("gpu_start"),
     )
     sync_rows = sync_calls(trace)
-    syncs = sync_rows.select(
-        "pid",
-        "tid",
+    syncs = sync_rows.join(threads, on=["pid", "tid"], how="inner").select(
+        "lane",
         pl.col(Col.TS_NS).alias("ts"),
         pl.col(Col.DUR_NS).alias("dur"),
         "name",
@@ -107,34 +104,43 @@ def cpu_lanes(trace: Trace, act: Activity, t0: int, t1: int) -> CpuLanes:
         pl.lit(-1, dtype=pl.Int64).alias("gpu_lane"),
         pl.lit(-1, dtype=pl.Int64).alias("gpu_start"),
     )
-    frames = [
+    ops, launches, syncs = (
         f.with_columns(
             pl.col("kind").cast(pl.Int64),
             pl.col("gpu_lane").cast(pl.Int64),
             pl.col("gpu_start").cast(pl.Int64),
             pl.col("ts").cast(pl.Int64),
             pl.col("dur").cast(pl.Int64),
-            pl.col("name").cast(pl.String),
         )
-        for f in (ops, launches, syncs)
-    ]
-    events = (
-        pl.concat(frames)
-        .join(threads, on=["pid", "tid"], how="inner")
         .filter(pl.col("ts").is_not_null())
         .with_columns((pl.col("ts") + pl.col("dur")).alias("end"))
         .filter(inside)
+        for f in (ops, launches, syncs)
     )
-    total = events.height
-    if total > MAX_CPU_EVENTS:  # keep every launch and sync, then the longest operators
-        kept = events.filter(pl.col("kind") != OP)
-        room = max(MAX_CPU_EVENTS - kept.height, 0)
-        events = pl.concat(
-            [kept, events.filter(pl.col("kind") == OP).sort("dur", descending=True).head(room)]
-        )
+    total = ops.height + launches.height + syncs.height
+    if (
+        total > MAX_CPU_EVENTS
+    ):  # keep every launch and sync, then the longest operators (ties: earliest first)
+        room = max(MAX_CPU_EVENTS - launches.height - syncs.height, 0)
+        ops = ops.top_k(room, by=["dur", "ts", "lane"], reverse=[False, True, True])
+    # the names become text only now, for the rows kept (1.9 M operator names on the 1 GB benchmark trace)
+    events = pl.concat([f.with_columns(pl.col("name").cast(pl.String)) for f in (ops, launches, syncs)])
     # by lane, start, longest first: a parent is drawn before the operators inside it
     events = events.sort(["lane", "ts", "dur"], descending=[False, False, True])
     return CpuLanes(threads=threads, events=events, total=total, idle=idle_gaps(trace, act, sync_rows))
+
+
+def _on_lanes(frame: pl.DataFrame, pid: str, tid: str, threads: pl.DataFrame) -> pl.DataFrame:
+    """The rows of `frame` on a thread of `threads`, with its `lane`. The (process, thread) pairs are matched as
+    text once per distinct pair; the rows find their lane by one integer made of the pair's categorical codes
+    (no text per row; a lookup in the few pairs instead of a join: 0.02 s instead of 0.11 s for 1.5 M rows)."""
+    key = pl.col(pid).to_physical().cast(pl.UInt64) * (1 << 32) + pl.col(tid).to_physical().cast(pl.UInt64)
+    pairs = frame.select(key.alias("_key"), pid, tid).unique(subset="_key")
+    lanes = pairs.select(
+        "_key", pl.col(pid).cast(pl.String).alias("pid"), pl.col(tid).cast(pl.String).alias("tid")
+    ).join(threads, on=["pid", "tid"], how="inner")
+    lane = key.replace_strict(lanes["_key"], lanes["lane"], default=None, return_dtype=pl.Int64)
+    return frame.with_columns(lane.alias("lane")).filter(pl.col("lane").is_not_null())
 
 
 def idle_gaps(trace: Trace, act: Activity, calls_found: pl.DataFrame | None = None) -> IdlePieces:
