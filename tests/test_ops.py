@@ -9,6 +9,7 @@ import json
 import re
 from collections import defaultdict
 
+import polars as pl
 import pytest
 
 import opscope
@@ -19,6 +20,7 @@ from opscope.analysis.attribution.ops import OpOptions, op_stats
 BERT = "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
 V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 RESNET_2021 = "kineto/plugin_samples_resnet50_num_workers_0_worker0.pt.trace.json.gz"
+QWEN = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 STEP = re.compile(r"^ProfilerStep#\d+$")
 
 
@@ -177,6 +179,34 @@ def test_step_table_by_difference_equals_the_direct_one(
             direct.attributed_ns,
         )
         assert any(r.kernels for r in direct.rows)
+
+
+@pytest.mark.parametrize(
+    "relative", [RESNET_2021, V100, "param/dlrm_kineto/worker1_step_12.1694128201556.pt.trace.json", QWEN]
+)
+@pytest.mark.parametrize("by_shape", [False, True])
+def test_gpu_figures_by_tree_sums_equal_the_pairs(relative: str, by_shape: bool) -> None:
+    """The GPU figures per key summed up the op tree (issue 25) equal those of pairing every GPU event with
+    every op enclosing its launch, key for key: totals count each event once per key, also where an op sits
+    inside another op of its own name (aten::to in aten::to, ProfilerStep#* in the folded step names)."""
+    from opscope.analysis.attribution import ops as ops_module
+    from opscope.analysis.base.linking import OP_KINDS, link
+    from opscope.analysis.base.windows import fold_steps
+    from opscope.model.schema import Col
+
+    trace = opscope.load(corpus_path(relative))
+    linked = link(trace)
+    scopes = fold_steps(linked.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS))))
+    keys = [Col.NAME]
+    if by_shape:
+        scopes = scopes.with_columns(pl.col(Col.INPUT_DIMS).cast(pl.String).str.replace_all(r"\s+", ""))
+        keys.append(Col.INPUT_DIMS)
+    launched = ops_module._launched(linked.gpu)
+    for got, want in zip(
+        ops_module._gpu_part(scopes, launched, keys), ops_module._gpu_part_pairs(scopes, launched, keys)
+    ):
+        assert got.height == want.height > 0
+        assert got.sort(keys, nulls_last=True).equals(want.select(got.columns).sort(keys, nulls_last=True))
 
 
 def test_by_shape_partitions_each_name() -> None:

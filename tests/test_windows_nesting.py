@@ -14,6 +14,7 @@ from conftest import corpus_path
 from opscope.analysis.base import select
 from opscope.analysis.base.nesting import (
     ancestors,
+    chains,
     depths,
     has_equal_ancestor,
     innermost_container,
@@ -171,6 +172,31 @@ def test_subtree_sums_and_equal_ancestors_match_a_plain_walk() -> None:
         assert has_equal_ancestor(up, np.array(codes)).tolist() == want_equal
 
 
+def test_chains_are_the_enclosing_nodes_of_the_starts() -> None:
+    """Hand-made fixture (random forests): `chains` gives every node on the way from the starts up to their
+    roots, sorted, each with its parent as an index into them; against walking up from every start."""
+    import random
+
+    for seed in range(60):
+        rng = random.Random(seed)
+        n = rng.randrange(1, 200)
+        order = list(range(n))
+        rng.shuffle(order)
+        parent = [-1] * n
+        for k in range(1, n):
+            if rng.random() > 0.15:
+                parent[order[k]] = order[rng.randrange(0, k)]
+        starts = [rng.randrange(0, n) for _ in range(rng.randrange(0, 30))]
+        want: set[int] = set()
+        for s in starts:
+            while s >= 0 and s not in want:
+                want.add(s)
+                s = parent[s]
+        nodes, up = chains(np.array(parent, dtype=np.int64), np.array(starts, dtype=np.int64))
+        assert nodes.tolist() == sorted(want)
+        assert [nodes[u] if u >= 0 else -1 for u in up] == [parent[v] for v in nodes]
+
+
 def test_cyclic_parents_are_refused_not_looped() -> None:
     """Hand-made fixture: parents that close a loop (a malformed trace) give None, and the walk ends."""
     up = np.array([1, 2, 0, -1], dtype=np.int64)
@@ -178,3 +204,5 @@ def test_cyclic_parents_are_refused_not_looped() -> None:
     assert subtree_sums(up, np.ones(4, dtype=np.int64)) is None
     # the walk up from a node on the loop comes back to the node itself: it ends there, found
     assert has_equal_ancestor(up, np.array([5, 6, 7, 8])).tolist() == [True, True, True, False]
+    nodes, on_chains = chains(up, np.array([3, 0]))  # each node once: the walk ends
+    assert nodes.tolist() == [0, 1, 2, 3] and subtree_sums(on_chains, np.ones(4, dtype=np.int64)) is None

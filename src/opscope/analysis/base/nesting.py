@@ -137,6 +137,27 @@ def has_equal_ancestor(parent: np.ndarray, codes: np.ndarray) -> np.ndarray:
     return found
 
 
+def chains(parent: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The nodes on the paths from the nodes `starts` up to their roots (parent indices, -1 at roots), sorted,
+    and each one's parent as an index into them (-1 at roots): the part of a tree that sums over the nodes
+    enclosing `starts` need, each node visited once (so the walk ends on parents that close a cycle too; the
+    sums over the result then say so)."""
+    seen = np.zeros(len(parent), dtype=bool)
+    seen[starts] = True
+    frontier = np.flatnonzero(seen)
+    while len(frontier):
+        up = parent[frontier]
+        up = up[up >= 0]
+        up = up[~seen[up]]  # each node once: marked as it is reached, repeats dropped by the mask below
+        fresh = np.zeros(len(parent), dtype=bool)
+        fresh[up] = True
+        seen |= fresh
+        frontier = np.flatnonzero(fresh)
+    nodes = np.flatnonzero(seen)
+    up = parent[nodes]
+    return nodes, np.where(up >= 0, np.searchsorted(nodes, np.maximum(up, 0)), -1)
+
+
 @dataclass(frozen=True, eq=False)
 class RowTree:
     """A parent table (`row`, `up`: the enclosing row, null at roots) positionally: `rows` sorted and `parent`
