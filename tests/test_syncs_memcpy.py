@@ -155,11 +155,11 @@ def test_direction_and_host_memory_from_names() -> None:
 
 def test_issuing_op_after_a_child_ended(tmp_path) -> None:
     """Hand-made: a sync call after a child op ended belongs to the parent; inside the child, to the child; on
-    equal starts, to the inner op; outside every op, to "(no op)"."""
+    equal starts, to the inner op; outside every op, to "(no op)"; an op of another thread never counts."""
     import json
 
-    def x(cat, name, ts, dur):
-        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+    def x(cat, name, ts, dur, tid=1):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur}
 
     evs = [
         x("cpu_op", "outer", 0, 100),
@@ -170,6 +170,8 @@ def test_issuing_op_after_a_child_ended(tmp_path) -> None:
         x("cuda_runtime", "cudaDeviceSynchronize", 12, 3),
         x("cuda_runtime", "cudaEventSynchronize", 41, 2),
         x("cuda_runtime", "cudaMemcpy", 150, 5),
+        x("cpu_op", "other_thread", 0, 300, tid=2),
+        x("cuda_runtime", "cudaStreamSynchronize", 160, 5, tid=2),
     ]
     path = tmp_path / "syncs.json"
     path.write_text(json.dumps({"traceEvents": evs}))
@@ -178,5 +180,6 @@ def test_issuing_op_after_a_child_ended(tmp_path) -> None:
         "outer": 1,
         "child": 1,
         "inner_same_start": 1,
+        "other_thread": 1,
         NO_OP: 1,
     }
