@@ -74,11 +74,13 @@ def list_dtypes(scopes: pl.DataFrame) -> pl.DataFrame:
     input_types, pid, tid, ts_ns, dur_ns."""
     found: list[tuple[int, str]] = []
     cats = scopes.filter(pl.col(Col.NAME).is_in(list(LIST_OPS)))
-    threads = cats.select(Col.PID, Col.TID).unique()
-    ops = scopes.join(threads, on=[Col.PID, Col.TID]).sort(Col.PID, Col.TID, Col.TS_NS)
+    threads = cats.select(Col.PID, Col.TID).unique().with_row_index("_lane")
+    cats = cats.join(threads, on=[Col.PID, Col.TID])
+    # by lane number and start: integers (sorting by the categorical process and thread compared their text)
+    ops = scopes.join(threads, on=[Col.PID, Col.TID]).sort("_lane", Col.TS_NS)
     reach = 4 * _LOOK_BACK  # _producer_dtype reads at most this many ops before a cat
-    for (pid, tid), lane in ops.group_by(Col.PID, Col.TID, maintain_order=True):
-        lane_cats = cats.filter((pl.col(Col.PID) == pid) & (pl.col(Col.TID) == tid)).select(
+    for (lane_id,), lane in ops.group_by("_lane", maintain_order=True):
+        lane_cats = cats.filter(pl.col("_lane") == lane_id).select(
             "row", Col.INPUT_DIMS, Col.INPUT_TYPES, Col.TS_NS
         )
         starts = lane[Col.TS_NS].to_numpy()
