@@ -14,10 +14,12 @@ from conftest import corpus_path
 from opscope.analysis.base import select
 from opscope.analysis.base.nesting import (
     ancestors,
+    at_positions,
     chains,
     depths,
     has_equal_ancestor,
     innermost_container,
+    positions,
     subtree_sums,
 )
 from opscope.analysis.base.windows import StepWindow, overlap_pairs, parse_steps
@@ -206,3 +208,17 @@ def test_cyclic_parents_are_refused_not_looped() -> None:
     assert has_equal_ancestor(up, np.array([5, 6, 7, 8])).tolist() == [True, True, True, False]
     nodes, on_chains = chains(up, np.array([3, 0]))  # each node once: the walk ends
     assert nodes.tolist() == [0, 1, 2, 3] and subtree_sums(on_chains, np.ones(4, dtype=np.int64)) is None
+
+
+def test_positions_answer_a_left_join_on_a_row_ordered_table() -> None:
+    """Hand-made fixture: `positions` + `at_positions` give what a left join on the row column gives (null for
+    rows the table lacks), with the table empty too."""
+    table = pl.DataFrame({"row": [2, 5, 9, 11], "v": ["a", None, "c", "d"]})
+    asked = np.array([9, 3, 2, 11, 12, -1, 5], dtype=np.int64)
+    joined = pl.DataFrame({"row": asked}).join(table, on="row", how="left", maintain_order="left")["v"]
+    got = at_positions(table["v"], positions(table["row"].to_numpy(), asked))
+    assert got.to_list() == joined.to_list() == ["c", None, "a", "d", None, None, None]
+    empty = table.clear()
+    assert at_positions(empty["v"], positions(empty["row"].to_numpy(), asked)).to_list() == [None] * len(
+        asked
+    )

@@ -24,7 +24,7 @@ import polars as pl
 
 from opscope.analysis.attribution.ops import OpOptions, op_stats
 from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, link, once_per_link, selected_gpu
-from opscope.analysis.base.nesting import RowTree, positions
+from opscope.analysis.base.nesting import RowTree, at_positions, positions
 from opscope.analysis.base.stages import stage
 from opscope.analysis.base.windows import STEP_ANY, fold_steps
 from opscope.analysis.efficiency.families import COMPUTE_FAMILIES, Cost, Unsized
@@ -251,12 +251,7 @@ def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, RowTree]:
     # (the 1 GB benchmark trace), text made after the gather
     at = positions(types[ROW].to_numpy(), scopes[ROW].to_numpy())
     text = (Col.INPUT_TYPES, Col.CONCRETE_INPUTS)
-    if types.height:
-        gathered = types.select(text)[np.maximum(at, 0)]
-        extra = [pl.when(pl.Series(at >= 0)).then(gathered[c].cast(pl.String)).alias(c) for c in text]
-    else:
-        extra = [pl.lit(None, dtype=pl.String).alias(c) for c in text]
-    scopes = scopes.with_columns(extra)
+    scopes = scopes.with_columns(at_positions(types[c], at).cast(pl.String).alias(c) for c in text)
     scopes = scopes.join(list_dtypes(scopes), on=ROW, how="left")
     return scopes, RowTree.of(scopes, ROW, "op_parent_row")
 

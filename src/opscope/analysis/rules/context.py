@@ -13,6 +13,7 @@ import polars as pl
 
 from opscope.analysis.base import intervals
 from opscope.analysis.base.linking import ROW, Linkage
+from opscope.analysis.base.nesting import at_positions, positions
 from opscope.analysis.base.window import Window
 from opscope.analysis.base.windows import STEP_NAME, StepWindow, select_windows
 from opscope.analysis.kernels.gpu_arch import GpuIdentity, gpu_identity
@@ -84,10 +85,10 @@ class RuleContext:
             self.trace.lazy()
             .with_row_index(ROW)
             .filter(pl.col(Col.KIND) == Kind.CPU_OP)
-            .select(pl.col(ROW).cast(pl.Int64), pl.col(Col.INPUT_TYPES).cast(pl.String))
+            .select(pl.col(ROW).cast(pl.Int64), Col.INPUT_TYPES)
             .collect()
         )
-        return scopes.select(
+        ops = scopes.select(
             ROW,
             pl.col(Col.NAME).cast(pl.String),
             Col.PID,
@@ -96,7 +97,13 @@ class RuleContext:
             Col.DUR_NS,
             pl.col(Col.INPUT_DIMS).cast(pl.String),
             "op_parent_row",
-        ).join(types, on=ROW, how="left")
+        )
+        # `types` is in row order: each op's row by a binary search, not a join of two 1.5 M-row tables (the
+        # 1 GB benchmark trace); text only after the gather
+        at = positions(types[ROW].to_numpy(), ops[ROW].to_numpy())
+        return ops.with_columns(
+            at_positions(types[Col.INPUT_TYPES], at).cast(pl.String).alias(Col.INPUT_TYPES)
+        )
 
     def shapes_missing(self) -> str | None:
         """Why the shape rules cannot run: no CPU ops, or none with input shapes (record_shapes=False)."""

@@ -16,7 +16,8 @@ import polars as pl
 
 from opscope.analysis.base import intervals, window
 from opscope.analysis.base.linking import ROW, Linkage, LinkStats, link, selected_gpu
-from opscope.analysis.kernels.categories import with_category
+from opscope.analysis.base.nesting import at_positions, positions
+from opscope.analysis.kernels.categories import CATEGORY, with_category
 from opscope.model.schema import GPU_KINDS, Col
 from opscope.model.trace import Trace
 
@@ -69,8 +70,12 @@ def gpu_activity(
         .select(pl.col(ROW).cast(pl.Int64), Col.BYTES)
         .collect()
     )
+    # `sizes` is in row order: each event's bytes by a binary search rather than a join; the category from
+    # the categorical name and kind, before they become text (kernels/categories.py)
+    size = at_positions(sizes[Col.BYTES], positions(sizes[ROW].to_numpy(), gpu[ROW].to_numpy()))
+    category = with_category(gpu.select(Col.NAME, Col.KIND))[CATEGORY]
     frame = (
-        gpu.join(sizes, on=ROW, how="left", maintain_order="left")
+        gpu.with_columns(size.alias(Col.BYTES), category)
         .select(
             ROW,
             pl.col(Col.KIND).cast(pl.String),
@@ -87,14 +92,15 @@ def gpu_activity(
             FROM_GRAPH,
             pl.col("op_name").cast(pl.String).alias(LAUNCH_OP),
             ATTRIBUTED,
+            CATEGORY,
         )
         .filter(pl.col(Col.TS_NS).is_not_null())
         .with_columns(
             pl.col(Col.TS_NS).alias(intervals.START),
             (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(intervals.END),
         )
+        .select(pl.exclude(CATEGORY), CATEGORY)  # the category last, where it has always been
     )
-    frame = with_category(frame)
     if opts.windows is not None:
         win = window.from_bounds(opts.windows)
     else:
