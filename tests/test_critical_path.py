@@ -441,3 +441,42 @@ def test_thread_codes_of_the_whole_table_keep_threads_apart() -> None:
         own = build(trace, linkage, w.start_ns, w.end_ns, cpu_all.drop(THREAD), gpu_all)
         assert coded.events.equals(own.events)
         assert coded.edges.equals(own.edges)
+
+
+RESNET_WORKERS = "kineto/tb_plugin_samples_resnet50_profiler_api_num_workers_4_worker0.pt.trace.json.gz"
+NCCL = "hta/nccl_parser_config_nccl_data.json.gz"
+
+
+@pytest.mark.parametrize("name", [NS_STEPS, RESNET_WORKERS, NCCL])  # 3 threads, 2 threads, 3 threads
+def test_first_windows_from_their_span_equal_the_whole_table(name: str) -> None:
+    """The report's panel builds the first steps only, from the CPU events of their span (threads numbered in
+    the whole table's order without sorting it): each step's path, breakdown, top events and segments equal
+    those built from the whole table, and the span's thread codes keep the whole table's order."""
+    from opscope.analysis.critical_path.graph import THREAD, cpu_table
+
+    whole = critical_path_stats(opscope.load(corpus_path(name)), top=5)
+    assert len(whole.steps) > 2
+    for k in (1, 2):
+        trace = opscope.load(corpus_path(name))
+        first = critical_path_stats(trace, top=5, max_windows=k)
+        assert not trace.has_derived("critical_path.cpu_table")  # the span's table, not the whole one
+        assert first.windows_total == whole.windows_total and len(first.steps) == k
+        for got, want in zip(first.steps, whole.steps[:k]):
+            assert (got.window, got.span_ns) == (want.window, want.span_ns)
+            assert (got.path.length_ns, got.path.breakdown_ns, got.path.top) == (
+                want.path.length_ns,
+                want.path.breakdown_ns,
+                want.path.top,
+            )
+            assert got.path.edges.tolist() == want.path.edges.tolist()
+            assert got.segments.equals(want.segments)
+    trace = opscope.load(corpus_path(name))
+    windows = step_windows(trace)
+    span = cpu_table(trace, (windows[1].start_ns, windows[-1].end_ns))
+    full = cpu_table(trace)
+
+    def order(table: pl.DataFrame) -> list[tuple[str, str]]:
+        pairs = table.select(pl.col("pid").cast(pl.String), pl.col("tid").cast(pl.String), THREAD).unique()
+        return [(p, t) for p, t, _ in pairs.sort(THREAD).rows()]
+
+    assert order(span) == [pair for pair in order(full) if pair in set(order(span))]

@@ -78,6 +78,10 @@ class Trace:
             self._derived[key] = compute()
         return cast(T, self._derived[key])
 
+    def has_derived(self, key: str) -> bool:
+        """Whether `derived(key, ...)` has been computed on this trace."""
+        return key in self._derived
+
     def persisted(
         self,
         key: str,

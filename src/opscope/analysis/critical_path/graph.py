@@ -99,18 +99,34 @@ class Graph:
         return ts
 
 
-def cpu_table(trace: Trace) -> pl.DataFrame:
-    """Every CPU event of the trace with a positive duration (collected once per trace, filtered per window)."""
-    return trace.derived("critical_path.cpu_table", lambda: _cpu_table(trace))
+CPU_TABLE = "critical_path.cpu_table"
 
 
-def _cpu_table(trace: Trace) -> pl.DataFrame:
+def cpu_table(trace: Trace, span: tuple[int, int] | None = None) -> pl.DataFrame:
+    """Every CPU event of the trace with a positive duration (collected once per trace, filtered per window).
+    With `span` (lo, hi), for a caller that builds the windows inside it only (the report's first steps): the
+    events starting in [lo, hi], threads numbered in the whole table's order, unless the whole table is
+    already there."""
+    if span is None or trace.has_derived(CPU_TABLE):
+        return trace.derived(CPU_TABLE, lambda: _cpu_table(trace))
+    return _cpu_table(trace, span)
+
+
+def _cpu_events(trace: Trace) -> pl.LazyFrame:
     return (
         trace.lazy()
         .with_row_index(ROW)
         .with_columns(pl.col(ROW).cast(pl.Int64))
         .filter(pl.col(Col.KIND).cast(pl.String).is_in(list(CPU_KINDS)) & (pl.col(Col.DUR_NS) > 0))
-        .select(  # text columns stay categorical here (one u32 per row); each window's cut makes them text
+    )
+
+
+def _cpu_table(trace: Trace, span: tuple[int, int] | None = None) -> pl.DataFrame:
+    events = _cpu_events(trace)
+    if span is not None:
+        events = events.filter(pl.col(Col.TS_NS).is_between(*span))
+    table = (
+        events.select(  # text columns stay categorical here (one u32 per row); each window's cut makes them text
             ROW,
             Col.NAME,
             Col.KIND,
@@ -123,9 +139,13 @@ def _cpu_table(trace: Trace) -> pl.DataFrame:
         .sort([Col.TS_NS, ROW], nulls_last=True)  # nulls last: `_window_rows` cuts it
         .collect()
         .pipe(_with_call_flags)
-        .pipe(_with_thread)
-        .rechunk()  # one chunk: `_window_rows` reads its start column without a copy
     )
+    threads = (
+        _with_thread(table)
+        if span is None
+        else _with_thread_order(table, _thread_order(trace, table, span[0]))
+    )
+    return threads.rechunk()  # one chunk: `_window_rows` reads its start column without a copy
 
 
 THREAD = "_thread"  # cpu_table's thread code (`_with_thread`)
@@ -147,6 +167,32 @@ def _with_thread(cpu: pl.DataFrame) -> pl.DataFrame:
     # the row number counted over the whole table (an int_range inside `over` would count within each thread)
     first = pl.col(THREAD).min().over(key)
     return cpu.with_row_index(THREAD).with_columns(first.cast(pl.Int64)).select(*cpu.columns, THREAD)
+
+
+def _thread_order(trace: Trace, table: pl.DataFrame, lo: int) -> pl.DataFrame:
+    """pid, tid, THREAD for the threads of `table` (the CPU events starting in a span from `lo` on): ranked by
+    their first row in the whole table (start, then row), the order `_with_thread` numbers them in. A thread
+    of the span has its first row before `lo` or in the span, so only the events before `lo` are read (the
+    report's first steps: almost none), not the whole trace."""
+    first = pl.col(Col.TS_NS).min()
+    at_first = [first.alias("_first"), pl.col(ROW).filter(pl.col(Col.TS_NS) == first).min()]
+    before = (
+        _cpu_events(trace).filter(pl.col(Col.TS_NS) < lo).group_by(Col.PID, Col.TID).agg(at_first).collect()
+    )
+    within = table.filter(pl.col(Col.TS_NS).is_not_null()).group_by(Col.PID, Col.TID).agg(at_first)
+    return (
+        pl.concat([before, within])
+        .sort("_first", ROW)
+        .unique([Col.PID, Col.TID], keep="first", maintain_order=True)
+        .join(within.select(Col.PID, Col.TID), on=[Col.PID, Col.TID], nulls_equal=True, maintain_order="left")
+        .with_row_index(THREAD)
+        .select(Col.PID, Col.TID, pl.col(THREAD).cast(pl.Int64))
+    )
+
+
+def _with_thread_order(cpu: pl.DataFrame, order: pl.DataFrame) -> pl.DataFrame:
+    """`cpu` with `THREAD` from `_thread_order` (the same order as `_with_thread`'s codes, other numbers)."""
+    return cpu.join(order, on=[Col.PID, Col.TID], how="left", nulls_equal=True, maintain_order="left")
 
 
 BLOCKING, ASYNC_COPY_CALL = "_blocking", "_async_copy"  # cpu_table's flags (`_with_call_flags`)
