@@ -171,6 +171,14 @@ def test_json_for_script_escapes_markup() -> None:
     assert json.loads(text) == {"name": "</script><script>alert(1)</script>", "amp": "a&b", "ls": "\u2028"}
 
 
+def test_the_page_data_reads_back_as_the_report_data(v100) -> None:
+    """The page's embedded JSON (msgspec-encoded, unsafe characters replaced) parses back to exactly the report
+    data, floats and all (what `json.dumps` wrote before; only an exponent's spelling may differ: 1e16 for
+    1e+16)."""
+    data, _ = v100
+    assert json.loads(json_for_script(data)) == json.loads(json.dumps(data))
+
+
 def test_hostile_names_never_appear_as_markup(tmp_path) -> None:
     path = hostile_trace(tmp_path / "hostile.json")  # hand-made fixture
     page = render_html(

@@ -14,11 +14,12 @@ autoescaped.
 
 from __future__ import annotations
 
-import json
 import re
 from functools import cache
 from importlib import resources
 from typing import Any
+
+import msgspec
 
 from opscope._version import __version__
 from opscope.errors import MissingDependency
@@ -44,14 +45,18 @@ KINDS: dict[str, tuple[str, ...]] = {
 }
 SHARED = ("common.js",)
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-_JSON_UNSAFE = re.compile("[<>&\u2028\u2029]")
 _SCRIPT_END = re.compile(r"</(script)", re.IGNORECASE)
 
 
 def json_for_script(data: Any) -> str:
-    """`data` as JSON that is safe inside a <script> element: no `<`, `>` or `&` appear literally."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return _JSON_UNSAFE.sub(lambda m: _JSON_ESCAPES[m.group(0)], text)
+    """`data` as JSON that is safe inside a <script> element: no `<`, `>` or `&` appear literally. Encoded by
+    msgspec, as the JSON formats are (a 1 GB trace's page: 0.9 s of `json.dumps` -> ~0.1 s), the unsafe
+    characters replaced by plain string replacement (a regular expression with a callback per match took
+    0.4 s)."""
+    text = msgspec.json.encode(data).decode()
+    for char, escaped in _JSON_ESCAPES.items():
+        text = text.replace(char, escaped)
+    return text
 
 
 @cache
