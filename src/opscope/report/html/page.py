@@ -50,13 +50,12 @@ _SCRIPT_END = re.compile(r"</(script)", re.IGNORECASE)
 
 def json_for_script(data: Any) -> str:
     """`data` as JSON that is safe inside a <script> element: no `<`, `>` or `&` appear literally. Encoded by
-    msgspec, as the JSON formats are (a 1 GB trace's page: 0.9 s of `json.dumps` -> ~0.1 s), the unsafe
-    characters replaced by plain string replacement (a regular expression with a callback per match took
-    0.4 s)."""
-    text = msgspec.json.encode(data).decode()
-    for char, escaped in _JSON_ESCAPES.items():
-        text = text.replace(char, escaped)
-    return text
+    msgspec, as the JSON formats are (a 1 GB trace's page: 0.9 s of `json.dumps` -> 0.07 s), the unsafe
+    characters replaced in its bytes (a regular expression with a callback per match took 0.4 s)."""
+    raw = msgspec.json.encode(data)
+    for char, escaped in _JSON_ESCAPES.items():  # on the UTF-8 bytes: 20x faster than on a wide str
+        raw = raw.replace(char.encode(), escaped.encode())
+    return raw.decode()
 
 
 @cache
