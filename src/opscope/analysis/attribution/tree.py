@@ -20,6 +20,7 @@ biggest child was followed, and a 40% sibling folded into "(N more)").
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +28,7 @@ import numpy as np
 import polars as pl
 
 from opscope.analysis.attribution.frames import user_frame_names
-from opscope.analysis.base.linking import ROW, Linkage, LinkStats, link, selected_gpu
+from opscope.analysis.base.linking import ROW, Linkage, LinkStats, link, once_per_link, selected_gpu
 from opscope.analysis.base.nesting import ancestors, nearest_of_kind, positions
 from opscope.analysis.base.windows import fold_steps, names_matching
 from opscope.model.schema import Col, Kind
@@ -104,12 +105,37 @@ INSTANCE_SUFFIX = r"_\d+$"  # nn.Module: Qwen2DecoderLayer_13 -> nn.Module: Qwen
 
 
 def _shown(
-    scopes: pl.DataFrame, python: str, module_mode: str = "types"
+    scopes: pl.DataFrame, python: str, module_mode: str = "types", visible: _Visible | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The scopes shown as nodes, each with `up_row` (its nearest shown ancestor: pointer jumping over the
     hidden ones in the linked call tree, no new nesting), a display `label` and a `node_kind`; and for every
     scope the shown node that GPU work launched inside it hangs under (`attach_row`: itself if shown, else its
-    nearest shown ancestor)."""
+    nearest shown ancestor). `visible`: `_visible(scopes, python)` when the caller has it (the report's two
+    trees differ in their labels only)."""
+    seen = visible or _visible(scopes, python)
+    node_kind = (
+        pl.when(pl.col(Col.NAME).is_in(seen.modules))
+        .then(pl.lit("nn.Module"))
+        .otherwise(pl.col(Col.KIND).cast(pl.String))
+    )
+    label = pl.col(Col.NAME).cast(pl.String)
+    if module_mode == "types":  # each module name's suffix dropped once, not a regular expression per row
+        stripped = {m: re.sub(INSTANCE_SUFFIX, "", m) for m in seen.modules}
+        label = label.replace(stripped)
+    return seen.shown.with_columns(label.alias("label"), node_kind.alias("node_kind")), seen.attach
+
+
+@dataclass(frozen=True, eq=False)
+class _Visible:
+    """What `_shown` computes whatever the labels: the shown scopes (folded step names; no label yet), every
+    scope's `attach_row`, the module names."""
+
+    shown: pl.DataFrame
+    attach: pl.DataFrame
+    modules: list[str]
+
+
+def _visible(scopes: pl.DataFrame, python: str) -> _Visible:
     modules = names_matching(scopes, Col.NAME, "^" + MODULE_PREFIX)
     is_python = pl.col(Col.KIND) == Kind.PYTHON
     if python == "user":
@@ -131,22 +157,7 @@ def _shown(
         pl.col(ROW).alias("scope_row"),
         pl.when(pl.col("_keep")).then(pl.col(ROW)).otherwise(pl.col("up_row")).alias("attach_row"),
     )
-    node_kind = (
-        pl.when(pl.col(Col.NAME).is_in(modules))
-        .then(pl.lit("nn.Module"))
-        .otherwise(pl.col(Col.KIND).cast(pl.String))
-    )
-    label = pl.col(Col.NAME).cast(pl.String)
-    if module_mode == "types":
-        label = (
-            pl.when(pl.col(Col.NAME).is_in(modules))
-            .then(label.str.replace(INSTANCE_SUFFIX, ""))
-            .otherwise(label)
-        )
-    shown = fold_steps(frame.filter(pl.col("_keep"))).with_columns(
-        label.alias("label"), node_kind.alias("node_kind")
-    )
-    return shown, attach
+    return _Visible(shown=fold_steps(frame.filter(pl.col("_keep"))), attach=attach, modules=modules)
 
 
 def _user_frames(scopes: pl.DataFrame) -> list[str]:
@@ -194,7 +205,10 @@ def op_tree(trace: Trace, options: TreeOptions | None = None, linkage: Linkage |
     opts = options or TreeOptions()
     linked = linkage or link(trace)
     gpu = selected_gpu(trace, linked, opts.devices, opts.streams, opts.steps)
-    shown, attach = _shown(linked.scopes, opts.python, opts.modules)
+    visible = once_per_link(  # the report draws two trees that differ in their labels only
+        trace, linked, f"tree.visible:{opts.python}", lambda: _visible(linked.scopes, opts.python)
+    )
+    shown, attach = _shown(linked.scopes, opts.python, opts.modules, visible)
     paths = _paths(shown)
     unattributed_path = _hash(pl.lit(0, dtype=pl.UInt64), pl.lit(UNATTRIBUTED))
     leaves = (

@@ -47,12 +47,17 @@ def critical_path_panel(
             segments = segments.sort("dur", descending=True).head(MAX_SEGMENTS)
         segments = segments.sort("src_ts_ns")
         kind_index = {k: i for i, k in enumerate(EDGE_KINDS)}
+        # each distinct name interned once, in order of first appearance (the string table's ids as a call
+        # per segment gave them), then looked up per segment
+        names = segments["name"]
+        ids = {n: strings(n) for n in names.unique(maintain_order=True).to_list()}
+        name_ids = names.replace_strict(list(ids), list(ids.values()), return_dtype=pl.Int64)
         packed = {
             "start_ns": (segments["src_ts_ns"].to_numpy() - origin).tolist(),
             "dur_ns": segments["dur"].to_list(),
-            "kind": [kind_index.get(k, 0) for k in segments["kind"].to_list()],
+            "kind": segments["kind"].replace_strict(kind_index, default=0, return_dtype=pl.Int64).to_list(),
             "gpu": segments["gpu"].cast(pl.Int8).to_list(),
-            "name": [strings(n) for n in segments["name"].to_list()],
+            "name": name_ids.to_list(),
         }
     return {
         "kinds": list(EDGE_KINDS),
