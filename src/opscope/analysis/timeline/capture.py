@@ -15,7 +15,7 @@ from typing import Final
 
 import polars as pl
 
-from opscope.analysis.base import intervals
+from opscope.analysis.base import intervals, select
 from opscope.analysis.base.window import STEPS, Window
 from opscope.analysis.base.windows import StepWindow
 from opscope.model.schema import Col, Kind
@@ -81,22 +81,22 @@ class Capture:
 
 
 def _count(trace: Trace, kinds: tuple[str, ...], pattern: str) -> int:
-    return int(
-        trace.lazy()
-        .filter(pl.col(Col.KIND).cast(pl.String).is_in(list(kinds)))
-        .filter(pl.col(Col.NAME).cast(pl.String).str.contains(pattern))
-        .select(pl.len())
-        .collect()
-        .item()
-    )
+    """Events of `kinds` whose name matches `pattern`, counted from the trace's (kind, name) table."""
+    table = select.kind_names(trace)
+    matched = table.filter(pl.col(Col.KIND).is_in(list(kinds)) & pl.col(Col.NAME).str.contains(pattern))
+    return int(matched["count"].sum() or 0)
 
 
 def _compile_ns(trace: Trace, window: Window) -> int:
     """The time compilation events cover inside the window (their union)."""
+    kinds = [Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON]
+    names = select.names_of(trace, kinds, COMPILE_NAMES)
+    if not names:  # most traces: no scan of the events at all
+        return 0
     spans = (
         trace.lazy()
-        .filter(pl.col(Col.KIND).cast(pl.String).is_in([Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON]))
-        .filter(pl.col(Col.NAME).cast(pl.String).str.contains(COMPILE_NAMES))
+        .filter(pl.col(Col.KIND).cast(pl.String).is_in(kinds))
+        .filter(pl.col(Col.NAME).cast(pl.String).is_in(names))
         .select(
             pl.col(Col.TS_NS).alias(intervals.START),
             (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(intervals.END),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from opscope.analysis.base import select
 from opscope.analysis.base import window as win
 from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, link
 from opscope.model.schema import Col, Kind
@@ -57,10 +58,10 @@ def sync_calls(trace: Trace) -> pl.DataFrame:
 def _sync_calls(trace: Trace) -> pl.DataFrame:
     """Every synchronising host call: name, pid, tid, ts_ns, dur_ns, end_ns (durations below 0 count as 0)."""
     host = trace.lazy().filter(pl.col(Col.KIND).cast(pl.String).is_in([Kind.RUNTIME, Kind.DRIVER]))
-    # Match the pattern on the few distinct call names, not on every event.
-    names = host.select(pl.col(Col.NAME).cast(pl.String).unique()).collect()[Col.NAME]
-    wanted = [n for n in names.drop_nulls().to_list() if re.search(SYNC_CALL_PATTERN, n)]
-    return (
+    # Match the pattern on the few distinct call names (the trace's (kind, name) table), not on every event.
+    names = select.kind_names(trace).filter(pl.col(Col.KIND).is_in([Kind.RUNTIME, Kind.DRIVER]))[Col.NAME]
+    wanted = [n for n in names.drop_nulls().unique().sort().to_list() if re.search(SYNC_CALL_PATTERN, n)]
+    calls = (
         host.filter(pl.col(Col.NAME).cast(pl.String).is_in(wanted) & pl.col(Col.TS_NS).is_not_null())
         .select(
             pl.col(Col.NAME).cast(pl.String),
@@ -70,8 +71,8 @@ def _sync_calls(trace: Trace) -> pl.DataFrame:
             pl.col(Col.DUR_NS).fill_null(0).clip(lower_bound=0).alias(Col.DUR_NS),
         )
         .with_columns((pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(END))
-        .collect()
     )
+    return calls.collect() if wanted else pl.DataFrame(schema=calls.collect_schema())
 
 
 def gpu_sync_events(trace: Trace) -> pl.DataFrame:
