@@ -40,7 +40,7 @@ import numpy as np
 import polars as pl
 import polars.selectors as cs
 
-from opscope.analysis.base.linking import LAUNCH_KINDS, ROW, Linkage
+from opscope.analysis.base.linking import LAUNCH_KINDS, ROW, Linkage, thread_key
 from opscope.analysis.base.nesting import innermost_container
 from opscope.analysis.kernels.categories import CATEGORY, with_category
 from opscope.analysis.kernels.category_rules import COMMUNICATION
@@ -156,8 +156,7 @@ def _with_thread(cpu: pl.DataFrame) -> pl.DataFrame:
     number of that row), computed once per trace instead of once per window. Keyed by the categorical codes
     of the process and thread where they are categorical (no text per row), else by their text."""
     if all(isinstance(cpu.schema[c], pl.Categorical) for c in (Col.PID, Col.TID)):
-        code = [pl.col(c).to_physical().cast(pl.Int64).fill_null(-1) for c in (Col.PID, Col.TID)]
-        key = code[0] * (1 << 32) + code[1]
+        key = thread_key(missing=-1)
     else:
         key = (
             pl.col(Col.PID).cast(pl.String).fill_null("")

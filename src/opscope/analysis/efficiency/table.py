@@ -23,8 +23,16 @@ import numpy as np
 import polars as pl
 
 from opscope.analysis.attribution.ops import OpOptions, op_stats
-from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, link, once_per_link, selected_gpu
-from opscope.analysis.base.nesting import RowTree, at_positions, positions
+from opscope.analysis.base.linking import (
+    OP_KINDS,
+    ROW,
+    Linkage,
+    event_columns,
+    link,
+    once_per_link,
+    selected_gpu,
+)
+from opscope.analysis.base.nesting import RowTree
 from opscope.analysis.base.stages import stage
 from opscope.analysis.base.windows import STEP_ANY, fold_steps
 from opscope.analysis.efficiency.families import COMPUTE_FAMILIES, Cost, Unsized
@@ -238,20 +246,11 @@ def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, RowTree]:
         Col.TS_NS,
         Col.DUR_NS,
     )
-    # Only the op rows, and their text only then: casting the whole table's columns to strings held a string
-    # per event of a multi-GB trace.
-    types = (
-        trace.lazy()
-        .with_row_index(ROW)
-        .filter(pl.col(Col.KIND).cast(pl.String).is_in(list(OP_KINDS)))
-        .select(pl.col(ROW).cast(pl.Int64), Col.INPUT_TYPES, Col.CONCRETE_INPUTS)
-        .collect()
-    )
-    # `types` is in row order: each scope's row by a binary search instead of a join of two 1.5 M-row tables
-    # (the 1 GB benchmark trace), text made after the gather
-    at = positions(types[ROW].to_numpy(), scopes[ROW].to_numpy())
+    # only the op rows' input types and concrete inputs, made text after they are found: casting the whole
+    # table's columns held a string per event of a multi-GB trace
     text = (Col.INPUT_TYPES, Col.CONCRETE_INPUTS)
-    scopes = scopes.with_columns(at_positions(types[c], at).cast(pl.String).alias(c) for c in text)
+    found = event_columns(trace, scopes[ROW], OP_KINDS, text)
+    scopes = scopes.with_columns(f.cast(pl.String).alias(c) for f, c in zip(found, text, strict=True))
     scopes = scopes.join(list_dtypes(scopes), on=ROW, how="left")
     return scopes, RowTree.of(scopes, ROW, "op_parent_row")
 

@@ -12,8 +12,7 @@ import numpy as np
 import polars as pl
 
 from opscope.analysis.base import intervals
-from opscope.analysis.base.linking import ROW, Linkage
-from opscope.analysis.base.nesting import at_positions, positions
+from opscope.analysis.base.linking import ROW, Linkage, event_columns
 from opscope.analysis.base.window import Window
 from opscope.analysis.base.windows import STEP_NAME, StepWindow, select_windows
 from opscope.analysis.kernels.gpu_arch import GpuIdentity, gpu_identity
@@ -81,13 +80,6 @@ class RuleContext:
     def ops(self) -> pl.DataFrame:
         """CPU ops (row, name as text, tid, ts_ns, dur_ns, input_dims, input_types, op_parent_row)."""
         scopes = self.linkage.scopes.filter(pl.col(Col.KIND) == Kind.CPU_OP)
-        types = (
-            self.trace.lazy()
-            .with_row_index(ROW)
-            .filter(pl.col(Col.KIND) == Kind.CPU_OP)
-            .select(pl.col(ROW).cast(pl.Int64), Col.INPUT_TYPES)
-            .collect()
-        )
         ops = scopes.select(
             ROW,
             pl.col(Col.NAME).cast(pl.String),
@@ -98,12 +90,8 @@ class RuleContext:
             pl.col(Col.INPUT_DIMS).cast(pl.String),
             "op_parent_row",
         )
-        # `types` is in row order: each op's row by a binary search, not a join of two 1.5 M-row tables (the
-        # 1 GB benchmark trace); text only after the gather
-        at = positions(types[ROW].to_numpy(), ops[ROW].to_numpy())
-        return ops.with_columns(
-            at_positions(types[Col.INPUT_TYPES], at).cast(pl.String).alias(Col.INPUT_TYPES)
-        )
+        (types,) = event_columns(self.trace, ops[ROW], [Kind.CPU_OP], [Col.INPUT_TYPES])
+        return ops.with_columns(types.cast(pl.String).alias(Col.INPUT_TYPES))
 
     def shapes_missing(self) -> str | None:
         """Why the shape rules cannot run: no CPU ops, or none with input shapes (record_shapes=False)."""

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from opscope.analysis.base import intervals, window
-from opscope.analysis.base.linking import ROW, Linkage, LinkStats, link, selected_gpu
-from opscope.analysis.base.nesting import at_positions, positions
+from opscope.analysis.base.linking import ROW, Linkage, LinkStats, event_columns, link, selected_gpu
 from opscope.analysis.kernels.categories import CATEGORY, with_category
 from opscope.model.schema import GPU_KINDS, Col
 from opscope.model.trace import Trace
@@ -63,16 +62,9 @@ def gpu_activity(
     opts = options or TimelineOptions()
     linked = linkage or link(trace)
     gpu = selected_gpu(trace, linked, opts.devices, opts.streams)
-    sizes = (
-        trace.lazy()
-        .with_row_index(ROW)
-        .filter(pl.col(Col.KIND).cast(pl.String).is_in(list(GPU_KINDS)))
-        .select(pl.col(ROW).cast(pl.Int64), Col.BYTES)
-        .collect()
-    )
-    # `sizes` is in row order: each event's bytes by a binary search rather than a join; the category from
-    # the categorical name and kind, before they become text (kernels/categories.py)
-    size = at_positions(sizes[Col.BYTES], positions(sizes[ROW].to_numpy(), gpu[ROW].to_numpy()))
+    # the byte counts by row (`linking.event_columns`); the category from the categorical name and kind, before
+    # they become text (kernels/categories.py)
+    (size,) = event_columns(trace, gpu[ROW], GPU_KINDS, [Col.BYTES])
     category = with_category(gpu.select(Col.NAME, Col.KIND))[CATEGORY]
     frame = (
         gpu.with_columns(size.alias(Col.BYTES), category)

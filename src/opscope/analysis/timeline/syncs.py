@@ -18,7 +18,8 @@ import polars as pl
 
 from opscope.analysis.base import select
 from opscope.analysis.base import window as win
-from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, link
+from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, link, thread_key
+from opscope.analysis.base.nesting import at_positions, positions
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
@@ -92,22 +93,12 @@ def gpu_sync_events(trace: Trace) -> pl.DataFrame:
 def issuing_ops(calls: pl.DataFrame, linkage: Linkage) -> pl.Series:
     """Name of the innermost CPU op or user annotation containing each call on its thread (null when none)."""
     rows = issuing_op_rows(calls, linkage)
-    scope_rows = linkage.scopes[ROW]
-    if scope_rows.len() == 0 or not scope_rows.is_sorted():
-        found = rows.to_frame().join(
-            linkage.scopes.select(ROW, Col.NAME), on=ROW, how="left", maintain_order="left"
-        )
-        return found[Col.NAME].cast(pl.String).alias("op")
-    # the scopes are in row order (as `link` makes them): each row's name by a binary search, and text for the
-    # rows found only, not for every scope
-    at = np.searchsorted(scope_rows.to_numpy(), rows.fill_null(0).to_numpy())
-    names = linkage.scopes[Col.NAME].gather(np.minimum(at, scope_rows.len() - 1))
-    return pl.select(pl.when(rows.is_not_null()).then(names.cast(pl.String))).to_series().alias("op")
-
-
-def _thread_key(pid: pl.Expr, tid: pl.Expr) -> pl.Expr:
-    """One integer per (process, thread): their categorical codes (null where either is null)."""
-    return pid.to_physical().cast(pl.Int64) * (1 << 32) + tid.to_physical().cast(pl.Int64)
+    scopes = linkage.scopes.select(ROW, Col.NAME)
+    if not scopes[ROW].is_sorted():
+        scopes = scopes.sort(ROW)
+    # each row's name by a binary search over the row-ordered scopes, and text for the rows found only
+    at = positions(scopes[ROW].to_numpy(), rows.fill_null(-1).to_numpy())
+    return at_positions(scopes[Col.NAME], at).cast(pl.String).alias("op")
 
 
 def issuing_op_rows(calls: pl.DataFrame, linkage: Linkage) -> pl.Series:
@@ -119,8 +110,8 @@ def issuing_op_rows(calls: pl.DataFrame, linkage: Linkage) -> pl.Series:
     (`op_parent_row`), which are walked up, all calls at once, until one contains the call. The ops of the
     callers' threads are found by one integer per thread and searched per thread in numpy (a few thousand
     calls against 1.5 M ops on the 1 GB benchmark trace: no join over the ops, one sort)."""
-    key = _thread_key(pl.col(Col.PID), pl.col(Col.TID))
-    caller = _thread_key(pl.col(Col.PID).cast(pl.Categorical), pl.col(Col.TID).cast(pl.Categorical))
+    key = thread_key()
+    caller = thread_key(pl.col(Col.PID).cast(pl.Categorical), pl.col(Col.TID).cast(pl.Categorical))
     queries = calls.select(caller.alias("_key"), Col.TS_NS, END)
     threads = queries["_key"].drop_nulls().unique()
     by_row = (  # the scopes are in row order, and so are these
