@@ -480,3 +480,68 @@ def test_first_windows_from_their_span_equal_the_whole_table(name: str) -> None:
         return [(p, t) for p, t, _ in pairs.sort(THREAD).rows()]
 
     assert order(span) == [pair for pair in order(full) if pair in set(order(span))]
+
+
+def _top_by_walk(graph: object, path: object) -> tuple[dict[str, int], list[tuple[str, str, int, int]]]:
+    """The breakdown by kind and the top events of a path, by a plain walk over the path's edges and the
+    graph's events (rows as Python dicts): the reference for `path._result`."""
+    from opscope.analysis.critical_path.graph import EDGE_KINDS
+    from opscope.analysis.critical_path.path import TOP_KINDS
+
+    edges = graph.edges.to_dicts()  # type: ignore[attr-defined]
+    events = graph.events.to_dicts()  # type: ignore[attr-defined]
+    breakdown = dict.fromkeys(EDGE_KINDS, 0)
+    on: dict[tuple[str | None, str | None], int] = {}
+    for i in path.edges.tolist():  # type: ignore[attr-defined]
+        e = edges[i]
+        breakdown[e["kind"]] += e["weight_ns"]
+        if e["kind"] in TOP_KINDS and e["owner"] >= 0:
+            ev = events[e["owner"]]
+            on[(ev["name"], ev["kind"])] = on.get((ev["name"], ev["kind"]), 0) + e["weight_ns"]
+    total: dict[tuple[str | None, str | None], int] = {}
+    for ev in events:
+        key = (ev["name"], ev["kind"])
+        total[key] = total.get(key, 0) + ev["end_ns"] - ev["ts_ns"]
+    # most time first, then by name with the unnamed first (polars' order), then by kind
+    ordered = sorted(
+        ((n, k, ns) for (n, k), ns in on.items() if ns > 0),
+        key=lambda r: (-r[2], r[0] is not None, r[0] or "", r[1] or ""),
+    )
+    rows = [
+        (str(n), str(k), ns, total[(n, k)] if n is not None and k is not None else 0) for n, k, ns in ordered
+    ]
+    return breakdown, rows
+
+
+@pytest.mark.parametrize("name", [NS_STEPS, QWEN, AMD])
+def test_breakdown_and_top_equal_a_walk_over_the_graph(name: str) -> None:
+    """Each step's breakdown and top events (every one: top 0) equal a plain walk over its graph's edges and
+    events: the on-path time per (name, kind) of the own-time edges, the total duration of every event of
+    that name and kind in the step's graph, ordered by on-path time, then name, then kind."""
+    trace = opscope.load(corpus_path(name))
+    linkage = link(trace)
+    for window in step_windows(trace)[:3]:
+        graph = build(trace, linkage, window.start_ns, window.end_ns)
+        path = critical_path(graph, top=0)
+        breakdown, rows = _top_by_walk(graph, path)
+        assert path.breakdown_ns == breakdown
+        assert [(t.name, t.kind, t.on_path_ns, t.total_ns) for t in path.top] == rows
+        assert len(critical_path(graph, top=2).top) == min(2, len(rows))
+
+
+def test_an_unnamed_event_on_the_path_has_no_total(tmp_path: Path) -> None:
+    """Hand-made fixture (not a recording): the hand-made step with its GEMM kernel's name removed. The
+    unnamed kernel is still on the path (its time counted under the name "None", ordered before the named
+    ones of equal time) but has no total, as the named events' totals are taken by name."""
+    events = json.loads(hand_made(tmp_path).read_text())["traceEvents"]
+    for event in events:
+        if event["name"] == "my_gemm_kernel":
+            del event["name"]
+    path = tmp_path / "unnamed.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    (step,) = critical_path_stats(opscope.load(path), top=0).steps
+    graph = build(opscope.load(path), link(opscope.load(path)), step.window.start_ns, step.window.end_ns)
+    assert graph.events["name"].null_count() == 1
+    top = {t.name: (t.on_path_ns, t.total_ns) for t in step.path.top}
+    assert top["None"] == (68_000, 0)
+    assert top["aten::mm"] == (2_000, 20_000)

@@ -137,36 +137,59 @@ def critical_path(graph: Graph, top: int = 20, chains: Chains | None = None) -> 
 
 
 def _result(graph: Graph, weights: np.ndarray, length: int, path: np.ndarray, top: int) -> PathResult:
-    on = graph.edges[path].with_columns(pl.Series("w", weights[path], dtype=pl.Int64))
-    by_kind = dict(on.group_by("kind").agg(pl.col("w").sum()).iter_rows())
-    breakdown = {k: int(by_kind.get(k, 0)) for k in EDGE_KINDS}
-    return PathResult(length_ns=length, breakdown_ns=breakdown, edges=path, top=_top(graph, on, top))
+    w = weights[path].astype(np.int64)
+    kind = graph.edges["kind"].gather(path).cast(_KIND_ENUM).to_physical().to_numpy()
+    by_kind = np.zeros(len(EDGE_KINDS), dtype=np.int64)
+    np.add.at(by_kind, kind, w)
+    breakdown = {k: int(by_kind[i]) for i, k in enumerate(EDGE_KINDS)}
+    owner = graph.edges["owner"].to_numpy()[path]
+    return PathResult(
+        length_ns=length, breakdown_ns=breakdown, edges=path, top=_top(graph, owner, w, kind, top)
+    )
 
 
-def _top(graph: Graph, on: pl.DataFrame, limit: int) -> tuple[TopEntry, ...]:
-    owned = on.filter(pl.col("kind").is_in(list(TOP_KINDS)) & (pl.col("owner") >= 0))
-    ev = graph.events.select("name", pl.col("kind").alias("event_kind"), "ts_ns", "end_ns")
-    mine = (
-        pl.concat([owned.select("w"), ev[owned["owner"]].select("name", "event_kind")], how="horizontal")
-        .group_by(["name", "event_kind"])
-        .agg(pl.col("w").sum().alias("on_path"))
+_KIND_ENUM = pl.Enum(EDGE_KINDS)  # an edge's kind as its index in EDGE_KINDS
+_OWN_TIME = np.array(
+    [k in TOP_KINDS for k in EDGE_KINDS]
+)  # by that index: the kind counts as its owner's time
+
+
+def _top(
+    graph: Graph, owner: np.ndarray, w: np.ndarray, kind: np.ndarray, limit: int
+) -> tuple[TopEntry, ...]:
+    """The events on the path by (name, event kind), most time on the path first (then by name, nulls first,
+    then kind): the time of the path's own-time edges (`TOP_KINDS`) they own, and the summed duration of every
+    event of that name and kind in the graph (none for an unnamed event). `owner`, `w`, `kind`: the path's
+    edges' owning event, weight and kind (index in EDGE_KINDS). Summed in numpy over integer codes of the names
+    and kinds: a grouped query over a step's text took ~2 ms, and this runs per step."""
+    own = _OWN_TIME[kind] & (owner >= 0)
+    on_path = np.zeros(graph.events.height, dtype=np.int64)
+    np.add.at(on_path, owner[own], w[own])
+    if not on_path.any():
+        return ()
+    codes = graph.events.select(
+        pl.col(c).cast(pl.Categorical).to_physical().cast(pl.Int64).fill_null(-1) for c in ("name", "kind")
     )
-    # the totals of the names on the path only (a step's graph holds thousands of events, its path a few names)
-    totals = (
-        ev.filter(pl.col("name").is_in(mine["name"].unique().implode()))
-        .group_by(["name", "event_kind"])
-        .agg((pl.col("end_ns") - pl.col("ts_ns")).sum().alias("total"))
+    name_code, kind_code = codes.to_series(0).to_numpy(), codes.to_series(1).to_numpy()
+    groups, first, group = np.unique(
+        (name_code + 1) * (int(kind_code.max()) + 2) + kind_code + 1, return_index=True, return_inverse=True
     )
-    mine = (
-        mine.join(totals, on=["name", "event_kind"], how="left")
-        .filter(pl.col("on_path") > 0)
-        .sort(["on_path", "name"], descending=[True, False])
+    on = np.zeros(len(groups), dtype=np.int64)
+    np.add.at(on, group, on_path)
+    total = np.zeros(len(groups), dtype=np.int64)
+    np.add.at(total, group, (graph.events["end_ns"] - graph.events["ts_ns"]).fill_null(0).to_numpy())
+    hit = np.flatnonzero(on > 0)
+    names = graph.events["name"].gather(first[hit]).to_list()
+    kinds = graph.events["kind"].gather(first[hit]).to_list()
+    rows = sorted(
+        zip(names, kinds, on[hit].tolist(), total[hit].tolist(), strict=True),
+        key=lambda r: (-r[2], r[0] is not None, r[0] or "", r[1] is not None, r[1] or ""),
     )
     if limit > 0:  # 0 = every event on the path, as `--top 0` says (issue 28)
-        mine = mine.head(limit)
+        rows = rows[:limit]
     return tuple(
-        TopEntry(str(r["name"]), str(r["event_kind"]), int(r["on_path"]), int(r["total"] or 0))
-        for r in mine.iter_rows(named=True)
+        TopEntry(str(n), str(k), on_ns, total_ns if n is not None and k is not None else 0)
+        for n, k, on_ns, total_ns in rows
     )
 
 
