@@ -387,6 +387,7 @@ def build(
         ]
     )
     syncs, blocking = _sync_pairs(cpu, gpu)
+    first = _first_node_event(events)
     blocked = np.zeros(n_cpu, dtype=bool)
     blocked[syncs["sync"].to_numpy()] = True
     blocking |= blocked
@@ -394,8 +395,8 @@ def build(
         [
             _program_order(thread, c_start, c_end, parent, blocked, blocking),
             _gpu_edges(gpu, waits),
-            _untraced_starts(gpu, events),
-            _thread_starts(thread, c_start, c_end, events),
+            _untraced_starts(gpu, events, first),
+            _thread_starts(thread, c_start, c_end, events, first),
             syncs.select(
                 (pl.col("gpu") * 2 + 1).alias("src"),
                 (pl.col("sync") * 2 + 1).alias("dst"),
@@ -471,7 +472,19 @@ def _program_order(
     return _edge_frame(src, dst, weight, kind, owner)
 
 
-def _untraced_starts(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
+def _first_node_event(events: pl.DataFrame) -> int:
+    """The event whose start is the graph's first node: the earliest start, a CPU event before a GPU one on a
+    tie, then the first in order (what a stable sort by (start, is_gpu) puts first, in O(n)); -1 without
+    events."""
+    if events.height == 0:
+        return -1
+    starts = events[Col.TS_NS].to_numpy()
+    earliest = np.flatnonzero(starts == starts.min())
+    cpu = earliest[~events["is_gpu"].to_numpy()[earliest]]
+    return int(cpu[0] if len(cpu) else earliest[0])
+
+
+def _untraced_starts(gpu: pl.DataFrame, events: pl.DataFrame, first: int) -> pl.DataFrame:
     """An edge from the first node of the graph to the start of each GPU activity with no launch call in the
     trace and no earlier activity on its stream in the window, weighing the time between them (tight: nothing
     else explains when it began). Without it such an activity starts a chain of its own, and a blocking call
@@ -480,20 +493,36 @@ def _untraced_starts(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     none = np.empty(0, dtype=np.int64)
     if gpu.height == 0:
         return _edge_frame(none, none, none, LAUNCH, none)
-    starts = events[Col.TS_NS].to_numpy()
-    first = int(np.lexsort((events["is_gpu"].to_numpy(), starts))[0])  # CPU events first on a tie
-    first_ts = int(starts[first])
-    lane = [pl.col(Col.DEVICE).fill_null(-1), pl.col(Col.STREAM).fill_null(-1)]
-    unlaunched = (pl.col("launch") < 0) | (pl.col(Col.TS_NS) < pl.col("launch_ts"))  # see `_gpu_edges`
-    heads = gpu.filter((pl.int_range(pl.len()).over(lane) == 0) & unlaunched & (pl.col(Col.TS_NS) > first_ts))
-    e = heads["_e"].to_numpy()
-    busy = heads["trace_prev_end"].fill_null(np.iinfo(np.int64).min).to_numpy() > first_ts
+    first_ts = int(events[Col.TS_NS].to_numpy()[first])
+    ts = gpu[Col.TS_NS].to_numpy()
+    launch_ts = gpu["launch_ts"].fill_null(np.iinfo(np.int64).min).to_numpy()
+    unlaunched = (gpu["launch"].to_numpy() < 0) | (ts < launch_ts)  # see `_gpu_edges`
+    heads = _lane_firsts(gpu)  # the first activity of each device and stream, in the graph's order
+    heads = heads[unlaunched[heads] & (ts[heads] > first_ts)]
+    e = gpu["_e"].to_numpy()[heads]
+    busy = gpu["trace_prev_end"].fill_null(np.iinfo(np.int64).min).to_numpy()[heads] > first_ts
     kind = _kinds(busy, BACKLOG, LAUNCH)
-    return _edge_frame(np.full(len(e), 2 * first), 2 * e, heads[Col.TS_NS].to_numpy() - first_ts, kind, e)
+    return _edge_frame(np.full(len(e), 2 * first), 2 * e, ts[heads] - first_ts, kind, e)
+
+
+def _lanes(gpu: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(device, stream) of each GPU event, -1 where missing."""
+    return (
+        gpu[Col.DEVICE].fill_null(-1).to_numpy().astype(np.int64),
+        gpu[Col.STREAM].fill_null(-1).to_numpy().astype(np.int64),
+    )
+
+
+def _lane_firsts(gpu: pl.DataFrame) -> np.ndarray:
+    """The positions of the first event of each (device, stream) in `gpu`'s order, ascending."""
+    device, stream = _lanes(gpu)
+    order = np.lexsort((np.arange(len(device)), stream, device))
+    new = np.r_[True, (device[order][1:] != device[order][:-1]) | (stream[order][1:] != stream[order][:-1])]
+    return np.sort(order[new])
 
 
 def _thread_starts(
-    thread: np.ndarray, start: np.ndarray, end: np.ndarray, events: pl.DataFrame
+    thread: np.ndarray, start: np.ndarray, end: np.ndarray, events: pl.DataFrame, first: int
 ) -> pl.DataFrame:
     """An edge into the first event of every CPU thread but the first one's, weighing the time up to it, as
     `cpu_bound` time owned by no event (like the gaps between top-level events; a what-if does not scale it).
@@ -506,9 +535,7 @@ def _thread_starts(
     none = np.empty(0, dtype=np.int64)
     if len(start) == 0:
         return _edge_frame(none, none, none, CPU_BOUND, none)
-    starts = events[Col.TS_NS].to_numpy()
-    first = int(np.lexsort((events["is_gpu"].to_numpy(), starts))[0])  # CPU events first on a tie
-    first_ts = int(starts[first])
+    first_ts = int(events[Col.TS_NS].to_numpy()[first])
     order = np.lexsort((np.arange(len(start)), start, thread))
     heads = order[np.r_[True, thread[order][1:] != thread[order][:-1]]]  # each thread's earliest event
     heads = heads[(start[heads] > first_ts) & (heads != first)]
@@ -591,18 +618,10 @@ def _gpu_edges(gpu: pl.DataFrame, waits: pl.DataFrame | None = None) -> pl.DataF
     linked = (launch >= 0) & (ts >= l_ts)
     l_dur = (gpu["launch_end"] - gpu["launch_ts"]).fill_null(0).to_numpy()
     # Previous activity on the same device and stream (in start order).
-    key = (
-        gpu.select(
-            pl.struct(pl.col(Col.DEVICE).fill_null(-1), pl.col(Col.STREAM).fill_null(-1))
-            .rank("dense")
-            .cast(pl.Int64)
-        )
-        .to_series()
-        .to_numpy()
-    )
-    order = np.lexsort((e, ts, key))
+    device, stream = _lanes(gpu)
+    order = np.lexsort((e, ts, stream, device))
     prev = np.full(len(e), -1, dtype=np.int64)
-    same = key[order][1:] == key[order][:-1]
+    same = (device[order][1:] == device[order][:-1]) & (stream[order][1:] == stream[order][:-1])
     prev[order[1:][same]] = order[:-1][same]
     has_prev = prev >= 0
     p_end = np.where(has_prev, end[np.maximum(prev, 0)], np.iinfo(np.int64).min)
@@ -664,7 +683,7 @@ def _sync_pairs(cpu: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, np.
     calls = cpu.filter(pl.col(BLOCKING) | pl.col(ASYNC_COPY_CALL))
     if calls.height == 0 or gpu.height == 0:
         return empty, mask
-    g = gpu.sort("end_ns")
+    g = gpu.select("_e", "end_ns", "launch", "launch_pid", "launch_ts", Col.DEVICE, Col.STREAM).sort("end_ns")
     g_end = g["end_ns"].to_numpy()
     s_ts, s_end = calls[Col.TS_NS].to_numpy(), calls["end_ns"].to_numpy()
     lo = np.searchsorted(g_end, s_ts, side="right")
