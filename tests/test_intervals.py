@@ -141,3 +141,32 @@ def test_grouped_merge_against_plain_python_and_the_polars_form(monkeypatch) -> 
         with monkeypatch.context() as m:
             m.setattr(intervals, "_merge_grouped", lambda *a: None)
             assert intervals.merge(frame, by=["win", "device"]).equals(merged)
+
+
+@given(
+    st.lists(st.tuples(_SPAN, _SPAN, st.integers(min_value=0, max_value=2)), max_size=30),
+    st.lists(st.tuples(_SPAN, _SPAN), max_size=8),
+)
+def test_covered_per_window_equals_the_points_covered(
+    parts: list[tuple[int, int, int]], windows: list[tuple[int, int]]
+) -> None:
+    """Per window and group: the integer points [start, end) of the group's intervals inside [lo, hi), counted
+    one by one (windows may overlap, be empty or inverted; intervals may be empty, inverted or touch)."""
+    start = np.array([a for a, _, _ in parts], dtype=np.int64)
+    end = np.array([b for _, b, _ in parts], dtype=np.int64)
+    group = np.array([g for _, _, g in parts], dtype=np.int64)
+    lo = np.array([a for a, _ in windows], dtype=np.int64)
+    hi = np.array([b for _, b in windows], dtype=np.int64)
+    got = intervals.covered_per_window(start, end, group, 3, lo, hi)
+    assert got is not None
+    for w, (q0, q1) in enumerate(windows):
+        for g in range(3):
+            points = {t for s, e, k in parts if k == g for t in range(s, e)}
+            assert got[w, g] == len({t for t in points if q0 <= t < q1})
+
+
+def test_covered_per_window_declines_what_would_not_fit() -> None:
+    """Epoch-nanosecond times over many groups would overflow the shifted axis: None (the caller cuts pieces)."""
+    start = np.array([0, 2**61], dtype=np.int64)
+    got = intervals.covered_per_window(start, start + 10, np.array([0, 1]), 2, start[:1], start[1:] + 10)
+    assert got is None

@@ -200,3 +200,30 @@ def test_cli_outputs(cli) -> None:
     assert cpu.code == 0 and "wall time only" in cpu.out
     bad = cli("steps", corpus_path(GPU_ONLY), "--steps", "1")
     assert bad.code == 2 and "no ProfilerStep" in bad.err
+
+
+@pytest.mark.parametrize("relative", [V100, CPU_ONLY, NCCL])
+def test_busy_time_per_window_equals_the_union_of_pieces(
+    relative: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`busy_ns` (merged once, then per window by binary search) equals the union of the events cut into one
+    piece per window they overlap, for the CPU operators (the report's per-step CPU busy time) and the GPU
+    events per device; and its fallback for times that would not fit the shifted axis answers the same."""
+    from opscope.analysis.attribution import steps
+    from opscope.analysis.attribution.cpu_ops import _cpu_ops
+    from opscope.analysis.base import intervals
+    from opscope.analysis.base.linking import link
+    from opscope.model.schema import Col
+
+    trace = opscope.load(corpus_path(relative))
+    windows = steps.select_windows(trace, None)
+    cpu = _cpu_ops(link(trace))
+    gpu = trace.gpu_events().select(Col.DEVICE, Col.TS_NS, Col.DUR_NS).collect()
+    for events, by in ((cpu, ()), (gpu, (Col.DEVICE,))):
+        pieces = steps._union_per_window(steps.window_pieces(events, windows), list(by))
+        want = {key: ns for key, ns in pieces.items() if ns > 0}
+        assert want or events.height == 0
+        assert steps.busy_ns(events, windows, by) == want
+        with monkeypatch.context() as patched:
+            patched.setattr(intervals, "covered_per_window", lambda *args: None)
+            assert steps.busy_ns(events, windows, by) == want

@@ -156,7 +156,7 @@ def step_stats(trace: Trace, options: StepOptions | None = None, linkage: Linkag
     devices: tuple[int | None, ...] = tuple(
         sorted(gpu[Col.DEVICE].unique().to_list(), key=lambda d: (d is None, d))
     )
-    figures = _figures(pieces)
+    figures = _figures(gpu, chosen)
     counts = dict(zip(*np.unique(window, return_counts=True))) if len(window) else {}
     walls = [w.dur_ns for w in chosen]
     slowest = int(np.argmax(walls)) if len(walls) > 1 else -1
@@ -225,9 +225,48 @@ def window_pieces(events: pl.DataFrame, chosen: tuple[StepWindow, ...]) -> pl.Da
 def busy_ns(events: pl.DataFrame, chosen: tuple[StepWindow, ...], by: Sequence[str] = ()) -> dict[tuple, int]:
     """The busy time of `opscope steps` for any set of events (ts_ns, dur_ns >= 0): per window and `by` group,
     the length of the union of the events' intervals cut to the window. Keys: (window index, *group values);
-    windows and groups without events are absent. `step_stats` measures GPU activity per device with it, a
+    windows and groups without busy time are absent. `step_stats` measures GPU activity per device with it, a
     CPU-only capture its CPU operators (`attribution.cpu_ops`)."""
-    return _union_per_window(window_pieces(events, chosen), by)
+    return _busy(events, chosen, list(by), _group_ids(events, list(by)), None)
+
+
+def _group_ids(events: pl.DataFrame, by: list[str]) -> tuple[list[tuple[Any, ...]], np.ndarray]:
+    """The distinct values of the `by` columns (tuples, sorted) and each event's index among them."""
+    if not by:
+        return [()], np.zeros(events.height, dtype=np.int64)
+    groups = events.select(by).unique().sort(by, nulls_last=False).with_row_index("_gid")
+    gid = (
+        events.select(by)
+        .join(groups, on=by, how="left", nulls_equal=True, maintain_order="left")["_gid"]
+        .to_numpy()
+        .astype(np.int64)
+    )
+    return list(groups.drop("_gid").iter_rows()), gid
+
+
+def _busy(
+    events: pl.DataFrame,
+    chosen: tuple[StepWindow, ...],
+    by: list[str],
+    groups: tuple[list[tuple[Any, ...]], np.ndarray],
+    mask: np.ndarray | None,
+) -> dict[tuple, int]:
+    """`busy_ns` over the events where `mask` (all: None), with `groups` from `_group_ids(events, by)`: by
+    `intervals.covered_per_window` (no piece per event and window), else by the pieces where its shifted
+    times would not fit in int64."""
+    keys, gid = groups
+    start = events[Col.TS_NS].to_numpy()
+    end = start + events[Col.DUR_NS].to_numpy()
+    if mask is not None:
+        start, end, gid = start[mask], end[mask], gid[mask]
+    lo = np.array([w.start_ns for w in chosen], dtype=np.int64)
+    hi = np.array([w.end_ns for w in chosen], dtype=np.int64)
+    covered = intervals.covered_per_window(start, end, gid, len(keys), lo, hi)
+    if covered is None:
+        chosen_events = events if mask is None else events.filter(pl.Series(mask))
+        return _union_per_window(window_pieces(chosen_events, chosen), by)
+    win, group = np.nonzero(covered > 0)
+    return {(int(w), *keys[g]): int(covered[w, g]) for w, g in zip(win.tolist(), group.tolist(), strict=True)}
 
 
 def _union_per_window(pieces: pl.DataFrame, by: Sequence[str]) -> dict[tuple, int]:
@@ -239,12 +278,19 @@ def _union_per_window(pieces: pl.DataFrame, by: Sequence[str]) -> dict[tuple, in
     return {tuple(row[:-1]): int(row[-1]) for row in busy.select(*keys, "busy_ns").iter_rows()}
 
 
-def _figures(pieces: pl.DataFrame) -> dict[tuple[int, int | None], dict[str, int]]:
+def _figures(
+    gpu: pl.DataFrame, chosen: tuple[StepWindow, ...]
+) -> dict[tuple[int, int | None], dict[str, int]]:
+    """Per (window index, device): the busy time and that of each category (`_category`), as `busy_ns`."""
     out: dict[tuple[int, int | None], dict[str, int]] = {}
-    parts = [("busy_ns", pieces)]
-    parts += [(name, pieces.filter(cond)) for name, cond in _category(pl.col(CATEGORY))]
-    for name, frame in parts:
-        for (win, device), ns in _union_per_window(frame, [Col.DEVICE]).items():
+    groups = _group_ids(gpu, [Col.DEVICE])
+    parts: list[tuple[str, np.ndarray | None]] = [("busy_ns", None)]
+    parts += [
+        (name, gpu.select(cond.fill_null(False)).to_series().to_numpy())
+        for name, cond in _category(pl.col(CATEGORY))
+    ]
+    for name, mask in parts:
+        for (win, device), ns in _busy(gpu, chosen, [Col.DEVICE], groups, mask).items():
             out.setdefault((int(win), device), {})[name] = ns
     return out
 

@@ -81,6 +81,40 @@ def _sweep(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     return order, new, s[new], reach[last]
 
 
+def covered_per_window(
+    start: np.ndarray, end: np.ndarray, group: np.ndarray, groups: int, lo: np.ndarray, hi: np.ndarray
+) -> np.ndarray | None:
+    """(windows x groups) int64: per window [lo, hi] and group (`group`: ints in [0, groups)), the length of the
+    union of that group's intervals [start, end) cut to the window, what `union_ns` of the intervals' pieces
+    per window and group gives. One merge of every group at once (`_merge_grouped`'s shifted time axis), then
+    per window two binary searches and prefix sums of the merged lengths, less what sticks out at both ends:
+    O(n log n + windows x groups x log n), where cutting every interval into pieces per window first cost a
+    row per (interval, window). None where the shifted times would not fit in int64."""
+    out = np.zeros((len(lo), groups), dtype=np.int64)
+    keep = end > start
+    s, e, g = start[keep].astype(np.int64), end[keep].astype(np.int64), group[keep].astype(np.int64)
+    if len(s) == 0 or len(lo) == 0:
+        return out
+    base = min(int(s.min()), int(lo.min()))
+    span = max(int(e.max()), int(hi.max())) - base + 1
+    if span * (groups + 1) >= 2**62:
+        return None
+    _, _, starts, ends = _sweep(s + g * span - base, e + g * span - base)
+    prefix = np.zeros(len(starts) + 1, dtype=np.int64)
+    np.cumsum(ends - starts, out=prefix[1:])
+    shift = np.arange(groups, dtype=np.int64) * span - base
+    w_lo = lo.astype(np.int64)[:, None] + shift[None, :]
+    w_hi = hi.astype(np.int64)[:, None] + shift[None, :]
+    first = np.searchsorted(ends, w_lo, side="right")  # the first merged interval ending after the start
+    stop = np.searchsorted(starts, w_hi, side="left")  # past the last one starting before the end
+    meets = stop > first
+    head = np.maximum(w_lo - starts[np.minimum(first, len(starts) - 1)], 0)
+    tail = np.maximum(ends[np.maximum(stop - 1, 0)] - w_hi, 0)
+    covered = prefix[stop] - prefix[first] - head - tail
+    out[meets] = np.maximum(covered[meets], 0)
+    return out
+
+
 def _merge_grouped(
     frame: pl.DataFrame | pl.LazyFrame, start: str, end: str, keys: list[str]
 ) -> pl.DataFrame | None:
