@@ -663,68 +663,75 @@ def _gpu_edges(gpu: pl.DataFrame, waits: pl.DataFrame | None = None) -> pl.DataF
     return pl.concat(frames)
 
 
-def _process_devices(gpu: pl.DataFrame) -> pl.DataFrame:
-    """launch_pid, device, uses_device (True): the devices each process launched GPU work onto in the window."""
-    return (
-        gpu.filter(pl.col("launch") >= 0)
-        .select("launch_pid", Col.DEVICE)
-        .unique()
-        .with_columns(pl.lit(True).alias("uses_device"))
-    )
-
-
 def _sync_pairs(cpu: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray]:
     """(sync event, GPU event, weight_ns) for every blocking call and the last activity per stream it waited
-    for (see the module doc), and the mask of the CPU events that are blocking calls."""
+    for (see the module doc), and the mask of the CPU events that are blocking calls. In numpy over the
+    pairs (call, activity that ended while it blocked): a step has a handful of calls, and a dozen polars
+    queries over them cost ~3 ms per step."""
     empty = pl.DataFrame(schema={"sync": pl.Int64, "gpu": pl.Int64, "weight_ns": pl.Int64})
     if BLOCKING not in cpu.columns:
         cpu = _with_call_flags(cpu)
     mask = cpu[BLOCKING].to_numpy().copy()
-    calls = cpu.filter(pl.col(BLOCKING) | pl.col(ASYNC_COPY_CALL))
-    if calls.height == 0 or gpu.height == 0:
+    copy_call = cpu[ASYNC_COPY_CALL].to_numpy()
+    calls = np.flatnonzero(mask | copy_call)
+    if len(calls) == 0 or gpu.height == 0:
         return empty, mask
-    g = gpu.select("_e", "end_ns", "launch", "launch_pid", "launch_ts", Col.DEVICE, Col.STREAM).sort("end_ns")
-    g_end = g["end_ns"].to_numpy()
-    s_ts, s_end = calls[Col.TS_NS].to_numpy(), calls["end_ns"].to_numpy()
+    by_end = np.argsort(gpu["end_ns"].to_numpy(), kind="stable")
+    g_end = gpu["end_ns"].to_numpy()[by_end]
+    s_ts, s_end = cpu[Col.TS_NS].to_numpy()[calls], cpu["end_ns"].to_numpy()[calls]
     lo = np.searchsorted(g_end, s_ts, side="right")
     hi = np.searchsorted(g_end, s_end, side="right")
     counts = np.maximum(hi - lo, 0)
-    which = np.repeat(np.arange(calls.height), counts)
+    which = np.repeat(np.arange(len(calls)), counts)  # the call of each pair
     offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-    pos = np.repeat(lo, counts) + offsets
-    # Gather with polars, not numpy: text columns with nulls would become object arrays.
-    on_call = calls.select(
-        pl.col("_e").alias("sync"),
-        pl.col(ASYNC_COPY_CALL).alias("copy"),
-        pl.col(Col.TS_NS).alias("s_ts"),
-        pl.col("end_ns").alias("s_end"),
-        pl.col(Col.PID).alias("s_pid"),
-    )[which]
-    on_gpu = g.select(
-        pl.col("_e").alias("gpu"),
-        pl.col("end_ns").alias("g_end"),
-        "launch",
-        pl.col("launch_pid").alias("l_pid"),
-        pl.col("launch_ts").fill_null(np.iinfo(np.int64).max).alias("l_ts"),
-        Col.DEVICE,
-        Col.STREAM,
-    )[pos]
-    pairs = pl.concat([on_call, on_gpu], how="horizontal").join(
-        _process_devices(gpu), left_on=["s_pid", Col.DEVICE], right_on=["launch_pid", Col.DEVICE], how="left"
+    g = by_end[np.repeat(lo, counts) + offsets]  # the activity of each pair (its position in `gpu`)
+    # processes as integer codes (-1: none), the calls' and the launches' alike
+    pids = (
+        pl.concat([cpu[Col.PID].cast(pl.String), gpu["launch_pid"].cast(pl.String)])
+        .cast(pl.Categorical)
+        .to_physical()
+        .cast(pl.Int64)
+        .fill_null(-1)
+        .to_numpy()
     )
-    same_pid = pl.col("l_pid").eq_missing(pl.col("s_pid"))
-    own = pl.col("launch") == pl.col("sync")
-    launched_before = (pl.col("l_ts") <= pl.col("s_ts")) & same_pid
+    s_pid, l_pid = pids[: cpu.height][calls][which], pids[cpu.height :]
+    launch = gpu["launch"].to_numpy()
+    device = gpu[Col.DEVICE].cast(pl.Int64).fill_null(-1).to_numpy()
+    has_device = gpu[Col.DEVICE].is_not_null().to_numpy()
+    sync = calls[which]  # cpu's `_e` is its position
+    l_ts = gpu["launch_ts"].fill_null(np.iinfo(np.int64).max).to_numpy()
+    own = launch[g] == sync
+    launched_before = (l_ts[g] <= s_ts[which]) & (l_pid[g] == s_pid)
     # No launch call in the trace: no process to match, so any activity on a device the calling process uses
     # (any device when it launched nothing in the window).
-    launching = gpu.filter(pl.col("launch") >= 0)["launch_pid"].drop_nulls().unique().to_list()
-    untraced = (pl.col("launch") < 0) & pl.col("uses_device").fill_null(~pl.col("s_pid").is_in(launching))
-    waited = pl.when(pl.col("copy")).then(own).otherwise(launched_before | untraced)
-    pairs = pairs.filter(waited)
-    if pairs.height == 0:
+    launched = (launch >= 0) & (l_pid >= 0)
+    launching = np.unique(l_pid[launched])
+    on_device = np.unique(_pid_device(l_pid, device)[launched & has_device])
+    uses_device = has_device[g] & np.isin(_pid_device(s_pid, device[g]), on_device)
+    untraced = (launch[g] < 0) & (s_pid >= 0) & (uses_device | ~np.isin(s_pid, launching))
+    waited = np.where(copy_call[calls][which], own, launched_before | untraced)
+    if not waited.any():
         return empty, mask
-    last = pairs.sort("g_end").group_by(["sync", Col.DEVICE, Col.STREAM]).last()
+    which, g, sync = which[waited], g[waited], sync[waited]
+    # per (call, device, stream): the activity that ended last
+    stream = gpu[Col.STREAM].fill_null(-1).to_numpy()
+    stream_missing = gpu[Col.STREAM].is_null().to_numpy()
+    ends = gpu["end_ns"].to_numpy()[g]
+    order = np.lexsort((ends, stream[g], stream_missing[g], device[g], ~has_device[g], sync))
+    keys = np.stack([sync, ~has_device[g], device[g], stream_missing[g], stream[g]])[:, order]
+    last = order[np.r_[(keys[:, 1:] != keys[:, :-1]).any(axis=0), True]]
     # Every edge weighs the call's return latency after the last of them ended: only that one binds.
-    latency = pl.col("s_end") - pl.col("g_end").max().over("sync")
-    out = last.select("sync", "gpu", latency.alias("weight_ns")).sort(["sync", "gpu"])
-    return out, mask
+    latest = np.full(len(calls), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(latest, which, ends)
+    weight = s_end[which[last]] - latest[which[last]]
+    e = gpu["_e"].to_numpy()[g[last]]
+    out = np.lexsort((e, sync[last]))
+    return pl.DataFrame(
+        {"sync": sync[last][out], "gpu": e[out], "weight_ns": weight[out]},
+        schema={"sync": pl.Int64, "gpu": pl.Int64, "weight_ns": pl.Int64},
+    ), mask
+
+
+def _pid_device(pid: np.ndarray, device: np.ndarray) -> np.ndarray:
+    """One integer per (process code, device)."""
+    return pid.astype(np.int64) * (1 << 32) + (device.astype(np.int64) & 0xFFFFFFFF)
