@@ -41,7 +41,7 @@ import polars as pl
 import polars.selectors as cs
 
 from opscope.analysis.base.linking import LAUNCH_KINDS, ROW, Linkage, thread_key
-from opscope.analysis.base.nesting import innermost_container
+from opscope.analysis.base.nesting import innermost_container, lexsort
 from opscope.analysis.kernels.categories import CATEGORY, with_category
 from opscope.analysis.kernels.category_rules import COMMUNICATION
 from opscope.analysis.timeline.syncs import SYNC_CALL_PATTERN
@@ -316,24 +316,30 @@ def _gpu_events(gpu_all: pl.DataFrame, cpu: pl.DataFrame, start_ns: int, end_ns:
     start and end (`launch_pid`, `launch_ts`, `launch_end`; null without one). `gpu_all`: `gpu_table(linkage)`;
     its rows are first cut to those whose launch call (or, without one, whose own start) lies in the window, so
     the join below is the size of the window, not of the trace."""
-    launches = cpu.select(
-        pl.col(ROW).alias("launch_row"),
-        pl.col("_e").alias("launch"),
+    window = _window_rows(gpu_all, CUT_KEY, start_ns, end_ns).drop("launch_ts_ns", CUT_KEY)
+    # each event's launch call among `cpu` (its position there, -1): a binary search over cpu's rows
+    cpu_rows = cpu[ROW].to_numpy()
+    by_row = np.argsort(cpu_rows, kind="stable")
+    rows = cpu_rows[by_row]
+    has_launch = window["launch_row"].is_not_null().to_numpy()
+    wanted = window["launch_row"].fill_null(-1).to_numpy()
+    at = np.minimum(np.searchsorted(rows, wanted), max(len(rows) - 1, 0))
+    found = has_launch & (rows[at] == wanted) if len(rows) else np.zeros(window.height, dtype=bool)
+    launch = np.where(found, by_row[at] if len(rows) else 0, -1)
+    ts = window[Col.TS_NS].to_numpy()
+    keep = np.flatnonzero(found | (~has_launch & (ts >= start_ns) & (ts <= end_ns)))
+    order = keep[lexsort((window[ROW].to_numpy()[keep], ts[keep]))]
+    launch = launch[order]
+    # the launch call's process, start and end (null without one: a null index gathers a null)
+    index = pl.Series("i", launch, dtype=pl.Int64).scatter(np.flatnonzero(launch < 0), None)
+    call = cpu.select(
         pl.col(Col.PID).alias("launch_pid"),
         pl.col(Col.TS_NS).alias("launch_ts"),
         pl.col("end_ns").alias("launch_end"),
-    )
-    return (
-        _window_rows(gpu_all, CUT_KEY, start_ns, end_ns)
-        .drop("launch_ts_ns", CUT_KEY)
-        .join(launches, on="launch_row", how="left")
-        .filter(
-            pl.col("launch").is_not_null()
-            | (pl.col("launch_row").is_null() & pl.col(Col.TS_NS).is_between(start_ns, end_ns))
-        )
-        .with_columns(pl.col("launch").fill_null(-1))
-        .drop("launch_row")
-        .sort([Col.TS_NS, ROW])
+    ).select(pl.all().gather(index))
+    return pl.concat(
+        [window[order].drop("launch_row"), pl.DataFrame(pl.Series("launch", launch, dtype=pl.Int64)), call],
+        how="horizontal",
     )
 
 
@@ -456,7 +462,7 @@ def _program_order(
     ts = np.concatenate([start, end])
     dur = end - start
     inner = np.concatenate([-dur, dur])  # starts: longer first; ends: shorter first
-    order = np.lexsort((ev, inner, is_start, ts, thread[ev]))
+    order = _point_order(thread[ev], ts, is_start, inner, ev)
     ev, is_start, ts = ev[order], is_start[order], ts[order]
     node = 2 * ev + (~is_start)
     same = thread[ev[1:]] == thread[ev[:-1]]
@@ -482,6 +488,27 @@ def _first_node_event(events: pl.DataFrame) -> int:
     earliest = np.flatnonzero(starts == starts.min())
     cpu = earliest[~events["is_gpu"].to_numpy()[earliest]]
     return int(cpu[0] if len(cpu) else earliest[0])
+
+
+def _point_order(
+    thread: np.ndarray, ts: np.ndarray, is_start: np.ndarray, inner: np.ndarray, ev: np.ndarray
+) -> np.ndarray:
+    """The order of the start / end points by thread, time, ends before starts, `inner`, then event: one stable
+    argsort of a single int64 key (thread rank, time, is start, inner) where it fits (the event is dropped:
+    the points come starts first then ends, each in event order, so a stable sort keeps equal points in
+    event order; the points of a step are nearly sorted, which a stable argsort of one key exploits and a
+    five-key lexsort did not: ~1.3 -> ~0.2 ms per step), else that lexsort."""
+    if len(ts) == 0:
+        return np.empty(0, dtype=np.int64)
+    threads, rank = np.unique(thread, return_inverse=True)
+    t0 = int(ts.min())
+    span = int(ts.max()) - t0 + 1
+    reach = 2 * int(np.abs(inner).max()) + 1
+    if len(threads) * span * 2 * reach < 2**62:
+        when = rank.astype(np.int64).reshape(-1) * span + (ts - t0)
+        key = (when * 2 + is_start) * reach + (inner + reach // 2)
+        return np.argsort(key, kind="stable")
+    return np.lexsort((ev, inner, is_start, ts, thread))
 
 
 def _untraced_starts(gpu: pl.DataFrame, events: pl.DataFrame, first: int) -> pl.DataFrame:
@@ -516,7 +543,7 @@ def _lanes(gpu: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 def _lane_firsts(gpu: pl.DataFrame) -> np.ndarray:
     """The positions of the first event of each (device, stream) in `gpu`'s order, ascending."""
     device, stream = _lanes(gpu)
-    order = np.lexsort((np.arange(len(device)), stream, device))
+    order = lexsort((stream, device))  # then by position: a stable sort
     new = np.r_[True, (device[order][1:] != device[order][:-1]) | (stream[order][1:] != stream[order][:-1])]
     return np.sort(order[new])
 
@@ -536,7 +563,7 @@ def _thread_starts(
     if len(start) == 0:
         return _edge_frame(none, none, none, CPU_BOUND, none)
     first_ts = int(events[Col.TS_NS].to_numpy()[first])
-    order = np.lexsort((np.arange(len(start)), start, thread))
+    order = lexsort((start, thread))  # then by position: a stable sort
     heads = order[np.r_[True, thread[order][1:] != thread[order][:-1]]]  # each thread's earliest event
     heads = heads[(start[heads] > first_ts) & (heads != first)]
     src, weight = np.empty(len(heads), dtype=np.int64), np.empty(len(heads), dtype=np.int64)
@@ -619,7 +646,7 @@ def _gpu_edges(gpu: pl.DataFrame, waits: pl.DataFrame | None = None) -> pl.DataF
     l_dur = (gpu["launch_end"] - gpu["launch_ts"]).fill_null(0).to_numpy()
     # Previous activity on the same device and stream (in start order).
     device, stream = _lanes(gpu)
-    order = np.lexsort((e, ts, stream, device))
+    order = lexsort((e, ts, stream, device))
     prev = np.full(len(e), -1, dtype=np.int64)
     same = (device[order][1:] == device[order][:-1]) & (stream[order][1:] == stream[order][:-1])
     prev[order[1:][same]] = order[:-1][same]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import rustworkx as rx
 
-from opscope.analysis.base.nesting import depths
+from opscope.analysis.base.nesting import depths, lexsort
 from opscope.analysis.critical_path.graph import Graph
 
 MAX_PASSES = 48
@@ -53,7 +53,7 @@ class Chains:
         ts = graph.node_ts()
         cand = np.flatnonzero(~graph.edges["sync"].to_numpy())
         # The edge an event spans from its start to its end first, then the shortest span, then edge order.
-        cand = cand[np.lexsort((cand, (ts[dst] - ts[src])[cand], (src // 2 != dst // 2)[cand]))]
+        cand = cand[lexsort(((ts[dst] - ts[src])[cand], (src // 2 != dst // 2)[cand]))]  # then by index
         cand = cand[_firsts(src[cand], n)]  # one chain edge out of a node
         cand = cand[_firsts(dst[cand], n)]  # and one in
         on_chain = np.zeros(len(src), dtype=bool)
