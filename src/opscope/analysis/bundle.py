@@ -25,7 +25,7 @@ from opscope.analysis.base.windows import overlap_pairs
 from opscope.analysis.critical_path.stats import CriticalPathStats, critical_path_stats
 from opscope.analysis.efficiency.table import Efficiency, EfficiencyOptions, efficiency
 from opscope.analysis.findings import Advice
-from opscope.analysis.kernels.categories import CATEGORY, CategoryBreakdown, categories_of, category_breakdown
+from opscope.analysis.kernels.categories import CATEGORY, CategoryBreakdown, categories_of
 from opscope.analysis.kernels.metrics import MetricsJoin, join_metrics
 from opscope.analysis.kernels.summary import KernelSummary, SummaryOptions, kernel_summary
 from opscope.analysis.memory.summary import MemoryOptions, MemoryStats, memory_stats
@@ -34,7 +34,7 @@ from opscope.analysis.rules.advise import advise
 from opscope.analysis.timeline.activity import Activity, TimelineOptions, gpu_activity
 from opscope.analysis.timeline.busy import Timeline
 from opscope.analysis.timeline.lanes import CpuLanes, cpu_lanes
-from opscope.analysis.timeline.launch_delay import LaunchDelay, kernel_delays, launch_delay
+from opscope.analysis.timeline.launch_delay import LaunchDelay, kernel_delays
 from opscope.analysis.timeline.memcpy import MemcpyStats
 from opscope.model.ncu import NcuMetrics
 from opscope.model.schema import Col
@@ -119,12 +119,12 @@ def trace_bundle(
         tree=op_tree(trace, flame, linkage),
         instances=op_tree(trace, replace(flame, modules="instances"), linkage),
         timeline=analysis.timeline,
-        categories=category_breakdown(act.clipped()),
+        categories=analysis.categories,  # `category_breakdown` of the same activity, computed there
         steps=steps,
         step_categories=_step_categories(act.events, steps),
         step_cpu_busy=cpu_busy_per_window(trace, tuple(r.window for r in steps.rows), linkage),
         kernel_delays=kernel_delays(act)[0],
-        launch_delay=launch_delay(trace, activity=act),
+        launch_delay=analysis.launch_delay,  # `launch_delay` of the same activity (top 10), computed there
         memcpy=analysis.memcpy,
         advice=analysis.advice,
         analysis=analysis,
