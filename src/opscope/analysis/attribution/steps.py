@@ -234,14 +234,8 @@ def _group_ids(events: pl.DataFrame, by: list[str]) -> tuple[list[tuple[Any, ...
     """The distinct values of the `by` columns (tuples, sorted) and each event's index among them."""
     if not by:
         return [()], np.zeros(events.height, dtype=np.int64)
-    groups = events.select(by).unique().sort(by, nulls_last=False).with_row_index("_gid")
-    gid = (
-        events.select(by)
-        .join(groups, on=by, how="left", nulls_equal=True, maintain_order="left")["_gid"]
-        .to_numpy()
-        .astype(np.int64)
-    )
-    return list(groups.drop("_gid").iter_rows()), gid
+    groups, gid = intervals.group_ids(events, by)
+    return list(groups.iter_rows()), gid
 
 
 def _busy(

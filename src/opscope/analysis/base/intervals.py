@@ -81,6 +81,19 @@ def _sweep(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     return order, new, s[new], reach[last]
 
 
+def group_ids(frame: pl.DataFrame, keys: Sequence[str]) -> tuple[pl.DataFrame, np.ndarray]:
+    """The distinct values of the `keys` columns of `frame` (sorted; nulls a value of their own) and each row's
+    index among them."""
+    groups = frame.select(keys).unique().sort(keys).with_row_index("_gid")
+    gid = (
+        frame.select(keys)
+        .join(groups, on=list(keys), how="left", nulls_equal=True, maintain_order="left")["_gid"]
+        .to_numpy()
+        .astype(np.int64)
+    )
+    return groups.drop("_gid"), gid
+
+
 def covered_per_window(
     start: np.ndarray, end: np.ndarray, group: np.ndarray, groups: int, lo: np.ndarray, hi: np.ndarray
 ) -> np.ndarray | None:
@@ -127,13 +140,7 @@ def _merge_grouped(
     schema = {**{k: data.schema[k] for k in keys}, START: data.schema[START], END: data.schema[END]}
     if data.height == 0:
         return pl.DataFrame(schema=schema)
-    groups = data.select(keys).unique().sort(keys).with_row_index("_gid")
-    gid = (
-        data.select(keys)
-        .join(groups, on=keys, how="left", nulls_equal=True, maintain_order="left")["_gid"]
-        .to_numpy()
-        .astype(np.int64)
-    )
+    groups, gid = group_ids(data, keys)
     s = data[START].to_numpy().astype(np.int64)
     e = data[END].to_numpy().astype(np.int64)
     base = int(s.min())
@@ -144,13 +151,9 @@ def _merge_grouped(
     order, new, starts, ends = _sweep(s + shift, e + shift)
     which = gid[order][new]
     back = which * span - base
-    return (
-        groups[which]
-        .drop("_gid")
-        .with_columns(
-            pl.Series(START, starts - back).cast(schema[START]),
-            pl.Series(END, ends - back).cast(schema[END]),
-        )
+    return groups[which].with_columns(
+        pl.Series(START, starts - back).cast(schema[START]),
+        pl.Series(END, ends - back).cast(schema[END]),
     )
 
 

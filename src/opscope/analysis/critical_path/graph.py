@@ -391,14 +391,15 @@ def build(
     )
     syncs, blocking = _sync_pairs(cpu, gpu)
     first = _first_node_event(events)
+    prev = _stream_prev(gpu)
     blocked = np.zeros(n_cpu, dtype=bool)
     blocked[syncs["sync"].to_numpy()] = True
     blocking |= blocked
     edges = pl.concat(
         [
             _program_order(thread, c_start, c_end, parent, blocked, blocking),
-            _gpu_edges(gpu, waits),
-            _untraced_starts(gpu, events, first),
+            _gpu_edges(gpu, prev, waits),
+            _untraced_starts(gpu, events, first, prev),
             _thread_starts(thread, c_start, c_end, events, first),
             syncs.select(
                 (pl.col("gpu") * 2 + 1).alias("src"),
@@ -487,7 +488,7 @@ def _first_node_event(events: pl.DataFrame) -> int:
     return int(cpu[0] if len(cpu) else earliest[0])
 
 
-def _untraced_starts(gpu: pl.DataFrame, events: pl.DataFrame, first: int) -> pl.DataFrame:
+def _untraced_starts(gpu: pl.DataFrame, events: pl.DataFrame, first: int, prev: np.ndarray) -> pl.DataFrame:
     """An edge from the first node of the graph to the start of each GPU activity with no launch call in the
     trace and no earlier activity on its stream in the window, weighing the time between them (tight: nothing
     else explains when it began). Without it such an activity starts a chain of its own, and a blocking call
@@ -500,7 +501,7 @@ def _untraced_starts(gpu: pl.DataFrame, events: pl.DataFrame, first: int) -> pl.
     ts = gpu[Col.TS_NS].to_numpy()
     launch_ts = gpu["launch_ts"].fill_null(np.iinfo(np.int64).min).to_numpy()
     unlaunched = (gpu["launch"].to_numpy() < 0) | (ts < launch_ts)  # see `_gpu_edges`
-    heads = _lane_firsts(gpu)  # the first activity of each device and stream, in the graph's order
+    heads = np.flatnonzero(prev < 0)  # the first activity of each device and stream (`_stream_prev`)
     heads = heads[unlaunched[heads] & (ts[heads] > first_ts)]
     e = gpu["_e"].to_numpy()[heads]
     busy = gpu["trace_prev_end"].fill_null(np.iinfo(np.int64).min).to_numpy()[heads] > first_ts
@@ -516,12 +517,15 @@ def _lanes(gpu: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
-def _lane_firsts(gpu: pl.DataFrame) -> np.ndarray:
-    """The positions of the first event of each (device, stream) in `gpu`'s order, ascending."""
+def _stream_prev(gpu: pl.DataFrame) -> np.ndarray:
+    """Each GPU event's previous activity on the same device and stream (its position in `gpu`, -1 for the
+    first of its stream): `gpu` is in start order, so a stable sort by stream keeps that order within one."""
     device, stream = _lanes(gpu)
-    order = lexsort((stream, device))  # then by position: a stable sort
-    new = np.r_[True, (device[order][1:] != device[order][:-1]) | (stream[order][1:] != stream[order][:-1])]
-    return np.sort(order[new])
+    order = lexsort((stream, device))  # then by position
+    prev = np.full(gpu.height, -1, dtype=np.int64)
+    same = (device[order][1:] == device[order][:-1]) & (stream[order][1:] == stream[order][:-1])
+    prev[order[1:][same]] = order[:-1][same]
+    return prev
 
 
 def _thread_starts(
@@ -604,9 +608,9 @@ def _cross_stream_pairs(waits: pl.DataFrame, cpu: pl.DataFrame, gpu: pl.DataFram
     )
 
 
-def _gpu_edges(gpu: pl.DataFrame, waits: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Duration, launch, stream-order and cross-stream edges of the GPU activities (`waits`: producer and
-    consumer event indices of `_cross_stream_pairs`)."""
+def _gpu_edges(gpu: pl.DataFrame, prev: np.ndarray, waits: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Duration, launch, stream-order and cross-stream edges of the GPU activities (`prev`: `_stream_prev`;
+    `waits`: producer and consumer event indices of `_cross_stream_pairs`)."""
     if gpu.height == 0:
         return _edge_frame(*(np.empty(0, dtype=np.int64),) * 3, CPU_BOUND, np.empty(0, dtype=np.int64))
     e = gpu["_e"].to_numpy()
@@ -620,12 +624,6 @@ def _gpu_edges(gpu: pl.DataFrame, waits: pl.DataFrame | None = None) -> pl.DataF
     # path longer than the span. Both hang from the graph's first node when first on their stream.
     linked = (launch >= 0) & (ts >= l_ts)
     l_dur = (gpu["launch_end"] - gpu["launch_ts"]).fill_null(0).to_numpy()
-    # Previous activity on the same device and stream (in start order).
-    device, stream = _lanes(gpu)
-    order = lexsort((e, ts, stream, device))
-    prev = np.full(len(e), -1, dtype=np.int64)
-    same = (device[order][1:] == device[order][:-1]) & (stream[order][1:] == stream[order][:-1])
-    prev[order[1:][same]] = order[:-1][same]
     has_prev = prev >= 0
     p_end = np.where(has_prev, end[np.maximum(prev, 0)], np.iinfo(np.int64).min)
     delay = np.where(linked, np.maximum(ts - np.where(linked, l_ts, ts), 0), 0)
@@ -699,7 +697,7 @@ def _sync_pairs(cpu: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, np.
     )
     s_pid, l_pid = pids[: cpu.height][calls][which], pids[cpu.height :]
     launch = gpu["launch"].to_numpy()
-    device = gpu[Col.DEVICE].cast(pl.Int64).fill_null(-1).to_numpy()
+    device, stream = _lanes(gpu)
     has_device = gpu[Col.DEVICE].is_not_null().to_numpy()
     sync = calls[which]  # cpu's `_e` is its position
     l_ts = gpu["launch_ts"].fill_null(np.iinfo(np.int64).max).to_numpy()
@@ -717,7 +715,6 @@ def _sync_pairs(cpu: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, np.
         return empty, mask
     which, g, sync = which[waited], g[waited], sync[waited]
     # per (call, device, stream): the activity that ended last
-    stream = gpu[Col.STREAM].fill_null(-1).to_numpy()
     stream_missing = gpu[Col.STREAM].is_null().to_numpy()
     ends = gpu["end_ns"].to_numpy()[g]
     order = np.lexsort((ends, stream[g], stream_missing[g], device[g], ~has_device[g], sync))

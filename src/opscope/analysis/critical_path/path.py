@@ -149,9 +149,8 @@ def _result(graph: Graph, weights: np.ndarray, length: int, path: np.ndarray, to
 
 
 _KIND_ENUM = pl.Enum(EDGE_KINDS)  # an edge's kind as its index in EDGE_KINDS
-_OWN_TIME = np.array(
-    [k in TOP_KINDS for k in EDGE_KINDS]
-)  # by that index: the kind counts as its owner's time
+# by that index: whether the kind counts as its owner's own time on the path
+_OWN_TIME = np.array([k in TOP_KINDS for k in EDGE_KINDS])
 
 
 def _top(
