@@ -171,6 +171,20 @@ def test_json_for_script_escapes_markup() -> None:
     assert json.loads(text) == {"name": "</script><script>alert(1)</script>", "amp": "a&b", "ls": "\u2028"}
 
 
+def test_json_for_script_writes_non_finite_numbers_as_null() -> None:
+    """A NaN or infinity in the data (none in the corpus; a hand-made value) becomes `null`, as in the JSON
+    formats (both encode with msgspec): the page's data stays strict JSON that `JSON.parse` accepts, where
+    `json.dumps(allow_nan=False)` raised. docs/reports.md states it."""
+    data = {"nan": float("nan"), "inf": float("inf"), "neg": -float("inf"), "ok": 1.5}
+    text = json_for_script(data)
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}")) == {
+        "nan": None,
+        "inf": None,
+        "neg": None,
+        "ok": 1.5,
+    }
+
+
 def test_the_page_data_reads_back_as_the_report_data(v100) -> None:
     """The page's embedded JSON (msgspec-encoded, unsafe characters replaced) parses back to exactly the report
     data, floats and all (what `json.dumps` wrote before; only an exponent's spelling may differ: 1e16 for
