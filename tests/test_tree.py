@@ -8,6 +8,7 @@ import io
 import json
 import re
 from collections import defaultdict
+from dataclasses import replace
 
 import pytest
 
@@ -15,7 +16,7 @@ import opscope
 import reference as ref
 from conftest import corpus_path
 from opscope.analysis.attribution.ops import OpOptions, op_stats
-from opscope.analysis.attribution.tree import TreeNode, TreeOptions, op_tree
+from opscope.analysis.attribution.tree import TreeNode, TreeOptions, op_tree, op_trees
 
 BERT = "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
 QWEN = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
@@ -49,6 +50,22 @@ def test_tree_adds_up(relative: str, python: str) -> None:
             assert node.self_gpu_ns == leaves
     unattributed = [n for n in tree.root.children if n.kind == "unattributed"]
     assert sum(n.gpu_ns for n in unattributed) == pytest.approx(tree.unattributed_share * total)
+
+
+@pytest.mark.parametrize("relative", [BERT, QWEN, RESNET_2021, GPU_ONLY])
+@pytest.mark.parametrize("python", ["modules", "all", "user", "none"])
+def test_both_trees_in_one_pass_equal_each_tree(relative: str, python: str) -> None:
+    """`op_trees` (the report's two trees: the merged one derived from the per-instance one's nodes) equals
+    `op_tree` with modules "types" and "instances", node for node, pruned and unpruned; BERT and Qwen have
+    module instances to merge (Qwen: 24 decoder layers), so the two trees really differ there."""
+    trace = opscope.load(corpus_path(relative))
+    for depth, share in ((0, 0.0), (4, 0.05), (0, 1 / 5000)):
+        options = TreeOptions(depth=depth, min_share=share, python=python)
+        types, instances = op_trees(trace, options)
+        assert types == op_tree(trace, options)
+        assert instances == op_tree(trace, replace(options, modules="instances"))
+        if relative in (BERT, QWEN) and python in ("modules", "all") and depth == 0 and share == 0:
+            assert types.root != instances.root and types.nodes < instances.nodes
 
 
 def test_op_nodes_agree_with_ops() -> None:

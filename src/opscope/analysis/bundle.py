@@ -10,7 +10,7 @@ of kernel-table rows that are not in the window, the CPU lanes of the timeline) 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -19,7 +19,7 @@ from opscope.analysis.attribution.cpu_ops import CpuOpTable, cpu_busy_per_window
 from opscope.analysis.attribution.lines import LineOptions, SourceLines, source_lines
 from opscope.analysis.attribution.stacks import LaunchStacks, launch_stacks
 from opscope.analysis.attribution.steps import StepStats
-from opscope.analysis.attribution.tree import OpTree, TreeOptions, op_tree
+from opscope.analysis.attribution.tree import OpTree, TreeOptions, op_trees
 from opscope.analysis.base.linking import Linkage, link
 from opscope.analysis.base.windows import overlap_pairs
 from opscope.analysis.critical_path.stats import CriticalPathStats, critical_path_stats
@@ -109,6 +109,7 @@ def trace_bundle(
     # the step table, the busy timeline and the copies are the analysis's own (same options, same activity):
     # computed once, shown in both the report's panels and its analysis payload (issue 25, item 3)
     steps = analysis.steps
+    tree, instances = op_trees(trace, flame, linkage)  # one pass for both (the second from the first's nodes)
     return TraceBundle(
         trace=trace,
         options=opts,
@@ -116,8 +117,8 @@ def trace_bundle(
         activity=act,
         summary=summary,
         kernel_categories=_kernel_categories(summary, act, opts.kernel_rows),
-        tree=op_tree(trace, flame, linkage),
-        instances=op_tree(trace, replace(flame, modules="instances"), linkage),
+        tree=tree,
+        instances=instances,
         timeline=analysis.timeline,
         categories=analysis.categories,  # `category_breakdown` of the same activity, computed there
         steps=steps,
