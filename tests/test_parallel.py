@@ -67,3 +67,38 @@ def test_threads_follow_the_polars_thread_budget(monkeypatch: pytest.MonkeyPatch
     assert 1 <= parallel.threads() <= parallel.MAX_THREADS
     monkeypatch.delenv("POLARS_MAX_THREADS")
     assert 1 <= parallel.threads() <= parallel.MAX_THREADS
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_beside_runs_while_the_caller_goes_on(monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
+    """`Beside`: the value comes back through `result`; with more than one thread the work runs on a daemon
+    thread of its own, announcing no stages into the caller's listener; with one thread it runs at once, here."""
+    monkeypatch.setattr(parallel, "threads", lambda: workers)
+    seen: list[str] = []
+    ran_on: list[threading.Thread] = []
+
+    def work() -> int:
+        ran_on.append(threading.current_thread())
+        parallel.stage("inside")  # no listener on a thread of its own
+        return 42
+
+    with listening(seen.append):
+        handle = parallel.Beside(work)
+        assert handle.result() == 42
+        assert handle.result() == 42  # asked again: the same value
+    assert len(ran_on) == 1
+    if workers == 1:
+        assert ran_on[0] is threading.current_thread() and seen == ["inside"]
+    else:
+        assert ran_on[0] is not threading.current_thread() and ran_on[0].daemon and seen == []
+
+
+def test_beside_hands_its_error_to_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "threads", lambda: 2)
+
+    def fail() -> int:
+        raise ValueError("beside")
+
+    handle = parallel.Beside(fail)
+    with pytest.raises(ValueError, match="beside"):
+        handle.result()

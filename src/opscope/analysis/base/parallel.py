@@ -2,15 +2,19 @@
 threads: most of a piece's time is spent in polars and numpy, which release the GIL, so two to four pieces
 overlap. Results come back in the order of the pieces, so nothing downstream can tell; a stage is announced per
 piece as it is taken up, in order, from the calling thread. On an interruption (Ctrl-C) the pieces not yet
-started are cancelled and the running ones (tens of ms each) finish in the background."""
+started are cancelled and the running ones (tens of ms each) finish in the background.
+
+`Beside` runs one whole analysis on a thread of its own while the caller computes another (the report's
+critical path beside its advice)."""
 
 from __future__ import annotations
 
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from typing import Generic, TypeVar, cast
 
 from opscope.analysis.base.stages import stage
 
@@ -64,3 +68,35 @@ def ordered_map(fn: Callable[[T], R], items: Sequence[T], label: str) -> Iterato
             yield take()
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+class Beside(Generic[R]):
+    """`fn()` computed on a thread of its own while the caller goes on with other work (the report's critical
+    path beside `advise`: most of both is polars and numpy, which release the GIL, so on two cores they
+    overlap). `result()` waits for it and returns its value or raises its exception. The thread is a daemon:
+    an interrupted command does not wait for it at exit. It announces no stages (a thread starts with no
+    listener), so the progress line stays the caller's; the caller announces the wait. Analyses it shares
+    with the caller through `Trace.derived` may be computed by both (the same value; one is kept)."""
+
+    def __init__(self, fn: Callable[[], R], name: str = "opscope-beside") -> None:
+        self._done = threading.Event()
+        self._value: R | None = None
+        self._error: BaseException | None = None
+        if threads() == 1:  # one thread asked for (`threads`): computed here, now
+            self._run(fn)
+        else:
+            threading.Thread(target=self._run, args=(fn,), name=name, daemon=True).start()
+
+    def _run(self, fn: Callable[[], R]) -> None:
+        try:
+            self._value = fn()
+        except BaseException as exc:  # handed to the caller by `result`
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def result(self) -> R:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return cast(R, self._value)
