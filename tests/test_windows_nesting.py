@@ -19,6 +19,7 @@ from opscope.analysis.base.nesting import (
     at_positions,
     chains,
     depths,
+    filled,
     has_equal_ancestor,
     innermost_container,
     positions,
@@ -255,3 +256,13 @@ def test_lexsort_falls_back_where_even_ranks_do_not_fit() -> None:
     rng = np.random.default_rng(3)
     keys = tuple(rng.permutation(70_000).astype(np.int64) * 2**40 for _ in range(4))
     assert lexsort(keys).tolist() == np.lexsort(keys).tolist()
+
+
+@pytest.mark.parametrize("nulls", [[], [0], [3, 4], [0, 1, 2, 3, 4]])
+def test_filled_equals_fill_null(nulls: list[int]) -> None:
+    """`filled`: the column's buffer where it has no null (no polars query), `fill_null` where it has some;
+    int64 values beyond 2**53 stay exact (no float round trip)."""
+    values = pl.Series("v", [2**62 + 1, -5, 7, 2**53 + 3, 0], dtype=pl.Int64).scatter(nulls, None)
+    out = filled(values, -1)
+    assert out.dtype == np.int64
+    assert out.tolist() == values.fill_null(-1).to_list()

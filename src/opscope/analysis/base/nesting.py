@@ -252,6 +252,15 @@ def positions(sorted_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.where(sorted_rows[at] == rows, at, -1).astype(np.int64)
 
 
+def filled(values: pl.Series, missing: int) -> np.ndarray:
+    """`values` as a numpy array with `missing` where null: without nulls (most columns of a step's graph)
+    the column's own buffer, with no polars query (`fill_null` costs ~0.1 ms even then; a step's graph
+    reads a dozen such columns)."""
+    if values.null_count() == 0:
+        return values.to_numpy()
+    return values.fill_null(missing).to_numpy()
+
+
 def at_positions(values: pl.Series, at: np.ndarray) -> pl.Series:
     """`values` at the positions `at` (`positions`' answer), null where a position is -1: a left join on a
     row-ordered table by binary search instead of hashing it."""

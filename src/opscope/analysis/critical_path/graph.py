@@ -41,7 +41,7 @@ import polars as pl
 import polars.selectors as cs
 
 from opscope.analysis.base.linking import LAUNCH_KINDS, ROW, Linkage, thread_key
-from opscope.analysis.base.nesting import innermost_container, lexsort, positions
+from opscope.analysis.base.nesting import filled, innermost_container, lexsort, positions
 from opscope.analysis.kernels.categories import CATEGORY, with_category
 from opscope.analysis.kernels.category_rules import COMMUNICATION
 from opscope.analysis.timeline.syncs import SYNC_CALL_PATTERN
@@ -320,7 +320,7 @@ def _gpu_events(gpu_all: pl.DataFrame, cpu: pl.DataFrame, start_ns: int, end_ns:
     # each event's launch call among `cpu` (its position there, -1): a binary search over cpu's rows
     cpu_rows = cpu[ROW].to_numpy()
     by_row = np.argsort(cpu_rows, kind="stable")
-    at = positions(cpu_rows[by_row], window["launch_row"].fill_null(-1).to_numpy())
+    at = positions(cpu_rows[by_row], filled(window["launch_row"], -1))
     launch = np.where(at >= 0, by_row[np.maximum(at, 0)] if len(by_row) else -1, -1)
     ts = window[Col.TS_NS].to_numpy()
     unlaunched = window["launch_row"].is_null().to_numpy()
@@ -335,7 +335,11 @@ def _gpu_events(gpu_all: pl.DataFrame, cpu: pl.DataFrame, start_ns: int, end_ns:
         pl.col("end_ns").alias("launch_end"),
     ).select(pl.all().gather(index))
     return pl.concat(
-        [window[order].drop("launch_row"), pl.DataFrame(pl.Series("launch", launch, dtype=pl.Int64)), call],
+        [
+            window.gather(order).drop("launch_row"),
+            pl.DataFrame(pl.Series("launch", launch, dtype=pl.Int64)),
+            call,
+        ],
         how="horizontal",
     )
 
@@ -499,12 +503,12 @@ def _untraced_starts(gpu: pl.DataFrame, events: pl.DataFrame, first: int, prev: 
         return _edge_frame(none, none, none, LAUNCH, none)
     first_ts = int(events[Col.TS_NS].to_numpy()[first])
     ts = gpu[Col.TS_NS].to_numpy()
-    launch_ts = gpu["launch_ts"].fill_null(np.iinfo(np.int64).min).to_numpy()
+    launch_ts = filled(gpu["launch_ts"], np.iinfo(np.int64).min)
     unlaunched = (gpu["launch"].to_numpy() < 0) | (ts < launch_ts)  # see `_gpu_edges`
     heads = np.flatnonzero(prev < 0)  # the first activity of each device and stream (`_stream_prev`)
     heads = heads[unlaunched[heads] & (ts[heads] > first_ts)]
     e = gpu["_e"].to_numpy()[heads]
-    busy = gpu["trace_prev_end"].fill_null(np.iinfo(np.int64).min).to_numpy()[heads] > first_ts
+    busy = filled(gpu["trace_prev_end"], np.iinfo(np.int64).min)[heads] > first_ts
     kind = _kinds(busy, BACKLOG, LAUNCH)
     return _edge_frame(np.full(len(e), 2 * first), 2 * e, ts[heads] - first_ts, kind, e)
 
@@ -512,8 +516,8 @@ def _untraced_starts(gpu: pl.DataFrame, events: pl.DataFrame, first: int, prev: 
 def _lanes(gpu: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(device, stream) of each GPU event, -1 where missing."""
     return (
-        gpu[Col.DEVICE].fill_null(-1).to_numpy().astype(np.int64),
-        gpu[Col.STREAM].fill_null(-1).to_numpy().astype(np.int64),
+        filled(gpu[Col.DEVICE], -1).astype(np.int64),
+        filled(gpu[Col.STREAM], -1).astype(np.int64),
     )
 
 
@@ -618,12 +622,12 @@ def _gpu_edges(gpu: pl.DataFrame, prev: np.ndarray, waits: pl.DataFrame | None =
     kind = gpu[WORK_KIND] if WORK_KIND in gpu.columns else _with_work_kind(gpu)[WORK_KIND]
     frames = [_edge_frame(2 * e, 2 * e + 1, end - ts, kind, e)]
     launch = gpu["launch"].to_numpy()
-    l_ts = gpu["launch_ts"].fill_null(np.iinfo(np.int64).min).to_numpy()
+    l_ts = filled(gpu["launch_ts"], np.iinfo(np.int64).min)
     # GPU work with no launch call in the trace has no launch edge; nor has work that appears to start before
     # its launch call (clock skew): a launch edge would reach its start later than it happened and make the
     # path longer than the span. Both hang from the graph's first node when first on their stream.
     linked = (launch >= 0) & (ts >= l_ts)
-    l_dur = (gpu["launch_end"] - gpu["launch_ts"]).fill_null(0).to_numpy()
+    l_dur = filled(gpu["launch_end"] - gpu["launch_ts"], 0)
     has_prev = prev >= 0
     p_end = np.where(has_prev, end[np.maximum(prev, 0)], np.iinfo(np.int64).min)
     delay = np.where(linked, np.maximum(ts - np.where(linked, l_ts, ts), 0), 0)
@@ -641,7 +645,7 @@ def _gpu_edges(gpu: pl.DataFrame, prev: np.ndarray, waits: pl.DataFrame | None =
     # The activity just before this one on its stream in the whole trace may not be in the graph: work launched
     # before the window (or whose launch is not a node of the graph) that ran between the graph's previous
     # activity and this one. Time spent waiting for it is backlog, not a kernel-to-kernel gap (issue 28).
-    trace_prev = gpu["trace_prev_end"].fill_null(np.iinfo(np.int64).min).to_numpy()
+    trace_prev = filled(gpu["trace_prev_end"], np.iinfo(np.int64).min)
     foreign = trace_prev > p_end
     backlog = foreign & (trace_prev > l_ts)
     launch_kind = _kinds(backlog[linked], BACKLOG, LAUNCH)
@@ -700,7 +704,7 @@ def _sync_pairs(cpu: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, np.
     device, stream = _lanes(gpu)
     has_device = gpu[Col.DEVICE].is_not_null().to_numpy()
     sync = calls[which]  # cpu's `_e` is its position
-    l_ts = gpu["launch_ts"].fill_null(np.iinfo(np.int64).max).to_numpy()
+    l_ts = filled(gpu["launch_ts"], np.iinfo(np.int64).max)
     own = launch[g] == sync
     launched_before = (l_ts[g] <= s_ts[which]) & (l_pid[g] == s_pid)
     # No launch call in the trace: no process to match, so any activity on a device the calling process uses
