@@ -1,4 +1,4 @@
-"""The trace's (kind, name) table (`select.kind_names`), which capture classification and the synchronising
+"""The trace's (kind, name) table (`names.kind_names`), which capture classification and the synchronising
 calls read instead of scanning the events: its counts against the raw JSON of real traces."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import opscope
 import reference as ref
 from conftest import corpus_path
-from opscope.analysis.base import select
+from opscope.analysis.base.names import kind_names, names_of
 from opscope.model.schema import Col, Kind
 
 TRACES = [
@@ -24,8 +24,8 @@ TRACES = [
 def test_runtime_call_counts_against_raw_json(relative: str) -> None:
     path = corpus_path(relative)
     raw = Counter(e.get("name") for e in ref.load(path) if e.get("cat") in ref.LAUNCH_CATS and ref.is_x(e))
-    table = select.kind_names(opscope.load(path))
+    table = kind_names(opscope.load(path))
     calls = table.filter(pl.col(Col.KIND).is_in([Kind.RUNTIME, Kind.DRIVER]))
     assert dict(calls.select(Col.NAME, "count").rows()) == dict(raw)
-    syncs = select.names_of(opscope.load(path), [Kind.RUNTIME, Kind.DRIVER], ref.SYNC_NAMES.pattern)
+    syncs = names_of(opscope.load(path), [Kind.RUNTIME, Kind.DRIVER], ref.SYNC_NAMES.pattern)
     assert syncs == sorted(n for n in raw if ref.SYNC_NAMES.search(n)) and syncs

@@ -348,7 +348,7 @@ def trim_spec(
     if devices or streams:
         gpu = (
             trace.lazy()
-            .filter(pl.col(Col.KIND).cast(pl.String).is_in(list(GPU_EVENT_KINDS)))
+            .filter(pl.col(Col.KIND).is_in(list(GPU_EVENT_KINDS)))
             .select(pl.col(Col.PID).cast(pl.String), pl.col(Col.TID).cast(pl.String), Col.DEVICE, Col.STREAM)
             .collect()
         )

@@ -16,10 +16,7 @@ def as_device_work(frame: pl.LazyFrame, found: tuple[DeviceLike, ...]) -> pl.Laz
         return frame
     mask = pl.lit(False)
     for item in found:
-        mask = mask | (
-            (pl.col(Col.CAT).cast(pl.String) == item.category)
-            & pl.col(Col.PID).cast(pl.String).is_in(list(item.pids))
-        )
+        mask = mask | ((pl.col(Col.CAT) == item.category) & pl.col(Col.PID).is_in(list(item.pids)))
     mask = mask & (pl.col(Col.KIND) == Kind.OTHER) & (pl.col(Col.PH) == "X")
     return frame.with_columns(
         pl.when(mask)

@@ -27,7 +27,7 @@ import polars as pl
 from opscope.analysis.attribution.ops import OpOptions, op_stats
 from opscope.analysis.attribution.steps import busy_ns
 from opscope.analysis.base.linking import Linkage, link
-from opscope.analysis.base.windows import STEP_ANY, STEP_NAME, StepWindow
+from opscope.analysis.base.windows import STEP_ANY, STEP_NAME, StepWindow, names_matching
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 from opscope.tables import Tabular, dataclass_rows
@@ -69,7 +69,8 @@ class CpuOpTable(Tabular):
 def _cpu_ops(linkage: Linkage) -> pl.DataFrame:
     """The cpu_op events that are operators (not step markers): pid, tid, ts_ns, dur_ns (>= 0)."""
     scopes = linkage.scopes.filter(pl.col(Col.KIND) == Kind.CPU_OP)
-    return scopes.filter(~pl.col(Col.NAME).cast(pl.String).str.contains(STEP_NAME)).select(
+    markers = names_matching(scopes, Col.NAME, STEP_NAME)  # the pattern on distinct names, not on every op
+    return scopes.filter(~pl.col(Col.NAME).is_in(markers)).select(
         Col.PID, Col.TID, Col.TS_NS, pl.col(Col.DUR_NS).clip(lower_bound=0)
     )
 

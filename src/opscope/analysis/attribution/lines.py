@@ -366,7 +366,7 @@ def launch_sites(
     )
     # CPU ops only: a user annotation (ProfilerStep#N) encloses everything, its busiest frame says nothing
     wanted = linked.scopes.filter(
-        (pl.col(Col.KIND) == Kind.CPU_OP) & pl.col(Col.NAME).cast(pl.String).is_in(list(ops))
+        (pl.col(Col.KIND) == Kind.CPU_OP) & pl.col(Col.NAME).is_in(list(ops))
     ).select(pl.col(ROW).alias("ancestor"), pl.col(Col.NAME).cast(pl.String).alias("name"))
     starts = charged["op_row"].drop_nulls().unique()
     pairs = ancestors(linked.scopes.select(ROW, "op_parent_row"), starts, up="op_parent_row")

@@ -136,7 +136,7 @@ def event_columns(
     found = (
         trace.lazy()
         .with_row_index(ROW)
-        .filter(pl.col(Col.KIND).cast(pl.String).is_in(list(kinds)))
+        .filter(pl.col(Col.KIND).is_in(list(kinds)))
         .select(pl.col(ROW).cast(pl.Int64), *columns)
         .collect()
     )

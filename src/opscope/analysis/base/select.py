@@ -13,31 +13,6 @@ from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
 
-def kind_names(trace: Trace) -> pl.DataFrame:
-    """Every distinct (kind, name) of the trace's events with its count (kind, name as text; count), computed
-    once per trace: the questions "is there any event named like X" and "how many" that several analyses ask
-    (capture and compilation markers, synchronising calls) answered from a few hundred rows instead of a scan
-    of the events each."""
-    return trace.derived(
-        "kind_names",
-        lambda: (
-            trace.lazy()
-            .group_by(Col.KIND, Col.NAME)
-            .agg(pl.len().alias("count"))
-            .select(pl.col(Col.KIND).cast(pl.String), pl.col(Col.NAME).cast(pl.String), "count")
-            .collect()
-        ),
-    )
-
-
-def names_of(trace: Trace, kinds: Sequence[str], pattern: str) -> list[str]:
-    """The distinct names of events of `kinds` that match `pattern` (`kind_names`)."""
-    table = kind_names(trace).filter(
-        pl.col(Col.KIND).is_in(list(kinds)) & pl.col(Col.NAME).str.contains(pattern)
-    )
-    return table[Col.NAME].unique().sort().to_list()
-
-
 def by_devices(frame: pl.LazyFrame, devices: Sequence[int] | None) -> pl.LazyFrame:
     return frame if not devices else frame.filter(pl.col(Col.DEVICE).is_in(list(devices)))
 
@@ -47,7 +22,7 @@ def by_streams(frame: pl.LazyFrame, streams: Sequence[int] | None) -> pl.LazyFra
 
 
 def by_kinds(frame: pl.LazyFrame, kinds: Sequence[str]) -> pl.LazyFrame:
-    return frame.filter(pl.col(Col.KIND).cast(pl.String).is_in(list(kinds)))
+    return frame.filter(pl.col(Col.KIND).is_in(list(kinds)))
 
 
 def by_name(frame: pl.LazyFrame, pattern: str | None) -> pl.LazyFrame:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from opscope.analysis.base.names import names_of
 from opscope.errors import UsageError
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
@@ -70,9 +71,7 @@ def work_span(trace: Trace, gpu: pl.LazyFrame | None = None) -> tuple[int, int] 
     the GPU-side annotations (`gpu_user_annotation`, CUPTI's profiler ranges) and the profiler's own `Trace`
     span are not work. None without any."""
     gpu = trace.gpu_events() if gpu is None else gpu
-    cpu = trace.lazy().filter(
-        pl.col(Col.KIND).cast(pl.String).is_in(list(CPU_WORK_KINDS)) & pl.col(Col.DUR_NS).is_not_null()
-    )
+    cpu = trace.lazy().filter(pl.col(Col.KIND).is_in(list(CPU_WORK_KINDS)) & pl.col(Col.DUR_NS).is_not_null())
     span = (
         pl.concat([gpu.select(Col.TS_NS, Col.DUR_NS), cpu.select(Col.TS_NS, Col.DUR_NS)])
         .filter(pl.col(Col.TS_NS).is_not_null())
@@ -95,14 +94,16 @@ def marker_windows(trace: Trace) -> tuple[StepWindow, ...]:
 def _marker_windows(trace: Trace) -> tuple[StepWindow, ...]:
     """The step windows of `trace`, sorted by start (empty when it has none): ProfilerStep#N events, and events
     with a `step_num` (JAX's `StepTraceAnnotation`, step N = step_num) in traces without ProfilerStep#N."""
+    # the pattern matched on the distinct names, not on the text of every op (0.13 -> 0.03 s at x64)
+    markers = names_of(trace, [Kind.CPU_OP, Kind.USER_ANNOTATION], STEP_NAME)
     steps = (
         trace.lazy()
         .filter(
-            pl.col(Col.KIND).cast(pl.String).is_in([Kind.CPU_OP, Kind.USER_ANNOTATION])
+            pl.col(Col.KIND).is_in([Kind.CPU_OP, Kind.USER_ANNOTATION])
             & pl.col(Col.DUR_NS).is_not_null()
+            & (pl.col(Col.NAME).is_in(markers) | pl.col(Col.STEP_NUM).is_not_null())
         )
         .select(pl.col(Col.NAME).cast(pl.String), Col.TS_NS, Col.DUR_NS, Col.STEP_NUM)
-        .filter(pl.col(Col.NAME).str.contains(STEP_NAME) | pl.col(Col.STEP_NUM).is_not_null())
         .sort([Col.TS_NS, Col.NAME])
         .collect()
     )

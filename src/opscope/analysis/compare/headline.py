@@ -49,7 +49,7 @@ class Scope:
 
 
 def _kind_is(kinds: Sequence[str]) -> pl.Expr:
-    return pl.col(Col.KIND).cast(pl.String).is_in(list(kinds))
+    return pl.col(Col.KIND).is_in(list(kinds))
 
 
 def _name() -> pl.Expr:

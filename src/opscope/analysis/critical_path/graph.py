@@ -117,7 +117,7 @@ def _cpu_events(trace: Trace) -> pl.LazyFrame:
         trace.lazy()
         .with_row_index(ROW)
         .with_columns(pl.col(ROW).cast(pl.Int64))
-        .filter(pl.col(Col.KIND).cast(pl.String).is_in(list(CPU_KINDS)) & (pl.col(Col.DUR_NS) > 0))
+        .filter(pl.col(Col.KIND).is_in(list(CPU_KINDS)) & (pl.col(Col.DUR_NS) > 0))
     )
 
 
@@ -222,7 +222,7 @@ def _stream_waits(trace: Trace) -> pl.DataFrame:
     return (
         trace.lazy()
         .filter(
-            (pl.col(Col.KIND).cast(pl.String) == Kind.SYNC)
+            (pl.col(Col.KIND) == Kind.SYNC)
             & (pl.col(Col.STREAM) >= 0)
             & (pl.col(Col.WAIT_ON_STREAM) >= 0)
             & (pl.col(Col.WAIT_ON_CORRELATION) >= 0)

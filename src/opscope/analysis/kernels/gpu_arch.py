@@ -297,7 +297,7 @@ UNKNOWN_GPU = GpuIdentity(None, None, None, None)
 def _kernel_names(trace: Trace) -> pl.Series:
     return (
         trace.lazy()
-        .filter(pl.col(Col.KIND).cast(pl.String) == Kind.KERNEL)
+        .filter(pl.col(Col.KIND) == Kind.KERNEL)
         .select(pl.col(Col.NAME).cast(pl.String))
         .unique()
         .collect()

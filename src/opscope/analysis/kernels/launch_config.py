@@ -215,7 +215,7 @@ _DIMS = [Col.GRID_X, Col.GRID_Y, Col.GRID_Z, Col.BLOCK_X, Col.BLOCK_Y, Col.BLOCK
 
 def kernel_launches(trace: Trace, name_filter: str | None = None) -> pl.LazyFrame:
     """Kernel events with the launch-key columns normalised (name as text, unknown grid/block dims as 0)."""
-    kernels = trace.lazy().filter(pl.col(Col.KIND).cast(pl.String) == Kind.KERNEL)
+    kernels = trace.lazy().filter(pl.col(Col.KIND) == Kind.KERNEL)
     kernels = select.by_name(kernels, name_filter)
     return kernels.with_columns(pl.col(Col.NAME).cast(pl.String), *[pl.col(c).fill_null(0) for c in _DIMS])
 

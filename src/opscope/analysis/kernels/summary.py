@@ -323,7 +323,7 @@ def per_kernel(chosen: pl.LazyFrame, kinds: tuple[str, ...], top: int = 0) -> pl
 
 def _named(names: list[str | None]) -> pl.Expr:
     """The events whose name is one of `names` (None: no name)."""
-    named = pl.col(Col.NAME).cast(pl.String).is_in([n for n in names if n is not None])
+    named = pl.col(Col.NAME).is_in([n for n in names if n is not None])
     return named | pl.col(Col.NAME).is_null() if None in names else named
 
 

@@ -51,7 +51,7 @@ def find_owners(trace: Trace, events: pl.DataFrame) -> Owners:
     ops = (
         trace.lazy()
         .filter(
-            pl.col(Col.KIND).cast(pl.String).is_in(list(CONTAINERS))
+            pl.col(Col.KIND).is_in(list(CONTAINERS))
             & pl.col(Col.DUR_NS).is_not_null()
             & pl.col(Col.TS_NS).is_not_null()
         )

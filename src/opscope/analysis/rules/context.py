@@ -14,7 +14,7 @@ import polars as pl
 from opscope.analysis.base import intervals
 from opscope.analysis.base.linking import ROW, Linkage, event_columns
 from opscope.analysis.base.window import Window
-from opscope.analysis.base.windows import STEP_NAME, StepWindow, select_windows
+from opscope.analysis.base.windows import STEP_NAME, StepWindow, names_matching, select_windows
 from opscope.analysis.kernels.gpu_arch import GpuIdentity, gpu_identity
 from opscope.analysis.timeline.activity import Activity
 from opscope.analysis.timeline.capture import Capture, classify
@@ -183,13 +183,14 @@ class RuleContext:
         """The outermost CPU ops and annotations (or those directly under a ProfilerStep), on any thread: name,
         start_ns, end_ns. Built once: every `cpu_ops_over` call reads it."""
         scopes = self.linkage.scopes
-        steps = scopes.filter(pl.col(Col.NAME).cast(pl.String).str.contains(STEP_NAME))[ROW]
+        markers = names_matching(scopes, Col.NAME, STEP_NAME)  # the pattern on distinct names, not every op
+        steps = scopes.filter(pl.col(Col.NAME).is_in(markers))[ROW]
         under_step = pl.col("op_parent_row").is_null() | pl.col("op_parent_row").is_in(steps.to_list())
         return (
             scopes.filter(
                 pl.col(Col.KIND).is_in([Kind.CPU_OP, Kind.USER_ANNOTATION])
                 & under_step
-                & ~pl.col(Col.NAME).cast(pl.String).str.contains(STEP_NAME)
+                & ~pl.col(Col.NAME).is_in(markers)
             )
             .select(
                 pl.col(Col.NAME).cast(pl.String),

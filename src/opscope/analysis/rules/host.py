@@ -74,7 +74,7 @@ def dataloader_time(ctx: RuleContext, threshold: float) -> Hit | None:
     total_ns = sum(hi - lo for lo, hi in bounds)
     if total_ns <= 0:
         return None
-    loads = scopes.filter(pl.col(Col.NAME).cast(pl.String).is_in(names)).select(
+    loads = scopes.filter(pl.col(Col.NAME).is_in(names)).select(
         pl.col(Col.NAME).cast(pl.String), Col.TS_NS, Col.DUR_NS
     )
     # starting inside a window [lo, hi): lo <= ts and ts + 1 <= hi (integer ns), one sorted search per load

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from opscope.analysis.base.names import names_of
 from opscope.analysis.base.window import starts_inside
 from opscope.analysis.memory.summary import MemoryOptions, memory_stats
 from opscope.analysis.rules.context import E, RuleContext, S
@@ -31,7 +32,7 @@ def _allocator_calls(ctx: RuleContext) -> pl.DataFrame:
     return (
         ctx.trace.lazy()
         .filter(pl.col(Col.KIND) == Kind.RUNTIME)
-        .filter(pl.col(Col.NAME).cast(pl.String).str.contains(ALLOCATOR_CALLS))
+        .filter(pl.col(Col.NAME).is_in(names_of(ctx.trace, [Kind.RUNTIME], ALLOCATOR_CALLS)))
         .filter(starts_inside(window) if window is not None else pl.lit(True))
         .select(pl.col(Col.TS_NS).alias(S), (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(E))
         .collect()

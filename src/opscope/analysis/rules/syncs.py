@@ -43,10 +43,7 @@ def copy_then_wait(calls: pl.DataFrame, trace: Trace, linkage: Linkage) -> pl.Se
     host = (
         trace.lazy()
         .with_row_index(ROW)
-        .filter(
-            pl.col(Col.KIND).cast(pl.String).is_in([Kind.RUNTIME, Kind.DRIVER])
-            & pl.col(Col.TS_NS).is_not_null()
-        )
+        .filter(pl.col(Col.KIND).is_in([Kind.RUNTIME, Kind.DRIVER]) & pl.col(Col.TS_NS).is_not_null())
         .select(
             pl.col(ROW).cast(pl.Int64),
             pl.col(Col.PID).cast(pl.String),

@@ -15,7 +15,8 @@ from typing import Final
 
 import polars as pl
 
-from opscope.analysis.base import intervals, select
+from opscope.analysis.base import intervals
+from opscope.analysis.base.names import kind_names, names_of
 from opscope.analysis.base.window import STEPS, Window
 from opscope.analysis.base.windows import StepWindow
 from opscope.model.schema import Col, Kind
@@ -82,7 +83,7 @@ class Capture:
 
 def _count(trace: Trace, kinds: tuple[str, ...], pattern: str) -> int:
     """Events of `kinds` whose name matches `pattern`, counted from the trace's (kind, name) table."""
-    table = select.kind_names(trace)
+    table = kind_names(trace)
     matched = table.filter(pl.col(Col.KIND).is_in(list(kinds)) & pl.col(Col.NAME).str.contains(pattern))
     return int(matched["count"].sum() or 0)
 
@@ -90,13 +91,13 @@ def _count(trace: Trace, kinds: tuple[str, ...], pattern: str) -> int:
 def _compile_ns(trace: Trace, window: Window) -> int:
     """The time compilation events cover inside the window (their union)."""
     kinds = [Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON]
-    names = select.names_of(trace, kinds, COMPILE_NAMES)
+    names = names_of(trace, kinds, COMPILE_NAMES)
     if not names:  # most traces: no scan of the events at all
         return 0
     spans = (
         trace.lazy()
-        .filter(pl.col(Col.KIND).cast(pl.String).is_in(kinds))
-        .filter(pl.col(Col.NAME).cast(pl.String).is_in(names))
+        .filter(pl.col(Col.KIND).is_in(kinds))
+        .filter(pl.col(Col.NAME).is_in(names))
         .select(
             pl.col(Col.TS_NS).alias(intervals.START),
             (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS)).alias(intervals.END),

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from opscope.analysis.base import select
 from opscope.analysis.base import window as win
 from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, link, thread_key
+from opscope.analysis.base.names import kind_names
 from opscope.analysis.base.nesting import at_positions, positions
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
@@ -58,12 +58,12 @@ def sync_calls(trace: Trace) -> pl.DataFrame:
 
 def _sync_calls(trace: Trace) -> pl.DataFrame:
     """Every synchronising host call: name, pid, tid, ts_ns, dur_ns, end_ns (durations below 0 count as 0)."""
-    host = trace.lazy().filter(pl.col(Col.KIND).cast(pl.String).is_in([Kind.RUNTIME, Kind.DRIVER]))
+    host = trace.lazy().filter(pl.col(Col.KIND).is_in([Kind.RUNTIME, Kind.DRIVER]))
     # Match the pattern on the few distinct call names (the trace's (kind, name) table), not on every event.
-    names = select.kind_names(trace).filter(pl.col(Col.KIND).is_in([Kind.RUNTIME, Kind.DRIVER]))[Col.NAME]
+    names = kind_names(trace).filter(pl.col(Col.KIND).is_in([Kind.RUNTIME, Kind.DRIVER]))[Col.NAME]
     wanted = [n for n in names.drop_nulls().unique().sort().to_list() if re.search(SYNC_CALL_PATTERN, n)]
     calls = (
-        host.filter(pl.col(Col.NAME).cast(pl.String).is_in(wanted) & pl.col(Col.TS_NS).is_not_null())
+        host.filter(pl.col(Col.NAME).is_in(wanted) & pl.col(Col.TS_NS).is_not_null())
         .select(
             pl.col(Col.NAME).cast(pl.String),
             pl.col(Col.PID).cast(pl.String),
@@ -77,10 +77,15 @@ def _sync_calls(trace: Trace) -> pl.DataFrame:
 
 
 def gpu_sync_events(trace: Trace) -> pl.DataFrame:
-    """Kineto's `cuda_sync` records (GPU lanes): device, ts_ns, end_ns."""
+    """Kineto's `cuda_sync` records (GPU lanes): device, ts_ns, end_ns. Read once per trace (`Trace.derived`:
+    the idle breakdown and the sync table both ask)."""
+    return trace.derived("gpu_sync_events", lambda: _gpu_sync_events(trace))
+
+
+def _gpu_sync_events(trace: Trace) -> pl.DataFrame:
     return (
         trace.lazy()
-        .filter((pl.col(Col.KIND).cast(pl.String) == Kind.SYNC) & pl.col(Col.TS_NS).is_not_null())
+        .filter((pl.col(Col.KIND) == Kind.SYNC) & pl.col(Col.TS_NS).is_not_null())
         .select(
             Col.DEVICE,
             Col.TS_NS,
