@@ -6,11 +6,14 @@ from __future__ import annotations
 import threading
 import time
 
+import polars as pl
 import pytest
 
 from opscope.analysis.base import parallel
 from opscope.analysis.base.parallel import ordered_map
 from opscope.analysis.base.stages import listening
+from opscope.model.meta import TraceMeta
+from opscope.model.trace import Trace
 
 
 @pytest.mark.parametrize("workers", [1, 3])
@@ -102,3 +105,30 @@ def test_beside_hands_its_error_to_the_caller(monkeypatch: pytest.MonkeyPatch) -
     handle = parallel.Beside(fail)
     with pytest.raises(ValueError, match="beside"):
         handle.result()
+
+
+def test_a_derived_result_asked_for_by_two_threads_is_computed_once() -> None:
+    """`Trace.derived` under threads (the report's critical path beside its advice both read the step
+    windows): the second asker waits for the first one's result instead of computing it again; other keys are
+    not held up. Hand-made empty trace: only the cache is under test."""
+    trace = Trace.from_frame(TraceMeta(path="hand-made", format="test"), pl.DataFrame())
+    calls: list[str] = []
+    started, release = threading.Event(), threading.Event()
+
+    def slow() -> int:
+        calls.append("slow")
+        started.set()
+        release.wait(5)
+        return 7
+
+    results: list[int] = []
+    first = threading.Thread(target=lambda: results.append(trace.derived("k", slow)))
+    second = threading.Thread(target=lambda: results.append(trace.derived("k", slow)))
+    first.start()
+    assert started.wait(5)
+    second.start()
+    assert trace.derived("other", lambda: 3) == 3  # another key while "k" is being computed
+    release.set()
+    first.join(5)
+    second.join(5)
+    assert results == [7, 7] and calls == ["slow"]

@@ -6,6 +6,7 @@ never has to be resident all at once: analyses ask for `lazy()` and select only 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,9 @@ class Trace:
     # Results that depend on the events alone (the link table, step windows, synchronising calls), computed
     # once per Trace and shared by every analysis of one command (`derived`).
     _derived: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
+    # One lock per key of `_derived`: two threads asking for the same result compute it once
+    _computing: dict[str, threading.RLock] = field(default_factory=dict, repr=False, compare=False)
+    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     # Where results of `persisted` survive the command: beside the trace cache (ingest/derived.py); None for a
     # trace read without the cache.
     _store: DerivedFrames | None = field(default=None, repr=False, compare=False)
@@ -73,9 +77,17 @@ class Trace:
     def derived(self, key: str, compute: Callable[[], T]) -> T:
         """`compute()` the first time `key` is asked for on this trace, the same result after that: for the
         primitives every analysis reads (the link table, step windows, synchronising calls), which depend on
-        the events alone, so that one command computes each once however many analyses it runs."""
-        if key not in self._derived:
-            self._derived[key] = compute()
+        the events alone, so that one command computes each once however many analyses it runs. Thread-safe:
+        a thread asking for a result another thread is computing waits for it (the report's critical path
+        runs beside its advice, and both read the step windows). Results depend on each other without cycles,
+        so threads that wait for each other's keys cannot deadlock."""
+        if key in self._derived:
+            return cast(T, self._derived[key])
+        with self._guard:
+            lock = self._computing.setdefault(key, threading.RLock())
+        with lock:
+            if key not in self._derived:
+                self._derived[key] = compute()
         return cast(T, self._derived[key])
 
     def has_derived(self, key: str) -> bool:
