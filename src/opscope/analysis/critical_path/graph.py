@@ -79,7 +79,8 @@ ASYNC_COPY = r"^(cuda|hip)MemcpyAsync$|^cuMemcpy\w*Async(_v2)?$"
 @dataclass(frozen=True, eq=False)
 class Graph:
     """`events`: one row per event (index e = position): row (trace row), name, kind, is_gpu, ts_ns, end_ns,
-    parent (event index of the enclosing CPU event, -1), launch (event index of the launch call, -1).
+    parent (event index of the enclosing CPU event, -1), launch (event index of the launch call, -1), and
+    where the trace's tables are categorical the name's and kind's category codes (`CODES`).
     `edges`: src, dst (node ids), weight_ns, kind, owner (event index, -1), sync (the edge enters a blocking call
     from the GPU). Node n is the start (n even) or end (n odd) of event n // 2."""
 
@@ -306,8 +307,21 @@ def _window_rows(table: pl.DataFrame, key: str, start_ns: int, end_ns: int) -> p
     lo = int(np.searchsorted(keys, start_ns, side="left"))
     hi = int(np.searchsorted(keys, end_ns, side="right"))
     # the whole-trace tables keep the trace's categorical text (sorting and keeping 2.5 M string rows took
-    # ~750 MB on the 1 GB benchmark trace, the report's peak); the window's rows are text from here on
-    return table.slice(lo, max(hi - lo, 0)).with_columns(cs.categorical().cast(pl.String))
+    # ~750 MB on the 1 GB benchmark trace, the report's peak); the window's rows are text from here on, with
+    # the name's and kind's category codes kept beside them (`CODES`: what the path's top events group by)
+    rows = table.slice(lo, max(hi - lo, 0))
+    codes = [
+        pl.col(c).to_physical().cast(pl.Int64).fill_null(-1).alias(code)
+        for c, code in CODES.items()
+        if isinstance(rows.schema.get(c), pl.Categorical)
+    ]
+    return rows.with_columns(*codes, cs.categorical().cast(pl.String))
+
+
+# A window's events keep the category codes of their name and kind (-1: none), where the whole-trace tables
+# are categorical: equal codes, equal text (polars' categories are global), so the path's top events are
+# grouped by integers instead of making codes again from a step's text (`path._top`)
+CODES = {Col.NAME: "name_code", Col.KIND: "kind_code"}
 
 
 def _gpu_events(gpu_all: pl.DataFrame, cpu: pl.DataFrame, start_ns: int, end_ns: int) -> pl.DataFrame:
@@ -369,6 +383,7 @@ def build(
     c_start = cpu[Col.TS_NS].to_numpy()
     c_end = cpu["end_ns"].to_numpy()
     parent = innermost_container(thread, c_start, c_end, np.ones(n_cpu, dtype=bool))
+    codes = [c for c in CODES.values() if c in cpu.columns and c in gpu.columns]
     events = pl.concat(
         [
             cpu.select(
@@ -380,6 +395,7 @@ def build(
                 "end_ns",
                 pl.Series("parent", parent, dtype=pl.Int64),
                 pl.lit(-1, dtype=pl.Int64).alias("launch"),
+                *codes,
             ),
             gpu.select(
                 ROW,
@@ -390,6 +406,7 @@ def build(
                 "end_ns",
                 pl.lit(-1, dtype=pl.Int64).alias("parent"),
                 "launch",
+                *codes,
             ),
         ]
     )

@@ -21,9 +21,10 @@ import polars as pl
 import rustworkx as rx
 
 from opscope.analysis.base.nesting import nearest_of_kind
-from opscope.analysis.critical_path.graph import EDGE_KINDS, SCALED_KINDS, SYNC_WAIT, Graph
+from opscope.analysis.critical_path.graph import CODES, EDGE_KINDS, SCALED_KINDS, SYNC_WAIT, Graph
 from opscope.analysis.critical_path.lengths import Chains
 from opscope.errors import UsageError
+from opscope.model.schema import Col
 
 TOP_KINDS = (*SCALED_KINDS,)  # edges that count as an event's own time on the path
 
@@ -166,10 +167,14 @@ def _top(
     np.add.at(on_path, owner[own], w[own])
     if not on_path.any():
         return ()
-    codes = graph.events.select(
-        pl.col(c).cast(pl.Categorical).to_physical().cast(pl.Int64).fill_null(-1) for c in ("name", "kind")
-    )
-    name_code, kind_code = codes.to_series(0).to_numpy(), codes.to_series(1).to_numpy()
+    if all(c in graph.events.columns for c in CODES.values()):  # the trace's category codes (`graph.CODES`)
+        name_code = graph.events[CODES[Col.NAME]].to_numpy()
+        kind_code = graph.events[CODES[Col.KIND]].to_numpy()
+    else:
+        codes = graph.events.select(
+            pl.col(c).cast(pl.Categorical).to_physical().cast(pl.Int64).fill_null(-1) for c in CODES
+        )
+        name_code, kind_code = codes.to_series(0).to_numpy(), codes.to_series(1).to_numpy()
     groups, first, group = np.unique(
         (name_code + 1) * (int(kind_code.max()) + 2) + kind_code + 1, return_index=True, return_inverse=True
     )
