@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import opscope
 import reference as ref
 from conftest import corpus_path
-from opscope.analysis.base import select
+from opscope.analysis.base import nesting, select
 from opscope.analysis.base.nesting import (
     ancestors,
     at_positions,
@@ -266,3 +266,46 @@ def test_filled_equals_fill_null(nulls: list[int]) -> None:
     out = filled(values, -1)
     assert out.dtype == np.int64
     assert out.tolist() == values.fill_null(-1).to_list()
+
+
+@given(
+    table=st.lists(st.integers(-50, 400), max_size=120),
+    asked=st.lists(st.integers(-80, 450), max_size=150),
+    dense_from=st.sampled_from([0, 1, 10_000]),
+)
+def test_positions_by_lookup_table_equal_binary_search(
+    table: list[int], asked: list[int], dense_from: int
+) -> None:
+    """`positions` answers dense questions from a lookup table, others by binary search; both give the
+    position of the first equal row or -1 (rows strictly increasing, repeated, sparse, negative; questions
+    outside the range). `dense_from` moves the threshold so that both branches see every case."""
+    rows = np.sort(np.array(table, dtype=np.int64))
+    questions = np.array(asked, dtype=np.int64)
+    expected = [table_index(rows, q) for q in questions.tolist()]
+    original = nesting.DENSE_LOOKUP_MIN
+    nesting.DENSE_LOOKUP_MIN = dense_from
+    try:
+        assert positions(rows, questions).tolist() == expected
+    finally:
+        nesting.DENSE_LOOKUP_MIN = original
+
+
+def table_index(rows: np.ndarray, q: int) -> int:
+    """The first position of `q` in `rows`, -1 when absent: a plain scan."""
+    found = np.flatnonzero(rows == q)
+    return int(found[0]) if len(found) else -1
+
+
+@given(data=st.data(), n=st.integers(0, 60))
+def test_nearest_of_kind_equals_a_walk_up(data: st.DataObject, n: int) -> None:
+    """`nearest_of_kind` (pointer doubling) against a plain walk up from each node: random forests (a parent
+    always earlier, so no cycle), random wanted nodes."""
+    parent = np.array([data.draw(st.integers(-1, i - 1)) for i in range(n)], dtype=np.int64)
+    wanted = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    expected = []
+    for node in range(n):
+        up = int(parent[node])
+        while up >= 0 and not wanted[up]:
+            up = int(parent[up])
+        expected.append(up)
+    assert nesting.nearest_of_kind(parent, wanted).tolist() == expected
