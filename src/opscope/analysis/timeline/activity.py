@@ -10,7 +10,7 @@ events count as calls and add no time. timeline / idle / launch_delay / memcpy a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -46,6 +46,8 @@ class Activity:
     window: window.Window
     linkage: Linkage
     options: TimelineOptions
+    # results derived from this activity alone that several views ask for (`idle.device_gaps`)
+    memo: dict[object, object] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def link(self) -> LinkStats:

@@ -60,9 +60,24 @@ def _overlap(a: pl.DataFrame, b: pl.DataFrame) -> int:
     return intervals.intersection_ns(a, b) if a.height and b.height else 0
 
 
-def _classified_gaps(
-    events: pl.DataFrame, lo: int, hi: int
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+Gaps = tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]
+
+
+def device_gaps(act: Activity, device: int | None) -> Gaps:
+    """(all gaps, host-wait parts, other parts) of one device's activity from the earlier of the window's
+    start and its first activity to the later of the window's end and its last one. The idle breakdown and the
+    report's idle pieces both ask for them: computed once per activity and device (`Activity.memo`)."""
+    key = ("device_gaps", device)
+    found = act.memo.get(key)
+    if found is None:
+        dev = act.events.filter(pl.col(Col.DEVICE).eq_missing(device))
+        lo = min(act.window.bounds[0][0], int(dev[S].min()))  # type: ignore[arg-type]
+        hi = max(act.window.bounds[-1][1], int(dev[E].max()))  # type: ignore[arg-type]
+        found = act.memo[key] = _classified_gaps(dev, lo, hi)
+    return found  # type: ignore[return-value]
+
+
+def _classified_gaps(events: pl.DataFrame, lo: int, hi: int) -> Gaps:
     """(all gaps, host-wait parts, other parts) of one device over [lo, hi)."""
     gaps = intervals.gaps(intervals.merge(events), lo, hi)
     nxt = events.group_by(S).agg(pl.col(LAUNCH_TS).min().alias("launch"), pl.len().alias("_n"))
@@ -99,16 +114,12 @@ def idle_breakdown(
         pl.col(Col.TS_NS).alias(S), pl.col(END).alias(E)
     )
     gpu_syncs = gpu_sync_events(trace)
-    events = act.events
     rows = []
     if not window.bounds:
         return IdleBreakdown(devices=(), sync_calls=calls.height)
     devices = sorted(act.clipped()[Col.DEVICE].unique().to_list(), key=lambda d: (d is None, d or 0))
     for device in devices:
-        dev = events.filter(pl.col(Col.DEVICE).eq_missing(device))
-        lo = min(window.bounds[0][0], int(dev[S].min()))  # type: ignore[arg-type]
-        hi = max(window.bounds[-1][1], int(dev[E].max()))  # type: ignore[arg-type]
-        gaps, host, other = _classified_gaps(dev, lo, hi)
+        gaps, host, other = device_gaps(act, device)
         device_syncs = gpu_syncs.filter(pl.col(Col.DEVICE).eq_missing(device) | pl.col(Col.DEVICE).is_null())
         syncs = win.restrict(
             pl.concat([calls, device_syncs.select(pl.col(Col.TS_NS).alias(S), pl.col(END).alias(E))]), window

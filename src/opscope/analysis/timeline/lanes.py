@@ -17,7 +17,7 @@ import polars as pl
 from opscope.analysis.base import intervals
 from opscope.analysis.base import window as win
 from opscope.analysis.base.linking import OP_KINDS, ROW, thread_key
-from opscope.analysis.timeline.idle import _classified_gaps
+from opscope.analysis.timeline.idle import device_gaps
 from opscope.analysis.timeline.syncs import END, sync_calls
 from opscope.model.schema import Col
 
@@ -156,10 +156,7 @@ def idle_gaps(trace: Trace, act: Activity, calls_found: pl.DataFrame | None = No
     s_lo, s_hi = syncs[S].to_numpy().astype(np.int64), syncs[E].to_numpy().astype(np.int64)
     found_pieces: list[tuple[np.ndarray, ...]] = []  # per device and cause: (device index, start, end, cause)
     for d, device in enumerate(devices):  # a handful of devices, each a vectorised pass
-        dev = act.events.filter(pl.col(Col.DEVICE).eq_missing(device))
-        lo = min(window.bounds[0][0], int(dev[S].min()))  # type: ignore[arg-type]
-        hi = max(window.bounds[-1][1], int(dev[E].max()))  # type: ignore[arg-type]
-        _, host, other = _classified_gaps(dev, lo, hi)
+        _, host, other = device_gaps(act, device)
         for frame, cause in ((win.restrict(host, window), HOST_WAIT), (win.restrict(other, window), OTHER)):
             start, end, in_sync = _split(frame[S].to_numpy(), frame[E].to_numpy(), s_lo, s_hi)
             causes = np.where(in_sync, CAUSES.index(SYNC_WAIT), CAUSES.index(cause))
