@@ -75,8 +75,8 @@ class Beside(Generic[R]):
     path beside `advise`: most of both is polars and numpy, which release the GIL, so on two cores they
     overlap). `result()` waits for it and returns its value or raises its exception. The thread is a daemon:
     an interrupted command does not wait for it at exit. It announces no stages (a thread starts with no
-    listener), so the progress line stays the caller's; the caller announces the wait. Analyses it shares
-    with the caller through `Trace.derived` may be computed by both (the same value; one is kept)."""
+    listener), so the progress line stays the caller's; the caller announces the wait. Results it shares
+    with the caller through `Trace.derived` are computed once: whichever asks second waits for the first."""
 
     def __init__(self, fn: Callable[[], R], name: str = "opscope-beside") -> None:
         self._done = threading.Event()
