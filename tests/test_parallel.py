@@ -3,6 +3,7 @@ error raised where the caller reads it, and the pieces not yet started cancelled
 
 from __future__ import annotations
 
+import pickle
 import threading
 import time
 
@@ -132,3 +133,13 @@ def test_a_derived_result_asked_for_by_two_threads_is_computed_once() -> None:
     first.join(5)
     second.join(5)
     assert results == [7, 7] and calls == ["slow"]
+
+
+def test_a_trace_pickles_without_its_locks() -> None:
+    """The per-key locks of `Trace.derived` do not stop a Trace from being pickled (it could be before they
+    came): the copy has its own locks and computes its own results. Hand-made frame."""
+    trace = Trace.from_frame(TraceMeta(path="hand-made", format="test"), pl.DataFrame({"x": [1, 2]}))
+    assert trace.derived("k", lambda: 5) == 5
+    copy = pickle.loads(pickle.dumps(trace))
+    assert copy.events.equals(trace.events) and copy.derived("k", lambda: 6) == 5  # results travel too
+    assert copy.derived("other", lambda: 7) == 7

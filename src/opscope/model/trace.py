@@ -51,6 +51,18 @@ class Trace:
     # trace read without the cache.
     _store: DerivedFrames | None = field(default=None, repr=False, compare=False)
 
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled without its locks (they cannot be; a copy gets its own)."""
+        state = dict(self.__dict__)
+        state.pop("_computing", None)
+        state.pop("_guard", None)
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self.__dict__["_computing"] = {}
+        self.__dict__["_guard"] = threading.Lock()
+
     @classmethod
     def from_frame(cls, meta: TraceMeta, frame: pl.DataFrame) -> Trace:
         return cls(meta=meta, _frame=frame)
