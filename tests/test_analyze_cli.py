@@ -197,3 +197,23 @@ def test_steps_option(cli) -> None:
         and data["devices"][0]["busy_us"] < whole["devices"][0]["busy_us"]
     )
     assert cli("analyze", path, "--steps", "99").code == 2
+
+
+def test_device_gaps_are_shared_and_a_copy_starts_afresh() -> None:
+    """`idle.device_gaps` is computed once per activity and device (the idle breakdown and the report's idle
+    pieces read the same result), and a `dataclasses.replace` copy with other events does not see the
+    original's memo."""
+    import dataclasses
+
+    import opscope
+    from opscope.analysis.timeline.activity import gpu_activity
+    from opscope.analysis.timeline.idle import device_gaps
+
+    act = gpu_activity(
+        opscope.load(corpus_path("tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"))
+    )
+    device = act.events["device"].drop_nulls()[0]
+    first = device_gaps(act, device)
+    assert device_gaps(act, device) is first
+    fewer = dataclasses.replace(act, events=act.events.head(10))
+    assert fewer.memo == {} and device_gaps(fewer, device)[0].height <= first[0].height

@@ -46,8 +46,9 @@ class Activity:
     window: window.Window
     linkage: Linkage
     options: TimelineOptions
-    # results derived from this activity alone that several views ask for (`idle.device_gaps`)
-    memo: dict[object, object] = field(default_factory=dict, repr=False, compare=False)
+    # results derived from this activity alone that several views ask for (`idle.device_gaps`); not an init
+    # field, so a `dataclasses.replace` copy with other events starts with an empty one
+    memo: dict[object, object] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def link(self) -> LinkStats:
