@@ -289,37 +289,28 @@ def _type_labels(modules: list[str]) -> dict[str, str]:
 
 
 def _merged_by_type(instances: _Nodes, labels: dict[str, str]) -> _Nodes:
-    """The nodes of the tree with module instances merged by type, from the per-instance tree's: a scope's
-    merged path is the hash of its parent's merged path and its merged label (`labels`), as `_paths` computes
-    it from the scopes; computed top-down over the per-instance paths, one join per level. Leaves follow
-    their scope (the unattributed path is the same in both trees); nodes that meet on one path are summed."""
-    scopes = instances.scopes.with_columns(pl.col("label").replace(labels).alias("_type_label"))
-    level = scopes.filter(pl.col("up") == 0).select(
-        "path", _hash(pl.lit(0, dtype=pl.UInt64), pl.col("_type_label")).alias("_type_path")
+    """The nodes of the tree with module instances merged by type, from the per-instance tree's: `_paths` run
+    over the per-instance paths (each one a row under its parent's path) with the merged labels (`labels`)
+    gives each its merged path, as it would from the scopes. Leaves follow their scope (the unattributed path
+    is the same in both trees); nodes that meet on one path are summed."""
+    by_instance = instances.scopes.select(
+        pl.col("path").alias(ROW),
+        pl.when(pl.col("up") != 0).then(pl.col("up")).alias("up_row"),
+        pl.col("label").replace(labels),
+        "node_kind",
+        "calls",
     )
-    found = [level]
-    rest = scopes.filter(pl.col("up") != 0)
-    depth = 0
-    while level.height and rest.height and depth <= scopes.height:  # a malformed cycle cannot loop forever
-        nxt = rest.join(level.rename({"path": "up", "_type_path": "_type_up"}), on="up", how="inner")
-        level = nxt.select("path", _hash(pl.col("_type_up"), pl.col("_type_label")).alias("_type_path"))
-        found.append(level)
-        depth += 1
-    mapping = pl.concat(
-        [*found, pl.select(_unattributed_path().alias("path"), _unattributed_path().alias("_type_path"))]
+    merged = _paths(by_instance)  # row: the per-instance path; path, up: the merged ones
+    unattributed = pl.select(_unattributed_path().alias(ROW), _unattributed_path().alias("path"))
+    up_mapping = pl.concat([merged.select(ROW, "path"), unattributed]).select(
+        pl.col(ROW).alias("up"), pl.col("path").alias("_type_up")
     )
-    up_mapping = mapping.rename({"path": "up", "_type_path": "_type_up"})
     merged_scopes = (
-        scopes.join(mapping, on="path", how="inner", maintain_order="left")
-        .join(up_mapping, on="up", how="left", maintain_order="left")
-        .group_by("_type_path", maintain_order=True)
+        merged.join(by_instance.select(ROW, "calls"), on=ROW, how="inner", maintain_order="left")
+        .group_by("path", maintain_order=True)
         .agg(
-            pl.col("_type_up").first().fill_null(0).alias("up"),
-            pl.col("_type_label").first().alias("label"),
-            pl.col("node_kind").first(),
-            pl.col("calls").sum(),
+            pl.col("up").first(), pl.col("label").first(), pl.col("node_kind").first(), pl.col("calls").sum()
         )
-        .rename({"_type_path": "path"})
     )
     merged_leaves = (
         instances.leaves.join(up_mapping, on="up", how="inner", maintain_order="left")
