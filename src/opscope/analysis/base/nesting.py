@@ -115,7 +115,7 @@ def nearest_of_kind(parent: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     that is wanted (-1 if none). Pointer doubling over the unwanted ancestors, vectorised per step: each node
     points at an ancestor with only unwanted nodes between them; while that one is unwanted too, it takes
     that one's pointer (a jump twice as long), so a chain of k unwanted ancestors takes ~log2(k) steps, not
-    k (the op tree's 1.5 M scopes of the 1 GB benchmark trace: 3x faster)."""
+    k (1.5 M nodes with parents within 20, 5% wanted: 0.27 -> 0.07 s; 0.1% wanted: 10.3 -> 0.20 s)."""
     out = parent.copy()
     todo = np.flatnonzero((out >= 0) & ~wanted[np.maximum(out, 0)])
     steps = 0
