@@ -10,7 +10,6 @@ waits are counted separately (they duplicate the host calls in time, so they are
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +17,7 @@ import polars as pl
 
 from opscope.analysis.base import window as win
 from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, link, thread_key
-from opscope.analysis.base.names import kind_names
+from opscope.analysis.base.names import names_of
 from opscope.analysis.base.nesting import at_positions, positions
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
@@ -60,8 +59,7 @@ def _sync_calls(trace: Trace) -> pl.DataFrame:
     """Every synchronising host call: name, pid, tid, ts_ns, dur_ns, end_ns (durations below 0 count as 0)."""
     host = trace.lazy().filter(pl.col(Col.KIND).is_in([Kind.RUNTIME, Kind.DRIVER]))
     # Match the pattern on the few distinct call names (the trace's (kind, name) table), not on every event.
-    names = kind_names(trace).filter(pl.col(Col.KIND).is_in([Kind.RUNTIME, Kind.DRIVER]))[Col.NAME]
-    wanted = [n for n in names.drop_nulls().unique().sort().to_list() if re.search(SYNC_CALL_PATTERN, n)]
+    wanted = names_of(trace, [Kind.RUNTIME, Kind.DRIVER], SYNC_CALL_PATTERN)
     calls = (
         host.filter(pl.col(Col.NAME).is_in(wanted) & pl.col(Col.TS_NS).is_not_null())
         .select(
