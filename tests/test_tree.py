@@ -10,13 +10,24 @@ import re
 from collections import defaultdict
 from dataclasses import replace
 
+import polars as pl
 import pytest
 
 import opscope
 import reference as ref
 from conftest import corpus_path
 from opscope.analysis.attribution.ops import OpOptions, op_stats
-from opscope.analysis.attribution.tree import TreeNode, TreeOptions, op_tree, op_trees
+from opscope.analysis.attribution.tree import (
+    ROW,
+    TreeNode,
+    TreeOptions,
+    _hash,
+    _label_hashes,
+    _paths,
+    _text_hash,
+    op_tree,
+    op_trees,
+)
 
 BERT = "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"
 QWEN = "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
@@ -206,3 +217,39 @@ def test_cli_errors(cli) -> None:
     ):
         result = cli("tree", path, *args)
         assert result.code == 2 and message in result.err, result.err
+
+
+def test_label_hashes_are_the_texts_hashes() -> None:
+    """The per-row label hashes taken from category codes equal the hash of each row's text (renamed, null)."""
+    names = pl.Series(["a_1", None, "b", "a_1", "a_2"], dtype=pl.Categorical)
+    text = pl.Series(["a", None, "b", "a", "a"], dtype=pl.String)
+    got = _label_hashes(names, {"a_1": "a", "a_2": "a"})
+    assert got.to_list() == pl.select(_text_hash(pl.lit(text))).to_series().to_list()
+    blank = _label_hashes(names, null="")
+    assert blank[1] == pl.select(_text_hash(pl.lit(""))).item() != got[1]
+    assert _label_hashes(names.clear()).len() == 0
+
+
+def test_paths_level_by_level() -> None:
+    """Hand-made forest: equal (parent path, label) give one path id, the parent's path id is `up`; a node
+    whose parent is missing and the nodes on a cycle are left out with everything below them."""
+    h = [int(x) for x in pl.select(_text_hash(pl.lit(pl.Series(["x", "y"])))).to_series()]
+    nodes = pl.DataFrame(
+        {
+            ROW: [0, 1, 2, 3, 4, 5, 6, 7, 8],
+            "up_row": [None, 0, 0, 1, None, 99, 5, 8, 7],  # 5: parent missing; 7 and 8: a cycle
+            "label_h": [h[0], h[1], h[1], h[0], h[0], h[0], h[0], h[0], h[0]],
+            "calls": [1, 2, 3, 4, 5, 6, 7, 8, 9],
+        },
+        schema_overrides={"label_h": pl.UInt64},
+    )
+    got = {r[ROW]: r for r in _paths(nodes).iter_rows(named=True)}
+    assert sorted(got) == [0, 1, 2, 3, 4] and got[3]["calls"] == 4
+    root = pl.select(_hash(pl.lit(0, dtype=pl.UInt64), pl.lit(h[0], dtype=pl.UInt64))).item()
+    assert got[0]["path"] == got[4]["path"] == root and got[0]["up"] == 0
+    assert got[1]["path"] == got[2]["path"] != root and got[1]["up"] == root
+    assert got[3]["up"] == got[1]["path"] and got[3]["path"] not in (root, got[1]["path"])
+    shuffled = {
+        r[ROW]: r["path"] for r in _paths(nodes.reverse().with_columns(pl.col(ROW))).iter_rows(named=True)
+    }
+    assert shuffled == {k: v["path"] for k, v in got.items()}  # the same ids whatever the rows' order

@@ -23,6 +23,7 @@ from opscope.analysis.base.nesting import (
     has_equal_ancestor,
     innermost_container,
     positions,
+    rooted_depths,
     subtree_sums,
 )
 from opscope.analysis.base.windows import StepWindow, overlap_pairs, parse_steps
@@ -206,6 +207,8 @@ def test_cyclic_parents_are_refused_not_looped() -> None:
     """Hand-made fixture: parents that close a loop (a malformed trace) give None, and the walk ends."""
     up = np.array([1, 2, 0, -1], dtype=np.int64)
     assert depths(up) is None
+    # the depths of the nodes that reach a root, -1 on the loop and below it
+    assert rooted_depths(np.array([1, 2, 0, -1, 3, 0], dtype=np.int64)).tolist() == [-1, -1, -1, 0, 1, -1]
     assert subtree_sums(up, np.ones(4, dtype=np.int64)) is None
     # the walk up from a node on the loop comes back to the node itself: it ends there, found
     assert has_equal_ancestor(up, np.array([5, 6, 7, 8])).tolist() == [True, True, True, False]

@@ -29,7 +29,14 @@ import polars as pl
 
 from opscope.analysis.attribution.frames import user_frame_names
 from opscope.analysis.base.linking import ROW, Linkage, LinkStats, link, once_per_link, selected_gpu
-from opscope.analysis.base.nesting import ancestors, at_positions, nearest_of_kind, positions
+from opscope.analysis.base.nesting import (
+    ancestors,
+    at_positions,
+    filled,
+    nearest_of_kind,
+    positions,
+    rooted_depths,
+)
 from opscope.analysis.base.windows import fold_steps, names_matching
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
@@ -97,37 +104,47 @@ class OpTree(Tabular):
         return out
 
 
-def _hash(parent: pl.Expr, name: pl.Expr) -> pl.Expr:
-    return pl.struct(parent.alias("p"), name.alias("n")).hash(seed=7)
+SEED = 7  # of every hash below: path ids are compared within one tree, never stored
+
+
+def _hash(parent: pl.Expr, label: pl.Expr) -> pl.Expr:
+    """A node's path id: the hash of its parent's path id and its label's `_text_hash` (both UInt64)."""
+    return pl.struct(parent.alias("p"), label.alias("n")).hash(seed=SEED)
+
+
+def _text_hash(text: pl.Expr) -> pl.Expr:
+    """A label's hash from its text: the same for every node bearing the label, scope or GPU event."""
+    return text.hash(seed=SEED)
+
+
+def _label_hashes(
+    names: pl.Series, renamed: dict[str, str] | None = None, null: str | None = None
+) -> pl.Series:
+    """`_text_hash` of each row's label, from a Categorical column of names: a string and a hash per distinct
+    name, then a lookup per row by the category's code (the 1.5 M shown scopes of the 1 GB benchmark trace made
+    no string each). `renamed`: labels that differ from the name (module instances -> their type); `null`: the
+    label of a missing name (else the hash of a null)."""
+    distinct = names.unique()
+    text = distinct.cast(pl.String)
+    if null is not None:
+        text = text.fill_null(null)
+    if renamed:
+        text = text.replace(renamed)
+    codes = names.to_physical()
+    missing = int(codes.drop_nulls().to_numpy().max(initial=0)) + 1  # the slot of a null name
+    lookup = np.zeros(missing + 1, dtype=np.uint64)
+    lookup[distinct.to_physical().fill_null(missing).to_numpy()] = text.hash(seed=SEED).to_numpy()
+    return pl.Series("label_h", lookup[codes.fill_null(missing).to_numpy()], dtype=pl.UInt64)
 
 
 INSTANCE_SUFFIX = r"_\d+$"  # nn.Module: Qwen2DecoderLayer_13 -> nn.Module: Qwen2DecoderLayer
 
 
-def _shown(
-    scopes: pl.DataFrame, python: str, module_mode: str = "types", visible: _Visible | None = None
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The scopes shown as nodes, each with `up_row` (its nearest shown ancestor: pointer jumping over the
-    hidden ones in the linked call tree, no new nesting), a display `label` and a `node_kind`; and for every
-    scope the shown node that GPU work launched inside it hangs under (`attach_row`: itself if shown, else its
-    nearest shown ancestor). `visible`: `_visible(scopes, python)` when the caller has it (the report's two
-    trees differ in their labels only)."""
-    seen = visible or _visible(scopes, python)
-    node_kind = (
-        pl.when(pl.col(Col.NAME).is_in(seen.modules))
-        .then(pl.lit("nn.Module"))
-        .otherwise(pl.col(Col.KIND).cast(pl.String))
-    )
-    label = pl.col(Col.NAME).cast(pl.String)
-    if module_mode == "types":  # each module name's suffix dropped once, not a regular expression per row
-        label = label.replace(_type_labels(seen.modules))
-    return seen.shown.with_columns(label.alias("label"), node_kind.alias("node_kind")), seen.attach
-
-
 @dataclass(frozen=True, eq=False)
 class _Visible:
-    """What `_shown` computes whatever the labels: the shown scopes (folded step names; no label yet), every
-    scope's `attach_row`, the module names."""
+    """The shown scopes whatever their labels: `shown` (row, up_row: the nearest shown ancestor's row, name with
+    step names folded, kind), every scope's `attach_row` (`attach`: itself if shown, else its nearest shown
+    ancestor: where GPU work launched inside it hangs), the module names (`modules`)."""
 
     shown: pl.DataFrame
     attach: pl.DataFrame
@@ -135,6 +152,8 @@ class _Visible:
 
 
 def _visible(scopes: pl.DataFrame, python: str) -> _Visible:
+    """The scopes shown as nodes by `python` (see the module doc), each with `up_row` by pointer jumping over the
+    hidden ones in the linked call tree (no new nesting)."""
     modules = names_matching(scopes, Col.NAME, "^" + MODULE_PREFIX)
     is_python = pl.col(Col.KIND) == Kind.PYTHON
     if python == "user":
@@ -156,7 +175,8 @@ def _visible(scopes: pl.DataFrame, python: str) -> _Visible:
         pl.col(ROW).alias("scope_row"),
         pl.when(pl.col("_keep")).then(pl.col(ROW)).otherwise(pl.col("up_row")).alias("attach_row"),
     )
-    return _Visible(shown=fold_steps(frame.filter(pl.col("_keep"))), attach=attach, modules=modules)
+    shown = fold_steps(frame.filter(pl.col("_keep")).select(ROW, "up_row", Col.NAME, Col.KIND))
+    return _Visible(shown=shown, attach=attach, modules=modules)
 
 
 def _user_frames(scopes: pl.DataFrame) -> list[str]:
@@ -164,24 +184,52 @@ def _user_frames(scopes: pl.DataFrame) -> list[str]:
     return user_frame_names(scopes.filter(pl.col(Col.KIND) == Kind.PYTHON)[Col.NAME]).to_list()
 
 
-def _paths(shown: pl.DataFrame) -> pl.DataFrame:
-    """Path id of every shown scope (hash of its parent's path id and its label), top-down by level."""
-    base = shown.select(ROW, "up_row", "label", "node_kind")
-    level = base.filter(pl.col("up_row").is_null()).with_columns(
-        _hash(pl.lit(0, dtype=pl.UInt64), pl.col("label")).alias("path"),
-        pl.lit(0, dtype=pl.UInt64).alias("up"),
+def _paths(nodes: pl.DataFrame) -> pl.DataFrame:
+    """Every node's path id (`path`: `_hash` of its parent's path id and its `label_h`) and its parent's (`up`,
+    0 at a root). `nodes`: ROW, `up_row` (the parent's ROW, null at a root), `label_h`, and columns passed
+    through. Top-down one tree level at a time, each level's query over its own nodes (the whole table once,
+    not once per level); a node whose parent is missing (or on a cycle) is left out with its subtree."""
+    indexed = nodes.with_row_index("_i")
+    parent = _parent_positions(indexed)
+    orphan = (parent < 0) & indexed["up_row"].is_not_null().to_numpy()
+    depth = rooted_depths(parent)  # -1 on a cycle (a malformed tree): left out
+    order = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[order], np.arange(int(depth.max(initial=-1)) + 2))
+    labels = indexed["label_h"].to_numpy()
+    path = np.zeros(len(parent), dtype=np.uint64)
+    up = np.zeros(len(parent), dtype=np.uint64)
+    done = np.zeros(len(parent), dtype=bool)
+    for level in range(len(bounds) - 1):
+        at = order[bounds[level] : bounds[level + 1]]
+        if level == 0:
+            at = at[~orphan[at]]
+        else:
+            at = at[done[parent[at]]]
+        if not len(at):
+            break
+        up[at] = path[parent[at]] if level else 0
+        path[at] = (
+            pl.DataFrame({"p": up[at], "n": labels[at]}).select(_hash(pl.col("p"), pl.col("n"))).to_series()
+        ).to_numpy()
+        done[at] = True
+    return (
+        indexed.with_columns(pl.Series("path", path), pl.Series("up", up))
+        .filter(pl.Series(done))
+        .drop("_i", "up_row", "label_h")
     )
-    done = [level]
-    rest = base.filter(pl.col("up_row").is_not_null())
-    depth = 0
-    while level.height and rest.height and depth <= shown.height:
-        nxt = rest.join(
-            level.select(pl.col(ROW).alias("up_row"), pl.col("path").alias("up")), on="up_row", how="inner"
-        )
-        level = nxt.with_columns(_hash(pl.col("up"), pl.col("label")).alias("path"))
-        done.append(level)
-        depth += 1
-    return pl.concat([d.select(ROW, "path", "up", "label", "node_kind") for d in done])
+
+
+def _parent_positions(nodes: pl.DataFrame) -> np.ndarray:
+    """Each node's parent's position in `nodes` (-1: a root, or a parent not among them): by `positions` over
+    the row numbers where they are sorted (the shown scopes), else by a join on the path ids (the per-instance
+    tree's nodes, a few thousand)."""
+    rows = nodes[ROW]
+    if rows.dtype == pl.Int64 and rows.is_sorted():
+        return positions(rows.to_numpy(), nodes["up_row"].fill_null(-1).to_numpy())
+    parents = nodes.select(pl.col(ROW).alias("up_row"), pl.int_range(pl.len(), dtype=pl.Int64).alias("_up"))
+    return filled(
+        nodes.select("up_row").join(parents, on="up_row", how="left", maintain_order="left")["_up"], -1
+    )
 
 
 def _scope_paths(scope_rows: pl.Series, attach: pl.DataFrame, paths: pl.DataFrame) -> pl.Series:
@@ -242,36 +290,57 @@ def _visible_once(trace: Trace, linked: Linkage, python: str) -> _Visible:
 
 
 def _unattributed_path() -> pl.Expr:
-    return _hash(pl.lit(0, dtype=pl.UInt64), pl.lit(UNATTRIBUTED))
+    return _hash(pl.lit(0, dtype=pl.UInt64), _text_hash(pl.lit(UNATTRIBUTED)))
 
 
 def _nodes(trace: Trace, opts: TreeOptions, linked: Linkage) -> _Nodes:
     gpu = selected_gpu(trace, linked, opts.devices, opts.streams, opts.steps)
     visible = _visible_once(trace, linked, opts.python)
-    shown, attach = _shown(linked.scopes, opts.python, opts.modules, visible)
-    paths = _paths(shown)
+    renamed = _type_labels(visible.modules) if opts.modules == "types" else None
+    shown = visible.shown
+    # the labels stay category codes until the nodes are merged by path (text for the distinct nodes only)
+    paths = _paths(shown.with_columns(_label_hashes(shown[Col.NAME], renamed)))
     leaves = (
-        gpu.select(
-            pl.col(Col.NAME).cast(pl.String).fill_null(""),
-            pl.col(Col.KIND).cast(pl.String),
-            Col.DUR_NS,
+        gpu.select(Col.NAME, Col.KIND, Col.DUR_NS)
+        .with_columns(
+            _label_hashes(gpu[Col.NAME], null=""),
+            _scope_paths(gpu["scope_row"], visible.attach, paths).alias("scope_path"),
         )
-        .with_columns(_scope_paths(gpu["scope_row"], attach, paths).alias("scope_path"))
         .with_columns(pl.col("scope_path").fill_null(_unattributed_path()).alias("up"))
-        .with_columns(_hash(pl.col("up"), pl.col(Col.NAME)).alias("path"))
+        .with_columns(_hash(pl.col("up"), pl.col("label_h")).alias("path"))
     )
-    leaf_nodes = leaves.group_by("path").agg(
-        pl.col("up").first(),
-        pl.col(Col.NAME).first().alias("label"),
-        pl.col(Col.KIND).first().alias("node_kind"),
-        pl.len().alias("calls"),
-        pl.col(Col.DUR_NS).sum().alias("self_ns"),
+    leaf_nodes = (
+        leaves.group_by("path")
+        .agg(
+            pl.col("up").first(),
+            pl.col(Col.NAME).first(),
+            pl.col(Col.KIND).first(),
+            pl.len().alias("calls"),
+            pl.col(Col.DUR_NS).sum().alias("self_ns"),
+        )
+        .select(
+            "path",
+            "up",
+            pl.col(Col.NAME).cast(pl.String).fill_null("").alias("label"),
+            pl.col(Col.KIND).cast(pl.String).alias("node_kind"),
+            "calls",
+            "self_ns",
+        )
     )
-    scope_nodes = paths.group_by("path").agg(
-        pl.col("up").first(),
-        pl.col("label").first().cast(pl.String),
-        pl.col("node_kind").first(),
-        pl.len().alias("calls"),
+    label = pl.col(Col.NAME).cast(pl.String)
+    if renamed:
+        label = label.replace(renamed)
+    node_kind = (
+        pl.when(pl.col(Col.NAME).is_in(visible.modules))
+        .then(pl.lit("nn.Module"))
+        .otherwise(pl.col(Col.KIND).cast(pl.String))
+    )
+    scope_nodes = (
+        paths.group_by("path")
+        .agg(
+            pl.col("up").first(), pl.col(Col.NAME).first(), pl.col(Col.KIND).first(), pl.len().alias("calls")
+        )
+        .select("path", "up", label.alias("label"), node_kind.alias("node_kind"), "calls")
     )
     outside = leaves.filter(pl.col("scope_path").is_null())
     return _Nodes(
@@ -299,22 +368,18 @@ def _merged_by_type(instances: _Nodes, labels: dict[str, str]) -> _Nodes:
         pl.col("label").replace(labels),
         "node_kind",
         "calls",
-    )
+    ).with_columns(_text_hash(pl.col("label")).alias("label_h"))
     merged = _paths(by_instance)  # row: the per-instance path; path, up: the merged ones
     unattributed = pl.select(_unattributed_path().alias(ROW), _unattributed_path().alias("path"))
     up_mapping = pl.concat([merged.select(ROW, "path"), unattributed]).select(
         pl.col(ROW).alias("up"), pl.col("path").alias("_type_up")
     )
-    merged_scopes = (
-        merged.join(by_instance.select(ROW, "calls"), on=ROW, how="inner", maintain_order="left")
-        .group_by("path", maintain_order=True)
-        .agg(
-            pl.col("up").first(), pl.col("label").first(), pl.col("node_kind").first(), pl.col("calls").sum()
-        )
+    merged_scopes = merged.group_by("path", maintain_order=True).agg(
+        pl.col("up").first(), pl.col("label").first(), pl.col("node_kind").first(), pl.col("calls").sum()
     )
     merged_leaves = (
         instances.leaves.join(up_mapping, on="up", how="inner", maintain_order="left")
-        .with_columns(_hash(pl.col("_type_up"), pl.col("label")).alias("path"))
+        .with_columns(_hash(pl.col("_type_up"), _text_hash(pl.col("label"))).alias("path"))
         .group_by("path", maintain_order=True)
         .agg(
             pl.col("_type_up").first().alias("up"),

@@ -129,6 +129,12 @@ def nearest_of_kind(parent: np.ndarray, wanted: np.ndarray) -> np.ndarray:
 def depths(parent: np.ndarray) -> np.ndarray | None:
     """Each node's number of enclosing nodes (parent indices, -1 at roots), by pointer jumping; None when the
     parents close a cycle (a malformed trace)."""
+    depth = rooted_depths(parent)
+    return None if (depth < 0).any() else depth
+
+
+def rooted_depths(parent: np.ndarray) -> np.ndarray:
+    """As `depths`, with -1 for each node that reaches no root (on a cycle or below one) instead of None."""
     n = len(parent)
     depth = (parent >= 0).astype(np.int64)
     jump = np.where(parent >= 0, parent, np.arange(n))
@@ -137,7 +143,7 @@ def depths(parent: np.ndarray) -> np.ndarray | None:
             return depth
         depth = depth + depth[jump]
         jump = jump[jump]
-    return None
+    return np.where(parent[jump] >= 0, -1, depth)
 
 
 def subtree_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray | None:
