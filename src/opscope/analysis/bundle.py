@@ -93,6 +93,9 @@ class TraceBundle:
     ncu: MetricsJoin | None = None  # an Nsight Compute export joined to the kernels (`report --metrics`)
 
 
+_Beside = tuple[tuple[OpTree, OpTree], CriticalPathStats]  # what the report computes beside its advice
+
+
 def trace_bundle(
     trace: Trace, options: BundleOptions | None = None, ncu: NcuMetrics | None = None
 ) -> TraceBundle:
@@ -107,15 +110,20 @@ def trace_bundle(
     basis = "gpu" if summary.gpu_calls else "cpu"
     flame = TreeOptions(depth=0, min_share=FLAME_MIN_SHARE, devices=devices, streams=streams)
     lo, hi = act.window.start_ns or 0, act.window.end_ns or 0
-    # the critical path's step graphs (~1.3 s at x64: numpy and polars that release the GIL) beside the advice
-    critical_path = Beside(
-        lambda: critical_path_stats(trace, rules=(), top=0, linkage=linkage, max_windows=CRITICAL_PATH_STEPS)
+    # the two op trees (~0.5 s at x64) and the critical path's step graphs (~1.3 s) beside the advice: numpy and
+    # polars that release the GIL. The trees first: they hold the most memory, and the advice's largest stage
+    # (efficiency) comes last (issue 25: x64 7.1-7.4 -> 6.7-6.9 s, peak 1.30-1.38 -> 1.32-1.40 GB)
+    beside = Beside(
+        lambda: (
+            op_trees(trace, flame, linkage),
+            critical_path_stats(trace, rules=(), top=0, linkage=linkage, max_windows=CRITICAL_PATH_STEPS),
+        )
     )
     analysis = advise(trace, AnalyzeOptions(devices=devices, streams=streams, predict=True), linkage, act)
     # the step table, the busy timeline and the copies are the analysis's own (same options, same activity):
     # computed once, shown in both the report's panels and its analysis payload (issue 25, item 3)
     steps = analysis.steps
-    tree, instances = op_trees(trace, flame, linkage)  # one pass for both (the second from the first's nodes)
+    (tree, instances), critical_path = _waited(beside)
     return TraceBundle(
         trace=trace,
         options=opts,
@@ -135,7 +143,7 @@ def trace_bundle(
         memcpy=analysis.memcpy,
         advice=analysis.advice,
         analysis=analysis,
-        critical_path=_waited(critical_path),
+        critical_path=critical_path,
         memory=memory_stats(trace, MemoryOptions(top=MEMORY_TOP)),
         efficiency=efficiency(
             trace,
@@ -150,9 +158,9 @@ def trace_bundle(
     )
 
 
-def _waited(critical_path: Beside[CriticalPathStats]) -> CriticalPathStats:
-    stage("critical path of the first steps")
-    return critical_path.result()
+def _waited(beside: Beside[_Beside]) -> _Beside:
+    stage("op trees and the critical path of the first steps")
+    return beside.result()
 
 
 def _kernel_categories(
