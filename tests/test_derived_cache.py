@@ -105,3 +105,20 @@ def test_the_code_tag_is_the_same_in_every_process() -> None:
         for _ in range(2)
     }
     assert tags == {linking._code_tag() + "\n"}
+
+
+def test_results_of_other_code_are_removed_when_one_is_saved(cached: Path) -> None:
+    """A result stored by other code (another tag, the same name) is removed once this code's is written;
+    other names, and names that only start alike, are kept."""
+    linking.link(opscope.load(cached))
+    wait_for_saves()
+    (store,) = Path(os.environ["OPSCOPE_CACHE_DIR"]).glob("*.parquet.derived")
+    (mine,) = store.iterdir()
+    stale = [store / "link-0123456789abcdef", store / "link-fedcba9876543210"]
+    kept = [store / "links-0123456789abcdef", store / "other-0123456789abcdef"]
+    for folder in stale + kept:
+        shutil.copytree(mine, folder)
+    shutil.rmtree(mine)  # this code's result is gone: the next command links and saves again
+    linking.link(opscope.load(cached))
+    wait_for_saves()
+    assert sorted(p.name for p in store.iterdir()) == sorted([mine.name, *(p.name for p in kept)])

@@ -7,7 +7,8 @@ store's version. The cache file is rewritten whenever the trace changes, so a st
 the results are stale and they are recomputed. Everything here is best effort: a result that cannot be read or
 written is simply computed (never an error), and files are written under a temporary name and renamed into
 place, so a reader never sees half of one. The analysis that owns a key puts a tag of its own code into the
-key (analysis/base/linking.py), so results of other code are not read either.
+key (analysis/base/linking.py), so results of other code are not read either; saving a result removes those
+of other code under the same name.
 """
 
 from __future__ import annotations
@@ -89,6 +90,19 @@ class DerivedStore:
             os.replace(tmp, where)
         except Exception:
             shutil.rmtree(tmp, ignore_errors=True)
+            return
+        self._drop_other_tags(key)
+
+    def _drop_other_tags(self, key: str) -> None:
+        """Remove the results stored under the same name by other code (`<name>-<tag>` with another tag): this
+        code never reads them, and each is as large as the result (a link table: ~120 MB for the 1 GB benchmark
+        trace), so every change of the analysis code would otherwise leave one more behind."""
+        name, dash, _ = key.rpartition("-")
+        if not dash:
+            return
+        for other in self.folder.glob(f"{name}-*"):
+            if other.name != key and other.name.rpartition("-")[0] == name and other.is_dir():
+                shutil.rmtree(other, ignore_errors=True)
 
 
 def wait_for_saves() -> None:
