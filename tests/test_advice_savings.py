@@ -11,14 +11,19 @@ import re
 from functools import cache
 from pathlib import Path
 
+import polars as pl
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import opscope
 import reference as ref
 from conftest import corpus_path
+from opscope.analysis.base import intervals
 from opscope.analysis.findings import OUTCOMES, Advice, RuleConfig, severity
 from opscope.analysis.overview import AnalyzeOptions
 from opscope.analysis.rules.advise import advise
+from opscope.analysis.rules.savings import window_claims
 from test_categories import corpus_traces
 
 RESNET_V100 = "kineto/tb_plugin_samples_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz"
@@ -241,3 +246,22 @@ def test_a_rule_that_saves_nothing_is_not_a_finding(cli) -> None:
     (outcome,) = [o for o in data["rules_evaluated"] if o["id"] == "host_bound"]
     assert outcome["status"] == "no time at stake" and outcome["value"] < outcome["threshold"]
     assert "host_bound" not in cli("advise", corpus_path(rel), "--width", "200").out.split("fixing")[0]
+
+
+@given(
+    st.lists(st.tuples(st.integers(-50, 50), st.integers(-50, 50)), max_size=20),
+    st.lists(st.tuples(st.integers(-50, 50), st.integers(0, 30)), max_size=8),
+)
+def test_window_claims_are_the_claims_cut_to_each_piece_and_merged(
+    claims: list[tuple[int, int]], pieces: list[tuple[int, int]]
+) -> None:
+    """The intersection with the window's pieces equals cutting the claims to every piece and merging."""
+    frame = pl.DataFrame(
+        {"start_ns": [a for a, _ in claims], "end_ns": [b for _, b in claims]},
+        schema={"start_ns": pl.Int64, "end_ns": pl.Int64},
+    )
+    bounds = [(lo, lo + n) for lo, n in pieces]
+    got = window_claims(frame, bounds)
+    cut = [intervals.clip(frame, lo, hi) for lo, hi in bounds]
+    want = intervals.merge(pl.concat(cut)) if cut else got.clear()
+    assert list(got.iter_rows()) == list(want.iter_rows())

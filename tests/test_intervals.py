@@ -170,3 +170,52 @@ def test_covered_per_window_declines_what_would_not_fit() -> None:
     start = np.array([0, 2**61], dtype=np.int64)
     got = intervals.covered_per_window(start, start + 10, np.array([0, 1]), 2, start[:1], start[1:] + 10)
     assert got is None
+
+
+def _frame(pairs: list[tuple[int, int]], dtype: pl.DataType = pl.Int64) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"start_ns": [a for a, _ in pairs], "end_ns": [b for _, b in pairs]},
+        schema={"start_ns": dtype, "end_ns": dtype},
+    )
+
+
+def _points(pairs: list[tuple[int, int]]) -> set[int]:
+    return {t for s, e in pairs for t in range(s, e)}
+
+
+def _runs(points: set[int]) -> list[tuple[int, int]]:
+    """The maximal runs of consecutive points as [start, end) intervals (what a merge gives)."""
+    out: list[tuple[int, int]] = []
+    for t in sorted(points):
+        if out and out[-1][1] == t:
+            out[-1] = (out[-1][0], t + 1)
+        else:
+            out.append((t, t + 1))
+    return out
+
+
+@given(
+    st.lists(st.tuples(_SPAN, _SPAN), max_size=30),
+    st.lists(st.tuples(_SPAN, _SPAN), max_size=30),
+    st.sampled_from([pl.Int64, pl.Int32, pl.UInt64]),
+)
+def test_merge_and_intersection_equal_the_covered_points(
+    a: list[tuple[int, int]], b: list[tuple[int, int]], dtype: pl.DataType
+) -> None:
+    """The numpy forms (a frame without nulls; the intersection's sweep) against the points each set covers;
+    nulls and a lazy frame through the polars form."""
+    if dtype == pl.UInt64:
+        a = [(s + 50, e + 50) for s, e in a]
+        b = [(s + 50, e + 50) for s, e in b]
+    merged = intervals.merge(_frame(a, dtype))
+    assert list(merged.iter_rows()) == _runs(_points(a)) and merged.schema["start_ns"] == dtype
+    assert intervals.merge(_frame(a, dtype).lazy()).equals(merged)
+    nulls = pl.DataFrame(
+        {"start_ns": [None, 1], "end_ns": [3, None]}, schema={"start_ns": dtype, "end_ns": dtype}
+    )
+    with_nulls = pl.concat([_frame(a, dtype), nulls])
+    assert list(intervals.merge(with_nulls).iter_rows()) == _runs(_points(a))
+    both = _points(a) & _points(b)
+    assert list(intervals.intersect(_frame(a, dtype), _frame(b, dtype)).iter_rows()) == _runs(both)
+    assert intervals.intersection_ns(_frame(a, dtype), _frame(b, dtype)) == len(both)
+    assert intervals.covered_ns(merged) == intervals.union_ns(_frame(a, dtype)) == len(_points(a))

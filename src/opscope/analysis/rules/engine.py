@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from opscope.analysis.base import intervals
 from opscope.analysis.base.stages import stage
 from opscope.analysis.findings import (
     CRIT_SHARE,
@@ -38,7 +39,6 @@ from opscope.analysis.rules.savings import (
     alone_ns,
     attribute,
     combined_ns,
-    length_ns,
     window_claims,
 )
 from opscope.errors import UsageError
@@ -155,7 +155,7 @@ def evaluate(ctx: RuleContext, config: RuleConfig | None = None, predict: bool =
         if not rule.fires(hit.value, threshold):
             outcomes[rule.id] = RuleOutcome(rule.id, NOT_CROSSED, float(hit.value), threshold)
             continue
-        claimed[rule.id] = length_ns(window_claims(hit.claims, bounds))
+        claimed[rule.id] = intervals.covered_ns(window_claims(hit.claims, bounds))
         saving, model = alone_ns(hit, claimed[rule.id], None)
         if hit.time_at_stake_ns <= 0 or saving <= 0:
             outcomes[rule.id] = RuleOutcome(rule.id, NO_TIME, float(hit.value), threshold, hit.detail)

@@ -46,16 +46,16 @@ class Attributed:
 
 
 def window_claims(claims: pl.DataFrame | None, bounds: Sequence[tuple[int, int]]) -> pl.DataFrame:
-    """The claim intervals cut to the window's pieces and merged (start_ns, end_ns)."""
+    """The claim intervals cut to the window's pieces and merged (start_ns, end_ns): their intersection with
+    the pieces, one sweep (each claim was cut to each piece: claims x pieces, 320 pieces on the 1 GB
+    benchmark trace)."""
     if claims is None or claims.height == 0 or not bounds:
         return pl.DataFrame(schema={S: pl.Int64, E: pl.Int64})
     frame = claims.select(pl.col(S).cast(pl.Int64), pl.col(E).cast(pl.Int64))
-    pieces = [intervals.clip(frame, int(lo), int(hi)) for lo, hi in bounds]
-    return intervals.merge(pl.concat(pieces))
-
-
-def length_ns(merged: pl.DataFrame) -> int:
-    return int(merged.select((pl.col(E) - pl.col(S)).sum()).item() or 0) if merged.height else 0
+    pieces = pl.DataFrame(
+        [(int(lo), int(hi)) for lo, hi in bounds], schema={S: pl.Int64, E: pl.Int64}, orient="row"
+    )
+    return intervals.intersect(frame, pieces)
 
 
 def alone_ns(hit: Hit, claimed_ns: int, what_if_ns: int | None) -> tuple[int, str]:
@@ -80,7 +80,7 @@ def attribute(candidates: Sequence[Candidate], bounds: Sequence[tuple[int, int]]
     out = []
     for c in claim_order(candidates):
         mine = window_claims(c.hit.claims, bounds)
-        total = length_ns(mine)
+        total = intervals.covered_ns(mine)
         if total <= 0 or c.alone_ns <= 0:
             out.append(Attributed(c, 0, ()))
             continue
