@@ -228,6 +228,7 @@ def test_label_hashes_are_the_texts_hashes() -> None:
     blank = _label_hashes(names, null="")
     assert blank[1] == pl.select(_text_hash(pl.lit(""))).item() != got[1]
     assert _label_hashes(names.clear()).len() == 0
+    assert _label_hashes(names.cast(pl.String), {"a_1": "a", "a_2": "a"}).equals(got)  # text names too
 
 
 def test_paths_level_by_level() -> None:

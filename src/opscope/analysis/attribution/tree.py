@@ -124,6 +124,8 @@ def _label_hashes(
     name, then a lookup per row by the category's code (the 1.5 M shown scopes of the 1 GB benchmark trace made
     no string each). `renamed`: labels that differ from the name (module instances -> their type); `null`: the
     label of a missing name (else the hash of a null)."""
+    if names.dtype not in (pl.Categorical, pl.Enum):  # text (a frame built by hand): given codes first
+        names = names.cast(pl.String).cast(pl.Categorical)
     distinct = names.unique()
     text = distinct.cast(pl.String)
     if null is not None:
