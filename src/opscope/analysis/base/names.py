@@ -28,9 +28,13 @@ def kind_names(trace: Trace) -> pl.DataFrame:
     )
 
 
-def names_of(trace: Trace, kinds: Sequence[str], pattern: str) -> list[str]:
-    """The distinct names of events of `kinds` that match `pattern` (`kind_names`)."""
-    table = kind_names(trace).filter(
+def matching(trace: Trace, kinds: Sequence[str], pattern: str) -> pl.DataFrame:
+    """The rows of `kind_names` of `kinds` whose name matches `pattern`."""
+    return kind_names(trace).filter(
         pl.col(Col.KIND).is_in(list(kinds)) & pl.col(Col.NAME).str.contains(pattern)
     )
-    return table[Col.NAME].unique().sort().to_list()
+
+
+def names_of(trace: Trace, kinds: Sequence[str], pattern: str) -> list[str]:
+    """The distinct names of events of `kinds` that match `pattern` (`kind_names`)."""
+    return matching(trace, kinds, pattern)[Col.NAME].unique().sort().to_list()

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 import polars as pl
 
 from opscope.analysis.base import intervals
+from opscope.analysis.base.windows import names_matching
 from opscope.analysis.rules.context import E, RuleContext, S
 from opscope.analysis.rules.model import (
     ABOVE,
@@ -64,11 +63,7 @@ def host_bound(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
 
 def dataloader_time(ctx: RuleContext, threshold: float) -> Hit | None:
     scopes = ctx.linkage.scopes
-    names = [
-        n
-        for n in scopes[Col.NAME].cast(pl.String).unique().drop_nulls().to_list()
-        if re.search(DATALOADER, n)
-    ]
+    names = names_matching(scopes, Col.NAME, DATALOADER)
     steps = list(ctx.steps)
     bounds = [(w.start_ns, w.end_ns) for w in steps] or list(ctx.activity.window.bounds)
     total_ns = sum(hi - lo for lo, hi in bounds)

@@ -16,7 +16,7 @@ from typing import Final
 import polars as pl
 
 from opscope.analysis.base import intervals
-from opscope.analysis.base.names import kind_names, names_of
+from opscope.analysis.base.names import matching, names_of
 from opscope.analysis.base.window import STEPS, Window
 from opscope.analysis.base.windows import StepWindow
 from opscope.model.schema import Col, Kind
@@ -83,9 +83,7 @@ class Capture:
 
 def _count(trace: Trace, kinds: tuple[str, ...], pattern: str) -> int:
     """Events of `kinds` whose name matches `pattern`, counted from the trace's (kind, name) table."""
-    table = kind_names(trace)
-    matched = table.filter(pl.col(Col.KIND).is_in(list(kinds)) & pl.col(Col.NAME).str.contains(pattern))
-    return int(matched["count"].sum() or 0)
+    return int(matching(trace, kinds, pattern)["count"].sum() or 0)
 
 
 def _compile_ns(trace: Trace, window: Window) -> int:
