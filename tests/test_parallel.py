@@ -97,6 +97,34 @@ def test_beside_runs_while_the_caller_goes_on(monkeypatch: pytest.MonkeyPatch, w
         assert ran_on[0] is not threading.current_thread() and ran_on[0].daemon and seen == []
 
 
+def test_a_beside_asked_for_while_another_runs_is_computed_by_the_caller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One `Beside` thread at a time: while the first one's work runs, a second `Beside` (the report's advice
+    asking for `analyze`'s busy / idle pieces beside its trees) computes in the caller's thread; once the first
+    is done, the next one gets a thread again."""
+    monkeypatch.setattr(parallel, "threads", lambda: 3)
+    release = threading.Event()
+    ran_on: list[threading.Thread] = []
+
+    def blocked() -> str:
+        ran_on.append(threading.current_thread())
+        release.wait(5)
+        return "first"
+
+    def quick() -> str:
+        ran_on.append(threading.current_thread())
+        return "second"
+
+    first = parallel.Beside(blocked)
+    second = parallel.Beside(quick)
+    assert second.result() == "second" and ran_on[-1] is threading.current_thread()
+    release.set()
+    assert first.result() == "first" and ran_on[0] is not threading.current_thread()
+    third = parallel.Beside(quick)
+    assert third.result() == "second" and ran_on[-1] is not threading.current_thread()
+
+
 def test_beside_hands_its_error_to_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(parallel, "threads", lambda: 2)
 

@@ -17,6 +17,7 @@ from opscope.analysis.attribution.ops import OpOptions, OpStats, op_stats
 from opscope.analysis.attribution.steps import StepOptions, StepStats, step_stats
 from opscope.analysis.base import intervals
 from opscope.analysis.base.linking import Linkage, LinkStats, link
+from opscope.analysis.base.parallel import Beside
 from opscope.analysis.base.stages import stage
 from opscope.analysis.base.windows import select_windows
 from opscope.analysis.findings import Advice, RuleConfig
@@ -159,6 +160,21 @@ def analysis_of(trace: Trace, opts: AnalyzeOptions, linkage: Linkage, act: Activ
     stage("operators and steps")
     syncs = sync_calls(trace)
     clipped = act.clipped()
+    # the busy / idle analyses beside the op and step tables: polars and numpy, which release the GIL (issue 25:
+    # x4 analyze ~0.70 -> ~0.65 s, x64 advise ~4.6 -> ~4.2 s, +20-60 MB); in the report, whose trees already run
+    # beside its advice, they run here (`Beside`: one at a time)
+    beside = Beside(
+        lambda: (
+            timeline(trace, activity=act),
+            idle_breakdown(trace, activity=act, syncs=syncs),
+            category_breakdown(clipped),
+            _kernels(clipped, opts.top),
+            launch_delay(trace, activity=act, top=opts.top),
+            sync_stats(trace, act.window, linkage, syncs),
+            memcpy_stats(trace, activity=act),
+        ),
+        name="opscope-timeline",
+    )
     ops = op_stats(
         trace, OpOptions(top=opts.top, devices=opts.devices, streams=opts.streams, steps=opts.steps), linkage
     )
@@ -174,17 +190,18 @@ def analysis_of(trace: Trace, opts: AnalyzeOptions, linkage: Linkage, act: Activ
         *([gpu.note] if gpu.note else []),
     ]
     stage("busy and idle time, launch delay, syncs, copies")
+    busy, idle, categories, kernels, delay, syncs_seen, copies = beside.result()
     return Analysis(
         path=trace.path,
         device_names=names,
-        timeline=timeline(trace, activity=act),
-        idle=idle_breakdown(trace, activity=act, syncs=syncs),
-        categories=category_breakdown(clipped),
-        kernels=_kernels(clipped, opts.top),
+        timeline=busy,
+        idle=idle,
+        categories=categories,
+        kernels=kernels,
         ops=ops,
-        launch_delay=launch_delay(trace, activity=act, top=opts.top),
-        syncs=sync_stats(trace, act.window, linkage, syncs),
-        memcpy=memcpy_stats(trace, activity=act),
+        launch_delay=delay,
+        syncs=syncs_seen,
+        memcpy=copies,
         steps=steps,
         unattributed_share=ops.unattributed_share,
         link=linkage.stats,

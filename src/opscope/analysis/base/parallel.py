@@ -5,7 +5,9 @@ piece as it is taken up, in order, from the calling thread. On an interruption (
 started are cancelled and the running ones (tens of ms each) finish in the background.
 
 `Beside` runs one whole analysis on a thread of its own while the caller computes another (the report's
-critical path beside its advice)."""
+critical path beside its advice; `analyze`'s busy / idle analyses beside its op and step tables), one at a time:
+a `Beside` asked for while another one's thread runs is computed in the caller's thread (on two cores a third
+thread gains nothing and adds its memory: the report's advice runs `analyze`'s pieces beside its trees)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 MAX_THREADS = 4  # more gains little: the pieces' Python glue holds the GIL
+_BESIDE = threading.Semaphore(1)  # held while a `Beside` thread runs
 
 
 def threads() -> int:
@@ -82,17 +85,24 @@ class Beside(Generic[R]):
         self._done = threading.Event()
         self._value: R | None = None
         self._error: BaseException | None = None
-        if threads() == 1:  # one thread asked for (`threads`): computed here, now
+        # one thread asked for (`threads`), or another `Beside` running: computed here, now
+        if threads() == 1 or not _BESIDE.acquire(blocking=False):
             self._run(fn)
-        else:
-            threading.Thread(target=self._run, args=(fn,), name=name, daemon=True).start()
+            return
+        try:
+            threading.Thread(target=self._run, args=(fn, True), name=name, daemon=True).start()
+        except BaseException:
+            _BESIDE.release()
+            raise
 
-    def _run(self, fn: Callable[[], R]) -> None:
+    def _run(self, fn: Callable[[], R], held: bool = False) -> None:
         try:
             self._value = fn()
         except BaseException as exc:  # handed to the caller by `result`
             self._error = exc
         finally:
+            if held:
+                _BESIDE.release()
             self._done.set()
 
     def result(self) -> R:
