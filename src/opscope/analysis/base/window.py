@@ -62,9 +62,12 @@ def trace_window(
 ) -> Window:
     """First to last GPU-or-CPU event of the selection (see the module doc; `windows.work_span`, the one
     definition)."""
-    span = windows.work_span(
-        trace, select.by_streams(select.by_devices(trace.gpu_events(), devices), streams)
+    selected = (
+        None
+        if not devices and not streams
+        else select.by_streams(select.by_devices(trace.gpu_events(), devices), streams)
     )
+    span = windows.work_span(trace, selected)
     if span is None or span[1] <= span[0]:
         return Window(bounds=(), source=TRACE)
     return Window(bounds=(span,), source=TRACE)

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from opscope.analysis.base.names import names_of
+from opscope.analysis.base.names import names_of, span_of
 from opscope.errors import UsageError
-from opscope.model.schema import Col, Kind
+from opscope.model.schema import GPU_KINDS, Col, Kind
 from opscope.model.trace import Trace
 
 if TYPE_CHECKING:
@@ -70,7 +70,8 @@ def work_span(trace: Trace, gpu: pl.LazyFrame | None = None) -> tuple[int, int] 
     default all of them) and CPU work (`CPU_WORK_KINDS`) with a duration. Metadata, flows, instants, counters,
     the GPU-side annotations (`gpu_user_annotation`, CUPTI's profiler ranges) and the profiler's own `Trace`
     span are not work. None without any."""
-    gpu = trace.gpu_events() if gpu is None else gpu
+    if gpu is None:  # the same figure from the per-(kind, name) table: no pass over the events
+        return span_of(trace, [*GPU_KINDS, *CPU_WORK_KINDS])
     cpu = trace.lazy().filter(pl.col(Col.KIND).is_in(list(CPU_WORK_KINDS)) & pl.col(Col.DUR_NS).is_not_null())
     span = (
         pl.concat([gpu.select(Col.TS_NS, Col.DUR_NS), cpu.select(Col.TS_NS, Col.DUR_NS)])

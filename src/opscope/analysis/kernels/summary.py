@@ -23,6 +23,7 @@ from typing import Any
 import polars as pl
 
 from opscope.analysis.base import select
+from opscope.analysis.base.names import untimed
 from opscope.analysis.kernels.demangle import demangle_names
 from opscope.analysis.kernels.unknown_device import unknown_device_categories
 from opscope.model.schema import GPU_KINDS, Col, Kind
@@ -251,18 +252,9 @@ def select_gpu(trace: Trace, opts: SummaryOptions) -> GpuSelection:
 
 
 def without_duration(trace: Trace) -> int:
-    """How many kernels, memcpys and memsets of `trace` have no duration (counted once per trace)."""
-
-    def count() -> int:
-        found = (
-            trace.lazy()
-            .select((pl.col(Col.KIND).is_in(list(GPU_KINDS)) & pl.col(Col.DUR_NS).is_null()).sum())
-            .collect()
-            .item()
-        )
-        return int(found or 0)
-
-    return trace.derived("without_duration", count)
+    """How many kernels, memcpys and memsets of `trace` have no duration (`names.kind_names`: counted once per
+    trace)."""
+    return untimed(trace, list(GPU_KINDS))
 
 
 def duration_warning(count: int) -> tuple[str, ...]:
