@@ -213,11 +213,13 @@ LAUNCH_KEY = [
 _DIMS = [Col.GRID_X, Col.GRID_Y, Col.GRID_Z, Col.BLOCK_X, Col.BLOCK_Y, Col.BLOCK_Z]
 
 
-def kernel_launches(trace: Trace, name_filter: str | None = None) -> pl.LazyFrame:
-    """Kernel events with the launch-key columns normalised (name as text, unknown grid/block dims as 0)."""
+def kernel_launches(trace: Trace, name_filter: str | None = None, text: bool = True) -> pl.LazyFrame:
+    """Kernel events with the launch-key columns normalised (name as text, unknown grid/block dims as 0);
+    `text=False` keeps the name categorical (for a caller that groups by it and makes text of the groups)."""
     kernels = trace.lazy().filter(pl.col(Col.KIND) == Kind.KERNEL)
     kernels = select.by_name(kernels, name_filter)
-    return kernels.with_columns(pl.col(Col.NAME).cast(pl.String), *[pl.col(c).fill_null(0) for c in _DIMS])
+    name = pl.col(Col.NAME).cast(pl.String) if text else pl.col(Col.NAME)
+    return kernels.with_columns(name, *[pl.col(c).fill_null(0) for c in _DIMS])
 
 
 def launch_groups(
@@ -225,7 +227,8 @@ def launch_groups(
 ) -> pl.DataFrame:
     """Kernel launches grouped by name and launch configuration: calls, total time, mean est. occupancy; only
     the kernels that start inside `window` when given."""
-    launches = kernel_launches(trace, name_filter)
+    # grouped by the name's category (equal text, equal category), text made of the groups only
+    launches = kernel_launches(trace, name_filter, text=False)
     if window is not None:
         launches = launches.filter(win.starts_inside(window))
     return (
@@ -239,6 +242,7 @@ def launch_groups(
             # so 0 means "not recorded" and stays out of the mean (null when all are 0).
             pl.col(Col.OCCUPANCY_PCT).filter(pl.col(Col.OCCUPANCY_PCT) > 0).mean().alias("est_occ"),
         )
+        .with_columns(pl.col(Col.NAME).cast(pl.String))
         .sort(["total_ns", Col.NAME], descending=[True, False])
         .collect()
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from opscope.analysis.base.windows import names_matching
 from opscope.analysis.kernels.categories import CATEGORY
 from opscope.analysis.kernels.category_rules import CONVOLUTION
 from opscope.analysis.rules.context import E, RuleContext, S
@@ -22,7 +23,8 @@ def layout_conversions(ctx: RuleContext, threshold: float) -> Hit | None:
         return None
     if kernels.filter(pl.col(CATEGORY) == CONVOLUTION).height == 0:
         return Hit(value=0, time_at_stake_ns=0, detail="no convolutions")
-    found = kernels.filter(pl.col(Col.NAME).str.contains(LAYOUT_KERNEL))
+    # the pattern matched on the distinct names, not on every kernel's
+    found = kernels.filter(pl.col(Col.NAME).is_in(names_matching(kernels, Col.NAME, LAYOUT_KERNEL)))
     groups = (
         found.with_columns((pl.col(E) - pl.col(S)).alias("_ns"))
         .group_by(Col.NAME)
