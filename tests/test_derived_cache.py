@@ -1,5 +1,6 @@
-"""The link table kept beside the trace cache (issue 25 item 3, ingest/derived.py): a second command reads it
-back, equal to a fresh computation; a stale, damaged or unwritable store is never an error, only a recompute."""
+"""The link table and the critical path's CPU table kept beside the trace cache (issue 25 item 3,
+ingest/derived.py): a second command reads them back, equal to a fresh computation; a stale, damaged or
+unwritable store is never an error, only a recompute."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import pytest
 import opscope
 from conftest import corpus_path
 from opscope.analysis.base import linking
-from opscope.ingest.derived import derived_folder, wait_for_saves
+from opscope.analysis.base.codetag import code_tag
+from opscope.analysis.critical_path import graph
+from opscope.ingest.derived import DerivedStore, derived_folder, wait_for_saves
 
 V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 
@@ -95,16 +98,54 @@ def test_a_damaged_store_is_recomputed_and_an_unwritable_one_is_no_error(cached:
     assert same(linking.link(opscope.load(cached)), fresh_link(cached))
 
 
-def test_the_code_tag_is_the_same_in_every_process() -> None:
+@pytest.mark.parametrize(
+    "program",
+    [
+        "from opscope.analysis.base.linking import _code_tag; print(_code_tag())",
+        "from opscope.analysis.critical_path.graph import _cpu_key; print(_cpu_key())",
+    ],
+)
+def test_the_code_tag_is_the_same_in_every_process(program: str) -> None:
+    """Also under other hash seeds: a set's order (a constant `x in {...}`) varies with the seed."""
     import subprocess
     import sys
 
-    program = "from opscope.analysis.base.linking import _code_tag; print(_code_tag())"
     tags = {
-        subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True).stdout
-        for _ in range(2)
+        subprocess.run(
+            [sys.executable, "-c", program],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("0", "1", "12345")
     }
-    assert tags == {linking._code_tag() + "\n"}
+    assert len(tags) == 1 and len(tags.pop().strip()) >= 16
+
+
+def test_the_code_tag_follows_the_code_and_its_constants() -> None:
+    """Hand-made modules: a changed function, a changed constant (also one imported by name), and a changed
+    set inside a function each give another tag; the same code gives the same tag."""
+    import types
+
+    def module(source: str) -> types.ModuleType:
+        made = types.ModuleType("hand_made")
+        exec(compile(source, "hand_made", "exec"), made.__dict__)
+        return made
+
+    base = "PATTERN = 'a|b'\nKINDS = ('x', 'y')\ndef f(v):\n    return v in {'p', 'q'}\n"
+    tags = {
+        code_tag(module(source))
+        for source in (
+            base,
+            base.replace("'a|b'", "'a|c'"),
+            base.replace("('x', 'y')", "('x',)"),
+            base.replace("{'p', 'q'}", "{'p', 'r'}"),
+            base.replace("return v in", "return v not in"),
+        )
+    }
+    assert len(tags) == 5
+    assert code_tag(module(base)) == code_tag(module(base))
 
 
 def test_results_of_other_code_are_removed_when_one_is_saved(cached: Path) -> None:
@@ -122,3 +163,56 @@ def test_results_of_other_code_are_removed_when_one_is_saved(cached: Path) -> No
     linking.link(opscope.load(cached))
     wait_for_saves()
     assert sorted(p.name for p in store.iterdir()) == sorted([mine.name, *(p.name for p in kept)])
+
+
+def test_a_second_command_reads_the_cpu_table_back(
+    cached: Path, monkeypatch: pytest.MonkeyPatch, cli
+) -> None:
+    """The critical path's CPU table: stored by the first command, read back by the next (equal to a fresh
+    computation, one chunk), the command's output the same either way and without the cache."""
+    first = graph.cpu_table(opscope.load(cached))
+    wait_for_saves()
+
+    def no_table(trace: object, span: object = None) -> pl.DataFrame:
+        raise AssertionError("computed again instead of reading the stored table")
+
+    with monkeypatch.context() as m:
+        m.setattr(graph, "_cpu_table", no_table)
+        second = graph.cpu_table(opscope.load(cached))
+    fresh = graph._cpu_table(opscope.load(cached, cache=False))
+    assert second.equals(first) and second.equals(fresh) and second.schema == fresh.schema
+    assert second.n_chunks() == 1
+    outputs = [
+        cli("critical-path", cached, "--format", "json", *extra) for extra in ((), (), ("--no-cache",))
+    ]
+    assert {o.code for o in outputs} == {0}
+    assert json.loads(outputs[0].out) == json.loads(outputs[1].out) == json.loads(outputs[2].out)
+
+
+def test_reading_one_result_does_not_wait_for_the_save_of_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hand-made store: while one key's save is held, reading another key answers at once (None: not stored);
+    reading the held key waits for its save and then finds it."""
+    import threading
+
+    parquet = tmp_path / "cache.parquet"
+    parquet.write_bytes(b"stand-in for a cache file")
+    store = DerivedStore(parquet)
+    release, writing, written = threading.Event(), threading.Event(), threading.Event()
+    real = DerivedStore._save
+
+    def held(self: DerivedStore, key: str, frames: dict[str, pl.DataFrame]) -> None:
+        writing.set()
+        release.wait(10)
+        real(self, key, frames)
+        written.set()
+
+    monkeypatch.setattr(DerivedStore, "_save", held)
+    store.save("slow-0123456789abcdef", {"part": pl.DataFrame({"a": [1, 2]})})
+    assert writing.wait(10)
+    assert store.load("other-0123456789abcdef") is None
+    assert not written.is_set()  # it returned while the other save was held
+    threading.Timer(0.2, release.set).start()
+    loaded = store.load("slow-0123456789abcdef")
+    assert loaded is not None and loaded["part"]["a"].to_list() == [1, 2]

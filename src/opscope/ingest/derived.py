@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # polars is imported when a result is read or written, not wh
     import polars as pl
 
 STORE_VERSION = 1
-_PENDING: list[threading.Thread] = []
+_PENDING: list[tuple[Path, threading.Thread]] = []  # the saves under way: (the key's folder, the writer)
 _LOCK = threading.Lock()
 _NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_.")
 
@@ -52,10 +52,11 @@ class DerivedStore:
         return self.folder / key
 
     def load(self, key: str) -> dict[str, pl.DataFrame] | None:
-        """The frames stored under `key` for the cache file as it is now, or None."""
-        wait_for_saves()
+        """The frames stored under `key` for the cache file as it is now, or None (after any save of the same
+        key under way in this process: other keys' saves go on)."""
         try:
             where = self._key_folder(key)
+            wait_for_saves(where)
             if (where / "stamp").read_text(encoding="utf-8") != self._stamp():
                 return None
             import polars as pl
@@ -70,7 +71,7 @@ class DerivedStore:
         the interpreter waits for it before it exits, and `load` waits for it first."""
         thread = threading.Thread(target=self._save, args=(key, frames), name="opscope-derived-save")
         with _LOCK:
-            _PENDING.append(thread)
+            _PENDING.append((self.folder / key, thread))
         thread.start()
 
     def _save(self, key: str, frames: dict[str, pl.DataFrame]) -> None:
@@ -105,11 +106,12 @@ class DerivedStore:
                 shutil.rmtree(other, ignore_errors=True)
 
 
-def wait_for_saves() -> None:
-    """Block until every result being written has been written (or given up)."""
+def wait_for_saves(where: Path | None = None) -> None:
+    """Block until every result being written (only those of the key folder `where`, when given) has been
+    written (or given up)."""
     with _LOCK:
-        pending = list(_PENDING)
-        _PENDING.clear()
+        pending = [thread for folder, thread in _PENDING if where is None or folder == where]
+        _PENDING[:] = [(folder, thread) for folder, thread in _PENDING if thread not in pending]
     for thread in pending:
         thread.join()
 

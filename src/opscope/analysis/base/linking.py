@@ -14,18 +14,16 @@ time is reported. Definitions: docs/analysis-attribution.md.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
 import sys
-import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import polars as pl
 
 from opscope.analysis.base import select
+from opscope.analysis.base.codetag import code_tag
 from opscope.analysis.base.nesting import (
     ancestors,
     at_positions,
@@ -254,32 +252,12 @@ def link(trace: Trace) -> Linkage:
     return trace.persisted(f"link-{_code_tag()}", lambda: _announced_link(trace), _encode, _decode)
 
 
-@functools.cache
 def _code_tag() -> str:
-    """A hash of the code that computes the link table (this module and the nesting it uses): a result kept
-    by other code is never read back as this code's."""
+    """The tag of the code that computes the link table (this module and the nesting and selection it uses):
+    a result kept by other code is never read back as this code's (`codetag.code_tag`)."""
     from opscope.analysis.base import nesting, select
 
-    digest = hashlib.sha256()
-    for module in (sys.modules[__name__], nesting, select):
-        for name in sorted(vars(module)):
-            code = getattr(vars(module)[name], "__code__", None)
-            if code is not None:
-                digest.update(name.encode())
-                _digest_code(digest, code)
-    return digest.hexdigest()[:16]
-
-
-def _digest_code(digest: Any, code: types.CodeType) -> None:
-    """The bytecode, names and constants of `code` and of the code nested in it (marshal's bytes vary with
-    reference counts, so they are not used)."""
-    digest.update(code.co_code)
-    digest.update(repr((code.co_names, code.co_varnames)).encode())
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            _digest_code(digest, const)
-        else:
-            digest.update(repr(const).encode())
+    return code_tag(sys.modules[__name__], nesting, select)
 
 
 def _encode(linkage: Linkage) -> dict[str, pl.DataFrame]:

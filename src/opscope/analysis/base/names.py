@@ -28,7 +28,7 @@ def kind_names(trace: Trace) -> pl.DataFrame:
             .agg(
                 pl.len().alias("count"),
                 pl.col(Col.DUR_NS).null_count().alias("untimed"),
-                pl.col(Col.TS_NS).filter(timed).min().alias("first_ns"),
+                pl.when(timed).then(pl.col(Col.TS_NS)).min().alias("first_ns"),
                 (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).max().alias("last_end_ns"),
             )
             .select(

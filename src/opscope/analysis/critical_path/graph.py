@@ -33,13 +33,16 @@ Definitions and the boundary effects: docs/critical-path.md.
 
 from __future__ import annotations
 
+import functools
 import re
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 import polars.selectors as cs
 
+from opscope.analysis.base.codetag import code_tag
 from opscope.analysis.base.linking import LAUNCH_KINDS, ROW, Linkage, thread_key
 from opscope.analysis.base.nesting import filled, innermost_container, lexsort, positions
 from opscope.analysis.kernels.categories import CATEGORY, with_category
@@ -104,13 +107,32 @@ CPU_TABLE = "critical_path.cpu_table"
 
 
 def cpu_table(trace: Trace, span: tuple[int, int] | None = None) -> pl.DataFrame:
-    """Every CPU event of the trace with a positive duration (collected once per trace, filtered per window).
-    With `span` (lo, hi), for a caller that builds the windows inside it only (the report's first steps): the
-    events starting in [lo, hi], threads numbered in the whole table's order, unless the whole table is
-    already there."""
-    if span is None or trace.has_derived(CPU_TABLE):
-        return trace.derived(CPU_TABLE, lambda: _cpu_table(trace))
+    """Every CPU event of the trace with a positive duration (collected once per trace, filtered per window),
+    kept beside the trace cache like the link table (`Trace.persisted`: x64, 2.5 M events, computed in ~0.45 s,
+    read back in ~0.1 s). With `span` (lo, hi), for a caller that builds the windows inside it only (the
+    report's first steps): the events starting in [lo, hi], threads numbered in the whole table's order,
+    unless the whole table is already there."""
+    key = _cpu_key()
+    if span is None or trace.has_derived(key):
+        return trace.persisted(key, lambda: _cpu_table(trace), _encode_cpu, _decode_cpu)
     return _cpu_table(trace, span)
+
+
+@functools.cache
+def _cpu_key() -> str:
+    """The stored CPU table's key: its name and the tag of the code that computes it (this module and the
+    linking whose thread key and launch kinds it uses)."""
+    from opscope.analysis.base import linking
+
+    return f"{CPU_TABLE}-{code_tag(sys.modules[__name__], linking)}"
+
+
+def _encode_cpu(table: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    return {"cpu": table}
+
+
+def _decode_cpu(frames: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    return frames["cpu"].rechunk()  # one chunk: `_window_rows` reads its start column without a copy
 
 
 def _cpu_events(trace: Trace) -> pl.LazyFrame:
