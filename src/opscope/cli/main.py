@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from opscope._version import __version__
-from opscope.cli import address_space
+from opscope.cli import address_space, allocator
 from opscope.cli.parser import OneLineParser, grouped_commands
 from opscope.cli.progress import stage_progress
 from opscope.errors import OpscopeError, OutOfMemory
@@ -168,6 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # before polars, pyarrow or the reader's threads start: they size their pools and arenas then
         address_space.prepare(runs_user_code=getattr(args, "_command", None) in RUNS_USER_CODE)
+        allocator.prepare()
         _head_start(args)
         with stage_progress(args, f"opscope {getattr(args, '_command', None) or 'command'}"):
             return int(args._run(args))
