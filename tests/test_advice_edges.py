@@ -321,3 +321,27 @@ def test_fp8_and_int8_gemms_need_16_elements(tmp_path: Path, op: str, dtype: str
         else:
             assert found is not None and found.evidence[0]["misaligned"] == expect
             assert found.evidence[0]["multiple_of"] == 16 and found.evidence[0]["pad_to"] == {"K": 48}
+
+
+@pytest.mark.parametrize("disabled", [False, True])
+def test_the_efficiency_table_is_computed_only_for_an_enabled_rule(
+    monkeypatch: pytest.MonkeyPatch, disabled: bool
+) -> None:
+    """`advise` starts the `low_efficiency` rule's table early on a spare thread; a configuration that switches
+    the rule off computes no table at all (real trace: the V100 ResNet capture)."""
+    import threading
+
+    from conftest import corpus_path
+    from opscope.analysis.base import parallel
+    from opscope.analysis.findings import RuleConfig
+    from opscope.analysis.overview import AnalyzeOptions
+
+    monkeypatch.setattr(parallel, "threads", lambda: 3)
+    trace = opscope.load(corpus_path("hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"))
+    rules = RuleConfig(disabled=frozenset({"low_efficiency"})) if disabled else None
+    advise(trace, AnalyzeOptions(rules=rules))
+    for thread in threading.enumerate():  # a table started early and not yet done
+        if thread.name == "opscope-efficiency":
+            thread.join()
+    computed = [key for key in trace._derived if key.startswith("efficiency:")]
+    assert (computed == []) if disabled else (len(computed) == 1)

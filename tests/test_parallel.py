@@ -125,6 +125,28 @@ def test_a_beside_asked_for_while_another_runs_is_computed_by_the_caller(
     assert third.result() == "second" and ran_on[-1] is not threading.current_thread()
 
 
+def test_a_spare_only_beside_runs_on_a_free_thread_or_not_at_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`spare_only` (the efficiency table started early beside the rules): on a free thread it runs there;
+    while another `Beside` holds the thread, or with one thread, nothing runs and `result` says so."""
+    release = threading.Event()
+    ran: list[str] = []
+    monkeypatch.setattr(parallel, "threads", lambda: 3)
+    busy = parallel.Beside(lambda: release.wait(5))
+    skipped = parallel.Beside(lambda: ran.append("skipped"), spare_only=True)
+    assert not skipped.started
+    with pytest.raises(RuntimeError, match="not started"):
+        skipped.result()
+    release.set()
+    busy.result()
+    spare = parallel.Beside(lambda: ran.append(threading.current_thread().name), spare_only=True)
+    assert spare.started
+    spare.result()
+    assert ran == ["opscope-beside"]
+    monkeypatch.setattr(parallel, "threads", lambda: 1)
+    assert not parallel.Beside(lambda: ran.append("one thread"), spare_only=True).started
+    assert ran == ["opscope-beside"]
+
+
 def test_beside_hands_its_error_to_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(parallel, "threads", lambda: 2)
 

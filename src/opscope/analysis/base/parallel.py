@@ -81,13 +81,21 @@ class Beside(Generic[R]):
     listener), so the progress line stays the caller's; the caller announces the wait. Results it shares
     with the caller through `Trace.derived` are computed once: whichever asks second waits for the first."""
 
-    def __init__(self, fn: Callable[[], R], name: str = "opscope-beside") -> None:
+    def __init__(self, fn: Callable[[], R], name: str = "opscope-beside", spare_only: bool = False) -> None:
+        """`spare_only`: only when a thread is free; else nothing is computed now (`started` is false) and the
+        caller computes the result itself when it needs it (a result it will ask for through
+        `Trace.derived`, started early)."""
         self._done = threading.Event()
         self._value: R | None = None
         self._error: BaseException | None = None
+        self.started = True
         # one thread asked for (`threads`), or another `Beside` running: computed here, now
         if threads() == 1 or not _BESIDE.acquire(blocking=False):
-            self._run(fn)
+            if spare_only:
+                self.started = False
+                self._done.set()
+            else:
+                self._run(fn)
             return
         try:
             threading.Thread(target=self._run, args=(fn, True), name=name, daemon=True).start()
@@ -106,6 +114,8 @@ class Beside(Generic[R]):
             self._done.set()
 
     def result(self) -> R:
+        if not self.started:
+            raise RuntimeError("not started: no thread was free (spare_only)")
         self._done.wait()
         if self._error is not None:
             raise self._error

@@ -9,9 +9,12 @@ from dataclasses import replace
 
 from opscope.analysis.attribution.lines import launch_sites
 from opscope.analysis.base.linking import Linkage
+from opscope.analysis.base.parallel import Beside
+from opscope.analysis.efficiency.table import efficiency
 from opscope.analysis.findings import evidence_names, with_frames
 from opscope.analysis.overview import Analysis, AnalyzeOptions, analysis_of, prepare
 from opscope.analysis.rules.context import RuleContext
+from opscope.analysis.rules.efficiency import LOW_EFFICIENCY, low_efficiency_options
 from opscope.analysis.rules.engine import evaluate
 from opscope.analysis.rules.hardware import with_gpu_advice
 from opscope.analysis.timeline.activity import Activity
@@ -34,5 +37,15 @@ def advise(
     if not opts.advise:
         return result
     ctx = RuleContext(trace, result, linkage, act)
+    # the efficiency table of the `low_efficiency` rule (the advice's largest stage) beside the other rules,
+    # when a thread is free (not in the report, whose trees and critical path run beside its advice): the rule
+    # reads it through `Trace.derived`, waiting for it if it is not done (issue 25: x4 ~-40 ms, x64 ~-0.3 s,
+    # peak +~100 MB)
+    if opts.rules is None or LOW_EFFICIENCY not in opts.rules.disabled:
+        Beside(
+            lambda: efficiency(trace, low_efficiency_options(opts.devices, opts.streams), linkage),
+            name="opscope-efficiency",
+            spare_only=True,
+        )
     advice = with_gpu_advice(evaluate(ctx, opts.rules, opts.predict), ctx.gpu)
     return replace(result, advice=with_frames(advice, *launch_sites(trace, linkage, *evidence_names(advice))))

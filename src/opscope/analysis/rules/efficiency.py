@@ -29,16 +29,20 @@ from opscope.analysis.rules.model import (
 )
 from opscope.model.schema import Col
 
+LOW_EFFICIENCY = "low_efficiency"  # the rule's id
 HOT_SHARE = 0.01  # ops under 1% of GPU time are not worth a finding of their own
+
+
+def low_efficiency_options(
+    devices: tuple[int, ...] | None, streams: tuple[int, ...] | None
+) -> EfficiencyOptions:
+    """The efficiency table the rule reads (every op and shape of the analysed devices and streams)."""
+    return EfficiencyOptions(by_shape=True, top=0, devices=devices, streams=streams)
 
 
 def low_efficiency(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
     opts = ctx.analysis.options
-    table = efficiency(
-        ctx.trace,
-        EfficiencyOptions(by_shape=True, top=0, devices=opts.devices, streams=opts.streams),
-        ctx.linkage,
-    )
+    table = efficiency(ctx.trace, low_efficiency_options(opts.devices, opts.streams), ctx.linkage)
     if table.peaks is None:
         if table.rows:
             return Skipped(
@@ -126,7 +130,7 @@ def _at_threshold(
 
 RULES = (
     Rule(
-        id="low_efficiency",
+        id=LOW_EFFICIENCY,
         title="Hot ops far below the GPU's peak",
         source="own",
         metric="lowest % of peak (compute for GEMM / conv / attention, bandwidth for memory-bound ops) "
