@@ -216,3 +216,25 @@ def test_reading_one_result_does_not_wait_for_the_save_of_another(
     threading.Timer(0.2, release.set).start()
     loaded = store.load("slow-0123456789abcdef")
     assert loaded is not None and loaded["part"]["a"].to_list() == [1, 2]
+
+
+def test_the_name_table_and_the_step_windows_are_read_back(
+    cached: Path, monkeypatch: pytest.MonkeyPatch, cli
+) -> None:
+    """The (kind, name) table and the step windows, stored by the first command and read back by the next
+    (their computations made to fail), equal to a fresh computation; `steps` the same either way."""
+    from opscope.analysis.base import names, windows
+
+    first = (names.kind_names(opscope.load(cached)), windows.marker_windows(opscope.load(cached)))
+    wait_for_saves()
+    with monkeypatch.context() as m:
+        m.setattr(windows, "_marker_windows", lambda trace: pytest.fail("step windows computed again"))
+        m.setattr(pl.LazyFrame, "group_by", lambda *a, **k: pytest.fail("name table computed again"))
+        again = opscope.load(cached)
+        second = (names.kind_names(again), windows.marker_windows(again))
+    fresh = opscope.load(cached, cache=False)
+    assert second[0].equals(first[0]) and second[0].equals(names.kind_names(fresh))
+    assert second[1] == first[1] == windows.marker_windows(fresh) and len(second[1]) > 1
+    outputs = [cli("steps", cached, "--format", "json", *extra) for extra in ((), (), ("--no-cache",))]
+    assert {o.code for o in outputs} == {0}
+    assert json.loads(outputs[0].out) == json.loads(outputs[1].out) == json.loads(outputs[2].out)

@@ -3,16 +3,19 @@ like X" and "which names match" answered from a few hundred rows instead of a pa
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 import polars as pl
 
+from opscope.analysis.base.codetag import code_tag
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
 
 def kind_names(trace: Trace) -> pl.DataFrame:
-    """Every distinct (kind, name) of the trace's events, computed once per trace in one pass over four columns:
+    """Every distinct (kind, name) of the trace's events, computed once per trace in one pass over four columns
+    and kept beside the trace cache (`Trace.persisted`: x64 ~105 ms computed, ~1 ms read back):
     kind, name (as text); count; untimed (how many have no duration); first_ns, last_end_ns (the first start
     and the last end of those with a duration, a negative duration counting as 0; null without any). The
     questions "is there any event named like X", "how many", "where does the work start and end" and "how
@@ -20,8 +23,8 @@ def kind_names(trace: Trace) -> pl.DataFrame:
     synchronising calls, `windows.work_span`, `summary.without_duration`) are answered from a few hundred
     rows instead of a scan of the events each."""
     timed = pl.col(Col.DUR_NS).is_not_null()
-    return trace.derived(
-        "kind_names",
+    return trace.persisted(
+        f"kind_names-{code_tag(sys.modules[__name__])}",
         lambda: (
             trace.lazy()
             .group_by(Col.KIND, Col.NAME)
@@ -39,8 +42,11 @@ def kind_names(trace: Trace) -> pl.DataFrame:
                 "first_ns",
                 "last_end_ns",
             )
+            .sort(Col.KIND, Col.NAME, nulls_last=True)  # one order in every run, computed or read back
             .collect()
         ),
+        lambda table: {"names": table},
+        lambda frames: frames["names"],
     )
 
 

@@ -10,11 +10,13 @@ never by comparing every event with every window, so it stays fast with thousand
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import polars as pl
 
+from opscope.analysis.base.codetag import code_tag
 from opscope.analysis.base.names import names_of, span_of
 from opscope.errors import UsageError
 from opscope.model.schema import GPU_KINDS, Col, Kind
@@ -87,9 +89,31 @@ def work_span(trace: Trace, gpu: pl.LazyFrame | None = None) -> tuple[int, int] 
 
 
 def marker_windows(trace: Trace) -> tuple[StepWindow, ...]:
-    """The step windows of `trace`, sorted by start (empty when it has none).
-    Computed once per trace (`Trace.derived`)."""
-    return trace.derived("marker_windows", lambda: _marker_windows(trace))
+    """The step windows of `trace`, sorted by start (empty when it has none). Computed once per trace and kept
+    beside the trace cache (`Trace.persisted`: x64 ~60 ms computed, ~1 ms read back)."""
+    from opscope.analysis.base import names
+
+    return trace.persisted(
+        f"marker_windows-{code_tag(sys.modules[__name__], names)}",
+        lambda: _marker_windows(trace),
+        _encode_windows,
+        _decode_windows,
+    )
+
+
+_WINDOW_SCHEMA = {"step": pl.Int64, "name": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64}
+
+
+def _encode_windows(found: tuple[StepWindow, ...]) -> dict[str, pl.DataFrame]:
+    rows = [(w.step, w.name, w.start_ns, w.end_ns) for w in found]
+    return {"windows": pl.DataFrame(rows, schema=_WINDOW_SCHEMA, orient="row")}
+
+
+def _decode_windows(frames: dict[str, pl.DataFrame]) -> tuple[StepWindow, ...]:
+    table = frames["windows"]
+    if dict(table.schema) != _WINDOW_SCHEMA:
+        raise ValueError("not a table of step windows")
+    return tuple(StepWindow(step, name, start, end) for step, name, start, end in table.iter_rows())
 
 
 def _marker_windows(trace: Trace) -> tuple[StepWindow, ...]:
