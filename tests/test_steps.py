@@ -17,6 +17,7 @@ import opscope
 import reference as ref
 from conftest import corpus_path
 from opscope.analysis.attribution.steps import StepOptions, step_stats, step_windows
+from opscope.analysis.base.linking import link
 
 V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 NCCL = "hta/nccl_parser_config_nccl_data.json.gz"
@@ -64,10 +65,14 @@ def raw_step_figures(events: list[dict]) -> dict[tuple[int, object], dict[str, i
     "relative",
     [V100, NCCL, RESNET_2021, GPU_ONLY, "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"],
 )
-def test_figures_match_raw(relative: str) -> None:
+@pytest.mark.parametrize("linked", [False, True], ids=["scan", "link-table"])
+def test_figures_match_raw(relative: str, linked: bool) -> None:
+    """Both ways to the GPU events: a pass over the trace (`opscope steps`) and the link table the caller
+    already has (`analyze`, the report)."""
     events = ref.load(corpus_path(relative))
     expected = raw_step_figures(events)
-    result = step_stats(opscope.load(corpus_path(relative)))
+    trace = opscope.load(corpus_path(relative))
+    result = step_stats(trace, linkage=link(trace) if linked else None)
     assert [(w.window.start_ns, w.window.end_ns) for w in result.rows] == [
         (lo, hi) for _, lo, hi in raw_windows(events)
     ]

@@ -141,16 +141,14 @@ def step_stats(trace: Trace, options: StepOptions | None = None, linkage: Linkag
     opts = options or StepOptions()
     chosen = select_windows(trace, opts.steps)
     from_markers = bool(chosen) and chosen[0].step is not None
-    gpu_lazy = select.by_streams(select.by_devices(trace.gpu_events(), opts.devices), opts.streams)
-    gpu = with_category(
-        gpu_lazy.select(
-            pl.col(Col.KIND).cast(pl.String),
-            pl.col(Col.NAME).cast(pl.String),
-            Col.DEVICE,
-            Col.TS_NS,
-            pl.col(Col.DUR_NS).clip(lower_bound=0),
-        ).collect()
-    )
+    # the GPU events of the selection: the link table's when there is one (no pass over the trace), name and kind
+    # left categorical (`with_category` classifies each distinct pair once; no text per event)
+    columns = (Col.KIND, Col.NAME, Col.DEVICE, Col.TS_NS, pl.col(Col.DUR_NS).clip(lower_bound=0))
+    if linkage is not None:
+        gpu = with_category(selected_gpu(trace, linkage, opts.devices, opts.streams).select(*columns))
+    else:
+        gpu_lazy = select.by_streams(select.by_devices(trace.gpu_events(), opts.devices), opts.streams)
+        gpu = with_category(gpu_lazy.select(*columns).collect())
     pieces = window_pieces(gpu, chosen)
     event, window = pieces["ev"].to_numpy(), pieces["win"].to_numpy()
     devices: tuple[int | None, ...] = tuple(
