@@ -200,6 +200,16 @@ class RuleContext:
             .filter(pl.col(S).is_not_null())
         )
 
+    @functools.cached_property
+    def _top_op_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """`top_ops`' starts and ends as int64 arrays (an op without an end ends at its start), read once for
+        every `cpu_ops_over` call."""
+        ops = self.top_ops
+        return (
+            ops[S].to_numpy().astype(np.int64),
+            ops[E].fill_null(ops[S]).to_numpy().astype(np.int64),
+        )
+
     def cpu_ops_over(self, gaps: pl.DataFrame, top: int = 10) -> list[dict[str, object]]:
         """The CPU ops and annotations that overlap `gaps` most (the outermost ones, or those directly under a
         ProfilerStep, on any thread): name and overlapped time (us), summed over the 200 longest gaps.
@@ -214,13 +224,12 @@ class RuleContext:
         longest = (
             gaps.with_columns((pl.col(E) - pl.col(S)).alias("_len")).sort("_len", descending=True).head(200)
         )
-        lo = ops[S].to_numpy().astype(np.int64)
-        hi = ops[E].fill_null(ops[S]).to_numpy().astype(np.int64)
+        lo, hi = self._top_op_bounds
         overlap = intervals.Coverage(longest).inside(lo, hi)
+        hit = np.flatnonzero(overlap > 0)  # a gap meets few ops: only those are grouped by name
         best = (
-            ops.select(Col.NAME)
-            .with_columns(pl.Series("_ov", overlap))
-            .filter(pl.col("_ov") > 0)
+            ops.select(Col.NAME)[hit]
+            .with_columns(pl.Series("_ov", overlap[hit]))
             .group_by(Col.NAME)
             .agg(pl.col("_ov").sum())
             .sort(["_ov", Col.NAME], descending=[True, False])
