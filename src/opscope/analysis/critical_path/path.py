@@ -21,7 +21,7 @@ import polars as pl
 import rustworkx as rx
 
 from opscope.analysis.base.nesting import nearest_of_kind
-from opscope.analysis.critical_path.graph import CODES, EDGE_KINDS, SCALED_KINDS, SYNC_WAIT, Graph
+from opscope.analysis.critical_path.graph import CODES, EDGE_KIND, EDGE_KINDS, SCALED_KINDS, SYNC_WAIT, Graph
 from opscope.analysis.critical_path.lengths import Chains
 from opscope.errors import UsageError
 from opscope.model.schema import Col
@@ -139,7 +139,7 @@ def critical_path(graph: Graph, top: int = 20, chains: Chains | None = None) -> 
 
 def _result(graph: Graph, weights: np.ndarray, length: int, path: np.ndarray, top: int) -> PathResult:
     w = weights[path].astype(np.int64)
-    kind = graph.edges["kind"].gather(path).cast(_KIND_ENUM).to_physical().to_numpy()
+    kind = graph.edges["kind"].gather(path).cast(EDGE_KIND).to_physical().to_numpy()
     by_kind = np.zeros(len(EDGE_KINDS), dtype=np.int64)
     np.add.at(by_kind, kind, w)
     breakdown = {k: int(by_kind[i]) for i, k in enumerate(EDGE_KINDS)}
@@ -149,7 +149,6 @@ def _result(graph: Graph, weights: np.ndarray, length: int, path: np.ndarray, to
     )
 
 
-_KIND_ENUM = pl.Enum(EDGE_KINDS)  # an edge's kind as its index in EDGE_KINDS
 # by that index: whether the kind counts as its owner's own time on the path
 _OWN_TIME = np.array([k in TOP_KINDS for k in EDGE_KINDS])
 
