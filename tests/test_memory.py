@@ -437,3 +437,18 @@ def test_hostile_op_names_stay_inert(cli, tmp_path: Path) -> None:
     csv = cli("memory", path, "--format", "csv").out
     assert "\x1b" not in csv and "'=HYPERLINK" in csv and ",=HYPERLINK" not in csv
     assert json.loads(cli("memory", path, "--format", "json").out)["top_ops"][0]["op"] == name
+
+
+def test_one_command_reads_the_memory_events_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The peaks and the memory summary of one trace (`analyze`'s peaks and the advice's memory rule, the
+    report's panel) share one read of the `[memory]` events, equal to a fresh one."""
+    from opscope.analysis.memory import events
+
+    reads: list[int] = []
+    real = events._memory_events
+    monkeypatch.setattr(events, "_memory_events", lambda trace: reads.append(1) or real(trace))
+    trace = opscope.load(corpus_path(REAL[0]))
+    peaks = peak_memory(trace)
+    stats = memory_stats(trace)
+    assert reads == [1] and peaks and stats.devices
+    assert events.memory_events(trace).equals(real(opscope.load(corpus_path(REAL[0]))))

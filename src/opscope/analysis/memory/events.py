@@ -45,7 +45,12 @@ def is_gpu(name: str) -> bool:
 
 def memory_events(trace: Trace) -> pl.DataFrame:
     """Every `[memory]` event with a size, in trace order: ROW, ts_ns, pid, tid, the mem_* columns and
-    `mem_device` (the device's name)."""
+    `mem_device` (the device's name). Read once per trace (`Trace.derived`): the peaks and the memory summary
+    of one command (`analyze`'s peaks, the advice's memory rule, the report's panel) share it."""
+    return trace.derived("memory_events", lambda: _memory_events(trace))
+
+
+def _memory_events(trace: Trace) -> pl.DataFrame:
     frame = (
         trace.lazy()
         .with_row_index(ROW)
