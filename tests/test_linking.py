@@ -350,3 +350,27 @@ def test_the_link_table_is_computed_once_per_trace() -> None:
     assert link(
         opscope.load(corpus_path("hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"))
     ) is not link(trace)
+
+
+def test_event_columns_at_rows_read_once_per_kinds_and_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`event_columns`: the columns at the asked rows in their order (null for a row of another kind), equal to
+    a join on the row number; a second ask for the same kinds and columns reads no events (the efficiency
+    table and the rules' op table share one read)."""
+    from opscope.analysis.base.linking import OP_KINDS, ROW, event_columns
+
+    trace = opscope.load(corpus_path("tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"))
+    events = trace.lazy().with_row_index(ROW).select(pl.col(ROW).cast(pl.Int64), Col.KIND, Col.INPUT_TYPES)
+    table = events.collect()
+    rows = pl.Series(ROW, [*table.filter(pl.col(Col.KIND) == "cpu_op")[ROW].head(50).to_list()[::-1], 0, 3])
+    expected = (
+        pl.DataFrame({ROW: rows})
+        .join(table, on=ROW, how="left", maintain_order="left")
+        .select(pl.when(pl.col(Col.KIND).is_in(list(OP_KINDS))).then(pl.col(Col.INPUT_TYPES)))
+        .to_series()
+    )
+    (first,) = event_columns(trace, rows, OP_KINDS, [Col.INPUT_TYPES])
+    assert first.cast(pl.String).to_list() == expected.cast(pl.String).to_list()
+    assert first.cast(pl.String).drop_nulls().len() > 0
+    monkeypatch.setattr(Trace, "lazy", lambda self: pytest.fail("the events were read again"))
+    (again,) = event_columns(trace, rows, OP_KINDS, (Col.INPUT_TYPES,))
+    assert again.equals(first)

@@ -130,13 +130,17 @@ def event_columns(
     """`columns` of the events at the trace rows `rows` (null where a row is not an event of `kinds`), in the
     order of `rows`: the events of `kinds` read in row order, each row found by a binary search (a left join
     of two tables of 1.5 M op rows on the 1 GB benchmark trace was the cost). Text columns stay categorical:
-    the caller makes text of the rows it asked for only."""
-    found = (
-        trace.lazy()
-        .with_row_index(ROW)
-        .filter(pl.col(Col.KIND).is_in(list(kinds)))
-        .select(pl.col(ROW).cast(pl.Int64), *columns)
-        .collect()
+    the caller makes text of the rows it asked for only. The events of `kinds` are read once per trace, kinds
+    and columns (`Trace.derived`: the efficiency table and the rules' op table ask for the same)."""
+    found = trace.derived(
+        f"event_columns:{tuple(kinds)!r}:{tuple(columns)!r}",
+        lambda: (
+            trace.lazy()
+            .with_row_index(ROW)
+            .filter(pl.col(Col.KIND).is_in(list(kinds)))
+            .select(pl.col(ROW).cast(pl.Int64), *columns)
+            .collect()
+        ),
     )
     at = positions(found[ROW].to_numpy(), rows.to_numpy())
     return [at_positions(found[c], at) for c in columns]

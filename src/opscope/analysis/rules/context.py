@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 
 from opscope.analysis.base import intervals
-from opscope.analysis.base.linking import ROW, Linkage, event_columns
+from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, event_columns
 from opscope.analysis.base.window import Window
 from opscope.analysis.base.windows import STEP_NAME, StepWindow, names_matching, select_windows
 from opscope.analysis.kernels.gpu_arch import GpuIdentity, gpu_identity
@@ -90,7 +90,8 @@ class RuleContext:
             pl.col(Col.INPUT_DIMS).cast(pl.String),
             "op_parent_row",
         )
-        (types,) = event_columns(self.trace, ops[ROW], [Kind.CPU_OP], [Col.INPUT_TYPES])
+        # the efficiency table's read of the ops' text columns (the same kinds and columns: read once)
+        types, _ = event_columns(self.trace, ops[ROW], OP_KINDS, [Col.INPUT_TYPES, Col.CONCRETE_INPUTS])
         return ops.with_columns(types.cast(pl.String).alias(Col.INPUT_TYPES))
 
     def shapes_missing(self) -> str | None:
