@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import sys
 
+import pytest
+
 import opscope
 from conftest import corpus_path
 from opscope.analysis.base.stages import listening, stage
@@ -16,7 +18,14 @@ from opscope.cli import progress
 V100 = "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 
 
-def test_stages_reach_the_listener_and_nothing_else() -> None:
+@pytest.mark.parametrize("threads", [1, 3])
+def test_stages_reach_the_listener_and_nothing_else(monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
+    """Stages announced on the command's thread reach its listener; with a spare thread, the efficiency
+    table runs there beside the other rules (`advise`) and its stages reach nobody (the line stays on the
+    rules, then on `low_efficiency` while it waits for the table)."""
+    from opscope.analysis.base import parallel
+
+    monkeypatch.setattr(parallel, "threads", lambda: threads)
     stage("no listener: nothing happens")
     seen: list[str] = []
     trace = opscope.load(corpus_path(V100), cache=False)  # no stored link table: linking runs and says so
@@ -24,7 +33,8 @@ def test_stages_reach_the_listener_and_nothing_else() -> None:
         advise(trace)
         critical_path_stats(trace)
     assert seen[0] == "linking kernels to their launches and ops"
-    assert "advice rules: host_bound" in seen and "efficiency: sizing ops" in seen
+    assert "advice rules: host_bound" in seen and "advice rules: low_efficiency" in seen
+    assert ("efficiency: sizing ops" in seen) == (threads == 1)
     windows = [s for s in seen if s.startswith("critical path: window")]
     assert windows and windows[-1] == f"critical path: window {len(windows)} of {len(windows)}"
     stage("after the block: nothing happens")
