@@ -132,6 +132,10 @@ class Trace:
 
         return self.derived(key, load_or_compute)
 
+    def persisted_frame(self, key: str, compute: Callable[[], pl.DataFrame]) -> pl.DataFrame:
+        """`persisted` for a result that is one frame."""
+        return self.persisted(key, compute, lambda frame: {"frame": frame}, lambda frames: frames["frame"])
+
     @property
     def events(self) -> pl.DataFrame:
         """All events as a polars DataFrame (materialised on first use)."""

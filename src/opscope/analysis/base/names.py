@@ -23,7 +23,7 @@ def kind_names(trace: Trace) -> pl.DataFrame:
     synchronising calls, `windows.work_span`, `summary.without_duration`) are answered from a few hundred
     rows instead of a scan of the events each."""
     timed = pl.col(Col.DUR_NS).is_not_null()
-    return trace.persisted(
+    return trace.persisted_frame(
         f"kind_names-{code_tag(sys.modules[__name__])}",
         lambda: (
             trace.lazy()
@@ -45,8 +45,6 @@ def kind_names(trace: Trace) -> pl.DataFrame:
             .sort(Col.KIND, Col.NAME, nulls_last=True)  # one order in every run, computed or read back
             .collect()
         ),
-        lambda table: {"names": table},
-        lambda frames: frames["names"],
     )
 
 

@@ -241,7 +241,9 @@ def stream_waits(trace: Trace) -> pl.DataFrame:
     """Kineto's records of `cudaStreamWaitEvent` (`cuda_sync` events with a stream, the stream waited on and the
     correlation id of its `cudaEventRecord` call): device, stream (waiting), wait_on_stream, wait_correlation
     (of the cudaStreamWaitEvent call), record_correlation. Read once per trace."""
-    return trace.derived("critical_path.stream_waits", lambda: _stream_waits(trace))
+    return trace.persisted_frame(
+        f"critical_path.stream_waits-{code_tag(sys.modules[__name__])}", lambda: _stream_waits(trace)
+    )
 
 
 def _stream_waits(trace: Trace) -> pl.DataFrame:

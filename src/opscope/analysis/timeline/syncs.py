@@ -10,12 +10,15 @@ waits are counted separately (they duplicate the host calls in time, so they are
 
 from __future__ import annotations
 
+import functools
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
 from opscope.analysis.base import window as win
+from opscope.analysis.base.codetag import code_tag
 from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, link, thread_key
 from opscope.analysis.base.names import names_of
 from opscope.analysis.base.nesting import at_positions, positions
@@ -51,8 +54,16 @@ class SyncStats:
 
 def sync_calls(trace: Trace) -> pl.DataFrame:
     """Every synchronising host call: name, pid, tid, ts_ns, dur_ns, end_ns (durations below 0 count as 0).
-    Computed once per trace (`Trace.derived`)."""
-    return trace.derived("sync_calls", lambda: _sync_calls(trace))
+    Computed once per trace and kept beside the trace cache (`Trace.persisted_frame`)."""
+    return trace.persisted_frame(f"sync_calls-{_tag()}", lambda: _sync_calls(trace))
+
+
+@functools.cache
+def _tag() -> str:
+    """The tag of the code behind the stored sync tables (this module and the name table it reads)."""
+    from opscope.analysis.base import names
+
+    return code_tag(sys.modules[__name__], names)
 
 
 def _sync_calls(trace: Trace) -> pl.DataFrame:
@@ -75,9 +86,9 @@ def _sync_calls(trace: Trace) -> pl.DataFrame:
 
 
 def gpu_sync_events(trace: Trace) -> pl.DataFrame:
-    """Kineto's `cuda_sync` records (GPU lanes): device, ts_ns, end_ns. Read once per trace (`Trace.derived`:
-    the idle breakdown and the sync table both ask)."""
-    return trace.derived("gpu_sync_events", lambda: _gpu_sync_events(trace))
+    """Kineto's `cuda_sync` records (GPU lanes): device, ts_ns, end_ns. Read once per trace and kept beside the
+    trace cache (`Trace.persisted_frame`: the idle breakdown and the sync table both ask)."""
+    return trace.persisted_frame(f"gpu_sync_events-{_tag()}", lambda: _gpu_sync_events(trace))
 
 
 def _gpu_sync_events(trace: Trace) -> pl.DataFrame:
