@@ -238,3 +238,29 @@ def test_the_name_table_and_the_step_windows_are_read_back(
     outputs = [cli("steps", cached, "--format", "json", *extra) for extra in ((), (), ("--no-cache",))]
     assert {o.code for o in outputs} == {0}
     assert json.loads(outputs[0].out) == json.loads(outputs[1].out) == json.loads(outputs[2].out)
+
+
+@pytest.mark.parametrize(
+    ("module", "public", "private"),
+    [
+        ("opscope.analysis.timeline.syncs", "sync_calls", "_sync_calls"),
+        ("opscope.analysis.timeline.syncs", "gpu_sync_events", "_gpu_sync_events"),
+        ("opscope.analysis.critical_path.graph", "stream_waits", "_stream_waits"),
+    ],
+)
+def test_small_tables_of_the_events_are_read_back(
+    cached: Path, monkeypatch: pytest.MonkeyPatch, module: str, public: str, private: str
+) -> None:
+    """The synchronising calls, Kineto's GPU sync records and the stream waits: stored by the first command,
+    read back by the next (the computation made to fail), equal to a fresh computation."""
+    import importlib
+
+    owner = importlib.import_module(module)
+    first = getattr(owner, public)(opscope.load(cached))
+    wait_for_saves()
+    with monkeypatch.context() as m:
+        m.setattr(owner, private, lambda trace: pytest.fail(f"{public} computed again"))
+        second = getattr(owner, public)(opscope.load(cached))
+    fresh = getattr(owner, private)(opscope.load(cached, cache=False))
+    assert second.schema == fresh.schema and second.sort(second.columns).equals(fresh.sort(fresh.columns))
+    assert first.height == second.height
