@@ -86,15 +86,15 @@ def in_scope(frame: pl.DataFrame, scope: Scope, at: str) -> pl.DataFrame:
     return joined.filter(pl.col("_we").is_not_null() & (pl.col(at) < pl.col("_we"))).drop("_ws", "_we")
 
 
-def gpu_activity(trace: Trace, scope: Scope, linkage: Linkage) -> pl.DataFrame:
+def gpu_activity(trace: Trace, scope: Scope, linkage: Linkage, text: bool = True) -> pl.DataFrame:
     """GPU activity (kernels, copies, memsets) that belongs to the scope: columns name, kind, ts_ns, dur_ns,
     device. With step windows, an activity belongs to the step in which the launch call that queued it started
     (its own start when the launch is missing), as `analysis.base.linking.selected_gpu` decides; so work queued late
-    in a step and run after it still counts for that step."""
+    in a step and run after it still counts for that step. `text=False`: name and kind stay categorical (for a
+    caller that groups by them and makes text of the groups)."""
     gpu = selected_gpu(trace, linkage, steps=scope.spec) if scope.steps else linkage.gpu
-    return gpu.select(
-        _name().alias(Col.NAME), pl.col(Col.KIND).cast(pl.String), Col.TS_NS, Col.DUR_NS, Col.DEVICE
-    )
+    name, kind = (_name(), pl.col(Col.KIND).cast(pl.String)) if text else (pl.col(Col.NAME), pl.col(Col.KIND))
+    return gpu.select(name.alias(Col.NAME), kind, Col.TS_NS, Col.DUR_NS, Col.DEVICE)
 
 
 def cpu_ops(trace: Trace, scope: Scope) -> pl.DataFrame:

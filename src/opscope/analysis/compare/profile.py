@@ -69,8 +69,10 @@ class TraceProfile:
 
 
 def _kernels(activity: pl.DataFrame) -> tuple[KernelTotal, ...]:
-    grouped = activity.group_by(Col.NAME, Col.KIND).agg(
-        pl.len().alias("calls"), pl.col(Col.DUR_NS).sum().alias("t")
+    grouped = (
+        activity.group_by(Col.NAME, Col.KIND)
+        .agg(pl.len().alias("calls"), pl.col(Col.DUR_NS).sum().alias("t"))
+        .with_columns(pl.col(Col.NAME, Col.KIND).cast(pl.String))  # text of the groups only
     )
     return tuple(
         KernelTotal(name=r[0] or "", kind=r[1], calls=int(r[2]), total_ns=int(r[3]))
@@ -99,9 +101,9 @@ def _categories(activity: pl.DataFrame) -> tuple[tuple[str, int], ...]:
 
 
 def scope_profile(trace: Trace, scope: headline.Scope, by_shape: bool, linkage: Linkage) -> ScopeProfile:
-    activity = headline.gpu_activity(trace, scope, linkage)
-    all_gpu = trace.gpu_events().select(Col.TS_NS, Col.DUR_NS, Col.DEVICE).collect()
-    busy, devices = headline.busy_ns(all_gpu, scope)
+    # name and kind categorical: the kernels grouped by them, the categories classified per distinct pair
+    activity = headline.gpu_activity(trace, scope, linkage, text=False)
+    busy, devices = headline.busy_ns(_all_gpu(trace), scope)
     return ScopeProfile(
         steps=scope.steps,
         length_ns=scope.length_ns,
@@ -114,9 +116,17 @@ def scope_profile(trace: Trace, scope: headline.Scope, by_shape: bool, linkage: 
     )
 
 
+def _all_gpu(trace: Trace) -> pl.DataFrame:
+    """Every GPU activity's ts_ns, dur_ns, device: read once per trace (`Trace.derived`; the whole-trace and
+    the step scopes and the device names ask)."""
+    return trace.derived(
+        "compare.all_gpu", lambda: trace.gpu_events().select(Col.TS_NS, Col.DUR_NS, Col.DEVICE).collect()
+    )
+
+
 def device_names(trace: Trace) -> tuple[str, ...]:
     """Names of the devices that ran GPU activity (all described devices when none ran any)."""
-    used = trace.gpu_events().select(pl.col(Col.DEVICE).unique()).collect()[Col.DEVICE].drop_nulls().to_list()
+    used = _all_gpu(trace)[Col.DEVICE].unique().drop_nulls().to_list()
     return trace.meta.used_device_names(int(d) for d in used)
 
 
