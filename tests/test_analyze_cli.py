@@ -217,3 +217,21 @@ def test_device_gaps_are_shared_and_a_copy_starts_afresh() -> None:
     assert device_gaps(act, device) is first
     fewer = dataclasses.replace(act, events=act.events.head(10))
     assert fewer.memo == {} and device_gaps(fewer, device)[0].height <= first[0].height
+
+
+def test_the_clipped_events_are_cut_once_per_activity() -> None:
+    """`Activity.clipped` (the overview, the timeline, the idle breakdown and the rules each ask): one cut per
+    activity, equal to cutting afresh; a copy with other events cuts its own."""
+    import dataclasses
+
+    import opscope
+    from opscope.analysis.base import window
+    from opscope.analysis.timeline.activity import gpu_activity
+
+    act = gpu_activity(
+        opscope.load(corpus_path("tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"))
+    )
+    first = act.clipped()
+    assert act.clipped() is first and first.equals(window.restrict(act.events, act.window))
+    fewer = dataclasses.replace(act, events=act.events.head(10))
+    assert fewer.clipped().height <= 10 < first.height

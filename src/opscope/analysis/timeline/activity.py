@@ -11,6 +11,7 @@ events count as calls and add no time. timeline / idle / launch_delay / memcpy a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import polars as pl
 
@@ -55,8 +56,15 @@ class Activity:
         return self.linkage.stats
 
     def clipped(self) -> pl.DataFrame:
-        """The events cut to the analysed window (start_ns / end_ns clipped; events outside dropped)."""
-        return window.restrict(self.events, self.window)
+        """The events cut to the analysed window (start_ns / end_ns clipped; events outside dropped), cut once
+        per activity (`memo`: the overview, the timeline, the idle breakdown and the rules each ask)."""
+        found = self.memo.get(_CLIPPED)
+        if found is None:
+            found = self.memo[_CLIPPED] = window.restrict(self.events, self.window)
+        return cast(pl.DataFrame, found)
+
+
+_CLIPPED = "clipped"  # Activity.memo's key of the clipped events
 
 
 def gpu_activity(
