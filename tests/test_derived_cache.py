@@ -264,3 +264,31 @@ def test_small_tables_of_the_events_are_read_back(
     fresh = getattr(owner, private)(opscope.load(cached, cache=False))
     assert second.schema == fresh.schema and second.sort(second.columns).equals(fresh.sort(fresh.columns))
     assert first.height == second.height
+
+
+@pytest.mark.parametrize("options", [{}, {"by_shape": True}, {"sort": "total"}])
+def test_the_op_table_is_read_back(cached: Path, monkeypatch: pytest.MonkeyPatch, options: dict) -> None:
+    """The whole trace's op table: stored by the first command, read back by the next (its computation made
+    to fail), equal to a fresh computation without the cache, floats and null shapes included; a selection
+    (steps, devices) or a link table other than the trace's own is computed, never read back."""
+    from opscope.analysis.attribution import ops
+
+    opts = ops.OpOptions(top=0, **options)
+    first = ops.op_stats(opscope.load(cached), opts)
+    wait_for_saves()
+    with monkeypatch.context() as m:
+        m.setattr(ops, "_op_stats", lambda *a: pytest.fail("op table computed again"))
+        again = opscope.load(cached)
+        second = ops.op_stats(again, opts)
+        top = ops.op_stats(again, ops.OpOptions(top=5, **options))
+    fresh = opscope.load(cached, cache=False)
+    assert second == first == ops.op_stats(fresh, opts) and len(second.rows) > 10 and second.cpu_rows
+    assert top.rows == second.rows[:5] and top.total_rows == second.total_rows
+    computed: list[object] = []
+    real = ops._op_stats
+    with monkeypatch.context() as m:
+        m.setattr(ops, "_op_stats", lambda *a: computed.append(a[1]) or real(*a))
+        again = opscope.load(cached)
+        ops.op_stats(again, ops.OpOptions(top=0, steps="102", **options))
+        ops.op_stats(again, opts, fresh_link(cached))  # a link table built here, not the trace's
+    assert len(computed) == 2 and all(isinstance(c, ops.OpOptions) for c in computed)

@@ -25,6 +25,9 @@ Definitions (docs/analysis-attribution.md):
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import sys
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -32,7 +35,17 @@ import numpy as np
 import polars as pl
 
 from opscope.analysis.base import select
-from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, LinkStats, link, once_per_link, selected_gpu
+from opscope.analysis.base.codetag import code_tag
+from opscope.analysis.base.linking import (
+    OP_KINDS,
+    ROW,
+    Linkage,
+    LinkStats,
+    is_trace_link,
+    link,
+    once_per_link,
+    selected_gpu,
+)
 from opscope.analysis.base.nesting import RowTree, ancestors, chains, has_equal_ancestor, subtree_sums
 from opscope.analysis.base.windows import fold_steps
 from opscope.model.schema import Col
@@ -97,9 +110,86 @@ def op_stats(trace: Trace, options: OpOptions | None = None, linkage: Linkage | 
         trace,
         linked,
         f"op_stats:{replace(opts, top=0)!r}",
-        lambda: _op_stats(trace, replace(opts, top=0), linked),
+        lambda: _whole(trace, replace(opts, top=0), linked),
     )
     return replace(whole, rows=whole.rows if opts.top <= 0 else whole.rows[: opts.top], options=opts)
+
+
+def _whole(trace: Trace, opts: OpOptions, linked: Linkage) -> OpStats:
+    """The whole table (`top` 0). That of the whole trace (no device, stream or step selection) over the
+    trace's own link table is kept beside the trace cache (`Trace.persisted`): `analyze`, `advise`, `report`,
+    `ops`, `diff` and `history add` all read it, so only the first command on a trace computes it (issue 25)."""
+    if opts.devices or opts.streams or opts.steps is not None or not is_trace_link(trace, linked):
+        return _op_stats(trace, opts, linked)
+    key = f"op_stats-{'shape' if opts.by_shape else 'name'}-{opts.sort}-{_code_tag()}"
+    if not set(key) <= _KEY_OK:  # a sort spelled outside the store's names: computed, not kept
+        return _op_stats(trace, opts, linked)
+    return trace.persisted(
+        key,
+        lambda: _op_stats(trace, opts, linked),
+        _encode,
+        lambda frames: _decode(frames, trace, opts, linked),
+    )
+
+
+_KEY_OK = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_.")
+_ROW_SCHEMA = {
+    "name": pl.String,
+    "kind": pl.String,
+    "input_dims": pl.String,
+    "calls": pl.Int64,
+    "cpu_total_ns": pl.Int64,
+    "cpu_self_ns": pl.Int64,
+    "gpu_total_ns": pl.Int64,
+    "gpu_self_ns": pl.Int64,
+    "kernels": pl.Int64,
+    "self_kernels": pl.Int64,
+    "kernels_per_call": pl.Float64,
+    "gpu_share": pl.Float64,
+}
+
+
+@functools.cache
+def _code_tag() -> str:
+    """The tag of the code behind a stored op table: this module and what it reads (the link table's code,
+    the op tree, the step folding)."""
+    from opscope.analysis.base import linking, nesting, windows
+
+    return code_tag(sys.modules[__name__], linking, nesting, windows, select)
+
+
+def _encode(stats: OpStats) -> dict[str, pl.DataFrame]:
+    def frame(rows: tuple[OpRow, ...]) -> pl.DataFrame:
+        return pl.DataFrame([dataclasses.astuple(r) for r in rows], schema=_ROW_SCHEMA, orient="row")
+
+    figures = {
+        "total_rows": stats.total_rows,
+        "gpu_time_ns": stats.gpu_time_ns,
+        "attributed_ns": stats.attributed_ns,
+        "unattributed_share": stats.unattributed_share,
+    }
+    return {"rows": frame(stats.rows), "cpu_rows": frame(stats.cpu_rows), "figures": pl.DataFrame([figures])}
+
+
+def _decode(frames: dict[str, pl.DataFrame], trace: Trace, opts: OpOptions, linked: Linkage) -> OpStats:
+    def rows(frame: pl.DataFrame) -> tuple[OpRow, ...]:
+        if frame.schema != pl.Schema(_ROW_SCHEMA):
+            raise ValueError("stored op table: other columns")
+        return tuple(OpRow(*r) for r in frame.iter_rows())
+
+    (figures,) = frames["figures"].to_dicts()
+    return OpStats(
+        path=trace.path,
+        rows=rows(frames["rows"]),
+        total_rows=int(figures["total_rows"]),
+        gpu_time_ns=int(figures["gpu_time_ns"]),
+        attributed_ns=int(figures["attributed_ns"]),
+        unattributed_share=float(figures["unattributed_share"]),
+        link=linked.stats,
+        options=opts,
+        warnings=trace.meta.warnings,
+        cpu_rows=rows(frames["cpu_rows"]),
+    )
 
 
 def _op_stats(trace: Trace, opts: OpOptions, linked: Linkage) -> OpStats:

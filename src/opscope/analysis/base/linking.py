@@ -256,6 +256,13 @@ def link(trace: Trace) -> Linkage:
     return trace.persisted(f"link-{_code_tag()}", lambda: _announced_link(trace), _encode, _decode)
 
 
+def is_trace_link(trace: Trace, linked: Linkage) -> bool:
+    """Whether `linked` is `link(trace)` (already computed): results kept beside the trace cache are computed
+    over that table only, never over one a caller built otherwise."""
+    key = f"link-{_code_tag()}"
+    return trace.has_derived(key) and trace.derived(key, lambda: None) is linked
+
+
 def _code_tag() -> str:
     """The tag of the code that computes the link table (this module and the nesting and selection it uses):
     a result kept by other code is never read back as this code's (`codetag.code_tag`)."""
