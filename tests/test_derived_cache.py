@@ -292,3 +292,59 @@ def test_the_op_table_is_read_back(cached: Path, monkeypatch: pytest.MonkeyPatch
         ops.op_stats(again, ops.OpOptions(top=0, steps="102", **options))
         ops.op_stats(again, opts, fresh_link(cached))  # a link table built here, not the trace's
     assert len(computed) == 2 and all(isinstance(c, ops.OpOptions) for c in computed)
+
+
+@pytest.mark.parametrize("by_shape", [True, False])
+def test_the_efficiency_table_is_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, by_shape: bool
+) -> None:
+    """The whole trace's efficiency table: stored by the first command, read back by the next (its computation
+    made to fail), equal to a fresh computation without the cache; given peaks or a device selection are
+    computed, never read back (the stored table was measured against the peak table's entry)."""
+    from opscope.analysis.efficiency import table
+
+    monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    cached = tmp_path / "trace.json.gz"  # an MI300X trace with shapes: sized and unsized rows
+    shutil.copyfile(corpus_path("tracelens/mi300__gaunernst_bert-small-uncased__1016001.json.gz"), cached)
+
+    opts = table.EfficiencyOptions(by_shape=by_shape, top=0)
+    first = table.efficiency(opscope.load(cached), opts)
+    wait_for_saves()
+    with monkeypatch.context() as m:
+        m.setattr(table, "_efficiency", lambda *a: pytest.fail("efficiency table computed again"))
+        second = table.efficiency(opscope.load(cached), opts)
+    fresh = table.efficiency(opscope.load(cached, cache=False), opts)
+    assert second == first == fresh and second.rows and second.unsized and second.peaks is not None
+    computed: list[object] = []
+    real = table._efficiency
+    with monkeypatch.context() as m:
+        m.setattr(table, "_efficiency", lambda *a: computed.append(a[1]) or real(*a))
+        again = opscope.load(cached)
+        given = table.efficiency(again, table.EfficiencyOptions(by_shape=by_shape, top=0, peak_tflops=100.0))
+        table.efficiency(again, table.EfficiencyOptions(by_shape=by_shape, top=0, devices=(0,)))
+    assert len(computed) == 2 and given.rows[0].peak_tflops == 100.0
+
+
+def test_result_rows_are_stored_with_their_dataclass_columns() -> None:
+    """Rows round-trip through a frame whose schema is their dataclass's fields (nulls and floats exact); a
+    frame of other columns is refused (computed again), and a field no column can hold is an error."""
+    from dataclasses import dataclass
+
+    from opscope.analysis.attribution.ops import OpRow
+    from opscope.analysis.base import stored
+
+    rows = (
+        OpRow("aten::mm", "cpu_op", None, 3, 10, 5, 7, 7, 2, 2, 2 / 3, 0.1 + 0.2),
+        OpRow("", "user_annotation", "[[1,2]]", 1, 0, 0, 0, 0, 0, 0, 0.0, 1e-300),
+    )
+    frame = stored.rows_frame(OpRow, rows)
+    assert frame.schema == stored.row_schema(OpRow) and stored.rows_of(OpRow, frame) == rows
+    with pytest.raises(ValueError):
+        stored.rows_of(OpRow, frame.drop("gpu_share"))
+
+    @dataclass(frozen=True)
+    class Nested:
+        parts: tuple[int, ...]
+
+    with pytest.raises(TypeError):
+        stored.row_schema(Nested)

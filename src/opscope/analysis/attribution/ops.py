@@ -25,7 +25,6 @@ Definitions (docs/analysis-attribution.md):
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import sys
 from dataclasses import dataclass, field, replace
@@ -47,6 +46,7 @@ from opscope.analysis.base.linking import (
     selected_gpu,
 )
 from opscope.analysis.base.nesting import RowTree, ancestors, chains, has_equal_ancestor, subtree_sums
+from opscope.analysis.base.stored import rows_frame, rows_of
 from opscope.analysis.base.windows import fold_steps
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
@@ -133,20 +133,6 @@ def _whole(trace: Trace, opts: OpOptions, linked: Linkage) -> OpStats:
 
 
 _KEY_OK = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_.")
-_ROW_SCHEMA = {
-    "name": pl.String,
-    "kind": pl.String,
-    "input_dims": pl.String,
-    "calls": pl.Int64,
-    "cpu_total_ns": pl.Int64,
-    "cpu_self_ns": pl.Int64,
-    "gpu_total_ns": pl.Int64,
-    "gpu_self_ns": pl.Int64,
-    "kernels": pl.Int64,
-    "self_kernels": pl.Int64,
-    "kernels_per_call": pl.Float64,
-    "gpu_share": pl.Float64,
-}
 
 
 @functools.cache
@@ -159,28 +145,24 @@ def _code_tag() -> str:
 
 
 def _encode(stats: OpStats) -> dict[str, pl.DataFrame]:
-    def frame(rows: tuple[OpRow, ...]) -> pl.DataFrame:
-        return pl.DataFrame([dataclasses.astuple(r) for r in rows], schema=_ROW_SCHEMA, orient="row")
-
     figures = {
         "total_rows": stats.total_rows,
         "gpu_time_ns": stats.gpu_time_ns,
         "attributed_ns": stats.attributed_ns,
         "unattributed_share": stats.unattributed_share,
     }
-    return {"rows": frame(stats.rows), "cpu_rows": frame(stats.cpu_rows), "figures": pl.DataFrame([figures])}
+    return {
+        "rows": rows_frame(OpRow, stats.rows),
+        "cpu_rows": rows_frame(OpRow, stats.cpu_rows),
+        "figures": pl.DataFrame([figures]),
+    }
 
 
 def _decode(frames: dict[str, pl.DataFrame], trace: Trace, opts: OpOptions, linked: Linkage) -> OpStats:
-    def rows(frame: pl.DataFrame) -> tuple[OpRow, ...]:
-        if frame.schema != pl.Schema(_ROW_SCHEMA):
-            raise ValueError("stored op table: other columns")
-        return tuple(OpRow(*r) for r in frame.iter_rows())
-
     (figures,) = frames["figures"].to_dicts()
     return OpStats(
         path=trace.path,
-        rows=rows(frames["rows"]),
+        rows=rows_of(OpRow, frames["rows"]),
         total_rows=int(figures["total_rows"]),
         gpu_time_ns=int(figures["gpu_time_ns"]),
         attributed_ns=int(figures["attributed_ns"]),
@@ -188,7 +170,7 @@ def _decode(frames: dict[str, pl.DataFrame], trace: Trace, opts: OpOptions, link
         link=linked.stats,
         options=opts,
         warnings=trace.meta.warnings,
-        cpu_rows=rows(frames["cpu_rows"]),
+        cpu_rows=rows_of(OpRow, frames["cpu_rows"]),
     )
 
 
