@@ -348,3 +348,49 @@ def test_result_rows_are_stored_with_their_dataclass_columns() -> None:
 
     with pytest.raises(TypeError):
         stored.row_schema(Nested)
+
+
+def test_the_busy_idle_analyses_and_the_step_table_are_read_back(
+    cached: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`analyze`'s busy / idle analyses (timeline, idle, categories, kernels, launch delay, syncs, copies) and
+    its step table: stored by the first command, read back by the next (their computations made to fail),
+    the whole `Analysis` equal to a fresh one without the cache; a step selection is computed."""
+    from opscope.analysis import overview
+    from opscope.analysis.attribution import steps
+
+    first = overview.analyze(opscope.load(cached))
+    wait_for_saves()
+    with monkeypatch.context() as m:
+        m.setattr(overview, "timeline", lambda *a, **k: pytest.fail("busy time computed again"))
+        m.setattr(overview, "launch_delay", lambda *a, **k: pytest.fail("launch delay computed again"))
+        m.setattr(steps, "_step_stats", lambda *a: pytest.fail("step table computed again"))
+        second = overview.analyze(opscope.load(cached))
+    fresh = overview.analyze(opscope.load(cached, cache=False))
+    assert second == first == fresh and len(second.steps.rows) > 1 and second.kernels
+    assert second.path == str(cached) and second.steps.path == str(cached)
+    with monkeypatch.context() as m:
+        m.setattr(
+            overview, "launch_delay", lambda *a, **k: pytest.fail("computed: --top 3 is not stored yet")
+        )
+        with pytest.raises(pytest.fail.Exception):
+            overview.analyze(opscope.load(cached), overview.AnalyzeOptions(top=3))
+    chosen = overview.analyze(opscope.load(cached), overview.AnalyzeOptions(steps="102"))
+    assert [r.window.step for r in chosen.steps.rows] == [102]
+
+
+def test_a_stored_value_of_another_shape_is_computed_again(tmp_path: Path) -> None:
+    """A value stored by other code (another type) is refused by its decoder, so `Trace.persisted` computes
+    it instead of reading it as this code's; the source tag follows the sources."""
+    import msgspec
+
+    from opscope.analysis.base import stored
+    from opscope.analysis.base.codetag import source_tag
+
+    frames = stored.value_frames((1, "a", 2.5))
+    assert stored.value_of(tuple[int, str, float], frames) == (1, "a", 2.5)
+    with pytest.raises(msgspec.ValidationError):
+        stored.value_of(tuple[int, int, float], frames)
+    tag = source_tag("opscope.analysis", "opscope.model")
+    assert tag is not None and len(tag) == 16 and tag == source_tag("opscope.analysis", "opscope.model")
+    assert source_tag("opscope.analysis") != tag and source_tag("opscope.no_such_package") is None

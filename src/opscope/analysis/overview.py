@@ -8,17 +8,20 @@ and ops / steps are restricted as their own commands do.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
 from opscope.analysis.attribution.ops import OpOptions, OpStats, op_stats
 from opscope.analysis.attribution.steps import StepOptions, StepStats, step_stats
 from opscope.analysis.base import intervals
-from opscope.analysis.base.linking import Linkage, LinkStats, link
+from opscope.analysis.base.codetag import source_tag
+from opscope.analysis.base.linking import Linkage, LinkStats, is_trace_link, link
 from opscope.analysis.base.parallel import Beside
 from opscope.analysis.base.stages import stage
+from opscope.analysis.base.stored import value_frames, value_of
 from opscope.analysis.base.windows import select_windows
 from opscope.analysis.findings import Advice, RuleConfig
 from opscope.analysis.kernels.categories import CATEGORY, CategoryBreakdown, category_breakdown
@@ -155,16 +158,41 @@ def analyze(
     return analysis_of(trace, opts, linkage, act)
 
 
+_BusyIdle = tuple[
+    Timeline, IdleBreakdown, CategoryBreakdown, tuple[KernelLine, ...], LaunchDelay, SyncStats, MemcpyStats
+]
+
+
+def _kept(
+    trace: Trace, opts: AnalyzeOptions, linkage: Linkage, compute: Callable[[], _BusyIdle]
+) -> _BusyIdle:
+    """The busy / idle analyses of `analysis_of`: those of the whole trace (no device, stream, step or window
+    selection) over the trace's own link table are kept beside the trace cache (`Trace.persisted`), so that
+    `analyze`, `advise`, `report`, `diff` and `history add` on the same trace compute them once (issue 25).
+    Their code spans the timeline rooms and the ground floor: the key's tag is that of the analysis sources."""
+    tag = source_tag("opscope.analysis", "opscope.model")
+    selected = opts.devices or opts.streams or opts.steps is not None or opts.windows is not None
+    if tag is None or selected or not is_trace_link(trace, linkage) or opts.top < 0:
+        return compute()
+    return cast(
+        _BusyIdle,
+        trace.persisted(
+            f"busy_idle-top{opts.top}-{tag}", compute, value_frames, lambda f: value_of(_BusyIdle, f)
+        ),
+    )
+
+
 def analysis_of(trace: Trace, opts: AnalyzeOptions, linkage: Linkage, act: Activity) -> Analysis:
     """The `Analysis` of `trace` over a prepared link table and GPU activity (`prepare`)."""
     stage("operators and steps")
     syncs = sync_calls(trace)
     clipped = act.clipped()
+
     # the busy / idle analyses beside the op and step tables: polars and numpy, which release the GIL (issue 25:
     # x4 analyze ~0.70 -> ~0.65 s, x64 advise ~4.6 -> ~4.2 s, +20-60 MB); in the report, whose trees already run
     # beside its advice, they run here (`Beside`: one at a time)
-    beside = Beside(
-        lambda: (
+    def busy_idle() -> _BusyIdle:
+        return (
             timeline(trace, activity=act),
             idle_breakdown(trace, activity=act, syncs=syncs),
             category_breakdown(clipped),
@@ -172,9 +200,9 @@ def analysis_of(trace: Trace, opts: AnalyzeOptions, linkage: Linkage, act: Activ
             launch_delay(trace, activity=act, top=opts.top),
             sync_stats(trace, act.window, linkage, syncs),
             memcpy_stats(trace, activity=act),
-        ),
-        name="opscope-timeline",
-    )
+        )
+
+    beside = Beside(lambda: _kept(trace, opts, linkage, busy_idle), name="opscope-timeline")
     ops = op_stats(
         trace, OpOptions(top=opts.top, devices=opts.devices, streams=opts.streams, steps=opts.steps), linkage
     )

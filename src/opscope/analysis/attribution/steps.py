@@ -14,14 +14,23 @@ outside every window is counted and reported too. Definitions: docs/analysis-att
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import polars as pl
 
 from opscope.analysis.base import intervals, select
-from opscope.analysis.base.linking import Linkage, LinkStats, link, selected_gpu, unattributed_share
+from opscope.analysis.base.codetag import source_tag
+from opscope.analysis.base.linking import (
+    Linkage,
+    LinkStats,
+    is_trace_link,
+    link,
+    selected_gpu,
+    unattributed_share,
+)
+from opscope.analysis.base.stored import value_frames, value_of
 from opscope.analysis.base.windows import StepWindow, overlap_pairs, select_windows, step_windows
 from opscope.analysis.kernels.categories import CATEGORY, with_category
 from opscope.analysis.kernels.category_rules import COMMUNICATION, MEMCPY, MEMSET
@@ -137,8 +146,23 @@ def _category(category: pl.Expr) -> list[tuple[str, pl.Expr]]:
 
 def step_stats(trace: Trace, options: StepOptions | None = None, linkage: Linkage | None = None) -> StepStats:
     """Per-step, per-device figures of `trace` (see the module doc). `linkage` (optional) is reused for the
-    unattributed share; without one, linking runs only when the trace has GPU activity."""
+    unattributed share; without one, linking runs only when the trace has GPU activity. Those of every step
+    and device over the trace's own link table are kept beside the trace cache (`Trace.persisted`): `analyze`,
+    `advise`, `report`, `steps`, `diff` and `history add` on the same trace compute them once (issue 25)."""
     opts = options or StepOptions()
+    tag = source_tag("opscope.analysis", "opscope.model")
+    if opts != StepOptions() or linkage is None or tag is None or not is_trace_link(trace, linkage):
+        return _step_stats(trace, opts, linkage)
+    kept = trace.persisted(
+        f"step_stats-{tag}",
+        lambda: _step_stats(trace, opts, linkage),
+        value_frames,
+        lambda frames: value_of(StepStats, frames),
+    )
+    return replace(kept, path=trace.path, link=linkage.stats, options=opts, warnings=trace.meta.warnings)
+
+
+def _step_stats(trace: Trace, opts: StepOptions, linkage: Linkage | None) -> StepStats:
     chosen = select_windows(trace, opts.steps)
     from_markers = bool(chosen) and chosen[0].step is not None
     # the GPU events of the selection: the link table's when there is one (no pass over the trace), name and kind

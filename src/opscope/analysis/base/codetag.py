@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import re
 import types
+from pathlib import Path
 from typing import Any
 
 
@@ -26,6 +28,28 @@ def code_tag(*modules: types.ModuleType) -> str:
                 _digest_code(digest, code)
             elif (text := _plain(value)) is not None:
                 digest.update(f"{name}={text}".encode())
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
+def source_tag(*packages: str) -> str | None:
+    """16 hex digits over the source text of every module of `packages` (dotted names: "opscope.analysis"), in
+    path order, for a result whose computation spans more modules than one could list: any change to any of
+    them is other code. None where the sources cannot be read (the result is then computed, not kept). The
+    packages are found, not imported."""
+    digest = hashlib.sha256()
+    try:
+        for package in packages:
+            spec = importlib.util.find_spec(package)
+            roots = list(spec.submodule_search_locations or []) if spec is not None else []
+            if not roots:
+                return None
+            for root in roots:
+                for path in sorted(Path(root).rglob("*.py")):
+                    digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+                    digest.update(path.read_bytes())
+    except (OSError, ImportError, ValueError):
+        return None
     return digest.hexdigest()[:16]
 
 

@@ -1,13 +1,18 @@
-"""Result rows (flat frozen dataclasses) as a frame and back, for results kept beside the trace cache
-(`Trace.persisted`): the frame's schema comes from the dataclass's own fields, so a stored table always has
-the columns of the code that reads it, and one whose columns differ (stored by other code) is refused and
-computed again."""
+"""Results as frames and back, for results kept beside the trace cache (`Trace.persisted`).
+
+- Result rows (flat frozen dataclasses): the frame's schema comes from the dataclass's own fields, so a stored
+  table always has the columns of the code that reads it, and one whose columns differ (stored by other code)
+  is refused and computed again.
+- A whole typed result (nested dataclasses, tuples, numbers, text): msgspec's MessagePack in a one-row frame,
+  decoded against the result's type, so a value of another shape is refused (and computed again) rather than
+  read as this one; numbers come back exactly (integers, IEEE doubles)."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, TypeVar
 
+import msgspec
 import polars as pl
 
 T = TypeVar("T")
@@ -47,3 +52,16 @@ def rows_of(cls: type[T], frame: pl.DataFrame) -> tuple[T, ...]:
     if frame.schema != row_schema(cls):
         raise ValueError(f"stored {cls.__name__} rows: other columns")
     return tuple(cls(*r) for r in frame.iter_rows())
+
+
+def value_frames(value: Any) -> dict[str, pl.DataFrame]:
+    """`value` (dataclasses, tuples, dicts, numbers, text) as one frame of one MessagePack cell."""
+    return {
+        "value": pl.DataFrame({"msgpack": [msgspec.msgpack.encode(value)]}, schema={"msgpack": pl.Binary})
+    }
+
+
+def value_of(kind: Any, frames: dict[str, pl.DataFrame]) -> Any:
+    """The value of type `kind` that `value_frames` stored; msgspec.ValidationError when it is of another
+    shape (stored by other code)."""
+    return msgspec.msgpack.decode(frames["value"]["msgpack"][0], type=kind)
