@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -385,12 +386,87 @@ def test_a_stored_value_of_another_shape_is_computed_again(tmp_path: Path) -> No
     import msgspec
 
     from opscope.analysis.base import stored
-    from opscope.analysis.base.codetag import source_tag
+    from opscope.analysis.base.codetag import analysis_tag, source_tag
 
     frames = stored.value_frames((1, "a", 2.5))
     assert stored.value_of(tuple[int, str, float], frames) == (1, "a", 2.5)
     with pytest.raises(msgspec.ValidationError):
         stored.value_of(tuple[int, int, float], frames)
-    tag = source_tag("opscope.analysis", "opscope.model")
-    assert tag is not None and len(tag) == 16 and tag == source_tag("opscope.analysis", "opscope.model")
-    assert source_tag("opscope.analysis") != tag and source_tag("opscope.no_such_package") is None
+    tag = analysis_tag()
+    assert (
+        tag is not None
+        and len(tag) == 16
+        and tag == source_tag("opscope.analysis", "opscope.model", "opscope.data")
+    )
+    assert (
+        source_tag("opscope.analysis", "opscope.model") != tag
+        and source_tag("opscope.no_such_package") is None
+    )
+
+
+def test_the_rule_checks_are_read_back(cached: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The advice rules' checks: kept by the first command, read back by the next (every check made to fail),
+    the advice equal to a fresh one without the cache; other thresholds are checked again, and a set with a
+    failed check is not kept (the failure is reported again, not read back as a pass)."""
+    from opscope.analysis.findings import RuleConfig
+    from opscope.analysis.overview import AnalyzeOptions
+    from opscope.analysis.rules import engine
+    from opscope.analysis.rules.advise import advise
+
+    first = advise(opscope.load(cached))
+    wait_for_saves()
+    failing = tuple(replace(r, check=lambda ctx, t: pytest.fail("checked again")) for r in engine.RULES)
+    with monkeypatch.context() as m:
+        m.setattr(engine, "RULES", failing)
+        second = advise(opscope.load(cached))
+    fresh = advise(opscope.load(cached, cache=False))
+    assert first.advice is not None and first.advice.findings
+    assert second.advice == first.advice == fresh.advice
+    other = AnalyzeOptions(rules=RuleConfig(thresholds={"gpu_gaps": 0.5}))
+    broken = tuple(replace(r, check=lambda ctx, t: 1 / 0) if r.id == "gpu_gaps" else r for r in engine.RULES)
+    for _ in range(2):
+        with monkeypatch.context() as m:
+            m.setattr(engine, "RULES", broken)
+            again = advise(opscope.load(cached), other)
+            wait_for_saves()
+        assert again.advice is not None
+        assert any("gpu_gaps: not evaluated: ZeroDivisionError" in w for w in again.advice.warnings)
+
+
+def test_the_reports_trees_and_critical_path_are_read_back(
+    cached: Path, monkeypatch: pytest.MonkeyPatch, cli
+) -> None:
+    """The report's op trees and critical path (numpy arrays and frames inside): kept by the first report,
+    read back by the next (their computations made to fail); the report's JSON the same every time and
+    without the cache."""
+    from opscope.analysis import bundle
+
+    outputs = [cli("report", cached, "--format", "json")]
+    wait_for_saves()
+    with monkeypatch.context() as m:
+        m.setattr(bundle, "op_trees", lambda *a, **k: pytest.fail("trees computed again"))
+        m.setattr(bundle, "critical_path_stats", lambda *a, **k: pytest.fail("critical path computed again"))
+        outputs.append(cli("report", cached, "--format", "json"))
+    outputs.append(cli("report", cached, "--format", "json", "--no-cache"))
+    assert [o.code for o in outputs] == [0, 0, 0]
+    assert json.loads(outputs[0].out) == json.loads(outputs[1].out) == json.loads(outputs[2].out)
+
+
+def test_kept_values_hold_arrays_and_frames_and_refuse_what_would_not_read_back() -> None:
+    """One-dimensional numeric arrays and frames read back by value and type; a value that would read back
+    as something else (a tuple in an untyped slot comes back a list) or cannot be kept is refused."""
+    from typing import Any
+
+    import numpy as np
+
+    from opscope.analysis.base import stored
+
+    value = (np.arange(5, dtype=np.int32), pl.DataFrame({"a": [1, None], "b": ["x", "y"]}), {"k": 1.5})
+    kind = tuple[np.ndarray, pl.DataFrame, dict[str, float]]
+    back = stored.value_of(kind, stored.value_frames(value, kind))
+    assert stored.same_value(back, value) and back[0].dtype == np.int32
+    assert not stored.same_value(np.arange(3), np.arange(3).astype(np.int32))
+    with pytest.raises(ValueError):
+        stored.value_frames(({"k": (1, 2)},), tuple[dict[str, Any]])
+    with pytest.raises(TypeError):
+        stored.value_frames((np.zeros((2, 2)),), tuple[np.ndarray])

@@ -10,7 +10,9 @@ of kernel-table rows that are not in the window, the CPU lanes of the timeline) 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -20,9 +22,11 @@ from opscope.analysis.attribution.lines import LineOptions, SourceLines, source_
 from opscope.analysis.attribution.stacks import LaunchStacks, launch_stacks
 from opscope.analysis.attribution.steps import StepStats
 from opscope.analysis.attribution.tree import OpTree, TreeOptions, op_trees
-from opscope.analysis.base.linking import Linkage, link
+from opscope.analysis.base.codetag import analysis_tag
+from opscope.analysis.base.linking import Linkage, is_trace_link, link
 from opscope.analysis.base.parallel import Beside
 from opscope.analysis.base.stages import stage
+from opscope.analysis.base.stored import value_frames, value_of
 from opscope.analysis.base.windows import overlap_pairs
 from opscope.analysis.critical_path.stats import CriticalPathStats, critical_path_stats
 from opscope.analysis.efficiency.table import Efficiency, EfficiencyOptions, efficiency
@@ -110,15 +114,17 @@ def trace_bundle(
     basis = "gpu" if summary.gpu_calls else "cpu"
     flame = TreeOptions(depth=0, min_share=FLAME_MIN_SHARE, devices=devices, streams=streams)
     lo, hi = act.window.start_ns or 0, act.window.end_ns or 0
+
     # the two op trees (~0.5 s at x64) and the critical path's step graphs (~1.3 s) beside the advice: numpy and
     # polars that release the GIL. The trees first: they hold the most memory, and the advice's largest stage
     # (efficiency) comes last (issue 25: x64 7.1-7.4 -> 6.7-6.9 s, peak 1.30-1.38 -> 1.32-1.40 GB)
-    beside = Beside(
-        lambda: (
+    def trees_and_path() -> _Beside:
+        return (
             op_trees(trace, flame, linkage),
             critical_path_stats(trace, rules=(), top=0, linkage=linkage, max_windows=CRITICAL_PATH_STEPS),
         )
-    )
+
+    beside = Beside(lambda: _kept(trace, opts, linkage, trees_and_path))
     analysis = advise(trace, AnalyzeOptions(devices=devices, streams=streams, predict=True), linkage, act)
     # the step table, the busy timeline and the copies are the analysis's own (same options, same activity):
     # computed once, shown in both the report's panels and its analysis payload (issue 25, item 3)
@@ -155,6 +161,24 @@ def trace_bundle(
         lines=source_lines(trace, LineOptions(top=LINES_ROWS, devices=devices, streams=streams), linkage),
         stacks=launch_stacks(trace, linkage),
         ncu=join_metrics(trace, ncu) if ncu is not None else None,
+    )
+
+
+def _kept(trace: Trace, opts: BundleOptions, linkage: Linkage, compute: Callable[[], _Beside]) -> _Beside:
+    """The report's op trees and critical path: those of the whole trace (no device or stream selection) over
+    the trace's own link table are kept beside the trace cache (`Trace.persisted`, typed: `base/stored.py`),
+    so a second report of the same trace reads them back (issue 25)."""
+    tag = analysis_tag()
+    if tag is None or opts.devices or opts.streams or not is_trace_link(trace, linkage):
+        return compute()
+    return cast(
+        _Beside,
+        trace.persisted(
+            f"report_trees_path-{tag}",
+            compute,
+            lambda value: value_frames(value, _Beside),
+            lambda frames: value_of(_Beside, frames),
+        ),
     )
 
 

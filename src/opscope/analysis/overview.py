@@ -17,7 +17,7 @@ import polars as pl
 from opscope.analysis.attribution.ops import OpOptions, OpStats, op_stats
 from opscope.analysis.attribution.steps import StepOptions, StepStats, step_stats
 from opscope.analysis.base import intervals
-from opscope.analysis.base.codetag import source_tag
+from opscope.analysis.base.codetag import analysis_tag
 from opscope.analysis.base.linking import Linkage, LinkStats, is_trace_link, link
 from opscope.analysis.base.parallel import Beside
 from opscope.analysis.base.stages import stage
@@ -170,14 +170,17 @@ def _kept(
     selection) over the trace's own link table are kept beside the trace cache (`Trace.persisted`), so that
     `analyze`, `advise`, `report`, `diff` and `history add` on the same trace compute them once (issue 25).
     Their code spans the timeline rooms and the ground floor: the key's tag is that of the analysis sources."""
-    tag = source_tag("opscope.analysis", "opscope.model")
+    tag = analysis_tag()
     selected = opts.devices or opts.streams or opts.steps is not None or opts.windows is not None
     if tag is None or selected or not is_trace_link(trace, linkage) or opts.top < 0:
         return compute()
     return cast(
         _BusyIdle,
         trace.persisted(
-            f"busy_idle-top{opts.top}-{tag}", compute, value_frames, lambda f: value_of(_BusyIdle, f)
+            f"busy_idle-top{opts.top}-{tag}",
+            compute,
+            lambda v: value_frames(v, _BusyIdle),
+            lambda f: value_of(_BusyIdle, f),
         ),
     )
 

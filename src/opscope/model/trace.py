@@ -115,7 +115,8 @@ class Trace:
     ) -> T:
         """As `derived`, and kept beside the trace cache between commands: read from there when a result for
         this cache file exists (`decode`), else computed and stored (`encode`). Without a store (a trace read
-        without the cache), or when a stored result cannot be decoded, it is computed."""
+        without the cache), or when a stored result cannot be decoded, it is computed; a result `encode`
+        refuses (raises) is not stored."""
 
         def load_or_compute() -> T:
             if self._store is not None:
@@ -127,7 +128,11 @@ class Trace:
                         pass
             value = compute()
             if self._store is not None:
-                self._store.save(key, encode(value))
+                try:
+                    frames = encode(value)
+                except Exception:  # a value that cannot be kept (`encode` refuses it): computed each time
+                    return value
+                self._store.save(key, frames)
             return value
 
         return self.derived(key, load_or_compute)

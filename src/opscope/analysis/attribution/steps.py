@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from opscope.analysis.base import intervals, select
-from opscope.analysis.base.codetag import source_tag
+from opscope.analysis.base.codetag import analysis_tag
 from opscope.analysis.base.linking import (
     Linkage,
     LinkStats,
@@ -150,13 +150,13 @@ def step_stats(trace: Trace, options: StepOptions | None = None, linkage: Linkag
     and device over the trace's own link table are kept beside the trace cache (`Trace.persisted`): `analyze`,
     `advise`, `report`, `steps`, `diff` and `history add` on the same trace compute them once (issue 25)."""
     opts = options or StepOptions()
-    tag = source_tag("opscope.analysis", "opscope.model")
+    tag = analysis_tag()
     if opts != StepOptions() or linkage is None or tag is None or not is_trace_link(trace, linkage):
         return _step_stats(trace, opts, linkage)
     kept = trace.persisted(
         f"step_stats-{tag}",
         lambda: _step_stats(trace, opts, linkage),
-        value_frames,
+        lambda stats: value_frames(stats, StepStats),
         lambda frames: value_of(StepStats, frames),
     )
     return replace(kept, path=trace.path, link=linkage.stats, options=opts, warnings=trace.meta.warnings)

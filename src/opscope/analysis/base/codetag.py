@@ -31,11 +31,14 @@ def code_tag(*modules: types.ModuleType) -> str:
     return digest.hexdigest()[:16]
 
 
+_COMPILED = frozenset({".pyc", ".pyo", ".so", ".pyd"})  # built from the sources, or the native reader
+
+
 @functools.cache
 def source_tag(*packages: str) -> str | None:
-    """16 hex digits over the source text of every module of `packages` (dotted names: "opscope.analysis"), in
-    path order, for a result whose computation spans more modules than one could list: any change to any of
-    them is other code. None where the sources cannot be read (the result is then computed, not kept). The
+    """16 hex digits over the files of `packages` (dotted names: "opscope.analysis"): every module's source and
+    every data file (the GPU peak table), in path order, for a result whose computation spans more modules than
+    one could list: any change to any of them is other code. None where the sources cannot be read (the result is then computed, not kept). The
     packages are found, not imported."""
     digest = hashlib.sha256()
     try:
@@ -45,12 +48,20 @@ def source_tag(*packages: str) -> str | None:
             if not roots:
                 return None
             for root in roots:
-                for path in sorted(Path(root).rglob("*.py")):
+                for path in sorted(Path(root).rglob("*")):
+                    if path.suffix in _COMPILED or "__pycache__" in path.parts or not path.is_file():
+                        continue
                     digest.update(path.relative_to(root).as_posix().encode() + b"\0")
                     digest.update(path.read_bytes())
     except (OSError, ImportError, ValueError):
         return None
     return digest.hexdigest()[:16]
+
+
+def analysis_tag() -> str | None:
+    """`source_tag` of the analyses, the event model and the data tables they read: the tag of results whose
+    code spans the rooms (the busy / idle analyses, the step table, the rules' checks)."""
+    return source_tag("opscope.analysis", "opscope.model", "opscope.data")
 
 
 def _digest_code(digest: Any, code: types.CodeType) -> None:

@@ -10,9 +10,11 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 from typing import Any, TypeVar
 
 import msgspec
+import numpy as np
 import polars as pl
 
 T = TypeVar("T")
@@ -54,14 +56,58 @@ def rows_of(cls: type[T], frame: pl.DataFrame) -> tuple[T, ...]:
     return tuple(cls(*r) for r in frame.iter_rows())
 
 
-def value_frames(value: Any) -> dict[str, pl.DataFrame]:
-    """`value` (dataclasses, tuples, dicts, numbers, text) as one frame of one MessagePack cell."""
-    return {
-        "value": pl.DataFrame({"msgpack": [msgspec.msgpack.encode(value)]}, schema={"msgpack": pl.Binary})
+def value_frames(value: Any, kind: Any = None) -> dict[str, pl.DataFrame]:
+    """`value` (dataclasses, tuples, dicts, numbers, text; one-dimensional numpy arrays and polars frames
+    inside them) as one frame of one MessagePack cell. With `kind`, it is read back first and refused
+    (ValueError: not kept) unless it reads back equal, arrays and frames compared by value and type."""
+    frames = {
+        "value": pl.DataFrame(
+            {"msgpack": [msgspec.msgpack.encode(value, enc_hook=_encode_part)]}, schema={"msgpack": pl.Binary}
+        )
     }
+    if kind is not None and not same_value(value_of(kind, frames), value):
+        raise ValueError("the value would not read back equal")
+    return frames
 
 
 def value_of(kind: Any, frames: dict[str, pl.DataFrame]) -> Any:
     """The value of type `kind` that `value_frames` stored; msgspec.ValidationError when it is of another
     shape (stored by other code)."""
-    return msgspec.msgpack.decode(frames["value"]["msgpack"][0], type=kind)
+    return msgspec.msgpack.decode(frames["value"]["msgpack"][0], type=kind, dec_hook=_decode_part)
+
+
+def _encode_part(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        if obj.ndim != 1 or obj.dtype.hasobject:
+            raise TypeError("only one-dimensional arrays of numbers are kept")
+        return (obj.dtype.str, obj.tobytes())
+    if isinstance(obj, pl.DataFrame):
+        sink = io.BytesIO()
+        obj.write_ipc(sink, compression="uncompressed")
+        return sink.getvalue()
+    raise TypeError(f"a {type(obj).__name__} is not kept")
+
+
+def _decode_part(kind: type, obj: Any) -> Any:
+    if kind is np.ndarray and isinstance(obj, (list, tuple)) and len(obj) == 2:
+        return np.frombuffer(obj[1], dtype=np.dtype(obj[0])).copy()
+    if kind is pl.DataFrame and isinstance(obj, bytes):
+        return pl.read_ipc(io.BytesIO(obj))
+    raise msgspec.ValidationError(f"expected a {kind.__name__}")
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Equal values, dataclasses field by field, arrays and frames by value and type."""
+    if type(a) is not type(b):
+        return False
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return all(same_value(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and bool(np.array_equal(a, b))
+    if isinstance(a, pl.DataFrame):
+        return a.schema == b.schema and a.equals(b)
+    return bool(a == b)

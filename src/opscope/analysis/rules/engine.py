@@ -4,14 +4,20 @@ docs/advice.md."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+import polars as pl
+
 from opscope.analysis.base import intervals
+from opscope.analysis.base.codetag import analysis_tag
+from opscope.analysis.base.linking import is_trace_link
 from opscope.analysis.base.stages import stage
+from opscope.analysis.base.stored import value_frames, value_of
 from opscope.analysis.findings import (
     CRIT_SHARE,
     EXPLAINED,
@@ -31,7 +37,7 @@ from opscope.analysis.findings import (
     severity,
 )
 from opscope.analysis.rules.context import RuleContext
-from opscope.analysis.rules.model import Skipped
+from opscope.analysis.rules.model import Hit, Rule, Skipped
 from opscope.analysis.rules.registry import RULES
 from opscope.analysis.rules.savings import (
     Attributed,
@@ -84,6 +90,69 @@ def parse_config(data: Mapping[str, Any], origin: str = "rules file") -> RuleCon
     )
 
 
+Checked = Hit | Skipped | None | Exception  # what a rule's check gave (an exception: it failed)
+
+
+def _checks(ctx: RuleContext, cfg: RuleConfig, rules: list[Rule]) -> list[Checked]:
+    """Each rule's check over `ctx`, in order (nothing for a rule with no GPU activity to read). Those of the
+    whole trace (no device, stream, step or window selection) over the trace's own link table are kept beside
+    the trace cache (`Trace.persisted`), keyed by the analysis sources and the thresholds: `analyze`, `advise`,
+    `report` and `diff` on the same trace run the checks once (issue 25). A set with a failed check is not
+    kept (it is run again, and fails or not again)."""
+
+    def compute() -> list[Checked]:
+        out: list[Checked] = []
+        for rule in rules:
+            stage(f"advice rules: {rule.id}")
+            out.append(_check(ctx, cfg.threshold(rule), rule))
+        return out
+
+    opts = ctx.analysis.options
+    tag = analysis_tag()
+    selected = opts.devices or opts.streams or opts.steps is not None or opts.windows is not None
+    if tag is None or selected or not is_trace_link(ctx.trace, ctx.linkage):
+        return compute()
+    thresholds = repr([(r.id, cfg.threshold(r)) for r in rules])
+    key = hashlib.sha256(f"{tag}|{opts.top}|{thresholds}".encode()).hexdigest()[:16]
+    stage("advice rules")
+    return ctx.trace.persisted(f"rule_checks-{key}", compute, _encode_checks, _decode_checks)
+
+
+def _check(ctx: RuleContext, threshold: float, rule: Rule) -> Checked:
+    if rule.reads_gpu and ctx.clipped.height == 0:  # nothing to read (`evaluate` says so)
+        return None
+    try:
+        hit = rule.check(ctx, threshold)
+    except Exception as exc:
+        log.debug("rule %s failed", rule.id, exc_info=True)
+        return exc
+    # the metric as the float its type says (a rule may measure 0): every view reads it as one, and a kept
+    # check reads back as one
+    return replace(hit, value=float(hit.value)) if isinstance(hit, Hit) else hit
+
+
+# (a hit, or None and the reason the check was skipped)
+_Kept = list[tuple[Hit | None, str | None]]
+
+
+def _encode_checks(checked: list[Checked]) -> dict[str, pl.DataFrame]:
+    """The checks as MessagePack; refused (not kept) when a check failed or one would not read back equal
+    (evidence of a type MessagePack does not keep, such as a tuple)."""
+    kept: _Kept = []
+    for c in checked:
+        if isinstance(c, Exception):
+            raise ValueError("a failed check is not kept")
+        kept.append((c, None) if isinstance(c, Hit) else (None, c.reason if c is not None else None))
+    return value_frames(kept, _Kept)
+
+
+def _decode_checks(frames: dict[str, pl.DataFrame]) -> list[Checked]:
+    return [
+        hit if hit is not None else None if why is None else Skipped(why)
+        for hit, why in value_of(_Kept, frames)
+    ]
+
+
 def _severity(table: Any, origin: str) -> tuple[float, float, int]:
     """(crit, warn, min saving ns) from a `[severity]` table: shares of the window in [0, 1], warn <= crit;
     `min_saving_us` >= 0."""
@@ -131,20 +200,15 @@ def evaluate(ctx: RuleContext, config: RuleConfig | None = None, predict: bool =
     candidates: list[Candidate] = []
     bounds = ctx.activity.window.bounds
     claimed: dict[str, int] = {}
-    for rule in RULES:
-        if rule.id in cfg.disabled:
-            continue
+    enabled = [rule for rule in RULES if rule.id not in cfg.disabled]
+    for rule, hit in zip(enabled, _checks(ctx, cfg, enabled), strict=True):
         threshold = cfg.threshold(rule)
         checked.append(rule.id)
-        stage(f"advice rules: {rule.id}")
         if rule.reads_gpu and ctx.clipped.height == 0:  # nothing to read: it says so
             outcomes[rule.id] = RuleOutcome(rule.id, NOT_EVALUATED, threshold=threshold, reason=_nothing(ctx))
             continue
-        try:
-            hit = rule.check(ctx, threshold)
-        except Exception as exc:  # one broken rule must not cost the user the others
-            log.debug("rule %s failed", rule.id, exc_info=True)
-            reason = f"{type(exc).__name__}: {exc}"
+        if isinstance(hit, Exception):  # one broken rule must not cost the user the others
+            reason = f"{type(hit).__name__}: {hit}"
             warnings.append(f"{rule.id}: not evaluated: {reason}")
             outcomes[rule.id] = RuleOutcome(rule.id, NOT_EVALUATED, threshold=threshold, reason=reason)
             continue
