@@ -470,3 +470,21 @@ def test_kept_values_hold_arrays_and_frames_and_refuse_what_would_not_read_back(
         stored.value_frames(({"k": (1, 2)},), tuple[dict[str, Any]])
     with pytest.raises(TypeError):
         stored.value_frames((np.zeros((2, 2)),), tuple[np.ndarray])
+
+
+@pytest.mark.parametrize("by_shape", [False, True])
+def test_the_comparison_profile_is_read_back(
+    cached: Path, monkeypatch: pytest.MonkeyPatch, by_shape: bool
+) -> None:
+    """`diff`'s profile of a trace: kept by the first comparison, read back by the next (its computation made
+    to fail), equal to a fresh one without the cache, with the path it was opened by."""
+    from opscope.analysis.compare import profile
+
+    first = profile.profile_trace(opscope.load(cached), by_shape)
+    wait_for_saves()
+    with monkeypatch.context() as m:
+        m.setattr(profile, "_profile_trace", lambda *a: pytest.fail("profile computed again"))
+        second = profile.profile_trace(opscope.load(cached), by_shape)
+    fresh = profile.profile_trace(opscope.load(cached, cache=False), by_shape)
+    assert second == first == fresh and second.stepped is not None and second.whole.ops
+    assert second.path == str(cached)
