@@ -154,6 +154,7 @@ def print_tables(
         *(f"x{n} / warm summary" for n in mid),
         *(f"x{n} first / warm summary" for n in mid),
         f"x{big} / cold summary",
+        f"x{big} first / cold summary",
         f"RSS growth / trace growth x{small}->x{big}",
     ]
     rows = []
@@ -165,6 +166,7 @@ def print_tables(
         mid_ratios = [results[(name, n)][0] / results[("summary", n)][0] for n in mid]
         first_ratios = [first[(name, n)] / results[("summary", n)][0] for n in mid]
         cold_ratio = walls[-1] / cold[big][0]
+        first_cold = first[(name, big)] / cold[big][0]
         growth = (rss[-1] / rss[0]) / (events[big] / events[small]) if len(copies) > 1 else 1.0
         rows.append(
             [
@@ -175,6 +177,7 @@ def print_tables(
                 *(f"{r:.2f}x" for r in mid_ratios),
                 *(f"{r:.2f}x" for r in first_ratios),
                 f"{cold_ratio:.2f}x",
+                f"{first_cold:.2f}x",
                 f"{growth:.2f}",
             ]
         )
@@ -187,6 +190,7 @@ def print_tables(
             *("" for _ in mid),
             *("" for _ in mid),
             "1.00x",
+            "",
             "",
         ]
     )

@@ -488,3 +488,29 @@ def test_the_comparison_profile_is_read_back(
     fresh = profile.profile_trace(opscope.load(cached, cache=False), by_shape)
     assert second == first == fresh and second.stepped is not None and second.whole.ops
     assert second.path == str(cached)
+
+
+def test_the_critical_path_command_is_read_back_up_to_its_step_bound(
+    cached: Path, monkeypatch: pytest.MonkeyPatch, cli
+) -> None:
+    """`critical-path`: kept by the first run, read back by the next with the same options (the step paths
+    made to fail), the JSON the same as without the cache; other options, or more steps than
+    `KEPT_WINDOWS`, are computed."""
+    from opscope.analysis.critical_path import stats
+
+    outputs = [cli("critical-path", cached, "--format", "json", "--what-if", "gemm:0.5")]
+    wait_for_saves()
+    with monkeypatch.context() as m:
+        m.setattr(stats, "step_path", lambda *a, **k: pytest.fail("a step's path computed again"))
+        outputs.append(cli("critical-path", cached, "--format", "json", "--what-if", "gemm:0.5"))
+    outputs.append(cli("critical-path", cached, "--format", "json", "--what-if", "gemm:0.5", "--no-cache"))
+    assert [o.code for o in outputs] == [0, 0, 0]
+    assert json.loads(outputs[0].out) == json.loads(outputs[1].out) == json.loads(outputs[2].out)
+    calls: list[object] = []
+    real = stats.step_path
+    monkeypatch.setattr(stats, "KEPT_WINDOWS", 2)  # the trace has 5 steps
+    monkeypatch.setattr(stats, "step_path", lambda *a, **k: calls.append(a) or real(*a, **k))
+    for _ in range(2):
+        assert cli("critical-path", cached, "--format", "json").code == 0
+        wait_for_saves()
+    assert len(calls) == 10

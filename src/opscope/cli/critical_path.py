@@ -40,5 +40,6 @@ def run(args: argparse.Namespace) -> int:
     check_top(args)
     rules = [WhatIf.parse(spec) for spec in args.what_if]
     trace = load_trace(args)
-    emit(critical_path_document(critical_path_stats(trace, args.steps, rules, top=args.top)), args)
+    stats = critical_path_stats(trace, args.steps, rules, top=args.top, keep=True)
+    emit(critical_path_document(stats), args)
     return 0

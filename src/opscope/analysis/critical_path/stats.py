@@ -3,6 +3,7 @@ predicted step time under what-if rules; `predict_saving` is the one-call form t
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -10,8 +11,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from opscope.analysis.base.linking import Linkage, link
+from opscope.analysis.base.codetag import analysis_tag
+from opscope.analysis.base.linking import Linkage, is_trace_link, link
 from opscope.analysis.base.parallel import ordered_map
+from opscope.analysis.base.stored import value_frames, value_of
 from opscope.analysis.base.windows import StepWindow, select_windows
 from opscope.analysis.critical_path.graph import Graph, build, cpu_table, gpu_table, stream_waits
 from opscope.analysis.critical_path.lengths import Chains
@@ -131,12 +134,41 @@ def critical_path_stats(
     top: int = 20,
     linkage: Linkage | None = None,
     max_windows: int | None = None,
+    keep: bool = False,
 ) -> CriticalPathStats:
     """The critical path of each chosen step (all steps, or one whole-trace window without markers); with
-    `max_windows`, of the first ones only (`windows_total` says how many there were)."""
+    `max_windows`, of the first ones only (`windows_total` says how many there were). With `keep`, over the
+    trace's own link table and for at most `KEPT_WINDOWS` steps, the result is kept beside the trace cache
+    (`Trace.persisted`, typed) under a key of the options, so that the same question asked again (the
+    `critical-path` command run twice) is read back (issue 25); longer results (~0.5 MB per step) are not."""
     windows = select_windows(trace, steps)
     linkage = link(trace) if linkage is None else linkage
     chosen = windows if max_windows is None else windows[:max_windows]
+    tag = analysis_tag() if keep and 0 < len(chosen) <= KEPT_WINDOWS else None
+    if tag is None or not is_trace_link(trace, linkage):
+        return _stats(trace, windows, chosen, rules, top, linkage)
+    options = repr((steps, [(r.pattern, r.factor) for r in rules], top, max_windows))
+    key = hashlib.sha256(f"{tag}|{options}".encode()).hexdigest()[:16]
+    kept = trace.persisted(
+        f"critical_path.stats-{key}",
+        lambda: _stats(trace, windows, chosen, rules, top, linkage),
+        lambda value: value_frames(value, CriticalPathStats),
+        lambda frames: value_of(CriticalPathStats, frames),
+    )
+    return replace(kept, path=trace.path)
+
+
+KEPT_WINDOWS = 64  # the most steps whose critical paths are kept beside the cache (`critical_path_stats`)
+
+
+def _stats(
+    trace: Trace,
+    windows: tuple[StepWindow, ...],
+    chosen: tuple[StepWindow, ...],
+    rules: Sequence[WhatIf],
+    top: int,
+    linkage: Linkage,
+) -> CriticalPathStats:
     # the first windows only: the CPU events of their span (a quarter of the 1 GB benchmark trace's 2.5 M)
     span = (
         (min(w.start_ns for w in chosen), max(w.end_ns for w in chosen))
