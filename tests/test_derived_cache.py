@@ -514,3 +514,16 @@ def test_the_critical_path_command_is_read_back_up_to_its_step_bound(
         assert cli("critical-path", cached, "--format", "json").code == 0
         wait_for_saves()
     assert len(calls) == 10
+
+
+def test_the_history_metrics_are_read_back(cached: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`history add`'s figures of a trace: kept by the first extraction, read back by the next (the
+    extraction made to fail), equal to a fresh one without the cache."""
+    from opscope.history import metrics
+
+    first = metrics.extract(opscope.load(cached))
+    wait_for_saves()
+    with monkeypatch.context() as m:
+        m.setattr(metrics, "_extract", lambda trace: pytest.fail("figures extracted again"))
+        second = metrics.extract(opscope.load(cached))
+    assert second == first == metrics.extract(opscope.load(cached, cache=False)) and len(second.rows) > 100
