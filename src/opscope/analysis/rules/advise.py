@@ -37,15 +37,18 @@ def advise(
     if not opts.advise:
         return result
     ctx = RuleContext(trace, result, linkage, act)
+
     # the efficiency table of the `low_efficiency` rule (the advice's largest stage) beside the other rules,
     # when a thread is free (not in the report, whose trees and critical path run beside its advice): the rule
     # reads it through `Trace.derived`, waiting for it if it is not done (issue 25: x4 ~-40 ms, x64 ~-0.3 s,
-    # peak +~100 MB)
-    if opts.rules is None or LOW_EFFICIENCY not in opts.rules.disabled:
-        Beside(
-            lambda: efficiency(trace, low_efficiency_options(opts.devices, opts.streams), linkage),
-            name="opscope-efficiency",
-            spare_only=True,
-        )
-    advice = with_gpu_advice(evaluate(ctx, opts.rules, opts.predict), ctx.gpu)
+    # peak +~100 MB); only when the checks run, not when a first command's are read back
+    def early_efficiency() -> None:
+        if opts.rules is None or LOW_EFFICIENCY not in opts.rules.disabled:
+            Beside(
+                lambda: efficiency(trace, low_efficiency_options(opts.devices, opts.streams), linkage),
+                name="opscope-efficiency",
+                spare_only=True,
+            )
+
+    advice = with_gpu_advice(evaluate(ctx, opts.rules, opts.predict, early_efficiency), ctx.gpu)
     return replace(result, advice=with_frames(advice, *launch_sites(trace, linkage, *evidence_names(advice))))

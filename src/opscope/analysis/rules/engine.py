@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -93,7 +93,9 @@ def parse_config(data: Mapping[str, Any], origin: str = "rules file") -> RuleCon
 Checked = Hit | Skipped | None | Exception  # what a rule's check gave (an exception: it failed)
 
 
-def _checks(ctx: RuleContext, cfg: RuleConfig, rules: list[Rule]) -> list[Checked]:
+def _checks(
+    ctx: RuleContext, cfg: RuleConfig, rules: list[Rule], before: Callable[[], object] | None = None
+) -> list[Checked]:
     """Each rule's check over `ctx`, in order (nothing for a rule with no GPU activity to read). Those of the
     whole trace (no device, stream, step or window selection) over the trace's own link table are kept beside
     the trace cache (`Trace.persisted`), keyed by the analysis sources and the thresholds: `analyze`, `advise`,
@@ -101,6 +103,8 @@ def _checks(ctx: RuleContext, cfg: RuleConfig, rules: list[Rule]) -> list[Checke
     kept (it is run again, and fails or not again)."""
 
     def compute() -> list[Checked]:
+        if before is not None:
+            before()
         out: list[Checked] = []
         for rule in rules:
             stage(f"advice rules: {rule.id}")
@@ -188,10 +192,16 @@ def load_config(path: str) -> RuleConfig:
     return parse_config(data, f"--rules {path}")
 
 
-def evaluate(ctx: RuleContext, config: RuleConfig | None = None, predict: bool = True) -> Advice:
+def evaluate(
+    ctx: RuleContext,
+    config: RuleConfig | None = None,
+    predict: bool = True,
+    before_checks: Callable[[], object] | None = None,
+) -> Advice:
     """Every enabled rule over `ctx`, then savings (savings.py): each finding's predicted saving under its model
     (refined by the critical-path what-if of its remedy when `predict`), exclusive of the findings ranked above
-    it; severity from the saving's share of the window; findings sorted by saving. A rule that fails or cannot
+    it; severity from the saving's share of the window; findings sorted by saving. `before_checks` is called
+    before the checks run (not when they are read back: `_checks`). A rule that fails or cannot
     run is listed as not evaluated, with the reason; the others still run."""
     cfg = config or RuleConfig()
     checked: list[str] = []
@@ -201,7 +211,7 @@ def evaluate(ctx: RuleContext, config: RuleConfig | None = None, predict: bool =
     bounds = ctx.activity.window.bounds
     claimed: dict[str, int] = {}
     enabled = [rule for rule in RULES if rule.id not in cfg.disabled]
-    for rule, hit in zip(enabled, _checks(ctx, cfg, enabled), strict=True):
+    for rule, hit in zip(enabled, _checks(ctx, cfg, enabled, before_checks), strict=True):
         threshold = cfg.threshold(rule)
         checked.append(rule.id)
         if rule.reads_gpu and ctx.clipped.height == 0:  # nothing to read: it says so
