@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -42,6 +44,19 @@ def same(a: linking.Linkage, b: linking.Linkage) -> bool:
         and a.scopes.equals(b.scopes)
         and a.gpu.schema == b.gpu.schema
     )
+
+
+def read_back(
+    path: Path, monkeypatch: pytest.MonkeyPatch, owner: object, private: str, compute: Callable[[Any], Any]
+) -> tuple[Any, Any, Any]:
+    """`compute` of the trace at `path` three times: first (it is kept beside the cache), then read back with
+    `owner.private` (the computation) made to fail, then fresh without the cache."""
+    first = compute(opscope.load(path))
+    wait_for_saves()
+    with monkeypatch.context() as m:
+        m.setattr(owner, private, lambda *a, **k: pytest.fail(f"{private} computed again"))
+        second = compute(opscope.load(path))
+    return first, second, compute(opscope.load(path, cache=False))
 
 
 def test_a_second_command_reads_the_link_table_back(cached: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -309,12 +324,9 @@ def test_the_efficiency_table_is_read_back(
     shutil.copyfile(corpus_path("tracelens/mi300__gaunernst_bert-small-uncased__1016001.json.gz"), cached)
 
     opts = table.EfficiencyOptions(by_shape=by_shape, top=0)
-    first = table.efficiency(opscope.load(cached), opts)
-    wait_for_saves()
-    with monkeypatch.context() as m:
-        m.setattr(table, "_efficiency", lambda *a: pytest.fail("efficiency table computed again"))
-        second = table.efficiency(opscope.load(cached), opts)
-    fresh = table.efficiency(opscope.load(cached, cache=False), opts)
+    first, second, fresh = read_back(
+        cached, monkeypatch, table, "_efficiency", lambda trace: table.efficiency(trace, opts)
+    )
     assert second == first == fresh and second.rows and second.unsized and second.peaks is not None
     computed: list[object] = []
     real = table._efficiency
@@ -480,12 +492,9 @@ def test_the_comparison_profile_is_read_back(
     to fail), equal to a fresh one without the cache, with the path it was opened by."""
     from opscope.analysis.compare import profile
 
-    first = profile.profile_trace(opscope.load(cached), by_shape)
-    wait_for_saves()
-    with monkeypatch.context() as m:
-        m.setattr(profile, "_profile_trace", lambda *a: pytest.fail("profile computed again"))
-        second = profile.profile_trace(opscope.load(cached), by_shape)
-    fresh = profile.profile_trace(opscope.load(cached, cache=False), by_shape)
+    first, second, fresh = read_back(
+        cached, monkeypatch, profile, "_profile_trace", lambda trace: profile.profile_trace(trace, by_shape)
+    )
     assert second == first == fresh and second.stepped is not None and second.whole.ops
     assert second.path == str(cached)
 
@@ -521,9 +530,5 @@ def test_the_history_metrics_are_read_back(cached: Path, monkeypatch: pytest.Mon
     extraction made to fail), equal to a fresh one without the cache."""
     from opscope.history import metrics
 
-    first = metrics.extract(opscope.load(cached))
-    wait_for_saves()
-    with monkeypatch.context() as m:
-        m.setattr(metrics, "_extract", lambda trace: pytest.fail("figures extracted again"))
-        second = metrics.extract(opscope.load(cached))
-    assert second == first == metrics.extract(opscope.load(cached, cache=False)) and len(second.rows) > 100
+    first, second, fresh = read_back(cached, monkeypatch, metrics, "_extract", metrics.extract)
+    assert second == first == fresh and len(second.rows) > 100
