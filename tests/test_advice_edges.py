@@ -337,7 +337,10 @@ def test_the_efficiency_table_is_computed_only_for_an_enabled_rule(
     from opscope.analysis.overview import AnalyzeOptions
 
     monkeypatch.setattr(parallel, "threads", lambda: 3)
-    trace = opscope.load(corpus_path("hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"))
+    # without the cache: nothing kept by an earlier command, so the checks run (read back, they need no table)
+    trace = opscope.load(
+        corpus_path("hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"), cache=False
+    )
     rules = RuleConfig(disabled=frozenset({"low_efficiency"})) if disabled else None
     advise(trace, AnalyzeOptions(rules=rules))
     for thread in threading.enumerate():  # a table started early and not yet done
