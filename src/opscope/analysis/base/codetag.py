@@ -47,12 +47,17 @@ def source_tag(*packages: str) -> str | None:
             roots = list(spec.submodule_search_locations or []) if spec is not None else []
             if not roots:
                 return None
-            for root in roots:
-                for path in sorted(Path(root).rglob("*")):
-                    if path.suffix in _COMPILED or "__pycache__" in path.parts or not path.is_file():
-                        continue
-                    digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-                    digest.update(path.read_bytes())
+            files = [
+                (root, path)
+                for root in roots
+                for path in sorted(Path(root).rglob("*"))
+                if path.suffix not in _COMPILED and "__pycache__" not in path.parts and path.is_file()
+            ]
+            if not files:  # sources that are not files (a zip import): nothing to tell versions apart by
+                return None
+            for root, path in files:
+                digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+                digest.update(path.read_bytes())
     except (OSError, ImportError, ValueError):
         return None
     return digest.hexdigest()[:16]
