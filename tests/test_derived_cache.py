@@ -392,7 +392,9 @@ def test_the_busy_idle_analyses_and_the_step_table_are_read_back(
     assert [r.window.step for r in chosen.steps.rows] == [102]
 
 
-def test_a_stored_value_of_another_shape_is_computed_again(tmp_path: Path) -> None:
+def test_a_stored_value_of_another_shape_is_computed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A value stored by other code (another type) is refused by its decoder, so `Trace.persisted` computes
     it instead of reading it as this code's; the source tag follows the sources."""
     import msgspec
@@ -414,6 +416,9 @@ def test_a_stored_value_of_another_shape_is_computed_again(tmp_path: Path) -> No
         source_tag("opscope.analysis", "opscope.model") != tag
         and source_tag("opscope.no_such_package") is None
     )
+    (tmp_path / "opscope_empty_pkg").mkdir()  # a package with no files to read (as under a zip import)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert source_tag("opscope_empty_pkg") is None
 
 
 def test_the_rule_checks_are_read_back(cached: Path, monkeypatch: pytest.MonkeyPatch) -> None:
