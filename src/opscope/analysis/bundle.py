@@ -26,7 +26,7 @@ from opscope.analysis.base.codetag import analysis_tag
 from opscope.analysis.base.linking import Linkage, is_trace_link, link
 from opscope.analysis.base.parallel import Beside
 from opscope.analysis.base.stages import stage
-from opscope.analysis.base.stored import value_frames, value_of
+from opscope.analysis.base.stored import kept_value
 from opscope.analysis.base.windows import overlap_pairs
 from opscope.analysis.critical_path.stats import CriticalPathStats, critical_path_stats
 from opscope.analysis.efficiency.table import Efficiency, EfficiencyOptions, efficiency
@@ -168,18 +168,9 @@ def _kept(trace: Trace, opts: BundleOptions, linkage: Linkage, compute: Callable
     """The report's op trees and critical path: those of the whole trace (no device or stream selection) over
     the trace's own link table are kept beside the trace cache (`Trace.persisted`, typed: `base/stored.py`),
     so a second report of the same trace reads them back (issue 25)."""
-    tag = analysis_tag()
-    if tag is None or opts.devices or opts.streams or not is_trace_link(trace, linkage):
+    if opts.devices or opts.streams or not is_trace_link(trace, linkage):
         return compute()
-    return cast(
-        _Beside,
-        trace.persisted(
-            f"report_trees_path-{tag}",
-            compute,
-            lambda value: value_frames(value, _Beside),
-            lambda frames: value_of(_Beside, frames),
-        ),
-    )
+    return cast(_Beside, kept_value(trace, "report_trees_path", analysis_tag(), _Beside, compute))
 
 
 def _waited(beside: Beside[_Beside]) -> _Beside:

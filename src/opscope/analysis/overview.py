@@ -21,7 +21,7 @@ from opscope.analysis.base.codetag import analysis_tag
 from opscope.analysis.base.linking import Linkage, LinkStats, is_trace_link, link
 from opscope.analysis.base.parallel import Beside
 from opscope.analysis.base.stages import stage
-from opscope.analysis.base.stored import value_frames, value_of
+from opscope.analysis.base.stored import kept_value
 from opscope.analysis.base.windows import select_windows
 from opscope.analysis.findings import Advice, RuleConfig
 from opscope.analysis.kernels.categories import CATEGORY, CategoryBreakdown, category_breakdown
@@ -53,6 +53,12 @@ class AnalyzeOptions:
     # refine the findings' predicted savings with the critical-path what-if of their remedies (every view shows
     # the same findings: advise, analyze, report, diff, demo); false: the saving models' estimates alone
     predict: bool = True
+
+    @property
+    def whole_trace(self) -> bool:
+        """No device, stream, step or window selection: the analyses of the whole trace (those kept beside the
+        trace cache)."""
+        return not (self.devices or self.streams or self.steps is not None or self.windows is not None)
 
 
 @dataclass(frozen=True)
@@ -170,19 +176,9 @@ def _kept(
     selection) over the trace's own link table are kept beside the trace cache (`Trace.persisted`), so that
     `analyze`, `advise`, `report`, `diff` and `history add` on the same trace compute them once (issue 25).
     Their code spans the timeline rooms and the ground floor: the key's tag is that of the analysis sources."""
-    tag = analysis_tag()
-    selected = opts.devices or opts.streams or opts.steps is not None or opts.windows is not None
-    if tag is None or selected or not is_trace_link(trace, linkage) or opts.top < 0:
+    if not opts.whole_trace or not is_trace_link(trace, linkage) or opts.top < 0:
         return compute()
-    return cast(
-        _BusyIdle,
-        trace.persisted(
-            f"busy_idle-top{opts.top}-{tag}",
-            compute,
-            lambda v: value_frames(v, _BusyIdle),
-            lambda f: value_of(_BusyIdle, f),
-        ),
-    )
+    return cast(_BusyIdle, kept_value(trace, f"busy_idle-top{opts.top}", analysis_tag(), _BusyIdle, compute))
 
 
 def analysis_of(trace: Trace, opts: AnalyzeOptions, linkage: Linkage, act: Activity) -> Analysis:

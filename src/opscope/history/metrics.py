@@ -17,13 +17,12 @@ from __future__ import annotations
 import re
 import statistics
 from dataclasses import dataclass
-from typing import cast
 
 import polars as pl
 
 from opscope.analysis.base.codetag import source_tag
 from opscope.analysis.base.linking import Linkage, link
-from opscope.analysis.base.stored import value_frames, value_of
+from opscope.analysis.base.stored import kept_value
 from opscope.analysis.compare import headline
 from opscope.analysis.compare.profile import scope_profile
 from opscope.analysis.kernels.summary import SummaryOptions, select_gpu
@@ -171,17 +170,7 @@ def extract(trace: Trace) -> RunMetrics:
     typed: `analysis/base/stored.py`) under a tag of the analysis and history sources: the same trace added to
     a second history, or again, is read back (issue 25)."""
     tag = source_tag("opscope.analysis", "opscope.model", "opscope.data", "opscope.history")
-    if tag is None:
-        return _extract(trace)
-    return cast(
-        RunMetrics,
-        trace.persisted(
-            f"history.metrics-{tag}",
-            lambda: _extract(trace),
-            lambda value: value_frames(value, RunMetrics),
-            lambda frames: value_of(RunMetrics, frames),
-        ),
-    )
+    return kept_value(trace, "history.metrics", tag, RunMetrics, lambda: _extract(trace))
 
 
 def _extract(trace: Trace) -> RunMetrics:

@@ -25,8 +25,6 @@ Definitions (docs/analysis-attribution.md):
 
 from __future__ import annotations
 
-import functools
-import sys
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,7 +32,7 @@ import numpy as np
 import polars as pl
 
 from opscope.analysis.base import select
-from opscope.analysis.base.codetag import code_tag
+from opscope.analysis.base.codetag import analysis_tag
 from opscope.analysis.base.linking import (
     OP_KINDS,
     ROW,
@@ -119,29 +117,21 @@ def _whole(trace: Trace, opts: OpOptions, linked: Linkage) -> OpStats:
     """The whole table (`top` 0). That of the whole trace (no device, stream or step selection) over the
     trace's own link table is kept beside the trace cache (`Trace.persisted`): `analyze`, `advise`, `report`,
     `ops`, `diff` and `history add` all read it, so only the first command on a trace computes it (issue 25)."""
-    if opts.devices or opts.streams or opts.steps is not None or not is_trace_link(trace, linked):
+    tag = analysis_tag()
+    if (
+        tag is None
+        or opts.devices
+        or opts.streams
+        or opts.steps is not None
+        or not is_trace_link(trace, linked)
+    ):
         return _op_stats(trace, opts, linked)
-    key = f"op_stats-{'shape' if opts.by_shape else 'name'}-{opts.sort}-{_code_tag()}"
-    if not set(key) <= _KEY_OK:  # a sort spelled outside the store's names: computed, not kept
-        return _op_stats(trace, opts, linked)
-    return trace.persisted(
-        key,
+    return trace.persisted(  # a key the store cannot name (a sort spelled otherwise) is computed, not kept
+        f"op_stats-{'shape' if opts.by_shape else 'name'}-{opts.sort}-{tag}",
         lambda: _op_stats(trace, opts, linked),
         _encode,
         lambda frames: _decode(frames, trace, opts, linked),
     )
-
-
-_KEY_OK = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_.")
-
-
-@functools.cache
-def _code_tag() -> str:
-    """The tag of the code behind a stored op table: this module and what it reads (the link table's code,
-    the op tree, the step folding)."""
-    from opscope.analysis.base import linking, nesting, windows
-
-    return code_tag(sys.modules[__name__], linking, nesting, windows, select)
 
 
 def _encode(stats: OpStats) -> dict[str, pl.DataFrame]:

@@ -30,7 +30,7 @@ from opscope.analysis.base.linking import (
     selected_gpu,
     unattributed_share,
 )
-from opscope.analysis.base.stored import value_frames, value_of
+from opscope.analysis.base.stored import kept_value
 from opscope.analysis.base.windows import StepWindow, overlap_pairs, select_windows, step_windows
 from opscope.analysis.kernels.categories import CATEGORY, with_category
 from opscope.analysis.kernels.category_rules import COMMUNICATION, MEMCPY, MEMSET
@@ -150,14 +150,10 @@ def step_stats(trace: Trace, options: StepOptions | None = None, linkage: Linkag
     and device over the trace's own link table are kept beside the trace cache (`Trace.persisted`): `analyze`,
     `advise`, `report`, `steps`, `diff` and `history add` on the same trace compute them once (issue 25)."""
     opts = options or StepOptions()
-    tag = analysis_tag()
-    if opts != StepOptions() or linkage is None or tag is None or not is_trace_link(trace, linkage):
+    if opts != StepOptions() or linkage is None or not is_trace_link(trace, linkage):
         return _step_stats(trace, opts, linkage)
-    kept = trace.persisted(
-        f"step_stats-{tag}",
-        lambda: _step_stats(trace, opts, linkage),
-        lambda stats: value_frames(stats, StepStats),
-        lambda frames: value_of(StepStats, frames),
+    kept = kept_value(
+        trace, "step_stats", analysis_tag(), StepStats, lambda: _step_stats(trace, opts, linkage)
     )
     return replace(kept, path=trace.path, link=linkage.stats, options=opts, warnings=trace.meta.warnings)
 

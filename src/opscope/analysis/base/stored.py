@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import msgspec
 import numpy as np
 import polars as pl
+
+from opscope.model.trace import Trace
 
 T = TypeVar("T")
 
@@ -54,6 +57,23 @@ def rows_of(cls: type[T], frame: pl.DataFrame) -> tuple[T, ...]:
     if frame.schema != row_schema(cls):
         raise ValueError(f"stored {cls.__name__} rows: other columns")
     return tuple(cls(*r) for r in frame.iter_rows())
+
+
+def kept_value(trace: Trace, name: str, tag: str | None, kind: Any, compute: Callable[[], T]) -> T:
+    """`compute()`, a value of type `kind`, kept beside the trace cache under `name-tag` (`Trace.persisted`):
+    read back when it is there, else computed and kept if it reads back equal (`value_frames`); computed and
+    not kept where there is no `tag` (`codetag.source_tag` could not read the sources)."""
+    if tag is None:
+        return compute()
+    return cast(
+        T,
+        trace.persisted(
+            f"{name}-{tag}",
+            compute,
+            lambda value: value_frames(value, kind),
+            lambda frames: value_of(kind, frames),
+        ),
+    )
 
 
 def value_frames(value: Any, kind: Any = None) -> dict[str, pl.DataFrame]:

@@ -13,7 +13,7 @@ import polars as pl
 
 from opscope.analysis.base.codetag import analysis_tag
 from opscope.analysis.base.linking import Linkage, link
-from opscope.analysis.base.stored import value_frames, value_of
+from opscope.analysis.base.stored import kept_value
 from opscope.analysis.compare import headline
 from opscope.analysis.kernels.categories import CATEGORY, with_category
 from opscope.analysis.kernels.category_rules import CATEGORIES
@@ -136,15 +136,8 @@ def profile_trace(trace: Trace, by_shape: bool = False) -> TraceProfile:
     """The comparison profile of `trace`: its whole-trace totals, and its step totals when it has steps. Kept
     beside the trace cache (`Trace.persisted`, typed: `base/stored.py`): a trace compared again (the baseline
     of every `diff` in a loop) is read back (issue 25)."""
-    tag = analysis_tag()
-    if tag is None:
-        return _profile_trace(trace, by_shape)
-    kept = trace.persisted(
-        f"compare_profile-{'shape' if by_shape else 'name'}-{tag}",
-        lambda: _profile_trace(trace, by_shape),
-        lambda value: value_frames(value, TraceProfile),
-        lambda frames: value_of(TraceProfile, frames),
-    )
+    name = f"compare_profile-{'shape' if by_shape else 'name'}"
+    kept = kept_value(trace, name, analysis_tag(), TraceProfile, lambda: _profile_trace(trace, by_shape))
     return replace(kept, path=trace.path, warnings=trace.meta.warnings)
 
 

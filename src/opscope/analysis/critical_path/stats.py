@@ -14,7 +14,7 @@ import polars as pl
 from opscope.analysis.base.codetag import analysis_tag
 from opscope.analysis.base.linking import Linkage, is_trace_link, link
 from opscope.analysis.base.parallel import ordered_map
-from opscope.analysis.base.stored import value_frames, value_of
+from opscope.analysis.base.stored import kept_value
 from opscope.analysis.base.windows import StepWindow, select_windows
 from opscope.analysis.critical_path.graph import Graph, build, cpu_table, gpu_table, stream_waits
 from opscope.analysis.critical_path.lengths import Chains
@@ -149,11 +149,12 @@ def critical_path_stats(
         return _stats(trace, windows, chosen, rules, top, linkage)
     options = repr((steps, [(r.pattern, r.factor) for r in rules], top, max_windows))
     key = hashlib.sha256(f"{tag}|{options}".encode()).hexdigest()[:16]
-    kept = trace.persisted(
-        f"critical_path.stats-{key}",
+    kept = kept_value(
+        trace,
+        "critical_path.stats",
+        key,
+        CriticalPathStats,
         lambda: _stats(trace, windows, chosen, rules, top, linkage),
-        lambda value: value_frames(value, CriticalPathStats),
-        lambda frames: value_of(CriticalPathStats, frames),
     )
     return replace(kept, path=trace.path)
 

@@ -16,9 +16,6 @@ self time; there is no CPU in the peak table, so only `--peak-tflops` / `--peak-
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import sys
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -26,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from opscope.analysis.attribution.ops import OpOptions, op_stats
-from opscope.analysis.base.codetag import code_tag
+from opscope.analysis.base.codetag import analysis_tag
 from opscope.analysis.base.linking import (
     OP_KINDS,
     ROW,
@@ -353,8 +350,8 @@ def _whole(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Efficiency
     """The whole table (`top` 0). That of the whole trace on the peak table (no device or stream selection, no
     peak given) over the trace's own link table is kept beside the trace cache (`Trace.persisted`): `advise`,
     `report`, `efficiency` and `ops --efficiency` read it, so only the first command on a trace computes it
-    (issue 25: ~0.12 s of the x4 report). Its key holds the tag of the code behind it and the peaks it was
-    measured against, so a changed peak table is measured again."""
+    (issue 25: ~0.12 s of the x4 report). Its key's tag (`codetag.analysis_tag`) covers the code behind it and
+    the peak table it was measured against, so a changed peak table is measured again."""
     if (
         opts.devices
         or opts.streams
@@ -364,40 +361,15 @@ def _whole(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Efficiency
         or not is_trace_link(trace, linked)
     ):
         return _efficiency(trace, opts, linked)
+    tag = analysis_tag()
+    if tag is None:
+        return _efficiency(trace, opts, linked)
     device, peaks, _ = _device(trace, opts)
-    tag = hashlib.sha256(f"{_code_tag()}|{device!r}|{peaks!r}".encode()).hexdigest()[:16]
-    key = f"efficiency-{'shape' if opts.by_shape else 'op'}-{opts.basis}-{tag}"
     return trace.persisted(
-        key,
+        f"efficiency-{'shape' if opts.by_shape else 'op'}-{opts.basis}-{tag}",
         lambda: _efficiency(trace, opts, linked),
         _encode,
         lambda f: _decode(f, trace, opts, device, peaks),
-    )
-
-
-@functools.cache
-def _code_tag() -> str:
-    """The tag of the code behind a stored table: this module, the sizing and peak modules it reads, and the
-    op table's and link table's code."""
-    from opscope.analysis.attribution import ops
-    from opscope.analysis.base import linking, nesting, windows
-    from opscope.analysis.efficiency import (
-        attention,
-        conv,
-        cost,
-        families,
-        gather,
-        gemm,
-        peaks,
-        shapes,
-        sizing,
-    )
-    from opscope.analysis.kernels import gpu_arch
-
-    return code_tag(
-        sys.modules[__name__],
-        *(attention, conv, cost, families, gather, gemm, peaks, shapes, sizing),
-        *(ops, linking, nesting, windows, gpu_arch),
     )
 
 

@@ -113,8 +113,7 @@ def _checks(
 
     opts = ctx.analysis.options
     tag = analysis_tag()
-    selected = opts.devices or opts.streams or opts.steps is not None or opts.windows is not None
-    if tag is None or selected or not is_trace_link(ctx.trace, ctx.linkage):
+    if tag is None or not opts.whole_trace or not is_trace_link(ctx.trace, ctx.linkage):
         return compute()
     thresholds = repr([(r.id, cfg.threshold(r)) for r in rules])
     key = hashlib.sha256(f"{tag}|{opts.top}|{thresholds}".encode()).hexdigest()[:16]
