@@ -463,10 +463,67 @@ def test_the_reports_trees_and_critical_path_are_read_back(
     with monkeypatch.context() as m:
         m.setattr(bundle, "op_trees", lambda *a, **k: pytest.fail("trees computed again"))
         m.setattr(bundle, "critical_path_stats", lambda *a, **k: pytest.fail("critical path computed again"))
-        outputs.append(cli("report", cached, "--format", "json"))
+        # another --max-events: another page (computed), the same trees and path (read back); the trace has
+        # fewer events than either bound
+        outputs.append(cli("report", cached, "--format", "json", "--max-events", "900000"))
     outputs.append(cli("report", cached, "--format", "json", "--no-cache"))
     assert [o.code for o in outputs] == [0, 0, 0]
     assert json.loads(outputs[0].out) == json.loads(outputs[1].out) == json.loads(outputs[2].out)
+
+
+def test_the_report_page_is_read_back(
+    cached: Path, monkeypatch: pytest.MonkeyPatch, cli, tmp_path: Path
+) -> None:
+    """The report's page data: kept by the first report, read back by the next in any format (the bundle not
+    built), the page and the JSON the same every time and
+    without the cache; a selection is computed."""
+    from opscope.analysis import bundle
+
+    pages = [tmp_path / f"page{i}.html" for i in range(3)]
+    assert cli("report", cached, "-o", pages[0]).code == 0
+    wait_for_saves()
+    computed: list[object] = []
+    real = bundle.trace_bundle
+    with monkeypatch.context() as m:
+        m.setattr(bundle, "trace_bundle", lambda *a, **k: computed.append(a) or real(*a, **k))
+        assert cli("report", cached, "-o", pages[1]).code == 0
+        kept = cli("report", cached, "--format", "json")
+        assert not computed
+        assert cli("report", cached, "--device", "0", "--format", "json").code == 0
+        assert len(computed) == 1
+    assert pages[0].read_bytes() == pages[1].read_bytes()
+    assert cli("report", cached, "--no-cache", "-o", pages[2]).code == 0
+    assert pages[2].read_bytes() == pages[0].read_bytes()
+    fresh = json.loads(cli("report", cached, "--format", "json", "--no-cache").out)
+    assert kept.code == 0 and json.loads(kept.out) == fresh
+
+
+def test_a_kept_report_page_imports_no_analysis(cached: Path, tmp_path: Path) -> None:
+    """Reading the page back needs neither the analyses nor numpy: a second report is the trace's meta, the
+    page data and the page template (issue 25: what made a second x4 `report` 4.4x a warm `summary`)."""
+    import subprocess
+    import sys
+
+    program = (
+        "import sys\n"
+        "from opscope.cli.main import main\n"
+        f"assert main(['report', {str(cached)!r}, '-o', {str(tmp_path / 'p.html')!r}]) == 0\n"
+        "print(' '.join(m for m in ('opscope.analysis.bundle', 'numpy') if m in sys.modules))\n"
+    )
+    runs = [subprocess.run([sys.executable, "-c", program], capture_output=True, text=True) for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[-1].stderr
+    assert runs[0].stdout.split() == ["opscope.analysis.bundle", "numpy"] and runs[1].stdout.split() == []
+
+
+def test_a_document_is_kept_only_if_it_reads_back_the_same() -> None:
+    """`kept_document`'s check: a tuple (read back a list) or a value of another type is refused."""
+    from opscope.analysis.base import stored
+
+    document = {"a": [1, 2.5, None, True, "x"], "b": {"c": []}}
+    assert stored.value_of(stored._DOCUMENT, stored._document_frames(document)) == document
+    for bad in ({"a": (1, 2)}, {"a": float("nan")}):
+        with pytest.raises(ValueError):
+            stored._document_frames(bad)
 
 
 def test_kept_values_hold_arrays_and_frames_and_refuse_what_would_not_read_back() -> None:

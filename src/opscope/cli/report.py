@@ -7,7 +7,7 @@ import logging
 import os
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from opscope.cli.common import (
     add_input_args,
@@ -24,6 +24,7 @@ from opscope.report import FORMATS, render
 from opscope.untrusted import visible
 
 if TYPE_CHECKING:
+    from opscope.ingest.ncu import NcuMetrics
     from opscope.model.trace import Trace
 
 NAME = "report"
@@ -66,11 +67,6 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from opscope.analysis.bundle import BundleOptions, trace_bundle
-    from opscope.report.html.trace_report import ReportOptions, trace_report
-    from opscope.report.kernels_view import no_match_line
-    from opscope.report.trace_view import report_document
-
     if args.max_events < 1 or args.max_rows < 1:
         raise UsageError("--max-events and --max-rows must be positive numbers")
     to_stdout = args.output == "-"
@@ -78,13 +74,10 @@ def run(args: argparse.Namespace) -> int:
         args.output = None
     metrics = read_metrics(args)
     trace = load_trace(args)
-    bundle = trace_bundle(
-        trace, BundleOptions(devices=args.device, streams=args.stream, kernel_rows=args.max_rows), metrics
-    )
-    if bundle.ncu is not None and bundle.ncu.matched_launches == 0:
-        logging.getLogger("opscope").warning(visible(no_match_line(bundle.ncu)))
-    data = trace_report(bundle, ReportOptions(max_events=args.max_events, max_rows=args.max_rows))
+    data = page_data(trace, args, metrics)
     if args.format != "html":
+        from opscope.report.trace_view import report_document
+
         emit(report_document(data), args)
         return 0
     from opscope.report.html.page import render_html
@@ -97,6 +90,32 @@ def run(args: argparse.Namespace) -> int:
         data["kernels"]["full"] = _write_full_kernels(trace, args)
     write_text(render_html(data, title=f"opscope report: {Path(trace.path).name}"), args.output)
     return 0
+
+
+def page_data(trace: Trace, args: argparse.Namespace, metrics: NcuMetrics | None) -> dict[str, Any]:
+    """The report's data (`trace_report` of the trace's `trace_bundle`). That of the whole trace without Nsight
+    Compute metrics is kept beside the trace cache (`stored.kept_document`, keyed by the code of the analyses,
+    the event model, the data tables and the report, and by --max-events / --max-rows): a second report of the
+    same trace, in any format, reads it back without importing or running an analysis (issue 25)."""
+
+    def compute() -> dict[str, Any]:
+        from opscope.analysis.bundle import BundleOptions, trace_bundle
+        from opscope.report.html.trace_report import ReportOptions, trace_report
+        from opscope.report.kernels_view import no_match_line
+
+        options = BundleOptions(devices=args.device, streams=args.stream, kernel_rows=args.max_rows)
+        bundle = trace_bundle(trace, options, metrics)
+        if bundle.ncu is not None and bundle.ncu.matched_launches == 0:
+            logging.getLogger("opscope").warning(visible(no_match_line(bundle.ncu)))
+        return trace_report(bundle, ReportOptions(max_events=args.max_events, max_rows=args.max_rows))
+
+    if metrics is not None or args.device or args.stream:
+        return compute()
+    from opscope.analysis.base.codetag import source_tag
+    from opscope.analysis.base.stored import kept_document
+
+    tag = source_tag("opscope.analysis", "opscope.model", "opscope.data", "opscope.report")
+    return kept_document(trace, f"report_page-{args.max_events}-{args.max_rows}", tag, compute)
 
 
 SUFFIXES = (".gz", ".json", ".sqlite", ".csv", ".pb")  # dropped from the trace's name, last first

@@ -5,17 +5,22 @@
   is refused and computed again.
 - A whole typed result (nested dataclasses, tuples, numbers, text): msgspec's MessagePack in a one-row frame,
   decoded against the result's type, so a value of another shape is refused (and computed again) rather than
-  read as this one; numbers come back exactly (integers, IEEE doubles)."""
+  read as this one; numbers come back exactly (integers, IEEE doubles).
+- A JSON document (the HTML report's page data): the same frame, kept only when it reads back equal and
+  encodes to the same bytes again.
+
+numpy is imported only by results that hold arrays (they import it themselves): the report's page data is read
+back without it (~50 ms of a second `report`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import io
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 import msgspec
-import numpy as np
 import polars as pl
 
 from opscope.model.trace import Trace
@@ -76,6 +81,34 @@ def kept_value(trace: Trace, name: str, tag: str | None, kind: Any, compute: Cal
     )
 
 
+def kept_document(
+    trace: Trace, name: str, tag: str | None, compute: Callable[[], dict[str, Any]]
+) -> dict[str, Any]:
+    """`compute()`, a JSON document (dicts with text keys, lists, text, numbers, booleans, None), kept beside the
+    trace cache under `name-tag` as its MessagePack bytes (`Trace.persisted`); kept only when the bytes read
+    back equal (a tuple would come back a list: not kept) and encode to the same bytes again (an integer that
+    would come back a float, or a bool an integer: not kept). Computed and not kept where there is no `tag`."""
+    if tag is None:
+        return compute()
+    return cast(
+        dict[str, Any],
+        trace.persisted(
+            f"{name}-{tag}", compute, _document_frames, lambda frames: value_of(_DOCUMENT, frames)
+        ),
+    )
+
+
+_DOCUMENT = dict[str, Any]
+
+
+def _document_frames(document: dict[str, Any]) -> dict[str, pl.DataFrame]:
+    blob = msgspec.msgpack.encode(document)
+    back = msgspec.msgpack.decode(blob, type=_DOCUMENT)
+    if back != document or msgspec.msgpack.encode(back) != blob:
+        raise ValueError("the document would not read back equal")
+    return {"value": pl.DataFrame({"msgpack": [blob]}, schema={"msgpack": pl.Binary})}
+
+
 def value_frames(value: Any, kind: Any = None) -> dict[str, pl.DataFrame]:
     """`value` (dataclasses, tuples, dicts, numbers, text; one-dimensional numpy arrays and polars frames
     inside them) as one frame of one MessagePack cell. With `kind`, it is read back first and refused
@@ -96,8 +129,14 @@ def value_of(kind: Any, frames: dict[str, pl.DataFrame]) -> Any:
     return msgspec.msgpack.decode(frames["value"]["msgpack"][0], type=kind, dec_hook=_decode_part)
 
 
+def _numpy() -> Any:
+    """numpy where something imported it (a value can hold an array only then), else None."""
+    return sys.modules.get("numpy")
+
+
 def _encode_part(obj: Any) -> Any:
-    if isinstance(obj, np.ndarray):
+    np = _numpy()
+    if np is not None and isinstance(obj, np.ndarray):
         if obj.ndim != 1 or obj.dtype.hasobject:
             raise TypeError("only one-dimensional arrays of numbers are kept")
         return (obj.dtype.str, obj.tobytes())
@@ -109,7 +148,8 @@ def _encode_part(obj: Any) -> Any:
 
 
 def _decode_part(kind: type, obj: Any) -> Any:
-    if kind is np.ndarray and isinstance(obj, (list, tuple)) and len(obj) == 2:
+    np = _numpy()
+    if np is not None and kind is np.ndarray and isinstance(obj, (list, tuple)) and len(obj) == 2:
         return np.frombuffer(obj[1], dtype=np.dtype(obj[0])).copy()
     if kind is pl.DataFrame and isinstance(obj, bytes):
         return pl.read_ipc(io.BytesIO(obj))
@@ -126,7 +166,8 @@ def same_value(a: Any, b: Any) -> bool:
         return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
-    if isinstance(a, np.ndarray):
+    np = _numpy()
+    if np is not None and isinstance(a, np.ndarray):
         return a.dtype == b.dtype and bool(np.array_equal(a, b))
     if isinstance(a, pl.DataFrame):
         return a.schema == b.schema and a.equals(b)
