@@ -86,7 +86,11 @@ def test_by_steps_clips_real_trace() -> None:
     assert select.by_steps(frame, trace, None).height == frame.height
 
 
-def test_innermost_container_matches_brute_force() -> None:
+@pytest.mark.parametrize("near_levels", [1, 6])
+def test_innermost_container_matches_brute_force(near_levels: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from opscope.analysis.base import nesting
+
+    monkeypatch.setattr(nesting, "NEAR_LEVELS", near_levels)  # 1: most containers found through the blocks
     rng = np.random.default_rng(0)
     for _ in range(200):  # HAND-MADE random intervals, partial overlaps and ties included
         n = int(rng.integers(1, 40))
@@ -111,6 +115,26 @@ def test_innermost_container_matches_brute_force() -> None:
                 and position[j] < position[i]
             ]
             assert got[i] == (max(candidates, key=lambda j: position[j]) if candidates else -1)
+
+
+@pytest.mark.parametrize("near_levels", [1, 2, 6])
+def test_previous_at_least_matches_a_scan(near_levels: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lifting finds the last earlier value reaching each query, near (within 2^NEAR_LEVELS places) or
+    through the block table (small NEAR_LEVELS: every path taken; sizes across block edges)."""
+    from opscope.analysis.base import nesting
+
+    monkeypatch.setattr(nesting, "NEAR_LEVELS", near_levels)
+    rng = np.random.default_rng(2)
+    for n in (1, 2, 3, 63, 64, 65, 127, 128, 129, 1000, 3000):  # HAND-MADE random values, zeros and ties
+        values = rng.integers(0, 60, n).astype(np.int32)
+        values[rng.random(n) < 0.3] = 0
+        query = rng.integers(1, 64, n).astype(np.int32)
+        got = nesting.previous_at_least(values, query)
+        want = [
+            int(np.flatnonzero(values[:i] >= query[i])[-1]) if (values[:i] >= query[i]).any() else -1
+            for i in range(n)
+        ]
+        assert got.tolist() == want
 
 
 def test_ancestors_expands_parent_chains() -> None:
