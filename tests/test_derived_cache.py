@@ -561,6 +561,22 @@ def test_the_comparison_profile_is_read_back(
     assert second.path == str(cached)
 
 
+def test_diffs_advice_is_read_back(cached: Path, monkeypatch: pytest.MonkeyPatch, cli) -> None:
+    """`diff`'s advice of each trace: kept by the first diff, read back by the next (the rules made to fail),
+    the JSON the same as without the cache."""
+    from opscope.analysis.rules import advise
+
+    outputs = [cli("diff", cached, cached, "--format", "json")]
+    wait_for_saves()
+    with monkeypatch.context() as m:
+        m.setattr(advise, "advise", lambda *a, **k: pytest.fail("advised again"))
+        outputs.append(cli("diff", cached, cached, "--format", "json"))
+    outputs.append(cli("diff", cached, cached, "--format", "json", "--no-cache"))
+    assert [o.code for o in outputs] == [0, 0, 0], outputs[1].err
+    assert json.loads(outputs[0].out) == json.loads(outputs[1].out) == json.loads(outputs[2].out)
+    assert json.loads(outputs[1].out)["findings"]
+
+
 def test_the_critical_path_command_is_read_back_up_to_its_step_bound(
     cached: Path, monkeypatch: pytest.MonkeyPatch, cli
 ) -> None:

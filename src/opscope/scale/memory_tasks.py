@@ -7,10 +7,13 @@ findings)."""
 
 from __future__ import annotations
 
+from opscope.analysis.base.codetag import analysis_tag
+from opscope.analysis.base.stored import kept_value
 from opscope.analysis.compare.profile import TraceProfile, profile_trace
 from opscope.analysis.compare.ranks import RankPartial, rank_partial
 from opscope.analysis.findings import Advice
 from opscope.analysis.memory.peaks import Peaks, peak_memory
+from opscope.model.trace import Trace
 from opscope.scale.tasks import FileTask, read
 
 
@@ -23,10 +26,21 @@ def profile_peaks_and_advice_file(
     task: FileTask,
 ) -> tuple[TraceProfile, Peaks, Advice | None, tuple[str, ...]]:
     """`diff`'s per-trace work: the comparison profile, the peak memory per device, and the advice (`opscope
-    advise`) with the trace's device names, from one read."""
-    from opscope.analysis.rules.advise import advise
-
+    advise`) with the trace's device names, from one read. The advice is kept beside the trace cache
+    (`stored.kept_value`, keyed by `analysis_tag`) like the profile, so that diffing against the same trace again
+    (a baseline in a CI loop) reads both back instead of running the analyses and rules (issue 25)."""
     trace = read(task)
     profile, peaks = profile_trace(trace, task.by_shape), peak_memory(trace)
+    advice, names = kept_value(trace, "diff_advice", analysis_tag(), _Advised, lambda: _advised(trace))
+    return profile, peaks, advice, names
+
+
+_Advised = tuple[Advice, tuple[str, ...]]  # `advise(trace)`'s advice and device names
+
+
+def _advised(trace: Trace) -> _Advised:
+    from opscope.analysis.rules.advise import advise
+
     analysis = advise(trace)
-    return profile, peaks, analysis.advice, analysis.device_names
+    assert analysis.advice is not None  # the default options run the rules
+    return analysis.advice, analysis.device_names
