@@ -10,9 +10,7 @@ of kernel-table rows that are not in the window, the CPU lanes of the timeline) 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
 
 import numpy as np
 import polars as pl
@@ -22,11 +20,9 @@ from opscope.analysis.attribution.lines import LineOptions, SourceLines, source_
 from opscope.analysis.attribution.stacks import LaunchStacks, launch_stacks
 from opscope.analysis.attribution.steps import StepStats
 from opscope.analysis.attribution.tree import OpTree, TreeOptions, op_trees
-from opscope.analysis.base.codetag import analysis_tag
-from opscope.analysis.base.linking import Linkage, is_trace_link, link
+from opscope.analysis.base.linking import Linkage, link
 from opscope.analysis.base.parallel import Beside
 from opscope.analysis.base.stages import stage
-from opscope.analysis.base.stored import kept_value
 from opscope.analysis.base.windows import overlap_pairs
 from opscope.analysis.critical_path.stats import CriticalPathStats, critical_path_stats
 from opscope.analysis.efficiency.table import Efficiency, EfficiencyOptions, efficiency
@@ -124,7 +120,9 @@ def trace_bundle(
             critical_path_stats(trace, rules=(), top=0, linkage=linkage, max_windows=CRITICAL_PATH_STEPS),
         )
 
-    beside = Beside(lambda: _kept(trace, opts, linkage, trees_and_path))
+    # not kept beside the trace cache on their own: the report keeps its whole page (cli/report.page_data), and
+    # encoding and checking these (35 MB at x64) cost a first report ~0.45 s (issue 25)
+    beside = Beside(trees_and_path)
     analysis = advise(trace, AnalyzeOptions(devices=devices, streams=streams, predict=True), linkage, act)
     # the step table, the busy timeline and the copies are the analysis's own (same options, same activity):
     # computed once, shown in both the report's panels and its analysis payload (issue 25, item 3)
@@ -162,15 +160,6 @@ def trace_bundle(
         stacks=launch_stacks(trace, linkage),
         ncu=join_metrics(trace, ncu) if ncu is not None else None,
     )
-
-
-def _kept(trace: Trace, opts: BundleOptions, linkage: Linkage, compute: Callable[[], _Beside]) -> _Beside:
-    """The report's op trees and critical path: those of the whole trace (no device or stream selection) over
-    the trace's own link table are kept beside the trace cache (`Trace.persisted`, typed: `base/stored.py`),
-    so a second report of the same trace reads them back (issue 25)."""
-    if opts.devices or opts.streams or not is_trace_link(trace, linkage):
-        return compute()
-    return cast(_Beside, kept_value(trace, "report_trees_path", analysis_tag(), _Beside, compute))
 
 
 def _waited(beside: Beside[_Beside]) -> _Beside:
