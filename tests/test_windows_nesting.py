@@ -137,6 +137,25 @@ def test_previous_at_least_matches_a_scan(near_levels: int, monkeypatch: pytest.
         assert got.tolist() == want
 
 
+@pytest.mark.parametrize("ranked_min", [1, 10**9])
+def test_lexsort_by_polars_is_numpys_permutation(ranked_min: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Packed, ranked or sorted by polars (ranked_min 1: every input that needs ranking), the permutation is
+    np.lexsort's, ties in index order."""
+    from opscope.analysis.base import nesting
+
+    monkeypatch.setattr(nesting, "RANKED_SORT_MIN", ranked_min)
+    rng = np.random.default_rng(3)
+    for n in (1, 5, 300, 5000):  # HAND-MADE keys: many ties, timestamps that overflow a packed key
+        keys = (
+            rng.integers(0, 4, n),
+            -rng.integers(0, 10**9, n),
+            rng.integers(0, 50, n) * 10**11 + 1_712_195_495_502_094_565,
+            rng.integers(0, 3, n).astype(np.int32),
+        )
+        assert nesting.lexsort(keys).tolist() == np.lexsort(keys).tolist()
+        assert nesting.lexsort(keys[2:]).tolist() == np.lexsort(keys[2:]).tolist()
+
+
 def test_ancestors_expands_parent_chains() -> None:
     tree = pl.DataFrame(
         {"row": [0, 1, 2, 3], "parent_row": [None, 0, 1, 0]}, schema={"row": pl.Int64, "parent_row": pl.Int64}
@@ -264,16 +283,22 @@ def test_lexsort_is_numpys_permutation(rows: list[tuple[int, int, bool, int]]) -
     """`nesting.lexsort` (packed keys, the widest replaced by dense ranks, np.lexsort when even that does not
     fit) gives np.lexsort's permutation exactly, ties in index order included: narrow keys, keys spanning
     most of int64, booleans."""
-    from opscope.analysis.base.nesting import lexsort
+    from opscope.analysis.base import nesting
 
     columns = [np.array([r[i] for r in rows], dtype=bool if i == 2 else np.int64) for i in range(4)]
-    for keys in (
-        tuple(columns),
-        (columns[0], columns[2]),
-        (columns[3], columns[1]),
-        (columns[1], columns[0]),
-    ):
-        assert lexsort(keys).tolist() == np.lexsort(keys).tolist()
+    saved = nesting.RANKED_SORT_MIN
+    try:
+        for ranked_min in (saved, 1):  # 1: the keys that need ranking sorted by polars
+            nesting.RANKED_SORT_MIN = ranked_min
+            for keys in (
+                tuple(columns),
+                (columns[0], columns[2]),
+                (columns[3], columns[1]),
+                (columns[1], columns[0]),
+            ):
+                assert nesting.lexsort(keys).tolist() == np.lexsort(keys).tolist()
+    finally:
+        nesting.RANKED_SORT_MIN = saved
 
 
 def test_lexsort_falls_back_where_even_ranks_do_not_fit() -> None:
