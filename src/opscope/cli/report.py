@@ -111,10 +111,10 @@ def page_data(trace: Trace, args: argparse.Namespace, metrics: NcuMetrics | None
 
     if metrics is not None or args.device or args.stream:
         return compute()
-    from opscope.analysis.base.codetag import source_tag
+    from opscope.analysis.base.codetag import analysis_tag
     from opscope.analysis.base.stored import kept_document
 
-    tag = source_tag("opscope.analysis", "opscope.model", "opscope.data", "opscope.report")
+    tag = analysis_tag("opscope.report")
     return kept_document(trace, f"report_page-{args.max_events}-{args.max_rows}", tag, compute)
 
 

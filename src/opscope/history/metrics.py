@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from opscope.analysis.base.codetag import source_tag
+from opscope.analysis.base.codetag import analysis_tag
 from opscope.analysis.base.linking import Linkage, link
 from opscope.analysis.base.stored import kept_value
 from opscope.analysis.compare import headline
@@ -169,7 +169,7 @@ def extract(trace: Trace) -> RunMetrics:
     """Every stored figure of `trace` (see the module doc). Kept beside the trace cache (`Trace.persisted`,
     typed: `analysis/base/stored.py`) under a tag of the analysis and history sources: the same trace added to
     a second history, or again, is read back (issue 25)."""
-    tag = source_tag("opscope.analysis", "opscope.model", "opscope.data", "opscope.history")
+    tag = analysis_tag("opscope.history")
     return kept_value(trace, "history.metrics", tag, RunMetrics, lambda: _extract(trace))
 
 

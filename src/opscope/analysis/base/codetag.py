@@ -63,10 +63,11 @@ def source_tag(*packages: str) -> str | None:
     return digest.hexdigest()[:16]
 
 
-def analysis_tag() -> str | None:
-    """`source_tag` of the analyses, the event model and the data tables they read: the tag of results whose
-    code spans the rooms (the busy / idle analyses, the step table, the rules' checks)."""
-    return source_tag("opscope.analysis", "opscope.model", "opscope.data")
+def analysis_tag(*more: str) -> str | None:
+    """`source_tag` of the analyses, the event model and the data tables they read, and of the packages `more`
+    (the report's page, the history's figures): the tag of results whose code spans the rooms (the busy / idle
+    analyses, the step table, the rules' checks)."""
+    return source_tag("opscope.analysis", "opscope.model", "opscope.data", *more)
 
 
 def _digest_code(digest: Any, code: types.CodeType) -> None:

@@ -99,8 +99,7 @@ def innermost_container(
     query = _dense_keys(s_thread, end[order])  # comparisons on ranks stay within one thread
     # A non-container may never be found: rank 0 is below every query. Earlier threads have smaller ranks.
     container = np.where(can_contain[order], query, 0).astype(query.dtype)
-    pos = previous_at_least(container, query) + 1
-    found = pos - 1
+    found = previous_at_least(container, query)
     safe = np.maximum(found, 0)
     valid = (found >= 0) & (container[safe] >= query) & (s_thread[safe] == s_thread)
     out = np.empty(n, dtype=np.int64)
@@ -108,9 +107,8 @@ def innermost_container(
     return out
 
 
-NEAR_LEVELS = (
-    6  # running maxima of 1..32 events: a container up to 64 places back is found without the blocks
-)
+# running maxima of 1..32 events: a container up to 64 places back is found without the blocks
+NEAR_LEVELS = 6
 
 
 def previous_at_least(values: np.ndarray, query: np.ndarray) -> np.ndarray:

@@ -18,7 +18,7 @@ import dataclasses
 import io
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import msgspec
 import polars as pl
@@ -68,16 +68,13 @@ def kept_value(trace: Trace, name: str, tag: str | None, kind: Any, compute: Cal
     """`compute()`, a value of type `kind`, kept beside the trace cache under `name-tag` (`Trace.persisted`):
     read back when it is there, else computed and kept if it reads back equal (`value_frames`); computed and
     not kept where there is no `tag` (`codetag.source_tag` could not read the sources)."""
-    if tag is None:
-        return compute()
-    return cast(
-        T,
-        trace.persisted(
-            f"{name}-{tag}",
-            compute,
-            lambda value: value_frames(value, kind),
-            lambda frames: value_of(kind, frames),
-        ),
+    return _kept(
+        trace,
+        name,
+        tag,
+        compute,
+        lambda value: value_frames(value, kind),
+        lambda frames: value_of(kind, frames),
     )
 
 
@@ -88,14 +85,20 @@ def kept_document(
     trace cache under `name-tag` as its MessagePack bytes (`Trace.persisted`); kept only when the bytes read
     back equal (a tuple would come back a list: not kept) and encode to the same bytes again (an integer that
     would come back a float, or a bool an integer: not kept). Computed and not kept where there is no `tag`."""
+    return _kept(trace, name, tag, compute, _document_frames, lambda frames: value_of(_DOCUMENT, frames))
+
+
+def _kept(
+    trace: Trace,
+    name: str,
+    tag: str | None,
+    compute: Callable[[], T],
+    encode: Callable[[T], dict[str, pl.DataFrame]],
+    decode: Callable[[dict[str, pl.DataFrame]], T],
+) -> T:
     if tag is None:
         return compute()
-    return cast(
-        dict[str, Any],
-        trace.persisted(
-            f"{name}-{tag}", compute, _document_frames, lambda frames: value_of(_DOCUMENT, frames)
-        ),
-    )
+    return trace.persisted(f"{name}-{tag}", compute, encode, decode)
 
 
 _DOCUMENT = dict[str, Any]
@@ -106,6 +109,11 @@ def _document_frames(document: dict[str, Any]) -> dict[str, pl.DataFrame]:
     back = msgspec.msgpack.decode(blob, type=_DOCUMENT)
     if back != document or msgspec.msgpack.encode(back) != blob:
         raise ValueError("the document would not read back equal")
+    return _cell(blob)
+
+
+def _cell(blob: bytes) -> dict[str, pl.DataFrame]:
+    """MessagePack bytes as the one frame of one cell that `value_of` reads."""
     return {"value": pl.DataFrame({"msgpack": [blob]}, schema={"msgpack": pl.Binary})}
 
 
@@ -113,11 +121,7 @@ def value_frames(value: Any, kind: Any = None) -> dict[str, pl.DataFrame]:
     """`value` (dataclasses, tuples, dicts, numbers, text; one-dimensional numpy arrays and polars frames
     inside them) as one frame of one MessagePack cell. With `kind`, it is read back first and refused
     (ValueError: not kept) unless it reads back equal, arrays and frames compared by value and type."""
-    frames = {
-        "value": pl.DataFrame(
-            {"msgpack": [msgspec.msgpack.encode(value, enc_hook=_encode_part)]}, schema={"msgpack": pl.Binary}
-        )
-    }
+    frames = _cell(msgspec.msgpack.encode(value, enc_hook=_encode_part))
     if kind is not None and not same_value(value_of(kind, frames), value):
         raise ValueError("the value would not read back equal")
     return frames
