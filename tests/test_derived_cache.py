@@ -234,6 +234,35 @@ def test_reading_one_result_does_not_wait_for_the_save_of_another(
     assert loaded is not None and loaded["part"]["a"].to_list() == [1, 2]
 
 
+def test_saves_of_one_key_at_once_leave_one_whole_result(tmp_path: Path) -> None:
+    """Hand-made store: several threads saving the same key at once (`diff A A`: each trace's task keeps its
+    advice) each write a temporary folder of their own; what is read back is one whole result, and no
+    temporary folder is left behind."""
+    import threading
+
+    parquet = tmp_path / "cache.parquet"
+    parquet.write_bytes(b"stand-in for a cache file")
+    store = DerivedStore(parquet)
+    frames = {f"part{i}": pl.DataFrame({"a": list(range(20_000))}) for i in range(4)}
+    for round_ in range(10):
+        key = f"same-{round_:016d}"
+        start = threading.Barrier(6)
+
+        def write(key: str = key, start: threading.Barrier = start) -> None:
+            start.wait(5)
+            store._save(key, frames)
+
+        writers = [threading.Thread(target=write) for _ in range(6)]
+        for writer in writers:
+            writer.start()
+        for writer in writers:
+            writer.join(30)
+        loaded = store.load(key)
+        assert loaded is not None and sorted(loaded) == sorted(frames)
+        assert all(loaded[name].equals(frame) for name, frame in frames.items())
+    assert not list(store.folder.glob(".tmp-*"))
+
+
 def test_the_name_table_and_the_step_windows_are_read_back(
     cached: Path, monkeypatch: pytest.MonkeyPatch, cli
 ) -> None:

@@ -80,7 +80,9 @@ class DerivedStore:
             stamp = self._stamp()
         except (OSError, ValueError):
             return
-        tmp = self.folder / f".tmp-{os.getpid()}-{key}"
+        # one temporary folder per save: two saves of one key at once (`diff A A`: each trace's task keeps its
+        # advice) would otherwise write into, and remove, the same folder
+        tmp = self.folder / f".tmp-{os.getpid()}-{threading.get_ident()}-{key}"
         try:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
