@@ -49,15 +49,19 @@ COMMANDS: tuple[tuple[str, ...], ...] = (
     ("diff",),  # the trace against itself
 )
 # Peak RSS of the command's own process image: VmHWM (ru_maxrss survives exec on Linux and would start at the
-# size of this benchmark process), ru_maxrss where /proc is missing.
+# size of this benchmark process), ru_maxrss where /proc is missing; plus the peak of every worker process the
+# command started (`parallel.split_map`: the critical path's steps on a long trace), as each reported it: the
+# sum bounds what they held together from above.
 CHILD = (
     "import re, resource, sys, time\n"
     "from opscope.cli.main import main\n"
     "t = time.perf_counter(); rc = main(sys.argv[1:]); wall = time.perf_counter() - t\n"
+    "from opscope.analysis.base.parallel import worker_peaks_kb  # after the timing: imported only here\n"
     "try:\n"
     "    kb = int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))\n"
     "except OSError:\n"
     "    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    "kb += sum(worker_peaks_kb())\n"
     "print(f'@@ {rc} {wall:.4f} {kb}', file=sys.stderr)\n"
 )
 

@@ -3,9 +3,14 @@ error raised where the caller reads it, and the pieces not yet started cancelled
 
 from __future__ import annotations
 
+import os
 import pickle
+import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -193,3 +198,139 @@ def test_a_trace_pickles_without_its_locks() -> None:
     copy = pickle.loads(pickle.dumps(trace))
     assert copy.events.equals(trace.events) and copy.derived("k", lambda: 6) == 5  # results travel too
     assert copy.derived("other", lambda: 7) == 7
+
+
+# ---- parallel.split_map: pieces shared with worker processes --------------------------------------------------
+
+
+def _squares(payload: tuple[int, ...]) -> list[int]:
+    """A batch in a worker process (module-level: the worker imports it by name)."""
+    return [x * x for x in payload]
+
+
+def _die(payload: tuple[int, ...]) -> list[int]:
+    """Kills its worker process (as the kernel's OOM killer would)."""
+    os.kill(os.getpid(), signal.SIGKILL)
+    return list(payload)
+
+
+def _fail(payload: tuple[int, ...]) -> list[int]:
+    raise ValueError(f"a worker's error on {payload[0]}")
+
+
+def _children() -> set[int]:
+    """The pids of this process's live child processes (Linux: /proc)."""
+    mine = str(os.getpid())
+    out = set()
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines() if ":\t" in line)
+        except OSError:
+            continue
+        if fields.get("PPid", "").strip() == mine and not fields.get("State", "").startswith("Z"):
+            out.add(int(status.parent.name))
+    return out
+
+
+def _ranges(lo: int, hi: int) -> tuple[int, ...]:
+    return tuple(range(lo, hi))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_split_map_shares_pieces_with_workers_in_order(workers: int) -> None:
+    """This process takes pieces from the front, the workers batches from the back: every result in order, one
+    stage per piece in order, the workers' peaks recorded, and no worker process left behind."""
+    before = len(parallel.worker_peaks_kb())
+    seen: list[str] = []
+    here: list[int] = []
+
+    def local(i: int) -> int:
+        here.append(i)
+        time.sleep(0.02)  # slow enough that the workers (~0.3 s to start) take some batches
+        return i * i
+
+    with listening(seen.append):
+        out = list(parallel.split_map(local, _squares, _ranges, 120, "piece", workers, 4))
+    assert out == [i * i for i in range(120)]
+    assert seen == [f"piece {i} of 120" for i in range(1, 121)]
+    assert 0 < len(here) < 120 and here[: len(here) // 2] == list(range(len(here) // 2))
+    peaks = parallel.worker_peaks_kb()[before:]
+    assert 1 <= len(peaks) <= workers and all(p > 0 for p in peaks)
+    assert not _children()
+
+
+def test_split_map_computes_here_what_a_dead_worker_held() -> None:
+    """A worker killed while it holds a batch costs no result: the batch is computed here, and no batch is sent
+    after it."""
+    here: list[int] = []
+
+    def local(i: int) -> int:
+        here.append(i)
+        time.sleep(0.01)
+        return -i
+
+    assert list(parallel.split_map(local, _die, _ranges, 40, "piece", 1, 2)) == [-i for i in range(40)]
+    assert sorted(here) == list(range(40))
+    assert not _children()
+
+
+def test_split_map_raises_a_workers_error() -> None:
+    """An error raised inside a worker's call reaches the caller, as the same error raised here would."""
+    with pytest.raises(ValueError, match="a worker's error on 38"):
+        list(parallel.split_map(lambda i: time.sleep(0.01) or i, _fail, _ranges, 40, "piece", 1, 2))
+    assert not _children()
+
+
+def test_split_map_stopped_early_stops_its_workers() -> None:
+    """The caller stops after a few results (Ctrl-C): the workers are killed, none is left running."""
+    results = parallel.split_map(lambda i: time.sleep(0.05) or i, _squares, _ranges, 400, "piece", 2, 4)
+    assert [next(results) for _ in range(3)] == [0, 1, 2]
+    time.sleep(0.5)  # the workers have started
+    results.close()
+    assert not _children()
+
+
+def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
+    """Workers are fresh interpreters that import only what their calls need: a user's script that calls the
+    API at its top level (no `if __name__ == "__main__":`) is not run again in each worker, as multiprocessing's
+    spawn and forkserver would (and then fail: a worker may not start workers)."""
+    ran = tmp_path / "ran.txt"
+    script = tmp_path / "user_script.py"
+    script.write_text(
+        "from opscope.analysis.base.parallel import split_map\n"
+        f"open({str(ran)!r}, 'a').write('ran\\n')\n"
+        "import time\n"
+        "def slow(i):\n"
+        "    time.sleep(0.01)\n"
+        "    return i\n"
+        "print(sum(split_map(slow, list, lambda lo, hi: tuple(range(lo, hi)), 200, 'piece', 1, 10)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(sum(range(200)))]
+    assert ran.read_text() == "ran\n"
+
+
+def test_process_workers_follow_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """None under `OPSCOPE_PARALLEL=threads`, one thread asked for, an address-space limit or too little
+    memory; else one less than the CPUs, at most MAX_PROCESSES."""
+    monkeypatch.setattr(parallel, "cores", lambda: 8)
+    monkeypatch.setattr(parallel, "threads", lambda: 4)
+    monkeypatch.setattr(parallel, "available_memory", lambda: None)
+    monkeypatch.delenv("OPSCOPE_PARALLEL", raising=False)
+    assert parallel.process_workers() == min(parallel.MAX_PROCESSES, 3)
+    monkeypatch.setattr(parallel, "available_memory", lambda: parallel.PROCESS_BASE_BYTES + 1)
+    assert parallel.process_workers() == 1
+    monkeypatch.setattr(parallel, "available_memory", lambda: 1)
+    assert parallel.process_workers() == 0
+    monkeypatch.setattr(parallel, "available_memory", lambda: None)
+    monkeypatch.setattr(parallel, "threads", lambda: 1)  # POLARS_MAX_THREADS=1
+    assert parallel.process_workers() == 0
+    monkeypatch.setattr(parallel, "threads", lambda: 4)
+    monkeypatch.setenv("OPSCOPE_PARALLEL", "threads")
+    assert parallel.process_workers() == 0
+    monkeypatch.delenv("OPSCOPE_PARALLEL")
+    monkeypatch.setattr(parallel.resource, "getrlimit", lambda _: (8 << 30, parallel.resource.RLIM_INFINITY))
+    assert parallel.process_workers() == 0

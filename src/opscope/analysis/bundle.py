@@ -117,7 +117,9 @@ def trace_bundle(
     def trees_and_path() -> _Beside:
         return (
             op_trees(trace, flame, linkage),
-            critical_path_stats(trace, rules=(), top=0, linkage=linkage, max_windows=CRITICAL_PATH_STEPS),
+            critical_path_stats(
+                trace, rules=(), top=0, linkage=linkage, max_windows=CRITICAL_PATH_STEPS, processes=False
+            ),
         )
 
     # not kept beside the trace cache on their own: the report keeps its whole page (cli/report.page_data), and

@@ -19,6 +19,7 @@ from concurrent.futures import CancelledError, Future, ProcessPoolExecutor, Thre
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
+from opscope.analysis.base.parallel import available_memory, cores
 from opscope.errors import ClusterError, MissingDependency, UsageError
 from opscope.extras import install_command
 from opscope.scale import CONNECT_TIMEOUT_S
@@ -38,25 +39,6 @@ GZIP_EXPANSION = 10
 QUEUED = 2  # tasks waiting per worker process, so that a worker never idles between two
 # From this many traces per worker, worker processes beat threads when nothing is set (`parallel_mode`).
 PROCESS_TASKS_PER_WORKER = 16
-
-
-def available_memory() -> int | None:
-    """MemAvailable from /proc/meminfo (bytes), None where unknown."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def input_bytes(path: str) -> int:

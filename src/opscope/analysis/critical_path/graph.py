@@ -324,19 +324,25 @@ def _with_work_kind(gpu: pl.DataFrame) -> pl.DataFrame:
 CUT_KEY = "_cut_ts"  # gpu_table's sort key: where a window takes the event from
 
 
-def _window_rows(table: pl.DataFrame, key: str, start_ns: int, end_ns: int) -> pl.DataFrame:
+def span_rows(table: pl.DataFrame, key: str, start_ns: int, end_ns: int) -> pl.DataFrame:
     """The rows of `table` (sorted by `key`, nulls last) whose `key` lies in [start_ns, end_ns]: two binary
     searches and a zero-copy slice, so cutting every step of a long trace costs O(steps log n), not a scan of
-    the whole table per step (issue 25: a per-window re-scan)."""
+    the whole table per step (issue 25: a per-window re-scan). Cut from such a cut, a window gets the same
+    rows as from the whole table (the batches a worker process gets: `stats.StepTables.cut`)."""
     column = table[key]
     valid = column.len() - column.null_count()
     keys = column.slice(0, valid).to_numpy()
     lo = int(np.searchsorted(keys, start_ns, side="left"))
     hi = int(np.searchsorted(keys, end_ns, side="right"))
-    # the whole-trace tables keep the trace's categorical text (sorting and keeping 2.5 M string rows took
-    # ~750 MB on the 1 GB benchmark trace, the report's peak); the window's rows are text from here on, with
-    # the name's and kind's category codes kept beside them (`CODES`: what the path's top events group by)
-    rows = table.slice(lo, max(hi - lo, 0))
+    return table.slice(lo, max(hi - lo, 0))
+
+
+def _window_rows(table: pl.DataFrame, key: str, start_ns: int, end_ns: int) -> pl.DataFrame:
+    """`span_rows` with the categorical columns made text: the whole-trace tables keep the trace's categorical
+    text (sorting and keeping 2.5 M string rows took ~750 MB on the 1 GB benchmark trace, the report's peak);
+    the window's rows are text from here on, with the name's and kind's category codes kept beside them
+    (`CODES`: what the path's top events group by)."""
+    rows = span_rows(table, key, start_ns, end_ns)
     codes = [
         pl.col(c).to_physical().cast(pl.Int64).fill_null(-1).alias(code)
         for c, code in CODES.items()
@@ -397,6 +403,14 @@ def build(
     `gpu_all`: `cpu_table(trace)`, `gpu_table(linkage)` when the caller builds several windows."""
     cpu_all = cpu_table(trace) if cpu_all is None else cpu_all
     gpu_all = gpu_table(linkage) if gpu_all is None else gpu_all
+    return build_from(cpu_all, gpu_all, stream_waits(trace), start_ns, end_ns)
+
+
+def build_from(
+    cpu_all: pl.DataFrame, gpu_all: pl.DataFrame, waits_all: pl.DataFrame, start_ns: int, end_ns: int
+) -> Graph:
+    """`build` from the tables it cuts the window from (`cpu_table`, `gpu_table`, `stream_waits`; or cuts of
+    the first two covering the window: `span_rows`), without the trace: what a worker process runs."""
     cpu = (
         _window_rows(cpu_all, Col.TS_NS, start_ns, end_ns)
         .with_row_index("_e")
@@ -405,7 +419,7 @@ def build(
     gpu = _gpu_events(gpu_all, cpu, start_ns, end_ns)
     n_cpu = cpu.height
     gpu = gpu.with_row_index("_e", offset=n_cpu).with_columns(pl.col("_e").cast(pl.Int64))
-    waits = _cross_stream_pairs(stream_waits(trace), cpu, gpu)
+    waits = _cross_stream_pairs(waits_all, cpu, gpu)
     thread = (cpu if THREAD in cpu.columns else _with_thread(cpu))[THREAD].to_numpy()
     c_start = cpu[Col.TS_NS].to_numpy()
     c_end = cpu["end_ns"].to_numpy()

@@ -4,19 +4,27 @@ predicted step time under what-if rules; `predict_saving` is the one-call form t
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
 
 from opscope.analysis.base.codetag import analysis_tag
 from opscope.analysis.base.linking import Linkage, is_trace_link, link
-from opscope.analysis.base.parallel import ordered_map
+from opscope.analysis.base.parallel import process_workers, split_map
 from opscope.analysis.base.stored import kept_value
 from opscope.analysis.base.windows import StepWindow, select_windows
-from opscope.analysis.critical_path.graph import Graph, build, cpu_table, gpu_table, stream_waits
+from opscope.analysis.critical_path.graph import (
+    CUT_KEY,
+    Graph,
+    build_from,
+    cpu_table,
+    gpu_table,
+    span_rows,
+    stream_waits,
+)
 from opscope.analysis.critical_path.lengths import Chains
 from opscope.analysis.critical_path.path import (
     PathResult,
@@ -27,8 +35,11 @@ from opscope.analysis.critical_path.path import (
     rule_factors,
     what_if,
 )
+from opscope.model.schema import Col
 from opscope.model.trace import Trace
 from opscope.tables import Tabular
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -105,16 +116,31 @@ def graph_window(window: StepWindow, node_ts: np.ndarray) -> StepWindow:
     return replace(window, start_ns=int(node_ts.min()), end_ns=int(node_ts.max()))
 
 
+@dataclass(frozen=True)
+class StepTables:
+    """What each step's graph is cut from: the trace's `cpu_table`, `gpu_table` and `stream_waits`, whole, or
+    the part of the first two that a batch of steps needs (`cut`: what a worker process gets)."""
+
+    cpu: pl.DataFrame
+    gpu: pl.DataFrame
+    waits: pl.DataFrame
+
+    def cut(self, start_ns: int, end_ns: int) -> StepTables:
+        """The rows any window inside [start_ns, end_ns] takes (`graph.span_rows`)."""
+        return StepTables(
+            span_rows(self.cpu, Col.TS_NS, start_ns, end_ns),
+            span_rows(self.gpu, CUT_KEY, start_ns, end_ns),
+            self.waits,
+        )
+
+    def rows(self) -> int:
+        return self.cpu.height + self.gpu.height
+
+
 def step_path(
-    trace: Trace,
-    window: StepWindow,
-    linkage: Linkage,
-    rules: Sequence[WhatIf] = (),
-    top: int = 20,
-    cpu_all: pl.DataFrame | None = None,
-    gpu_all: pl.DataFrame | None = None,
+    tables: StepTables, window: StepWindow, rules: Sequence[WhatIf] = (), top: int = 20
 ) -> StepPath:
-    graph = build(trace, linkage, window.start_ns, window.end_ns, cpu_all, gpu_all)
+    graph = build_from(tables.cpu, tables.gpu, tables.waits, window.start_ns, window.end_ns)
     ts = graph.node_ts()
     span = int(ts.max() - ts.min()) if len(ts) else 0
     if window.step is None and len(ts):
@@ -127,6 +153,32 @@ def step_path(
     )
 
 
+@dataclass(frozen=True)
+class _Batch:
+    """Steps a worker process lays out (`parallel.split_map`), with the tables' rows they need."""
+
+    tables: StepTables
+    windows: tuple[StepWindow, ...]
+    rules: tuple[WhatIf, ...] = ()
+    top: int = 20
+
+    def whole(self) -> StepTables:
+        """The tables, each in one chunk (`graph.span_rows` reads the start column without a copy)."""
+        return StepTables(self.tables.cpu.rechunk(), self.tables.gpu.rechunk(), self.tables.waits)
+
+
+def _batch_paths(batch: _Batch) -> list[StepPath]:
+    """The paths of the steps of `batch`, in order (in a worker process)."""
+    tables = batch.whole()
+    return [step_path(tables, w, batch.rules, batch.top) for w in batch.windows]
+
+
+def _batch_steps(batch: _Batch) -> list[tuple[_Step, pl.Series]]:
+    """The what-if layouts of the steps of `batch`, in order (in a worker process)."""
+    tables = batch.whole()
+    return [_window_step(tables, w) for w in batch.windows]
+
+
 def critical_path_stats(
     trace: Trace,
     steps: str | None = None,
@@ -135,18 +187,20 @@ def critical_path_stats(
     linkage: Linkage | None = None,
     max_windows: int | None = None,
     keep: bool = False,
+    processes: bool = True,
 ) -> CriticalPathStats:
     """The critical path of each chosen step (all steps, or one whole-trace window without markers); with
     `max_windows`, of the first ones only (`windows_total` says how many there were). With `keep`, over the
     trace's own link table and for at most `KEPT_WINDOWS` steps, the result is kept beside the trace cache
     (`Trace.persisted`, typed) under a key of the options, so that the same question asked again (the
-    `critical-path` command run twice) is read back (issue 25); longer results (~0.5 MB per step) are not."""
+    `critical-path` command run twice) is read back (issue 25); longer results (~0.5 MB per step) are not.
+    `processes`: whether worker processes may share the steps (`_paths`)."""
     windows = select_windows(trace, steps)
     linkage = link(trace) if linkage is None else linkage
     chosen = windows if max_windows is None else windows[:max_windows]
     tag = analysis_tag() if keep and 0 < len(chosen) <= KEPT_WINDOWS else None
     if tag is None or not is_trace_link(trace, linkage):
-        return _stats(trace, windows, chosen, rules, top, linkage)
+        return _stats(trace, windows, chosen, rules, top, linkage, processes)
     options = repr((steps, [(r.pattern, r.factor) for r in rules], top, max_windows))
     key = hashlib.sha256(f"{tag}|{options}".encode()).hexdigest()[:16]
     kept = kept_value(
@@ -154,7 +208,7 @@ def critical_path_stats(
         "critical_path.stats",
         key,
         CriticalPathStats,
-        lambda: _stats(trace, windows, chosen, rules, top, linkage),
+        lambda: _stats(trace, windows, chosen, rules, top, linkage, processes),
     )
     return replace(kept, path=trace.path)
 
@@ -169,6 +223,7 @@ def _stats(
     rules: Sequence[WhatIf],
     top: int,
     linkage: Linkage,
+    processes: bool = True,
 ) -> CriticalPathStats:
     # the first windows only: the CPU events of their span (a quarter of the 1 GB benchmark trace's 2.5 M)
     span = (
@@ -176,13 +231,17 @@ def _stats(
         if 0 < len(chosen) < len(windows)
         else None
     )
-    cpu_all, gpu_all = cpu_table(trace, span), gpu_table(linkage)
-    stream_waits(trace)  # read once here, not by the first windows at once
+    tables = StepTables(cpu_table(trace, span), gpu_table(linkage), stream_waits(trace))
     paths = list(
-        ordered_map(
-            lambda w: step_path(trace, w, linkage, rules, top, cpu_all, gpu_all),
+        _per_window(
+            tables,
             chosen,
+            lambda t, w: step_path(t, w, rules, top),
+            _batch_paths,
             "critical path: window",
+            processes,
+            tuple(rules),
+            top,
         )
     )
     return CriticalPathStats(
@@ -192,6 +251,55 @@ def _stats(
         steps=tuple(paths),
         windows_total=len(windows),
     )
+
+
+# From this many CPU and GPU events in the chosen steps, worker processes share the steps (`_paths`): below it
+# starting one (~0.5 s of imports) costs about what it saves. x16 of the benchmark trace: 1.1 M.
+PROCESS_MIN_ROWS = 400_000
+BATCHES = 20  # the steps are sent to worker processes in batches of about 1/BATCHES of them
+
+
+def _per_window(
+    tables: StepTables,
+    windows: tuple[StepWindow, ...],
+    local: Callable[[StepTables, StepWindow], R],
+    remote: Callable[[_Batch], list[R]],
+    label: str,
+    processes: bool = True,
+    rules: tuple[WhatIf, ...] = (),
+    top: int = 20,
+) -> Iterator[R]:
+    """`local(tables, window)` of each window, in order: on this process's threads (`parallel.ordered_map`),
+    or, for many events, shared with worker processes that run `remote` on batches of windows
+    (`parallel.split_map`: a step's graph is mostly Python glue around numpy and polars, which holds the GIL;
+    threads gain ~10% on two cores, a second process ~2x). Each batch gets only the rows of its steps' span
+    (`StepTables.cut`), and the rules and top of `step_path`."""
+    if not windows:
+        return iter(())
+    whole = tables.cut(min(w.start_ns for w in windows), max(w.end_ns for w in windows))
+    workers = 0
+    if processes and whole.rows() >= PROCESS_MIN_ROWS:
+        workers = process_workers(int(whole.cpu.estimated_size() + whole.gpu.estimated_size()))
+
+    def batch(lo: int, hi: int) -> _Batch:
+        part = windows[lo:hi]
+        span = tables.cut(min(w.start_ns for w in part), max(w.end_ns for w in part))
+        return _Batch(span, part, rules, top)
+
+    return split_map(
+        lambda i: local(tables, windows[i]),
+        remote,
+        batch,
+        len(windows),
+        label,
+        workers,
+        max(1, len(windows) // BATCHES),
+    )
+
+
+def _window_step(tables: StepTables, window: StepWindow) -> tuple[_Step, pl.Series]:
+    graph = build_from(tables.cpu, tables.gpu, tables.waits, window.start_ns, window.end_ns)
+    return _Step.of(graph, 0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -240,16 +348,13 @@ class SavingModel:
 
     def __init__(self, trace: Trace, steps: str | None = None, linkage: Linkage | None = None) -> None:
         linkage = link(trace) if linkage is None else linkage
-        cpu_all, gpu_all = cpu_table(trace), gpu_table(linkage)
+        tables = StepTables(cpu_table(trace), gpu_table(linkage), stream_waits(trace))
         self._steps: list[_Step] = []
         names = [pl.Series("name", [], dtype=pl.String)]
         first = 0
-        stream_waits(trace)
-        laid_out = ordered_map(  # a few graphs at a time: only their laid-out arrays are kept
-            lambda w: _Step.of(build(trace, linkage, w.start_ns, w.end_ns, cpu_all, gpu_all), 0),
-            select_windows(trace, steps),
-            "what-if: window",
-        )
+        # a few graphs at a time: only their laid-out arrays are kept
+        windows = select_windows(trace, steps)
+        laid_out = _per_window(tables, windows, _window_step, _batch_steps, "what-if: window")
         for step, distinct in laid_out:  # each step's names numbered after the earlier steps' names
             self._steps.append(replace(step, name=step.name + first))
             names.append(distinct)
