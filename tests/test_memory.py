@@ -8,13 +8,16 @@ import json
 import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import memory_reference as mref
 import opscope
 import reference as ref
 from conftest import corpus_path
-from opscope.analysis.memory.events import device_name
+from opscope.analysis.memory.events import device_name, pair_frees
 from opscope.analysis.memory.peaks import peak_memory
 from opscope.analysis.memory.summary import MemoryOptions, memory_stats
 from opscope.report.memory_view import memory_data
@@ -452,3 +455,62 @@ def test_one_command_reads_the_memory_events_once(monkeypatch: pytest.MonkeyPatc
     stats = memory_stats(trace)
     assert reads == [1] and peaks and stats.devices
     assert events.memory_events(trace).equals(real(opscope.load(corpus_path(REAL[0]))))
+
+
+def test_handmade_owners_match_the_raw_events(tmp_path: Path) -> None:
+    # HAND-MADE: the op forest `owners.find_owners` walks as arrays: a factory run that climbs to a factory at
+    # the root, factories inside factories under an op, a recursive op (inclusive counts the name once),
+    # allocations outside every op and on a second thread; every op row against the raw-event reference
+    def op(name: str, ts: float, dur: float, tid: int = 1) -> dict:
+        return {**_op(name, ts, dur), "tid": tid}
+
+    def mem(ts: float, nbytes: int, addr: int, tid: int = 1) -> dict:
+        return {**_mem(ts, nbytes, addr=addr, total=0, reserved=4096), "tid": tid}
+
+    events = [
+        op("aten::empty_like", 0, 10),  # a factory at the root ...
+        op("aten::empty", 1, 5),  # ... with a factory inside: charged "aten::empty_like (aten::empty)"
+        mem(2, 8, 1),
+        op("aten::linear", 20, 40),
+        op("aten::linear", 21, 30),  # recursion: inclusive counts "aten::linear" once per allocation
+        op("aten::addmm", 22, 20),
+        op("aten::empty_strided", 23, 10),
+        op("aten::empty", 24, 5),  # empty in empty_strided in addmm: "aten::addmm (aten::empty_strided)"
+        mem(25, 16, 2),
+        mem(26, -16, 2),
+        mem(30, 32, 3),  # addmm's own
+        mem(70, 64, 4),  # outside every op
+        op("aten::mul", 80, 10, tid=2),
+        mem(81, 4, 5, tid=2),  # on another thread: the op of its own thread
+        mem(90, 4, 6, tid=1),
+    ]
+    stats, _ = _stats(tmp_path, events)
+    got = {o.op: {f: getattr(o, f) for f in OP_FIELDS} for o in stats.top_ops}
+    assert got == mref.op_rows(events, "cuda:0")
+    assert {"aten::empty_like (aten::empty)", "aten::addmm (aten::empty_strided)", "(no op)"} <= set(got)
+    assert got["aten::linear"]["alloc_count"] == 2  # two allocations, not one per linear instance
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([None, 1, 2, 3, 2**40]), st.sampled_from([-8, -1, 0, 1, 8])), max_size=60
+    )
+)
+def test_pairing_is_a_stack_per_address(items: list[tuple[int | None, int]]) -> None:
+    """`pair_frees` (bracket matching for every address at once) against a stack per address: a free takes the
+    latest allocation of its address not yet taken; one with none open is unmatched."""
+    addr, nbytes = [a for a, _ in items], [b for _, b in items]
+    partner, open_allocs, unmatched = [-1] * len(items), {}, 0
+    for i, (a, b) in enumerate(items):
+        if a is None or b == 0:
+            continue
+        if b > 0:
+            open_allocs.setdefault(a, []).append(i)
+        elif open_allocs.get(a):
+            j = open_allocs[a].pop()
+            partner[i], partner[j] = j, i
+        else:
+            unmatched += 1
+    got = pair_frees(pl.Series(addr, dtype=pl.Int64), pl.Series(nbytes, dtype=pl.Int64))
+    assert got.partner.tolist() == partner and got.unmatched_frees == unmatched

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from opscope.analysis.base.nesting import lexsort
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
 
@@ -108,22 +109,40 @@ class Pairing:
     unmatched_frees: int
 
 
-def pair_frees(addr: list[int | None], nbytes: list[int]) -> Pairing:
+def pair_frees(addr: pl.Series, nbytes: pl.Series) -> Pairing:
     """Pair the events of one device, given in trace order: a free (Bytes < 0) takes the latest allocation
-    (Bytes > 0) of the same address that no free has taken yet. Events without an address pair with nothing."""
-    partner = np.full(len(addr), -1, dtype=np.int64)
-    open_allocs: dict[int, list[int]] = {}
-    unmatched = 0
-    for i, (a, b) in enumerate(zip(addr, nbytes, strict=True)):
-        if a is None or b == 0:
-            continue
-        if b > 0:
-            open_allocs.setdefault(a, []).append(i)
-            continue
-        stack = open_allocs.get(a)
-        if stack:
-            j = stack.pop()
-            partner[i], partner[j] = j, i
-        else:
-            unmatched += 1
-    return Pairing(partner, unmatched)
+    (Bytes > 0) of the same address that no free has taken yet. Events without an address pair with nothing.
+
+    Per address this is bracket matching, done for every address at once (issue 25: it was a Python loop over
+    the events): each address's events in order are steps +1 (allocation) and -1 (free); the number of open
+    allocations after each event is their running sum floored at 0 (a free with none open is unmatched and
+    changes nothing), which is the running sum less its running minimum where that is below 0. A matched free
+    takes the allocation that opened the level it closes, the latest one at that level before it: in the order
+    (address, level, position) it is the element just before the free."""
+    n = len(addr)
+    partner = np.full(n, -1, dtype=np.int64)
+    size = nbytes.fill_null(0).to_numpy().astype(np.int64)
+    events = np.flatnonzero(addr.is_not_null().to_numpy() & (size != 0))
+    if len(events) == 0:
+        return Pairing(partner, 0)
+    order = events[lexsort((events, addr.to_numpy()[events]))]  # by address, then trace order
+    address = addr.to_numpy()[order]
+    step = np.where(size[order] > 0, 1, -1)
+    first = np.r_[True, address[1:] != address[:-1]]  # each address's first event
+    group = np.cumsum(first) - 1
+    total = np.cumsum(step)
+    running = total - (total - step)[np.flatnonzero(first)][group]  # the sum within the address
+    # the running minimum within the address: earlier addresses are lifted above any later value
+    lift = (group[-1] - group) * (2 * len(order) + 2)
+    low = np.minimum.accumulate(running + lift) - lift
+    after = running - np.minimum(low, 0)  # open allocations after each event
+    before = np.where(first, 0, np.r_[0, after[:-1]])
+    alloc = step > 0
+    matched = ~alloc & (before > 0)
+    level = np.where(alloc, after, before)
+    chosen = np.flatnonzero(alloc | matched)
+    ranked = chosen[lexsort((chosen, level[chosen], group[chosen]))]
+    frees = np.flatnonzero(matched[ranked])
+    free_at, alloc_at = order[ranked[frees]], order[ranked[frees - 1]]
+    partner[free_at], partner[alloc_at] = alloc_at, free_at
+    return Pairing(partner, int((~alloc & ~matched).sum()))

@@ -4,17 +4,22 @@ An event at the boundary of an op belongs to it (start <= ts <= end). Allocation
 (the factory that every op calls for its outputs) are charged to the nearest enclosing op that is not one of
 them, shown as `parent (aten::empty_like)` with the outermost factory, since that is the op whose outputs they are. Inclusive figures walk from the charged
 op up its ancestors (the op tree of the thread), counting each event once per distinct op name.
+
+Vectorised over the events and the op tree (issue 25: a Python loop over the events, and a walk up the tree
+per op, took ~1.3 s of 2.1 s for the 205 k memory events of a ResNet trace tiled 16x): the charged op by
+pointer jumping over the factories, the labels per distinct (op, factory) pair, the inclusive figures as sums
+up the op tree counted at each name's outermost instance (`nesting.subtree_sums`, `has_equal_ancestor`).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
 
-from opscope.analysis.base.nesting import innermost_container
+from opscope.analysis.base.nesting import chains, has_equal_ancestor, innermost_container, subtree_sums
 from opscope.analysis.base.windows import STEP_ANY, STEP_NAME
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
@@ -25,16 +30,71 @@ NO_OP = "(no op)"
 STEP = re.compile(STEP_NAME)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Owners:
-    """Per memory event (in the order given): the innermost op's name (None: outside every op), the label it
-    is charged to, the end of the charged op instance (ns; None outside every op) and the op names on the
-    chain from the charged op to the root (each once)."""
+    """Per memory event (in the order given): `op`, the innermost op holding it (an index into the op arrays;
+    -1 outside every op), `charged`, the op it is charged to (-1 outside every op), and `label`, what it is
+    charged to (text). Per op: `names` (text, steps folded into one name), `codes` (one integer per name),
+    `parent` (the enclosing op, -1 at roots) and `end_ns`."""
 
-    innermost: list[str | None]
-    label: list[str]
-    owner_end_ns: list[int | None]
-    chain: list[tuple[str, ...]]
+    op: np.ndarray
+    charged: np.ndarray
+    label: pl.Series
+    names: pl.Series
+    codes: np.ndarray
+    parent: np.ndarray
+    end_ns: np.ndarray
+
+    def take(self, mask: np.ndarray) -> Owners:
+        """The events where `mask` (one device's)."""
+        return replace(self, op=self.op[mask], charged=self.charged[mask], label=self.label.filter(mask))
+
+    def innermost(self, i: int) -> str | None:
+        """The name of the innermost op holding event `i` (None outside every op)."""
+        op = int(self.op[i])
+        return None if op < 0 else str(self.names[op])
+
+    def owner_end_ns(self) -> np.ndarray:
+        """Per event, the end of the op it is charged to (-1 outside every op)."""
+        return _at(self.end_ns, self.charged, -1)
+
+    def inclusive(self, values: np.ndarray, counted: np.ndarray) -> dict[str, tuple[int, int]]:
+        """Name -> (sum of `values`, number) over the events where `counted` whose charged op or one of its
+        ancestors has that name, each event once per name; the events outside every op count under NO_OP."""
+        out: dict[str, tuple[int, int]] = {}
+        outside = counted & (self.charged < 0)
+        if outside.any():
+            out[NO_OP] = (int(values[outside].sum()), int(outside.sum()))
+        inside = np.flatnonzero(counted & (self.charged >= 0))
+        if not len(inside):
+            return out
+        nodes, parent = chains(self.parent, self.charged[inside])
+        at = np.searchsorted(nodes, self.charged[inside])
+        own_values = np.zeros(len(nodes), dtype=np.int64)
+        own_count = np.zeros(len(nodes), dtype=np.int64)
+        np.add.at(own_values, at, values[inside].astype(np.int64))
+        np.add.at(own_count, at, 1)
+        total_values, total_count = subtree_sums(parent, own_values), subtree_sums(parent, own_count)
+        if total_values is None or total_count is None:  # cannot happen: `innermost_container` nests
+            raise ValueError("the op tree closes a cycle")
+        codes = self.codes[nodes]
+        outer = ~has_equal_ancestor(parent, codes) & (total_count > 0)
+        by_code_values = np.zeros(int(codes.max()) + 1, dtype=np.int64)
+        by_code_count = np.zeros(int(codes.max()) + 1, dtype=np.int64)
+        np.add.at(by_code_values, codes[outer], total_values[outer])
+        np.add.at(by_code_count, codes[outer], total_count[outer])
+        first = np.full(int(codes.max()) + 1, -1, dtype=np.int64)
+        first[codes[outer][::-1]] = nodes[outer][::-1]  # an op of each name (its first)
+        for code in np.flatnonzero(by_code_count > 0):
+            out[str(self.names[int(first[code])])] = (int(by_code_values[code]), int(by_code_count[code]))
+        return out
+
+
+def _at(values: np.ndarray, index: np.ndarray, missing: int | bool) -> np.ndarray:
+    """`values[index]`, `missing` where the index is -1 (and everywhere when there are no values)."""
+    if not len(values):
+        return np.full(len(index), missing)
+    return np.where(index >= 0, values[np.maximum(index, 0)], missing)
 
 
 def _thread_codes(pid: pl.Series, tid: pl.Series) -> np.ndarray:
@@ -44,10 +104,35 @@ def _thread_codes(pid: pl.Series, tid: pl.Series) -> np.ndarray:
     return key.to_series().to_numpy()
 
 
+def _folded(names: pl.Series) -> pl.Series:
+    """The ops' names as text, "" for none, every `ProfilerStep#N` folded into one name (as in the other
+    tables: it holds what every step allocated); each distinct name matched once."""
+    text = names.cast(pl.String).fill_null("")
+    steps = [n for n in text.unique().to_list() if STEP.match(n)]
+    return text.set(text.is_in(steps), STEP_ANY) if steps else text
+
+
+def _last_climbed(parent: np.ndarray, climbs: np.ndarray) -> np.ndarray:
+    """For each op that `climbs` (a factory with an enclosing op), the last op of the run of such ops that
+    starts at it and goes up (the op above it is where the climb stops); pointer doubling, each op taking the
+    end of the run above it."""
+    up = np.arange(len(parent))
+    moving = np.flatnonzero(climbs & climbs[np.maximum(parent, 0)] & (parent >= 0))
+    up[moving] = parent[moving]
+    for _ in range(2 * max(len(parent), 1).bit_length() + 2):
+        nxt = up[up]
+        if np.array_equal(nxt, up):
+            break
+        up = nxt
+    return up
+
+
 def find_owners(trace: Trace, events: pl.DataFrame) -> Owners:
     """Owners of `events` (a `memory_events` frame)."""
+    none = np.empty(0, dtype=np.int64)
     if events.height == 0:  # no [memory] events: do not read the ops at all (every report asks)
-        return Owners([], [], [], [])
+        text = pl.Series("label", [], dtype=pl.String)
+        return Owners(none, none, text, text, none, none, none)
     ops = (
         trace.lazy()
         .filter(
@@ -56,7 +141,7 @@ def find_owners(trace: Trace, events: pl.DataFrame) -> Owners:
             & pl.col(Col.TS_NS).is_not_null()
         )
         .select(
-            pl.col(Col.NAME).cast(pl.String),
+            Col.NAME,
             Col.TS_NS,
             Col.DUR_NS,
             pl.col(Col.PID).cast(pl.String),
@@ -73,46 +158,43 @@ def find_owners(trace: Trace, events: pl.DataFrame) -> Owners:
     end[:n_ops] += np.maximum(ops[Col.DUR_NS].to_numpy().astype(np.int64), 0)
     can_contain = np.zeros(n_ops + n_ev, dtype=bool)
     can_contain[:n_ops] = True
-    parent = innermost_container(thread, start, end, can_contain)
-    # Steps fold into one name (as in the other tables): "ProfilerStep#*" holds what every step allocated.
-    names: list[str] = [
-        STEP_ANY if n is not None and STEP.match(n) else (n or "") for n in ops[Col.NAME].to_list()
-    ]
-    innermost: list[str | None] = []
-    labels: list[str] = []
-    ends: list[int | None] = []
-    chains: list[tuple[str, ...]] = []
-    chain_cache: dict[int, tuple[str, ...]] = {}
-    for i in range(n_ev):
-        op = int(parent[n_ops + i])
-        if op < 0:
-            innermost.append(None)
-            labels.append(NO_OP)
-            ends.append(None)
-            chains.append(())
-            continue
-        innermost.append(names[op])
-        charged, label = op, names[op]
-        while names[charged].startswith(EMPTY_PREFIX) and parent[charged] >= 0:  # empty inside empty_like
-            factory, charged = names[charged], int(parent[charged])
-            label = f"{names[charged]} ({factory})"
-        labels.append(label)
-        ends.append(int(end[charged]))
-        chains.append(_chain(charged, parent, names, chain_cache))
-    return Owners(innermost, labels, ends, chains)
+    found = innermost_container(thread, start, end, can_contain)
+    parent, op = found[:n_ops], found[n_ops:]
+    names = _folded(ops[Col.NAME])
+    codes = names.to_frame("n").select(pl.col("n").rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
+    factory = names.str.starts_with(EMPTY_PREFIX).to_numpy()
+    # charged: an op that is no factory, or a factory with no enclosing op, is charged itself; a factory
+    # climbs through the factories above it (each with an enclosing op) to the op above the last of them,
+    # shown as "that op (the last factory climbed)"
+    climbs = factory & (parent >= 0)
+    top = _last_climbed(parent, climbs)
+    climbed = _at(climbs, op, False)
+    shown = np.where(climbed, _at(top, op, -1), -1)
+    charged = np.where(climbed, _at(parent, shown, -1), op)
+    label = _labels(names, charged, shown)
+    return Owners(op, charged, label, names, codes, parent, end[:n_ops])
 
 
-def _chain(
-    op: int, parent: np.ndarray, names: list[str], cache: dict[int, tuple[str, ...]]
-) -> tuple[str, ...]:
-    """Distinct names from `op` up to its root, nearest first (memoised per op)."""
-    path: list[int] = []
-    node = op
-    while node >= 0 and node not in cache and len(path) <= len(names):
-        path.append(node)
-        node = int(parent[node])
-    above = cache.get(node, ()) if node >= 0 else ()
-    for n in reversed(path):
-        above = (names[n], *(x for x in above if x != names[n]))
-        cache[n] = above
-    return cache[op]
+def _labels(names: pl.Series, charged: np.ndarray, shown: np.ndarray) -> pl.Series:
+    """Per event: NO_OP outside every op, the charged op's name, or "name (factory)" where a factory was
+    climbed; the text made once per distinct (charged, factory) pair."""
+    pairs = pl.DataFrame({"charged": charged, "shown": shown})
+    distinct = pairs.unique(maintain_order=True)
+    c, s = distinct["charged"].to_numpy(), distinct["shown"].to_numpy()
+    name = names.gather(np.maximum(c, 0)) if len(names) else pl.Series([""] * len(c), dtype=pl.String)
+    factory = names.gather(np.maximum(s, 0)) if len(names) else pl.Series([""] * len(s), dtype=pl.String)
+    text = (
+        pl.DataFrame({"name": name, "factory": factory, "c": c, "s": s})
+        .select(
+            pl.when(pl.col("c") < 0)
+            .then(pl.lit(NO_OP))
+            .when(pl.col("s") >= 0)
+            .then(pl.concat_str([pl.col("name"), pl.lit(" ("), pl.col("factory"), pl.lit(")")]))
+            .otherwise(pl.col("name"))
+            .alias("label")
+        )
+        .to_series()
+    )
+    return pairs.join(
+        distinct.with_columns(text), on=["charged", "shown"], how="left", maintain_order="left"
+    )["label"]

@@ -6,7 +6,6 @@ Pure function over a `Trace`: `memory_stats(trace, options) -> MemoryStats`.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,12 +137,11 @@ def memory_stats(trace: Trace, options: MemoryOptions | None = None) -> MemorySt
     capacity = {d.id: d.total_memory for d in trace.meta.devices}
     devices, ops, live, steps, warnings = [], [], [], [], []
     timeline: dict[str, tuple[list[int], list[int], list[int] | None]] = {}
-    per_event = [_objects(v) for v in (owners.innermost, owners.label, owners.owner_end_ns, owners.chain)]
     for name in names:
         mask = (events["mem_device"] == name).to_numpy()
         frame = events.filter(pl.Series(mask))
-        own = Owners(*(column[mask].tolist() for column in per_event))
-        pairing = pair_frees(frame[Col.MEM_ADDR].to_list(), frame[Col.MEM_BYTES].to_list())
+        own = owners.take(mask)
+        pairing = pair_frees(frame[Col.MEM_ADDR], frame[Col.MEM_BYTES])
         dev, level, reserved = _device(name, frame, own, markers, capacity, pairing)
         devices.append(dev)
         ts = frame[Col.TS_NS].to_numpy()
@@ -151,10 +149,20 @@ def memory_stats(trace: Trace, options: MemoryOptions | None = None) -> MemorySt
         ops.extend(_ops(name, frame, own, pairing.partner, dev.live_at_end_count is not None))
         if dev.live_at_end_count is not None:
             nbytes = frame[Col.MEM_BYTES].to_numpy()
-            addr = frame[Col.MEM_ADDR].to_list()
-            for i in np.flatnonzero((nbytes > 0) & (pairing.partner < 0)):
-                if addr[i] is not None:
-                    live.append(LiveBlock(name, int(addr[i]), int(nbytes[i]), int(ts[i]), own.label[i]))
+            at = np.flatnonzero(
+                (nbytes > 0) & (pairing.partner < 0) & frame[Col.MEM_ADDR].is_not_null().to_numpy()
+            )
+            live.append(
+                pl.DataFrame(
+                    {
+                        "device": pl.Series([name] * len(at), dtype=pl.String),
+                        "addr": frame[Col.MEM_ADDR].gather(at).cast(pl.Int64),
+                        "nbytes": nbytes[at].astype(np.int64),
+                        "ts_ns": ts[at].astype(np.int64),
+                        "op": own.label.gather(at),
+                    }
+                )
+            )
         if markers:
             rows = step_memory(name, ts, level, frame[Col.MEM_BYTES].to_numpy(), dev.relative, markers)
             steps.extend(rows)
@@ -170,7 +178,6 @@ def memory_stats(trace: Trace, options: MemoryOptions | None = None) -> MemorySt
                 "the allocated memory when the profiler started"
             )
     ops.sort(key=lambda o: (-o.self_alloc_bytes, -o.alloc_bytes, o.op, o.device))
-    live.sort(key=lambda b: (-b.nbytes, b.ts_ns))
     top = options.top or None
     return MemoryStats(
         trace.path,
@@ -178,15 +185,22 @@ def memory_stats(trace: Trace, options: MemoryOptions | None = None) -> MemorySt
         tuple(devices),
         tuple(ops[:top]),
         tuple(steps),
-        tuple(live[:top]),
+        _largest_live(live, top),
         timeline,
         tuple(warnings),
     )
 
 
-def _objects(values: list[Any]) -> np.ndarray:
-    """A list as a one-dimensional object array (tuples stay elements), for selecting a device's events."""
-    return np.fromiter(values, dtype=object, count=len(values))
+def _largest_live(parts: list[pl.DataFrame], top: int | None) -> tuple[LiveBlock, ...]:
+    """The live-at-end allocations of every device, largest first (then the earliest; then in device and
+    trace order), the first `top` of them (all: None) as rows."""
+    if not parts:
+        return ()
+    frame = pl.concat(parts).with_row_index("_i")
+    chosen = frame.sort(["nbytes", "ts_ns", "_i"], descending=[True, False, False])
+    if top is not None:
+        chosen = chosen.head(top)
+    return tuple(LiveBlock(*row) for row in chosen.drop("_i").iter_rows())
 
 
 def _device(
@@ -218,7 +232,7 @@ def _device(
         device=name,
         peak_allocated_bytes=peak,
         peak_allocated_ts_ns=int(ts[peak_at]),
-        peak_allocated_op=own.innermost[peak_at],
+        peak_allocated_op=own.innermost(peak_at),
         peak_allocated_step=step,
         peak_reserved_bytes=int(reserved.max()) if reserved is not None else None,
         fragmentation_at_peak_bytes=int(frag[peak_at]) if frag is not None else None,
@@ -238,44 +252,43 @@ def _device(
 
 def _ops(device: str, frame: pl.DataFrame, own: Owners, partner: np.ndarray, paired: bool) -> list[OpMemory]:
     """Per op label: its own allocations, those of them still live at the end (`paired`: the trace records
-    addresses, so frees pair with allocations), and the inclusive allocations."""
-    nbytes = frame[Col.MEM_BYTES].to_list()
-    addr = frame[Col.MEM_ADDR].to_list()
-    ts = frame[Col.TS_NS].to_list()
-    self_bytes: dict[str, int] = defaultdict(int)
-    self_count: dict[str, int] = defaultdict(int)
-    live_bytes: dict[str, int] = defaultdict(int)
-    live_count: dict[str, int] = defaultdict(int)
-    increase: dict[str, int] = defaultdict(int)
-    incl_bytes: dict[str, int] = defaultdict(int)
-    incl_count: dict[str, int] = defaultdict(int)
-    for i, b in enumerate(nbytes):
-        if b <= 0:
-            continue
-        label = own.label[i]
-        self_bytes[label] += b
-        self_count[label] += 1
-        if partner[i] < 0 and addr[i] is not None:  # never freed in the window: the device's live_at_end
-            live_bytes[label] += b
-            live_count[label] += 1
-        end, j = own.owner_end_ns[i], int(partner[i])
-        if j < 0 or end is None or ts[j] > end:
-            increase[label] += b
-        for name in own.chain[i] or (label,):
-            incl_bytes[name] += b
-            incl_count[name] += 1
-    keys = set(self_bytes) | set(incl_bytes)
-    return [
-        OpMemory(
-            op=k,
-            device=device,
-            self_alloc_bytes=self_bytes.get(k, 0),
-            self_alloc_count=self_count.get(k, 0),
-            live_at_end_bytes=live_bytes.get(k, 0) if paired else None,
-            live_at_end_count=live_count.get(k, 0) if paired else None,
-            alloc_bytes=incl_bytes.get(k, self_bytes.get(k, 0)),
-            alloc_count=incl_count.get(k, self_count.get(k, 0)),
-            self_increase_bytes=increase.get(k, 0),
+    addresses, so frees pair with allocations), and the inclusive allocations (`Owners.inclusive`)."""
+    nbytes = frame[Col.MEM_BYTES].to_numpy().astype(np.int64)
+    ts = frame[Col.TS_NS].to_numpy().astype(np.int64)
+    alloc = nbytes > 0
+    live = alloc & (partner < 0) & frame[Col.MEM_ADDR].is_not_null().to_numpy()  # never freed in the window
+    # left live when the call returned: never freed, outside every op, or freed after the op's end
+    freed_after = ts[np.maximum(partner, 0)] > own.owner_end_ns()
+    increase = alloc & ((partner < 0) | (own.charged < 0) | freed_after)
+    own_rows = (
+        pl.DataFrame({"label": own.label, "b": nbytes, "live": live, "increase": increase})
+        .filter(pl.Series(alloc))
+        .group_by("label")
+        .agg(
+            pl.col("b").sum().alias("self_bytes"),
+            pl.len().alias("self_count"),
+            pl.col("b").filter(pl.col("live")).sum().alias("live_bytes"),
+            pl.col("live").sum().alias("live_count"),
+            pl.col("b").filter(pl.col("increase")).sum().alias("increase"),
         )
-        for k in keys
-    ]
+    )
+    mine = {row[0]: row[1:] for row in own_rows.iter_rows()}
+    inclusive = own.inclusive(nbytes, alloc)
+    rows = []
+    for k in set(mine) | set(inclusive):
+        self_bytes, self_count, live_bytes, live_count, left = mine.get(k, (0, 0, 0, 0, 0))
+        alloc_bytes, alloc_count = inclusive.get(k, (self_bytes, self_count))
+        rows.append(
+            OpMemory(
+                op=k,
+                device=device,
+                self_alloc_bytes=int(self_bytes),
+                self_alloc_count=int(self_count),
+                live_at_end_bytes=int(live_bytes) if paired else None,
+                live_at_end_count=int(live_count) if paired else None,
+                alloc_bytes=int(alloc_bytes),
+                alloc_count=int(alloc_count),
+                self_increase_bytes=int(left),
+            )
+        )
+    return rows
