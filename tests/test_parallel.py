@@ -332,5 +332,10 @@ def test_process_workers_follow_the_settings(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("OPSCOPE_PARALLEL", "threads")
     assert parallel.process_workers() == 0
     monkeypatch.delenv("OPSCOPE_PARALLEL")
-    monkeypatch.setattr(parallel.resource, "getrlimit", lambda _: (8 << 30, parallel.resource.RLIM_INFINITY))
+    monkeypatch.setattr(parallel, "_address_limited", lambda: True)
     assert parallel.process_workers() == 0
+    monkeypatch.undo()
+    import resource
+
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (8 << 30, resource.RLIM_INFINITY))
+    assert parallel._address_limited()

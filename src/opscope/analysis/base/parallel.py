@@ -16,7 +16,6 @@ a batch at a time from the back (a payload holding only what the batch needs), u
 from __future__ import annotations
 
 import os
-import resource
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -167,7 +166,7 @@ def process_workers(payload_bytes: int = 0) -> int:
     get one of its own: together they could use more than the user allowed)."""
     if os.environ.get("OPSCOPE_PARALLEL", "").strip().lower() == "threads":
         return 0
-    if resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY:
+    if _address_limited():
         return 0
     workers = max(0, min(MAX_PROCESSES, cores() - 1, threads() - 1))
     memory = available_memory()
@@ -175,6 +174,15 @@ def process_workers(payload_bytes: int = 0) -> int:
         while workers and workers * (PROCESS_BASE_BYTES + 4 * payload_bytes // (workers + 1)) > memory:
             workers -= 1
     return workers
+
+
+def _address_limited() -> bool:
+    """Whether an address-space limit (RLIMIT_AS) is set; False where the platform has none (no `resource`)."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return False
+    return bool(resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY)
 
 
 def split_map(
