@@ -218,6 +218,13 @@ def _fail(payload: tuple[int, ...]) -> list[int]:
     raise ValueError(f"a worker's error on {payload[0]}")
 
 
+def _noisy(payload: tuple[int, ...]) -> list[int]:
+    """Prints to the worker's stdout, through Python and straight to the descriptor, as a chatty library might."""
+    print("a library's chatter " * 50, flush=True)
+    os.write(1, b"\x80raw bytes on the descriptor\n")
+    return [x * x for x in payload]
+
+
 def _children() -> set[int]:
     """The pids of this process's live child processes (Linux: /proc)."""
     mine = str(os.getpid())
@@ -256,6 +263,16 @@ def test_split_map_shares_pieces_with_workers_in_order(workers: int) -> None:
     assert 0 < len(here) < 120 and here[: len(here) // 2] == list(range(len(here) // 2))
     peaks = parallel.worker_peaks_kb()[before:]
     assert 1 <= len(peaks) <= workers and all(p > 0 for p in peaks)
+    assert not _children()
+
+
+def test_what_a_worker_prints_does_not_reach_its_answers() -> None:
+    """A worker's answers travel on a descriptor of their own: what its calls print (to sys.stdout or to fd 1)
+    goes where its stderr goes, and every result still comes back from the worker."""
+    before = len(parallel.worker_peaks_kb())
+    out = list(parallel.split_map(lambda i: time.sleep(0.02) or -1, _noisy, _ranges, 60, "piece", 1, 4))
+    assert len(parallel.worker_peaks_kb()) == before + 1
+    assert out[-4:] == [x * x for x in range(56, 60)]  # the last batch: always a worker's
     assert not _children()
 
 

@@ -20,14 +20,17 @@ from typing import IO, Any, TypeVar, cast
 T = TypeVar("T")
 R = TypeVar("R")
 
-# what a worker runs: Ctrl-C ignored, the caller's import path, then `serve` (the path comes first, so that
-# opscope is found where the caller found it)
+# what a worker runs: Ctrl-C ignored; the answers on a copy of stdout, whose own descriptor then goes where
+# stderr goes (nothing a library prints can mix with them); the caller's import path, then `serve` (the path
+# comes first, so that opscope is found where the caller found it)
 _BOOT = (
-    "import pickle, signal, sys\n"
+    "import os, pickle, signal, sys\n"
     "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+    "answers = os.fdopen(os.dup(1), 'wb')\n"
+    "os.dup2(2, 1)\n"
     "sys.path[:] = pickle.load(sys.stdin.buffer)\n"
     "from opscope.analysis.base.workers import serve\n"
-    "serve()\n"
+    "serve(sys.stdin.buffer, answers)\n"
 )
 EXIT_WAIT_S = 10.0  # how long `close` waits for a worker to exit after its stdin closed
 
