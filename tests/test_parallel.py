@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -243,8 +244,16 @@ def _ranges(lo: int, hi: int) -> tuple[int, ...]:
     return tuple(range(lo, hi))
 
 
+@pytest.fixture
+def left_behind() -> Callable[[], set[int]]:
+    """The child processes started since the test began that are still alive (other tests of the session may
+    keep servers of their own running)."""
+    before = _children()
+    return lambda: _children() - before
+
+
 @pytest.mark.parametrize("workers", [1, 2])
-def test_split_map_shares_pieces_with_workers_in_order(workers: int) -> None:
+def test_split_map_shares_pieces_with_workers_in_order(workers: int, left_behind) -> None:
     """This process takes pieces from the front, the workers batches from the back: every result in order, one
     stage per piece in order, the workers' peaks recorded, and no worker process left behind."""
     before = len(parallel.worker_peaks_kb())
@@ -263,20 +272,20 @@ def test_split_map_shares_pieces_with_workers_in_order(workers: int) -> None:
     assert 0 < len(here) < 120 and here[: len(here) // 2] == list(range(len(here) // 2))
     peaks = parallel.worker_peaks_kb()[before:]
     assert 1 <= len(peaks) <= workers and all(p > 0 for p in peaks)
-    assert not _children()
+    assert not left_behind()
 
 
-def test_what_a_worker_prints_does_not_reach_its_answers() -> None:
+def test_what_a_worker_prints_does_not_reach_its_answers(left_behind) -> None:
     """A worker's answers travel on a descriptor of their own: what its calls print (to sys.stdout or to fd 1)
     goes where its stderr goes, and every result still comes back from the worker."""
     before = len(parallel.worker_peaks_kb())
     out = list(parallel.split_map(lambda i: time.sleep(0.02) or -1, _noisy, _ranges, 60, "piece", 1, 4))
     assert len(parallel.worker_peaks_kb()) == before + 1
     assert out[-4:] == [x * x for x in range(56, 60)]  # the last batch: always a worker's
-    assert not _children()
+    assert not left_behind()
 
 
-def test_split_map_computes_here_what_a_dead_worker_held() -> None:
+def test_split_map_computes_here_what_a_dead_worker_held(left_behind) -> None:
     """A worker killed while it holds a batch costs no result: the batch is computed here, and no batch is sent
     after it."""
     here: list[int] = []
@@ -288,23 +297,23 @@ def test_split_map_computes_here_what_a_dead_worker_held() -> None:
 
     assert list(parallel.split_map(local, _die, _ranges, 40, "piece", 1, 2)) == [-i for i in range(40)]
     assert sorted(here) == list(range(40))
-    assert not _children()
+    assert not left_behind()
 
 
-def test_split_map_raises_a_workers_error() -> None:
+def test_split_map_raises_a_workers_error(left_behind) -> None:
     """An error raised inside a worker's call reaches the caller, as the same error raised here would."""
     with pytest.raises(ValueError, match="a worker's error on 38"):
         list(parallel.split_map(lambda i: time.sleep(0.01) or i, _fail, _ranges, 40, "piece", 1, 2))
-    assert not _children()
+    assert not left_behind()
 
 
-def test_split_map_stopped_early_stops_its_workers() -> None:
+def test_split_map_stopped_early_stops_its_workers(left_behind) -> None:
     """The caller stops after a few results (Ctrl-C): the workers are killed, none is left running."""
     results = parallel.split_map(lambda i: time.sleep(0.05) or i, _squares, _ranges, 400, "piece", 2, 4)
     assert [next(results) for _ in range(3)] == [0, 1, 2]
     time.sleep(0.5)  # the workers have started
     results.close()
-    assert not _children()
+    assert not left_behind()
 
 
 def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:

@@ -147,9 +147,8 @@ class Beside(Generic[R]):
 
 MAX_PROCESSES = 3  # `split_map`'s worker processes at most: each holds its batch and ~150 MB of imports
 PROCESS_BASE_BYTES = 384 << 20  # memory a worker needs besides its payloads (`process_workers`)
-_worker_peaks_kb: list[
-    int
-] = []  # the peak memory of each worker process `split_map` started (`worker_peaks_kb`)
+# the peak memory of each worker process `split_map` started (`worker_peaks_kb`)
+_worker_peaks_kb: list[int] = []
 
 
 def worker_peaks_kb() -> list[int]:
