@@ -6,9 +6,9 @@ A `DerivedStore` belongs to one cache file (`<digest>.parquet`); its results liv
 store's version. The cache file is rewritten whenever the trace changes, so a stamp that no longer matches means
 the results are stale and they are recomputed. Everything here is best effort: a result that cannot be read or
 written is simply computed (never an error), and files are written under a temporary name (one per save: two
-saves of one key at once never share one) and renamed into place, so a reader never sees half of one. The analysis that owns a key puts a tag of its own code into the
-key (analysis/base/linking.py), so results of other code are not read either; saving a result removes those
-of other code under the same name.
+saves of one key at once never share one) and renamed into place, so a reader never sees half of one. The
+analysis that owns a key puts a tag of its own code into the key (analysis/base/linking.py), so results of
+other code are not read either; saving a result removes those of other code under the same name.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, TypeVar, cast
 
 from opscope.analysis.base.stages import stage
-from opscope.analysis.base.workers import Worker, WorkerDied
+from opscope.analysis.base.workers import Worker, WorkerDied, proc_kb
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -43,14 +43,8 @@ def cores() -> int:
 
 def available_memory() -> int | None:
     """MemAvailable from /proc/meminfo (bytes), None where unknown."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    kb = proc_kb("/proc/meminfo", "MemAvailable:")
+    return None if kb is None else kb * 1024
 
 
 def threads() -> int:

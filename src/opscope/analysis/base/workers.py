@@ -92,24 +92,27 @@ class Worker:
         self._process.wait()
 
 
+def proc_kb(path: str, field: str) -> int | None:
+    """The number (kB) of `field` ("VmHWM:", "MemAvailable:") in a /proc file, None where it cannot be read."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as lines:
+            for line in lines:
+                if line.startswith(field):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def peak_kb() -> int:
     """This process's peak resident memory in KiB (VmHWM: unlike `ru_maxrss` it does not start at the size of
     the process that started this one), 0 where /proc is missing."""
-    try:
-        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return 0
-    return 0
+    return proc_kb("/proc/self/status", "VmHWM:") or 0
 
 
-def serve(stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None) -> None:
-    """A worker's loop: read a pickled (fn, arg), answer (True, result, peak) or (False, exception, peak)
-    (`peak_kb`), until stdin ends."""
-    source = stdin if stdin is not None else sys.stdin.buffer
-    sink = stdout if stdout is not None else sys.stdout.buffer
+def serve(source: IO[bytes], sink: IO[bytes]) -> None:
+    """A worker's loop: read a pickled (fn, arg) from `source`, answer (True, result, peak) or (False,
+    exception, peak) (`peak_kb`) on `sink`, until `source` ends."""
     while True:
         try:
             fn, arg = pickle.load(source)

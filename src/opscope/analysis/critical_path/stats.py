@@ -194,7 +194,7 @@ def critical_path_stats(
     trace's own link table and for at most `KEPT_WINDOWS` steps, the result is kept beside the trace cache
     (`Trace.persisted`, typed) under a key of the options, so that the same question asked again (the
     `critical-path` command run twice) is read back (issue 25); longer results (~0.5 MB per step) are not.
-    `processes`: whether worker processes may share the steps (`_paths`)."""
+    `processes`: whether worker processes may share the steps (`_per_window`)."""
     windows = select_windows(trace, steps)
     linkage = link(trace) if linkage is None else linkage
     chosen = windows if max_windows is None else windows[:max_windows]
@@ -253,7 +253,7 @@ def _stats(
     )
 
 
-# From this many CPU and GPU events in the chosen steps, worker processes share the steps (`_paths`): below it
+# From this many CPU and GPU events in the chosen steps, worker processes share the steps (`_per_window`): below it
 # starting one (~0.5 s of imports) costs about what it saves. x16 of the benchmark trace: 1.1 M.
 PROCESS_MIN_ROWS = 400_000
 BATCHES = 20  # the steps are sent to worker processes in batches of about 1/BATCHES of them

@@ -108,6 +108,12 @@ class Pairing:
     partner: np.ndarray
     unmatched_frees: int
 
+    def live_at_end(self, frame: pl.DataFrame) -> np.ndarray:
+        """Per event of `frame` (the device's events these pairs are of): an allocation with an address that no
+        free takes in the window, i.e. still live at its end (docs/memory.md)."""
+        allocated = frame[Col.MEM_BYTES].to_numpy() > 0
+        return allocated & (self.partner < 0) & frame[Col.MEM_ADDR].is_not_null().to_numpy()
+
 
 def pair_frees(addr: pl.Series, nbytes: pl.Series) -> Pairing:
     """Pair the events of one device, given in trace order: a free (Bytes < 0) takes the latest allocation

@@ -19,7 +19,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 import polars as pl
 
-from opscope.analysis.base.nesting import chains, has_equal_ancestor, innermost_container, subtree_sums
+from opscope.analysis.base.nesting import (
+    chains,
+    has_equal_ancestor,
+    innermost_container,
+    nearest_of_kind,
+    subtree_sums,
+)
 from opscope.analysis.base.windows import STEP_ANY, STEP_NAME
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
@@ -114,17 +120,12 @@ def _folded(names: pl.Series) -> pl.Series:
 
 def _last_climbed(parent: np.ndarray, climbs: np.ndarray) -> np.ndarray:
     """For each op that `climbs` (a factory with an enclosing op), the last op of the run of such ops that
-    starts at it and goes up (the op above it is where the climb stops); pointer doubling, each op taking the
-    end of the run above it."""
-    up = np.arange(len(parent))
-    moving = np.flatnonzero(climbs & climbs[np.maximum(parent, 0)] & (parent >= 0))
-    up[moving] = parent[moving]
-    for _ in range(2 * max(len(parent), 1).bit_length() + 2):
-        nxt = up[up]
-        if np.array_equal(nxt, up):
-            break
-        up = nxt
-    return up
+    starts at it and goes up (the op above it is where the climb stops): the root of its run when only the
+    steps up from one climbing op to another are kept (`nesting.nearest_of_kind`'s pointer doubling); every
+    other op itself."""
+    within = np.where((parent >= 0) & climbs & climbs[np.maximum(parent, 0)], parent, -1)
+    top = within < 0
+    return np.where(top, np.arange(len(parent)), nearest_of_kind(within, top))
 
 
 def find_owners(trace: Trace, events: pl.DataFrame) -> Owners:

@@ -146,12 +146,10 @@ def memory_stats(trace: Trace, options: MemoryOptions | None = None) -> MemorySt
         devices.append(dev)
         ts = frame[Col.TS_NS].to_numpy()
         timeline[name] = (ts.tolist(), level.tolist(), reserved)
-        ops.extend(_ops(name, frame, own, pairing.partner, dev.live_at_end_count is not None))
+        ops.extend(_ops(name, frame, own, pairing, dev.live_at_end_count is not None))
         if dev.live_at_end_count is not None:
             nbytes = frame[Col.MEM_BYTES].to_numpy()
-            at = np.flatnonzero(
-                (nbytes > 0) & (pairing.partner < 0) & frame[Col.MEM_ADDR].is_not_null().to_numpy()
-            )
+            at = np.flatnonzero(pairing.live_at_end(frame))
             live.append(
                 pl.DataFrame(
                     {
@@ -224,7 +222,7 @@ def _device(
     frag = reserved - level if reserved is not None else None
     addr = frame[Col.MEM_ADDR]
     has_addr = addr.null_count() < frame.height
-    live = (nbytes > 0) & (pairing.partner < 0) & addr.is_not_null().to_numpy()
+    live = pairing.live_at_end(frame)
     kind, _, index = name.partition(":")
     cap = capacity.get(int(index)) if kind in CAPACITY_TYPES and index.isdigit() else None
     step = next((w.step for w in markers if w.start_ns <= ts[peak_at] <= w.end_ns), None)
@@ -250,13 +248,14 @@ def _device(
     return dev, level, reserved.tolist() if reserved is not None else None
 
 
-def _ops(device: str, frame: pl.DataFrame, own: Owners, partner: np.ndarray, paired: bool) -> list[OpMemory]:
+def _ops(device: str, frame: pl.DataFrame, own: Owners, pairing: Pairing, paired: bool) -> list[OpMemory]:
     """Per op label: its own allocations, those of them still live at the end (`paired`: the trace records
     addresses, so frees pair with allocations), and the inclusive allocations (`Owners.inclusive`)."""
     nbytes = frame[Col.MEM_BYTES].to_numpy().astype(np.int64)
     ts = frame[Col.TS_NS].to_numpy().astype(np.int64)
     alloc = nbytes > 0
-    live = alloc & (partner < 0) & frame[Col.MEM_ADDR].is_not_null().to_numpy()  # never freed in the window
+    live = pairing.live_at_end(frame)
+    partner = pairing.partner
     # left live when the call returned: never freed, outside every op, or freed after the op's end
     freed_after = ts[np.maximum(partner, 0)] > own.owner_end_ns()
     increase = alloc & ((partner < 0) | (own.charged < 0) | freed_after)
