@@ -23,7 +23,7 @@ from opscope.analysis.attribution.tree import OpTree, TreeOptions, op_trees
 from opscope.analysis.base.linking import Linkage, link
 from opscope.analysis.base.parallel import Beside
 from opscope.analysis.base.stages import stage
-from opscope.analysis.base.windows import overlap_pairs
+from opscope.analysis.base.windows import StepWindow, overlap_pairs, select_windows
 from opscope.analysis.critical_path.stats import CriticalPathStats, critical_path_stats
 from opscope.analysis.efficiency.table import Efficiency, EfficiencyOptions, efficiency
 from opscope.analysis.findings import Advice
@@ -93,7 +93,9 @@ class TraceBundle:
     ncu: MetricsJoin | None = None  # an Nsight Compute export joined to the kernels (`report --metrics`)
 
 
-_Beside = tuple[tuple[OpTree, OpTree], CriticalPathStats]  # what the report computes beside its advice
+# what the report computes beside its advice: the two op trees, the critical path of the first steps, the CPU
+# lanes of the timeline and each step's CPU busy time
+_Beside = tuple[tuple[OpTree, OpTree], CriticalPathStats, CpuLanes, tuple[StepWindow, ...], tuple[int, ...]]
 
 
 def trace_bundle(
@@ -114,12 +116,19 @@ def trace_bundle(
     # the two op trees (~0.5 s at x64) and the critical path's step graphs (~1.3 s) beside the advice: numpy and
     # polars that release the GIL. The trees first: they hold the most memory, and the advice's largest stage
     # (efficiency) comes last (issue 25: x64 7.1-7.4 -> 6.7-6.9 s, peak 1.30-1.38 -> 1.32-1.40 GB)
+    # then the CPU lanes and the steps' CPU busy time (~0.7 s at x64), which came after the advice on this thread
+    # alone: the thread beside is done with the path ~1 s before the advice (issue 25). Its steps are those of
+    # the step table (`step_stats`: `select_windows` of every step), checked below
     def trees_and_path() -> _Beside:
+        windows = select_windows(trace, None)
         return (
             op_trees(trace, flame, linkage),
             critical_path_stats(
                 trace, rules=(), top=0, linkage=linkage, max_windows=CRITICAL_PATH_STEPS, processes=False
             ),
+            cpu_lanes(trace, act, lo, hi),
+            windows,
+            cpu_busy_per_window(trace, windows, linkage),
         )
 
     # not kept beside the trace cache on their own: the report keeps its whole page (cli/report.page_data), and
@@ -129,7 +138,9 @@ def trace_bundle(
     # the step table, the busy timeline and the copies are the analysis's own (same options, same activity):
     # computed once, shown in both the report's panels and its analysis payload (issue 25, item 3)
     steps = analysis.steps
-    (tree, instances), critical_path = _waited(beside)
+    (tree, instances), critical_path, lanes, windows, cpu_busy = _waited(beside)
+    if windows != tuple(r.window for r in steps.rows):  # not the step table's steps: its own
+        cpu_busy = cpu_busy_per_window(trace, tuple(r.window for r in steps.rows), linkage)
     return TraceBundle(
         trace=trace,
         options=opts,
@@ -143,7 +154,7 @@ def trace_bundle(
         categories=analysis.categories,  # `category_breakdown` of the same activity, computed there
         steps=steps,
         step_categories=_step_categories(act.events, steps),
-        step_cpu_busy=cpu_busy_per_window(trace, tuple(r.window for r in steps.rows), linkage),
+        step_cpu_busy=cpu_busy,
         kernel_delays=kernel_delays(act)[0],
         launch_delay=analysis.launch_delay,  # `launch_delay` of the same activity (top 10), computed there
         memcpy=analysis.memcpy,
@@ -157,7 +168,7 @@ def trace_bundle(
             linkage,
         ),
         cpu_ops=cpu_op_table(trace, top=CPU_ROWS, linkage=linkage, annotations=True),
-        cpu_lanes=cpu_lanes(trace, act, lo, hi),
+        cpu_lanes=lanes,
         lines=source_lines(trace, LineOptions(top=LINES_ROWS, devices=devices, streams=streams), linkage),
         stacks=launch_stacks(trace, linkage),
         ncu=join_metrics(trace, ncu) if ncu is not None else None,
