@@ -1,6 +1,7 @@
 """Analyses at the scale of the reader (issue 25): a real trace tiled 4x end to end (distinct step names, as one
-longer capture) costs `analyze` / `advise` at most ~4.5x the memory of the 1x run, and its figures are the
-per-copy figures: totals x4, every step's figures equal to the same step of the source.
+longer capture) costs `analyze`, `advise`, `critical-path` and `report` at most ~4.5x the memory of the 1x run,
+and its figures are the per-copy figures: totals x4, every step's figures and critical path equal to the same
+step of the source.
 
 Memory is the peak RSS of a fresh process (`resource.getrusage`), warm cache. The ratio of whole peaks is
 forgiving (the interpreter and its libraries are the same in every run), so the growth itself is checked too:
@@ -17,6 +18,7 @@ import pytest
 
 import opscope
 from conftest import corpus_path
+from opscope.analysis.critical_path.stats import StepPath, critical_path_stats
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
@@ -55,7 +57,7 @@ def peak_kb(argv: list[str], cache: Path) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", ["analyze", "advise"])
+@pytest.mark.parametrize("command", ["analyze", "advise", "critical-path", "report"])
 def test_memory_grows_no_faster_than_the_trace(tiled: tuple[dict[int, Path], Path], command: str) -> None:
     paths, cache = tiled
     for path in paths.values():
@@ -85,3 +87,23 @@ def test_tiled_figures_are_the_per_copy_figures(tiled: tuple[dict[int, Path], Pa
             assert [(d.busy_ns, d.kernel_ns, d.memcpy_ns, d.comm_ns) for d in b.devices] == [
                 (d.busy_ns, d.kernel_ns, d.memcpy_ns, d.comm_ns) for d in a.devices
             ]
+
+
+def _path_figures(step: StepPath) -> tuple[object, ...]:
+    """What a step's critical path says, without its window (the copies' steps lie at other times)."""
+    path = step.path
+    return (step.span_ns, path.length_ns, path.breakdown_ns, path.top, len(step.segments))
+
+
+@pytest.mark.slow
+def test_tiled_critical_paths_are_the_per_copy_paths(tiled: tuple[dict[int, Path], Path]) -> None:
+    """Each step's graph is cut from the whole trace's tables (issue 25: no per-window re-scan): a step of the
+    tiled trace has the same critical path as the same step of the source, whatever the steps around it."""
+    paths, _ = tiled
+    one, four = opscope.load(paths[1], cache=False), opscope.load(paths[COPIES], cache=False)
+    source = [_path_figures(s) for s in critical_path_stats(one, top=10).steps]
+    tiled_steps = critical_path_stats(four, top=10).steps
+    assert len(tiled_steps) == COPIES * len(source) and source
+    for k in range(COPIES):
+        copy = tiled_steps[k * len(source) : (k + 1) * len(source)]
+        assert [_path_figures(s) for s in copy] == source, f"copy {k}"
