@@ -155,6 +155,44 @@ def test_steps_and_launch_delay_against_raw_json(v100) -> None:
     assert delay["p50_us"] == pytest.approx(median / 1e3, abs=1e-3)
 
 
+def test_step_cpu_busy_against_raw_json(v100) -> None:
+    """Each step's CPU busy time (computed on the thread beside the advice): the union of the step's `cpu_op`
+    operators (the step markers left out), cut to the step, from the raw events."""
+    data, events = v100
+    ops = [
+        (ns(e["ts"]), ns(e["ts"]) + max(ns(e["dur"]), 0))
+        for e in events
+        if e.get("cat") == "cpu_op"
+        and e.get("ph") == "X"
+        and not e.get("name", "").startswith("ProfilerStep#")
+    ]
+    marks = sorted(
+        (
+            e
+            for e in events
+            if e.get("cat") == "user_annotation" and e.get("name", "").startswith("ProfilerStep#")
+        ),
+        key=lambda e: e["ts"],
+    )
+    assert len(data["steps"]) == len(marks) > 1
+    for shown, raw in zip(data["steps"], marks, strict=True):
+        lo, hi = ns(raw["ts"]), ns(raw["ts"]) + ns(raw["dur"])
+        busy = union([(max(s, lo), min(e, hi)) for s, e in ops if s < hi and e > lo])
+        assert shown["cpu_busy_us"] == pytest.approx(busy / 1e3, abs=1e-3)
+
+
+def test_step_cpu_busy_of_the_step_table_when_the_windows_differ(monkeypatch) -> None:
+    """The thread beside the advice measures the steps `select_windows` gives; should they ever differ from the
+    step table's, the table's are measured again (hand-made disagreement: no steps beside)."""
+    import opscope.analysis.bundle as bundle
+
+    trace = opscope.load(corpus_path(V100))
+    expected = trace_bundle(trace).step_cpu_busy
+    monkeypatch.setattr(bundle, "select_windows", lambda trace, steps: ())
+    again = trace_bundle(opscope.load(corpus_path(V100)))
+    assert again.step_cpu_busy == expected and len(expected) == len(again.steps.rows) > 1
+
+
 def test_device_selection_and_max_events() -> None:
     trace = opscope.load(corpus_path(NCCL))
     data = trace_report(trace_bundle(trace), ReportOptions(max_events=500))

@@ -119,7 +119,7 @@ def trace_bundle(
     # then the CPU lanes and the steps' CPU busy time (~0.7 s at x64), which came after the advice on this thread
     # alone: the thread beside is done with the path ~1 s before the advice (issue 25). Its steps are those of
     # the step table (`step_stats`: `select_windows` of every step), checked below
-    def trees_and_path() -> _Beside:
+    def beside_advice() -> _Beside:
         windows = select_windows(trace, None)
         return (
             op_trees(trace, flame, linkage),
@@ -133,7 +133,7 @@ def trace_bundle(
 
     # not kept beside the trace cache on their own: the report keeps its whole page (cli/report.page_data), and
     # encoding and checking these (35 MB at x64) cost a first report ~0.45 s (issue 25)
-    beside = Beside(trees_and_path)
+    beside = Beside(beside_advice)
     analysis = advise(trace, AnalyzeOptions(devices=devices, streams=streams, predict=True), linkage, act)
     # the step table, the busy timeline and the copies are the analysis's own (same options, same activity):
     # computed once, shown in both the report's panels and its analysis payload (issue 25, item 3)
