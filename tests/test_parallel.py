@@ -358,10 +358,10 @@ def test_process_workers_follow_the_settings(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("OPSCOPE_PARALLEL", "threads")
     assert parallel.process_workers() == 0
     monkeypatch.delenv("OPSCOPE_PARALLEL")
-    monkeypatch.setattr(parallel, "_address_limited", lambda: True)
+    monkeypatch.setattr(parallel, "address_limit", lambda: 8 << 30)
     assert parallel.process_workers() == 0
     monkeypatch.undo()
     import resource
 
     monkeypatch.setattr(resource, "getrlimit", lambda _: (8 << 30, resource.RLIM_INFINITY))
-    assert parallel._address_limited()
+    assert parallel.address_limit() == 8 << 30

@@ -20,6 +20,7 @@ import errno
 import os
 import sys
 
+from opscope.analysis.base.parallel import address_limit
 from opscope.errors import OutOfMemory
 
 MINIMUM_BYTES = 1 << 30  # the libraries alone reserve ~0.5 GB before a trace is read
@@ -30,16 +31,6 @@ M_ARENA_MAX = -8  # glibc's <malloc.h>
 POOL_VARIABLES = ("POLARS_MAX_THREADS", "RAYON_NUM_THREADS", "ARROW_IO_THREADS", "OPSCOPE_WORKERS")
 # How Rust's io::Error for ENOMEM reads once pyo3 made it an OSError (without its errno)
 _RUST_ENOMEM = f"(os error {errno.ENOMEM})"
-
-
-def address_limit() -> int | None:
-    """The soft RLIMIT_AS in bytes, or None when there is none (or no such limit on this system)."""
-    try:
-        import resource
-    except ImportError:  # pragma: no cover - not a Unix system
-        return None
-    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    return None if soft == resource.RLIM_INFINITY or soft < 0 else int(soft)
 
 
 def prepare(runs_user_code: bool = False) -> None:

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from types import FrameType
 
-from opscope.cli.address_space import address_limit
+from opscope.analysis.base.parallel import address_limit
 from opscope.errors import OutOfMemory
 
 CHILD_VARIABLE = "OPSCOPE_SUPERVISED"  # set in the child: run the command, do not supervise again

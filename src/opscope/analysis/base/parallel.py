@@ -47,6 +47,17 @@ def available_memory() -> int | None:
     return None if kb is None else kb * 1024
 
 
+def address_limit() -> int | None:
+    """The soft RLIMIT_AS in bytes, or None when there is none (or no such limit on this system): the CLI
+    reserves less under one (cli/address_space.py), and `split_map` starts no worker process."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not a Unix system
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return None if soft == resource.RLIM_INFINITY or soft < 0 else int(soft)
+
+
 def threads() -> int:
     """How many pieces run at once: one more than the CPUs this process may use, at most MAX_THREADS and at most
     `POLARS_MAX_THREADS` where that is set (under an address-space limit the CLI sets it to one thread per
@@ -159,7 +170,7 @@ def process_workers(payload_bytes: int = 0) -> int:
     get one of its own: together they could use more than the user allowed)."""
     if os.environ.get("OPSCOPE_PARALLEL", "").strip().lower() == "threads":
         return 0
-    if _address_limited():
+    if address_limit() is not None:
         return 0
     workers = max(0, min(MAX_PROCESSES, cores() - 1, threads() - 1))
     memory = available_memory()
@@ -167,15 +178,6 @@ def process_workers(payload_bytes: int = 0) -> int:
         while workers and workers * (PROCESS_BASE_BYTES + 4 * payload_bytes // (workers + 1)) > memory:
             workers -= 1
     return workers
-
-
-def _address_limited() -> bool:
-    """Whether an address-space limit (RLIMIT_AS) is set; False where the platform has none (no `resource`)."""
-    try:
-        import resource
-    except ImportError:  # not POSIX
-        return False
-    return bool(resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY)
 
 
 def split_map(
