@@ -6,7 +6,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from functools import partial
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import polars as pl
@@ -154,29 +155,20 @@ def step_path(
 
 
 @dataclass(frozen=True)
-class _Batch:
-    """Steps a worker process lays out (`parallel.split_map`), with the tables' rows they need."""
+class _Batch(Generic[R]):
+    """Steps a worker process lays out (`parallel.split_map`): the per-step function (module-level, or a
+    `functools.partial` of one: picklable), the tables' rows the steps need, the steps."""
 
+    fn: Callable[[StepTables, StepWindow], R]
     tables: StepTables
     windows: tuple[StepWindow, ...]
-    rules: tuple[WhatIf, ...] = ()
-    top: int = 20
-
-    def whole(self) -> StepTables:
-        """The tables, each in one chunk (`graph.span_rows` reads the start column without a copy)."""
-        return StepTables(self.tables.cpu.rechunk(), self.tables.gpu.rechunk(), self.tables.waits)
 
 
-def _batch_paths(batch: _Batch) -> list[StepPath]:
-    """The paths of the steps of `batch`, in order (in a worker process)."""
-    tables = batch.whole()
-    return [step_path(tables, w, batch.rules, batch.top) for w in batch.windows]
-
-
-def _batch_steps(batch: _Batch) -> list[tuple[_Step, pl.Series]]:
-    """The what-if layouts of the steps of `batch`, in order (in a worker process)."""
-    tables = batch.whole()
-    return [_window_step(tables, w) for w in batch.windows]
+def _run_batch(batch: _Batch[R]) -> list[R]:
+    """`batch.fn` of each step of `batch`, in order (in a worker process), over tables each in one chunk
+    (`graph.span_rows` reads the start column without a copy)."""
+    tables = StepTables(batch.tables.cpu.rechunk(), batch.tables.gpu.rechunk(), batch.tables.waits)
+    return [batch.fn(tables, w) for w in batch.windows]
 
 
 def critical_path_stats(
@@ -236,12 +228,9 @@ def _stats(
         _per_window(
             tables,
             chosen,
-            lambda t, w: step_path(t, w, rules, top),
-            _batch_paths,
+            partial(step_path, rules=tuple(rules), top=top),
             "critical path: window",
             processes,
-            tuple(rules),
-            top,
         )
     )
     return CriticalPathStats(
@@ -262,18 +251,15 @@ BATCHES = 20  # the steps are sent to worker processes in batches of about 1/BAT
 def _per_window(
     tables: StepTables,
     windows: tuple[StepWindow, ...],
-    local: Callable[[StepTables, StepWindow], R],
-    remote: Callable[[_Batch], list[R]],
+    fn: Callable[[StepTables, StepWindow], R],
     label: str,
     processes: bool = True,
-    rules: tuple[WhatIf, ...] = (),
-    top: int = 20,
 ) -> Iterator[R]:
-    """`local(tables, window)` of each window, in order: on this process's threads (`parallel.ordered_map`),
-    or, for many events, shared with worker processes that run `remote` on batches of windows
-    (`parallel.split_map`: a step's graph is mostly Python glue around numpy and polars, which holds the GIL;
-    threads gain ~10% on two cores, a second process ~2x). Each batch gets only the rows of its steps' span
-    (`StepTables.cut`), and the rules and top of `step_path`."""
+    """`fn(tables, window)` of each window, in order: on this process's threads (`parallel.ordered_map`), or,
+    for many events, shared with worker processes that run it on batches of windows (`parallel.split_map`: a
+    step's graph is mostly Python glue around numpy and polars, which holds the GIL; threads gain ~10% on two
+    cores, a second process ~2x). `fn` is module-level or a `functools.partial` of one (it is pickled for the
+    workers); each batch gets only the rows of its steps' span (`StepTables.cut`)."""
     if not windows:
         return iter(())
     whole = tables.cut(min(w.start_ns for w in windows), max(w.end_ns for w in windows))
@@ -281,14 +267,13 @@ def _per_window(
     if processes and whole.rows() >= PROCESS_MIN_ROWS:
         workers = process_workers(int(whole.cpu.estimated_size() + whole.gpu.estimated_size()))
 
-    def batch(lo: int, hi: int) -> _Batch:
+    def batch(lo: int, hi: int) -> _Batch[R]:
         part = windows[lo:hi]
-        span = tables.cut(min(w.start_ns for w in part), max(w.end_ns for w in part))
-        return _Batch(span, part, rules, top)
+        return _Batch(fn, tables.cut(min(w.start_ns for w in part), max(w.end_ns for w in part)), part)
 
     return split_map(
-        lambda i: local(tables, windows[i]),
-        remote,
+        lambda i: fn(tables, windows[i]),
+        _run_batch,
         batch,
         len(windows),
         label,
@@ -354,7 +339,7 @@ class SavingModel:
         first = 0
         # a few graphs at a time: only their laid-out arrays are kept
         windows = select_windows(trace, steps)
-        laid_out = _per_window(tables, windows, _window_step, _batch_steps, "what-if: window")
+        laid_out = _per_window(tables, windows, _window_step, "what-if: window")
         for step, distinct in laid_out:  # each step's names numbered after the earlier steps' names
             self._steps.append(replace(step, name=step.name + first))
             names.append(distinct)
