@@ -25,7 +25,12 @@ def forced(monkeypatch: pytest.MonkeyPatch):
     """Workers for any trace, one step per batch; returns a function that counts the workers started."""
     monkeypatch.setattr(stats, "PROCESS_MIN_ROWS", 0)
     monkeypatch.setattr(stats, "BATCHES", 10_000)
-    monkeypatch.setattr(parallel, "process_workers", lambda payload_bytes=0: 1)
+    # one worker whatever this machine (`process_workers` reads these; `OPSCOPE_PARALLEL=threads` still wins):
+    # `stats` holds its own reference to `process_workers`, so patching that name here would change nothing
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    monkeypatch.setattr(parallel, "threads", lambda: 3)
+    monkeypatch.setattr(parallel, "available_memory", lambda: None)
+    monkeypatch.setattr(parallel, "address_limit", lambda: None)
     before = len(parallel.worker_peaks_kb())
     return lambda: len(parallel.worker_peaks_kb()) - before
 
