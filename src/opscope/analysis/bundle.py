@@ -139,8 +139,9 @@ def trace_bundle(
     # computed once, shown in both the report's panels and its analysis payload (issue 25, item 3)
     steps = analysis.steps
     (tree, instances), critical_path, lanes, windows, cpu_busy = _waited(beside)
-    if windows != tuple(r.window for r in steps.rows):  # not the step table's steps: its own
-        cpu_busy = cpu_busy_per_window(trace, tuple(r.window for r in steps.rows), linkage)
+    table_windows = tuple(r.window for r in steps.rows)
+    if windows != table_windows:  # not the step table's steps: its own
+        cpu_busy = cpu_busy_per_window(trace, table_windows, linkage)
     return TraceBundle(
         trace=trace,
         options=opts,
