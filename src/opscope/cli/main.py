@@ -48,6 +48,7 @@ COMMANDS: dict[str, str] = {
     "bench": "compare strategies (torch.compile, autocast, channels_last) for a model: latency, key op, utilization",
     "demo": "the main job on a built-in example: profile a tiny diffusion denoiser, print summary and diagnosis",
     "formats": "list the trace formats opscope reads",
+    "cache": "the trace cache: what it holds and its size bound (info), removing it (prune, clear)",
     "mcp": "serve these commands to coding agents over the Model Context Protocol (stdio; needs opscope[mcp])",
 }
 
@@ -76,6 +77,7 @@ GROUP: dict[str, str] = {
     "critical-path": "read",
     "memory": "read",
     "formats": "read",
+    "cache": "read",
     "diff": "compare",
     "ranks": "compare",
     "history": "compare",

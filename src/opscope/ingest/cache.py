@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from opscope.ingest.cache_size import crc_path, touch
 from opscope.ingest.derived import remove_derived, wait_for_saves
 from opscope.model.meta import TraceMeta
 
@@ -71,10 +72,6 @@ def cache_path(path: Path) -> Path:
     return cache_dir() / f"{digest}.parquet"
 
 
-def _crc_path(target: Path) -> Path:
-    return target.with_name(target.name + ".crc")
-
-
 def _native_module() -> Any:
     """The native extension, or None in a source checkout without the built extension."""
     try:
@@ -97,7 +94,7 @@ def file_crc(path: Path) -> int:
 
 
 def _remove(target: Path) -> None:
-    for stale in (target, _crc_path(target)):
+    for stale in (target, crc_path(target)):
         with contextlib.suppress(OSError):
             stale.unlink()
     wait_for_saves()
@@ -118,13 +115,27 @@ def read_cached(path: Path) -> tuple[TraceMeta, Path] | None:
         metadata = {k.encode(): v.encode() for k, v in pl.read_parquet_metadata(target).items()}
         if metadata.get(_KEY_KEY, b"").decode() != source_key(path):
             raise ValueError("stale")
-        if int(_crc_path(target).read_text().strip()) != file_crc(target):
+        if int(crc_path(target).read_text().strip()) != file_crc(target):
             raise ValueError("damaged")
         meta = msgspec.json.decode(metadata[_META_KEY], type=TraceMeta)
+        touch(target)  # its last use: the cache's size bound removes the least recently used first
         return meta, target
     except Exception:  # corrupt, damaged, stale, or from another version: rebuild
         _remove(target)
         return None
+
+
+def cached_source(table: Path) -> str | None:
+    """The path of the trace a cache table was written from (the first field of its key, `source_key`), or
+    None when the table cannot be read."""
+    try:
+        import polars as pl
+
+        key = pl.read_parquet_metadata(table).get(_KEY_KEY.decode())
+    except Exception:  # missing, half-written, damaged: no path to show
+        return None
+    fields = key.rsplit("|", 7) if key else []
+    return fields[0] if len(fields) == 8 else None
 
 
 def _native_sink() -> Any:
@@ -227,7 +238,7 @@ class CacheWriter:
             )
             self._writer.close()
             assert self.tmp is not None  # set by _open, which succeeded
-            _crc_path(self.target).write_text(f"{file_crc(self.tmp)}\n")
+            crc_path(self.target).write_text(f"{file_crc(self.tmp)}\n")
             os.replace(self.tmp, self.target)
         except OSError as exc:
             raise CacheWriteError(exc.errno, exc.strerror or str(exc), exc.filename) from exc

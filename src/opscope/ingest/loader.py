@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from opscope.errors import InputError, OutputError
 from opscope.ingest.cache import CacheWriteError, CacheWriter, cache_dir, read_cached, remove_orphans
+from opscope.ingest.cache_size import prune_to_bound
 from opscope.ingest.derived import DerivedStore
 from opscope.ingest.inputs import resolve_input
 from opscope.ingest.progress import ProgressCallback, reporting
@@ -90,6 +91,8 @@ def _parse(reader: Reader, source: Path, display: str, cache: bool, strict: bool
             return _parse_in_memory(reader, source, display, strict, exc)
         raise
     _log_warnings(meta, strict)
+    if scratch is None:  # the cache grew: its least recently used entries go, down to its bound
+        prune_to_bound(written.parent, keep=written)
     store = DerivedStore(written) if scratch is None else None  # a scratch table dies with the Trace
     return Trace.from_parquet(meta, written, keepalive=scratch, store=store)
 
