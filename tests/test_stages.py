@@ -67,3 +67,17 @@ def test_the_cli_shows_stages_on_a_terminal_only(cli, monkeypatch) -> None:
     # the first run kept the rules' checks beside the cache: this one reads them back ("advice rules")
     assert "opscope analyze: advice rules" in shown.err and shown.err.rstrip(" ").endswith("\r\x1b[2K")
     assert shown.out == quiet.out  # the line goes to standard error only
+
+
+def test_the_traces_of_diff_show_their_stages(cli, monkeypatch) -> None:
+    """`diff` analyses its two traces on threads of their own (`scale.executor`): their stages reach the line
+    too, each with its trace."""
+    path = corpus_path(V100)
+    monkeypatch.setattr(progress, "STAGE_DELAY_S", 0.0)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    shown = cli("diff", path, path, "--format", "json", "--no-cache")  # nothing kept: every stage runs
+    assert shown.code == 0, shown.err
+    for trace in (1, 2):
+        assert f"opscope diff: trace {trace} of 2: linking kernels to their launches and ops" in shown.err
+        assert f"opscope diff: trace {trace} of 2: advice rules: host_bound" in shown.err
+    assert shown.err.rstrip(" ").endswith("\r\x1b[2K")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -98,20 +99,23 @@ class StageLine:
         self.delay_s = STAGE_DELAY_S if delay_s is None else delay_s
         self.started = time.monotonic()
         self.drawn = False
+        self._lock = threading.Lock()  # several traces' tasks announce stages at once (`diff`, `ranks`)
 
     def __call__(self, name: str) -> None:
         elapsed = time.monotonic() - self.started
         if elapsed < self.delay_s:
             return
-        self.stream.write(f"\r\x1b[2K{self.command}: {visible(name)} ({elapsed:.1f} s)")
-        self.stream.flush()
-        self.drawn = True
+        with self._lock:
+            self.stream.write(f"\r\x1b[2K{self.command}: {visible(name)} ({elapsed:.1f} s)")
+            self.stream.flush()
+            self.drawn = True
 
     def close(self) -> None:
-        if self.drawn:
-            self.stream.write("\r\x1b[2K")
-            self.stream.flush()
-            self.drawn = False
+        with self._lock:
+            if self.drawn:
+                self.stream.write("\r\x1b[2K")
+                self.stream.flush()
+                self.drawn = False
 
 
 @contextmanager

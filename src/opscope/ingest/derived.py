@@ -91,7 +91,9 @@ class DerivedStore:
             (tmp / "stamp").write_text(stamp, encoding="utf-8")
             shutil.rmtree(where, ignore_errors=True)
             os.replace(tmp, where)
-        except Exception:
+        # BaseException: Ctrl-C stops polars' queries in every thread, this one's write included (a
+        # KeyboardInterrupt here). The main thread says "interrupted"; this one only gives up the result
+        except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             return
         self._drop_other_tags(key)

@@ -20,6 +20,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from opscope.analysis.base.parallel import available_memory, cores
+from opscope.analysis.base.stages import current_listener, listening
 from opscope.errors import ClusterError, MissingDependency, UsageError
 from opscope.extras import install_command
 from opscope.scale import CONNECT_TIMEOUT_S
@@ -286,9 +287,41 @@ def _quiet_distributed() -> Iterator[None]:
 
 def _threads(func: Callable[[T], R], items: Sequence[T], jobs: int) -> list[R]:
     """`jobs` threads of this process. The native reader decodes with the GIL released and polars and
-    pyarrow release it too, so threads share the cores without the start-up cost of worker processes."""
-    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="opscope-task") as pool:
-        return list(pool.map(func, items))
+    pyarrow release it too, so threads share the cores without the start-up cost of worker processes.
+    Interrupted (Ctrl-C in the main thread), the tasks not started are dropped and those running stop at
+    their next stage (`_staged`): the interpreter, which waits for these threads, exits within a stage."""
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="opscope-task")
+    try:
+        return list(pool.map(_staged(func, len(items), stop), enumerate(items)))
+    except BaseException:
+        stop.set()
+        raise
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _staged(
+    func: Callable[[T], R], total: int, stop: threading.Event | None = None
+) -> Callable[[tuple[int, T]], R]:
+    """`func` for (index, item), its analyses' stages passed on to the caller's listener as "trace 2 of 3:
+    linking ..." (a thread starts with no listener: the CLI's progress line would not see them); with
+    `stop`, a task raises KeyboardInterrupt at its next stage once `stop` is set."""
+    parent = current_listener()
+
+    def call(indexed: tuple[int, T]) -> R:
+        index, item = indexed
+
+        def forward(name: str) -> None:
+            if stop is not None and stop.is_set():
+                raise KeyboardInterrupt  # the command was interrupted: this task goes no further
+            if parent is not None:
+                parent(f"trace {index + 1} of {total}: {name}")
+
+        with listening(forward):
+            return func(item)
+
+    return call
 
 
 def parallel_mode(tasks: int = 0, jobs: int = 1, input_size: int = 0) -> str:
@@ -321,8 +354,10 @@ def run_all(
     module-level function and items picklable."""
     if scheduler:
         return _dask(func, items, scheduler, timeout_s)
-    if jobs <= 1 or len(items) <= 1:
+    if len(items) <= 1:
         return [func(item) for item in items]
+    if jobs <= 1:
+        return list(map(_staged(func, len(items)), enumerate(items)))
     mode = mode or parallel_mode()
     log.debug("running %d tasks in %d worker %s", len(items), jobs, mode)
     if mode == "threads":

@@ -21,6 +21,12 @@ def stage(name: str) -> None:
         listener(name)
 
 
+def current_listener() -> Listener | None:
+    """The listener of the current context (None: stages go nowhere): for work handed to other threads, which
+    start with no listener, to pass their stages on (`scale.executor`)."""
+    return _LISTENER.get()
+
+
 @contextmanager
 def listening(listener: Listener) -> Iterator[None]:
     """Send the stages announced inside the block to `listener`."""
