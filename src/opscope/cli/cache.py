@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from opscope.cli.common import add_output_args, check_output, emit
+from opscope.cli.common import add_output_args, add_subcommands, check_output, emit
 from opscope.errors import UsageError
 
 if TYPE_CHECKING:
@@ -23,9 +23,7 @@ SUBCOMMANDS: dict[str, str] = {
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="cache_command", metavar="SUBCOMMAND", required=True)
-    for name, text in SUBCOMMANDS.items():
-        child = sub.add_parser(name, help=text, description=text)
+    for name, child in add_subcommands(parser, "cache_command", SUBCOMMANDS):
         add_output_args(child)
         if name == "prune":
             child.add_argument(

@@ -40,6 +40,15 @@ def add_cache_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_subcommands(
+    parser: argparse.ArgumentParser, dest: str, commands: dict[str, str]
+) -> list[tuple[str, argparse.ArgumentParser]]:
+    """The required subcommands of a command (`history add`, `cache info`): name -> one-line help, each
+    with its parser, in order, for the caller to give them their options."""
+    sub = parser.add_subparsers(dest=dest, metavar="SUBCOMMAND", required=True)
+    return [(name, sub.add_parser(name, help=text, description=text)) for name, text in commands.items()]
+
+
 def add_selection_args(parser: argparse.ArgumentParser, steps: bool = False) -> None:
     """--device and --stream; with steps=True also --steps (`add_steps_arg`)."""
     parser.add_argument("--device", type=_int_list, default=None, metavar="N[,N...]", help="only these GPUs")

@@ -20,10 +20,9 @@ SUBCOMMANDS: dict[str, str] = {
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     from opscope.cli import history_check, history_commands
+    from opscope.cli.common import add_subcommands
 
-    sub = parser.add_subparsers(dest="history_command", metavar="SUBCOMMAND", required=True)
-    for name, text in SUBCOMMANDS.items():
-        child = sub.add_parser(name, help=text, description=text)
+    for name, child in add_subcommands(parser, "history_command", SUBCOMMANDS):
         child.add_argument(
             "--db",
             default=None,
