@@ -32,6 +32,7 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(cache))
     monkeypatch.delenv(cache_size.ENV, raising=False)
     monkeypatch.setattr(loader, "_CACHE_BROKEN", set())
+    monkeypatch.setattr(cache_size, "PRUNE_EVERY_S", 0)  # every new table prunes (one test keeps the pause)
     return cache
 
 
@@ -229,3 +230,22 @@ def test_hostile_trace_names_are_shown_inert(folder: Path, tmp_path: Path, cli) 
     assert json.loads(cli("cache", "info", "--format", "json").out)["entries"][0]["trace"] == str(
         hostile.resolve()
     )
+
+
+def test_a_folder_is_pruned_at_most_once_a_minute(folder: Path, tmp_path: Path, monkeypatch) -> None:
+    """Measuring the folder reads every entry: done once per PRUNE_EVERY_S, so that a thousand new traces
+    read it a few times, not a thousand (quadratic)."""
+    monkeypatch.setattr(cache_size, "PRUNE_EVERY_S", 60)
+    traces = copies(tmp_path)
+    opscope.load(traces[0])  # the first table: the folder is measured, the marker set
+    table = cache_mod.cache_path(traces[0])
+    used(table, 2 * HOUR)
+    measured: list[Path] = []
+    monkeypatch.setattr(cache_size, "prune", lambda f, *a, **k: measured.append(f) or [])
+    monkeypatch.setenv(cache_size.ENV, "0")
+    opscope.load(traces[1])  # within the minute: not measured
+    assert measured == []
+    when = time.time() - 61
+    os.utime(folder / cache_size.PRUNED, (when, when))
+    opscope.load(traces[2])  # a minute later: measured again
+    assert measured == [folder]

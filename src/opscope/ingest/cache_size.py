@@ -31,6 +31,8 @@ from opscope.ingest.derived import derived_folder
 DEFAULT_MAX = "10G"
 ENV = "OPSCOPE_CACHE_MAX"
 IN_USE_S = 3600  # an entry used within the last hour is never removed (another command may be reading it)
+PRUNE_EVERY_S = 60  # a cache folder is measured and pruned at most this often (`prune_to_bound`)
+PRUNED = ".pruned"  # the file whose time says when the folder was last pruned
 _ENTRY = re.compile(r"[0-9a-f]{24}\.parquet")  # `cache.cache_path`: the first 24 hex digits of a SHA-256
 _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _NO_BOUND = frozenset({"none", "off", "unlimited"})
@@ -112,14 +114,28 @@ def prune(folder: Path, limit: int, keep: Iterable[Path] = (), now: float | None
     return removed
 
 
-def prune_to_bound(folder: Path, keep: Path) -> list[Entry]:
+def prune_to_bound(folder: Path, keep: Path, now: float | None = None) -> list[Entry]:
     """`prune` to the configured bound (nothing without one, or with a setting that is not a size: reading
-    a trace never fails for the cache's sake)."""
+    a trace never fails for the cache's sake), at most once per PRUNE_EVERY_S in a folder: measuring it
+    reads every entry, so `history add` of a thousand new traces would otherwise read the folder a thousand
+    times (quadratic); between two prunes it may pass its bound by what a minute adds."""
     try:
         limit = max_bytes()
     except ValueError:
         return []
-    return [] if limit is None else prune(folder, limit, keep=(keep,))
+    if limit is None:
+        return []
+    now = time.time() if now is None else now
+    marker = folder / PRUNED
+    try:
+        if now - marker.stat().st_mtime < PRUNE_EVERY_S:
+            return []
+    except OSError:  # never pruned (or the marker cannot be read): prune
+        pass
+    with contextlib.suppress(OSError):
+        marker.touch()
+        os.utime(marker, (now, now))
+    return prune(folder, limit, keep=(keep,), now=now)
 
 
 def remove(entry: Entry) -> None:
