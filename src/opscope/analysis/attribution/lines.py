@@ -20,6 +20,7 @@ import polars as pl
 
 from opscope.analysis.attribution.frames import FrameFilter, classify
 from opscope.analysis.base import select
+from opscope.analysis.base.arrays import take_or
 from opscope.analysis.base.linking import ROW, Linkage, link, once_per_link, selected_gpu
 from opscope.analysis.base.nesting import ancestors, innermost_container
 from opscope.model.schema import Col, Kind
@@ -215,14 +216,14 @@ def _path_columns(parent: np.ndarray, start: np.ndarray, depth: int) -> list[np.
     columns = [start]
     for _ in range(depth - 1):
         prev = columns[-1]
-        columns.append(np.where(prev >= 0, parent[np.maximum(prev, 0)], -1))
+        columns.append(take_or(parent, prev, -1))
     return columns
 
 
 def _keyed(ids: np.ndarray, columns: list[np.ndarray], frame: pl.DataFrame) -> pl.DataFrame:
     """`frame` with key columns p0..p{depth-1}: the name ids of the row's frames (innermost first), -1 past the
     top; `ids` maps frame positions to name ids."""
-    keys = {f"p{k}": np.where(col >= 0, ids[np.maximum(col, 0)], -1) for k, col in enumerate(columns)}
+    keys = {f"p{k}": take_or(ids, col, -1) for k, col in enumerate(columns)}
     return frame.with_columns(pl.Series(k, v, dtype=pl.Int64) for k, v in keys.items())
 
 

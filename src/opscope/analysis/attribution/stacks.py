@@ -18,6 +18,7 @@ import polars as pl
 
 from opscope.analysis.attribution.frames import user_frame_names
 from opscope.analysis.attribution.lines import innermost_at, launch_points, python_frames
+from opscope.analysis.base.arrays import take_or
 from opscope.analysis.base.linking import ROW, Linkage, once_per_link
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
@@ -57,7 +58,7 @@ def _path_ids(parent: np.ndarray, name: np.ndarray) -> tuple[np.ndarray, np.ndar
     for _ in range(len(parent) + 1):  # at most one pass per level; bounded even on a malformed array
         if not level.size:
             break
-        up = np.where(parent[level] >= 0, path[np.maximum(parent[level], 0)], -1)
+        up = take_or(path, parent[level], -1)
         keys, inverse = np.unique((up + 1) * names + name[level], return_inverse=True)
         path[level] = next_id + inverse.reshape(-1)
         up_of.append(keys // names - 1)
@@ -91,13 +92,13 @@ def _launch_stacks(linked: Linkage) -> LaunchStacks:
         .to_numpy()
     )
     path, path_up, path_name = _path_ids(parent, name)
-    launch_path = np.where(at >= 0, path[np.maximum(at, 0)], -1)
+    launch_path = take_or(path, at, -1)
     used = np.unique(launch_path[launch_path >= 0])
     # spell out the distinct stacks only: one gather per level, innermost first
     columns = [used]
     while len(columns[-1]) and (columns[-1] >= 0).any() and len(columns) <= len(path_up):
         prev = columns[-1]
-        columns.append(np.where(prev >= 0, path_up[np.maximum(prev, 0)], -1))
+        columns.append(take_or(path_up, prev, -1))
     table = np.stack(columns, axis=1) if len(used) else np.empty((0, 1), dtype=np.int64)
     texts = distinct[Col.NAME].to_list()
     stacks = tuple(tuple(texts[path_name[p]] for p in row if p >= 0) for row in table.tolist())

@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 
 from opscope.analysis.attribution.frames import user_frame_names
+from opscope.analysis.base.arrays import take_or
 from opscope.analysis.base.linking import ROW, Linkage, LinkStats, link, once_per_link, selected_gpu
 from opscope.analysis.base.nesting import (
     ancestors,
@@ -171,7 +172,7 @@ def _visible(scopes: pl.DataFrame, python: str) -> _Visible:
     parent = frame["parent_row"].fill_null(-1).to_numpy()
     position = np.where(parent >= 0, np.searchsorted(rows, parent), -1)
     up = nearest_of_kind(position, frame["_keep"].to_numpy())
-    frame = frame.with_columns(pl.Series("up_row", np.where(up >= 0, rows[np.maximum(up, 0)], -1)))
+    frame = frame.with_columns(pl.Series("up_row", take_or(rows, up, -1)))
     frame = frame.with_columns(pl.when(pl.col("up_row") >= 0).then(pl.col("up_row")).alias("up_row"))
     attach = frame.select(
         pl.col(ROW).alias("scope_row"),

@@ -23,6 +23,7 @@ import numpy as np
 import polars as pl
 
 from opscope.analysis.base import select
+from opscope.analysis.base.arrays import take_or
 from opscope.analysis.base.codetag import code_tag
 from opscope.analysis.base.nesting import (
     ancestors,
@@ -184,7 +185,7 @@ def nest(scopes: pl.DataFrame, queries: pl.DataFrame | None = None) -> tuple[pl.
     op_parent = nearest_of_kind(any_parent, is_op)  # the innermost op is the nearest op among the ancestors
     rows = both[ROW].to_numpy()
     raw = {
-        name: np.where(idx >= 0, rows[np.maximum(idx, 0)], -1)
+        name: take_or(rows, idx, -1)
         for name, idx in (("parent_row", any_parent), ("op_parent_row", op_parent))
     }
     parents = pl.DataFrame(raw).select(pl.when(pl.col(c) >= 0).then(pl.col(c)).alias(c) for c in raw)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from opscope.analysis.base.arrays import take_or
+
 RANKED_SORT_MIN = 100_000  # from this many rows, keys that need ranking are sorted by polars (`lexsort`)
 
 
@@ -306,7 +308,7 @@ class RowTree:
             if np.array_equal(nxt, top):
                 break
             top = nxt
-        return np.where(own >= 0, top[np.maximum(own, 0)], -1)
+        return take_or(top, own, -1)
 
 
 DENSE_LOOKUP_MIN = 4096  # questions from which `positions` considers a lookup table

@@ -42,6 +42,7 @@ import numpy as np
 import polars as pl
 import polars.selectors as cs
 
+from opscope.analysis.base.arrays import take_or
 from opscope.analysis.base.codetag import code_tag
 from opscope.analysis.base.linking import LAUNCH_KINDS, ROW, Linkage, thread_key
 from opscope.analysis.base.nesting import filled, innermost_container, lexsort, positions
@@ -368,7 +369,7 @@ def _gpu_events(gpu_all: pl.DataFrame, cpu: pl.DataFrame, start_ns: int, end_ns:
     cpu_rows = cpu[ROW].to_numpy()
     by_row = np.argsort(cpu_rows, kind="stable")
     at = positions(cpu_rows[by_row], filled(window["launch_row"], -1))
-    launch = np.where(at >= 0, by_row[np.maximum(at, 0)] if len(by_row) else -1, -1)
+    launch = take_or(by_row, at, -1)
     ts = window[Col.TS_NS].to_numpy()
     unlaunched = window["launch_row"].is_null().to_numpy()
     keep = np.flatnonzero((launch >= 0) | (unlaunched & (ts >= start_ns) & (ts <= end_ns)))
@@ -687,7 +688,7 @@ def _gpu_edges(gpu: pl.DataFrame, prev: np.ndarray, waits: pl.DataFrame | None =
     linked = (launch >= 0) & (ts >= l_ts)
     l_dur = filled(gpu["launch_end"] - gpu["launch_ts"], 0)
     has_prev = prev >= 0
-    p_end = np.where(has_prev, end[np.maximum(prev, 0)], np.iinfo(np.int64).min)
+    p_end = take_or(end, prev, np.iinfo(np.int64).min)
     delay = np.where(linked, np.maximum(ts - np.where(linked, l_ts, ts), 0), 0)
     # The latest end of the activities this one waits for on other streams (cudaStreamWaitEvent).
     x_end = np.full(len(e), np.iinfo(np.int64).min, dtype=np.int64)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import rustworkx as rx
 
+from opscope.analysis.base.arrays import take_or
 from opscope.analysis.base.nesting import depths, lexsort
 from opscope.analysis.critical_path.graph import Graph
 
@@ -101,7 +102,7 @@ class Chains:
             return np.zeros(self.nodes, dtype=np.int64)
         if self.order is None or (w < 0).any() or not keep[self.step[self.step >= 0]].all():
             return None
-        prefix = np.cumsum(np.where(self.step >= 0, w[np.maximum(self.step, 0)], 0))
+        prefix = np.cumsum(take_or(w, self.step, 0))
         cross = self.cross[keep[self.cross]]
         c_src, c_w = self.src[cross], w[cross]
         c_dst = self.dst[cross]

@@ -20,6 +20,7 @@ import numpy as np
 import polars as pl
 import rustworkx as rx
 
+from opscope.analysis.base.arrays import take_or
 from opscope.analysis.base.nesting import nearest_of_kind
 from opscope.analysis.critical_path.graph import CODES, EDGE_KIND, EDGE_KINDS, SCALED_KINDS, SYNC_WAIT, Graph
 from opscope.analysis.critical_path.lengths import Chains
@@ -216,7 +217,7 @@ def inherited_factors(
     if len(own) == 0 or not matched.any():
         return own
     nearest = np.where(matched, np.arange(len(own)), nearest_of_kind(parent, matched))
-    factor = np.where(nearest >= 0, own[np.maximum(nearest, 0)], 1.0)
+    factor = take_or(own, nearest, 1.0)
     gpu = (launch >= 0) & ~matched
     factor[gpu] = factor[launch[gpu]]
     return factor
@@ -253,7 +254,7 @@ class Scaling:
 
     def apply(self, factor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(weights, keep) of the edges with the events' factors (see the module doc)."""
-        f = np.where(self.owner >= 0, factor[np.maximum(self.owner, 0)], 1.0)
+        f = take_or(factor, self.owner, 1.0)
         weights = np.where(self.scalable, self.weights * f, self.weights)
         keep = ~(self.sync_wait & (f == 0))
         return np.rint(weights).astype(np.int64), keep

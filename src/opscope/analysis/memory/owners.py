@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import polars as pl
 
+from opscope.analysis.base.arrays import take_or
 from opscope.analysis.base.nesting import (
     chains,
     has_equal_ancestor,
@@ -62,7 +63,7 @@ class Owners:
 
     def owner_end_ns(self) -> np.ndarray:
         """Per event, the end of the op it is charged to (-1 outside every op)."""
-        return _at(self.end_ns, self.charged, -1)
+        return take_or(self.end_ns, self.charged, -1)
 
     def inclusive(self, values: np.ndarray, counted: np.ndarray) -> dict[str, tuple[int, int]]:
         """Name -> (sum of `values`, number) over the events where `counted` whose charged op or one of its
@@ -94,13 +95,6 @@ class Owners:
         for code in np.flatnonzero(by_code_count > 0):
             out[str(self.names[int(first[code])])] = (int(by_code_values[code]), int(by_code_count[code]))
         return out
-
-
-def _at(values: np.ndarray, index: np.ndarray, missing: int | bool) -> np.ndarray:
-    """`values[index]`, `missing` where the index is -1 (and everywhere when there are no values)."""
-    if not len(values):
-        return np.full(len(index), missing)
-    return np.where(index >= 0, values[np.maximum(index, 0)], missing)
 
 
 def _thread_codes(pid: pl.Series, tid: pl.Series) -> np.ndarray:
@@ -169,9 +163,9 @@ def find_owners(trace: Trace, events: pl.DataFrame) -> Owners:
     # shown as "that op (the last factory climbed)"
     climbs = factory & (parent >= 0)
     top = _last_climbed(parent, climbs)
-    climbed = _at(climbs, op, False)
-    shown = np.where(climbed, _at(top, op, -1), -1)
-    charged = np.where(climbed, _at(parent, shown, -1), op)
+    climbed = take_or(climbs, op, False)
+    shown = np.where(climbed, take_or(top, op, -1), -1)
+    charged = np.where(climbed, take_or(parent, shown, -1), op)
     label = _labels(names, charged, shown)
     return Owners(op, charged, label, names, codes, parent, end[:n_ops])
 
