@@ -68,6 +68,7 @@ def json_of(cli, argv: list[str]) -> dict:
         ("op trees and the critical path", ["report"]),  # waiting for the thread beside the advice
         ("critical path: window 2 of", ["critical-path"]),
         ("trace 2 of 2: advice rules: host_bound", ["diff"]),  # the traces' tasks, on threads
+        ("trace 1 of 2: linking kernels", ["history", "add"]),
     ],
 )
 def test_ctrl_c_mid_analysis_stops_cleanly(
@@ -81,6 +82,10 @@ def test_ctrl_c_mid_analysis_stops_cleanly(
         argv += ["-o", str(page)]
     elif command == ["diff"]:
         argv += [str(trace), "--format", "json"]
+    elif command == ["history", "add"]:
+        other = tmp_path / "other.json.gz"  # a second trace: history add keeps one run per distinct trace
+        other.write_bytes(corpus_path("hta/triton_example_triton_example.json.gz").read_bytes())
+        argv += [str(other), "--db", str(tmp_path / "history.sqlite"), "--format", "json"]
     else:
         argv += ["--format", "json"]
     assert run_child("none", ["summary", str(trace)], cache).returncode == 0  # the trace cache, warm
@@ -96,7 +101,7 @@ def test_ctrl_c_mid_analysis_stops_cleanly(
     assert not list(cache.rglob(".tmp-*")), "a half-written file stayed in the cache"
 
     # the next run reads back whatever the interrupted one kept: the same result as in a fresh cache
-    if command == ["report"]:
+    if command[0] in ("report", "history"):  # a page; runs with their own ids and times
         return
     monkeypatch.setenv("OPSCOPE_CACHE_DIR", str(cache))
     after = json_of(cli, argv)

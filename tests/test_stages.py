@@ -81,3 +81,17 @@ def test_the_traces_of_diff_show_their_stages(cli, monkeypatch) -> None:
         assert f"opscope diff: trace {trace} of 2: linking kernels to their launches and ops" in shown.err
         assert f"opscope diff: trace {trace} of 2: advice rules: host_bound" in shown.err
     assert shown.err.rstrip(" ").endswith("\r\x1b[2K")
+
+
+def test_history_add_says_which_trace_each_stage_is_of(cli, monkeypatch, tmp_path) -> None:
+    first = corpus_path(V100)
+    second = corpus_path("hta/triton_example_triton_example.json.gz")
+    monkeypatch.setattr(progress, "STAGE_DELAY_S", 0.0)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    db = tmp_path / "history.sqlite"
+    shown = cli("history", "add", first, second, "--db", db, "--no-git", "--no-cache", "--format", "json")
+    assert shown.code == 0, shown.err
+    for trace in (1, 2):
+        assert f"opscope history: trace {trace} of 2: linking kernels to their launches and ops" in shown.err
+    one = cli("history", "add", first, "--db", tmp_path / "one.sqlite", "--no-git", "--no-cache")
+    assert one.code == 0 and "opscope history: linking kernels" in one.err  # one trace: no "trace 1 of 1"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -62,11 +63,12 @@ def run_add(args: argparse.Namespace) -> int:
     with History(args.db) as history:
         guard_output(args, history, *args.traces)
         added = []
-        for trace in args.traces:
+        for number, trace in enumerate(args.traces, 1):
             # One trace that cannot be read (or stored) costs only itself: the others are still added. A
             # database that cannot be opened or written is another matter (HistoryError): it ends the command.
             try:
-                added.append(history.add(trace, tags, git=not args.no_git, cache=not args.no_cache))
+                with _trace_stages(number, len(args.traces)):
+                    added.append(history.add(trace, tags, git=not args.no_git, cache=not args.no_cache))
             except HistoryError:
                 raise
             except OpscopeError as exc:
@@ -77,6 +79,15 @@ def run_add(args: argparse.Namespace) -> int:
         log.error("%d of %d traces not added: %s", len(failed), len(args.traces), visible(", ".join(failed)))
         return 1
     return 0
+
+
+def _trace_stages(number: int, total: int) -> contextlib.AbstractContextManager[None]:
+    """With several traces, each one's stages on the progress line as "trace 2 of 3: linking ..."."""
+    from opscope.analysis.base.stages import current_listener, relaying
+
+    if total == 1:
+        return contextlib.nullcontext()
+    return relaying(current_listener(), f"trace {number} of {total}")
 
 
 def prepare_list(parser: argparse.ArgumentParser) -> None:

@@ -20,7 +20,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from opscope.analysis.base.parallel import available_memory, cores
-from opscope.analysis.base.stages import current_listener, listening
+from opscope.analysis.base.stages import current_listener, relaying
 from opscope.errors import ClusterError, MissingDependency, UsageError
 from opscope.extras import install_command
 from opscope.scale import CONNECT_TIMEOUT_S
@@ -305,20 +305,13 @@ def _staged(
     func: Callable[[T], R], total: int, stop: threading.Event | None = None
 ) -> Callable[[tuple[int, T]], R]:
     """`func` for (index, item), its analyses' stages passed on to the caller's listener as "trace 2 of 3:
-    linking ..." (a thread starts with no listener: the CLI's progress line would not see them); with
-    `stop`, a task raises KeyboardInterrupt at its next stage once `stop` is set."""
+    linking ..." (`stages.relaying`); with `stop`, a task raises KeyboardInterrupt at its next stage once
+    `stop` is set."""
     parent = current_listener()
 
     def call(indexed: tuple[int, T]) -> R:
         index, item = indexed
-
-        def forward(name: str) -> None:
-            if stop is not None and stop.is_set():
-                raise KeyboardInterrupt  # the command was interrupted: this task goes no further
-            if parent is not None:
-                parent(f"trace {index + 1} of {total}: {name}")
-
-        with listening(forward):
+        with relaying(parent, f"trace {index + 1} of {total}", stop):
             return func(item)
 
     return call

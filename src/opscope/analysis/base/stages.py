@@ -6,6 +6,7 @@ context, or does nothing. Analyses stay pure functions; the listener is the call
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -35,3 +36,20 @@ def listening(listener: Listener) -> Iterator[None]:
         yield
     finally:
         _LISTENER.reset(token)
+
+
+@contextmanager
+def relaying(parent: Listener | None, label: str, stop: threading.Event | None = None) -> Iterator[None]:
+    """Pass the stages announced inside the block on to `parent` as "label: stage" (one of several traces a
+    command reads: "trace 2 of 3: linking ..."); `parent` is taken from the thread that hands the work out
+    (`current_listener`), since another thread starts with none. With `stop`, the block raises
+    KeyboardInterrupt at its next stage once `stop` is set (the command was interrupted: the work stops)."""
+
+    def relay(name: str) -> None:
+        if stop is not None and stop.is_set():
+            raise KeyboardInterrupt
+        if parent is not None:
+            parent(f"{label}: {name}")
+
+    with listening(relay):
+        yield
