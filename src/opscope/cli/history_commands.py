@@ -87,7 +87,7 @@ def _trace_stages(number: int, total: int) -> contextlib.AbstractContextManager[
 
     if total == 1:
         return contextlib.nullcontext()
-    return relaying(current_listener(), f"trace {number} of {total}")
+    return relaying(current_listener(), number, total)
 
 
 def prepare_list(parser: argparse.ArgumentParser) -> None:

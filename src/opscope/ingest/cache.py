@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from opscope.ingest.cache_size import crc_path, touch
-from opscope.ingest.derived import remove_derived, wait_for_saves
+from opscope.ingest.cache_size import crc_path, remove_table, touch
+from opscope.ingest.derived import wait_for_saves
 from opscope.model.meta import TraceMeta
 
 if TYPE_CHECKING:
@@ -94,11 +94,8 @@ def file_crc(path: Path) -> int:
 
 
 def _remove(target: Path) -> None:
-    for stale in (target, crc_path(target)):
-        with contextlib.suppress(OSError):
-            stale.unlink()
-    wait_for_saves()
-    remove_derived(target)  # results computed from the table go with it
+    wait_for_saves()  # this process's results being written beside the table: done before they go with it
+    remove_table(target)
 
 
 def read_cached(path: Path) -> tuple[TraceMeta, Path] | None:

@@ -20,13 +20,12 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from opscope.ingest.derived import derived_folder
+from opscope.ingest.derived import derived_folder, remove_derived
 
 DEFAULT_MAX = "10G"
 ENV = "OPSCOPE_CACHE_MAX"
@@ -140,10 +139,15 @@ def prune_to_bound(folder: Path, keep: Path, now: float | None = None) -> list[E
 
 def remove(entry: Entry) -> None:
     """Remove the entry's table, .crc and results (whichever are there)."""
-    for path in (entry.table, crc_path(entry.table)):
+    remove_table(entry.table)
+
+
+def remove_table(table: Path) -> None:
+    """Remove a cache table, its .crc and the results kept beside it (whichever are there); best effort."""
+    for path in (table, crc_path(table)):
         with contextlib.suppress(OSError):
             path.unlink()
-    shutil.rmtree(derived_folder(entry.table), ignore_errors=True)
+    remove_derived(table)
 
 
 def _entry(table: Path) -> Entry:

@@ -311,7 +311,7 @@ def _staged(
 
     def call(indexed: tuple[int, T]) -> R:
         index, item = indexed
-        with relaying(parent, f"trace {index + 1} of {total}", stop):
+        with relaying(parent, index + 1, total, stop):
             return func(item)
 
     return call

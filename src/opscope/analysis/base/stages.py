@@ -39,17 +39,19 @@ def listening(listener: Listener) -> Iterator[None]:
 
 
 @contextmanager
-def relaying(parent: Listener | None, label: str, stop: threading.Event | None = None) -> Iterator[None]:
-    """Pass the stages announced inside the block on to `parent` as "label: stage" (one of several traces a
-    command reads: "trace 2 of 3: linking ..."); `parent` is taken from the thread that hands the work out
-    (`current_listener`), since another thread starts with none. With `stop`, the block raises
+def relaying(
+    parent: Listener | None, trace: int, traces: int, stop: threading.Event | None = None
+) -> Iterator[None]:
+    """Pass the stages announced inside the block, the work on trace number `trace` of the `traces` a command
+    reads, on to `parent` as "trace 2 of 3: linking ..."; `parent` is taken from the thread that hands the
+    work out (`current_listener`), since another thread starts with none. With `stop`, the block raises
     KeyboardInterrupt at its next stage once `stop` is set (the command was interrupted: the work stops)."""
 
     def relay(name: str) -> None:
         if stop is not None and stop.is_set():
             raise KeyboardInterrupt
         if parent is not None:
-            parent(f"{label}: {name}")
+            parent(f"trace {trace} of {traces}: {name}")
 
     with listening(relay):
         yield
