@@ -17,9 +17,13 @@ what it kept, as a second command on the same trace does. The wall time is the f
 or more: a run that reads the kept results), the peak RSS the largest (the first run's included); the column
 "first / warm summary" is the first run's ratio (with `--first-runs N`, the fastest of N first runs, each with
 the kept results removed again: on a noisy machine one run of a 10 s command moves by 10-30%; the cold
-`summary` is then the fastest of N too, each from no cache).
+`summary` is then the fastest of N too, each from no cache). A run of a small trace takes well under a second,
+so one disturbance moves its ratio by 50% (session 15: x4 read back `analyze` 0.45 s in one run, 0.66 s in
+another); with `--small N`, the traces under SMALL_EVENTS events are run at least N times, first runs
+included: the fastest of more runs at little cost.
 
-Usage: python bench/bench_analyses.py [--source PATH] [--copies 1,4,16] [--repeat 1] [--first-runs 1] [--markdown]
+Usage: python bench/bench_analyses.py [--source PATH] [--copies 1,4,16] [--repeat 1] [--first-runs 1] [--small 1]
+       [--markdown]
 """
 
 from __future__ import annotations
@@ -87,6 +91,9 @@ def run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     return float(wall), int(rss_kb) / 1024
 
 
+SMALL_EVENTS = 500_000  # `--small`: the x1 and x4 tilings of the default trace (68,692 events a copy)
+
+
 def argv_for(command: tuple[str, ...], trace: str, scratch: Path) -> list[str]:
     argv = [*command, trace]
     if command == ("report",):
@@ -112,6 +119,12 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="first runs per command (nothing kept beside the cache), the fastest counts (default 1)",
     )
+    parser.add_argument(
+        "--small",
+        type=int,
+        default=1,
+        help=f"at least this many runs and first runs per command on traces under {SMALL_EVENTS:,} events (default 1)",
+    )
     parser.add_argument("--only", default=None, help="comma-separated commands to run (default: all)")
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown (README)")
     args = parser.parse_args(argv)
@@ -128,9 +141,11 @@ def main(argv: list[str] | None = None) -> int:
         for n in copies:
             tiled = make_big_trace(args.source, copies=n, distinct_steps=True, reuse=True)
             events[n] = tiled.events_per_copy * n
+            small = args.small if events[n] < SMALL_EVENTS else 1
+            first_runs, repeat = max(1, args.first_runs, small), max(1, args.repeat, small)
             # the cold summary parses and writes the cache: the fastest of --first-runs, each from no cache (the
             # first runs of the commands are the fastest of as many)
-            for _ in range(max(1, args.first_runs)):
+            for _ in range(first_runs):
                 shutil.rmtree(scratch / "cache", ignore_errors=True)
                 wall, rss = run(["summary", tiled.path, "--format", "json"], env)
                 cold[n] = (min(cold[n][0], wall), max(cold[n][1], rss)) if n in cold else (wall, rss)
@@ -139,14 +154,14 @@ def main(argv: list[str] | None = None) -> int:
                 # removed first, so it computes every analysis (the fastest of --first-runs such runs counts);
                 # the next runs read back what the last one kept
                 best = (float("inf"), 0.0)
-                for _ in range(max(1, args.first_runs)):
+                for _ in range(first_runs):
                     for kept in (scratch / "cache").glob("*.parquet.derived"):
                         shutil.rmtree(kept, ignore_errors=True)
                     wall, rss = run(argv_for(command, tiled.path, scratch), env)
                     key = (" ".join(command), n)
                     first[key] = min(first.get(key, float("inf")), wall)
                     best = (min(best[0], wall), max(best[1], rss))
-                for _ in range(max(1, args.repeat) - 1):
+                for _ in range(repeat - 1):
                     wall, rss = run(argv_for(command, tiled.path, scratch), env)
                     best = (min(best[0], wall), max(best[1], rss))
                 results[(" ".join(command), n)] = best
