@@ -40,7 +40,7 @@ from opscope.analysis.base.stored import rows_frame, rows_of
 from opscope.analysis.base.windows import STEP_ANY, fold_steps
 from opscope.analysis.efficiency.families import COMPUTE_FAMILIES, Cost, Unsized
 from opscope.analysis.efficiency.peaks import GpuPeaks, match_peaks
-from opscope.analysis.efficiency.sizing import Key, list_dtypes, size_call, size_ops
+from opscope.analysis.efficiency.sizing import LIST_DTYPE, Key, list_dtypes, size_call, size_ops
 from opscope.analysis.kernels.gpu_arch import GpuIdentity, gpu_identity, named_model
 from opscope.model.kinds import Kind
 from opscope.model.schema import Col
@@ -238,11 +238,12 @@ def _device(trace: Trace, options: EfficiencyOptions) -> tuple[str | None, GpuPe
 def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, RowTree]:
     """The op scopes (row, name, whitespace-free input_dims, input_types, concrete_inputs, list_dtype: the
     dtype of aten::cat's inputs, from their producer) and their nesting."""
-    scopes = linked.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS))).select(
+    ops = linked.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS)))
+    scopes = ops.select(
         ROW,
         pl.col(Col.NAME).cast(pl.String),
         pl.col(Col.KIND).cast(pl.String),
-        pl.col(Col.INPUT_DIMS).cast(pl.String).str.replace_all(r"\s+", ""),
+        _text(ops[Col.INPUT_DIMS], strip=True).alias(Col.INPUT_DIMS),
         "op_parent_row",
         Col.PID,
         Col.TID,
@@ -253,23 +254,41 @@ def _scopes(trace: Trace, linked: Linkage) -> tuple[pl.DataFrame, RowTree]:
     # table's columns held a string per event of a multi-GB trace
     text = (Col.INPUT_TYPES, Col.CONCRETE_INPUTS)
     found = event_columns(trace, scopes[ROW], OP_KINDS, text)
-    scopes = scopes.with_columns(f.cast(pl.String).alias(c) for f, c in zip(found, text, strict=True))
-    scopes = scopes.join(list_dtypes(scopes), on=ROW, how="left")
+    scopes = scopes.with_columns(_text(f).alias(c) for f, c in zip(found, text, strict=True))
+    # each aten::cat's dtype put in place by its row: a join would copy every column of the 1.5 M op rows of the
+    # 1 GB benchmark trace (+90 MB there, at the efficiency table's peak) for a handful of cats, or none
+    dtypes = list_dtypes(scopes)
+    dtype = (
+        pl.col(ROW).replace_strict(dtypes[ROW], dtypes[LIST_DTYPE], default=None, return_dtype=pl.String)
+        if dtypes.height
+        else pl.lit(None, dtype=pl.String)
+    )
+    scopes = scopes.with_columns(dtype.alias(LIST_DTYPE))
     return scopes, RowTree.of(scopes, ROW, "op_parent_row")
+
+
+def _text(values: pl.Series, strip: bool = False) -> pl.Series | pl.Expr:
+    """A categorical column as text (`strip`: without whitespace); one that is all null (a trace recorded
+    without shapes or concrete inputs) as a null constant: text of 1.5 M nulls still holds 16 bytes a row."""
+    if values.null_count() == values.len():
+        return pl.lit(None, dtype=pl.String)
+    text = values.cast(pl.String)
+    return text.str.replace_all(r"\s+", "") if strip else text
 
 
 def _key_ids(scopes: pl.DataFrame, dims: pl.Expr) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(row -> _key, _key -> name, input_dims): an integer id per distinct (op, shape), so the joins over
     (op, enclosing op) pairs (ops x depth rows) carry integers, not the text of names and shapes."""
-    keyed = scopes.select(ROW, Col.NAME, dims.alias(Col.INPUT_DIMS))
-    ids = (
-        keyed.select(Col.NAME, Col.INPUT_DIMS)
-        .unique()
+    # one grouping of the rows by their text, not a grouping and then a join of every row back onto the groups
+    # by that text again (x64: +150 MB at the efficiency table's peak)
+    grouped = (
+        scopes.select(ROW, Col.NAME, dims.alias(Col.INPUT_DIMS))
+        .group_by(Col.NAME, Col.INPUT_DIMS)
+        .agg(pl.col(ROW))
         .with_row_index("_key")
         .with_columns(pl.col("_key").cast(pl.Int64))
     )
-    rows = keyed.join(ids, on=[Col.NAME, Col.INPUT_DIMS], how="left", nulls_equal=True).select(ROW, "_key")
-    return rows, ids
+    return grouped.select(ROW, "_key").explode(ROW), grouped.select("_key", Col.NAME, Col.INPUT_DIMS)
 
 
 def _nested(
@@ -442,9 +461,9 @@ def _efficiency(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Effic
         unsized = _merge_unsized(unsized)
     unsized.sort(key=lambda x: (-x.gpu_time_us, x.op, x.shape or ""))
     stage("efficiency: figures inherited from enclosing ops")
-    shaped = _key_ids(scopes, pl.col(Col.INPUT_DIMS))
-    by_op = shaped if opts.by_shape else _key_ids(scopes, pl.lit(None, dtype=pl.String))
-    inherited = _inherited(by_op, tree, rows)
+    # the rows' own keys only (by name and shape, or by name): the other set of keys was computed for nothing
+    dims = pl.col(Col.INPUT_DIMS) if opts.by_shape else pl.lit(None, dtype=pl.String)
+    inherited = _inherited(_key_ids(scopes, dims), tree, rows)
     dur = events[Col.DUR_NS]
     owned = events["owner"].is_not_null()
     return Efficiency(
@@ -551,7 +570,11 @@ def _owners(
     annotation) with `owner`, the outermost sized op instance enclosing its launch (null: none), so that each
     event counts in exactly one row, sized or unsized (issue 28: sized + unsized = GPU time). top_level: the
     rows of the sized op instances that no sized instance encloses (the calls of the rows)."""
-    sized = scopes.join(sized_keys, on=[Col.NAME, Col.INPUT_DIMS], how="semi", nulls_equal=True)[ROW]
+    sized = (  # none where nothing could be sized (a trace recorded without shapes): no pass over the ops' text
+        scopes.join(sized_keys, on=[Col.NAME, Col.INPUT_DIMS], how="semi", nulls_equal=True)[ROW]
+        if sized_keys.height
+        else scopes[ROW].clear()
+    )
     is_sized = tree.flags(sized)
     inside = is_sized & (tree.nearest(is_sized) >= 0)  # a sized op inside another sized op
     top_level = scopes.filter(pl.col(ROW).is_in(pl.Series(tree.rows[is_sized & ~inside]).implode()))
@@ -560,9 +583,9 @@ def _owners(
         {"op_row": tree.rows[outer >= 0], "owner": tree.rows[outer[outer >= 0]]},
         schema={"op_row": scopes.schema[ROW], "owner": scopes.schema[ROW]},
     )
-    events = (
+    events = (  # the kernel names stay categorical: only the sized calls' are read, as text (`_sized_parts`)
         selected_gpu(trace, linked, opts.devices, opts.streams)
-        .select(pl.col(Col.NAME).cast(pl.String), Col.DUR_NS, "op_row")
+        .select(Col.NAME, Col.DUR_NS, "op_row")
         .join(owner, on="op_row", how="left")
     )
     return events, top_level
@@ -579,7 +602,7 @@ def _sized_parts(
         .group_by("owner")
         .agg(
             pl.col(Col.DUR_NS).sum().alias("gpu_ns"),
-            pl.col(Col.NAME).str.contains(WINOGRAD).any().alias("winograd"),
+            pl.col(Col.NAME).cast(pl.String).str.contains(WINOGRAD).any().alias("winograd"),
         )
     )
     calls = top_level.join(per_call.rename({"owner": ROW}), on=ROW, how="left").with_columns(
@@ -613,9 +636,10 @@ def _unsized(
     annotation), with the reason it is not sized; GPU work launched outside every op is one row, `(no op)`."""
     loose = events.filter(pl.col("owner").is_null())
     launched = loose.filter(pl.col("op_row").is_not_null()).select("op_row", Col.DUR_NS)
-    keyed = fold_steps(scopes.select(ROW, Col.NAME, Col.INPUT_DIMS, Col.KIND))
+    keyed = scopes.select(pl.col(ROW).alias("op_row"), Col.NAME, Col.INPUT_DIMS, Col.KIND)
+    # the step names folded on the launching ops only, after the join, not on every op of the trace
     per_key = (
-        launched.join(keyed.rename({ROW: "op_row"}), on="op_row", how="inner")
+        fold_steps(launched.join(keyed, on="op_row", how="inner"))
         .group_by(Col.NAME, Col.INPUT_DIMS, Col.KIND)
         .agg(pl.col("op_row").n_unique().alias("calls"), pl.col(Col.DUR_NS).sum().alias("gpu_ns"))
         .filter(pl.col("gpu_ns") > 0)

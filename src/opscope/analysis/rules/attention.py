@@ -32,12 +32,12 @@ def _score_length(dims_text: str | None) -> int | None:
 def attention_chains(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
     """Key ops (matmuls and softmaxes, outermost of their family) in time order per thread; a softmax over
     [..., S, S] whose neighbours in that order are matmuls is one unfused attention."""
-    ops = ctx.ops
     missing = ctx.shapes_missing()
     if missing is not None:
         return Skipped(missing)
     if ctx.gpu_total_ns == 0:
         return None
+    ops = ctx.ops
     family = (
         pl.when(pl.col(Col.NAME).is_in(MATMULS))
         .then(pl.lit("mm"))
