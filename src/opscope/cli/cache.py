@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         removed = list(found)
         for entry in removed:
-            cache_size.remove(entry)
+            cache_size.remove_table(entry.table)
         if folder.is_dir():
             remove_orphans(folder)  # half-written files of processes that are gone
     from opscope.report.cache_view import removed_document

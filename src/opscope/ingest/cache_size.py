@@ -107,7 +107,7 @@ def prune(folder: Path, limit: int, keep: Iterable[Path] = (), now: float | None
             break
         if entry.table.name in kept or now - entry.last_used < IN_USE_S:
             continue
-        remove(entry)
+        remove_table(entry.table)
         total -= entry.bytes
         removed.append(entry)
     return removed
@@ -135,11 +135,6 @@ def prune_to_bound(folder: Path, keep: Path, now: float | None = None) -> list[E
         marker.touch()
         os.utime(marker, (now, now))
     return prune(folder, limit, keep=(keep,), now=now)
-
-
-def remove(entry: Entry) -> None:
-    """Remove the entry's table, .crc and results (whichever are there)."""
-    remove_table(entry.table)
 
 
 def remove_table(table: Path) -> None:
