@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import polars as pl
 
-from opscope.analysis.base import intervals
+from opscope.analysis.base import enclosing, intervals
 from opscope.analysis.base.intervals import END as STOP
 from opscope.analysis.base.intervals import START
 from opscope.analysis.base.linking import ROW, Linkage
+from opscope.analysis.base.nesting import at_positions
 from opscope.analysis.rules.context import RuleContext
 from opscope.analysis.rules.model import ABOVE, MAX_EVIDENCE, WINDOW, Hit, Rule, exact_names
 from opscope.analysis.timeline.syncs import END, issuing_op_rows, issuing_ops, sync_calls
@@ -145,32 +146,22 @@ def syncs_in_steps(ctx: RuleContext, threshold: float) -> Hit | None:
 
 def python_context(calls: pl.DataFrame, scopes: pl.DataFrame) -> pl.Series:
     """The Python context (with_stack traces) of each call on its thread: the innermost frame of the user's own
-    code around the call (a `file.py(line)` frame outside torch), else the innermost frame; null where none."""
+    code around the call (a `file.py(line)` frame outside torch), else the innermost frame; null where none.
+    One sweep over the frames and the calls (`enclosing.innermost_where`), not a pairing of every call with
+    every frame of its thread."""
     frames = scopes.filter(pl.col(Col.KIND) == Kind.PYTHON)
     if frames.height == 0 or calls.height == 0:
         return pl.Series("python", [None] * calls.height, dtype=pl.String)
-    frames = frames.select(
-        pl.col(Col.PID).cast(pl.String),
-        pl.col(Col.TID).cast(pl.String),
-        pl.col(Col.TS_NS).alias("_fs"),
-        (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).alias("_fe"),
-        pl.col(Col.NAME).cast(pl.String).alias("python"),
-    )
-    queries = calls.with_row_index("_q").select("_q", Col.PID, Col.TID, Col.TS_NS, END)
-    inside = queries.join(frames, on=[Col.PID, Col.TID]).filter(
-        (pl.col("_fs") <= pl.col(Col.TS_NS)) & (pl.col("_fe") >= pl.col(END))
-    )
+    names = frames[Col.NAME].cast(pl.String)
     # prefer the caller's own source line over torch's internals and built-in functions
-    own = pl.col("python").str.contains(r"\.py\(\d+\)") & ~pl.col("python").str.contains(
-        r"^(torch|<built-in)"
+    own = (names.str.contains(r"\.py\(\d+\)") & ~names.str.contains(r"^(torch|<built-in)")).fill_null(False)
+    frame_lanes, call_lanes = enclosing.lanes(frames, calls)
+    found = enclosing.innermost_where(
+        enclosing.Spans.of(frames, frame_lanes),
+        enclosing.Spans.of(calls, call_lanes, end=END),
+        own.to_numpy(),
     )
-    innermost = (
-        inside.with_columns(own.alias("_own"))
-        .sort(["_q", "_own", "_fs"])
-        .group_by("_q")
-        .agg(pl.col("python").last())
-    )
-    return queries.select("_q").join(innermost, on="_q", how="left", maintain_order="left")["python"]
+    return at_positions(names, found).alias("python")
 
 
 RULES = (

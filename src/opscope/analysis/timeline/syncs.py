@@ -14,12 +14,12 @@ import functools
 import sys
 from dataclasses import dataclass
 
-import numpy as np
 import polars as pl
 
+from opscope.analysis.base import enclosing
 from opscope.analysis.base import window as win
 from opscope.analysis.base.codetag import code_tag
-from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, link, thread_key
+from opscope.analysis.base.linking import OP_KINDS, ROW, Linkage, link
 from opscope.analysis.base.names import names_of
 from opscope.analysis.base.nesting import at_positions, positions
 from opscope.model.schema import Col, Kind
@@ -117,58 +117,16 @@ def issuing_ops(calls: pl.DataFrame, linkage: Linkage) -> pl.Series:
 
 def issuing_op_rows(calls: pl.DataFrame, linkage: Linkage) -> pl.Series:
     """Row (in the trace's event table) of the innermost CPU op or user annotation containing each call on its
-    thread (null when none).
-
-    Reuses the call tree `analysis.base.linking` built: the op that started last at or before the call is the
-    innermost container if it still runs at the call's end; otherwise the container is among its ancestors
-    (`op_parent_row`), which are walked up, all calls at once, until one contains the call. The ops of the
-    callers' threads are found by one integer per thread and searched per thread in numpy (a few thousand
-    calls against 1.5 M ops on the 1 GB benchmark trace: no join over the ops, one sort)."""
-    key = thread_key()
-    caller = thread_key(pl.col(Col.PID).cast(pl.Categorical), pl.col(Col.TID).cast(pl.Categorical))
-    queries = calls.select(caller.alias("_key"), Col.TS_NS, END)
-    threads = queries["_key"].drop_nulls().unique()
-    by_row = (  # the scopes are in row order, and so are these
-        linkage.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS)))
-        .select(
-            ROW,
-            key.alias("_key"),
-            Col.TS_NS,
-            (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).clip(lower_bound=0)).alias("_end"),
-            "op_parent_row",
-        )
-        .filter(pl.col("_key").is_in(threads.implode()) & pl.col(Col.TS_NS).is_not_null())
-    )
-    current = np.full(calls.height, -1, dtype=np.int64)
-    if by_row.height == 0:
+    thread (null when none): one sweep over the ops of the callers' threads and the calls
+    (`enclosing.innermost`), whatever the number of threads or the depth of the call tree."""
+    ops = linkage.scopes.filter(pl.col(Col.KIND).is_in(list(OP_KINDS)) & pl.col(Col.TS_NS).is_not_null())
+    if ops.height == 0 or calls.height == 0:
         return pl.Series(ROW, [None] * calls.height, dtype=pl.Int64)
-    rows = by_row[ROW].to_numpy()
-    ends = by_row["_end"].to_numpy()
-    parents = by_row["op_parent_row"].fill_null(-1).to_numpy()
-    o_key, o_ts = by_row["_key"].to_numpy(), by_row[Col.TS_NS].to_numpy()
-    # by thread, start, and on equal starts the inner (shorter) op last: the last op started at or before a
-    # call is the innermost one open at its start
-    order = np.lexsort((-ends, o_ts, o_key))
-    o_key, o_ts = o_key[order], o_ts[order]
-    q_key = queries["_key"].fill_null(-1).to_numpy()
-    q_ts = queries[Col.TS_NS].fill_null(0).to_numpy()
-    valid = (
-        queries.select(pl.col("_key").is_not_null() & pl.col(Col.TS_NS).is_not_null()).to_series().to_numpy()
+    op_lanes, call_lanes = enclosing.lanes(ops, calls)
+    found = enclosing.innermost(
+        enclosing.Spans.of(ops, op_lanes), enclosing.Spans.of(calls, call_lanes, end=END)
     )
-    for k in np.unique(q_key[valid]):  # the callers' threads: a handful
-        lo, hi = np.searchsorted(o_key, k, side="left"), np.searchsorted(o_key, k, side="right")
-        mine = np.flatnonzero(valid & (q_key == k))
-        at = lo + np.searchsorted(o_ts[lo:hi], q_ts[mine], side="right") - 1
-        current[mine] = np.where(at >= lo, rows[order[np.maximum(at, 0)]], -1)
-    need = queries[END].fill_null(0).to_numpy()
-    last = len(ends) - 1
-    while True:  # walk up, every call at once; at most the depth of the tree
-        at = np.searchsorted(rows, np.maximum(current, 0))
-        outside = (current >= 0) & (ends[np.minimum(at, last)] < need)
-        if not outside.any():
-            break
-        current = np.where(outside, parents[np.minimum(at, last)], current)
-    return pl.Series(ROW, current, dtype=pl.Int64).replace(-1, None)
+    return at_positions(ops[ROW], found).alias(ROW)
 
 
 def _rows(frame: pl.DataFrame, key: str) -> tuple[SyncRow, ...]:
