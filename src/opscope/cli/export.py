@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
             streams=args.stream,
             steps=args.steps,
             modules=args.modules,
+            max_levels=None,  # every level: a folded line is as long as its stack, never longer
         )
         write_text(folded_text(folded_stacks(op_tree(trace, options).root), args.unit), args.output)
         return 0

@@ -27,15 +27,19 @@ def _frame(name: str) -> str:
 
 
 def folded_stacks(root: TreeNode) -> list[tuple[tuple[str, ...], int]]:
-    """(frames from below the root down to the GPU leaf, leaf GPU ns) for every leaf of the tree."""
+    """(frames from below the root down to the GPU leaf, leaf GPU ns) for every leaf of the tree. Depth first
+    with one shared path: a tuple is made for each leaf only (not for every node on the way down: a chain
+    of thousands of frames made a path per level, the square of its depth)."""
     out: list[tuple[tuple[str, ...], int]] = []
-    stack: list[tuple[TreeNode, tuple[str, ...]]] = [(child, ()) for child in root.children]
-    while stack:
-        node, above = stack.pop()
-        path = (*above, node.name)
+    path: list[str] = []
+    pending: list[tuple[TreeNode, int]] = [(child, 0) for child in reversed(root.children)]
+    while pending:
+        node, depth = pending.pop()
+        del path[depth:]
+        path.append(node.name)
         if node.kind in LEAF_KINDS or not node.children:
-            out.append((path, node.gpu_ns))
-        stack.extend((child, path) for child in node.children)
+            out.append((tuple(path), node.gpu_ns))
+        pending.extend((child, depth + 1) for child in reversed(node.children))
     return out
 
 

@@ -11,16 +11,30 @@ from opscope.report.linking_view import link_data, link_notes, us
 
 SCHEMA = "opscope.tree/1"
 INDENT = "  "
+MAX_INDENT = 32  # levels of indentation at most
 
 
-def _node_data(node: TreeNode) -> dict[str, Any]:
+def _node_data(root: TreeNode) -> dict[str, Any]:
+    """The nested JSON of a tree, built with a stack of its own (no recursion over the tree's depth)."""
+    out = _node_fields(root)
+    pending = [(root, out)]
+    while pending:
+        node, data = pending.pop()
+        for child in node.children:
+            child_data = _node_fields(child)
+            data["children"].append(child_data)
+            pending.append((child, child_data))
+    return out
+
+
+def _node_fields(node: TreeNode) -> dict[str, Any]:
     return {
         "name": node.name,
         "kind": node.kind,
         "gpu_us": us(node.gpu_ns),
         "self_gpu_us": us(node.self_gpu_ns),
         "calls": node.calls,
-        "children": [_node_data(c) for c in node.children],
+        "children": [],
     }
 
 
@@ -52,26 +66,31 @@ def _label(node: TreeNode, types: bool) -> str:
     )
 
 
-def _flatten(node: TreeNode, depth: int, total: int, out: list[dict[str, Any]], types: bool = False) -> None:
-    out.append(
-        {
-            "name": INDENT * depth + _label(node, types),
-            "depth": depth,
-            "kind": node.kind,
-            "calls": node.calls,
-            "gpu": node.gpu_ns,
-            "self_gpu": node.self_gpu_ns,
-            "share": node.gpu_ns / total if total else 0.0,
-        }
-    )
-    for child in node.children:
-        _flatten(child, depth + 1, total, out, types)
+def _flatten(roots: tuple[TreeNode, ...], total: int, out: list[dict[str, Any]], types: bool = False) -> None:
+    """One row per node, depth first, with a stack of its own. The name is indented by its depth up to
+    MAX_INDENT levels (the Depth column says the rest): a tree 200 levels deep stays readable, and the table
+    grows with the number of rows, not with their depth squared."""
+    pending = [(node, 0) for node in reversed(roots)]
+    while pending:
+        node, depth = pending.pop()
+        out.append(
+            {
+                "name": INDENT * min(depth, MAX_INDENT) + _label(node, types),
+                "depth": depth,
+                "kind": node.kind,
+                "calls": node.calls,
+                "gpu": node.gpu_ns,
+                "self_gpu": node.self_gpu_ns,
+                "share": node.gpu_ns / total if total else 0.0,
+            }
+        )
+        pending.extend((child, depth + 1) for child in reversed(node.children))
 
 
 def tree_document(result: OpTree) -> Document:
     rows: list[dict[str, Any]] = []
-    for child in result.root.children:  # the root is the headline, not a row
-        _flatten(child, 0, result.gpu_time_ns, rows, result.options.modules == "types")
+    # the root is the headline, not a row
+    _flatten(result.root.children, result.gpu_time_ns, rows, result.options.modules == "types")
     columns = (
         Column("name", "Module / annotation / op / kernel", NAME),
         Column("kind", "Kind", TEXT),

@@ -31,12 +31,12 @@ from opscope.analysis.attribution.frames import user_frame_names
 from opscope.analysis.base.arrays import take_or
 from opscope.analysis.base.linking import ROW, Linkage, LinkStats, link, once_per_link, selected_gpu
 from opscope.analysis.base.nesting import (
-    ancestors,
     at_positions,
     filled,
     nearest_of_kind,
     positions,
     rooted_depths,
+    subtree_sums,
 )
 from opscope.analysis.base.windows import fold_steps, names_matching
 from opscope.model.schema import Col, Kind
@@ -46,6 +46,8 @@ from opscope.tables import Tabular
 MODULE_PREFIX = "nn.Module: "
 UNATTRIBUTED = "(unattributed)"
 ROOT = "(all GPU work)"
+MAX_LEVELS = 200
+DEEPER = "deeper"  # the kind of the node that stands for the levels below the cut
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,10 @@ class TreeOptions:
     steps: str | None = None
     modules: str = "types"  # "types": instances of a module type merged; "instances": one node each
     hot_path: bool = True  # below `depth`, keep following every child above min_share down to its GPU leaf
+    # levels of nodes built at most (None: all): a deeper tree (a recursive model, 6,000 Python frames deep)
+    # ends in one "(N deeper levels)" node per cut branch, so that no view (an indented table, nested JSON)
+    # grows with the square of the depth; `export --folded` keeps every level
+    max_levels: int | None = MAX_LEVELS
 
 
 @dataclass(frozen=True)
@@ -82,10 +88,12 @@ class OpTree(Tabular):
     warnings: tuple[str, ...] = field(default=())
 
     def _table_rows(self) -> list[dict[str, Any]]:
-        """The tree depth first: one row per node with its depth and its path from the root."""
+        """The tree depth first: one row per node with its depth and its path from the root (walked with a
+        stack of its own, not recursion)."""
         out: list[dict[str, Any]] = []
-
-        def walk(node: TreeNode, depth: int, path: str) -> None:
+        pending: list[tuple[TreeNode, int, str]] = [(self.root, 0, "")]
+        while pending:
+            node, depth, path = pending.pop()
             here = f"{path}/{node.name}" if path else node.name
             out.append(
                 {
@@ -98,10 +106,7 @@ class OpTree(Tabular):
                     "path": here,
                 }
             )
-            for child in node.children:
-                walk(child, depth + 1, here)
-
-        walk(self.root, 0, "")
+            pending.extend((child, depth + 1, here) for child in reversed(node.children))
         return out
 
 
@@ -420,16 +425,7 @@ def _tree(trace: Trace, opts: TreeOptions, linked: Linkage, found: _Nodes) -> Op
         )
     nodes = pl.concat([scope_nodes, *extra, leaf_nodes.drop("self_ns")]).unique("path", keep="first")
     direct = leaf_nodes.group_by("up").agg(pl.col("self_ns").sum().alias("direct")).rename({"up": "path"})
-    pairs = ancestors(
-        nodes.select(pl.col("path").alias(ROW), pl.col("up").alias("parent_row")), leaf_nodes["path"].unique()
-    )
-    inclusive = (
-        leaf_nodes.select(pl.col("path").alias(ROW), "self_ns")
-        .join(pairs, on=ROW)
-        .group_by("ancestor")
-        .agg(pl.col("self_ns").sum().alias("gpu_ns"))
-        .rename({"ancestor": "path"})
-    )
+    inclusive = _rolled_up(nodes, leaf_nodes)
     is_leaf = pl.col("path").is_in(leaf_nodes["path"].implode())
     nodes = (
         nodes.join(inclusive, on="path", how="left")
@@ -463,9 +459,29 @@ class _Rec:
     calls: int
 
 
+def _rolled_up(nodes: pl.DataFrame, leaf_nodes: pl.DataFrame) -> pl.DataFrame:
+    """(path, gpu_ns): each node's GPU time, the sum over the GPU leaves at or below it, summed up the tree one
+    level at a time, deepest first (`nesting.subtree_sums`): O(nodes) work per level, where (leaf, ancestor)
+    pairs held leaves x depth rows. Paths whose parent is not a node are roots."""
+    frame = nodes.select("path", "up").join(
+        leaf_nodes.select("path", "self_ns"), on="path", how="left", maintain_order="left"
+    )
+    paths = frame["path"].to_numpy()
+    order = np.argsort(paths, kind="stable")
+    at = np.searchsorted(paths[order], frame["up"].to_numpy())
+    at = np.minimum(at, len(paths) - 1)
+    parent = np.where(paths[order][at] == frame["up"].to_numpy(), order[at], -1) if len(paths) else at
+    sums = subtree_sums(parent, filled(frame["self_ns"], 0))
+    if sums is None:  # parents on a cycle (hash ids cannot close one; a damaged table might): no roll-up
+        sums = filled(frame["self_ns"], 0)
+    return pl.DataFrame({"path": paths, "gpu_ns": sums}, schema={"path": pl.UInt64, "gpu_ns": pl.Int64})
+
+
 def _build(nodes: pl.DataFrame, total: int, opts: TreeOptions) -> tuple[TreeNode, int]:
     """Nested `TreeNode`s from the flat node table, pruned by depth and share; pruned siblings fold into one
-    "(N more)" node so that children always add up to their parent. Loops over kept nodes only."""
+    "(N more)" node so that children always add up to their parent, and a branch deeper than `max_levels`
+    ends in one "(N deeper levels)" node. Loops over kept nodes only, without recursion: the kept nodes in
+    preorder first, then built from the deepest back (a node's children are built before it)."""
     threshold = opts.min_share * total
     children: dict[int, list[_Rec]] = {}
     ordered = nodes.sort(["gpu_ns", "label"], descending=[True, False])
@@ -475,28 +491,73 @@ def _build(nodes: pl.DataFrame, total: int, opts: TreeOptions) -> tuple[TreeNode
         children.setdefault(int(up), []).append(
             _Rec(int(path), str(label), str(kind), int(gpu_ns), int(self_gpu_ns), int(calls))
         )
-    count = 0
-
-    def make(rec: _Rec, depth: int) -> TreeNode:
-        nonlocal count
-        kids: list[TreeNode] = []
+    depth_of = _depths_below(children)
+    visits: list[tuple[_Rec, int, list[int], TreeNode | None]] = []  # rec, depth, its kids' visits, extra kid
+    pending: list[tuple[_Rec, int, int]] = [(_Rec(0, ROOT, "root", total, 0, 0), 0, -1)]
+    while pending:
+        rec, depth, parent = pending.pop()
+        me = len(visits)
+        extra: TreeNode | None = None
+        kept: list[_Rec] = []
         within = opts.depth <= 0 or depth < opts.depth
-        if within or opts.hot_path:  # past the depth: every child above the share, down to its leaf
-            below = children.get(rec.path, [])
+        below = children.get(rec.path, []) if within or opts.hot_path else []
+        if below and opts.max_levels is not None and depth >= opts.max_levels:
+            levels = depth_of.get(rec.path, 1)
+            extra = TreeNode(
+                f"({levels:,} deeper level{'s' if levels != 1 else ''})",
+                DEEPER,
+                sum(c.gpu_ns for c in below),
+                0,
+                sum(c.calls for c in below),
+            )
+        elif below:
             kept = [c for c in below if c.gpu_ns >= threshold]  # sorted by gpu_ns: a prefix
             folded = below[len(kept) :]
-            kids = [make(c, depth + 1) for c in kept]
             if folded:
-                kids.append(
-                    TreeNode(
-                        f"({len(folded)} more)",
-                        "other",
-                        sum(c.gpu_ns for c in folded),
-                        0,
-                        sum(c.calls for c in folded),
-                    )
+                extra = TreeNode(
+                    f"({len(folded)} more)",
+                    "other",
+                    sum(c.gpu_ns for c in folded),
+                    0,
+                    sum(c.calls for c in folded),
                 )
-            count += len(kids)
-        return TreeNode(rec.label, rec.kind, rec.gpu_ns, rec.self_gpu_ns, rec.calls, tuple(kids))
+        visits.append((rec, depth, [], extra))
+        if parent >= 0:
+            visits[parent][2].append(me)
+        pending.extend((c, depth + 1, me) for c in reversed(kept))  # popped in order: the kids stay sorted
+    built: list[TreeNode | None] = [None] * len(visits)
+    count = 0
+    for i in range(len(visits) - 1, -1, -1):
+        rec, _, kid_visits, extra = visits[i]
+        kids = [built[k] for k in kid_visits]
+        if extra is not None:
+            kids.append(extra)
+        count += len(kids)
+        built[i] = TreeNode(
+            rec.label,
+            rec.kind,
+            rec.gpu_ns,
+            rec.self_gpu_ns,
+            rec.calls,
+            tuple(k for k in kids if k is not None),
+        )
+        for k in kid_visits:
+            built[k] = None  # held by their parent now
+    root = built[0]
+    assert root is not None
+    return root, count
 
-    return make(_Rec(0, ROOT, "root", total, 0, 0), 0), count
+
+def _depths_below(children: dict[int, list[_Rec]]) -> dict[int, int]:
+    """Each node's number of levels below it (1: only children), from the deepest back, without recursion."""
+    order: list[int] = []
+    pending = [0]
+    while pending:
+        path = pending.pop()
+        order.append(path)
+        pending.extend(c.path for c in children.get(path, []))
+    below: dict[int, int] = {}
+    for path in reversed(order):
+        kids = children.get(path, [])
+        below[path] = 1 + max((below.get(c.path, 0) for c in kids), default=0) if kids else 0
+    return below

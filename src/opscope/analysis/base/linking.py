@@ -17,7 +17,7 @@ import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import numpy as np
 import polars as pl
@@ -235,19 +235,44 @@ def _flow_links(flows: pl.DataFrame, gpu: pl.DataFrame, launches: pl.DataFrame) 
 
 
 def _by_correlation(gpu: pl.DataFrame, launches: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """Left-join GPU events to the launch call with the same correlation id. Where several calls carry the
-    id (duplicates), take the latest one starting at or before the GPU event, else the earliest."""
+    """Each GPU event's launch call: the one with the same correlation id. Where several calls carry the id
+    (a wrapped counter, two processes' traces merged), the latest one starting at or before the GPU event,
+    else the earliest one after it: two as-of joins by the id (each GPU event meets one call), where a join
+    on the id alone paired every event with every call that carries it (k events x k calls per id)."""
     keyed = launches.filter(pl.col(Col.CORRELATION).is_not_null())
     duplicates = int(keyed.group_by(Col.CORRELATION).len().filter(pl.col("len") > 1).height)
     right = keyed.select(Col.CORRELATION, pl.col(ROW).alias("launch_row"), pl.col(Col.TS_NS).alias("_lts"))
-    joined = gpu.select(ROW, Col.CORRELATION, Col.TS_NS).join(right, on=Col.CORRELATION, how="left")
-    if duplicates:
-        late = (pl.col("_lts") > pl.col(Col.TS_NS)).fill_null(True)
-        dist = (pl.col(Col.TS_NS) - pl.col("_lts")).abs()
-        joined = joined.sort([ROW, late, dist], nulls_last=True).unique(
-            ROW, keep="first", maintain_order=True
-        )
-    return joined.select(ROW, "launch_row"), duplicates
+    events = gpu.select(ROW, Col.CORRELATION, Col.TS_NS)
+    if not duplicates:
+        return events.join(right, on=Col.CORRELATION, how="left").select(ROW, "launch_row"), 0
+    left = events.filter(pl.col(Col.CORRELATION).is_not_null() & pl.col(Col.TS_NS).is_not_null()).sort(
+        Col.TS_NS
+    )
+    calls = right.filter(pl.col("_lts").is_not_null()).sort("_lts", maintain_order=True)  # ties: row order
+
+    def nearest(strategy: Literal["backward", "forward"], name: str) -> pl.DataFrame:
+        return left.join_asof(
+            calls.rename({"launch_row": name}),
+            left_on=Col.TS_NS,
+            right_on="_lts",
+            by=Col.CORRELATION,
+            strategy=strategy,
+            check_sortedness=False,
+        ).select(ROW, name)
+
+    chosen = (
+        nearest("backward", "_before")
+        .join(nearest("forward", "_after"), on=ROW, how="left")
+        .select(ROW, pl.coalesce("_before", "_after").alias("launch_row"))
+    )
+    # GPU events without a start still meet a call with their id (the earliest, as before)
+    untimed = events.filter(pl.col(Col.CORRELATION).is_not_null() & pl.col(Col.TS_NS).is_null()).join(
+        right.sort("_lts", nulls_last=True).unique(Col.CORRELATION, keep="first"),
+        on=Col.CORRELATION,
+        how="left",
+    )
+    linked = pl.concat([chosen, untimed.select(ROW, "launch_row")])
+    return events.select(ROW).join(linked, on=ROW, how="left", maintain_order="left"), duplicates
 
 
 def link(trace: Trace) -> Linkage:

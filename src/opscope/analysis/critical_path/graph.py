@@ -627,44 +627,71 @@ def _thread_starts(
 
 
 def _cross_stream_pairs(waits: pl.DataFrame, cpu: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
-    """(producer, consumer) GPU event indices of the cross-stream waits in the window (see the module doc)."""
+    """(producer, consumer) GPU event indices of the cross-stream waits in the window (see the module doc).
+    Each wait meets one wait call and one record call (the latest one at or before the wait, from the same
+    process: correlation ids are per process and may repeat) and, on each stream, the one launch just before
+    the record or just after the wait: as-of joins, where a join on the stream followed by a time filter
+    paired every wait with every launch on its stream."""
     empty = pl.DataFrame(schema={"producer": pl.Int64, "consumer": pl.Int64})
     if waits.height == 0 or gpu.height == 0 or cpu.height == 0:
         return empty
-    calls = cpu.filter(pl.col(Col.CORRELATION).is_not_null()).select(
-        Col.CORRELATION, Col.PID, pl.col(Col.TS_NS).alias("call_ts")
+    calls = (
+        cpu.filter(pl.col(Col.CORRELATION).is_not_null())
+        .select(Col.CORRELATION, Col.PID, pl.col(Col.TS_NS).alias("call_ts"))
+        .sort("call_ts", maintain_order=True)
     )
-    # The wait call and the record call, from the same process (correlation ids are per process).
-    found = waits.join(
-        calls.rename({Col.CORRELATION: "wait_correlation", "call_ts": "wait_ts"}), on="wait_correlation"
-    ).join(
+    wait_calls = calls.unique(Col.CORRELATION, keep="first", maintain_order=True).rename(
+        {Col.CORRELATION: "wait_correlation", "call_ts": "wait_ts"}
+    )
+    found = waits.join(wait_calls, on="wait_correlation").sort("wait_ts", maintain_order=True)
+    found = found.join_asof(
         calls.rename({Col.CORRELATION: "record_correlation", "call_ts": "record_ts"}),
-        on=["record_correlation", Col.PID],
-    )
+        left_on="wait_ts",
+        right_on="record_ts",
+        by=["record_correlation", Col.PID],
+        strategy="backward",
+        check_sortedness=False,
+    ).filter(pl.col("record_ts").is_not_null())
     if found.height == 0:
         return empty
-    launched = gpu.filter(pl.col("launch") >= 0).select(
-        "_e", Col.DEVICE, Col.STREAM, pl.col("launch_pid").alias(Col.PID), pl.col("launch_ts").alias("l_ts")
-    )
     found = found.with_row_index("_w")
-    producer = (
-        found.join(
-            launched.rename({Col.STREAM: Col.WAIT_ON_STREAM}), on=[Col.DEVICE, Col.WAIT_ON_STREAM, Col.PID]
+    launched = (
+        gpu.filter(pl.col("launch") >= 0)
+        .select(
+            "_e",
+            Col.DEVICE,
+            Col.STREAM,
+            pl.col("launch_pid").alias(Col.PID),
+            pl.col("launch_ts").alias("l_ts"),
         )
-        .filter(pl.col("l_ts") < pl.col("record_ts"))
-        .sort("l_ts")
-        .group_by("_w")
-        .agg(pl.col("_e").last().alias("producer"))
+        .filter(pl.col("l_ts").is_not_null())
+        .sort("l_ts", maintain_order=True)
     )
-    consumer = (
-        found.join(launched, on=[Col.DEVICE, Col.STREAM, Col.PID])
-        .filter(pl.col("l_ts") > pl.col("wait_ts"))
-        .sort("l_ts")
-        .group_by("_w")
-        .agg(pl.col("_e").first().alias("consumer"))
+    producer = (
+        found.sort("record_ts", maintain_order=True)
+        .join_asof(
+            launched.rename({Col.STREAM: Col.WAIT_ON_STREAM, "_e": "producer"}),
+            left_on="record_ts",
+            right_on="l_ts",
+            by=[Col.DEVICE, Col.WAIT_ON_STREAM, Col.PID],
+            strategy="backward",
+            allow_exact_matches=False,
+            check_sortedness=False,
+        )
+        .select("_w", "producer")
     )
+    consumer = found.join_asof(
+        launched.rename({"_e": "consumer"}),
+        left_on="wait_ts",
+        right_on="l_ts",
+        by=[Col.DEVICE, Col.STREAM, Col.PID],
+        strategy="forward",
+        allow_exact_matches=False,
+        check_sortedness=False,
+    ).select("_w", "consumer")
     return (
         producer.join(consumer, on="_w")
+        .drop_nulls(["producer", "consumer"])
         .select("producer", "consumer")
         .unique()
         .sort(["consumer", "producer"])
