@@ -91,7 +91,7 @@ def test_stack_is_outermost_first_and_nested() -> None:
     linkage = link(opscope.load(corpus_path("tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz")))
     spans = {r: (ts, ts + d) for r, ts, d in linkage.scopes.select("row", Col.TS_NS, Col.DUR_NS).iter_rows()}
     parents = _rows(linkage.scopes, "row", "parent_row")
-    for scope_row, stack in linkage.gpu.select("scope_row", "stack").iter_rows():
+    for scope_row, stack in linkage.to_polars().select("scope_row", "stack").iter_rows():
         assert stack[-1] == scope_row
         assert parents[stack[0]] is None
         for outer, inner in itertools.pairwise(stack):

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from opscope.analysis.base.arrays import take_or
 from opscope.analysis.base.nesting import innermost_container
 from opscope.model.schema import Col
 
@@ -66,18 +67,18 @@ class Spans:
 
 def lanes(*frames: pl.DataFrame, pid: str = Col.PID, tid: str = Col.TID) -> list[np.ndarray]:
     """One integer per (pid, tid) for the rows of each frame, the same thread the same integer in all of them
-    (-1 where either is missing). The frames' pid and tid columns (text or categorical) are made categorical
-    in one frame: polars keeps a table of categories only while a column uses it, so codes made by separate
-    casts of text need not agree."""
-    both = pl.concat(
-        [f.select(pl.col(pid).cast(pl.String), pl.col(tid).cast(pl.String)) for f in frames]
-        if any(f.schema[c] != pl.Categorical for f in frames for c in (pid, tid))
-        else [f.select(pid, tid) for f in frames]
-    )
+    (-1 where either is missing), from categorical codes. Polars keeps its table of categories only while a
+    column uses it, so codes made by separate casts of text agree only while a categorical column is alive:
+    where one of the frames has such columns (the trace's own tables), the others' text is cast beside them;
+    where none has, all the text is cast in one frame."""
     codes = [pl.col(c).cast(pl.Categorical).to_physical().cast(pl.Int64) for c in (pid, tid)]
-    key = both.select((codes[0] * (1 << 32) + codes[1]).fill_null(-1)).to_series().to_numpy()
+    key = (codes[0] * (1 << 32) + codes[1]).fill_null(-1)
+    if any(f.schema[pid] == pl.Categorical and f.schema[tid] == pl.Categorical for f in frames):
+        return [f.select(key).to_series().to_numpy() for f in frames]
+    both = pl.concat([f.select(pl.col(pid).cast(pl.String), pl.col(tid).cast(pl.String)) for f in frames])
+    joined = both.select(key).to_series().to_numpy()
     cuts = np.cumsum([0, *(f.height for f in frames)])
-    return [key[lo:hi] for lo, hi in itertools.pairwise(cuts)]
+    return [joined[lo:hi] for lo, hi in itertools.pairwise(cuts)]
 
 
 def innermost(containers: Spans, queries: Spans, can_contain: np.ndarray | None = None) -> np.ndarray:
@@ -90,16 +91,24 @@ def innermost(containers: Spans, queries: Spans, can_contain: np.ndarray | None 
     if n == 0:
         return np.full(m, -1, dtype=np.int64)
     allowed = containers.valid if can_contain is None else (can_contain & containers.valid)
-    lanes = np.concatenate(
-        [np.where(containers.valid, containers.lane, -2), np.where(queries.valid, queries.lane, -3)]
-    )
-    start = np.concatenate([containers.start, queries.start])
-    end = np.concatenate([containers.end, queries.end])
-    may = np.concatenate([allowed, np.zeros(m, dtype=bool)])
+    candidates = np.flatnonzero(allowed)
+    if 4 * m < len(candidates):
+        # few queries (a step's synchronising calls among a trace's Python frames): only a container that
+        # holds some query's start can hold a query, whatever the lane; two binary searches per container
+        # drop the others before the sort
+        starts = np.sort(queries.start[queries.valid])
+        first = np.searchsorted(starts, containers.start[candidates], side="left")
+        last = np.searchsorted(starts, containers.end[candidates], side="right")
+        candidates = candidates[last > first]
+    lanes = np.concatenate([containers.lane[candidates], np.where(queries.valid, queries.lane, -3)])
+    start = np.concatenate([containers.start[candidates], queries.start])
+    end = np.concatenate([containers.end[candidates], queries.end])
+    k = len(candidates)
+    may = np.concatenate([np.ones(k, dtype=bool), np.zeros(m, dtype=bool)])
     # on an identical span the container sorts first (outer), so it is found by the query after it
-    tiebreak = np.concatenate([np.zeros(n, dtype=np.int64), np.ones(m, dtype=np.int64)])
-    found = innermost_container(lanes, start, end, may, tiebreak)[n:]
-    return np.where(queries.valid, found, -1)
+    tiebreak = np.concatenate([np.zeros(k, dtype=np.int64), np.ones(m, dtype=np.int64)])
+    found = innermost_container(lanes, start, end, may, tiebreak)[k:]
+    return np.where(queries.valid, take_or(candidates, found, -1), -1)
 
 
 def innermost_where(containers: Spans, queries: Spans, wanted: np.ndarray) -> np.ndarray:

@@ -14,6 +14,7 @@ time is reported. Definitions: docs/analysis-attribution.md.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,8 +27,10 @@ from opscope.analysis.base import select
 from opscope.analysis.base.arrays import take_or
 from opscope.analysis.base.codetag import code_tag
 from opscope.analysis.base.nesting import (
+    RowTree,
     ancestors,
     at_positions,
+    filled,
     innermost_container,
     nearest_of_kind,
     positions,
@@ -84,7 +87,9 @@ class Linkage(Tabular):
     dur_ns (negative clipped to 0), correlation, link ("correlation" | "flow" | null), launch_row,
     launch_name, launch_ts_ns, launch_dur_ns, launch_pid, launch_tid, scope_row (innermost enclosing op,
     annotation or Python frame), op_row / op_name / op_kind (innermost op or annotation), from_graph,
-    attributed (scope_row is not null), stack (rows of the enclosing scopes, outermost first).
+    attributed (scope_row is not null). Which scopes enclose a launch is a walk up `scopes` (`under`,
+    `stacks`): a list of them per GPU event held GPU events x depth rows (a recursive model's stack is
+    thousands of frames deep).
     `scopes`: one row per CPU op, user annotation and Python frame: row, name, kind, pid, tid, ts_ns, dur_ns,
     input_dims, python_id, python_parent_id, parent_row (time nesting; Python parent id where nothing
     encloses a frame), op_parent_row (nearest enclosing op or annotation).
@@ -95,9 +100,57 @@ class Linkage(Tabular):
     stats: LinkStats
 
     def _frame(self) -> pl.DataFrame:
-        """The kernel-to-operator table: one row per GPU event with its launch call and innermost operator
-        (`to_polars()` gives it with its text columns as pl.String)."""
-        return self.gpu
+        """The kernel-to-operator table: one row per GPU event with its launch call and innermost operator,
+        and `stack` (`stacks`; `to_polars()` gives it with its text columns as pl.String)."""
+        return self.gpu.with_columns(self.stacks())
+
+    @functools.cached_property
+    def tree(self) -> RowTree:
+        """The scopes' nesting (`parent_row`) as positions, for walks up from a launch's scope."""
+        return RowTree.of(self.scopes, ROW, "parent_row")
+
+    def under(self, rows: pl.Series) -> pl.DataFrame:
+        """(row, scope): each GPU event (its trace row) launched inside one of the scope rows `rows`, at any
+        depth, with that scope (an event inside two of them nested twice). A walk up the scope tree from each
+        event's scope, from one of `rows` to the next enclosing one (`nesting.nearest_of_kind`), all events
+        at once: the work is the pairs found, not the depth of the stacks."""
+        tree = self.tree
+        if len(tree.rows) == 0 or self.gpu.height == 0:
+            return pl.DataFrame(schema={ROW: pl.Int64, "scope": pl.Int64})
+        wanted = tree.flags(rows.cast(pl.Int64))
+        nearest = tree.nearest(wanted)
+        at = tree.find(filled(self.gpu["scope_row"], -1))
+        current = np.where(at >= 0, np.where(wanted[np.maximum(at, 0)], at, nearest[np.maximum(at, 0)]), -1)
+        events = np.arange(len(at))
+        found_events, found_scopes = [], []
+        while len(events):
+            keep = current >= 0
+            events, current = events[keep], current[keep]
+            found_events.append(events)
+            found_scopes.append(current)
+            current = nearest[current]
+        gpu_rows = self.gpu[ROW].to_numpy()
+        return pl.DataFrame(
+            {ROW: gpu_rows[np.concatenate(found_events)], "scope": tree.rows[np.concatenate(found_scopes)]},
+            schema={ROW: pl.Int64, "scope": pl.Int64},
+        )
+
+    def stacks(self) -> pl.Series:
+        """`stack`: for each GPU event, the rows of every scope enclosing its launch, outermost first (ends
+        with scope_row; null without one). As long as the events times their depth: for a table, not for
+        an analysis (`under`)."""
+        starts = self.gpu.select(pl.col("scope_row").alias(ROW)).drop_nulls().unique()
+        pairs = ancestors(self.scopes.select(ROW, "parent_row"), starts[ROW])
+        stacks = (
+            pairs.sort([ROW, "level"], descending=[False, True])
+            .group_by(ROW, maintain_order=True)
+            .agg(pl.col("ancestor").alias("stack"))
+        )
+        return (
+            self.gpu.select("scope_row")
+            .join(stacks.rename({ROW: "scope_row"}), on="scope_row", how="left", maintain_order="left")
+            .get_column("stack")
+        )
 
     def _table_title(self) -> str:
         return f"Linkage: {self.stats.gpu_events:,} GPU events, {1 - self.stats.unattributed_share:.1%} of GPU time attributed"
@@ -376,7 +429,6 @@ def _link(trace: Trace) -> Linkage:
             pl.col("scope_row").is_not_null().alias("attributed"),
         )
     )
-    out = _with_stacks(out, scopes)
     stats = _stats(out, launches, duplicates, dangling, nonpositive, negative, nonpositive_cpu)
     return Linkage(gpu=out, scopes=scopes, stats=stats)
 
@@ -406,19 +458,6 @@ def _python_parents(scopes: pl.DataFrame) -> pl.DataFrame:
     return joined.with_columns(
         pl.when(usable).then(pl.col("_py_parent")).otherwise(pl.col("parent_row")).alias("parent_row")
     ).drop("_py_parent", "_py_ts")
-
-
-def _with_stacks(gpu: pl.DataFrame, scopes: pl.DataFrame) -> pl.DataFrame:
-    """Add `stack`: the rows of every scope enclosing the launch, outermost first (ends with scope_row)."""
-    starts = gpu.select(pl.col("scope_row").alias(ROW)).drop_nulls().unique()
-    tree = scopes.select(ROW, pl.col("parent_row"))
-    pairs = ancestors(tree, starts[ROW])
-    stacks = (
-        pairs.sort([ROW, "level"], descending=[False, True])
-        .group_by(ROW, maintain_order=True)
-        .agg(pl.col("ancestor").alias("stack"))
-    )
-    return gpu.join(stacks.rename({ROW: "scope_row"}), on="scope_row", how="left")
 
 
 def selected_gpu(

@@ -139,17 +139,11 @@ def compile_check(trace: Trace, linkage: Linkage | None = None) -> CompileCheck:
     linked = linkage or link(trace)
     regions = _regions(linked, trace)
     gpu = linked.gpu.with_columns(pl.col(Col.NAME).cast(pl.String), pl.col("op_name").cast(pl.String))
-    region_rows = regions[ROW].to_list()
-    inside = (
-        gpu.select(ROW, "stack")
-        .drop_nulls("stack")
-        .explode("stack")
-        .filter(pl.col("stack").is_in(region_rows))
-    )
+    inside = linked.under(regions[ROW])
     per_region = (
-        inside.join(gpu.select(ROW, Col.DUR_NS), on=ROW).group_by("stack").agg(pl.col(Col.DUR_NS).sum())
+        inside.join(gpu.select(ROW, Col.DUR_NS), on=ROW).group_by("scope").agg(pl.col(Col.DUR_NS).sum())
     )
-    region_ns = dict(zip(per_region["stack"].to_list(), per_region[Col.DUR_NS].to_list(), strict=True))
+    region_ns = dict(zip(per_region["scope"].to_list(), per_region[Col.DUR_NS].to_list(), strict=True))
     out_regions = tuple(
         Region(
             name=r[Col.NAME],

@@ -11,9 +11,11 @@ maximum: dist[i] = P[i] + max over j <= i on the chain of (arrival[j] - P[j]). F
 and they stop changing one pass after the last cross edge the longest paths take; what the passes settle on
 meets the longest-path equations (each node: the best of its incoming edges, 0 without any), which on a DAG have
 one solution, so the length is exactly that of rustworkx's `dag_longest_path` (`path._longest`). Weights are
-integers >= 0, as there. A graph whose longest paths switch chains more than `MAX_PASSES` times (a pass over a
-step of the x16 ResNet trace takes ~0.2 ms, rustworkx ~5 ms), or a cyclic one, is handed to rustworkx, which
-answers, or raises as before.
+integers >= 0, as there. A pass visits only the chains' heads and tails and the cross edges' ends (the other
+nodes neither feed a cross edge nor raise a running maximum; a tenth of the nodes of an inference step), and the
+distances of every node come from the last pass in one sweep. A graph whose longest paths switch chains more than
+`MAX_PASSES` times (a step of the MI300 OWLv2 inference trace takes ~150 passes of ~70 us, rustworkx ~55 ms), or
+a cyclic one, is handed to rustworkx, which answers, or raises as before.
 Definitions: docs/critical-path.md.
 """
 
@@ -28,7 +30,7 @@ from opscope.analysis.base.arrays import take_or
 from opscope.analysis.base.nesting import depths, lexsort
 from opscope.analysis.critical_path.graph import Graph
 
-MAX_PASSES = 48
+MAX_PASSES = 512
 _LIMIT = 2**62  # the running maximum adds a per-chain offset; the sums stay well inside int64
 
 
@@ -36,7 +38,9 @@ _LIMIT = 2**62  # the running maximum adds a per-chain offset; the sums stay wel
 class Chains:
     """A graph's edges laid out for `longest`: `order` lists the nodes chain by chain (each from its head),
     `step` the chain edge into each of them (-1 at a head), `chain` the chain number of each; `cross` the other
-    edges sorted by target. `order` is None when the chain edges close a cycle (rustworkx then raises)."""
+    edges sorted by target. `order` is None when the chain edges close a cycle (rustworkx then raises).
+    `marked`: the positions in `order` that the passes visit (the chains' heads and tails, the cross edges'
+    ends; `_passes`), sorted; `cross_src`, `cross_dst`: each cross edge's ends as indices into `marked`."""
 
     nodes: int
     src: np.ndarray
@@ -45,6 +49,9 @@ class Chains:
     step: np.ndarray
     chain: np.ndarray
     cross: np.ndarray
+    marked: np.ndarray
+    cross_src: np.ndarray
+    cross_dst: np.ndarray
 
     @classmethod
     def of(cls, graph: Graph) -> Chains:
@@ -79,17 +86,39 @@ class Chains:
         chain = np.cumsum(step < 0) - 1
         cross = np.flatnonzero(~on_chain)
         cross = cross[np.argsort(dst[cross], kind="stable")]
-        return cls(nodes=n, src=src, dst=dst, order=order, step=step, chain=chain, cross=cross)
+        none = np.empty(0, dtype=np.int64)
+        marked, cross_src, cross_dst = none, none, none
+        if order is not None and n:
+            at = np.empty(n, dtype=np.int64)
+            at[order] = np.arange(n)
+            heads = np.flatnonzero(step < 0)
+            tails = np.r_[heads[1:] - 1, n - 1]
+            marked = np.unique(np.concatenate([heads, tails, at[src[cross]], at[dst[cross]]]))
+            cross_src = np.searchsorted(marked, at[src[cross]])
+            cross_dst = np.searchsorted(marked, at[dst[cross]])
+        return cls(
+            nodes=n,
+            src=src,
+            dst=dst,
+            order=order,
+            step=step,
+            chain=chain,
+            cross=cross,
+            marked=marked,
+            cross_src=cross_src,
+            cross_dst=cross_dst,
+        )
 
     def longest(self, weights: np.ndarray, keep: np.ndarray, max_passes: int = MAX_PASSES) -> int:
         """The length of the longest path over the edges where `keep`, with integer `weights` >= 0 (one per
         edge). Dropped edges are cross edges (see the module doc)."""
         if self.nodes == 0:
             return 0
-        dist = self.distances(weights, keep, max_passes)
-        if dist is None:
+        found = self._passes(weights, keep, max_passes)
+        if found is None:
             return _rustworkx(self, weights, keep)  # it raises on a cycle or a negative weight, as before
-        return int(dist.max())
+        # along a chain the distances never fall (weights >= 0): the longest ends at a chain's tail
+        return int(found[0].max()) if len(found[0]) else 0
 
     def distances(
         self, weights: np.ndarray, keep: np.ndarray, max_passes: int = MAX_PASSES
@@ -97,34 +126,67 @@ class Chains:
         """Each node's longest-path distance over the edges where `keep` (0 where nothing enters it), or None
         where the passes cannot answer: a cycle, a negative weight, a dropped chain edge, more than
         `max_passes` passes."""
-        w = weights.astype(np.int64)
-        if len(w) == 0:  # nodes without edges: every distance is 0
+        if len(weights) == 0:  # nodes without edges: every distance is 0
             return np.zeros(self.nodes, dtype=np.int64)
+        found = self._passes(weights, keep, max_passes)
+        if found is None:
+            return None
+        arrival, prefix = found[1], found[2]
+        # every node from the running maximum over the marked positions before it on its chain (a chain's
+        # head is marked, and an unmarked node adds nothing to the maximum: see `_passes`)
+        assert self.order is not None
+        y = arrival - prefix[self.marked]
+        low, high = int(y.min()), int(y.max())
+        span = high - low + 1
+        if abs(low) + (int(self.chain[-1]) + 1) * span >= _LIMIT:
+            return None
+        offset = self.chain * span
+        terms = np.full(self.nodes, np.iinfo(np.int64).min // 2, dtype=np.int64)
+        terms[self.marked] = y + offset[self.marked]
+        dist = np.empty(self.nodes, dtype=np.int64)
+        dist[self.order] = np.maximum.accumulate(terms) - offset + prefix
+        return dist
+
+    def _passes(
+        self, weights: np.ndarray, keep: np.ndarray, max_passes: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(distance at each marked position, the best arrival over the cross edges there, the prefix sums of
+        the chain weights over `order`), or None where the passes cannot answer.
+
+        The passes run over the marked positions only (`marked`: the chains' heads and tails and the ends of
+        the cross edges, a tenth of the nodes of a step of an inference trace): an unmarked node is no cross
+        edge's source, so its distance is needed by no pass, and no cross edge's target, so its term in the
+        running maximum (arrival 0 less the prefix) is at most its chain head's (the prefix never falls along
+        a chain)."""
+        w = weights.astype(np.int64)
+        if len(w) == 0:
+            return np.zeros(len(self.marked), dtype=np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
         if self.order is None or (w < 0).any() or not keep[self.step[self.step >= 0]].all():
             return None
         prefix = np.cumsum(take_or(w, self.step, 0))
-        cross = self.cross[keep[self.cross]]
-        c_src, c_w = self.src[cross], w[cross]
-        c_dst = self.dst[cross]
-        firsts = np.flatnonzero(np.r_[True, c_dst[1:] != c_dst[:-1]]) if len(cross) else cross
+        kept = keep[self.cross]
+        c_src, c_dst, c_w = self.cross_src[kept], self.cross_dst[kept], w[self.cross[kept]]
+        firsts = np.flatnonzero(np.r_[True, c_dst[1:] != c_dst[:-1]]) if len(c_dst) else c_dst
         targets = c_dst[firsts]
+        m_prefix = prefix[self.marked]
+        m_chain = self.chain[self.marked]
         chains = int(self.chain[-1]) + 1
-        dist = np.zeros(self.nodes, dtype=np.int64)
+        dist = np.zeros(len(self.marked), dtype=np.int64)
+        arrival = np.zeros(len(self.marked), dtype=np.int64)
         for _ in range(max_passes):
-            arrival = np.zeros(self.nodes, dtype=np.int64)
-            if len(cross):
+            arrival[:] = 0
+            if len(c_dst):
                 arrival[targets] = np.maximum.reduceat(dist[c_src] + c_w, firsts)
-            y = arrival[self.order] - prefix
+            y = arrival - m_prefix
             low, high = int(y.min()), int(y.max())
             span = high - low + 1
             if abs(low) + chains * span >= _LIMIT:
                 return None
             # One running maximum over all chains: chain k's values are raised above every earlier chain's.
-            offset = self.chain * span
-            new = np.empty(self.nodes, dtype=np.int64)
-            new[self.order] = np.maximum.accumulate(y + offset) - offset + prefix
+            offset = m_chain * span
+            new = np.maximum.accumulate(y + offset) - offset + m_prefix
             if np.array_equal(new, dist):
-                return dist
+                return dist, arrival, prefix
             dist = new
         return None
 

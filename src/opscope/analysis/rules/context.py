@@ -118,23 +118,18 @@ class RuleContext:
         """For each op row in `rows`: GPU time (ns, clipped to the window) and kernel names of the GPU work
         launched inside it, at any depth. Columns: row, gpu_ns, kernels (list of names)."""
         clipped = self.clipped.select(ROW, Col.NAME, (pl.col(E) - pl.col(S)).alias("_ns"))
-        stacks = (
-            self.linkage.gpu.select(pl.col(ROW).alias("_gpu"), "stack").drop_nulls("stack").explode("stack")
-        )
-        wanted = stacks.join(pl.DataFrame({"stack": rows.cast(pl.Int64)}).unique(), on="stack", how="semi")
-        joined = wanted.join(clipped.rename({ROW: "_gpu"}), on="_gpu", how="inner")
+        joined = self.linkage.under(rows).join(clipped, on=ROW, how="inner")
         return (
-            joined.group_by("stack")
+            joined.group_by("scope")
             .agg(pl.col("_ns").sum().alias("gpu_ns"), pl.col(Col.NAME).unique().alias("kernels"))
-            .rename({"stack": ROW})
+            .rename({"scope": ROW})
         )
 
     def kernels_under(self, rows: pl.Series) -> pl.DataFrame:
         """The GPU work launched inside the op rows `rows` (at any depth), as intervals clipped to the window
         (start_ns, end_ns): what a remedy of those ops acts on."""
-        stacks = self.linkage.gpu.select(pl.col(ROW), "stack").drop_nulls("stack").explode("stack")
-        wanted = stacks.join(pl.DataFrame({"stack": rows.cast(pl.Int64)}).unique(), on="stack", how="semi")
-        return self.clipped.join(wanted.select(ROW).unique(), on=ROW, how="semi").select(S, E)
+        inside = self.linkage.under(rows).select(ROW).unique()
+        return self.clipped.join(inside, on=ROW, how="semi").select(S, E)
 
     def idle_touching(self, calls: pl.DataFrame) -> pl.DataFrame:
         """The GPU idle gaps (start_ns, end_ns) that overlap any of the host intervals `calls` (start_ns,

@@ -152,16 +152,21 @@ def python_context(calls: pl.DataFrame, scopes: pl.DataFrame) -> pl.Series:
     frames = scopes.filter(pl.col(Col.KIND) == Kind.PYTHON)
     if frames.height == 0 or calls.height == 0:
         return pl.Series("python", [None] * calls.height, dtype=pl.String)
-    names = frames[Col.NAME].cast(pl.String)
-    # prefer the caller's own source line over torch's internals and built-in functions
-    own = (names.str.contains(r"\.py\(\d+\)") & ~names.str.contains(r"^(torch|<built-in)")).fill_null(False)
-    frame_lanes, call_lanes = enclosing.lanes(frames, calls)
-    found = enclosing.innermost_where(
-        enclosing.Spans.of(frames, frame_lanes),
-        enclosing.Spans.of(calls, call_lanes, end=END),
-        own.to_numpy(),
+    # prefer the caller's own source line over torch's internals and built-in functions (the patterns run on
+    # the distinct names, not on every frame)
+    distinct = frames[Col.NAME].unique().drop_nulls().cast(pl.String)
+    own_names = distinct.filter(
+        distinct.str.contains(r"\.py\(\d+\)") & ~distinct.str.contains(r"^(torch|<built-in)")
     )
-    return at_positions(names, found).alias("python")
+    own = frames[Col.NAME].is_in(own_names.implode()) if own_names.len() else None
+    frame_lanes, call_lanes = enclosing.lanes(frames, calls)
+    spans = enclosing.Spans.of(frames, frame_lanes), enclosing.Spans.of(calls, call_lanes, end=END)
+    found = (
+        enclosing.innermost(*spans)
+        if own is None
+        else enclosing.innermost_where(*spans, own.fill_null(False).to_numpy())
+    )
+    return at_positions(frames[Col.NAME], found).cast(pl.String).alias("python")
 
 
 RULES = (
