@@ -131,3 +131,42 @@ def test_deep_and_wide_stay_linear_in_shape() -> None:
         valid=np.ones(5000, bool),
     )
     assert (enclosing.innermost(wide, wide) == np.arange(5000)).all()
+
+
+@st.composite
+def forests(draw: st.DrawFn) -> list[int]:
+    """Parent indices of a random forest (-1 at roots), with the odd cycle of a damaged table."""
+    n = draw(st.integers(0, 40))
+    parent = [draw(st.integers(-1, i - 1)) if i else -1 for i in range(n)]
+    if n >= 3 and draw(st.booleans()):  # a cycle: two nodes each other's parent
+        parent[n - 1], parent[n - 2] = n - 2, n - 1
+    order = draw(st.permutations(range(n)))  # children before parents too
+    where = {old: new for new, old in enumerate(order)}
+    return [where[parent[old]] if parent[old] >= 0 else -1 for old in order]
+
+
+@settings(max_examples=300, deadline=None)
+@given(forests())
+def test_preorder_numbers_each_subtree_as_one_range(parent: list[int]) -> None:
+    """`nesting.preorder` (what `Linkage.under` searches): a node's subtree is exactly the nodes numbered in
+    [first, first + size), checked against the ancestors of every node walked one by one."""
+    from opscope.analysis.base.nesting import preorder
+
+    first, size = preorder(np.array(parent, dtype=np.int64))
+    assert sorted(first.tolist()) == list(range(len(parent)))
+    on_cycle = {i for i in range(len(parent)) if i in _walk(parent, i)}
+    for a in range(len(parent)):
+        for d in range(len(parent)):
+            if on_cycle & ({a, d} | _walk(parent, d)):
+                continue  # a damaged table: its numbers need only be a permutation
+            inside = first[a] <= first[d] < first[a] + size[a]
+            assert inside == (a == d or a in _walk(parent, d))
+
+
+def _walk(parent: list[int], node: int) -> set[int]:
+    """The nodes reached by following parents from `node` (itself excluded unless on a cycle)."""
+    seen: set[int] = set()
+    while parent[node] >= 0 and parent[node] not in seen:
+        node = parent[node]
+        seen.add(node)
+    return seen

@@ -34,6 +34,7 @@ from opscope.analysis.base.nesting import (
     innermost_container,
     nearest_of_kind,
     positions,
+    preorder,
 )
 from opscope.analysis.base.stages import stage
 from opscope.model.schema import GPU_KINDS, Col, Kind
@@ -109,29 +110,39 @@ class Linkage(Tabular):
         """The scopes' nesting (`parent_row`) as positions, for walks up from a launch's scope."""
         return RowTree.of(self.scopes, ROW, "parent_row")
 
+    @functools.cached_property
+    def _launch_order(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(first, size) of the scope tree's preorder (`nesting.preorder`), and the GPU events' positions
+        sorted by the preorder number of their launch's scope (those without a scope left out), with those
+        numbers: what `under` searches."""
+        first, size = preorder(self.tree.parent)
+        at = self.tree.find(filled(self.gpu["scope_row"], -1))
+        events = np.flatnonzero(at >= 0)
+        numbers = first[at[events]]
+        order = np.argsort(numbers, kind="stable")
+        return first, size, np.stack([events[order], numbers[order]])
+
     def under(self, rows: pl.Series) -> pl.DataFrame:
         """(row, scope): each GPU event (its trace row) launched inside one of the scope rows `rows`, at any
-        depth, with that scope (an event inside two of them nested twice). A walk up the scope tree from each
-        event's scope, from one of `rows` to the next enclosing one (`nesting.nearest_of_kind`), all events
-        at once: the work is the pairs found, not the depth of the stacks."""
-        tree = self.tree
-        if len(tree.rows) == 0 or self.gpu.height == 0:
-            return pl.DataFrame(schema={ROW: pl.Int64, "scope": pl.Int64})
-        wanted = tree.flags(rows.cast(pl.Int64))
-        nearest = tree.nearest(wanted)
-        at = tree.find(filled(self.gpu["scope_row"], -1))
-        current = np.where(at >= 0, np.where(wanted[np.maximum(at, 0)], at, nearest[np.maximum(at, 0)]), -1)
-        events = np.arange(len(at))
-        found_events, found_scopes = [], []
-        while len(events):
-            keep = current >= 0
-            events, current = events[keep], current[keep]
-            found_events.append(events)
-            found_scopes.append(current)
-            current = nearest[current]
-        gpu_rows = self.gpu[ROW].to_numpy()
+        depth, with that scope (an event inside two of them nested twice). A scope encloses exactly the
+        scopes numbered from its own number on, as many as its subtree holds (`nesting.preorder`, computed
+        once per link table): two binary searches per row of `rows` over the events sorted by their scope's
+        number, whatever the depth of the stacks."""
+        empty = pl.DataFrame(schema={ROW: pl.Int64, "scope": pl.Int64})
+        if len(self.tree.rows) == 0 or self.gpu.height == 0:
+            return empty
+        first, size, (events, numbers) = self._launch_order
+        at = self.tree.find(rows.cast(pl.Int64).unique().to_numpy())
+        at = at[at >= 0]
+        lo = np.searchsorted(numbers, first[at], side="left")
+        hi = np.searchsorted(numbers, first[at] + size[at], side="left")
+        counts = hi - lo
+        if counts.sum() == 0:
+            return empty
+        owner = np.repeat(at, counts)
+        index = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
         return pl.DataFrame(
-            {ROW: gpu_rows[np.concatenate(found_events)], "scope": tree.rows[np.concatenate(found_scopes)]},
+            {ROW: self.gpu[ROW].to_numpy()[events[index]], "scope": self.tree.rows[owner]},
             schema={ROW: pl.Int64, "scope": pl.Int64},
         )
 
@@ -435,29 +446,37 @@ def _link(trace: Trace) -> Linkage:
 
 def _python_parents(scopes: pl.DataFrame) -> pl.DataFrame:
     """A Python frame with no enclosing event on its thread takes its parent from `Python parent id` when that
-    names an earlier frame. (Where both exist they agree on every with_stack trace of the corpus.)"""
+    names an earlier frame. (Where both exist they agree on every with_stack trace of the corpus.) Only the
+    frames nothing encloses ask (the tops of the stacks), and only the frames they name are looked up: a join
+    of every scope row copied them all."""
     python = scopes.filter(pl.col(Col.KIND) == Kind.PYTHON)
-    if python.height == 0 or python[Col.PY_PARENT_ID].null_count() == python.height:
+    orphans = python.filter(pl.col("parent_row").is_null() & pl.col(Col.PY_PARENT_ID).is_not_null()).select(
+        ROW, Col.PY_PARENT_ID, Col.TS_NS
+    )
+    if orphans.height == 0:
         return scopes
     frames = (
-        python.select(
+        python.filter(pl.col(Col.PY_ID).is_in(orphans[Col.PY_PARENT_ID].unique().implode()))
+        .select(
             pl.col(Col.PY_ID).alias(Col.PY_PARENT_ID),
             pl.col(ROW).alias("_py_parent"),
             pl.col(Col.TS_NS).alias("_py_ts"),
         )
         .drop_nulls()
-        .unique(Col.PY_PARENT_ID, keep="first")
+        .unique(Col.PY_PARENT_ID, keep="first", maintain_order=True)
     )
-    joined = scopes.join(frames, on=Col.PY_PARENT_ID, how="left")
-    usable = (
-        (pl.col(Col.KIND) == Kind.PYTHON)
-        & pl.col("parent_row").is_null()
-        & (pl.col("_py_ts") <= pl.col(Col.TS_NS))
-        & (pl.col("_py_parent") != pl.col(ROW))
+    found = orphans.join(frames, on=Col.PY_PARENT_ID, how="inner").filter(
+        (pl.col("_py_ts") <= pl.col(Col.TS_NS)) & (pl.col("_py_parent") != pl.col(ROW))
     )
-    return joined.with_columns(
-        pl.when(usable).then(pl.col("_py_parent")).otherwise(pl.col("parent_row")).alias("parent_row")
-    ).drop("_py_parent", "_py_ts")
+    if found.height == 0:
+        return scopes
+    parent = pl.col(ROW).replace_strict(
+        found[ROW],
+        found["_py_parent"],
+        default=pl.col("parent_row"),
+        return_dtype=scopes.schema["parent_row"],
+    )
+    return scopes.with_columns(parent.alias("parent_row"))
 
 
 def selected_gpu(

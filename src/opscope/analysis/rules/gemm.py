@@ -141,10 +141,40 @@ def misaligned_gemms(ctx: RuleContext, threshold: float) -> Hit | Skipped | None
         ~pl.col("op_parent_row").is_in(list(gemm_rows)).fill_null(False)
     )  # outermost GEMM op only
     under = ctx.gpu_ns_under(ops[ROW])
-    ops = ops.join(under, on=ROW, how="inner")
+    # what decides a call is its op, shapes and types and its kernels' tf32 and alignment markers: the calls
+    # are grouped by those first (in polars), and only the distinct groups are parsed and judged in Python
+    kernel = pl.element().fill_null("")
+    marks = under.select(
+        ROW,
+        "gpu_ns",
+        "kernels",
+        pl.col("kernels")
+        .list.eval(kernel.str.contains(TF32_KERNEL.pattern, literal=False))
+        .list.any()
+        .fill_null(False)
+        .alias("_tf32"),
+        # the markers of all of a call's kernels: one text of its names (a marker never spans two of them)
+        pl.col("kernels")
+        .list.eval(kernel)
+        .list.join("\n")
+        .str.extract_all(r"(?i)_align[ac]?\d+")
+        .list.eval(pl.element().str.extract(r"(\d+)$").cast(pl.Int64))
+        .list.min()
+        .alias("_align"),
+    )
+    calls = ops.select(ROW, Col.NAME, Col.INPUT_DIMS, Col.INPUT_TYPES).join(
+        marks, on=ROW, how="inner", maintain_order="left"
+    )
+    keys = [Col.NAME, Col.INPUT_DIMS, Col.INPUT_TYPES, "_tf32", "_align"]
+    distinct = calls.group_by(keys, maintain_order=True).agg(
+        pl.col(ROW),
+        pl.len().alias("_calls"),
+        pl.col("gpu_ns").sum().alias("_gpu_ns"),
+        pl.col("kernels").explode().unique().alias("_kernels"),
+    )
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
     bad_rows: list[int] = []
-    for r in ops.iter_rows(named=True):
+    for r in distinct.iter_rows(named=True):
         dims = _dims(r[Col.INPUT_DIMS])
         parsed = gemm_dims(r[Col.NAME], dims)
         if parsed is None:
@@ -152,12 +182,11 @@ def misaligned_gemms(ctx: RuleContext, threshold: float) -> Hit | Skipped | None
         index, sizes = parsed
         types = _types(r[Col.INPUT_TYPES])
         dtype = types[index] if index < len(types) else ""
-        tf32 = any(TF32_KERNEL.search(k or "") for k in r["kernels"])
-        align = alignment(dtype, tf32)
+        align = alignment(dtype, bool(r["_tf32"]))
         if align is None:
             continue
         bad = selecting(sizes, align)
-        chosen = kernel_alignment(r["kernels"])
+        chosen = r["_align"]
         if not bad or (chosen is not None and chosen >= align):
             continue  # nothing misaligned, or the kernel that ran is an aligned one after all
         key = (r[Col.NAME], json.dumps(dims), dtype)
@@ -179,10 +208,10 @@ def misaligned_gemms(ctx: RuleContext, threshold: float) -> Hit | Skipped | None
                 "kernels": set(),
             },
         )
-        bad_rows.append(r[ROW])
-        group["calls"] += 1
-        group["gpu_ns"] += int(r["gpu_ns"])
-        group["kernels"].update(k for k in r["kernels"] if k)
+        bad_rows.extend(r[ROW])
+        group["calls"] += int(r["_calls"])
+        group["gpu_ns"] += int(r["_gpu_ns"])
+        group["kernels"].update(k for k in r["_kernels"] if k)
     if not groups:
         return Hit(value=0, time_at_stake_ns=0)
     ordered = sorted(groups.values(), key=lambda g: (-g["gpu_ns"], g["op"], json.dumps(g["input_dims"])))
