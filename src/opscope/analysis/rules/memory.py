@@ -13,7 +13,8 @@ import polars as pl
 
 from opscope.analysis.base.names import names_of
 from opscope.analysis.base.window import starts_inside
-from opscope.analysis.memory.summary import MemoryOptions, memory_stats
+from opscope.analysis.memory.peaks import peak_memory
+from opscope.analysis.memory.summary import CAPACITY_TYPES, MemoryOptions, memory_stats
 from opscope.analysis.rules.context import E, RuleContext, S
 from opscope.analysis.rules.model import ABOVE, MAX_EVIDENCE, WINDOW, Hit, Rule, Skipped
 from opscope.model.schema import Col, Kind
@@ -39,24 +40,36 @@ def _allocator_calls(ctx: RuleContext) -> pl.DataFrame:
     )
 
 
+def _capacity(ctx: RuleContext, device: str) -> int | None:
+    """The capacity of a CUDA / HIP device from its deviceProperties entry (by index), as `memory` reads it."""
+    kind, _, index = device.partition(":")
+    if kind not in CAPACITY_TYPES or not index.isdigit():
+        return None
+    return {d.id: d.total_memory for d in ctx.trace.meta.devices}.get(int(index))
+
+
 def near_capacity(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
-    stats = memory_stats(ctx.trace, MemoryOptions(steps=ctx.analysis.options.steps, top=0))
-    gpus = [
-        d
-        for d in stats.devices
-        if d.device != "cpu" and not d.relative and d.capacity_bytes and d.capacity_bytes > 0
-    ]
+    # the peaks alone first (`peak_memory`: the same figure as `memory`'s, without its per-op work); the whole
+    # memory analysis only where a device is near capacity, for the evidence
+    steps = ctx.analysis.options.steps
+    peaks = peak_memory(ctx.trace, steps)
+    capacity = {p.device: _capacity(ctx, p.device) for p in peaks}
+    gpus = [p for p in peaks if p.device != "cpu" and not p.relative and (capacity[p.device] or 0) > 0]
     if not gpus:
-        if any(d.device != "cpu" for d in stats.devices):
+        if any(p.device != "cpu" for p in peaks):
             return Skipped(
                 "no device capacity (deviceProperties) or no allocator totals for the GPU memory events"
             )
         return Skipped("no GPU memory events (profile with profile_memory=True)")
-    fractions = {d.device: peak_fraction(d.peak_allocated_bytes, d.capacity_bytes or 0) for d in gpus}
+    fractions = {p.device: peak_fraction(p.peak_allocated_bytes, capacity[p.device] or 0) for p in gpus}
     value = max(fractions.values())
     if value <= threshold:
         return Hit(value=value, time_at_stake_ns=0)
-    near = sorted((d for d in gpus if fractions[d.device] > threshold), key=lambda d: -fractions[d.device])
+    stats = memory_stats(ctx.trace, MemoryOptions(steps=steps, top=0))
+    near = sorted(
+        (d for d in stats.devices if fractions.get(d.device, 0.0) > threshold),
+        key=lambda d: -fractions[d.device],
+    )
     evidence = tuple(
         {
             "device": d.device,
