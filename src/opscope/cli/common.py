@@ -143,9 +143,11 @@ def check_output(
 
 def load_trace(args: argparse.Namespace, path: str | None = None) -> Trace:
     """Load the trace named on the command line, with a progress bar for long parses on a terminal."""
+    from opscope.analysis.base.stages import stage
     from opscope.loading import load, resolve  # here, not at import time: polars and pyarrow only to read
 
     target = path if path is not None else args.trace
+    stage("reading the trace")
     check_outputs(args, resolve(target))
     with parse_progress(args, f"reading {Path(str(target)).name if target else 'trace'}") as progress:
         return load(target, cache=not args.no_cache, strict=getattr(args, "strict", False), progress=progress)

@@ -14,7 +14,8 @@ from types import ModuleType
 from typing import Any
 
 from opscope._version import __version__
-from opscope.cli import address_space, allocator
+from opscope.analysis.base.stages import stage
+from opscope.cli import address_space, allocator, memory_guard, native_noise
 from opscope.cli.parser import OneLineParser, grouped_commands
 from opscope.cli.progress import stage_progress
 from opscope.errors import OpscopeError, OutOfMemory
@@ -167,10 +168,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     previous = _on_sigterm()
+    guard = None
     try:
         # before polars, pyarrow or the reader's threads start: they size their pools and arenas then
         address_space.prepare(runs_user_code=getattr(args, "_command", None) in RUNS_USER_CODE)
         allocator.prepare()
+        guard = _memory_guard(args)
         _head_start(args)
         with stage_progress(args, f"opscope {getattr(args, '_command', None) or 'command'}"):
             return int(args._run(args))
@@ -192,6 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return _failed(exc)
     finally:
+        if guard is not None:
+            guard.stop()
         headstart.cancel()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -211,6 +216,23 @@ def _failed(exc: BaseException) -> int:
         file=sys.stderr,
     )
     return 3
+
+
+GUARDED: list[bool] = []  # set by `entry`: a command of the console script runs under the memory guard
+
+
+def _memory_guard(args: argparse.Namespace) -> memory_guard.Guard | None:
+    """The memory guard of a command run from the console script (`cli/memory_guard.py`), started; None for
+    a `main` called in-process (a test, a notebook: `os._exit` would end the caller too) or a command that
+    runs the user's code (its memory is the user's)."""
+    if not GUARDED or getattr(args, "_command", None) in RUNS_USER_CODE:
+        return None
+    names = [getattr(args, n, None) for n in ("trace", "traces", "base", "new")]
+    paths = [p for n in names for p in (n if isinstance(n, list) else [n]) if isinstance(p, str) and p]
+    guard = memory_guard.Guard(lambda: memory_guard.describe_traces([p for p in paths if os.path.isfile(p)]))
+    stage("starting")  # what the guard names until the command announces a stage of its own
+    guard.start()
+    return guard
 
 
 def _head_start(args: argparse.Namespace) -> None:
@@ -255,4 +277,9 @@ def entry() -> None:
     an allocation that aborts inside Rust still ends with one line and exit 2 (`cli/supervise.py`)."""
     from opscope.cli import supervise
 
-    sys.exit(supervise.run() if supervise.wanted() else main())
+    if supervise.wanted():
+        sys.exit(supervise.run())
+    GUARDED.append(True)
+    with native_noise.filtered():
+        code = main()
+    sys.exit(code)

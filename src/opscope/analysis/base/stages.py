@@ -13,13 +13,21 @@ from contextvars import ContextVar
 
 Listener = Callable[[str], None]
 _LISTENER: ContextVar[Listener | None] = ContextVar("opscope_stage_listener", default=None)
+_LAST: list[str] = []  # the stage announced last in this process, by any thread (`last_stage`)
 
 
 def stage(name: str) -> None:
     """Announce that the running analysis enters stage `name`."""
+    _LAST[:] = [name]
     listener = _LISTENER.get()
     if listener is not None:
         listener(name)
+
+
+def last_stage() -> str | None:
+    """The stage announced last in this process, whichever thread announced it (None before any): what the
+    CLI's memory guard names when it stops a command."""
+    return _LAST[0] if _LAST else None
 
 
 def current_listener() -> Listener | None:

@@ -33,6 +33,13 @@ _BOOT = (
     "serve(sys.stdin.buffer, answers)\n"
 )
 EXIT_WAIT_S = 10.0  # how long `close` waits for a worker to exit after its stdin closed
+_LIVE: set[int] = set()  # the process ids of this process's workers still running (`live_workers`)
+
+
+def live_workers() -> list[int]:
+    """The process ids of the workers this process started and has not closed yet (the CLI's memory guard
+    counts their memory with its own)."""
+    return sorted(_LIVE)
 
 
 class WorkerDied(Exception):
@@ -54,6 +61,7 @@ class Worker:
             )
         except OSError as exc:  # no interpreter to start (an embedded Python): the caller computes it
             raise WorkerDied(f"cannot start a worker process: {exc}") from None
+        _LIVE.add(self._process.pid)
         self._send(list(sys.path))
 
     def _send(self, value: object) -> None:
@@ -85,11 +93,13 @@ class Worker:
             self._process.wait(timeout=EXIT_WAIT_S)
         except subprocess.TimeoutExpired:
             self.kill()
+        _LIVE.discard(self._process.pid)
 
     def kill(self) -> None:
         """Stop the worker now (an interrupted caller); a call waiting on it raises `WorkerDied`."""
         self._process.kill()
         self._process.wait()
+        _LIVE.discard(self._process.pid)
 
 
 def proc_kb(path: str, field: str) -> int | None:
