@@ -56,8 +56,9 @@ def _db_bytes(conn: sqlite3.Connection) -> int:
     )
 
 
-def tile(source: Path, target: Path, size_mb: float) -> int:
-    """Copy `source` to `target` and repeat its activity rows until the file reaches `size_mb`; returns copies."""
+def tile(source: Path, target: Path, size_mb: float | None = None, copies_wanted: int | None = None) -> int:
+    """Copy `source` to `target` and repeat its activity rows until the file reaches `size_mb`, or
+    `copies_wanted` copies in all (the scale tests: x4); returns copies."""
     shutil.copyfile(source, target)
     conn = sqlite3.connect(target)
     tables = [
@@ -81,11 +82,11 @@ def tile(source: Path, target: Path, size_mb: float) -> int:
         + 1
     )
     columns = {t: [row[1] for row in conn.execute(f"PRAGMA table_info({t})")] for t in tables}
-    target_bytes = int(size_mb * (1 << 20))
+    target_bytes = int((size_mb or 0) * (1 << 20))
     copies = 1
     conn.execute("PRAGMA journal_mode=OFF")
     conn.execute("PRAGMA synchronous=OFF")
-    while _db_bytes(conn) < target_bytes:
+    while (copies < copies_wanted) if copies_wanted is not None else (_db_bytes(conn) < target_bytes):
         shift, corr_shift = copies * span, copies * max_corr
         for table in tables:
             exprs = []
