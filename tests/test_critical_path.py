@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -485,7 +486,7 @@ def test_first_windows_from_their_span_equal_the_whole_table(name: str) -> None:
 def _top_by_walk(graph: object, path: object) -> tuple[dict[str, int], list[tuple[str, str, int, int]]]:
     """The breakdown by kind and the top events of a path, by a plain walk over the path's edges and the
     graph's events (rows as Python dicts): the reference for `path._result`."""
-    from opscope.analysis.critical_path.graph import EDGE_KINDS
+    from opscope.analysis.critical_path.kinds import EDGE_KINDS
     from opscope.analysis.critical_path.path import TOP_KINDS
 
     edges = graph.edges.to_dicts()  # type: ignore[attr-defined]
@@ -545,3 +546,109 @@ def test_an_unnamed_event_on_the_path_has_no_total(tmp_path: Path) -> None:
     top = {t.name: (t.on_path_ns, t.total_ns) for t in step.path.top}
     assert top["None"] == (68_000, 0)
     assert top["aten::mm"] == (2_000, 20_000)
+
+
+# Steps laid out together (issue 57): a batch of windows is the union of their graphs, each window's events,
+# edges and paths as when it is laid out alone. Real traces with several steps, and generated shapes (labelled
+# hand-made in tests/unkind_traces.py) that exercise every kind of edge across windows: cross-stream waits,
+# synchronisations, reused correlation ids, many threads.
+BATCHED = [
+    NS_STEPS,
+    RESNET_WORKERS,
+    NCCL,
+    "kineto/tb_plugin_samples_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz",
+]
+
+
+def _window_graph(graph, events: np.ndarray) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A window's events and edges out of a graph, renumbered from 0 in their order (as built alone)."""
+    remap = np.full(graph.events.height, -1)
+    remap[events] = np.arange(len(events))
+    mine = graph.events[events].select("row", "is_gpu", "ts_ns", "end_ns", "parent", "launch")
+    for column in ("parent", "launch"):
+        values = mine[column].to_numpy()
+        mine = mine.with_columns(pl.Series(column, np.where(values >= 0, remap[np.maximum(values, 0)], -1)))
+    src, dst = graph.edges["src"].to_numpy(), graph.edges["dst"].to_numpy()
+    owner = graph.edges["owner"].to_numpy()
+    inside = np.isin(src // 2, events)
+    edges = pl.DataFrame(
+        {
+            "src": (2 * remap[src // 2] + src % 2)[inside],
+            "dst": (2 * remap[dst // 2] + dst % 2)[inside],
+            "weight": graph.edges["weight_ns"].to_numpy()[inside],
+            "kind": graph.edges["kind"].cast(pl.String).to_numpy()[inside],
+            "owner": np.where(owner >= 0, remap[np.maximum(owner, 0)], -1)[inside],
+            "sync": graph.edges["sync"].to_numpy()[inside],
+        }
+    )
+    return mine, edges
+
+
+def _batched_equals_alone(trace: opscope.Trace) -> int:
+    from opscope.analysis.critical_path.graph import (
+        build_from,
+        build_windows,
+        cpu_table,
+        gpu_table,
+        stream_waits,
+    )
+    from opscope.analysis.critical_path.stats import StepTables, step_path, step_paths
+
+    windows = step_windows(trace)
+    tables = StepTables(cpu_table(trace), gpu_table(link(trace)), stream_waits(trace))
+    batch = build_windows(
+        tables.cpu, tables.gpu, tables.waits, tuple((w.start_ns, w.end_ns) for w in windows)
+    )
+    rules = (WhatIf("gemm|sgemm|Synchronize|mul|add", 0.5),)
+    together = step_paths(tables, windows, rules, top=5)
+    for k in range(0, len(windows), max(1, len(windows) // 100)):  # a hundred of them, spread out
+        w = windows[k]
+        alone = build_from(tables.cpu, tables.gpu, tables.waits, w.start_ns, w.end_ns)
+        assert batch.window is not None
+        for got_part, want_part in zip(
+            _window_graph(batch, np.flatnonzero(batch.window == k)),
+            _window_graph(alone, np.arange(alone.events.height)),
+            strict=True,
+        ):
+            assert got_part.equals(want_part)
+        one = step_path(tables, w, rules, top=5)
+        got = together[k]
+        assert (got.span_ns, got.path.length_ns, got.path.breakdown_ns, got.path.top) == (
+            one.span_ns,
+            one.path.length_ns,
+            one.path.breakdown_ns,
+            one.path.top,
+        )
+        assert got.path.edges.tolist() == one.path.edges.tolist()
+        assert got.predicted is not None and one.predicted is not None
+        assert (got.predicted.length_ns, got.predicted.edges.tolist()) == (
+            one.predicted.length_ns,
+            one.predicted.edges.tolist(),
+        )
+        assert got.segments.equals(one.segments)
+    return len(windows)
+
+
+@pytest.mark.parametrize("name", BATCHED)
+def test_steps_laid_out_together_equal_each_alone(name: str) -> None:
+    assert _batched_equals_alone(opscope.load(corpus_path(name))) > 1
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "many_steps",
+        "stream_waits",
+        "syncs_among_frames",
+        "reused_correlations",
+        "many_threads",
+        "identical_timestamps",
+    ],
+)
+def test_generated_steps_laid_out_together_equal_each_alone(shape: str, tmp_path: Path) -> None:
+    from unkind_traces import SHAPES
+
+    doc = SHAPES[shape](2 if shape != "many_steps" else 1)
+    path = tmp_path / f"{shape}.json"
+    path.write_text(json.dumps(doc))
+    assert _batched_equals_alone(opscope.load(path, cache=False)) >= 1

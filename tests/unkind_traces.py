@@ -164,13 +164,15 @@ def identical_timestamps(units: int) -> dict[str, Any]:
 
 
 def many_steps(units: int) -> dict[str, Any]:
-    """2,500 short steps per unit (one op and one kernel each): per-step work done one step at a time grows
-    with the step count times everything else."""
+    """2,500 short steps per unit (one op and one kernel each, and a synchronisation that waits for it, so the
+    advice asks the critical-path model about every step): per-step work done one step at a time grows with
+    the step count times everything else."""
     w = Writer()
     for s in range(2500 * units):
         t0 = s * 100.0
         w.step(s, t0, 90)
         _op_with_kernel(w, "aten::linear", "gemm_kernel", t0 + 5)
+        w.sync(t0 + 30, 12)
     return w.document()
 
 

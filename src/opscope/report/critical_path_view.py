@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from opscope.analysis.critical_path.graph import EDGE_KINDS
+from opscope.analysis.critical_path.kinds import EDGE_KINDS
 from opscope.analysis.critical_path.path import PathResult
 from opscope.analysis.critical_path.stats import CriticalPathStats, StepPath
 from opscope.report.document import MS, NAME, PCT, TEXT, Column, Document, Table

@@ -46,6 +46,15 @@ from opscope.analysis.base.arrays import take_or
 from opscope.analysis.base.codetag import code_tag
 from opscope.analysis.base.linking import LAUNCH_KINDS, ROW, Linkage, thread_key
 from opscope.analysis.base.nesting import filled, innermost_container, lexsort, positions
+from opscope.analysis.critical_path import edges
+from opscope.analysis.critical_path.edges import ASYNC_COPY_CALL, BLOCKING, WIN, WORK_KIND
+from opscope.analysis.critical_path.kinds import (
+    EDGE_KIND,
+    GPU_COMM,
+    GPU_COMPUTE,
+    MEMCPY,
+    SYNC_WAIT,
+)
 from opscope.analysis.kernels.categories import CATEGORY, with_category
 from opscope.analysis.kernels.category_rules import COMMUNICATION
 from opscope.analysis.timeline.syncs import SYNC_CALL_PATTERN
@@ -53,30 +62,6 @@ from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
 CPU_KINDS: tuple[str, ...] = (Kind.CPU_OP, Kind.USER_ANNOTATION, *LAUNCH_KINDS)
-
-# Edge kinds: the breakdown classes (HTA's `bound_by` names plus sync_wait and memcpy).
-CPU_BOUND = "cpu_bound"
-GPU_COMPUTE = "gpu_compute_bound"
-GPU_COMM = "gpu_communication_bound"
-KERNEL_KERNEL = "gpu_kernel_kernel_overhead"
-LAUNCH = "gpu_kernel_launch_overhead"
-SYNC_WAIT = "sync_wait"
-MEMCPY = "memcpy"
-BACKLOG = "gpu_backlog"  # a launch waiting for GPU work launched before the window (the GPU runs behind)
-EDGE_KINDS: tuple[str, ...] = (
-    CPU_BOUND,
-    GPU_COMPUTE,
-    GPU_COMM,
-    KERNEL_KERNEL,
-    LAUNCH,
-    SYNC_WAIT,
-    MEMCPY,
-    BACKLOG,
-)
-SCALED_KINDS: tuple[str, ...] = (CPU_BOUND, GPU_COMPUTE, GPU_COMM, SYNC_WAIT, MEMCPY)  # work, not overhead
-# An edge's kind: its index in EDGE_KINDS, read as text (a u32 per edge: gathering and concatenating text per
-# edge cost ~2 ms a step)
-EDGE_KIND = pl.Enum(EDGE_KINDS)
 
 # Blocking host calls: the synchronising calls of `timeline.syncs` less cudaStreamWaitEvent (it makes a GPU
 # stream wait, not the host), plus *MemcpyAsync, which blocks on pageable memory.
@@ -89,16 +74,44 @@ class Graph:
     parent (event index of the enclosing CPU event, -1), launch (event index of the launch call, -1), and
     where the trace's tables are categorical the name's and kind's category codes (`CODES`).
     `edges`: src, dst (node ids), weight_ns, kind, owner (event index, -1), sync (the edge enters a blocking call
-    from the GPU). Node n is the start (n even) or end (n odd) of event n // 2."""
+    from the GPU). Node n is the start (n even) or end (n odd) of event n // 2.
+    A graph of several windows (`build_windows`) is the union of theirs, no edge between two of them: `window`
+    gives each event's window (an index into `bounds`); a graph of one window may leave it None."""
 
     start_ns: int
     end_ns: int
     events: pl.DataFrame
     edges: pl.DataFrame
+    window: np.ndarray | None = None
+    bounds: tuple[tuple[int, int], ...] = ()
 
     @property
     def nodes(self) -> int:
         return 2 * self.events.height
+
+    @property
+    def windows(self) -> int:
+        return max(len(self.bounds), 1)
+
+    def event_windows(self) -> np.ndarray:
+        """Each event's window (all 0 for a graph of one window)."""
+        if self.window is None:
+            return np.zeros(self.events.height, dtype=np.int64)
+        return self.window
+
+    def node_windows(self) -> np.ndarray:
+        """Each node's window."""
+        return np.repeat(self.event_windows(), 2)
+
+    def local_edges(self) -> np.ndarray:
+        """Each edge's index among its own window's edges: its index in that window's graph built alone
+        (`build_from`: a window's edges keep their order in a batch, only others' come between them)."""
+        window = self.node_windows()[self.edges["src"].to_numpy()]
+        order = np.argsort(window, kind="stable")
+        starts = np.searchsorted(window[order], window[order], side="left")
+        local = np.empty(len(window), dtype=np.int64)
+        local[order] = np.arange(len(window)) - starts
+        return local
 
     def node_ts(self) -> np.ndarray:
         ts = np.empty(self.nodes, dtype=np.int64)
@@ -221,9 +234,6 @@ def _with_thread_order(cpu: pl.DataFrame, order: pl.DataFrame) -> pl.DataFrame:
     return cpu.join(order, on=[Col.PID, Col.TID], how="left", nulls_equal=True, maintain_order="left")
 
 
-BLOCKING, ASYNC_COPY_CALL = "_blocking", "_async_copy"  # cpu_table's flags (`_with_call_flags`)
-
-
 def _with_call_flags(cpu: pl.DataFrame) -> pl.DataFrame:
     """`cpu` with `BLOCKING` (a blocking host call: `timeline.syncs`' pattern less cudaStreamWaitEvent) and
     `ASYNC_COPY_CALL` (a *MemcpyAsync call), both among the launch / runtime calls only; each distinct name
@@ -303,9 +313,6 @@ def gpu_table(linkage: Linkage) -> pl.DataFrame:
     )
 
 
-WORK_KIND = "_work"  # gpu_table: the edge kind of an activity's own duration (`_with_work_kind`)
-
-
 def _with_work_kind(gpu: pl.DataFrame) -> pl.DataFrame:
     """`gpu` with `WORK_KIND`: memcpy for copies and memsets, communication for `analyze`'s communication
     category (one rule table for every view, issue 28), else compute. Classified once per trace, not per
@@ -330,50 +337,78 @@ def span_rows(table: pl.DataFrame, key: str, start_ns: int, end_ns: int) -> pl.D
     searches and a zero-copy slice, so cutting every step of a long trace costs O(steps log n), not a scan of
     the whole table per step (issue 25: a per-window re-scan). Cut from such a cut, a window gets the same
     rows as from the whole table (the batches a worker process gets: `stats.StepTables.cut`)."""
+    lo, count = _spans(table, key, np.array([start_ns]), np.array([end_ns]))
+    return table.slice(int(lo[0]), int(count[0]))
+
+
+def _spans(
+    table: pl.DataFrame, key: str, starts: np.ndarray, ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(first row, row count) of each window [start, end] in `table` (sorted by `key`, nulls last)."""
     column = table[key]
     valid = column.len() - column.null_count()
     keys = column.slice(0, valid).to_numpy()
-    lo = int(np.searchsorted(keys, start_ns, side="left"))
-    hi = int(np.searchsorted(keys, end_ns, side="right"))
-    return table.slice(lo, max(hi - lo, 0))
+    lo = np.searchsorted(keys, starts, side="left")
+    hi = np.searchsorted(keys, ends, side="right")
+    return lo, np.maximum(hi - lo, 0)
 
 
-def _window_rows(table: pl.DataFrame, key: str, start_ns: int, end_ns: int) -> pl.DataFrame:
-    """`span_rows` with the categorical columns made text: the whole-trace tables keep the trace's categorical
-    text (sorting and keeping 2.5 M string rows took ~750 MB on the 1 GB benchmark trace, the report's peak);
-    the window's rows are text from here on, with the name's and kind's category codes kept beside them
-    (`CODES`: what the path's top events group by)."""
-    rows = span_rows(table, key, start_ns, end_ns)
+def window_counts(table: pl.DataFrame, key: str, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """How many rows of `table` (sorted by `key`) each window [start, end] takes (`span_rows`)."""
+    return _spans(table, key, starts, ends)[1]
+
+
+def _window_rows(table: pl.DataFrame, key: str, starts: np.ndarray, ends: np.ndarray) -> pl.DataFrame:
+    """The rows of each window [start, end] (`span_rows`; a row in two windows twice), with `WIN`, the window,
+    and the categorical columns made text: the whole-trace tables keep the trace's categorical text (sorting
+    and keeping 2.5 M string rows took ~750 MB on the 1 GB benchmark trace, the report's peak); the windows'
+    rows are text from here on, with the name's and kind's category codes kept beside them (`CODES`: what the
+    path's top events group by). One window is a zero-copy slice; several, one gather."""
+    lo, count = _spans(table, key, starts, ends)
+    if len(starts) == 1:
+        rows = table.slice(int(lo[0]), int(count[0]))
+        win = np.zeros(rows.height, dtype=np.int64)
+    else:
+        total = int(count.sum())
+        win = np.repeat(np.arange(len(starts), dtype=np.int64), count)
+        rows = table[np.repeat(lo - np.cumsum(count) + count, count) + np.arange(total)]
     codes = [
         pl.col(c).to_physical().cast(pl.Int64).fill_null(-1).alias(code)
         for c, code in CODES.items()
         if isinstance(rows.schema.get(c), pl.Categorical)
     ]
-    return rows.with_columns(*codes, cs.categorical().cast(pl.String))
+    return rows.with_columns(*codes, cs.categorical().cast(pl.String), pl.Series(WIN, win, dtype=pl.Int64))
 
 
 # A window's events keep the category codes of their name and kind (-1: none), where the whole-trace tables
 # are categorical: equal codes, equal text (polars' categories are global), so the path's top events are
 # grouped by integers instead of making codes again from a step's text (`path._top`)
 CODES = {Col.NAME: "name_code", Col.KIND: "kind_code"}
+_ROW_BITS = 40  # a trace row fits 40 bits: (window, row) in one int64
 
 
-def _gpu_events(gpu_all: pl.DataFrame, cpu: pl.DataFrame, start_ns: int, end_ns: int) -> pl.DataFrame:
-    """The GPU events launched from `cpu`, and those with no launch call in the trace that start in the window
-    (a GPU-only capture: launch -1), with `trace_prev_end` (see `gpu_table`) and the launch call's process,
-    start and end (`launch_pid`, `launch_ts`, `launch_end`; null without one). `gpu_all`: `gpu_table(linkage)`;
-    its rows are first cut to those whose launch call (or, without one, whose own start) lies in the window, so
-    the join below is the size of the window, not of the trace."""
-    window = _window_rows(gpu_all, CUT_KEY, start_ns, end_ns).drop("launch_ts_ns", CUT_KEY)
-    # each event's launch call among `cpu` (its position there, -1): a binary search over cpu's rows
-    cpu_rows = cpu[ROW].to_numpy()
-    by_row = np.argsort(cpu_rows, kind="stable")
-    at = positions(cpu_rows[by_row], filled(window["launch_row"], -1))
-    launch = take_or(by_row, at, -1)
+def _gpu_events(
+    gpu_all: pl.DataFrame, cpu: pl.DataFrame, starts: np.ndarray, ends: np.ndarray
+) -> pl.DataFrame:
+    """The GPU events launched from `cpu` (the windows' CPU events), and those with no launch call in the trace
+    that start in a window (a GPU-only capture: launch -1), with `trace_prev_end` (see `gpu_table`), the launch
+    call's process, start and end (`launch_pid`, `launch_ts`, `launch_end`; null without one) and `WIN`.
+    `gpu_all`: `gpu_table(linkage)`; its rows are first cut to those whose launch call (or, without one, whose
+    own start) lies in a window, so the search below is the size of the windows, not of the trace. By window,
+    then start, then row."""
+    window = _window_rows(gpu_all, CUT_KEY, starts, ends).drop("launch_ts_ns", CUT_KEY)
+    win = window[WIN].to_numpy()
+    # each event's launch call among `cpu` of its window (its position there, -1): a binary search over
+    # (window, row) keys
+    cpu_keys = (cpu[WIN].to_numpy() << _ROW_BITS) + cpu[ROW].to_numpy()
+    by_row = np.argsort(cpu_keys, kind="stable")
+    launch_row = filled(window["launch_row"], -1)
+    wanted = np.where(launch_row >= 0, (win << _ROW_BITS) + launch_row, -1)
+    launch = take_or(by_row, positions(cpu_keys[by_row], wanted), -1)
     ts = window[Col.TS_NS].to_numpy()
-    unlaunched = window["launch_row"].is_null().to_numpy()
-    keep = np.flatnonzero((launch >= 0) | (unlaunched & (ts >= start_ns) & (ts <= end_ns)))
-    order = keep[lexsort((window[ROW].to_numpy()[keep], ts[keep]))]
+    unlaunched = launch_row < 0
+    keep = np.flatnonzero((launch >= 0) | (unlaunched & (ts >= starts[win]) & (ts <= ends[win])))
+    order = keep[lexsort((window[ROW].to_numpy()[keep], ts[keep], win[keep]))]
     launch = launch[order]
     # the launch call's process, start and end (null without one: a null index gathers a null)
     index = pl.Series("i", launch, dtype=pl.Int64).scatter(np.flatnonzero(launch < 0), None)
@@ -412,19 +447,43 @@ def build_from(
 ) -> Graph:
     """`build` from the tables it cuts the window from (`cpu_table`, `gpu_table`, `stream_waits`; or cuts of
     the first two covering the window: `span_rows`), without the trace: what a worker process runs."""
+    return build_windows(cpu_all, gpu_all, waits_all, ((start_ns, end_ns),))
+
+
+def build_windows(
+    cpu_all: pl.DataFrame,
+    gpu_all: pl.DataFrame,
+    waits_all: pl.DataFrame,
+    bounds: tuple[tuple[int, int], ...],
+) -> Graph:
+    """The graphs of the windows `bounds` at once (`build_from` of each, as one graph: the union of theirs,
+    every event's window in `Graph.window`): a batch of short steps costs a few vectorised passes in all
+    instead of a few dozen queries each (issue 57). `edges.TooWide` where the batch's times do not fit one
+    key per (window, time): smaller batches then."""
+    starts = np.array([lo for lo, _ in bounds], dtype=np.int64)
+    ends = np.array([hi for _, hi in bounds], dtype=np.int64)
     cpu = (
-        _window_rows(cpu_all, Col.TS_NS, start_ns, end_ns)
+        _window_rows(cpu_all, Col.TS_NS, starts, ends)
         .with_row_index("_e")
         .with_columns(pl.col("_e").cast(pl.Int64))
     )
-    gpu = _gpu_events(gpu_all, cpu, start_ns, end_ns)
+    if BLOCKING not in cpu.columns:
+        cpu = _with_call_flags(cpu)
+    gpu = _gpu_events(gpu_all, cpu, starts, ends)
+    if WORK_KIND not in gpu.columns:
+        gpu = _with_work_kind(gpu)
     n_cpu = cpu.height
     gpu = gpu.with_row_index("_e", offset=n_cpu).with_columns(pl.col("_e").cast(pl.Int64))
-    waits = _cross_stream_pairs(waits_all, cpu, gpu)
+    waits = edges.cross_stream_pairs(waits_all, cpu, gpu)
+    c_win = cpu[WIN].to_numpy()
     thread = (cpu if THREAD in cpu.columns else _with_thread(cpu))[THREAD].to_numpy()
+    lane = c_win * (int(thread.max(initial=0)) + 1) + thread  # a thread of a window
     c_start = cpu[Col.TS_NS].to_numpy()
     c_end = cpu["end_ns"].to_numpy()
-    parent = innermost_container(thread, c_start, c_end, np.ones(n_cpu, dtype=bool))
+    base, span = edges.packing(
+        len(bounds), c_start, c_end, gpu[Col.TS_NS].to_numpy(), gpu["end_ns"].to_numpy()
+    )
+    parent = innermost_container(lane, c_start, c_end, np.ones(n_cpu, dtype=bool))
     codes = [c for c in CODES.values() if c in cpu.columns and c in gpu.columns]
     events = pl.concat(
         [
@@ -452,18 +511,20 @@ def build_from(
             ),
         ]
     )
-    syncs, blocking = _sync_pairs(cpu, gpu)
-    first = _first_node_event(events)
-    prev = _stream_prev(gpu)
+    window = np.concatenate([c_win, gpu[WIN].to_numpy()])
+    event_ts = events[Col.TS_NS].to_numpy()
+    syncs, blocking = edges.sync_pairs(cpu, gpu, base, span)
+    first = edges.first_events(event_ts, events["is_gpu"].to_numpy(), window, len(bounds))
+    prev = edges.stream_lanes(gpu)
     blocked = np.zeros(n_cpu, dtype=bool)
     blocked[syncs["sync"].to_numpy()] = True
     blocking |= blocked
-    edges = pl.concat(
+    graph_edges = pl.concat(
         [
-            _program_order(thread, c_start, c_end, parent, blocked, blocking),
-            _gpu_edges(gpu, prev, waits),
-            _untraced_starts(gpu, events, first, prev),
-            _thread_starts(thread, c_start, c_end, events, first),
+            edges.program_order(lane, c_start, c_end, parent, blocked, blocking),
+            edges.gpu_edges(gpu, prev, waits),
+            edges.untraced_starts(gpu, event_ts, first, prev),
+            edges.thread_starts(lane, c_start, c_end, c_win, first, event_ts, base, span),
             syncs.select(
                 (pl.col("gpu") * 2 + 1).alias("src"),
                 (pl.col("sync") * 2 + 1).alias("dst"),
@@ -475,353 +536,11 @@ def build_from(
         ],
         how="vertical_relaxed",
     )
-    return Graph(start_ns=start_ns, end_ns=end_ns, events=events, edges=edges)
-
-
-_KIND_TEXT = pl.Series("kind", EDGE_KINDS, dtype=EDGE_KIND)
-
-
-def _kinds(mask: np.ndarray, if_true: str, if_false: str) -> pl.Series:
-    """The edge kind `if_true` where `mask`, else `if_false`, gathered from one table of the kinds (a numpy
-    text array takes ~0.4 us a row to become a polars column: 11 ms for a step's program order)."""
-    return _KIND_TEXT.gather(np.where(mask, _code(if_true, len(mask)), _code(if_false, len(mask))))
-
-
-def _code(kind: str, n: int) -> np.ndarray:
-    """`n` times the index of `kind` in `_KIND_TEXT`."""
-    return np.full(n, EDGE_KINDS.index(kind), dtype=np.uint32)
-
-
-def _edge_frame(
-    src: np.ndarray, dst: np.ndarray, weight: np.ndarray, kind: str | pl.Series, owner: np.ndarray
-) -> pl.DataFrame:
-    return pl.DataFrame(
-        {
-            "src": src.astype(np.int64),
-            "dst": dst.astype(np.int64),
-            "weight_ns": np.maximum(weight, 0).astype(np.int64),
-            "kind": kind if isinstance(kind, pl.Series) else _KIND_TEXT.gather(_code(kind, len(src))),
-            "owner": owner.astype(np.int64),
-            "sync": np.zeros(len(src), dtype=bool),
-        }
+    return Graph(
+        start_ns=int(starts.min()),
+        end_ns=int(ends.max()),
+        events=events,
+        edges=graph_edges,
+        window=window,
+        bounds=tuple(bounds),
     )
-
-
-def _program_order(
-    thread: np.ndarray,
-    start: np.ndarray,
-    end: np.ndarray,
-    parent: np.ndarray,
-    blocked: np.ndarray,
-    blocking: np.ndarray,
-) -> pl.DataFrame:
-    """Consecutive start/end points per CPU thread. Equal times: ends before starts, the outer start first and
-    the inner end first, so that the points of nested events come out properly nested."""
-    n = len(start)
-    ev = np.concatenate([np.arange(n), np.arange(n)])
-    is_start = np.concatenate([np.ones(n, dtype=bool), np.zeros(n, dtype=bool)])
-    ts = np.concatenate([start, end])
-    dur = end - start
-    inner = np.concatenate([-dur, dur])  # starts: longer first; ends: shorter first
-    order = lexsort((inner, is_start, ts, thread[ev]))  # then by event: starts, then ends, each in order
-    ev, is_start, ts = ev[order], is_start[order], ts[order]
-    node = 2 * ev + (~is_start)
-    same = thread[ev[1:]] == thread[ev[:-1]]
-    src, dst = node[:-1][same], node[1:][same]
-    weight = (ts[1:] - ts[:-1])[same]
-    owner = np.where(is_start[:-1], ev[:-1], parent[ev[:-1]])[same]
-    # A blocking call that waited for the GPU: its end is bound by the GPU, not by its own CPU time.
-    into_end = dst % 2 == 1
-    waited = into_end & blocked[dst // 2]
-    weight = np.where(waited, 0, weight)
-    # Time inside a blocking call is waiting, even when the trace shows no GPU work that explains it.
-    kind = _kinds(into_end & blocking[dst // 2], SYNC_WAIT, CPU_BOUND)
-    return _edge_frame(src, dst, weight, kind, owner)
-
-
-def _first_node_event(events: pl.DataFrame) -> int:
-    """The event whose start is the graph's first node: the earliest start, a CPU event before a GPU one on a
-    tie, then the first in order (what a stable sort by (start, is_gpu) puts first, in O(n)); -1 without
-    events."""
-    if events.height == 0:
-        return -1
-    starts = events[Col.TS_NS].to_numpy()
-    earliest = np.flatnonzero(starts == starts.min())
-    cpu = earliest[~events["is_gpu"].to_numpy()[earliest]]
-    return int(cpu[0] if len(cpu) else earliest[0])
-
-
-def _untraced_starts(gpu: pl.DataFrame, events: pl.DataFrame, first: int, prev: np.ndarray) -> pl.DataFrame:
-    """An edge from the first node of the graph to the start of each GPU activity with no launch call in the
-    trace and no earlier activity on its stream in the window, weighing the time between them (tight: nothing
-    else explains when it began). Without it such an activity starts a chain of its own, and a blocking call
-    that waited for that chain would end a path shorter than the span. Kind: `gpu_backlog` when the stream was
-    still busy with earlier work at the first node, else `gpu_kernel_launch_overhead` (an untraced launch)."""
-    none = np.empty(0, dtype=np.int64)
-    if gpu.height == 0:
-        return _edge_frame(none, none, none, LAUNCH, none)
-    first_ts = int(events[Col.TS_NS].to_numpy()[first])
-    ts = gpu[Col.TS_NS].to_numpy()
-    launch_ts = filled(gpu["launch_ts"], np.iinfo(np.int64).min)
-    unlaunched = (gpu["launch"].to_numpy() < 0) | (ts < launch_ts)  # see `_gpu_edges`
-    heads = np.flatnonzero(prev < 0)  # the first activity of each device and stream (`_stream_prev`)
-    heads = heads[unlaunched[heads] & (ts[heads] > first_ts)]
-    e = gpu["_e"].to_numpy()[heads]
-    busy = filled(gpu["trace_prev_end"], np.iinfo(np.int64).min)[heads] > first_ts
-    kind = _kinds(busy, BACKLOG, LAUNCH)
-    return _edge_frame(np.full(len(e), 2 * first), 2 * e, ts[heads] - first_ts, kind, e)
-
-
-def _lanes(gpu: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(device, stream) of each GPU event, -1 where missing."""
-    return (
-        filled(gpu[Col.DEVICE], -1).astype(np.int64),
-        filled(gpu[Col.STREAM], -1).astype(np.int64),
-    )
-
-
-def _stream_prev(gpu: pl.DataFrame) -> np.ndarray:
-    """Each GPU event's previous activity on the same device and stream (its position in `gpu`, -1 for the
-    first of its stream): `gpu` is in start order, so a stable sort by stream keeps that order within one."""
-    device, stream = _lanes(gpu)
-    order = lexsort((stream, device))  # then by position
-    prev = np.full(gpu.height, -1, dtype=np.int64)
-    same = (device[order][1:] == device[order][:-1]) & (stream[order][1:] == stream[order][:-1])
-    prev[order[1:][same]] = order[:-1][same]
-    return prev
-
-
-def _thread_starts(
-    thread: np.ndarray, start: np.ndarray, end: np.ndarray, events: pl.DataFrame, first: int
-) -> pl.DataFrame:
-    """An edge into the first event of every CPU thread but the first one's, weighing the time up to it, as
-    `cpu_bound` time owned by no event (like the gaps between top-level events; a what-if does not scale it).
-    What a thread did before its first event in the window is not traced (the autograd thread waits for the main
-    thread's backward call), so the edge comes from the last thing another thread did before it: the latest
-    start or end of an event on another thread, else the graph's first node. Without it a path ending on a
-    thread that started late is shorter than the span (issue 28); from the other thread's latest work rather
-    than from the window's start, a what-if that shortens the work before the hand-over moves the late thread
-    too."""
-    none = np.empty(0, dtype=np.int64)
-    if len(start) == 0:
-        return _edge_frame(none, none, none, CPU_BOUND, none)
-    first_ts = int(events[Col.TS_NS].to_numpy()[first])
-    order = lexsort((start, thread))  # then by position: a stable sort
-    heads = order[np.r_[True, thread[order][1:] != thread[order][:-1]]]  # each thread's earliest event
-    heads = heads[(start[heads] > first_ts) & (heads != first)]
-    src, weight = np.empty(len(heads), dtype=np.int64), np.empty(len(heads), dtype=np.int64)
-    for k, h in enumerate(heads):  # one per thread (a handful), each a vectorised search over the events
-        t = start[h]
-        other = thread != thread[h]
-        began = np.flatnonzero(other & (start < t))
-        ended = np.flatnonzero(other & (end <= t))
-        last_start = began[np.argmax(start[began])] if len(began) else -1
-        last_end = ended[np.argmax(end[ended])] if len(ended) else -1
-        if last_end >= 0 and (last_start < 0 or end[last_end] >= start[last_start]):
-            src[k], weight[k] = 2 * last_end + 1, t - end[last_end]
-        elif last_start >= 0:
-            src[k], weight[k] = 2 * last_start, t - start[last_start]
-        else:
-            src[k], weight[k] = 2 * first, t - first_ts
-    return _edge_frame(src, 2 * heads, weight, CPU_BOUND, np.full(len(heads), -1))
-
-
-def _cross_stream_pairs(waits: pl.DataFrame, cpu: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
-    """(producer, consumer) GPU event indices of the cross-stream waits in the window (see the module doc).
-    Each wait meets one wait call and one record call (the latest one at or before the wait, from the same
-    process: correlation ids are per process and may repeat) and, on each stream, the one launch just before
-    the record or just after the wait: as-of joins, where a join on the stream followed by a time filter
-    paired every wait with every launch on its stream."""
-    empty = pl.DataFrame(schema={"producer": pl.Int64, "consumer": pl.Int64})
-    if waits.height == 0 or gpu.height == 0 or cpu.height == 0:
-        return empty
-    calls = (
-        cpu.filter(pl.col(Col.CORRELATION).is_not_null())
-        .select(Col.CORRELATION, Col.PID, pl.col(Col.TS_NS).alias("call_ts"))
-        .sort("call_ts", maintain_order=True)
-    )
-    wait_calls = calls.unique(Col.CORRELATION, keep="first", maintain_order=True).rename(
-        {Col.CORRELATION: "wait_correlation", "call_ts": "wait_ts"}
-    )
-    found = waits.join(wait_calls, on="wait_correlation").sort("wait_ts", maintain_order=True)
-    found = found.join_asof(
-        calls.rename({Col.CORRELATION: "record_correlation", "call_ts": "record_ts"}),
-        left_on="wait_ts",
-        right_on="record_ts",
-        by=["record_correlation", Col.PID],
-        strategy="backward",
-        check_sortedness=False,
-    ).filter(pl.col("record_ts").is_not_null())
-    if found.height == 0:
-        return empty
-    found = found.with_row_index("_w")
-    launched = (
-        gpu.filter(pl.col("launch") >= 0)
-        .select(
-            "_e",
-            Col.DEVICE,
-            Col.STREAM,
-            pl.col("launch_pid").alias(Col.PID),
-            pl.col("launch_ts").alias("l_ts"),
-        )
-        .filter(pl.col("l_ts").is_not_null())
-        .sort("l_ts", maintain_order=True)
-    )
-    producer = (
-        found.sort("record_ts", maintain_order=True)
-        .join_asof(
-            launched.rename({Col.STREAM: Col.WAIT_ON_STREAM, "_e": "producer"}),
-            left_on="record_ts",
-            right_on="l_ts",
-            by=[Col.DEVICE, Col.WAIT_ON_STREAM, Col.PID],
-            strategy="backward",
-            allow_exact_matches=False,
-            check_sortedness=False,
-        )
-        .select("_w", "producer")
-    )
-    consumer = found.join_asof(
-        launched.rename({"_e": "consumer"}),
-        left_on="wait_ts",
-        right_on="l_ts",
-        by=[Col.DEVICE, Col.STREAM, Col.PID],
-        strategy="forward",
-        allow_exact_matches=False,
-        check_sortedness=False,
-    ).select("_w", "consumer")
-    return (
-        producer.join(consumer, on="_w")
-        .drop_nulls(["producer", "consumer"])
-        .select("producer", "consumer")
-        .unique()
-        .sort(["consumer", "producer"])
-    )
-
-
-def _gpu_edges(gpu: pl.DataFrame, prev: np.ndarray, waits: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Duration, launch, stream-order and cross-stream edges of the GPU activities (`prev`: `_stream_prev`;
-    `waits`: producer and consumer event indices of `_cross_stream_pairs`)."""
-    if gpu.height == 0:
-        return _edge_frame(*(np.empty(0, dtype=np.int64),) * 3, CPU_BOUND, np.empty(0, dtype=np.int64))
-    e = gpu["_e"].to_numpy()
-    ts, end = gpu[Col.TS_NS].to_numpy(), gpu["end_ns"].to_numpy()
-    kind = gpu[WORK_KIND] if WORK_KIND in gpu.columns else _with_work_kind(gpu)[WORK_KIND]
-    frames = [_edge_frame(2 * e, 2 * e + 1, end - ts, kind, e)]
-    launch = gpu["launch"].to_numpy()
-    l_ts = filled(gpu["launch_ts"], np.iinfo(np.int64).min)
-    # GPU work with no launch call in the trace has no launch edge; nor has work that appears to start before
-    # its launch call (clock skew): a launch edge would reach its start later than it happened and make the
-    # path longer than the span. Both hang from the graph's first node when first on their stream.
-    linked = (launch >= 0) & (ts >= l_ts)
-    l_dur = filled(gpu["launch_end"] - gpu["launch_ts"], 0)
-    has_prev = prev >= 0
-    p_end = take_or(end, prev, np.iinfo(np.int64).min)
-    delay = np.where(linked, np.maximum(ts - np.where(linked, l_ts, ts), 0), 0)
-    # The latest end of the activities this one waits for on other streams (cudaStreamWaitEvent).
-    x_end = np.full(len(e), np.iinfo(np.int64).min, dtype=np.int64)
-    if waits is not None and waits.height:
-        producer = waits["producer"].to_numpy() - e[0]
-        consumer = waits["consumer"].to_numpy() - e[0]
-        np.maximum.at(x_end, consumer, end[producer])
-    cross_bound = (x_end > np.where(linked, l_ts, np.iinfo(np.int64).min)) & (
-        x_end > np.where(has_prev, p_end, np.iinfo(np.int64).min)
-    )
-    launch_bound = linked & (~has_prev | (p_end <= l_ts)) & ~cross_bound
-    launch_w = np.where(launch_bound, delay, np.maximum(np.minimum(delay - 1, l_dur), 0))
-    # The activity just before this one on its stream in the whole trace may not be in the graph: work launched
-    # before the window (or whose launch is not a node of the graph) that ran between the graph's previous
-    # activity and this one. Time spent waiting for it is backlog, not a kernel-to-kernel gap (issue 28).
-    trace_prev = filled(gpu["trace_prev_end"], np.iinfo(np.int64).min)
-    foreign = trace_prev > p_end
-    backlog = foreign & (trace_prev > l_ts)
-    launch_kind = _kinds(backlog[linked], BACKLOG, LAUNCH)
-    frames.append(_edge_frame(2 * launch[linked], 2 * e[linked], launch_w[linked], launch_kind, e[linked]))
-    gap = np.where(launch_bound | cross_bound, 0, ts - p_end)
-    gap_kind = _kinds(foreign[has_prev], BACKLOG, KERNEL_KERNEL)
-    frames.append(
-        _edge_frame(2 * e[prev[has_prev]] + 1, 2 * e[has_prev], gap[has_prev], gap_kind, e[has_prev])
-    )
-    if waits is not None and waits.height:
-        # Only the binding wait weighs the time since its producer ended; the others weigh 0 (as a stream edge
-        # does behind a launch-bound activity), so the longest path stays the observed span.
-        binds = cross_bound[consumer] & (end[producer] == x_end[consumer])
-        weight = np.where(binds, ts[consumer] - end[producer], 0)
-        frames.append(
-            _edge_frame(
-                2 * (producer + e[0]) + 1, 2 * (consumer + e[0]), weight, KERNEL_KERNEL, consumer + e[0]
-            )
-        )
-    return pl.concat(frames)
-
-
-def _sync_pairs(cpu: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray]:
-    """(sync event, GPU event, weight_ns) for every blocking call and the last activity per stream it waited
-    for (see the module doc), and the mask of the CPU events that are blocking calls. In numpy over the
-    pairs (call, activity that ended while it blocked): a step has a handful of calls, and a dozen polars
-    queries over them cost ~3 ms per step."""
-    empty = pl.DataFrame(schema={"sync": pl.Int64, "gpu": pl.Int64, "weight_ns": pl.Int64})
-    if BLOCKING not in cpu.columns:
-        cpu = _with_call_flags(cpu)
-    mask = cpu[BLOCKING].to_numpy().copy()
-    copy_call = cpu[ASYNC_COPY_CALL].to_numpy()
-    calls = np.flatnonzero(mask | copy_call)
-    if len(calls) == 0 or gpu.height == 0:
-        return empty, mask
-    by_end = np.argsort(gpu["end_ns"].to_numpy(), kind="stable")
-    g_end = gpu["end_ns"].to_numpy()[by_end]
-    s_ts, s_end = cpu[Col.TS_NS].to_numpy()[calls], cpu["end_ns"].to_numpy()[calls]
-    lo = np.searchsorted(g_end, s_ts, side="right")
-    hi = np.searchsorted(g_end, s_end, side="right")
-    counts = np.maximum(hi - lo, 0)
-    which = np.repeat(np.arange(len(calls)), counts)  # the call of each pair
-    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-    g = by_end[np.repeat(lo, counts) + offsets]  # the activity of each pair (its position in `gpu`)
-    # processes as integer codes (-1: none), the calls' and the launches' alike
-    pids = (
-        pl.concat([cpu[Col.PID].cast(pl.String), gpu["launch_pid"].cast(pl.String)])
-        .cast(pl.Categorical)
-        .to_physical()
-        .cast(pl.Int64)
-        .fill_null(-1)
-        .to_numpy()
-    )
-    s_pid, l_pid = pids[: cpu.height][calls][which], pids[cpu.height :]
-    launch = gpu["launch"].to_numpy()
-    device, stream = _lanes(gpu)
-    has_device = gpu[Col.DEVICE].is_not_null().to_numpy()
-    sync = calls[which]  # cpu's `_e` is its position
-    l_ts = filled(gpu["launch_ts"], np.iinfo(np.int64).max)
-    own = launch[g] == sync
-    launched_before = (l_ts[g] <= s_ts[which]) & (l_pid[g] == s_pid)
-    # No launch call in the trace: no process to match, so any activity on a device the calling process uses
-    # (any device when it launched nothing in the window).
-    launched = (launch >= 0) & (l_pid >= 0)
-    launching = np.unique(l_pid[launched])
-    on_device = np.unique(_pid_device(l_pid, device)[launched & has_device])
-    uses_device = has_device[g] & np.isin(_pid_device(s_pid, device[g]), on_device)
-    untraced = (launch[g] < 0) & (s_pid >= 0) & (uses_device | ~np.isin(s_pid, launching))
-    waited = np.where(copy_call[calls][which], own, launched_before | untraced)
-    if not waited.any():
-        return empty, mask
-    which, g, sync = which[waited], g[waited], sync[waited]
-    # per (call, device, stream): the activity that ended last
-    stream_missing = gpu[Col.STREAM].is_null().to_numpy()
-    ends = gpu["end_ns"].to_numpy()[g]
-    order = np.lexsort((ends, stream[g], stream_missing[g], device[g], ~has_device[g], sync))
-    keys = np.stack([sync, ~has_device[g], device[g], stream_missing[g], stream[g]])[:, order]
-    last = order[np.r_[(keys[:, 1:] != keys[:, :-1]).any(axis=0), True]]
-    # Every edge weighs the call's return latency after the last of them ended: only that one binds.
-    latest = np.full(len(calls), np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(latest, which, ends)
-    weight = s_end[which[last]] - latest[which[last]]
-    e = gpu["_e"].to_numpy()[g[last]]
-    out = np.lexsort((e, sync[last]))
-    return pl.DataFrame(
-        {"sync": sync[last][out], "gpu": e[out], "weight_ns": weight[out]},
-        schema={"sync": pl.Int64, "gpu": pl.Int64, "weight_ns": pl.Int64},
-    ), mask
-
-
-def _pid_device(pid: np.ndarray, device: np.ndarray) -> np.ndarray:
-    """One integer per (process code, device)."""
-    return pid.astype(np.int64) * (1 << 32) + (device.astype(np.int64) & 0xFFFFFFFF)

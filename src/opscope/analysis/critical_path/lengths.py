@@ -21,6 +21,7 @@ Definitions: docs/critical-path.md.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -198,12 +199,27 @@ class Chains:
         kept edge (by index) that attains its distance, the path ends at the node with the greatest (distance,
         predecessor node), and between parallel edges of equal weight the first is taken; None where `distances` is
         None (the caller asks rustworkx)."""
+        found = self.paths(weights, keep, np.zeros(self.nodes, dtype=np.int64), 1, max_passes)
+        return None if found is None else found[0]
+
+    def paths(
+        self,
+        weights: np.ndarray,
+        keep: np.ndarray,
+        node_window: np.ndarray,
+        windows: int,
+        max_passes: int = MAX_PASSES,
+    ) -> list[tuple[int, np.ndarray]] | None:
+        """`path` of each window of a graph that is the union of several windows' graphs (no edge between two
+        of them; `node_window`: each node's window): the same choice within each window as its own graph
+        gives, every window's path walked back at once."""
         dist = self.distances(weights, keep, max_passes)
         if dist is None:
             return None
         w = weights.astype(np.int64)
+        none = np.empty(0, dtype=np.int64)
         if len(w) == 0:
-            return 0, np.empty(0, dtype=np.int64)
+            return [(0, none)] * windows
         kept = np.flatnonzero(keep)
         tight = kept[dist[self.src[kept]] + w[kept] == dist[self.dst[kept]]]
         into = np.full(self.nodes, len(w), dtype=np.int64)
@@ -211,23 +227,53 @@ class Chains:
         has = into < len(w)
         # A node with no incoming edge is its own predecessor (rustworkx's tie-break on the path's end).
         parent = np.where(has, self.src[np.minimum(into, max(len(w) - 1, 0))], np.arange(self.nodes))
-        end = int(np.lexsort((parent, dist))[-1])
-        if not has[end]:
-            return 0, np.empty(0, dtype=np.int64)
-        # The predecessors from the end back to a node without one, all at once: each node's depth below its
-        # root by pointer jumping, then the end's ancestors by the binary digits of their distance in edges.
+        # each window's end: its node with the greatest (distance, predecessor), the last of equals
+        order = np.lexsort((parent, dist, node_window))
+        last = order[np.r_[node_window[order][1:] != node_window[order][:-1], True]] if self.nodes else none
+        ends = np.full(windows, -1, dtype=np.int64)
+        ends[node_window[last]] = last
+        ends = np.where((ends >= 0) & has[np.maximum(ends, 0)], ends, -1)
+        # The predecessors from each end back to a node without one, all at once: each node's depth below its
+        # root by pointer jumping, then the ends' ancestors by the binary digits of their distance in edges.
         depth = depths(np.where(has, parent, -1))
         if depth is None:  # the predecessors close a cycle (zero-weight edges around one): rustworkx raises
             return None
-        back = np.arange(int(depth[end]), dtype=np.int64)  # edges back from the end
-        at = np.full(len(back), end, dtype=np.int64)
+        counts = np.where(ends >= 0, depth[np.maximum(ends, 0)], 0)
+        total = int(counts.sum())
+        back = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        at = np.repeat(np.maximum(ends, 0), counts)
         table, level = parent, 0
         while (back >> level).any():
             hit = ((back >> level) & 1).astype(bool)
             at[hit] = table[at[hit]]
             table, level = table[table], level + 1
-        edges = into[at][::-1]
-        return int(w[edges].sum()), edges
+        edges = into[at]
+        out = []
+        for lo, hi in itertools.pairwise(np.r_[0, np.cumsum(counts)]):
+            path = edges[lo:hi][::-1]
+            out.append((int(w[path].sum()), path))
+        return out
+
+    def longest_per(
+        self,
+        weights: np.ndarray,
+        keep: np.ndarray,
+        node_window: np.ndarray,
+        windows: int,
+        max_passes: int = MAX_PASSES,
+    ) -> np.ndarray:
+        """`longest` of each window of a graph that is the union of several windows' graphs: the greatest
+        distance among each window's marked nodes (a chain's tail is marked, and chains stay in their window);
+        rustworkx's walk over each window's edges where the passes cannot answer."""
+        out = np.zeros(windows, dtype=np.int64)
+        if self.nodes == 0:
+            return out
+        found = self._passes(weights, keep, max_passes)
+        if found is None:
+            return _rustworkx_per_window(self, weights, keep, node_window, windows)
+        if len(found[0]) and self.order is not None:
+            np.maximum.at(out, node_window[self.order[self.marked]], found[0])
+        return out
 
 
 def _firsts(keys: np.ndarray, size: int) -> np.ndarray:
@@ -240,6 +286,30 @@ def _firsts(keys: np.ndarray, size: int) -> np.ndarray:
 
 def _payload(_source: int, _target: int, weight: int) -> int:
     return weight
+
+
+def _rustworkx_per_window(
+    chains: Chains, weights: np.ndarray, keep: np.ndarray, node_window: np.ndarray, windows: int
+) -> np.ndarray:
+    """`_rustworkx` of each window's edges: the edges grouped by window once, each window's walk over its own
+    nodes (renumbered), so all of them cost what one walk over the whole graph does."""
+    edges = np.flatnonzero(keep)
+    edge_window = node_window[chains.src[edges]]
+    by_window = edges[np.argsort(edge_window, kind="stable")]
+    cuts = np.searchsorted(np.sort(edge_window), np.arange(windows + 1))
+    w = weights.astype(np.int64)
+    out = np.zeros(windows, dtype=np.int64)
+    for k, (lo, hi) in enumerate(itertools.pairwise(cuts)):
+        mine = by_window[lo:hi]
+        if not len(mine):
+            continue
+        nodes, index = np.unique(np.r_[chains.src[mine], chains.dst[mine]], return_inverse=True)
+        dag = rx.PyDiGraph(check_cycle=False, multigraph=True)
+        dag.add_nodes_from(range(len(nodes)))
+        pairs = index.reshape(2, -1)
+        dag.add_edges_from(list(zip(pairs[0].tolist(), pairs[1].tolist(), w[mine].tolist(), strict=True)))
+        out[k] = int(rx.dag_longest_path_length(dag, weight_fn=_payload))
+    return out
 
 
 def _rustworkx(chains: Chains, weights: np.ndarray, keep: np.ndarray) -> int:

@@ -22,7 +22,8 @@ import rustworkx as rx
 
 from opscope.analysis.base.arrays import take_or
 from opscope.analysis.base.nesting import nearest_of_kind
-from opscope.analysis.critical_path.graph import CODES, EDGE_KIND, EDGE_KINDS, SCALED_KINDS, SYNC_WAIT, Graph
+from opscope.analysis.critical_path.graph import CODES, Graph
+from opscope.analysis.critical_path.kinds import EDGE_KIND, EDGE_KINDS, SCALED_KINDS, SYNC_WAIT
 from opscope.analysis.critical_path.lengths import Chains
 from opscope.errors import UsageError
 from opscope.model.schema import Col
@@ -135,38 +136,78 @@ def critical_path(graph: Graph, top: int = 20, chains: Chains | None = None) -> 
     has it)."""
     weights = graph.edges["weight_ns"].to_numpy()
     length, path = _longest(graph, weights, np.ones(graph.edges.height, dtype=bool), chains)
-    return _result(graph, weights, length, path, top)
+    return _results(graph, weights, [(length, path)], top)[0]
 
 
-def _result(graph: Graph, weights: np.ndarray, length: int, path: np.ndarray, top: int) -> PathResult:
-    w = weights[path].astype(np.int64)
-    kind = graph.edges["kind"].gather(path).cast(EDGE_KIND).to_physical().to_numpy()
-    by_kind = np.zeros(len(EDGE_KINDS), dtype=np.int64)
-    np.add.at(by_kind, kind, w)
-    breakdown = {k: int(by_kind[i]) for i, k in enumerate(EDGE_KINDS)}
-    owner = graph.edges["owner"].to_numpy()[path]
-    return PathResult(
-        length_ns=length, breakdown_ns=breakdown, edges=path, top=_top(graph, owner, w, kind, top)
+def critical_paths(graph: Graph, top: int = 20, chains: Chains | None = None) -> list[PathResult] | None:
+    """`critical_path` of each window of a graph of several (`graph.build_windows`), from one layout and one
+    set of passes; None where the passes cannot answer (the caller lays the windows out one by one)."""
+    weights = graph.edges["weight_ns"].to_numpy()
+    keep = np.ones(graph.edges.height, dtype=bool)
+    return _batch(graph, weights, keep, top, chains)
+
+
+def what_ifs(
+    graph: Graph, rules: Sequence[WhatIf], top: int = 20, chains: Chains | None = None
+) -> list[PathResult] | None:
+    """`what_if` of each window of a graph of several (`critical_paths`)."""
+    weights, keep = scaled_weights(graph, rules)
+    return _batch(graph, weights, keep, top, chains)
+
+
+def _batch(
+    graph: Graph, weights: np.ndarray, keep: np.ndarray, top: int, chains: Chains | None
+) -> list[PathResult] | None:
+    if graph.nodes == 0:
+        return _results(graph, weights, [(0, np.empty(0, dtype=np.int64))] * graph.windows, top)
+    found = (Chains.of(graph) if chains is None else chains).paths(
+        weights, keep, graph.node_windows(), graph.windows
     )
+    return None if found is None else _results(graph, weights, found, top)
+
+
+def _results(
+    graph: Graph, weights: np.ndarray, paths: list[tuple[int, np.ndarray]], top: int
+) -> list[PathResult]:
+    """The path result of each window (`paths`: each window's length and edges in path order): its breakdown
+    by kind and its top events, all windows at once."""
+    path_edges = np.concatenate([p for _, p in paths]).astype(np.int64) if paths else np.empty(0, np.int64)
+    edge_window = np.repeat(np.arange(len(paths)), [len(p) for _, p in paths])
+    w = weights[path_edges].astype(np.int64)
+    kind = graph.edges["kind"].gather(path_edges).cast(EDGE_KIND).to_physical().to_numpy()
+    by_kind = np.zeros((len(paths), len(EDGE_KINDS)), dtype=np.int64)
+    np.add.at(by_kind, (edge_window, kind), w)
+    owner = graph.edges["owner"].to_numpy()[path_edges]
+    tops = _tops(graph, owner, w, kind, top, len(paths))
+    return [
+        PathResult(
+            length_ns=length,
+            breakdown_ns={k: int(by_kind[i, j]) for j, k in enumerate(EDGE_KINDS)},
+            edges=path,
+            top=tops[i],
+        )
+        for i, (length, path) in enumerate(paths)
+    ]
 
 
 # by that index: whether the kind counts as its owner's own time on the path
 _OWN_TIME = np.array([k in TOP_KINDS for k in EDGE_KINDS])
 
 
-def _top(
-    graph: Graph, owner: np.ndarray, w: np.ndarray, kind: np.ndarray, limit: int
-) -> tuple[TopEntry, ...]:
-    """The events on the path by (name, event kind), most time on the path first (then by name, nulls first,
-    then kind): the time of the path's own-time edges (`TOP_KINDS`) they own, and the summed duration of every
-    event of that name and kind in the graph (none for an unnamed event). `owner`, `w`, `kind`: the path's
-    edges' owning event, weight and kind (index in EDGE_KINDS). Summed in numpy over integer codes of the names
-    and kinds: a grouped query over a step's text took ~2 ms, and this runs per step."""
+def _tops(
+    graph: Graph, owner: np.ndarray, w: np.ndarray, kind: np.ndarray, limit: int, windows: int
+) -> list[tuple[TopEntry, ...]]:
+    """Each window's events on its path by (name, event kind), most time on the path first (then by name,
+    nulls first, then kind): the time of the path's own-time edges (`TOP_KINDS`) they own, and the summed
+    duration of every event of that name and kind in the window (none for an unnamed event). `owner`, `w`,
+    `kind`: the paths' edges' owning event, weight and kind (index in EDGE_KINDS). Summed in numpy over
+    integer codes of the windows, names and kinds: a grouped query over a step's text took ~2 ms a step."""
+    out: list[tuple[TopEntry, ...]] = [() for _ in range(windows)]
     own = _OWN_TIME[kind] & (owner >= 0)
     on_path = np.zeros(graph.events.height, dtype=np.int64)
     np.add.at(on_path, owner[own], w[own])
     if not on_path.any():
-        return ()
+        return out
     if all(c in graph.events.columns for c in CODES.values()):  # the trace's category codes (`graph.CODES`)
         name_code = graph.events[CODES[Col.NAME]].to_numpy()
         kind_code = graph.events[CODES[Col.KIND]].to_numpy()
@@ -175,8 +216,11 @@ def _top(
             pl.col(c).cast(pl.Categorical).to_physical().cast(pl.Int64).fill_null(-1) for c in CODES
         )
         name_code, kind_code = codes.to_series(0).to_numpy(), codes.to_series(1).to_numpy()
+    window = graph.event_windows()
+    kinds_n = int(kind_code.max()) + 2
+    names_n = int(name_code.max()) + 2
     groups, first, group = np.unique(
-        (name_code + 1) * (int(kind_code.max()) + 2) + kind_code + 1, return_index=True, return_inverse=True
+        (window * names_n + name_code + 1) * kinds_n + kind_code + 1, return_index=True, return_inverse=True
     )
     on = np.zeros(len(groups), dtype=np.int64)
     np.add.at(on, group, on_path)
@@ -186,15 +230,16 @@ def _top(
     names = graph.events["name"].gather(first[hit]).to_list()
     kinds = graph.events["kind"].gather(first[hit]).to_list()
     rows = sorted(
-        zip(names, kinds, on[hit].tolist(), total[hit].tolist(), strict=True),
-        key=lambda r: (-r[2], r[0] is not None, r[0] or "", r[1] is not None, r[1] or ""),
+        zip(window[first[hit]].tolist(), names, kinds, on[hit].tolist(), total[hit].tolist(), strict=True),
+        key=lambda r: (r[0], -r[3], r[1] is not None, r[1] or "", r[2] is not None, r[2] or ""),
     )
-    if limit > 0:  # 0 = every event on the path, as `--top 0` says (issue 28)
-        rows = rows[:limit]
-    return tuple(
-        TopEntry(str(n), str(k), on_ns, total_ns if n is not None and k is not None else 0)
-        for n, k, on_ns, total_ns in rows
-    )
+    per_window: list[list[TopEntry]] = [[] for _ in range(windows)]
+    for win, n, k, on_ns, total_ns in rows:
+        if limit <= 0 or len(per_window[win]) < limit:  # 0 = every event on the path (issue 28)
+            per_window[win].append(
+                TopEntry(str(n), str(k), on_ns, total_ns if n is not None and k is not None else 0)
+            )
+    return [tuple(entries) for entries in per_window]
 
 
 def rule_factors(names: pl.Series, rules: Sequence[WhatIf]) -> tuple[np.ndarray, np.ndarray]:
@@ -276,4 +321,4 @@ def what_if(graph: Graph, rules: Sequence[WhatIf], top: int = 20, chains: Chains
     """The critical path after rescaling the matching events (the model of the module doc)."""
     weights, keep = scaled_weights(graph, rules)
     length, path = _longest(graph, weights, keep, chains)
-    return _result(graph, weights, length, path, top)
+    return _results(graph, weights, [(length, path)], top)[0]

@@ -4,6 +4,7 @@ predicted step time under what-if rules; `predict_saving` is the one-call form t
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -17,14 +18,17 @@ from opscope.analysis.base.linking import Linkage, is_trace_link, link
 from opscope.analysis.base.parallel import process_workers, split_map
 from opscope.analysis.base.stored import kept_value
 from opscope.analysis.base.windows import StepWindow, select_windows
+from opscope.analysis.critical_path.edges import TooWide
 from opscope.analysis.critical_path.graph import (
     CUT_KEY,
     Graph,
     build_from,
+    build_windows,
     cpu_table,
     gpu_table,
     span_rows,
     stream_waits,
+    window_counts,
 )
 from opscope.analysis.critical_path.lengths import Chains
 from opscope.analysis.critical_path.path import (
@@ -32,9 +36,11 @@ from opscope.analysis.critical_path.path import (
     Scaling,
     WhatIf,
     critical_path,
+    critical_paths,
     inherited_factors,
     rule_factors,
     what_if,
+    what_ifs,
 )
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
@@ -85,8 +91,15 @@ class CriticalPathStats(Tabular):
 
 
 def _segments(graph: Graph, path: PathResult) -> pl.DataFrame:
+    return _all_segments(graph, [path])[0]
+
+
+def _all_segments(graph: Graph, paths: list[PathResult]) -> list[pl.DataFrame]:
+    """Each path's edges as segments (src_ts_ns, dst_ts_ns, kind, name, gpu, event_row), one frame for all the
+    windows of a graph, cut per window (zero-copy slices)."""
     ts = graph.node_ts()
-    on = graph.edges[path.edges]
+    path_edges = np.concatenate([p.edges for p in paths]).astype(np.int64) if paths else np.empty(0, np.int64)
+    on = graph.edges[path_edges]
     src, dst = on["src"].to_numpy(), on["dst"].to_numpy()
     owner = on["owner"].to_numpy()
     # the owners' names gathered in polars (the names of every event as a numpy text array, then back into
@@ -96,7 +109,7 @@ def _segments(graph: Graph, path: PathResult) -> pl.DataFrame:
     )
     is_gpu = graph.events["is_gpu"].to_numpy()
     lane_event = np.where(owner >= 0, owner, dst // 2)
-    return pl.DataFrame(
+    frame = pl.DataFrame(
         {
             "src_ts_ns": ts[src],
             "dst_ts_ns": ts[dst],
@@ -108,6 +121,8 @@ def _segments(graph: Graph, path: PathResult) -> pl.DataFrame:
             else np.zeros(0, np.int64),
         }
     )
+    cuts = np.r_[0, np.cumsum([len(p.edges) for p in paths])]
+    return [frame.slice(int(lo), int(hi - lo)) for lo, hi in itertools.pairwise(cuts)]
 
 
 def graph_window(window: StepWindow, node_ts: np.ndarray) -> StepWindow:
@@ -154,21 +169,68 @@ def step_path(
     )
 
 
+def step_paths(
+    tables: StepTables, windows: tuple[StepWindow, ...], rules: Sequence[WhatIf] = (), top: int = 20
+) -> list[StepPath]:
+    """`step_path` of each of `windows` (steps, consecutive), laid out as one graph of them all
+    (`graph.build_windows`): the same figures, a batch's fixed costs once instead of once a step (10,000
+    short steps: ~7 ms each one by one). Where the batch cannot be laid out as one (times too far apart for
+    one key per window and time, or a path the passes cannot find), its halves, then its steps one by one."""
+    if len(windows) == 1 or any(w.step is None for w in windows):
+        return [step_path(tables, w, rules, top) for w in windows]
+    try:
+        graph = build_windows(
+            tables.cpu, tables.gpu, tables.waits, tuple((w.start_ns, w.end_ns) for w in windows)
+        )
+    except TooWide:
+        half = len(windows) // 2
+        return step_paths(tables, windows[:half], rules, top) + step_paths(tables, windows[half:], rules, top)
+    chains = Chains.of(graph)
+    base = critical_paths(graph, top, chains)
+    predicted = what_ifs(graph, rules, top, chains) if rules else None
+    if base is None or (rules and predicted is None):
+        return [step_path(tables, w, rules, top) for w in windows]
+    spans = _window_spans(graph)
+    segments = _all_segments(graph, base)
+    local = graph.local_edges()  # the paths' edges as indices into each window's own graph, as `step_path`'s
+    return [
+        StepPath(
+            window=w,
+            span_ns=int(spans[i]),
+            path=replace(base[i], edges=local[base[i].edges]),
+            predicted=None if predicted is None else replace(predicted[i], edges=local[predicted[i].edges]),
+            segments=segments[i],
+        )
+        for i, w in enumerate(windows)
+    ]
+
+
+def _window_spans(graph: Graph) -> np.ndarray:
+    """From the first start to the last end of each window's events (0 without events)."""
+    ts, win = graph.node_ts(), graph.node_windows()
+    lo = np.full(graph.windows, np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(graph.windows, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(lo, win, ts)
+    np.maximum.at(hi, win, ts)
+    return np.where(hi >= lo, hi - lo, 0)
+
+
 @dataclass(frozen=True)
 class _Batch(Generic[R]):
-    """Steps a worker process lays out (`parallel.split_map`): the per-step function (module-level, or a
-    `functools.partial` of one: picklable), the tables' rows the steps need, the steps."""
+    """Steps a worker process lays out (`parallel.split_map`): the per-group function (module-level, or a
+    `functools.partial` of one: picklable), the tables' rows the steps need, the steps in groups (each group
+    laid out as one graph: `_groups`)."""
 
-    fn: Callable[[StepTables, StepWindow], R]
+    fn: Callable[[StepTables, tuple[StepWindow, ...]], list[R]]
     tables: StepTables
-    windows: tuple[StepWindow, ...]
+    groups: tuple[tuple[StepWindow, ...], ...]
 
 
-def _run_batch(batch: _Batch[R]) -> list[R]:
-    """`batch.fn` of each step of `batch`, in order (in a worker process), over tables each in one chunk
+def _run_batch(batch: _Batch[R]) -> list[list[R]]:
+    """`batch.fn` of each group of `batch`, in order (in a worker process), over tables each in one chunk
     (`graph.span_rows` reads the start column without a copy)."""
     tables = StepTables(batch.tables.cpu.rechunk(), batch.tables.gpu.rechunk(), batch.tables.waits)
-    return [batch.fn(tables, w) for w in batch.windows]
+    return [batch.fn(tables, group) for group in batch.groups]
 
 
 def critical_path_stats(
@@ -228,7 +290,7 @@ def _stats(
         _per_window(
             tables,
             chosen,
-            partial(step_path, rules=tuple(rules), top=top),
+            partial(step_paths, rules=tuple(rules), top=top),
             "critical path: window",
             processes,
         )
@@ -248,55 +310,95 @@ PROCESS_MIN_ROWS = 400_000
 BATCHES = 20  # the steps are sent to worker processes in batches of about 1/BATCHES of them
 
 
+GROUP_ROWS = 20_000  # CPU and GPU events laid out as one graph at most (`_groups`): short steps together
+GROUP_WINDOWS = 2_000  # and at most this many steps
+
+
+def _groups(tables: StepTables, windows: tuple[StepWindow, ...]) -> list[tuple[int, int]]:
+    """The windows in runs of consecutive ones laid out together (`step_paths`, `_window_steps`): as many as
+    hold GROUP_ROWS events, at most GROUP_WINDOWS (a long step alone). Each window's events counted by two
+    binary searches in the tables (`graph.span_rows`), all windows at once."""
+    starts = np.array([w.start_ns for w in windows], dtype=np.int64)
+    ends = np.array([w.end_ns for w in windows], dtype=np.int64)
+    rows = (
+        window_counts(tables.cpu, Col.TS_NS, starts, ends) + window_counts(tables.gpu, CUT_KEY, starts, ends)
+    ).tolist()
+    out: list[tuple[int, int]] = []
+    lo, held = 0, 0
+    for i, n in enumerate(rows):
+        if i > lo and (held + n > GROUP_ROWS or i - lo >= GROUP_WINDOWS):
+            out.append((lo, i))
+            lo, held = i, 0
+        held += n
+    if windows:
+        out.append((lo, len(windows)))
+    return out
+
+
 def _per_window(
     tables: StepTables,
     windows: tuple[StepWindow, ...],
-    fn: Callable[[StepTables, StepWindow], R],
+    fn: Callable[[StepTables, tuple[StepWindow, ...]], list[R]],
     label: str,
     processes: bool = True,
 ) -> Iterator[R]:
-    """`fn(tables, window)` of each window, in order: on this process's threads (`parallel.ordered_map`), or,
-    for many events, shared with worker processes that run it on batches of windows (`parallel.split_map`: a
-    step's graph is mostly Python glue around numpy and polars, which holds the GIL; threads gain ~10% on two
-    cores, a second process ~2x). `fn` is module-level or a `functools.partial` of one (it is pickled for the
-    workers); each batch gets only the rows of its steps' span (`StepTables.cut`)."""
+    """`fn(tables, group)` of each group of consecutive windows (`_groups`), flattened: one result per window, in
+    order; the groups on this process's threads (`parallel.ordered_map`), or, for many events, shared with
+    worker processes that run them on batches of groups (`parallel.split_map`: a step's graph is mostly Python
+    glue around numpy and polars, which holds the GIL; threads gain ~10% on two cores, a second process ~2x).
+    `fn` is module-level or a `functools.partial` of one (it is pickled for the workers); each batch gets only
+    the rows of its steps' span (`StepTables.cut`)."""
     if not windows:
         return iter(())
     whole = tables.cut(min(w.start_ns for w in windows), max(w.end_ns for w in windows))
     workers = 0
     if processes and whole.rows() >= PROCESS_MIN_ROWS:
         workers = process_workers(int(whole.cpu.estimated_size() + whole.gpu.estimated_size()))
+    groups = [windows[lo:hi] for lo, hi in _groups(whole, windows)]
 
     def batch(lo: int, hi: int) -> _Batch[R]:
-        part = windows[lo:hi]
-        return _Batch(fn, tables.cut(min(w.start_ns for w in part), max(w.end_ns for w in part)), part)
+        part = [w for group in groups[lo:hi] for w in group]
+        cut = tables.cut(min(w.start_ns for w in part), max(w.end_ns for w in part))
+        return _Batch(fn, cut, tuple(groups[lo:hi]))
 
-    return split_map(
-        lambda i: fn(tables, windows[i]),
+    results = split_map(
+        lambda i: fn(tables, groups[i]),
         _run_batch,
         batch,
-        len(windows),
+        len(groups),
         label,
         workers,
-        max(1, len(windows) // BATCHES),
+        max(1, len(groups) // BATCHES),
     )
+    return (r for group in results for r in group)
 
 
-def _window_step(tables: StepTables, window: StepWindow) -> tuple[_Step, pl.Series]:
-    graph = build_from(tables.cpu, tables.gpu, tables.waits, window.start_ns, window.end_ns)
-    return _Step.of(graph, 0)
+def _window_steps(tables: StepTables, windows: tuple[StepWindow, ...]) -> list[tuple[_Step, pl.Series]]:
+    """The what-if layout of a group of consecutive windows (`_groups`): one `_Step` for them all (one graph,
+    `graph.build_windows`), or for each half where their times do not fit one graph."""
+    try:
+        graph = build_windows(
+            tables.cpu, tables.gpu, tables.waits, tuple((w.start_ns, w.end_ns) for w in windows)
+        )
+    except TooWide:
+        half = len(windows) // 2
+        return _window_steps(tables, windows[:half]) + _window_steps(tables, windows[half:])
+    return [_Step.of(graph, 0)]
 
 
 @dataclass(frozen=True, eq=False)
 class _Step:
-    """One step's graph as the what-if questions read it, laid out once: each event's name (an index into the
-    model's names), enclosing event and launch call, the edges' scaling, the chains, the observed length."""
+    """One graph's steps (one step, or a group laid out together) as the what-if questions read them, laid
+    out once: each event's name (an index into the model's names), enclosing event and launch call, the
+    edges' scaling, the chains, each node's window, the observed length (summed over the windows)."""
 
     name: np.ndarray
     parent: np.ndarray
     launch: np.ndarray
     scaling: Scaling
     chains: Chains
+    node_window: np.ndarray
+    windows: int
     base_ns: int
 
     @classmethod
@@ -308,21 +410,29 @@ class _Step:
             distinct.to_frame().with_row_index("code"), on="name", how="left", maintain_order="left"
         )["code"]
         chains = Chains.of(graph)
-        base = chains.longest(graph.edges["weight_ns"].to_numpy(), np.ones(graph.edges.height, dtype=bool))
+        node_window = graph.node_windows()
+        weights = graph.edges["weight_ns"].to_numpy()
+        base = chains.longest_per(
+            weights, np.ones(graph.edges.height, dtype=bool), node_window, graph.windows
+        )
         step = cls(
             name=code.to_numpy().astype(np.int64) + first_name,
             parent=graph.events["parent"].to_numpy(),
             launch=graph.events["launch"].to_numpy(),
             scaling=Scaling.of(graph),
             chains=chains,
-            base_ns=base,
+            node_window=node_window,
+            windows=graph.windows,
+            base_ns=int(base.sum()),
         )
         return step, distinct
 
     def length_ns(self, own: np.ndarray, matched: np.ndarray) -> int:
-        """The path length with the names' factors `own` / `matched` (`path.rule_factors` of the names)."""
+        """The path length with the names' factors `own` / `matched` (`path.rule_factors` of the names),
+        summed over the windows."""
         factor = inherited_factors(own[self.name], matched[self.name], self.parent, self.launch)
-        return self.chains.longest(*self.scaling.apply(factor))
+        weights, keep = self.scaling.apply(factor)
+        return int(self.chains.longest_per(weights, keep, self.node_window, self.windows).sum())
 
 
 class SavingModel:
@@ -339,7 +449,7 @@ class SavingModel:
         first = 0
         # a few graphs at a time: only their laid-out arrays are kept
         windows = select_windows(trace, steps)
-        laid_out = _per_window(tables, windows, _window_step, "what-if: window")
+        laid_out = _per_window(tables, windows, _window_steps, "what-if: window")
         for step, distinct in laid_out:  # each step's names numbered after the earlier steps' names
             self._steps.append(replace(step, name=step.name + first))
             names.append(distinct)

@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from opscope.analysis.critical_path.graph import EDGE_KINDS
+from opscope.analysis.critical_path.kinds import EDGE_KINDS
 from opscope.analysis.critical_path.stats import CriticalPathStats
 
 MAX_SEGMENTS = 100_000
