@@ -11,6 +11,7 @@ from opscope.report.document import MS, NAME, PCT, TEXT, Column, Document, Table
 from opscope.report.linking_view import us
 
 SCHEMA = "opscope.critical_path/1"
+TERMINAL_STEPS = 200  # steps the terminal and Markdown show (the first ones); JSON and CSV have every one
 LABELS = {
     "cpu_bound": "CPU",
     "gpu_compute_bound": "GPU",
@@ -82,7 +83,8 @@ def critical_path_document(result: CriticalPathStats) -> Document:
     us_cols = tuple(Column(f"{k}_ns", LABELS.get(k, k), MS) for k in shown or EDGE_KINDS[:1])
     rows: list[dict[str, Any]] = []
     top_rows: list[dict[str, Any]] = []
-    for s in result.steps:
+    shown_top = 0  # the top rows of the steps the terminal shows
+    for i, s in enumerate(result.steps):
         length = s.path.length_ns or 1
         row: dict[str, Any] = {"step": _label(s), "wall": s.window.dur_ns, "path": s.path.length_ns}
         row.update({k: v / length for k, v in s.path.breakdown_ns.items()})
@@ -101,6 +103,8 @@ def critical_path_document(result: CriticalPathStats) -> Document:
             }
             for t in s.path.top
         ]
+        if i < TERMINAL_STEPS:
+            shown_top = len(top_rows)
     top_cols = (
         Column("step", "Step", TEXT),
         Column("name", "Name", NAME),
@@ -132,8 +136,23 @@ def critical_path_document(result: CriticalPathStats) -> Document:
         data=critical_path_data(result),
         facts=tuple(facts),
         tables=(
-            Table("steps", "Critical path per step", tuple(step_cols), tuple(rows), csv_extra=us_cols),
-            Table("top", "On the critical path", top_cols, tuple(top_rows)),
+            Table(
+                "steps",
+                "Critical path per step",
+                tuple(step_cols),
+                tuple(rows),
+                csv_extra=us_cols,
+                terminal_rows=TERMINAL_STEPS,
+                rest="steps",
+            ),
+            Table(
+                "top",
+                "On the critical path",
+                top_cols,
+                tuple(top_rows),
+                terminal_rows=shown_top if len(result.steps) > TERMINAL_STEPS else None,
+                rest="rows (of the steps not shown above)",
+            ),
         ),
         notes=tuple(notes),
     )

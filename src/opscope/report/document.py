@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 # Column kinds decide formatting: text, int (thousands separators), ms / us (from nanoseconds), pct (from a
@@ -38,9 +38,22 @@ class Table:
     csv_columns: tuple[Column, ...] = ()
     # without rows, left out of the terminal and Markdown (CSV still writes its header, JSON its empty list)
     hide_when_empty: bool = False
+    # the terminal and Markdown show at most this many rows (the first ones) and say how many more there are,
+    # and what they are (`rest`, e.g. "steps"); CSV and JSON keep every row. None: every row everywhere
+    terminal_rows: int | None = None
+    rest: str = "rows"
 
     def shown(self) -> bool:
         return bool(self.rows) or not self.hide_when_empty
+
+    def for_terminal(self) -> Table:
+        """The table as the terminal and Markdown lay it out: cut at `terminal_rows`, with a line under it for
+        the rows left out (none is left out silently)."""
+        if self.terminal_rows is None or len(self.rows) <= self.terminal_rows:
+            return self
+        more = len(self.rows) - self.terminal_rows
+        line = f"{more:,} more {self.rest} (--format json or csv has every one)"
+        return replace(self, rows=self.rows[: self.terminal_rows], footer=(line, *self.footer))
 
 
 @dataclass(frozen=True)

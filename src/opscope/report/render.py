@@ -158,7 +158,8 @@ def render_table(doc: Document, options: RenderOptions) -> str:
 
     buf = io.StringIO()
     width = options.width or 100
-    laid_out = [(table, _table_cells(table, options, width)) for table in doc.tables if table.shown()]
+    tables = [table.for_terminal() for table in doc.tables if table.shown()]
+    laid_out = [(table, _table_cells(table, options, width)) for table in tables]
     # Optional columns are hidden (and named under the table) before names get unreadable; when the numbers and
     # the narrowest names still need more than `width` (or, with --wide, the full names do), the output is that
     # much wider instead.
@@ -318,7 +319,7 @@ def render_markdown(doc: Document, options: RenderOptions) -> str:
         lines.append(f"- **{md_text(label)}**: {md_text(fact)}")
     if doc.facts:
         lines.append("")
-    for table in (t for t in doc.tables if t.shown()):
+    for table in (t.for_terminal() for t in doc.tables if t.shown()):
         if table.title:
             lines.extend([f"**{md_text(table.title)}**", ""])
         lines.append("| " + " | ".join(md_text(c.label) for c in table.columns) + " |")
