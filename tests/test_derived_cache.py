@@ -617,14 +617,19 @@ def test_the_critical_path_command_is_read_back_up_to_its_step_bound(
     wait_for_saves()
     with monkeypatch.context() as m:
         m.setattr(stats, "step_path", lambda *a, **k: pytest.fail("a step's path computed again"))
+        m.setattr(stats, "step_paths", lambda *a, **k: pytest.fail("the steps' paths computed again"))
         outputs.append(cli("critical-path", cached, "--format", "json", "--what-if", "gemm:0.5"))
     outputs.append(cli("critical-path", cached, "--format", "json", "--what-if", "gemm:0.5", "--no-cache"))
     assert [o.code for o in outputs] == [0, 0, 0]
     assert json.loads(outputs[0].out) == json.loads(outputs[1].out) == json.loads(outputs[2].out)
-    calls: list[object] = []
-    real = stats.step_path
+    calls: list[object] = []  # the steps laid out (together: `step_paths`)
+    real = stats.step_paths
     monkeypatch.setattr(stats, "KEPT_WINDOWS", 2)  # the trace has 5 steps
-    monkeypatch.setattr(stats, "step_path", lambda *a, **k: calls.append(a) or real(*a, **k))
+    monkeypatch.setattr(
+        stats,
+        "step_paths",
+        lambda tables, windows, *a, **k: calls.extend(windows) or real(tables, windows, *a, **k),
+    )
     for _ in range(2):
         assert cli("critical-path", cached, "--format", "json").code == 0
         wait_for_saves()

@@ -26,6 +26,13 @@ class InputError(OpscopeError):
     exit_code = 2
 
 
+class NotReadYet(InputError):
+    """A format opscope recognises but has no reader for yet (an AMD rocpd database, ...): said plainly, so
+    that it is not mistaken for a damaged file of another format (tests over the corpus skip such files)."""
+
+    exit_code = 2
+
+
 class UsageError(OpscopeError):
     """Options that contradict each other or are out of range."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from opscope.cli.common import add_output_args, emit
-from opscope.ingest.registry import READERS
+from opscope.ingest.registry import READERS, SQLITE_NOT_READ
 from opscope.report.document import TEXT, Column, Document, Table
 
 NAME = "formats"
@@ -36,6 +36,10 @@ def run(args: argparse.Namespace) -> int:
         notes=(
             "Nsight Compute CSV exports are per-launch metrics, not traces: read them with `opscope ncu FILE`, "
             "or join them to a trace with `opscope kernels TRACE --metrics FILE`.",
+            *(
+                f"Recognised, not read yet: {what} (an SQLite file); meanwhile, {meanwhile}."
+                for what, _, meanwhile in SQLITE_NOT_READ
+            ),
         ),
     )
     emit(doc, args)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 from collections.abc import Callable, Iterator
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from opscope.errors import InputError
+from opscope.errors import InputError, NotReadYet
 from opscope.ingest.source import head_bytes
 
 if TYPE_CHECKING:
@@ -83,6 +84,46 @@ def _sniff_sqlite(head: bytes, path: Path) -> bool:
     return head.startswith(SQLITE_MAGIC)
 
 
+# SQLite databases of other profilers, recognised by their tables, with no reader yet (issue 56): (what it
+# is, a table name it must have or a prefix (ending in "_") one of its tables has, what to do meanwhile)
+SQLITE_NOT_READ: tuple[tuple[str, str, str], ...] = (
+    (
+        "a rocmProfileData (rpd) database",
+        "rocpd_op",
+        "convert it with rocmProfileData's rpd2tracing.py to a Chrome trace, which opscope reads",
+    ),
+    (
+        "a rocprofv3 / rocprofiler-sdk rocpd database (ROCm 7's default output)",
+        "rocpd_kernel_dispatch_",
+        "record with `rocprofv3 --output-format json` (or convert with `rocpd convert --output-format json`)",
+    ),
+    (
+        "a rocprof-compute (omniperf) analysis database",
+        "compute_dispatch",
+        "rocprof-compute's per-kernel counters are not a timeline; its timestamps.csv is read",
+    ),
+)
+
+
+def sqlite_flavour(path: Path) -> tuple[str, str] | None:
+    """(what the SQLite database is, what to do meanwhile) where it is one of `SQLITE_NOT_READ`; None for any
+    other (an Nsight Systems export, or what its reader will say it is not). Reads the table names only
+    (`sqlite_master`, read-only: nothing of the file is run)."""
+    import sqlite3
+
+    try:
+        with contextlib.closing(
+            sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+        ) as db:
+            names = [str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    except (sqlite3.Error, OSError, ValueError):
+        return None
+    for what, table, meanwhile in SQLITE_NOT_READ:
+        if any(n == table or (table.endswith("_") and n.startswith(table)) for n in names):
+            return what, meanwhile
+    return None
+
+
 READERS: list[Reader] = [
     Reader(
         name="nsys",
@@ -146,6 +187,12 @@ def detect(path: Path, display: str) -> Reader:
         raise InputError(f"{display}: the file is empty")
     for reader in READERS:
         if reader.sniff(head, path):
+            if reader.sniff is _sniff_sqlite and (flavour := sqlite_flavour(path)) is not None:
+                what, meanwhile = flavour
+                raise NotReadYet(
+                    f"{display}: {what}: recognised, but opscope does not read it yet; {meanwhile} "
+                    "(`opscope formats` lists what it reads)"
+                )
             return reader
     stripped = head.lstrip()
     if all(col in head[:4096] for col in NCU_COLUMNS):
