@@ -22,8 +22,12 @@ so one disturbance moves its ratio by 50% (session 15: x4 read back `analyze` 0.
 another); with `--small N`, the traces under SMALL_EVENTS events are run at least N times, first runs
 included: the fastest of more runs at little cost.
 
-Usage: python bench/bench_analyses.py [--source PATH] [--copies 1,4,16] [--repeat 1] [--first-runs 1] [--small 1]
-       [--markdown]
+Two sources (issue 57): `v100`, the V100 training step (68,692 events a copy, no Python frames; x64 is 1 GB of
+JSON), and `owlv2`, the MI300X OWLv2 inference (130,780 events a copy, with_stack: Python frames and
+synchronising calls among them; x16 is 1 GB of JSON); `--source` takes either name or a path.
+
+Usage: python bench/bench_analyses.py [--source v100|owlv2|PATH] [--copies 1,4,16] [--repeat 1] [--first-runs 1]
+       [--small 1] [--markdown]
 """
 
 from __future__ import annotations
@@ -39,6 +43,10 @@ from pathlib import Path
 
 from make_big_trace import DEFAULT_SOURCE, TRACES, make_big_trace
 
+SOURCES = {
+    "v100": DEFAULT_SOURCE,
+    "owlv2": "tracelens/mi300__google_owlv2-large-patch14-ensemble__1016001.json.gz",
+}
 COMMANDS: tuple[tuple[str, ...], ...] = (
     ("summary",),
     ("analyze",),
@@ -110,7 +118,7 @@ def argv_for(command: tuple[str, ...], trace: str, scratch: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--source", type=Path, default=TRACES / DEFAULT_SOURCE)
+    parser.add_argument("--source", default="v100", help="v100, owlv2 or the path of a Kineto trace")
     parser.add_argument("--copies", default="1,4,16", help="tiling factors, comma-separated (default 1,4,16)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per command; the fastest counts")
     parser.add_argument(
@@ -128,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=None, help="comma-separated commands to run (default: all)")
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown (README)")
     args = parser.parse_args(argv)
+    args.source = TRACES / SOURCES[args.source] if args.source in SOURCES else Path(args.source)
     copies = [int(c) for c in args.copies.split(",")]
     wanted = None if args.only is None else set(args.only.split(","))
     commands = [c for c in COMMANDS if wanted is None or " ".join(c) in wanted or c == ("summary",)]
@@ -170,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"(first {first[(' '.join(command), n)]:.2f} s)",
                     file=sys.stderr,
                 )
-    print_tables(commands, copies, results, first, cold, events, args.markdown)
+    print_tables(commands, copies, results, first, cold, events, args.markdown, args.source)
     return 0
 
 
@@ -185,6 +194,7 @@ def print_tables(
     cold: dict[int, tuple[float, float]],
     events: dict[int, int],
     markdown: bool,
+    source: Path,
 ) -> None:
     big, small = copies[-1], copies[0]
     # issue 25's second target is stated at ~250 k events, the x4 trace: its ratio to the x4 warm summary
@@ -238,7 +248,7 @@ def print_tables(
         ]
     )
     print(
-        f"trace: x{'/x'.join(map(str, copies))} = {'/'.join(f'{events[n]:,}' for n in copies)} events; "
+        f"trace: {source.name} x{'/x'.join(map(str, copies))} = {'/'.join(f'{events[n]:,}' for n in copies)} events; "
         f"{time.strftime('%Y-%m-%d')}"
     )
     if markdown:

@@ -70,6 +70,11 @@ def run(argv: list[str], scratch: Path) -> Run:
 
 
 def argv_for(command: str, trace: Path, scratch: Path) -> list[str]:
+    if command == "diff":  # the trace against a copy of itself: two traces to read, as a comparison has
+        twin = scratch / f"twin-{trace.name}"
+        if not twin.exists():
+            twin.write_bytes(trace.read_bytes())
+        return ["diff", str(trace), str(twin)]
     argv = [*command.split(), str(trace)]
     if command in ("report",) or command.startswith("export"):
         argv += ["-o", str(scratch / ("out.html" if command == "report" else "out.txt"))]
@@ -81,9 +86,12 @@ def grows_linearly(one: Run, tiled: Run, base_mb: float, factor: int) -> bool:
     return tiled.peak_mb - base_mb <= SLACK * factor * max(one.peak_mb - base_mb, 1.0)
 
 
-def check(traces: dict[int, Path], commands: tuple[str, ...], scratch: Path) -> list[str]:
+def check(
+    traces: dict[int, Path], commands: tuple[str, ...], scratch: Path, runs: dict[str, Run] | None = None
+) -> list[str]:
     """Each command on the trace itself and tiled (`traces`: {1: path, N: path}): the problems found (an exit
-    code that is not 0, or differs between the two; memory growing faster than the trace), one line each."""
+    code that is not 0, or differs between the two; memory growing faster than the trace), one line each.
+    `runs`, when given, receives each command's run on the trace itself."""
     (factor,) = [n for n in traces if n != 1]
     base = run(["--version"], scratch).peak_mb
     for path in traces.values():
@@ -91,6 +99,8 @@ def check(traces: dict[int, Path], commands: tuple[str, ...], scratch: Path) -> 
     problems = []
     for command in commands:
         one, tiled = (run(argv_for(command, traces[n], scratch), scratch) for n in (1, factor))
+        if runs is not None:
+            runs[command] = one
         if one.code != 0 or tiled.code != 0:
             problems.append(
                 f"{command}: exit {one.code} / {tiled.code}: {(tiled.stderr or one.stderr)[-300:]}"
