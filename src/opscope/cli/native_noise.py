@@ -95,8 +95,9 @@ def filtered() -> Iterator[None]:
             io.FileIO(real, "w", closefd=False),
             encoding=getattr(previous, "encoding", None) or "utf-8",
             errors="backslashreplace",
+            # each line in one write at its newline (`print` writes the text and the newline apart: written
+            # through, native text could land between them); the progress line flushes itself
             line_buffering=True,
-            write_through=True,
         )
         pump.start()
         yield
