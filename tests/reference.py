@@ -11,6 +11,7 @@ binary lifting opscope uses); the timeline; step windows and the comparisons (`d
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import re
 from collections import defaultdict
@@ -452,3 +453,232 @@ def cpu_busy_share(events: list[dict]) -> float:
         window_total += hi - lo
         busy += union_length([(max(o["ts"], lo), min(o["ts"] + o["dur"], hi)) for o in ops])
     return busy / window_total
+
+
+# ---- validity (docs/validity.md) -------------------------------------------------------------------------------
+# Each check recomputed from the raw events with the definitions of docs/validity.md, in plain loops: the GPU
+# records of each (device, stream) sorted by start, dictionaries of correlation ids, a scan of the step windows.
+
+LAUNCH_API = re.compile(r"^(cuda|cu|hip|hsa)\w*(Launch|Memcpy|Memset)")
+NOT_LAUNCHES = re.compile(r"Graph\w*Launch|HostFunc|Launch(Host|Cooperative)?Func\w*$|Memset")
+GRAPH_LAUNCH = re.compile(r"Graph\w*Launch")
+KERNEL_LAUNCH = re.compile(r"Launch")
+COMMUNICATION = re.compile(r"(?i)nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|sendrecv")
+OVERLAP_TOLERANCE_NS = 5_000
+
+
+@dataclass
+class Record:
+    index: int  # position in the file's events
+    kind: str
+    name: str
+    device: int | None
+    stream: int | None
+    start: int
+    dur: int  # a negative duration counts as 0
+    correlation: int | None
+
+
+def records(events: list[dict]) -> list[Record]:
+    """The timed GPU records (kernels, memcpys, memsets with a start and a duration)."""
+    out = []
+    for i, e in enumerate(events):
+        kind = GPU_CATS.get(str(e.get("cat")))
+        if kind is None or not is_x(e) or e.get("ts") is None:
+            continue
+        a = args(e)
+        out.append(
+            Record(
+                i,
+                kind,
+                str(e.get("name") or ""),
+                _int(a.get("device", e.get("pid"))),
+                _int(a.get("stream", e.get("tid"))),
+                ns(e["ts"]),
+                max(ns(e["dur"]), 0),
+                _int(a.get("correlation")),
+            )
+        )
+    return out
+
+
+def launch_calls(events: list[dict]) -> list[dict]:
+    """The timed launch-API calls (runtime / driver events named like a launch, copy or memset)."""
+    return [
+        e
+        for e in events
+        if e.get("cat") in LAUNCH_CATS
+        and is_x(e)
+        and e.get("ts") is not None
+        and LAUNCH_API.search(str(e.get("name") or ""))
+    ]
+
+
+def overlaps(events: list[dict]) -> tuple[int, int]:
+    """stream_overlap: (records that end more than 5 us after the next record on their device and stream
+    starts, the time they claim beyond those starts (each at most its own duration))."""
+    lanes: dict[tuple[int | None, int | None], list[Record]] = defaultdict(list)
+    for r in records(events):
+        lanes[(r.device, r.stream)].append(r)
+    count = claimed = 0
+    for lane in lanes.values():
+        lane.sort(key=lambda r: (r.start, r.index))
+        for here, after in itertools.pairwise(lane):
+            past = here.start + here.dur - after.start
+            if past > OVERLAP_TOLERANCE_NS:
+                count += 1
+                claimed += min(past, here.dur)
+    return count, claimed
+
+
+def _split_ids(ids: list[int], other: list[int]) -> tuple[int, int, int]:
+    """(start, middle, end): the ids below every id of `other`, between, above; all in the middle without
+    any other."""
+    if not other:
+        return 0, len(ids), 0
+    lo, hi = min(other), max(other)
+    start = sum(1 for i in ids if i < lo)
+    end = sum(1 for i in ids if i > hi)
+    return start, len(ids) - start - end, end
+
+
+def _captures(events: list[dict]) -> list[tuple[int, int]]:
+    begins = sorted(
+        ns(e["ts"])
+        for e in events
+        if e.get("cat") in LAUNCH_CATS and is_x(e) and "BeginCapture" in str(e.get("name"))
+    )
+    ends = sorted(
+        span(e)[1]
+        for e in events
+        if e.get("cat") in LAUNCH_CATS and is_x(e) and "EndCapture" in str(e.get("name"))
+    )
+    out = []
+    for b in begins:
+        after = [x for x in ends if x >= b]
+        if after:
+            out.append((b, after[0]))
+    return out
+
+
+def launches_without_records(events: list[dict]) -> tuple[int, int, int, int]:
+    """launch_without_record: (missing, start, middle, end) over the kernel launches and copies not captured
+    into a graph, whose correlation id no GPU record has."""
+    recorded = {r.correlation for r in records(events) if r.correlation is not None}
+    captures = _captures(events)
+    missing = []
+    for e in launch_calls(events):
+        name, corr = str(e.get("name")), _int(args(e).get("correlation"))
+        if NOT_LAUNCHES.search(name) or corr is None:
+            continue
+        if any(lo <= ns(e["ts"]) <= hi for lo, hi in captures):
+            continue
+        if corr not in recorded:
+            missing.append(corr)
+    start, middle, end = _split_ids(missing, sorted(recorded))
+    return len(missing), start, middle, end
+
+
+def records_without_launches(events: list[dict]) -> tuple[int, int, int, int, int]:
+    """record_without_launch: (missing, start, middle, end, their GPU time) over the GPU records with a
+    correlation id no launch call has."""
+    launched = {c for e in launch_calls(events) if (c := _int(args(e).get("correlation"))) is not None}
+    missing = [r for r in records(events) if r.correlation is not None and r.correlation not in launched]
+    start, middle, end = _split_ids([r.correlation for r in missing], sorted(launched))  # type: ignore[misc]
+    return len(missing), start, middle, end, sum(r.dur for r in missing)
+
+
+def before_launch(events: list[dict]) -> tuple[int, int]:
+    """kernel_before_launch: (records that start before the first launch call of their correlation id, the
+    largest such gap in ns)."""
+    first: dict[int, int] = {}
+    for e in launch_calls(events):
+        corr = _int(args(e).get("correlation"))
+        if corr is not None:
+            first[corr] = min(first.get(corr, ns(e["ts"])), ns(e["ts"]))
+    gaps = [
+        first[r.correlation] - r.start
+        for r in records(events)
+        if r.correlation in first and r.start < first[r.correlation]
+    ]  # type: ignore[index]
+    return len(gaps), max(gaps, default=0)
+
+
+def graphs(events: list[dict]) -> tuple[int, int, int]:
+    """graph_kernels_hidden: (graph launches, of them without any GPU record, GPU records of graph launches)."""
+    calls = [
+        c
+        for e in launch_calls(events)
+        if GRAPH_LAUNCH.search(str(e.get("name"))) and (c := _int(args(e).get("correlation"))) is not None
+    ]
+    ids = set(calls)
+    recs = [r for r in records(events) if r.correlation in ids]
+    have = {r.correlation for r in recs}
+    return len(calls), sum(1 for c in calls if c not in have), len(recs)
+
+
+def host_window(events: list[dict]) -> int | None:
+    """The length of the profiled run: the first start to the last end of the events with a start and a
+    duration that are not GPU records; None without any."""
+    spans = [
+        span(e)
+        for e in events
+        if e.get("dur") is not None and e.get("ts") is not None and e.get("cat") not in GPU_CATS
+    ]
+    return max(e for _, e in spans) - min(s for s, _ in spans) if spans else None
+
+
+def outliers(events: list[dict], windows: list[tuple[int, int]]) -> int:
+    """outlier_duration: GPU records longer than the host's window; non-communication records longer than the
+    (positive-length) step they start in; non-communication kernels of 10 ms or more, over 1000x the median
+    of their name (5 calls or more of it)."""
+    window = host_window(events)
+    recs = records(events)
+    by_name: dict[str, list[int]] = defaultdict(list)
+    for r in recs:
+        if r.kind == "kernel" and not COMMUNICATION.search(r.name):
+            by_name[r.name].append(r.dur)
+    medians = {}
+    for name, durs in by_name.items():
+        durs.sort()
+        n = len(durs)
+        medians[name] = (durs[n // 2] if n % 2 else (durs[n // 2 - 1] + durs[n // 2]) / 2, n)
+    ordered = sorted(windows)
+    count = 0
+    for r in recs:
+        comm = bool(COMMUNICATION.search(r.name))
+        step_len = 0
+        inside = [w for w in ordered if w[0] <= r.start]
+        if inside and r.start <= inside[-1][1]:
+            step_len = inside[-1][1] - inside[-1][0]
+        median, calls = medians.get(r.name, (0, 0))
+        if (
+            (window is not None and r.dur > window)
+            or (not comm and step_len > 0 and r.dur > step_len)
+            or (
+                r.kind == "kernel"
+                and not comm
+                and calls >= 5
+                and r.dur >= 10_000_000
+                and r.dur > 1000 * median
+            )
+        ):
+            count += 1
+    return count
+
+
+def collapsed_steps(events: list[dict], windows: list[tuple[int, int]]) -> int:
+    """step_collapse: with 3 steps or more, the steps in which no GPU record starts, when the others are at
+    most a quarter of the steps (0 otherwise). A record belongs to the last step that starts at or before it,
+    if it starts before that step ends."""
+    if len(windows) < 3:
+        return 0
+    ordered = sorted(windows)
+    held = [0] * len(ordered)
+    for r in records(events):
+        inside = [i for i, w in enumerate(ordered) if w[0] <= r.start]
+        if inside and r.start <= ordered[inside[-1]][1]:
+            held[inside[-1]] += 1
+    empty = sum(1 for h in held if h == 0)
+    holding = len(held) - empty
+    return empty if empty and holding and holding <= 0.25 * len(held) else 0

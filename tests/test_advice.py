@@ -19,6 +19,8 @@ from opscope.analysis.overview import Analysis, analyze
 from opscope.analysis.rules.advise import advise
 from opscope.analysis.rules.registry import rule_ids
 
+VALIDITY_KEYS = {"validity", "validity_banners"}  # every document's (docs/validity.md)
+
 FALCON_H100 = "tracelens/h100__Falconsai_nsfw_image_detection__1016002.json.gz"  # ViT, bf16, SDPA, H100
 PART_2 = "particle_transformer/run1_chrome_traces__single_epoch_forward_pass_batch_size_2.json"  # A100 fp16
 RESNET_V100 = "kineto/tb_plugin_samples_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz"  # fp32
@@ -291,7 +293,7 @@ def test_advise_json_contract(cli) -> None:
     out = cli("advise", corpus_path(DLRM), "--format", "json")
     assert out.code == 0, out.err
     data = json.loads(out.out)
-    assert data["schema"] == "opscope.advise/1" and set(data) == ADVISE_KEYS
+    assert data["schema"] == "opscope.advise/1" and set(data) == ADVISE_KEYS | VALIDITY_KEYS
     assert set(data["rules_checked"]) == ALL_IDS
     assert data["findings"] and all(set(f) == FINDING_KEYS for f in data["findings"])
     assert all(len(f["evidence"]) <= 10 for f in data["findings"])

@@ -174,6 +174,9 @@ def test_cache_command_info_prune_clear(folder: Path, tmp_path: Path, cli) -> No
     on_disk = {t.name: t.stat().st_size + cache_size.crc_path(t).stat().st_size for t in tables}
     assert {e["table"]: e["table_bytes"] for e in data["entries"]} == on_disk
     assert data["bytes"] == sum(e["bytes"] for e in data["entries"])
+    # each entry: its table and the results kept beside it (the validity checks `summary` ran, issue 52)
+    whole = {e["table"]: e["bytes"] for e in data["entries"]}
+    assert all(whole[name] >= size for name, size in on_disk.items())
     assert str(traces[0].resolve()) in cli("cache", "info", "--wide").out
 
     pruned = cli("cache", "prune", "--max", "0", "--format", "json")
@@ -182,8 +185,8 @@ def test_cache_command_info_prune_clear(folder: Path, tmp_path: Path, cli) -> No
     assert data["schema"] == "opscope.cache.prune/1" and data["max_bytes"] == 0
     assert [e["table"] for e in data["removed"]] == [tables[0].name, tables[1].name]  # oldest first
     assert [e["trace"] for e in data["removed"]] == [str(t.resolve()) for t in traces[:2]]  # read before
-    assert data["bytes_freed"] == on_disk[tables[0].name] + on_disk[tables[1].name]
-    assert data["bytes_left"] == on_disk[tables[2].name]  # used just now: kept
+    assert data["bytes_freed"] == whole[tables[0].name] + whole[tables[1].name]
+    assert data["bytes_left"] == whole[tables[2].name]  # used just now: kept
 
     cleared = cli("cache", "clear", "--format", "json")
     assert cleared.code == 0, cleared.err

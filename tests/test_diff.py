@@ -247,7 +247,9 @@ def test_warns_about_different_devices_and_models(cli) -> None:
 def test_markdown_and_csv(cli) -> None:
     a, b = corpus_path(HTA_BASE), corpus_path(HTA_TEST)
     md = cli("diff", a, b, "--format", "markdown", "--fail-above", "5").out
-    assert md.startswith("### opscope diff") and "| Figure | Before | After | Change |" in md
+    banners, _, body = md.partition("### opscope diff")
+    assert body and "| Figure | Before | After | Change |" in md
+    assert all(line.startswith("> **") for line in banners.splitlines() if line)  # validity banners only
     assert "| pass | GPU time per step" in md
     csv = cli("diff", a, b, "--format", "csv").out.splitlines()
     assert csv[0].startswith("table,name,shape,status,calls_before,calls_after,total_before_us")

@@ -22,6 +22,8 @@ from conftest import corpus_path
 from opscope.analysis.attribution.frames import FrameFilter
 from opscope.analysis.attribution.lines import LineOptions, source_lines
 
+VALIDITY_KEYS = {"validity", "validity_banners"}  # every document's (docs/validity.md)
+
 STACKS = [
     "tracelens/h100__Falconsai_nsfw_image_detection__1016002.json.gz",
     "tracelens/h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
@@ -201,7 +203,10 @@ def test_json_has_exactly_the_documented_fields(cli) -> None:
     out = cli("lines", path, "--format", "json", "--top", "0")
     assert out.code == 0, out.err
     data = json.loads(out.out)
-    assert set(data) == {"schema", "trace", "gpu_time_us", "unattributed_us", "skip_prefixes", "rows"}
+    assert (
+        set(data)
+        == {"schema", "trace", "gpu_time_us", "unattributed_us", "skip_prefixes", "rows"} | VALIDITY_KEYS
+    )
     assert data["schema"] == "opscope.lines/1" and data["trace"]["path"] == str(path)
     assert "torch/" in data["skip_prefixes"] and "<built-in " in data["skip_prefixes"]
     result = source_lines(opscope.load(path), LineOptions(top=0))

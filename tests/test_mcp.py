@@ -272,3 +272,28 @@ def test_trace_text_reaches_the_client_as_data(cli, tmp_path: Path) -> None:
     assert CLEAR in [row["name"] for row in json.loads(texts[0])["rows"]]  # and exact once parsed
     assert json.loads(texts[1])["schema"] == "opscope.brief/1"
     assert texts[2] == "opscope: error: missing\\x1b]0;title\\x07.json: no such file or folder"
+
+
+def test_the_validity_banner_opens_each_answer(tmp_path: Path) -> None:
+    """Issue 52: an answer on a trace whose checks fire starts with the banner lines, on every page."""
+    import gzip
+
+    from test_validity import QWEN_MI300, stretched
+
+    root = tmp_path / "root"
+    root.mkdir()
+    with gzip.open(corpus_path(QWEN_MI300), "rt", encoding="utf-8") as handle:
+        doc = json.load(handle)
+    stretched(doc, 7, by_us=2_000.0)
+    (root / "stretched.json").write_text(json.dumps(doc), encoding="utf-8")
+    wanted = [
+        ("summary", {"trace": "stretched.json"}),
+        ("brief", {"trace": "stretched.json"}),
+        ("summary", {"trace": "stretched.json", "max_chars": 3_000}),
+    ]
+    for text in (text_of(r) for r in calls([root], wanted)):
+        answer = json.loads(text)
+        assert list(answer)[:2] == ["schema", "validity_banners"]
+        assert answer["validity_banners"][0].startswith("ERROR stream_overlap: 7 kernels")
+        if not answer.get("truncated"):  # a cut answer's checks are rows, on the page they fall on
+            assert answer["validity"][0]["check"] == "stream_overlap"

@@ -16,6 +16,8 @@ import pytest
 
 from conftest import corpus_path
 
+VALIDITY_KEYS = {"validity", "validity_banners"}  # every document's (docs/validity.md)
+
 EXPORT = "ncu/apc_bert_flashattn_A100_nsight.csv"
 # The display names of this export's Launch Statistics and Occupancy sections -> the metric ids ncu's section
 # files (LaunchStatistics.section, Occupancy.section) give for them.
@@ -115,7 +117,10 @@ def data(cli, export) -> dict[str, Any]:
 def test_every_kernel_figure_matches_the_csv_rows(data, export):
     launches = launches_of(export)
     kernels = kernels_of(launches)
-    assert set(data) == {"schema", "file", "device", "kernels", "rules", "findings", "warnings"}
+    assert (
+        set(data) == {"schema", "file", "device", "kernels", "rules", "findings", "warnings"} | VALIDITY_KEYS
+    )
+    assert data["validity"] == [] and data["validity_banners"] == []  # no trace read
     assert data["schema"] == "opscope.ncu/1" and data["device"] is None  # the export names no device
     assert [k["raw_name"] for k in data["kernels"]] == list(kernels)  # no durations: profile order
     assert len(kernels) == 7 and sum(len(ids) for ids in kernels.values()) == 10

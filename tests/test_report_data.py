@@ -253,7 +253,9 @@ def test_missing_jinja2_is_one_line_hint(tmp_path, cli, monkeypatch) -> None:
 def test_report_formats(cli, tmp_path) -> None:
     path = hostile_trace(tmp_path / "t.json")
     md = cli("report", path, "--format", "markdown", "--no-cache")
-    assert md.code == 0 and md.out.startswith("### opscope report") and "| Name |" in md.out
+    banners, _, body = md.out.partition("### opscope report")
+    assert md.code == 0 and body and "| Name |" in md.out
+    assert all(line.startswith("> **") for line in banners.splitlines() if line)  # validity banners only
     js = cli("report", path, "--format", "json", "--no-cache")
     data = json.loads(js.out)
     assert data["schema"] == "opscope.report/1" and data["kind"] == "trace"

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 from typing import TYPE_CHECKING
 
 from opscope._version import __version__
@@ -58,8 +59,9 @@ if TYPE_CHECKING:
     from opscope.analysis.kernels.summary import KernelRow, KernelSummary, SummaryOptions
     from opscope.analysis.memory.summary import MemoryStats
     from opscope.analysis.overview import Analysis, AnalyzeOptions
+    from opscope.analysis.validity import Validity
     from opscope.history.api import History
-    from opscope.loading import load
+    from opscope.ingest.progress import ProgressCallback
     from opscope.model import Trace, TraceMeta
     from opscope.report.document import Document
 
@@ -77,7 +79,7 @@ _LAZY = {
     "SummaryOptions": "opscope.analysis.kernels.summary",
     "Analysis": "opscope.analysis.overview",
     "AnalyzeOptions": "opscope.analysis.overview",
-    "load": "opscope.loading",
+    "Validity": "opscope.analysis.validity",
     "History": "opscope.history.api",
     "Linkage": "opscope.analysis.base.linking",
     "OpStats": "opscope.analysis.attribution.ops",
@@ -113,6 +115,37 @@ def __getattr__(name: str) -> object:
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+def load(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    cache: bool = True,
+    strict: bool = False,
+    progress: ProgressCallback | None = None,
+    repair: Sequence[str] | str | None = None,
+) -> Trace:
+    """Read a trace (a file, a folder's newest trace, or with `None` the default log folder: $PROFILER_LOG_DIR,
+    else ./trace_logs) into a `Trace` (`opscope.loading.load`: `cache`, `strict`, `progress`). `repair`:
+    read it repaired, as `--repair` does: `("overlaps",)` cuts GPU work that runs past the next work on its
+    stream to that start (docs/validity.md); the trace then says so (`trace.meta.repairs`,
+    `opscope.validity(trace).repaired`). Raises `OpscopeError` (an unknown repair: `UsageError`)."""
+    from opscope.analysis.validity import repaired
+    from opscope.analysis.validity.repair import repair_names
+    from opscope.loading import load as _load
+
+    wanted = repair_names(repair)
+    trace = _load(path, cache=cache, strict=strict, progress=progress)
+    return repaired(trace, wanted) if wanted else trace
+
+
+def validity(trace: Trace) -> Validity:
+    """What would make the trace's figures wrong, checked once per trace (docs/validity.md): `.checks` (each
+    with `check`, `severity`, `events`, `gpu_time_ns`, `share`, `message`, `examples`, `detail`),
+    `.banners()` (the lines every view shows), `.data()` (the JSON `validity` list), `.repaired`."""
+    from opscope.analysis.validity import validity as _validity
+
+    return _validity(trace)
 
 
 def summary(
@@ -271,7 +304,6 @@ set_text_renderer(_render_text)
 
 
 def _trace(trace: Trace | str | Path) -> Trace:
-    from opscope.loading import load
     from opscope.model import Trace
 
     return trace if isinstance(trace, Trace) else load(trace)
@@ -411,6 +443,7 @@ __all__ = [
     "TraceDiff",
     "TraceMeta",
     "UsageError",
+    "Validity",
     "__version__",
     "advise",
     "analyze",
@@ -433,4 +466,5 @@ __all__ = [
     "steps",
     "summary",
     "tree",
+    "validity",
 ]

@@ -51,6 +51,12 @@ class GateFailed(OpscopeError):
     exit_code = 1
 
 
+class ValidityFailed(OpscopeError):
+    """`--strict`: an error-level validity check fired on a trace (docs/validity.md), after the output."""
+
+    exit_code = 1
+
+
 class MissingDependency(OpscopeError):
     """An optional extra (torch, dask, ...) is needed for this feature."""
 

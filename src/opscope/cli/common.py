@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from opscope.cli.progress import parse_progress
+from opscope.cli.validity import add_repair_arg, banners, checked, repairs, validity_data, with_validity
 from opscope.errors import OutputError, UsageError
 from opscope.report import FORMATS, Document, RenderOptions, render
 from opscope.untrusted import visible
@@ -36,8 +37,10 @@ def add_cache_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--strict",
         action="store_true",
-        help="treat a damaged trace (cut off, bad UTF-8, oversized integers) as an error",
+        help="treat a damaged trace (cut off, bad UTF-8, oversized integers) as an error, and exit 1 after "
+        "the output when an error-level validity check fires (docs/validity.md)",
     )
+    add_repair_arg(parser)
 
 
 def add_subcommands(
@@ -149,8 +152,13 @@ def load_trace(args: argparse.Namespace, path: str | None = None) -> Trace:
     target = path if path is not None else args.trace
     stage("reading the trace")
     check_outputs(args, resolve(target))
+    repairs(args)  # a bad --repair fails before the trace is read
     with parse_progress(args, f"reading {Path(str(target)).name if target else 'trace'}") as progress:
-        return load(target, cache=not args.no_cache, strict=getattr(args, "strict", False), progress=progress)
+        trace = load(
+            target, cache=not args.no_cache, strict=getattr(args, "strict", False), progress=progress
+        )
+    stage("checking the trace")
+    return checked(args, trace)
 
 
 def read_metrics(args: argparse.Namespace) -> NcuMetrics | None:
@@ -190,7 +198,7 @@ def emit(doc: Document, args: argparse.Namespace) -> None:
     """Render `doc` in the chosen format to standard output or to `--output`."""
     to_file = args.output is not None
     to_terminal = not to_file and sys.stdout.isatty()
-    text = render(doc, args.format, render_options(args, to_terminal))
+    text = render(with_validity(doc, args), args.format, render_options(args, to_terminal))
     write_text(text, args.output)
 
 
@@ -243,8 +251,19 @@ def add_html_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def write_html(data: dict[str, Any], kind: str, title: str, path: str) -> None:
-    """Write the HTML report of `kind` (trace, diff, ranks) for `data` to `path`."""
+def write_html(
+    data: dict[str, Any], kind: str, title: str, path: str | None, args: argparse.Namespace | None = None
+) -> None:
+    """Write the HTML report of `kind` (trace, diff, ranks, history) for `data` to `path`; with the command's
+    `args`, what the validity checks found on its traces goes on the page (`validity`, and `banners` above
+    everything else)."""
     from opscope.report.html.page import render_html  # jinja2 is an extra: import only when asked for HTML
 
-    write_text(render_html(data, title, kind), path)
+    write_text(render_html(html_data(data, args), title, kind), path)
+
+
+def html_data(data: dict[str, Any], args: argparse.Namespace | None) -> dict[str, Any]:
+    """`data` with the validity list and banners of the traces the command read (docs/validity.md)."""
+    if args is None:
+        return data
+    return {**data, "validity": validity_data(args), "banners": list(banners(args))}  # the page's own key

@@ -28,6 +28,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from opscope.capture.demo import run_demo
+    from opscope.cli.validity import note_file
     from opscope.errors import UsageError
     from opscope.report.capture_view import demo_document
 
@@ -46,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
         top=args.top,
     )
     announce_written(result.summary.trace_path)
+    note_file(args, result.summary.trace_path)
     report = _html_report(result.summary.trace_path, result.diagnosis)
     if report is not None:
         announce_written(report)

@@ -155,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
             "diff",
             "opscope diff: NEW vs BASE",
             args.html,
+            args,
         )
     tripped = [r.reason(diff.per_step) for r in results if r.tripped] + memory.tripped
     if tripped:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from opscope.analysis.attribution import MODULE_MODES
 from opscope.cli.common import add_input_args, add_selection_args, announce_written, load_trace, write_text
+from opscope.cli.validity import warn_banners
 from opscope.errors import UsageError
 from opscope.export.folded import UNITS, folded_stacks, folded_text
 
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     if args.folded and args.window:
         raise UsageError("--window applies to trimmed traces; with --folded, choose steps with --steps")
     trace = load_trace(args)  # refuses an -o that is the trace itself
+    warn_banners(args)
     if args.folded:
         options = TreeOptions(
             depth=0,
@@ -103,6 +105,7 @@ def _parquet(args: argparse.Namespace) -> int:
             "--parquet writes the whole event table; it takes no --folded, --window or selection"
         )
     trace = load_trace(args)  # refuses an -o that is the trace itself
+    warn_banners(args)
     rows = write_parquet(trace, Path(args.output))
     announce_written(args.output)
     log.info("wrote %d events to %s", rows, args.output)

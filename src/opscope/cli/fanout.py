@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -13,10 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from opscope.cli.common import check_outputs
+from opscope.cli.validity import note, repairs
 from opscope.errors import UsageError
 from opscope.untrusted import visible
 
 if TYPE_CHECKING:
+    from opscope.analysis.validity import Validity
+    from opscope.model.trace import Trace
     from opscope.scale.tasks import FileTask
 
 R = TypeVar("R")
@@ -71,6 +75,7 @@ def file_tasks(
                 cache_dir=None if args.scheduler else str(cache_dir()),
                 strict=args.strict,
                 by_shape=by_shape,
+                repair=repairs(args),
             )
         )
     return tasks
@@ -109,7 +114,22 @@ def check_parallel_args(args: argparse.Namespace, traces: int, spread: bool = Tr
         log.info("one trace: it is read in this process (-j and --scheduler spread several traces)")
 
 
-def run_tasks(func: Callable[[FileTask], R], tasks: Sequence[FileTask], args: argparse.Namespace) -> list[R]:
+def run_tasks(
+    func: Callable[[Trace, FileTask], R], tasks: Sequence[FileTask], args: argparse.Namespace
+) -> list[R]:
+    """`func` of each task's trace, where the trace is read (this process, worker processes or Dask workers),
+    in the tasks' order; what the validity checks found on each trace is noted for the output."""
+    from opscope.scale.tasks import checked
+
+    results = _run_checked(functools.partial(checked, func), tasks, args)
+    for task, (_, found) in zip(tasks, results, strict=True):
+        note(args, task.label, found)
+    return [value for value, _ in results]
+
+
+def _run_checked(
+    func: Callable[[FileTask], tuple[R, Validity]], tasks: Sequence[FileTask], args: argparse.Namespace
+) -> list[tuple[R, Validity]]:
     check_parallel_args(args, len(tasks))
     if len(tasks) <= 1 and not args.scheduler:
         return [func(t) for t in tasks]  # what run_all does for one task, without importing the executor

@@ -8,6 +8,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from opscope.cli.common import add_output_args, announce_written, check_output, emit
+from opscope.cli.validity import note
 from opscope.errors import OpscopeError, OutputError, UsageError
 from opscope.untrusted import visible
 
@@ -68,7 +69,10 @@ def run_add(args: argparse.Namespace) -> int:
             # database that cannot be opened or written is another matter (HistoryError): it ends the command.
             try:
                 with _trace_stages(number, len(args.traces)):
-                    added.append(history.add(trace, tags, git=not args.no_git, cache=not args.no_cache))
+                    done = history.add(trace, tags, git=not args.no_git, cache=not args.no_cache)
+                added.append(done)
+                if done.validity is not None:
+                    note(args, str(trace), done.validity)
             except HistoryError:
                 raise
             except OpscopeError as exc:

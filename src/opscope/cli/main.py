@@ -176,7 +176,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         guard = _memory_guard(args)
         _head_start(args)
         with stage_progress(args, f"opscope {getattr(args, '_command', None) or 'command'}"):
-            return int(args._run(args))
+            code = int(args._run(args))
+        if code == 0:
+            from opscope.cli.validity import strict_failure
+
+            strict_failure(args)  # --strict: an error-level validity check fails the command after its output
+        return code
     except Terminated:
         print("opscope: terminated", file=sys.stderr)
         return 143

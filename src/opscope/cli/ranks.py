@@ -69,5 +69,5 @@ def run(args: argparse.Namespace) -> int:
     peaks = {task.label: peaks for task, (_, peaks) in zip(tasks, results, strict=True)}
     emit(rank_peaks(ranks_document(report), peaks), args)
     if args.html:
-        write_html(ranks_data(report), "ranks", f"opscope ranks: {len(report.ranks)} ranks", args.html)
+        write_html(ranks_data(report), "ranks", f"opscope ranks: {len(report.ranks)} ranks", args.html, args)
     return 0

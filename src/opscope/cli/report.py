@@ -15,6 +15,7 @@ from opscope.cli.common import (
     add_selection_args,
     check_output,
     emit,
+    html_data,
     load_trace,
     read_metrics,
     write_text,
@@ -88,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.output, "-o", (trace.path,))
     if data["kernels"]["rest"] is not None and args.output is not None:
         data["kernels"]["full"] = _write_full_kernels(trace, args)
-    write_text(render_html(data, title=f"opscope report: {Path(trace.path).name}"), args.output)
+    write_text(
+        render_html(html_data(data, args), title=f"opscope report: {Path(trace.path).name}"), args.output
+    )
     return 0
 
 

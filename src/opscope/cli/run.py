@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from opscope.capture import ProfileOptions, Schedule, measure_overhead
     from opscope.capture.runner import execute, optimizer_step_marks, parse_command, run_script
     from opscope.capture.summary import summarize
+    from opscope.cli.validity import note_file
     from opscope.errors import ScriptFailed, UsageError
     from opscope.report.capture_view import run_document
 
@@ -110,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
     summary = summarize(result.trace_path, device=result.device, top=args.top) if result.trace_path else None
     if result.trace_path:
         announce_written(result.trace_path)
+        if summary is not None:
+            note_file(args, result.trace_path)
     if summary is not None or result.exit_status != 0:
         emit(run_document(result, summary, overhead), args)
     for warning in result.warnings:

@@ -13,13 +13,14 @@ import os
 import re
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from opscope.analysis.validity import Validity, validity
 from opscope.errors import InputError, UsageError
 from opscope.history.gitinfo import git_tags
 from opscope.history.metrics import RunMetrics, check_tag, extract
@@ -44,6 +45,8 @@ class Added:
     sha256: str
     path: str
     new: bool  # False: this trace was already in the history (nothing written)
+    # what the validity checks found on the trace (docs/validity.md); None where it was not read (already added)
+    validity: Validity | None = None
 
 
 @dataclass(frozen=True)
@@ -142,12 +145,13 @@ class History:
             from opscope.loading import load  # the trace is read completely before anything is written
 
             trace = load(path, cache=cache)
+        found = validity(trace)
         measured = extract(trace)
         all_tags = {**measured.facts.tags(), **(git_tags() if git else {}), **(tags or {})}
 
         def write() -> Added:
             with store.transaction(write=True) as tx:
-                return self._write(tx, sha, path, measured, all_tags)
+                return replace(self._write(tx, sha, path, measured, all_tags), validity=found)
 
         return retrying(write)  # _write is idempotent: a trace added meanwhile is found, not added twice
 

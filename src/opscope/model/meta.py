@@ -86,6 +86,9 @@ class TraceMeta:
     warnings: tuple[str, ...] = ()
     truncated: bool = False
     device_like: tuple[DeviceLike, ...] = ()  # unknown categories read as device work
+    # what the events read differ in from the recorded ones (`--repair overlaps`: one line each, said in every
+    # view); empty: the recorded events
+    repairs: tuple[str, ...] = ()
 
     def describe(self, device: int | None) -> DeviceInfo | None:
         """The description of `device`: its own entry; else the only entry, when the trace describes one

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol, TypeVar, cast
 
@@ -50,6 +50,10 @@ class Trace:
     # Where results of `persisted` survive the command: beside the trace cache (ingest/derived.py); None for a
     # trace read without the cache.
     _store: DerivedFrames | None = field(default=None, repr=False, compare=False)
+    # `with_durations`: (row, dur_ns) read in place of those rows' recorded durations, and the trace as
+    # recorded (what the validity checks read)
+    _durations: pl.DataFrame | None = field(default=None, repr=False, compare=False)
+    _recorded: Trace | None = field(default=None, repr=False, compare=False)
 
     def __getstate__(self) -> dict[str, object]:
         """Pickled without its locks (they cannot be; a copy gets its own)."""
@@ -84,7 +88,37 @@ class Trace:
             from opscope.model.device_work import as_device_work
 
             frame = as_device_work(frame, self.meta.device_like)
+        if self._durations is not None:
+            frame = _replace_durations(frame, self._durations)
         return frame
+
+    def with_durations(self, durations: pl.DataFrame, repair: str, note: str) -> Trace:
+        """This trace read with `durations` (columns row, dur_ns: a row's position in the event table) in place
+        of those rows' recorded durations: a repaired reading (`--repair overlaps`). `repair` names it (the
+        results kept beside the cache are kept apart under that name: lower-case letters, digits, '.', '-',
+        '_'); `note` says what changed, in `meta.repairs` and `meta.warnings`. `recorded` is the trace as
+        recorded."""
+        frame = None
+        if self._frame is not None:
+            frame = _replace_durations(self._frame.lazy(), durations).collect()
+        return Trace(
+            meta=replace(
+                self.meta,
+                repairs=(*self.meta.repairs, note),
+                warnings=(*self.meta.warnings, note),
+            ),
+            _frame=frame,
+            _parquet=self._parquet if frame is None else None,
+            _keepalive=self._keepalive,
+            _store=None if self._store is None else _Prefixed(self._store, f"{repair}."),
+            _durations=None if frame is not None else durations,
+            _recorded=self.recorded,
+        )
+
+    @property
+    def recorded(self) -> Trace:
+        """The trace as recorded: itself, or for a repaired reading (`with_durations`) the trace it repairs."""
+        return self._recorded if self._recorded is not None else self
 
     def derived(self, key: str, compute: Callable[[], T]) -> T:
         """`compute()` the first time `key` is asked for on this trace, the same result after that: for the
@@ -170,3 +204,42 @@ class Trace:
     @property
     def columns(self) -> list[str]:
         return list(COLUMNS)
+
+
+_ROW = "__opscope_row"
+
+
+def _replace_durations(frame: pl.LazyFrame, durations: pl.DataFrame) -> pl.LazyFrame:
+    """`frame` with the durations of the rows in `durations` (row, dur_ns) replaced: one lookup per row."""
+    if durations.height == 0:
+        return frame
+    return (
+        frame.with_row_index(_ROW)
+        .with_columns(
+            pl.col(_ROW)
+            .cast(pl.Int64)
+            .replace_strict(
+                durations["row"].cast(pl.Int64),
+                durations[Col.DUR_NS].cast(pl.Int64),
+                default=pl.col(Col.DUR_NS),
+                return_dtype=pl.Int64,
+            )
+            .alias(Col.DUR_NS)
+        )
+        .drop(_ROW)
+    )
+
+
+@dataclass(frozen=True)
+class _Prefixed:
+    """A store of derived frames whose keys all start with `prefix` (a repaired reading's results apart from
+    the recorded trace's)."""
+
+    store: DerivedFrames
+    prefix: str
+
+    def load(self, key: str) -> dict[str, pl.DataFrame] | None:
+        return self.store.load(self.prefix + key)
+
+    def save(self, key: str, frames: dict[str, pl.DataFrame]) -> None:
+        self.store.save(self.prefix + key, frames)

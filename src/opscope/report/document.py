@@ -66,3 +66,6 @@ class Document:
     extra: dict[str, Any] = field(default_factory=dict)
     # warnings that change what the figures mean (a before/after pair on different GPU models): shown first
     alerts: tuple[str, ...] = ()
+    # what the validity checks found on the traces read (docs/validity.md): one line per warn or error check,
+    # above everything else, the title included
+    banners: tuple[str, ...] = ()

@@ -173,6 +173,8 @@ def render_table(doc: Document, options: RenderOptions) -> str:
         emoji=False,
         color_system="auto" if options.color else None,
     )
+    for banner in doc.banners:
+        console.print(Text(visible(banner), style="bold red"))
     console.print(Text(visible(doc.title), style="bold"))
     for alert in doc.alerts:
         console.print(Text(f"WARNING: {visible(alert)}", style="bold red"))
@@ -312,7 +314,10 @@ def _one_cell_each(text: str, cell_len: Callable[[str], int]) -> bool:
 def render_markdown(doc: Document, options: RenderOptions) -> str:
     """GitHub-flavoured Markdown for a pull-request comment. Every text cell, fact, title and note goes through
     `md_text` (names through `md_code`): a trace cannot add rows, links, emphasis or HTML to the comment."""
-    lines = [f"### {md_text(doc.title)}", ""]
+    lines: list[str] = []
+    for banner in doc.banners:
+        lines.extend([f"> **{md_text(banner)}**", ""])
+    lines += [f"### {md_text(doc.title)}", ""]
     for alert in doc.alerts:
         lines.extend([f"> **Warning:** {md_text(alert)}", ""])
     for label, fact in doc.facts:

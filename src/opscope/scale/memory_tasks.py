@@ -14,22 +14,20 @@ from opscope.analysis.compare.ranks import RankPartial, rank_partial
 from opscope.analysis.findings import Advice
 from opscope.analysis.memory.peaks import Peaks, peak_memory
 from opscope.model.trace import Trace
-from opscope.scale.tasks import FileTask, read
+from opscope.scale.tasks import FileTask
 
 
-def rank_and_peaks_file(task: FileTask) -> tuple[RankPartial, Peaks]:
-    trace = read(task)
+def rank_and_peaks_file(trace: Trace, task: FileTask) -> tuple[RankPartial, Peaks]:
     return rank_partial(trace), peak_memory(trace)
 
 
 def profile_peaks_and_advice_file(
-    task: FileTask,
+    trace: Trace, task: FileTask
 ) -> tuple[TraceProfile, Peaks, Advice | None, tuple[str, ...]]:
     """`diff`'s per-trace work: the comparison profile, the peak memory per device, and the advice (`opscope
     advise`) with the trace's device names, from one read. The advice is kept beside the trace cache
     (`stored.kept_value`, keyed by `analysis_tag`) like the profile, so that diffing against the same trace again
     (a baseline in a CI loop) reads both back instead of running the analyses and rules (issue 25)."""
-    trace = read(task)
     profile, peaks = profile_trace(trace, task.by_shape), peak_memory(trace)
     advice, names = kept_value(trace, "diff_advice", analysis_tag(), _Advised, lambda: _advised(trace))
     return profile, peaks, advice, names

@@ -12,13 +12,17 @@ import dataclasses
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from opscope.analysis.kernels.merge import SummaryPartial, summary_partial
 from opscope.analysis.kernels.summary import SummaryOptions
+from opscope.analysis.validity import Validity, repaired, validity
 from opscope.loading import load
 from opscope.model.trace import Trace
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,7 @@ class FileTask:
     by_shape: bool = False
     decode_workers: int | None = None  # $OPSCOPE_WORKERS for the reader; 1 in worker processes (no nesting)
     summary: SummaryOptions | None = None  # for `summary_file`
+    repair: tuple[str, ...] = ()  # --repair: read the trace repaired (docs/validity.md)
 
 
 _QUIET_LOCK = threading.Lock()
@@ -83,8 +88,16 @@ def read(task: FileTask) -> Trace:
     with _quiet(), _environment(settings):
         trace = load(task.path, cache=task.cache, strict=task.strict)
     trace.meta = dataclasses.replace(trace.meta, path=task.label)
-    return trace
+    return repaired(trace, task.repair) if task.repair else trace
 
 
-def summary_file(task: FileTask) -> SummaryPartial:
-    return summary_partial(read(task), task.summary or SummaryOptions())
+def checked(func: Callable[[Trace, FileTask], R], task: FileTask) -> tuple[R, Validity]:
+    """`func` of the task's trace, and what the validity checks found on it (docs/validity.md): the checks
+    run where the trace was read, on the same read."""
+    trace = read(task)
+    found = validity(trace)  # first: what it holds while it checks is given back before the analysis runs
+    return func(trace, task), found
+
+
+def summary_file(trace: Trace, task: FileTask) -> SummaryPartial:
+    return summary_partial(trace, task.summary or SummaryOptions())

@@ -37,12 +37,20 @@ def encode(value: Any) -> str:
     return json_text(msgspec.json.encode(value).decode())
 
 
+# Top-level lists that are not rows: the validity banners (docs/validity.md: a few lines, no names from the
+# trace), kept whole on every page; the `validity` checks themselves, with their examples, are rows
+WHOLE = frozenset({"validity_banners"})
+
+
 def row_lists(payload: dict[str, Any]) -> list[tuple[Path, list[Any]]]:
-    """Every list reachable from the top through objects only, with its path of keys, in payload order."""
+    """Every list reachable from the top through objects only, with its path of keys, in payload order (but
+    the top-level lists in WHOLE)."""
     found: list[tuple[Path, list[Any]]] = []
 
     def walk(node: dict[str, Any], path: Path) -> None:
         for key, value in node.items():
+            if not path and key in WHOLE:
+                continue
             if isinstance(value, list):
                 found.append(((*path, key), value))
             elif isinstance(value, dict):
@@ -57,7 +65,9 @@ def _filled(node: dict[str, Any], path: Path, chosen: dict[Path, list[Any]]) -> 
     out: dict[str, Any] = {}
     for key, value in node.items():
         here = (*path, key)
-        if isinstance(value, list):
+        if not path and key in WHOLE:
+            out[key] = value
+        elif isinstance(value, list):
             out[key] = chosen.get(here, [])
         elif isinstance(value, dict):
             out[key] = _filled(value, here, chosen)
@@ -105,9 +115,10 @@ def _fit_row(row: Any, room: int) -> tuple[Any, int] | None:
 
 
 def _with_page(page: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
-    """The page with `truncated`, `next_cursor` and `page` first (after `schema`), where a reader looks."""
-    head = {"schema": page["schema"]} if "schema" in page else {}
-    return {**head, **meta, **{k: v for k, v in page.items() if k != "schema"}}
+    """The page with `truncated`, `next_cursor` and `page` first (after `schema` and the validity banners),
+    where a reader looks."""
+    head: dict[str, Any] = {k: page[k] for k in ("schema", "validity_banners") if k in page}
+    return {**head, **meta, **{k: v for k, v in page.items() if k not in head}}
 
 
 def bounded(

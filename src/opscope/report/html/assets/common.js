@@ -218,6 +218,19 @@ const OPS = (function () {
     for (const w of warnings || []) wbox.append(el("p", { class: "warn" }, "warning: " + w));
   }
 
+  // What the validity checks found on the traces read (docs/validity.md): one banner line per warn or error
+  // check, above everything else on the page (the data's `banners`; `validity` has every check).
+  function validity(lines) {
+    const box = document.getElementById("validity");
+    if (!box) return;
+    for (const line of lines || []) {
+      const level = /^(?:[^:]*: )?(ERROR|WARN|REPAIRED)\b/.exec(line);
+      box.append(el("p", { class: "banner " + (level ? level[1].toLowerCase() : "warn") }, line));
+    }
+    box.hidden = !box.childElementCount;
+  }
+  validity(D.banners);
+
   // Warnings that change what the figures mean (a pair recorded on different GPU models) open the page.
   function alerts(list) {
     const box = document.getElementById("alerts");
