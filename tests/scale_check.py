@@ -96,6 +96,8 @@ def check(
     base = run(["--version"], scratch).peak_mb
     for path in traces.values():
         run(["summary", str(path)], scratch)  # into the trace cache first
+        if "diff" in commands:  # and its twin: every command is measured on a filled trace cache
+            run(["summary", argv_for("diff", path, scratch)[2]], scratch)
     problems = []
     for command in commands:
         one, tiled = (run(argv_for(command, traces[n], scratch), scratch) for n in (1, factor))
