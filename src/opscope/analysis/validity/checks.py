@@ -5,7 +5,6 @@ correlation ids made unique first (or as-of joins where an id repeats), a search
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,9 +50,9 @@ class _Tables:
     mostly only the rows it flags, one check after the other (a 1 M-kernel trace never holds a copy of its
     GPU records with their names as text)."""
 
-    gpu: (
-        pl.LazyFrame
-    )  # the timed GPU records: row, name, kind, device, stream, ts_ns, dur_ns (>= 0), correlation
+    everything: pl.LazyFrame  # every event, with its row
+    # the timed GPU records: row, name, kind, device, stream, ts_ns, dur_ns (>= 0), correlation
+    gpu: pl.LazyFrame
     calls: pl.LazyFrame  # the launch calls: row, name, ts_ns, dur_ns, correlation, graph (bool)
     captures: np.ndarray  # (start, end) of each stream capture (begin capture .. end capture)
     start_ns: int  # the window: the first start and last end of the timed events
@@ -79,10 +78,18 @@ def _tables(trace: Trace) -> _Tables:
         pl.col(Col.DUR_NS).clip(lower_bound=0),
         Col.CORRELATION,
     )
+
+    def named(pattern: str) -> pl.Expr:  # from the trace's distinct names, not a regex over every call
+        return pl.col(Col.NAME).is_in([n for n in launch_names if re.search(pattern, n)])
+
     calls = (
         lazy.filter(pl.col(Col.KIND).is_in(list(LAUNCH_KINDS)) & pl.col(Col.NAME).is_in(launch_names) & timed)
         .select(ROW, Col.NAME, Col.TS_NS, Col.DUR_NS, Col.CORRELATION)
-        .with_columns(pl.col(Col.NAME).cast(pl.String).str.contains(GRAPH_LAUNCH).alias("graph"))
+        .with_columns(
+            named(GRAPH_LAUNCH).alias("graph"),
+            (~named(NOT_LAUNCHES)).alias("launch"),  # a kernel launch or a copy: a GPU record is expected
+            (named(KERNEL_LAUNCH) & ~named(NOT_LAUNCHES)).alias("kernel_launch"),
+        )
     )
     capture = (
         lazy.filter(
@@ -105,6 +112,7 @@ def _tables(trace: Trace) -> _Tables:
     )
     gpu_ns, rows = totals.row(0)
     return _Tables(
+        lazy,
         gpu,
         calls,
         _captures(captured),
@@ -115,6 +123,83 @@ def _tables(trace: Trace) -> _Tables:
         int(rows),
         names_of(trace, list(GPU_KINDS), COMMUNICATION_KERNEL),
     )
+
+
+@dataclass(frozen=True)
+class _Links:
+    """The launch side, collected once for the four checks that pair GPU records with their launch calls by
+    correlation id: numpy arrays of the GPU records and launch calls that have one, matched by sorting and
+    binary searches (no hash table: a 4.4 M-event trace's 400 k calls and records cost a few MB, given back
+    as soon as the checks end)."""
+
+    rec_row: np.ndarray  # GPU records with a correlation id: row, start, duration, correlation
+    rec_ts: np.ndarray
+    rec_dur: np.ndarray
+    rec_id: np.ndarray
+    call_row: np.ndarray  # launch calls with a correlation id: row, start, correlation, graph launch, launch
+    call_ts: np.ndarray
+    call_id: np.ndarray
+    call_graph: np.ndarray
+    call_launch: np.ndarray  # a kernel launch or a copy: a GPU record is expected
+    recorded: np.ndarray  # the records' correlation ids, sorted, each once
+    launched: np.ndarray  # the calls' correlation ids, sorted, each once
+    kernel_launches: int  # kernel launch calls, with a correlation id or not
+
+
+def _links(t: _Tables) -> _Links:
+    records, calls, kernel_launches = pl.collect_all(
+        [
+            t.gpu.filter(pl.col(Col.CORRELATION).is_not_null()).select(
+                ROW, Col.TS_NS, Col.DUR_NS, Col.CORRELATION
+            ),
+            t.calls.filter(pl.col(Col.CORRELATION).is_not_null()).select(
+                ROW, Col.TS_NS, Col.CORRELATION, "graph", "launch"
+            ),
+            t.calls.filter(pl.col("kernel_launch")).select(pl.len()),
+        ]
+    )
+    rec_id = records[Col.CORRELATION].to_numpy()
+    call_id = calls[Col.CORRELATION].to_numpy()
+    return _Links(
+        records[ROW].to_numpy(),
+        records[Col.TS_NS].to_numpy(),
+        records[Col.DUR_NS].to_numpy(),
+        rec_id,
+        calls[ROW].to_numpy(),
+        calls[Col.TS_NS].to_numpy(),
+        call_id,
+        calls["graph"].to_numpy(),
+        calls["launch"].to_numpy(),
+        _sorted_unique(rec_id),
+        _sorted_unique(call_id),
+        int(kernel_launches.item()),
+    )
+
+
+def _sorted_unique(ids: np.ndarray) -> np.ndarray:
+    """`ids` sorted, each once (a sort: numpy's `unique` hashes, ~8x slower on 400 k ids)."""
+    ordered = np.sort(ids)
+    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if len(ordered) else ordered
+
+
+def _member(ids: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
+    """Whether each id is in `sorted_ids` (sorted, unique): one binary search each."""
+    if not len(sorted_ids):
+        return np.zeros(len(ids), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
+    return sorted_ids[at] == ids
+
+
+def _rows_of(t: _Tables, rows: np.ndarray, columns: list[str]) -> pl.DataFrame:
+    """A few events by row (the examples), with their name and kind as text, in the order of `rows`."""
+    wanted = [int(r) for r in rows]
+    found = (
+        t.everything.filter(pl.col(ROW).is_in(wanted))
+        .select(ROW, pl.col(Col.NAME).cast(pl.String), *columns)
+        .collect()
+    )
+    order = {r: i for i, r in enumerate(wanted)}
+    return found.sort(pl.col(ROW).replace_strict(order, return_dtype=pl.Int64))
 
 
 def _text(frame: pl.DataFrame) -> pl.DataFrame:
@@ -415,185 +500,143 @@ def _step_lengths(ts: np.ndarray, steps: np.ndarray) -> np.ndarray:
 # ---- launches and records -------------------------------------------------------------------------------------
 
 
-def _split(ids: pl.Expr, lo: int | None, hi: int | None) -> list[pl.Expr]:
-    """How many of the unmatched items have a correlation id below every id of the other side (`lo`, `hi`: its
-    smallest and largest), above every one, and between: correlation ids count up over a process's calls,
-    so an id below the other side's is from before its first item (the profiler started on one side first),
-    above from after its last, and between is a gap (records dropped)."""
-    if lo is None or hi is None:
-        return [pl.lit(0).alias("start"), pl.lit(0).alias("end"), pl.len().alias("middle")]
-    start, end = ids < lo, ids > hi
-    return [
-        start.sum().alias("start"),
-        end.sum().alias("end"),
-        (~start & ~end).sum().alias("middle"),
-    ]
+def _split(ids: np.ndarray, other: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Masks of `ids` below every id of the other side (`other`: sorted), above every one, and between:
+    correlation ids count up over a process's calls, so an id below the other side's is from before its first
+    item (the profiler started on one side first), above from after its last, and between is a gap (records
+    dropped). Without any other id, all are between."""
+    if not len(other):
+        none = np.zeros(len(ids), dtype=bool)
+        return none, ~none, none
+    start, end = ids < other[0], ids > other[-1]
+    return start, ~start & ~end, end
 
 
-def _in_middle(ids: pl.Expr, lo: int | None, hi: int | None) -> pl.Expr:
-    return pl.lit(True) if lo is None or hi is None else (ids >= lo) & (ids <= hi)
-
-
-def _id_range(frame: pl.LazyFrame) -> tuple[int | None, int | None]:
-    lo, hi = (
-        frame.select(pl.col(Col.CORRELATION).min().alias("lo"), pl.col(Col.CORRELATION).max().alias("hi"))
-        .collect()
-        .row(0)
-    )
-    return lo, hi
-
-
-def launch_without_record(t: _Tables) -> Check | None:
+def launch_without_record(t: _Tables, links: _Links) -> Check | None:
     """Kernel launches and copies (not memsets, graph launches, host functions, nor launches captured into a
     graph) whose correlation id matches no GPU record, by where the id lies among the records' ids: at the
     start (the GPU side started late), at the end (still running when the profiler stopped), in the middle
     (dropped)."""
-    calls = t.calls.filter(
-        ~pl.col(Col.NAME).cast(pl.String).str.contains(NOT_LAUNCHES) & pl.col(Col.CORRELATION).is_not_null()
-    )
-    recorded = t.gpu.select(Col.CORRELATION).filter(pl.col(Col.CORRELATION).is_not_null()).unique()
-    unmatched = calls.join(recorded, on=Col.CORRELATION, how="anti").select(
-        ROW, Col.NAME, Col.TS_NS, Col.CORRELATION
-    )
-    missing_all, total = pl.collect_all([unmatched, calls.select(pl.col(Col.TS_NS))])
-    captured_all = _inside(total[Col.TS_NS].to_numpy(), t.captures)
-    captured = _inside(missing_all[Col.TS_NS].to_numpy(), t.captures)
-    missing = missing_all.filter(pl.Series(~captured))
-    launches = total.height - int(captured_all.sum())
-    if missing.height == 0 or launches == 0:
+    launch = links.call_launch
+    captured = launch & _inside(links.call_ts, t.captures)
+    launches = int(launch.sum() - captured.sum())
+    missing = launch & ~captured & ~_member(links.call_id, links.recorded)
+    count = int(missing.sum())
+    if count == 0 or launches == 0:
         return None
-    lo, hi = _id_range(recorded)
-    ids = pl.col(Col.CORRELATION)
-    start, end, middle = missing.select(_split(ids, lo, hi)).row(0)
+    start, middle, end = (int((missing & m).sum()) for m in _split(links.call_id, links.recorded))
     nothing = t.gpu_rows == 0
-    share = _share(missing.height, launches)
+    share = _share(count, launches)
     severity = ERROR if nothing else WARN if middle or share >= MISSING_WARN_SHARE else INFO
-    shown = missing.filter(_in_middle(ids, lo, hi)) if middle else missing
+    shown = missing & _split(links.call_id, links.recorded)[1] if middle else missing
     examples = tuple(
         {"name": r[Col.NAME], "start_us": _us(r[Col.TS_NS] - t.start_ns), "correlation": r[Col.CORRELATION]}
-        for r in _text(shown.head(EXAMPLES)).iter_rows(named=True)
+        for r in _rows_of(t, links.call_row[shown][:EXAMPLES], [Col.TS_NS, Col.CORRELATION]).iter_rows(
+            named=True
+        )
     )
     if nothing:
-        message = (
-            f"{_plural(missing.height, 'launch call')} and no GPU records at all: every GPU figure is missing"
-        )
+        message = f"{_plural(count, 'launch call')} and no GPU records at all: every GPU figure is missing"
     else:
         message = (
-            f"{_plural(missing.height, 'launch call')} ({_pct(share)} of kernel launches and copies) without a "
+            f"{_plural(count, 'launch call')} ({_pct(share)} of kernel launches and copies) without a "
             f"GPU record: {start:,} at the start, {middle:,} in the middle (dropped), {end:,} at the end"
         )
     return Check(
         check="launch_without_record",
         severity=severity,
-        events=missing.height,
+        events=count,
         gpu_time_ns=0,
         share=0.0,
         message=message,
         examples=examples,
         detail={
-            "start": int(start),
-            "middle": int(middle),
-            "end": int(end),
+            "start": start,
+            "middle": middle,
+            "end": end,
             "launches": launches,
-            "captured": int(captured_all.sum()),
+            "captured": int(captured.sum()),
         },
     )
 
 
-def record_without_launch(t: _Tables) -> Check | None:
+def record_without_launch(t: _Tables, links: _Links) -> Check | None:
     """GPU records whose correlation id matches no launch call, split like `launch_without_record` (by where the
     id lies among the calls' ids: kernels launched before the profiler started have ids below every call's).
     Where the trace records no kernel launch at all (a GPU-only capture, an xplane that records copies only),
     it is said, not warned."""
-    launched = t.calls.select(Col.CORRELATION).filter(pl.col(Col.CORRELATION).is_not_null()).unique()
-    missing = t.gpu.filter(pl.col(Col.CORRELATION).is_not_null()).join(
-        launched, on=Col.CORRELATION, how="anti"
-    )
-    lo, hi = _id_range(launched)
-    ids = pl.col(Col.CORRELATION)
-    counts, launch_calls = pl.collect_all(
-        [
-            missing.select(pl.len().alias("n"), pl.col(Col.DUR_NS).sum().alias("held"), *_split(ids, lo, hi)),
-            t.calls.filter(
-                pl.col(Col.NAME).cast(pl.String).str.contains(KERNEL_LAUNCH)
-                & ~pl.col(Col.NAME).cast(pl.String).str.contains(NOT_LAUNCHES)
-            ).select(pl.len()),
-        ]
-    )
-    n, held, start, end, middle = counts.row(0)
-    if not n:
+    missing = ~_member(links.rec_id, links.launched)
+    count = int(missing.sum())
+    if count == 0:
         return None
-    held = int(held or 0)
+    parts = _split(links.rec_id, links.launched)
+    start, middle, end = (int((missing & m).sum()) for m in parts)
+    held = int(links.rec_dur[missing].sum())
     share = _share(held, t.gpu_ns)
-    launches = int(launch_calls.item())
-    shown = missing.filter(_in_middle(ids, lo, hi)) if middle else missing
+    shown = missing & parts[1] if middle else missing
     examples = tuple(
         {"name": r[Col.NAME], "start_us": _us(r[Col.TS_NS] - t.start_ns), "dur_us": _us(r[Col.DUR_NS])}
-        for r in _text(shown.head(EXAMPLES).collect()).iter_rows(named=True)
+        for r in _rows_of(t, links.rec_row[shown][:EXAMPLES], [Col.TS_NS, Col.DUR_NS]).iter_rows(named=True)
     )
-    if launches == 0:
+    if links.kernel_launches == 0:
         message = (
-            f"{_plural(n, 'GPU record')} without a launch call, and the trace records no kernel launch calls "
+            f"{_plural(count, 'GPU record')} without a launch call, and the trace records no kernel launch calls "
             "(a GPU-only capture, or a profiler that does not record them): nothing is attributed to operators"
         )
     else:
         message = (
-            f"{_plural(n, 'GPU record')} ({_pct(share)} of GPU time) without their launch call: {start:,} at the "
-            f"start (launched before the profiler started), {middle:,} in the middle, {end:,} at the end"
+            f"{_plural(count, 'GPU record')} ({_pct(share)} of GPU time) without their launch call: {start:,} at "
+            f"the start (launched before the profiler started), {middle:,} in the middle, {end:,} at the end"
         )
     return Check(
         check="record_without_launch",
-        severity=WARN if middle and launches else INFO,
-        events=int(n),
+        severity=WARN if middle and links.kernel_launches else INFO,
+        events=count,
         gpu_time_ns=held,
         share=share,
         message=message,
         examples=examples,
-        detail={"start": int(start), "middle": int(middle), "end": int(end)},
+        detail={"start": start, "middle": middle, "end": end},
     )
 
 
-def kernel_before_launch(t: _Tables) -> Check | None:
+def kernel_before_launch(t: _Tables, links: _Links) -> Check | None:
     """GPU records that start before the launch call that launched them began: the GPU clock runs behind the
     host's. A record's launch is the latest call of its correlation id at or before it, else the earliest
     after (as the link table picks), so a record is before its launch exactly when it starts before the first
     call of its id. The offset: how far the earliest such record would have to move (the largest gap), and
     the median gap."""
-    first_call = (
-        t.calls.filter(pl.col(Col.CORRELATION).is_not_null())
-        .group_by(Col.CORRELATION)
-        .agg(pl.col(Col.TS_NS).min().alias("launch_ts"))
-        .collect()
-    )
-    # each record's first call, looked up by its correlation id (unique in `first_call`): one lookup a record
-    launch_ts = pl.col(Col.CORRELATION).replace_strict(
-        first_call[Col.CORRELATION], first_call["launch_ts"], default=None, return_dtype=pl.Int64
-    )
-    early = (
-        t.gpu.filter(pl.col(Col.CORRELATION).is_not_null())
-        .select(ROW, Col.NAME, Col.TS_NS, Col.DUR_NS, launch_ts.alias("launch_ts"))
-        .filter(pl.col(Col.TS_NS) < pl.col("launch_ts"))
-        .with_columns((pl.col("launch_ts") - pl.col(Col.TS_NS)).alias("_gap"))
-        .collect()
-    )
-    if early.height == 0:
+    if not len(links.launched) or not len(links.rec_id):
         return None
-    held = int(early[Col.DUR_NS].sum())
+    order = np.lexsort((links.call_ts, links.call_id))  # by id, then start: each id's first call first
+    ids = links.call_id[order]
+    first_of = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    first_ts = links.call_ts[order][first_of]  # the first call of each id, in the order of `links.launched`
+    at = np.minimum(np.searchsorted(links.launched, links.rec_id), len(links.launched) - 1)
+    found = links.launched[at] == links.rec_id
+    gap = np.where(found, first_ts[at] - links.rec_ts, 0)
+    early = found & (gap > 0)
+    count = int(early.sum())
+    if count == 0:
+        return None
+    held = int(links.rec_dur[early].sum())
     share = _share(held, t.gpu_ns)
-    gaps = early["_gap"].to_numpy()
+    gaps = gap[early]
     offset = int(gaps.max())
+    top = np.argsort(-gaps, kind="stable")[:EXAMPLES]
+    rows = links.rec_row[early][top]
     examples = tuple(
-        {"name": r[Col.NAME], "start_us": _us(r[Col.TS_NS] - t.start_ns), "before_launch_us": _us(r["_gap"])}
-        for r in _text(early.sort("_gap", descending=True).head(EXAMPLES)).iter_rows(named=True)
+        {"name": r[Col.NAME], "start_us": _us(r[Col.TS_NS] - t.start_ns), "before_launch_us": _us(g)}
+        for r, g in zip(_rows_of(t, rows, [Col.TS_NS]).iter_rows(named=True), gaps[top], strict=True)
     )
     return Check(
         check="kernel_before_launch",
         severity=WARN,
-        events=early.height,
+        events=count,
         gpu_time_ns=held,
         share=share,
         message=(
-            f"{_plural(early.height, 'GPU record')} start before their launch call (by up to {_us(offset):,.3f} us): "
+            f"{_plural(count, 'GPU record')} start before their launch call (by up to {_us(offset):,.3f} us): "
             "the GPU clock is off from the host's; launch delays and the critical path near them are not exact"
         ),
         examples=examples,
@@ -601,40 +644,30 @@ def kernel_before_launch(t: _Tables) -> Check | None:
     )
 
 
-def graph_kernels_hidden(t: _Tables) -> Check | None:
+def graph_kernels_hidden(t: _Tables, links: _Links) -> Check | None:
     """Graph launches (cudaGraphLaunch, hipGraphLaunch) whose kernels are absent from the trace (no GPU record of
     their correlation id), and the GPU time of the kernels they did launch, which the trace attributes to the
     graph launch, not to the operators that captured the graph."""
-    graphs = (
-        t.calls.filter(pl.col("graph") & pl.col(Col.CORRELATION).is_not_null())
-        .select(ROW, Col.NAME, Col.TS_NS, Col.CORRELATION)
-        .collect()
-    )
-    if graphs.height == 0:
+    graphs = links.call_graph
+    if not graphs.any():
         return None
-    ids = graphs[Col.CORRELATION].unique()
-    recorded_ids, totals = pl.collect_all(
-        [
-            t.gpu.filter(pl.col(Col.CORRELATION).is_in(ids.implode())).select(Col.CORRELATION).unique(),
-            t.gpu.filter(pl.col(Col.CORRELATION).is_in(ids.implode())).select(
-                pl.len().alias("n"), pl.col(Col.DUR_NS).sum().alias("held")
-            ),
-        ]
-    )
-    recorded, held = totals.row(0)
-    held = int(held or 0)
-    absent = graphs.filter(~pl.col(Col.CORRELATION).is_in(recorded_ids.to_series().implode()))
+    ids = _sorted_unique(links.call_id[graphs])
+    recorded = _member(links.rec_id, ids)
+    absent = graphs & ~_member(links.call_id, links.recorded)
+    held = int(links.rec_dur[recorded].sum())
     share = _share(held, t.gpu_ns)
-    if absent.height == 0 and share < GRAPH_INFO_SHARE:
+    n_absent = int(absent.sum())
+    if n_absent == 0 and share < GRAPH_INFO_SHARE:
         return None
+    shown = links.call_row[absent if n_absent else graphs][:EXAMPLES]
     examples = tuple(
         {"name": r[Col.NAME], "start_us": _us(r[Col.TS_NS] - t.start_ns), "correlation": r[Col.CORRELATION]}
-        for r in _text((absent if absent.height else graphs).head(EXAMPLES)).iter_rows(named=True)
+        for r in _rows_of(t, shown, [Col.TS_NS, Col.CORRELATION]).iter_rows(named=True)
     )
     parts = []
-    if absent.height:
+    if n_absent:
         parts.append(
-            f"{_plural(absent.height, 'graph launch', 'graph launches')} with no kernels in the trace (their GPU work is in no figure)"
+            f"{_plural(n_absent, 'graph launch', 'graph launches')} with no kernels in the trace (their GPU work is in no figure)"
         )
     if held:
         parts.append(
@@ -642,16 +675,16 @@ def graph_kernels_hidden(t: _Tables) -> Check | None:
         )
     return Check(
         check="graph_kernels_hidden",
-        severity=WARN if absent.height else INFO,
-        events=absent.height + int(recorded),
+        severity=WARN if n_absent else INFO,
+        events=n_absent + int(recorded.sum()),
         gpu_time_ns=held,
         share=share,
         message="; ".join(parts),
         examples=examples,
         detail={
-            "graph_launches": graphs.height,
-            "without_kernels": absent.height,
-            "graph_kernels": int(recorded),
+            "graph_launches": int(graphs.sum()),
+            "without_kernels": n_absent,
+            "graph_kernels": int(recorded.sum()),
         },
     )
 
@@ -731,22 +764,40 @@ def dropped_events(trace: Trace) -> Check | None:
     )
 
 
+ORDER = (
+    "stream_overlap",
+    "outlier_duration",
+    "launch_without_record",
+    "record_without_launch",
+    "kernel_before_launch",
+    "graph_kernels_hidden",
+    "step_collapse",
+    "dropped_events",
+)
+
+
 def run_all(trace: Trace) -> Validity:
-    """Every check of the trace, the fired ones most severe first (then in the order above)."""
+    """Every check of the trace, the fired ones most severe first (then in ORDER). The four that pair records
+    with launches share one collection of the launch side, given back before the others run."""
     t = _tables(trace)
+    links = _links(t)
+    fired = [
+        launch_without_record(t, links),
+        record_without_launch(t, links),
+        kernel_before_launch(t, links),
+        graph_kernels_hidden(t, links),
+    ]
+    del links
     windows = marker_windows(trace)
     steps = np.array([(w.start_ns, w.end_ns) for w in windows], dtype=np.int64).reshape(-1, 2)
-    names = [w.name for w in windows]
-    order: list[Callable[[], Check | None]] = [
-        lambda: stream_overlap(t),
-        lambda: outlier_duration(t, steps),
-        lambda: launch_without_record(t),
-        lambda: record_without_launch(t),
-        lambda: kernel_before_launch(t),
-        lambda: graph_kernels_hidden(t),
-        lambda: step_collapse(t, steps, names),
-        lambda: dropped_events(trace),
+    fired += [
+        stream_overlap(t),
+        outlier_duration(t, steps),
+        step_collapse(t, steps, [w.name for w in windows]),
+        dropped_events(trace),
     ]
-    fired = [c for check in order if (c := check()) is not None]
-    fired.sort(key=lambda c: -SEVERITIES.index(c.severity))  # stable: the order above among equals
-    return Validity(checks=tuple(fired))
+    found = sorted(
+        (c for c in fired if c is not None),
+        key=lambda c: (-SEVERITIES.index(c.severity), ORDER.index(c.check)),
+    )
+    return Validity(checks=tuple(found))
