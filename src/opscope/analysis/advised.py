@@ -36,6 +36,7 @@ class Advised(Tabular):
                 "saving_share": f.saving_share,
                 "time_at_stake_ns": f.time_at_stake_ns,
                 "saving_model": f.saving_model,
+                "saving_basis": f.saving_basis,
                 "source": f.source,
                 "advice": f.advice,
             }

@@ -29,6 +29,25 @@ SOURCES: Final[dict[str, str]] = {
 }
 
 
+ON_PATH_SUFFIX: Final = (
+    ", critical path"  # a saving model's name ends so when the what-if produced the saving
+)
+WHAT_IF_BASIS: Final = "critical_path_what_if"
+ESTIMATE_BASIS: Final = "estimate"
+
+
+def saving_basis(model: str) -> str:
+    """`WHAT_IF_BASIS` for a saving model named with `ON_PATH_SUFFIX`, else `ESTIMATE_BASIS`."""
+    return WHAT_IF_BASIS if model.endswith(ON_PATH_SUFFIX) else ESTIMATE_BASIS
+
+
+def saving_label(model: str) -> str:
+    """The model that produced a saving, in words: "critical-path what-if" or "estimate: <model>"."""
+    if saving_basis(model) == WHAT_IF_BASIS:
+        return "critical-path what-if"
+    return f"estimate: {model or 'unnamed'}"
+
+
 @dataclass(frozen=True)
 class Finding:
     id: str
@@ -48,6 +67,15 @@ class Finding:
     saving_share: float = 0.0  # predicted saving / the analysed window
     saving_model: str = ""  # the name of the saving model (docs/advice.md, "Savings")
     shared_with: tuple[str, ...] = ()  # findings above this one that claimed part of the same time
+    # the change the fix makes, as a what-if of the critical-path model: (regular expression over event names,
+    # factor); None where the dependency graph cannot express it (the saving is then the rule's estimate)
+    what_if: tuple[str, float] | None = None
+
+    @property
+    def saving_basis(self) -> str:
+        """Which model produced the saving: the critical-path what-if of the fix's change, or the rule's own
+        estimate (a change the dependency graph cannot express). docs/advice.md, "Savings"."""
+        return saving_basis(self.saving_model)
 
 
 @dataclass(frozen=True)

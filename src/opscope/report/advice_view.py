@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from opscope.analysis.findings import EXPLAINED, SOURCES, Advice, Finding, RuleConfig
+from opscope.analysis.findings import ESTIMATE_BASIS, EXPLAINED, SOURCES, Advice, Finding, RuleConfig
 from opscope.analysis.overview import Analysis
 from opscope.analysis.rules.registry import RULES
 from opscope.report.document import FLOAT, MS, NAME, PCT, TEXT, Column, Document, Table
@@ -26,6 +26,7 @@ CSV_EXTRA = (
     Column("predicted_saving_us", "Saving us", FLOAT),
     Column("saving_share", "Saving share", FLOAT),
     Column("saving_model", "Saving model", TEXT),
+    Column("saving_basis", "Saving basis", TEXT),
     Column("source", "Source", TEXT),
     Column("advice", "Advice", NAME),
 )
@@ -51,6 +52,8 @@ def finding_data(f: Finding) -> dict[str, Any]:
         else round(f.predicted_saving_ns / 1e3, 3),
         "saving_share": round(f.saving_share, 6),
         "saving_model": f.saving_model,
+        "saving_basis": f.saving_basis,
+        "what_if": None if f.what_if is None else {"selector": f.what_if[0], "factor": f.what_if[1]},
         "shared_with": list(f.shared_with),
     }
 
@@ -107,6 +110,19 @@ def combined_line(advice: Advice, total: int | None = None) -> str:
     )
 
 
+def basis_line(advice: Advice) -> str | None:
+    """Which model produced the savings: the critical-path what-if of each fix's change, and the findings whose
+    change the dependency graph cannot express (their rule's estimate, docs/advice.md "Savings")."""
+    if not advice.findings:
+        return None
+    estimates = [f"{f.id} ({f.saving_model})" for f in advice.findings if f.saving_basis == ESTIMATE_BASIS]
+    if not estimates:
+        return "savings: the critical-path what-if of each fix"
+    if len(estimates) == len(advice.findings):
+        return "savings: each rule's estimate (no what-if of these fixes could be computed)"
+    return "savings: the critical-path what-if of each fix, except estimates: " + "; ".join(estimates)
+
+
 def not_evaluated_line(advice: Advice) -> str | None:
     skipped = advice.not_evaluated
     if not skipped:
@@ -135,7 +151,9 @@ def _footer(advice: Advice | None, total: int | None = None) -> tuple[str, ...]:
     if advice is None:
         return ()
     lines = [combined_line(advice, total)] if advice.findings else []
-    lines += [line for line in (withheld_line(advice), not_evaluated_line(advice)) if line]
+    lines += [
+        line for line in (basis_line(advice), withheld_line(advice), not_evaluated_line(advice)) if line
+    ]
     return tuple(lines)
 
 

@@ -140,6 +140,32 @@ def untraced_starts(
     return edge_frame(2 * head_first, 2 * e, ts[heads] - first_ts, kinds(busy, BACKLOG, LAUNCH), e)
 
 
+def carried_over(
+    gpu: pl.DataFrame, event_ts: np.ndarray, first: np.ndarray, prev: np.ndarray
+) -> pl.DataFrame:
+    """An edge from its window's first node to the start of each launched GPU activity that is the first of its
+    device and stream in the window while its stream was still busy with work launched before the window
+    (`trace_prev_end`, the end of its predecessor in the whole trace, after the first node), weighing the time
+    up to the end of that earlier work (never more than up to its own start), as `gpu_backlog`. The launch edge
+    weighs the delay relative to the launch call: a what-if that moves the call earlier (a DataLoader wait
+    removed) moved the kernel with it, though the stream was busy with the previous step's work until then;
+    this edge holds it behind that work, on the window's own clock (issue 59)."""
+    if gpu.height == 0:
+        return no_edges()
+    ts = gpu[Col.TS_NS].to_numpy()
+    launched = (gpu["launch"].to_numpy() >= 0) & (ts >= filled(gpu["launch_ts"], _LOW))
+    heads = np.flatnonzero((prev < 0) & launched)
+    head_first = first[gpu[WIN].to_numpy()[heads]]
+    first_ts = event_ts[np.maximum(head_first, 0)]
+    busy_until = np.minimum(filled(gpu["trace_prev_end"], _LOW)[heads], ts[heads])
+    keep = (head_first >= 0) & (busy_until > first_ts)
+    heads, head_first, first_ts, busy_until = heads[keep], head_first[keep], first_ts[keep], busy_until[keep]
+    e = gpu["_e"].to_numpy()[heads]
+    return edge_frame(
+        2 * head_first, 2 * e, busy_until - first_ts, kinds(np.ones(len(e), bool), BACKLOG, LAUNCH), e
+    )
+
+
 def _latest_other(
     keys: np.ndarray,
     lane: np.ndarray,

@@ -524,6 +524,7 @@ def build_windows(
             edges.program_order(lane, c_start, c_end, parent, blocked, blocking),
             edges.gpu_edges(gpu, prev, waits),
             edges.untraced_starts(gpu, event_ts, first, prev),
+            edges.carried_over(gpu, event_ts, first, prev),
             edges.thread_starts(lane, c_start, c_end, c_win, first, event_ts, base, span),
             syncs.select(
                 (pl.col("gpu") * 2 + 1).alias("src"),

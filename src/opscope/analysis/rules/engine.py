@@ -45,7 +45,9 @@ from opscope.analysis.rules.savings import (
     alone_ns,
     attribute,
     combined_ns,
+    on_path,
     window_claims,
+    within_joint,
 )
 from opscope.errors import UsageError
 
@@ -238,6 +240,11 @@ def evaluate(
     if predict:
         candidates, joint = _refined(ctx, candidates, claimed, warnings)
     attributed = attribute(candidates, bounds)
+    with_what_if = {a.candidate.rule.id for a in attributed if on_path(a.candidate.model)}
+    joint_ns = _joint(
+        ctx, [a for a in attributed if a.saving_ns > 0 and a.candidate.rule.id in with_what_if], joint
+    )
+    attributed = sorted(within_joint(attributed, joint_ns), key=lambda a: (-a.saving_ns, a.candidate.rule.id))
     window = int(ctx.analysis.timeline.window_ns or 0)
     findings, withheld = [], []
     for a in attributed:
@@ -252,8 +259,7 @@ def evaluate(
         outcomes[c.rule.id] = RuleOutcome(c.rule.id, FINDING, float(c.hit.value), c.threshold)
         findings.append(_finding(ctx, c, a, window, cfg))
     kept = [a for a in attributed if a.saving_ns > 0]
-    with_what_if = {a.candidate.rule.id for a in kept if a.candidate.hit.what_if is not None}
-    combined = combined_ns(kept, _joint(ctx, kept, joint), with_what_if)
+    combined = combined_ns(kept, joint_ns, with_what_if)
     return Advice(
         findings=tuple(findings),
         rules_checked=tuple(checked),
@@ -309,6 +315,7 @@ def _finding(ctx: RuleContext, c: Candidate, a: Attributed, window: int, cfg: Ru
         saving_share=saving_share,
         saving_model=c.model,
         shared_with=a.shared_with,
+        what_if=c.hit.what_if,
     )
 
 
@@ -340,7 +347,7 @@ def _refined(
 
 def _joint(ctx: RuleContext, kept: list[Attributed], model: Any) -> int | None:
     """The critical-path what-if of every kept finding's transformation at once (None without a model)."""
-    rules = [a.candidate.hit.what_if for a in kept if a.candidate.hit.what_if is not None]
+    rules = [a.candidate.hit.what_if for a in kept if on_path(a.candidate.model) and a.candidate.hit.what_if]
     if model is None or not rules:
         return None
     try:

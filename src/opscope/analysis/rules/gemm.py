@@ -16,7 +16,7 @@ from opscope.analysis.kernels.kernel_facts import KernelFacts, facts_of
 from opscope.analysis.kernels.kernel_families import CUDA_CORE, MATRIX_CORE, SIMT
 from opscope.analysis.rules.context import E, RuleContext, S
 from opscope.analysis.rules.factors import factor
-from opscope.analysis.rules.model import ABOVE, GPU_TIME, MAX_EVIDENCE, Hit, Rule, Skipped
+from opscope.analysis.rules.model import ABOVE, GPU_TIME, MAX_EVIDENCE, Hit, Rule, Skipped, exact_names
 from opscope.model.schema import Col
 
 GEMM_OPS = (
@@ -303,6 +303,8 @@ def fp32_gemms(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
         evidence=evidence,
         detail=f"{fp32.height:,} fp32 kernels on {gpu.label}; {tc_calls:,} {unit} GEMM/conv kernels",
         claims=fp32.select(S, E),
+        # the change: every fp32 GEMM / conv kernel (each name is fp32 wherever it runs) at the factor's share
+        what_if=(exact_names(fp32_names), factor("tensor_core_gemm")),
         estimate_ns=round(total * (1 - factor("tensor_core_gemm"))),
         model="tensor_core_gemm",
     )

@@ -9,7 +9,16 @@ from opscope.analysis.kernels.gpu_arch import AMD
 from opscope.analysis.kernels.kernel_facts import occupancy_exemption
 from opscope.analysis.kernels.launch_config import LaunchOptions, launch_config
 from opscope.analysis.rules.context import E, RuleContext, S
-from opscope.analysis.rules.model import BELOW, GENERAL, GPU_TIME, MAX_EVIDENCE, Hit, Rule, Skipped
+from opscope.analysis.rules.model import (
+    BELOW,
+    GENERAL,
+    GPU_TIME,
+    MAX_EVIDENCE,
+    Hit,
+    Rule,
+    Skipped,
+    exact_names,
+)
 from opscope.model.schema import Col
 
 
@@ -66,6 +75,8 @@ def low_theoretical_occupancy(ctx: RuleContext, threshold: float) -> Hit | Skipp
             else ""
         ),
         claims=ctx.kernels.filter(pl.col(Col.NAME).is_in(names)).select(S, E),
+        # the change: those kernels at the time-weighted share the model leaves them
+        what_if=(exact_names(names), max(0.0, 1 - estimate / total)) if total > 0 else None,
         estimate_ns=round(estimate),
         model="occupancy_to_threshold",
     )

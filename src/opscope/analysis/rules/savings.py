@@ -4,13 +4,15 @@ attribution over the analysed window. Definitions: docs/advice.md ("Savings").
 1. **Alone.** A hit states its remedy's saving model: the time it acts on (`claims`: intervals of the trace's
    clock, cut here to the analysed window), and the model's estimate. Where the remedy is also a transformation
    of the events (`what_if`: these events x factor), the critical-path what-if of that transformation refines
-   it: the saving is the smaller of the two. It never exceeds the time at stake nor the claimed time.
+   it: the saving is the what-if (the step's own graph decides), never more than the time at stake; without
+   one it is the estimate, never more than the time at stake nor the claimed time.
 2. **Exclusive.** Each microsecond of the window belongs to at most one finding. Findings take their claims in
    order (rules that name a cause, then general inefficiencies, then symptoms; the larger saving first); a finding
    keeps the share of its saving that its claim not yet taken covers. Claims are disjoint once taken, so the
    savings add up to at most the window.
 3. **Together.** `combined` is the what-if of applying every remedy at once: the critical-path what-if of every
-   transformation together plus the exclusive savings of the others, never more than their sum.
+   transformation together plus the exclusive savings of the others, never more than their sum; the what-if
+   savings are scaled down in proportion where they add up to more than that joint what-if (`within_joint`).
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ from dataclasses import dataclass
 import polars as pl
 
 from opscope.analysis.base import intervals
+from opscope.analysis.findings import ON_PATH_SUFFIX, WHAT_IF_BASIS, saving_basis
 from opscope.analysis.rules.model import ROLES, Hit, Rule
 
 S, E = intervals.START, intervals.END
-CRITICAL_PATH = "critical path"  # appended to a model's name when the what-if refined its estimate
 
 
 @dataclass(frozen=True)
@@ -59,12 +61,35 @@ def window_claims(claims: pl.DataFrame | None, bounds: Sequence[tuple[int, int]]
 
 
 def alone_ns(hit: Hit, claimed_ns: int, what_if_ns: int | None) -> tuple[int, str]:
-    """(saving, model name) of one finding alone: its model's estimate, refined by the what-if where there is
-    one, never more than the time at stake or the claimed time."""
-    bound = max(0, min(int(hit.estimate_ns or 0), hit.time_at_stake_ns, claimed_ns))
-    if what_if_ns is None:
-        return bound, hit.model
-    return max(0, min(what_if_ns, bound)), f"{hit.model}, {CRITICAL_PATH}"
+    """(saving, model name) of one finding alone. Where its remedy is a transformation of the events, the saving
+    is the critical-path what-if of that transformation (issue 59: the step's own dependency graph decides,
+    not the rule's formula), never more than the time at stake; the model's name then ends in
+    `, critical path`. Without a what-if (not computed, or a remedy the graph cannot express) it is the
+    model's estimate, never more than the time at stake nor the claimed time."""
+    if what_if_ns is not None:
+        return max(0, min(what_if_ns, hit.time_at_stake_ns)), f"{hit.model}{ON_PATH_SUFFIX}"
+    return max(0, min(int(hit.estimate_ns or 0), hit.time_at_stake_ns, claimed_ns)), hit.model
+
+
+def on_path(model: str) -> bool:
+    """Whether a saving came from the critical-path what-if (else: the rule's estimate)."""
+    return saving_basis(model) == WHAT_IF_BASIS
+
+
+def within_joint(attributed: Sequence[Attributed], joint_what_if_ns: int | None) -> list[Attributed]:
+    """The what-if savings scaled down, in proportion, where together they claim more than the what-if of all
+    their changes at once (two remedies on one stretch of the path save it once); the others as they are."""
+    from_path = [a for a in attributed if on_path(a.candidate.model)]
+    total = sum(a.saving_ns for a in from_path)
+    if joint_what_if_ns is None or total <= joint_what_if_ns or total <= 0:
+        return list(attributed)
+    keep = max(0, joint_what_if_ns)
+    return [
+        Attributed(a.candidate, a.saving_ns * keep // total, a.shared_with)
+        if on_path(a.candidate.model)
+        else a
+        for a in attributed
+    ]
 
 
 def claim_order(candidates: Sequence[Candidate]) -> list[Candidate]:

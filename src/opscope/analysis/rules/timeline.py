@@ -9,7 +9,17 @@ from opscope.analysis.base import intervals
 from opscope.analysis.kernels.categories import CATEGORY
 from opscope.analysis.kernels.category_rules import COMMUNICATION
 from opscope.analysis.rules.context import E, RuleContext, S
-from opscope.analysis.rules.model import ABOVE, BELOW, MAX_EVIDENCE, SYMPTOM, WINDOW, Hit, Rule, Skipped
+from opscope.analysis.rules.model import (
+    ABOVE,
+    BELOW,
+    MAX_EVIDENCE,
+    SYMPTOM,
+    WINDOW,
+    Hit,
+    Rule,
+    Skipped,
+    exact_names,
+)
 from opscope.model.schema import Col
 
 LONG_GAP_NS = 1_000_000  # gaps of at least this long are "long" (the rule's threshold is in us)
@@ -35,14 +45,19 @@ def exposed_comm(ctx: RuleContext, threshold: float) -> Hit | None:
         for d in devices[:MAX_EVIDENCE]
     )
     exposed = int(sum(d.exposed_comm_ns for d in devices))
+    comm = ctx.clipped.filter(pl.col(CATEGORY) == COMMUNICATION)
+    overlapped = worst.communication_ns - worst.exposed_comm_ns
     return Hit(
         value=share,
         time_at_stake_ns=exposed,
         evidence=evidence,
         detail=f"GPU {worst.device}: {share * 100:.1f}% of the window in communication not overlapped "
-        "with compute",
-        # the model: the exposed communication fully overlapped with compute
-        claims=ctx.clipped.filter(pl.col(CATEGORY) == COMMUNICATION).select(S, E),
+        f"with compute ({worst.exposed_comm_ns / 1e6:,.3f} ms exposed, {overlapped / 1e6:,.3f} ms of its "
+        f"{worst.communication_ns / 1e6:,.3f} ms overlapped)",
+        # the model: the exposed communication fully overlapped with compute: off the critical path, as if
+        # removed, never more than the exposed time
+        what_if=(exact_names(comm[Col.NAME].unique().to_list()), 0.0) if comm.height else None,
+        claims=comm.select(S, E),
         estimate_ns=exposed,
         model="communication_overlapped",
     )

@@ -49,6 +49,7 @@ def _finding(f: Finding, origin_ns: int, strings: Callable[[str | None], int]) -
         "saving_us": round((f.predicted_saving_ns or 0) / 1e3, 3),
         "saving_share": round(f.saving_share, 6),
         "saving_model": f.saving_model,
+        "saving_basis": f.saving_basis,
         "time_at_stake_us": round(f.time_at_stake_ns / 1e3, 3),
         "advice": f.advice,
         "source": f.source,

@@ -53,7 +53,8 @@
     card.append(head);
     card.append(el("p", { class: "finding-title" }, f.title));
     card.append(el("p", { class: "finding-advice" }, f.advice));
-    const model = `model: ${f.saving_model}; at stake ${fmtUs(f.time_at_stake_us)}` +
+    const basis = f.saving_basis === "estimate" ? `estimate: ${f.saving_model}` : `critical-path what-if (${f.saving_model})`;
+    const model = `saving from the ${basis}; at stake ${fmtUs(f.time_at_stake_us)}` +
       (f.shared_with.length ? `; shares time with ${f.shared_with.join(", ")}` : "");
     card.append(el("p", { class: "note" }, model));
     if (f.evidence.length) {
