@@ -682,3 +682,95 @@ def collapsed_steps(events: list[dict], windows: list[tuple[int, int]]) -> int:
     empty = sum(1 for h in held if h == 0)
     holding = len(held) - empty
     return empty if empty and holding and holding <= 0.25 * len(held) else 0
+
+
+# ---- why the GPU was idle --------------------------------------------------------------------------------------
+
+SYNC_CALL = re.compile(
+    r"^(cuda|hip)(Device|Stream|Event|Thread|Ctx)Synchronize$|^cu(Ctx|Stream|Event)Synchronize$"
+    r"|^(cuda|hip|cu)StreamWaitEvent$"
+    r"|^(cuda|hip)Memcpy(2D|3D|ToSymbol|FromSymbol|DtoH|HtoD|DtoD|Peer|WithStream)?$"
+    r"|^cuMemcpy(DtoH|HtoD|DtoD|Peer|2D|3D)?(_v2)?$"
+    r"|^(cuda|hip)MemcpyAsync$|^cuMemcpy\w*Async(_v2)?$"
+)
+LOADER = re.compile(r"DataLoader.*__next__|DataLoaderIter.*__next__")
+STEP_MARKER = re.compile(r"^ProfilerStep#\d+$")
+
+
+def subtract(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of `a` not covered by `b` (both merged first), by walking the two sorted lists."""
+    out = []
+    cuts = merge(b)
+    for lo, hi in merge(a):
+        at = lo
+        for s, e in cuts:
+            if e <= at or s >= hi:
+                continue
+            if s > at:
+                out.append((at, s))
+            at = max(at, e)
+        if at < hi:
+            out.append((at, hi))
+    return out
+
+
+def idle_causes(events: list[dict], lo: int, hi: int, device: int | None) -> dict[str, int]:
+    """The idle time of `device` in [lo, hi) by cause, each instant to the first cause that holds (the
+    classification of docs/analysis-timeline.md, "Why the GPU was idle"), from raw events: every host event
+    counts (a single-process trace)."""
+    acts = [g for g in gpu(events) if g.device == device]
+    busy = merge([(g.start, g.end) for g in acts])
+    first, last = min(lo, min(g.start for g in acts)), max(hi, max(g.end for g in acts))
+    edges = [first, *(x for pair in busy for x in pair), last]
+    whole = [(a, b) for a, b in zip(edges[::2], edges[1::2], strict=True) if b > a]
+    calls = launches(events)
+    queued = []
+    for (
+        a,
+        b,
+    ) in whole:  # after the launch call of the work that ends the gap (or all of it, no launch call known)
+        at_end = [g for g in acts if g.start == b]
+        if not at_end:
+            continue
+        known = [ns(calls[g.correlation]["ts"]) for g in at_end if g.correlation in calls]
+        queued.append((max(a, min(known)), b) if known else (a, b))
+    idle = intersect(whole, [(lo, hi)])
+    host = [e for e in events if is_x(e) and e.get("ts") is not None and e.get("cat") != "cuda_sync"]
+    runtime = [e for e in host if e.get("cat") in LAUNCH_CATS]
+    scopes = [e for e in host if e.get("cat") in OP_CATS | {"python_function"}]
+    named = lambda e: str(e.get("name") or "")  # noqa: E731
+    sets = {
+        "sync_wait": [span(e) for e in runtime if SYNC_CALL.search(named(e))]
+        + [span(e) for e in events if e.get("cat") == "cuda_sync" and is_x(e)],
+        "queued": queued,
+        "runtime_call": [
+            span(e) for e in runtime if not SYNC_CALL.search(named(e)) and not LAUNCH_API.search(named(e))
+        ],
+        "launching": [
+            span(e) for e in runtime if not SYNC_CALL.search(named(e)) and LAUNCH_API.search(named(e))
+        ],
+        "dataloader": [span(e) for e in scopes if LOADER.search(named(e))],
+        "in_op": [
+            span(e)
+            for e in scopes
+            if e.get("cat") in CPU_OP_CATS
+            and not LOADER.search(named(e))
+            and not STEP_MARKER.search(named(e))
+        ],
+        "between_ops": [
+            span(e)
+            for e in scopes
+            if not LOADER.search(named(e))
+            and (e.get("cat") not in CPU_OP_CATS or STEP_MARKER.search(named(e)))
+        ],
+    }
+    inside = [(g.start, g.end) for g in acts if g.end > lo and g.start < hi]
+    sets["before_first_work"] = [(lo, min(s for s, _ in inside))] if inside else [(lo, hi)]
+    sets["after_last_work"] = [(max(e for _, e in inside), hi)] if inside else []
+    out = {}
+    for cause, cover in sets.items():
+        part = intersect(idle, [(s, e) for s, e in cover if e > s])
+        out[cause] = union_length(part)
+        idle = subtract(idle, part)
+    out["untraced"] = union_length(idle)
+    return out

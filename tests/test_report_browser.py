@@ -361,3 +361,26 @@ def test_report_with_nsight_compute_metrics(cli, tmp_path, open_report) -> None:
     assert "SM %" in headers and "Ach occ %" in headers
     row = page.locator("#kernel-table tbody tr", has_text="saxpy").first.locator("td")
     assert row.nth(headers.index("SM %")).inner_text() == "0.920"
+
+
+def test_idle_causes_table_shows_analyze_figures(cli, tmp_path, open_report) -> None:  # noqa: F811
+    """The CPU panel's "Why the GPU was idle" table: the non-zero causes of `opscope analyze --format json`,
+    largest first, each with its time as the page formats it, the loader named."""
+    trace = corpus_path(
+        "kineto/tb_plugin_samples_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz"
+    )
+    out = tmp_path / "report.html"
+    assert cli("report", trace, "-o", out).code == 0
+    (device,) = json.loads(cli("analyze", trace, "--format", "json").out)["devices"]
+    causes = sorted((c for c in device["idle_breakdown"]["causes"] if c["us"] > 0), key=lambda c: -c["us"])
+    opened = open_report(out)
+    page = opened.page
+    assert opened.problems() == []
+    rows = page.locator("#idle-causes-table tbody tr")
+    assert rows.count() == len(causes)
+    first = rows.first.locator("td")
+    assert first.nth(1).inner_text() == causes[0]["cause"] == "dataloader"
+    assert first.nth(2).inner_text() == fmt_ms(causes[0]["us"])
+    assert "enumerate(DataLoader)" in first.nth(5).inner_text()
+    assert "add up to its idle time" in page.locator("#idle-causes-note").inner_text()
+    opened.screenshot("trace-idle-causes.png", "#cpu")

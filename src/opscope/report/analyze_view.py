@@ -11,6 +11,7 @@ from typing import Any
 from opscope.analysis.overview import Analysis
 from opscope.report.advice_view import finding_facts, findings_data, gpu_facts
 from opscope.report.document import FLOAT, INT, MS, NAME, PCT, TEXT, US, Column, Document, Table
+from opscope.report.idle_view import causes_data, causes_table
 from opscope.report.linking_view import link_data, link_notes
 from opscope.report.numbers import duration, plural
 from opscope.report.ops_view import ops_data
@@ -50,6 +51,7 @@ def _devices_data(result: Analysis) -> list[dict[str, Any]]:
                     "other_us": _us(i.other_ns if i else 0),
                     "gaps": i.gaps if i else 0,
                     "longest_gap_us": _us(i.longest_gap_ns if i else 0),
+                    "causes": causes_data(i) if i else [],
                 },
                 "span_us": _us(d.span_ns),
                 "idle_in_span_us": _us(d.idle_in_span_ns),
@@ -391,8 +393,11 @@ def _tables(result: Analysis) -> tuple[Table, ...]:
             for d in row.devices
         ),
     )
+    causes = causes_table(result)
     return tuple(
-        t for t in (devices, categories, kernels, ops, delays, syncs, copies, steps) if t.rows or t is devices
+        t
+        for t in (devices, causes, categories, kernels, ops, delays, syncs, copies, steps)
+        if t.rows or t is devices
     )
 
 

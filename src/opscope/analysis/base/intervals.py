@@ -217,6 +217,39 @@ def intersect(a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame({START: t[:-1][keep], END: t[1:][keep]}, schema={START: pl.Int64, END: pl.Int64})
 
 
+def subtract(a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
+    """The intervals covered by `a` and not by `b` (start_ns, end_ns), each set merged first: one sweep over the
+    sorted endpoints, as `intersect` (covered where a's running count is 1 and b's is 0), O(n log n)."""
+    ma = merge(a)
+    if ma.height == 0:
+        return pl.DataFrame(schema={START: pl.Int64, END: pl.Int64})
+    mb = merge(b)
+    if mb.height == 0:
+        return ma.select(pl.col(START).cast(pl.Int64), pl.col(END).cast(pl.Int64))
+    ends = [f.get_column(col).to_numpy().astype(np.int64) for f in (ma, mb) for col in (START, END)]
+    t = np.concatenate(ends)
+    da = np.concatenate(
+        [
+            np.ones(len(ends[0]), np.int64),
+            -np.ones(len(ends[1]), np.int64),
+            np.zeros(len(ends[2]) + len(ends[3]), np.int64),
+        ]
+    )
+    db = np.concatenate(
+        [
+            np.zeros(len(ends[0]) + len(ends[1]), np.int64),
+            np.ones(len(ends[2]), np.int64),
+            -np.ones(len(ends[3]), np.int64),
+        ]
+    )
+    order = np.lexsort((da + db, t))  # at a tie an end comes first
+    t = t[order]
+    covered = (np.cumsum(da[order])[:-1] > 0) & (np.cumsum(db[order])[:-1] == 0)
+    keep = covered & (t[1:] > t[:-1])
+    out = pl.DataFrame({START: t[:-1][keep], END: t[1:][keep]}, schema={START: pl.Int64, END: pl.Int64})
+    return merge(out) if out.height else out
+
+
 def clip(
     frame: pl.DataFrame | pl.LazyFrame, lo: int, hi: int, start: str = START, end: str = END
 ) -> pl.LazyFrame:

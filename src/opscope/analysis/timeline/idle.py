@@ -28,6 +28,7 @@ import polars as pl
 from opscope.analysis.base import intervals
 from opscope.analysis.base import window as win
 from opscope.analysis.timeline.activity import LAUNCH_TS, Activity, TimelineOptions, gpu_activity
+from opscope.analysis.timeline.gap_causes import IdleCause, device_causes, host_sets
 from opscope.analysis.timeline.syncs import END, gpu_sync_events, sync_calls
 from opscope.model.schema import Col
 from opscope.model.trace import Trace
@@ -44,6 +45,8 @@ class DeviceIdle:
     other_ns: int
     gaps: int  # idle gaps (pieces) inside the window
     longest_gap_ns: int
+    # what the host was doing meanwhile, one cause per idle instant, adding up to idle_ns (gap_causes.py)
+    causes: tuple[IdleCause, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,21 @@ def _classified_gaps(events: pl.DataFrame, lo: int, hi: int) -> Gaps:
     return gaps.select(S, E), host, other
 
 
+def _launching_pids(act: Activity, device: int | None) -> list[str] | None:
+    """The processes that launched work onto `device` (None when the trace does not say: every process)."""
+    gpu = act.linkage.gpu
+    if "launch_pid" not in gpu.columns:
+        return None
+    pids = (
+        gpu.filter(pl.col(Col.DEVICE).eq_missing(device))
+        .select(pl.col("launch_pid").cast(pl.String))
+        .drop_nulls()
+        .unique()["launch_pid"]
+        .to_list()
+    )
+    return pids or None
+
+
 def idle_breakdown(
     trace: Trace,
     options: TimelineOptions | None = None,
@@ -117,7 +135,9 @@ def idle_breakdown(
     rows = []
     if not window.bounds:
         return IdleBreakdown(devices=(), sync_calls=calls.height)
-    devices = sorted(act.clipped()[Col.DEVICE].unique().to_list(), key=lambda d: (d is None, d or 0))
+    clipped = act.clipped()
+    devices = sorted(clipped[Col.DEVICE].unique().to_list(), key=lambda d: (d is None, d or 0))
+    events = host_sets(trace, act.linkage) if devices else None
     for device in devices:
         gaps, host, other = device_gaps(act, device)
         device_syncs = gpu_syncs.filter(pl.col(Col.DEVICE).eq_missing(device) | pl.col(Col.DEVICE).is_null())
@@ -127,6 +147,16 @@ def idle_breakdown(
         gaps_w, host_w, other_w = (win.restrict(f, window) for f in (gaps, host, other))
         sync_ns = _overlap(gaps_w, syncs)
         lengths = gaps_w.select((pl.col(E) - pl.col(S)).alias("n"))["n"]
+        assert events is not None
+        causes = device_causes(
+            gaps_w.select(S, E),
+            other_w.select(S, E),
+            device_syncs.select(pl.col(Col.TS_NS).alias(S), pl.col(END).alias(E)),
+            events,
+            _launching_pids(act, device),
+            clipped.filter(pl.col(Col.DEVICE).eq_missing(device)),
+            window,
+        )
         rows.append(
             DeviceIdle(
                 device=device,
@@ -136,6 +166,7 @@ def idle_breakdown(
                 other_ns=_length(other_w) - _overlap(other_w, syncs),
                 gaps=gaps_w.height,
                 longest_gap_ns=int(lengths.max() or 0) if lengths.len() else 0,  # type: ignore[arg-type]
+                causes=causes,
             )
         )
     return IdleBreakdown(devices=tuple(rows), sync_calls=calls.height)

@@ -9,6 +9,20 @@
   const diag = document.getElementById("diagnosis");
   for (const line of D.diagnosis || []) diag.append(el("p", { class: "diagnosis" }, "diagnosis: " + line));
   const gpu = (D.panels || []).includes("kernels");
+  const causes = D.idle_causes || [];
+  const causesNote = document.getElementById("idle-causes-note");
+  if (!causes.length) {
+    causesNote.textContent = "No idle time on any GPU in the analysed window.";
+  } else {
+    causesNote.textContent = "Each idle instant of a GPU gets one cause, the first that holds: a wait for the GPU, work already launched, " +
+      "a runtime call, a launch call, the DataLoader, a CPU operator, Python between operators, the window's head or tail, else nothing recorded. " +
+      "A GPU's rows add up to its idle time (docs/analysis-timeline.md).";
+    table(document.getElementById("idle-causes-table"), [
+      { key: "device", label: "GPU", kind: "text" }, { key: "cause", label: "Cause", kind: "text" },
+      { key: "idle_us", label: "Idle", kind: "us" }, { key: "share", label: "Of idle", kind: "pct" },
+      { key: "meaning", label: "Meaning", kind: "text" }, { key: "top", label: "Heaviest", kind: "name" },
+    ], causes, { id: "idle-cause-rows", sortKey: "idle_us", filter: false });
+  }
   const note = document.getElementById("cpu-note");
   if (!C.ops.length) {
     note.textContent = "No CPU operators in this trace (a GPU-only capture?).";

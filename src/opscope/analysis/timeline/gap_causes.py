@@ -1,0 +1,255 @@
+"""What the host was doing while each GPU sat idle: every idle instant of a device's analysed window gets exactly
+one cause, in this order (the first that holds at that instant; docs/analysis-timeline.md, "Why the GPU was
+idle"):
+
+1. `sync_wait`: a host call that waits for the GPU is in progress (a synchronize, a blocking or pageable copy:
+   `cudaMemcpy*` including `*MemcpyAsync`, `cudaStreamWaitEvent`), or a Kineto `cuda_sync` record of the device;
+2. `queued`: the work that ends the gap was already launched (its launch call had begun): launch latency, a
+   wait on another stream or event, GPU scheduling (the idle breakdown's `other`);
+3. `runtime_call`: inside a runtime or driver call that neither launches nor copies: memory allocation and
+   freeing (`cudaFree` / `hipFree` synchronise implicitly), module loading (Kineto's "Lazy Function Loading"),
+   graph instantiation, stream or event creation;
+4. `launching`: inside a kernel launch or memset call (the host is busy issuing work one call at a time);
+5. `dataloader`: inside a DataLoader `__next__` (the step waits for its batch);
+6. `in_op`: inside a CPU operator (its own CPU time: shape checks, dispatch, allocation);
+7. `between_ops`: inside a Python frame or a user annotation but in no operator (the framework's or the user's
+   Python between operators);
+8. `before_first_work` / `after_last_work`: before the device's first activity or after its last in a piece of
+   the window (a step's head or tail) and covered by nothing above;
+9. `untraced`: none of the above: the host ran code the trace does not record.
+
+Host events count for a device when their process launched work onto it (every process when the trace does
+not say who launched what). The causes of a device add up to its idle time exactly (`idle.IdleBreakdown`), and
+each names its heaviest call, operator or loader (`top`: the time each overlaps the cause's idle time).
+Everything is interval arithmetic over merged sets: sorts and sweeps, linear in the events after sorting.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import polars as pl
+
+from opscope.analysis.base import intervals
+from opscope.analysis.base import window as win
+from opscope.analysis.base.linking import LAUNCH_API, Linkage
+from opscope.analysis.timeline.syncs import SYNC_CALL_PATTERN
+from opscope.model.schema import Col, Kind
+from opscope.model.trace import Trace
+
+S, E = intervals.START, intervals.END
+
+SYNC_WAIT: Final = "sync_wait"
+QUEUED: Final = "queued"
+RUNTIME_CALL: Final = "runtime_call"
+LAUNCHING: Final = "launching"
+DATALOADER: Final = "dataloader"
+IN_OP: Final = "in_op"
+BETWEEN_OPS: Final = "between_ops"
+BEFORE_FIRST: Final = "before_first_work"
+AFTER_LAST: Final = "after_last_work"
+UNTRACED: Final = "untraced"
+CAUSES: Final = (
+    SYNC_WAIT,
+    QUEUED,
+    RUNTIME_CALL,
+    LAUNCHING,
+    DATALOADER,
+    IN_OP,
+    BETWEEN_OPS,
+    BEFORE_FIRST,
+    AFTER_LAST,
+    UNTRACED,
+)
+MEANING: Final = {
+    SYNC_WAIT: "the host waited for the GPU (synchronize, blocking or pageable copy)",
+    QUEUED: "the next work was launched but had not started (launch latency, stream or event waits)",
+    RUNTIME_CALL: "inside a runtime call that launches nothing (malloc / free, module loading, graph setup)",
+    LAUNCHING: "inside kernel launch calls",
+    DATALOADER: "waiting for the DataLoader",
+    IN_OP: "inside a CPU operator",
+    BETWEEN_OPS: "Python between operators",
+    BEFORE_FIRST: "before the GPU's first work in the window (or step)",
+    AFTER_LAST: "after the GPU's last work in the window (or step)",
+    UNTRACED: "no recorded host event",
+}
+DATALOADER_PATTERN: Final = r"DataLoader.*__next__|DataLoaderIter.*__next__"
+STEP_MARKER: Final = r"^ProfilerStep#\d+$"
+COPY_CALL: Final = r"^(cuda|hip)MemcpyAsync$|^cuMemcpy\w*Async(_v2)?$"
+TOP: Final = 5  # names per cause
+
+
+@dataclass(frozen=True)
+class NamedTime:
+    name: str
+    ns: int  # the time this name's events overlap the cause's idle time
+
+
+@dataclass(frozen=True)
+class IdleCause:
+    cause: str  # one of CAUSES
+    ns: int
+    top: tuple[NamedTime, ...] = ()
+
+
+@dataclass(frozen=True)
+class HostSets:
+    """The host events a device's idle time is measured against, by cause: name, pid, start_ns, end_ns."""
+
+    sync: pl.DataFrame
+    runtime: pl.DataFrame
+    launching: pl.DataFrame
+    dataloader: pl.DataFrame
+    ops: pl.DataFrame
+    frames: pl.DataFrame
+
+
+_HOST = {Col.NAME: pl.String, Col.PID: pl.String, S: pl.Int64, E: pl.Int64}
+
+
+def _empty() -> pl.DataFrame:
+    return pl.DataFrame(schema=_HOST)
+
+
+def host_sets(trace: Trace, linkage: Linkage) -> HostSets:
+    """The host events by cause (module doc), read once per trace: the runtime and driver calls (name, pid,
+    ts, dur: the only columns read), the scopes of the link table (ops, annotations, Python frames)."""
+    calls = (
+        trace.lazy()
+        .filter(pl.col(Col.KIND).is_in([Kind.RUNTIME, Kind.DRIVER]) & pl.col(Col.TS_NS).is_not_null())
+        .select(
+            pl.col(Col.NAME).cast(pl.String),
+            pl.col(Col.PID).cast(pl.String),
+            pl.col(Col.TS_NS).alias(S),
+            (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).fill_null(0).clip(lower_bound=0)).alias(E),
+        )
+        .filter(pl.col(E) > pl.col(S))
+        .collect()
+    )
+    names = calls[Col.NAME].unique().drop_nulls().to_list()
+    sync_re, copy_re, launch_re = (re.compile(p) for p in (SYNC_CALL_PATTERN, COPY_CALL, LAUNCH_API))
+    waiting = {n for n in names if sync_re.search(n) or copy_re.search(n)}
+    launching = {n for n in names if n not in waiting and launch_re.search(n)}
+    scopes = linkage.scopes.filter(pl.col(Col.TS_NS).is_not_null()).select(
+        pl.col(Col.NAME).cast(pl.String),
+        pl.col(Col.PID).cast(pl.String),
+        Col.KIND,
+        Col.TID,
+        pl.col(Col.TS_NS).alias(S),
+        (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).fill_null(0).clip(lower_bound=0)).alias(E),
+    )
+    loader = pl.col(Col.NAME).str.contains(DATALOADER_PATTERN)
+    # a step marker is an annotation whatever kind the trace gives it (older Kineto writes cpu_op)
+    is_op = (pl.col(Col.KIND) == Kind.CPU_OP) & ~pl.col(Col.NAME).str.contains(STEP_MARKER)
+    ops = scopes.filter(is_op & ~loader)
+    return HostSets(
+        sync=calls.filter(pl.col(Col.NAME).is_in(list(waiting))),
+        runtime=calls.filter(~pl.col(Col.NAME).is_in(list(waiting | launching))),
+        launching=calls.filter(pl.col(Col.NAME).is_in(list(launching))),
+        dataloader=scopes.filter(loader).select(_HOST.keys()),
+        ops=_outermost(ops).select(_HOST.keys()),
+        frames=scopes.filter(~is_op & ~loader).select(_HOST.keys()),
+    )
+
+
+def _outermost(ops: pl.DataFrame) -> pl.DataFrame:
+    """The operators no other operator of their thread encloses (their time names the idle time they hold:
+    `aten::linear`, not its `aten::addmm` and again its `aten::linear`): sorted by thread and start, an op is
+    outermost when it starts at or after the latest end before it on its thread."""
+    if ops.height == 0:
+        return ops
+    thread = [Col.PID, Col.TID]
+    ordered = ops.sort([*thread, S, E], descending=[False, False, False, True])
+    reach = pl.col(E).cum_max().shift(1).over(thread)
+    return ordered.filter(reach.is_null() | (pl.col(S) >= reach))
+
+
+def _for(frame: pl.DataFrame, pids: list[str] | None) -> pl.DataFrame:
+    return frame if pids is None else frame.filter(pl.col(Col.PID).is_in(pids) | pl.col(Col.PID).is_null())
+
+
+def _top(events: pl.DataFrame, part: pl.DataFrame) -> tuple[NamedTime, ...]:
+    """The names whose events overlap `part` (merged intervals) the most: one sweep (`intervals.Coverage`) over
+    each name's merged events."""
+    if events.height == 0 or part.height == 0:
+        return ()
+    cover = intervals.Coverage(part)
+    # each name's events merged first: two threads in the same call at once count its time once
+    events = intervals.merge(events.select(pl.col(Col.NAME).fill_null("(unnamed)"), S, E), by=[Col.NAME])
+    inside = cover.inside(events[S].to_numpy(), events[E].to_numpy())
+    grouped = (
+        pl.DataFrame({"name": events[Col.NAME], "ns": inside})
+        .filter(pl.col("ns") > 0)
+        .group_by("name")
+        .agg(pl.col("ns").sum())
+        .sort(["ns", "name"], descending=[True, False])
+        .head(TOP)
+    )
+    return tuple(NamedTime(str(r["name"]), int(r["ns"])) for r in grouped.iter_rows(named=True))
+
+
+def _edges(clipped: pl.DataFrame, window: win.Window) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(before, after): per piece of the window, from its start to the device's first activity in it, and
+    from its last activity's end to the piece's end (the whole piece, as `before`, when it holds none)."""
+    bounds = np.array(window.bounds, dtype=np.int64).reshape(-1, 2)
+    first = np.full(len(bounds), np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(len(bounds), np.iinfo(np.int64).min, dtype=np.int64)
+    if clipped.height:
+        piece = clipped[win.PIECE].to_numpy().astype(np.int64)
+        np.minimum.at(first, piece, clipped[S].to_numpy().astype(np.int64))
+        np.maximum.at(last, piece, clipped[E].to_numpy().astype(np.int64))
+    empty = last < bounds[:, 0]
+    before = pl.DataFrame(
+        {S: bounds[:, 0], E: np.where(empty, bounds[:, 1], np.minimum(first, bounds[:, 1]))},
+        schema={S: pl.Int64, E: pl.Int64},
+    )
+    after = pl.DataFrame(
+        {S: np.where(empty, bounds[:, 1], last), E: bounds[:, 1]}, schema={S: pl.Int64, E: pl.Int64}
+    )
+    return before.filter(pl.col(E) > pl.col(S)), after.filter(pl.col(E) > pl.col(S))
+
+
+def device_causes(
+    gaps: pl.DataFrame,
+    queued: pl.DataFrame,
+    gpu_syncs: pl.DataFrame,
+    host: HostSets,
+    pids: list[str] | None,
+    clipped: pl.DataFrame,
+    window: win.Window,
+) -> tuple[IdleCause, ...]:
+    """The causes of one device's idle time (`gaps`: its idle pieces in the window; `queued`: the parts of
+    them after the launch call of the work that ends them; `gpu_syncs`: its `cuda_sync` records; `clipped`:
+    its activity cut to the window), in CAUSES order, adding up to the length of `gaps`."""
+    left = intervals.merge(gaps)
+    before, after = _edges(clipped, window)
+    sets: list[tuple[str, pl.DataFrame, pl.DataFrame | None]] = [
+        (
+            SYNC_WAIT,
+            pl.concat([_for(host.sync, pids).select(S, E), gpu_syncs.select(S, E)]),
+            _for(host.sync, pids),
+        ),
+        (QUEUED, queued.select(S, E), None),
+        (RUNTIME_CALL, _for(host.runtime, pids), _for(host.runtime, pids)),
+        (LAUNCHING, _for(host.launching, pids), _for(host.launching, pids)),
+        (DATALOADER, _for(host.dataloader, pids), _for(host.dataloader, pids)),
+        (IN_OP, _for(host.ops, pids), _for(host.ops, pids)),
+        (BETWEEN_OPS, _for(host.frames, pids), None),
+        (BEFORE_FIRST, before, None),
+        (AFTER_LAST, after, None),
+    ]
+    out = []
+    for cause, cover, named in sets:
+        if left.height == 0:
+            out.append(IdleCause(cause, 0))
+            continue
+        part = intervals.intersect(left, cover.select(S, E)) if cover.height else cover.select(S, E).clear()
+        ns = intervals.covered_ns(part)
+        out.append(IdleCause(cause, ns, _top(named, part) if named is not None and ns else ()))
+        if ns:
+            left = intervals.subtract(left, part)
+    out.append(IdleCause(UNTRACED, intervals.covered_ns(left)))
+    return tuple(out)
