@@ -159,7 +159,7 @@ def test_host_bound_ddp_figures_are_the_analysis_figures() -> None:
     assert (
         found.time_at_stake_ns == idle.host_wait_ns and idle.host_wait_ns > idle.other_ns + idle.sync_wait_ns
     )
-    names = [e["cpu_op"] for e in found.evidence]
+    names = [e["cpu_op"] for e in found.evidence if "cpu_op" in e]
     assert "ProfilerStep#4" not in names and any("optimizer" in n or "forward" in n for n in names)
 
 
@@ -340,9 +340,19 @@ def test_advise_fail_on(cli, tmp_path: Path) -> None:
         assert cli("advise", path, "--rules", rules, "--fail-on", "warn").code == 1
         return
     rules = tmp_path / "no-crit.toml"
-    rules.write_text("".join(f"[rules.{rule}]\nenabled = false\n" for rule in crit))
+    # with a crit rule off, the idle time it explained may surface under another rule: off too, until no crit
+    off = list(crit)
+    for _ in range(10):
+        rules.write_text("".join(f"[rules.{rule}]\nenabled = false\n" for rule in off))
+        left = json.loads(cli("advise", path, "--rules", rules, "--format", "json").out)["findings"]
+        more = [f["id"] for f in left if f["severity"] == "crit"]
+        if not more:
+            break
+        off += more
+    crit = off
+    warn = [f["id"] for f in left if f["severity"] == "warn"]
     assert cli("advise", path, "--rules", rules, "--fail-on", "crit").code == 0  # only warn / info left
-    assert cli("advise", path, "--rules", rules, "--fail-on", "warn").code == 1
+    assert cli("advise", path, "--rules", rules, "--fail-on", "warn").code == (1 if warn else 0)
     # with those rules off, the idle time they explained may surface under another rule (gpu_gaps): off too
     disabled = crit + warn
     for _ in range(10):
@@ -409,9 +419,10 @@ def test_analyze_shows_findings_first(cli) -> None:
     assert out.code == 0
     lines = out.out.splitlines()
     head = out.out.split("trace:")[0]
-    assert lines[1].strip().startswith("crit low_utilization_windows") and "saving about" in head
     data = json.loads(cli("analyze", corpus_path(DDP), "--format", "json").out)
-    assert data["findings"][0]["id"] == "low_utilization_windows"
+    first = data["findings"][0]
+    assert first["id"] == "host_bound" and first["severity"] == "crit"  # the host's cause named (issue 59)
+    assert lines[1].strip().startswith(f"crit {first['id']}") and "saving about" in head
     assert data["findings"] == json.loads(cli("advise", corpus_path(DDP), "--format", "json").out)["findings"]
 
 

@@ -198,14 +198,18 @@ def test_gap_saving_is_the_long_gaps(rel: str) -> None:
     GPU's first to its last work). A host-wait finding on the same idle time keeps only what the gaps do not
     already claim."""
     advice = advice_of(rel)
-    assert advice.findings[0].id == "gpu_gaps"
     long = [b - a for a, b in idle_gaps(raw(rel)) if b - a > 1_000_000]
-    assert advice.findings[0].predicted_saving_ns == sum(long)
     assert advice.capture is not None and advice.capture.steady_ns == sum(b - a for a, b in steady(raw(rel)))
-    for later in advice.findings[1:]:
-        if later.id == "host_bound":
-            assert "gpu_gaps" in later.shared_with
-            assert (later.predicted_saving_ns or 0) < later.time_at_stake_ns
+    gaps = by_id(advice, "gpu_gaps")
+    if advice.findings[0].id == "gpu_gaps":
+        assert gaps.predicted_saving_ns == sum(long)
+    else:
+        # the host's cause named first (host_bound claims before the symptom rules, issue 59): the long gaps
+        # keep what it does not explain, never less than their length less its saving
+        first = advice.findings[0]
+        assert first.id == "host_bound" and "mostly" in first.title
+        assert "host_bound" in gaps.shared_with
+        assert sum(long) - (first.predicted_saving_ns or 0) <= (gaps.predicted_saving_ns or 0) <= sum(long)
 
 
 # --- every corpus trace: savings add up --------------------------------------------------------------------

@@ -12,10 +12,12 @@ from opscope.analysis.base.linking import Linkage
 from opscope.analysis.base.parallel import Beside
 from opscope.analysis.efficiency.table import efficiency
 from opscope.analysis.findings import evidence_names, with_frames
+from opscope.analysis.kernels.gpu_arch import AMD
 from opscope.analysis.overview import Analysis, AnalyzeOptions, analysis_of, prepare
 from opscope.analysis.rules.context import RuleContext
 from opscope.analysis.rules.efficiency import LOW_EFFICIENCY, low_efficiency_options
 from opscope.analysis.rules.engine import evaluate
+from opscope.analysis.rules.frameworks import framework_of, with_framework_advice
 from opscope.analysis.rules.hardware import with_gpu_advice
 from opscope.analysis.timeline.activity import Activity
 from opscope.model.trace import Trace
@@ -51,4 +53,5 @@ def advise(
             )
 
     advice = with_gpu_advice(evaluate(ctx, opts.rules, opts.predict, early_efficiency), ctx.gpu)
+    advice = with_framework_advice(advice, framework_of(trace), ctx.gpu.vendor == AMD)
     return replace(result, advice=with_frames(advice, *launch_sites(trace, linkage, *evidence_names(advice))))

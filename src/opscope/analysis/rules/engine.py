@@ -309,7 +309,7 @@ def _finding(ctx: RuleContext, c: Candidate, a: Attributed, window: int, cfg: Ru
         value=float(c.hit.value),
         threshold=c.threshold,
         evidence=c.hit.evidence[:MAX_EVIDENCE],
-        advice=c.rule.advice,
+        advice=c.hit.advice or c.rule.advice,
         source=c.rule.source,
         predicted_saving_ns=a.saving_ns,
         saving_share=saving_share,

@@ -2,25 +2,134 @@
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
 from opscope.analysis.base import intervals
 from opscope.analysis.base.windows import names_matching
+from opscope.analysis.kernels.gpu_arch import AMD
 from opscope.analysis.rules.context import E, RuleContext, S
+from opscope.analysis.rules.frameworks import PYTORCH, framework_of, remedies
 from opscope.analysis.rules.model import (
     ABOVE,
     BELOW,
+    GENERAL,
     MAX_EVIDENCE,
-    SYMPTOM,
     WINDOW,
     Hit,
     Rule,
     Skipped,
     exact_names,
 )
+from opscope.analysis.timeline.gap_causes import (
+    AFTER_LAST,
+    BEFORE_FIRST,
+    BETWEEN_OPS,
+    DATALOADER,
+    DATALOADER_PATTERN,
+    IN_OP,
+    LAUNCHING,
+    QUEUED,
+    RUNTIME_CALL,
+    SYNC_WAIT,
+    UNTRACED,
+    IdleCause,
+)
 from opscope.model.schema import Col
 
-DATALOADER = r"DataLoader.*__next__|DataLoaderIter.*__next__"
+DATALOADER_NAMES = DATALOADER_PATTERN
+
+
+ALLOCATOR = re.compile(r"^(cuda|hip)(Free|Malloc)\w*$|^cuMem(Free|Alloc)\w*$|^hipExtMalloc")
+MODULE_LOAD = re.compile(
+    r"Lazy Function Loading|^cuModuleLoad|^cuLibraryLoad|^hipModuleLoad|^cudaGetFuncBySymbol"
+)
+GRAPH_SETUP = re.compile(r"GraphInstantiate|StreamBeginCapture|StreamEndCapture")
+
+
+def cause_advice(cause: IdleCause, framework: str, amd: bool) -> tuple[str, str]:
+    """(what the host was doing, in words; the remedy for it) for the idle time's largest host-side cause."""
+    names = [n.name for n in cause.top]
+    free = "hipFree" if amd else "cudaFree"
+    if cause.cause == RUNTIME_CALL and any(ALLOCATOR.search(n) for n in names):
+        return (
+            "allocating and freeing GPU memory",
+            f"Allocator churn: the step allocates and frees device memory through the driver ({free} synchronises "
+            "the device). In PyTorch keep the caching allocator on (PYTORCH_NO_CUDA_MEMORY_CACHING / "
+            "PYTORCH_NO_HIP_MEMORY_CACHING unset), do not call torch.cuda.empty_cache() in the loop, and try "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True where fragmentation forces frees; elsewhere allocate "
+            "once outside the loop or use a memory pool (cudaMallocAsync / hipMallocAsync).",
+        )
+    if cause.cause == RUNTIME_CALL and any(MODULE_LOAD.search(n) for n in names):
+        return (
+            "loading GPU code (a cold start)",
+            "Cold start: the first calls load GPU modules lazily, and the window holds them. Profile after warm-up "
+            "(torch.profiler.schedule(wait=1, warmup=2, active=3)); if the first step's latency itself matters, "
+            "load eagerly (CUDA_MODULE_LOADING=EAGER) or run a warm-up step at start-up.",
+        )
+    if cause.cause == RUNTIME_CALL and any(GRAPH_SETUP.search(n) for n in names):
+        return (
+            "capturing or instantiating a graph",
+            "Graph capture and instantiation are in the window: capture once at start-up and profile the "
+            "replays.",
+        )
+    text = {
+        RUNTIME_CALL: (
+            "inside runtime calls",
+            "The host spends the GPU's idle time in runtime calls (evidence): "
+            "move them out of the loop or make them asynchronous.",
+        ),
+        LAUNCHING: (
+            "launching kernels one at a time",
+            remedies("launch_bound_small_kernels", framework, amd)
+            or "Launch-bound: capture the step in a CUDA graph (torch.cuda.graphs, torch.compile(mode="
+            "'reduce-overhead')), fuse small ops (torch.compile) or give each kernel more work.",
+        ),
+        DATALOADER: (
+            "waiting for the DataLoader",
+            "Load data ahead of the GPU: DataLoader(num_workers=N, "
+            "pin_memory=True, prefetch_factor=2, persistent_workers=True).",
+        ),
+        IN_OP: (
+            "in CPU operators",
+            "The operators' own CPU time (evidence) keeps the GPU waiting: fewer, larger "
+            "ops (torch.compile fuses them), bigger batches, and no per-op host work (.item(), .cpu(), "
+            "Python scalars) in the loop.",
+        ),
+        BETWEEN_OPS: (
+            "in Python between operators",
+            "Python between operators keeps the GPU waiting: record with "
+            "with_stack=True to see which lines (opscope lines), then move that work off the step "
+            "or compile the step (torch.compile, CUDA graphs).",
+        ),
+        UNTRACED: (
+            "in code the trace does not record",
+            "The host was busy in code the profiler did not record: "
+            "profile with with_stack=True (and record_function around the suspect blocks) to name it.",
+        ),
+        BEFORE_FIRST: (
+            "before each step's first GPU work",
+            "Each step starts with host work before its first "
+            "kernel (data preparation, preprocessing, logging): overlap it with the previous step's "
+            "GPU work or move it to a background thread / DataLoader worker.",
+        ),
+        AFTER_LAST: (
+            "after the GPU's last work in the window",
+            "The window ends with host work after the GPU's "
+            "last kernel: the capture stops mid-work or the step ends with host-side work (logging, "
+            "checkpointing, evaluation); profile steady steps, or move that work off the step.",
+        ),
+        SYNC_WAIT: (
+            "waiting on synchronisations",
+            "Each synchronisation stops the host from queueing work ahead "
+            "of the GPU: remove .item() / .cpu() / torch.cuda.synchronize() from the loop, or read "
+            "results once per N steps.",
+        ),
+    }.get(cause.cause)
+    if text is None:
+        return ("", "")
+    return text
 
 
 def host_bound(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
@@ -46,24 +155,52 @@ def host_bound(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
         )
     util, d, i, _ = min(eligible, key=lambda c: c[0])
     gaps = ctx.idle_gaps.filter(pl.col(Col.DEVICE) == d.device) if d.device is not None else ctx.idle_gaps
-    evidence = tuple(ctx.cpu_ops_over(gaps, MAX_EVIDENCE))
+    # the host's own causes: not the DataLoader's nor the synchronisations' (their rules name and claim them)
+    host_causes = sorted(
+        (c for c in i.causes if c.cause not in (QUEUED, DATALOADER, SYNC_WAIT) and c.ns > 0),
+        key=lambda c: -c.ns,
+    )
+    own_ns = sum(c.ns for c in host_causes)
+    amd = ctx.gpu.vendor == AMD
+    framework = framework_of(ctx.trace)
+    doing, advice = cause_advice(host_causes[0], framework, amd) if host_causes else ("", "")
+    if framework != PYTORCH and host_causes and host_causes[0].cause in (BETWEEN_OPS, IN_OP, UNTRACED):
+        advice = remedies("host_bound", framework, amd) or advice
+    causes = [
+        {
+            "cause": c.cause,
+            "idle_us": round(c.ns / 1e3, 3),
+            "share_of_idle": round(c.ns / i.idle_ns, 4),
+            "calls": [f"{n.name} ({n.ns / 1e6:,.3f} ms)" for n in c.top[:3]],
+        }
+        for c in host_causes[:3]
+    ]
+    # the largest cause first, then the CPU ops over the gaps, then the other causes
+    evidence = tuple(causes[:1] + ctx.cpu_ops_over(gaps, MAX_EVIDENCE - len(causes)) + causes[1:])
+    mostly = (
+        f"; mostly {doing} ({host_causes[0].ns / i.idle_ns * 100:.0f}% of its idle time)"
+        if doing and host_causes
+        else ""
+    )
     return Hit(
         value=util,
         time_at_stake_ns=int(i.host_wait_ns),
-        evidence=evidence,
+        evidence=evidence[:MAX_EVIDENCE],
         detail=f"GPU {d.device} busy {util * 100:.1f}%, host wait {i.host_wait_ns / max(1, i.idle_ns) * 100:.0f}% "
-        "of its idle time",
-        # the model: the host wait removed (the work moved off the critical host thread); it claims the
-        # device's idle time, after the rules that name a cause of it
+        f"of its idle time{mostly}",
+        # the model: the host's own share of the idle time removed (its cause moved off the critical host
+        # thread: runtime calls, launches, operators, Python, untraced code; the DataLoader's and the
+        # synchronisations' idle time is their rules'); it claims the device's idle time
         claims=gaps.select(S, E),
-        estimate_ns=int(i.host_wait_ns),
+        estimate_ns=int(own_ns),
         model="idle_removed",
+        advice=advice,
     )
 
 
 def dataloader_time(ctx: RuleContext, threshold: float) -> Hit | None:
     scopes = ctx.linkage.scopes
-    names = names_matching(scopes, Col.NAME, DATALOADER)
+    names = names_matching(scopes, Col.NAME, DATALOADER_NAMES)
     steps = list(ctx.steps)
     bounds = [(w.start_ns, w.end_ns) for w in steps] or list(ctx.activity.window.bounds)
     total_ns = sum(hi - lo for lo, hi in bounds)
@@ -118,7 +255,7 @@ RULES = (
         "optimizer, Python between ops). Larger batches, CUDA graphs or torch.compile(mode="
         "'reduce-overhead'), moving work off the critical host thread, and fewer synchronisations help.",
         check=host_bound,
-        role=SYMPTOM,
+        role=GENERAL,  # it names what the host was doing: after the rules of a specific cause, before the symptoms
     ),
     Rule(
         id="dataloader_bound",

@@ -48,6 +48,9 @@ class Hit:
     claims: pl.DataFrame | None = None
     estimate_ns: int | None = None
     model: str = ""
+    # the advice for what this trace shows (its cause, its framework), where it is more specific than the
+    # rule's own; empty: the rule's
+    advice: str = ""
 
 
 @dataclass(frozen=True)

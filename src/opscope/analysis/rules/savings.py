@@ -8,8 +8,8 @@ attribution over the analysed window. Definitions: docs/advice.md ("Savings").
    one it is the estimate, never more than the time at stake nor the claimed time.
 2. **Exclusive.** Each microsecond of the window belongs to at most one finding. Findings take their claims in
    order (rules that name a cause, then general inefficiencies, then symptoms; the larger saving first); a finding
-   keeps the share of its saving that its claim not yet taken covers. Claims are disjoint once taken, so the
-   savings add up to at most the window.
+   keeps the share of its saving that its claim not yet taken covers, and never less than its saving less what
+   the findings above whose claims overlap its own save (they cannot explain more than they save).
 3. **Together.** `combined` is the what-if of applying every remedy at once: the critical-path what-if of every
    transformation together plus the exclusive savings of the others, never more than their sum; the what-if
    savings are scaled down in proportion where they add up to more than that joint what-if (`within_joint`).
@@ -101,7 +101,7 @@ def claim_order(candidates: Sequence[Candidate]) -> list[Candidate]:
 def attribute(candidates: Sequence[Candidate], bounds: Sequence[tuple[int, int]]) -> list[Attributed]:
     """Exclusive savings (module doc, step 2), sorted by saving (largest first, then id)."""
     taken = pl.DataFrame(schema={S: pl.Int64, E: pl.Int64})
-    owners: list[tuple[str, pl.DataFrame]] = []
+    owners: list[tuple[str, int, pl.DataFrame]] = []
     out = []
     for c in claim_order(candidates):
         mine = window_claims(c.hit.claims, bounds)
@@ -110,10 +110,14 @@ def attribute(candidates: Sequence[Candidate], bounds: Sequence[tuple[int, int]]
             out.append(Attributed(c, 0, ()))
             continue
         overlap = intervals.intersection_ns(mine, taken) if taken.height else 0
-        saving = c.alone_ns * (total - overlap) // total
-        shared = tuple(rule for rule, theirs in owners if intervals.intersection_ns(mine, theirs) > 0)
+        shared = tuple(rule for rule, _, theirs in owners if intervals.intersection_ns(mine, theirs) > 0)
+        # never hidden behind findings that save less: those above whose claims overlap this one's take at
+        # most what they save from it (a sync rule that claims a whole step's gaps and saves 1 ms leaves a
+        # host-bound finding the rest, issue 59)
+        above = sum(saved for rule, saved, _ in owners if rule in shared)
+        saving = max(c.alone_ns * (total - overlap) // total, c.alone_ns - above)
         out.append(Attributed(c, int(saving), shared))
-        owners.append((c.rule.id, mine))
+        owners.append((c.rule.id, int(saving), mine))
         taken = intervals.merge(pl.concat([taken, mine]))
     return sorted(out, key=lambda a: (-a.saving_ns, a.candidate.rule.id))
 

@@ -98,6 +98,15 @@ def long_gaps(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
     )
 
 
+def _low_detail(low: int, windows: int, devices: int, threshold: float) -> str:
+    """ "3 of 20 windows below 50% busy" on one GPU; on several, the whole the count is of: "25 of 160 (GPU,
+    window) pairs (20 windows x 8 GPUs)", never "160 of 20 windows" (issue 59)."""
+    below = f"below {threshold * 100:.0f}% busy"
+    if devices <= 1:
+        return f"{low} of {windows} windows {below}"
+    return f"{low} of {windows * devices} (GPU, window) pairs ({windows} windows x {devices} GPUs) {below}"
+
+
 def low_windows(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
     if ctx.clipped.height == 0:
         return None
@@ -149,7 +158,7 @@ def low_windows(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
         value=lowest,
         time_at_stake_ns=total,
         evidence=evidence,
-        detail=f"{len(low)} of {len(steps)} windows below {threshold * 100:.0f}% busy",
+        detail=_low_detail(len(low), len(steps), ctx.clipped[Col.DEVICE].n_unique(), threshold),
         # the model: the idle time of the low windows removed
         claims=intervals.intersect(ctx.idle_gaps.select(S, E), windows),
         estimate_ns=total,

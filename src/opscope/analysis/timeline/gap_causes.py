@@ -105,6 +105,7 @@ class HostSets:
     dataloader: pl.DataFrame
     ops: pl.DataFrame
     frames: pl.DataFrame
+    leaves: pl.DataFrame  # the Python frames with no frame inside them: what ran (names `between_ops`)
 
 
 _HOST = {Col.NAME: pl.String, Col.PID: pl.String, S: pl.Int64, E: pl.Int64}
@@ -152,6 +153,7 @@ def host_sets(trace: Trace, linkage: Linkage) -> HostSets:
         dataloader=scopes.filter(loader).select(_HOST.keys()),
         ops=_outermost(ops).select(_HOST.keys()),
         frames=scopes.filter(~is_op & ~loader).select(_HOST.keys()),
+        leaves=_innermost(scopes.filter(pl.col(Col.KIND) == Kind.PYTHON)).select(_HOST.keys()),
     )
 
 
@@ -165,6 +167,17 @@ def _outermost(ops: pl.DataFrame) -> pl.DataFrame:
     ordered = ops.sort([*thread, S, E], descending=[False, False, False, True])
     reach = pl.col(E).cum_max().shift(1).over(thread)
     return ordered.filter(reach.is_null() | (pl.col(S) >= reach))
+
+
+def _innermost(frames: pl.DataFrame) -> pl.DataFrame:
+    """The frames no other frame of their thread starts inside: sorted by thread and start (the longer first),
+    a frame is innermost when the next one on its thread starts at or after its end."""
+    if frames.height == 0:
+        return frames
+    thread = [Col.PID, Col.TID]
+    ordered = frames.sort([*thread, S, E], descending=[False, False, False, True])
+    following = pl.col(S).shift(-1).over(thread)
+    return ordered.filter(following.is_null() | (following >= pl.col(E)))
 
 
 def _for(frame: pl.DataFrame, pids: list[str] | None) -> pl.DataFrame:
@@ -237,7 +250,7 @@ def device_causes(
         (LAUNCHING, _for(host.launching, pids), _for(host.launching, pids)),
         (DATALOADER, _for(host.dataloader, pids), _for(host.dataloader, pids)),
         (IN_OP, _for(host.ops, pids), _for(host.ops, pids)),
-        (BETWEEN_OPS, _for(host.frames, pids), None),
+        (BETWEEN_OPS, _for(host.frames, pids), _for(host.leaves, pids)),
         (BEFORE_FIRST, before, None),
         (AFTER_LAST, after, None),
     ]
