@@ -158,3 +158,22 @@ def test_dataloader_first_and_the_host_rest_after_it(cli) -> None:
         host = data["findings"][ids.index("host_bound")]
         assert "dataloader" not in host["title"].split("mostly")[-1]
         assert host["predicted_saving_us"] < data["findings"][0]["predicted_saving_us"]
+
+
+@pytest.mark.parametrize("free", ["cudaFree", "hipFree"])
+def test_an_implicit_sync_ends_with_the_work_it_waits_for(cli, tmp_path: Path, free: str) -> None:
+    """HAND-MADE: a 1 ms kernel, then a free that blocks until it ends (+5 us), then the next kernel. Halving
+    the first kernel shortens the step by 0.5 ms: the free is a wait, not fixed CPU time (issue 59 item 3)."""
+    events = [
+        step(1, 0, 1300),
+        launch(2, 1, dur=8),
+        kernel("long_kernel", 12, 1000, 1),
+        _host(free, "cuda_runtime", 20, 997),  # returns 5 us after the kernel ends at 1012
+        launch(1100, 2, dur=8),
+        kernel("next_kernel", 1110, 100, 2),
+    ]
+    path = write(tmp_path / "free.json", document(events))
+    out = cli("critical-path", path, "--what-if", "long_kernel:0.5", "--format", "json")
+    assert out.code == 0, out.err
+    (only,) = json.loads(out.out)["steps"]
+    assert only["what_if"]["saving_us"] == pytest.approx(500, abs=1)
