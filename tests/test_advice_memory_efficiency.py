@@ -4,6 +4,7 @@ thresholds: their numbers come from the events written here."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 import opscope
 from conftest import corpus_path
-from handmade_traces import Event, cpu_op, document, kernel, launch, write
+from handmade_traces import Event, cpu_op, document, kernel, launch, python_frame, write
 from opscope.analysis.efficiency.table import EfficiencyOptions, efficiency
 from opscope.analysis.findings import Finding
 from opscope.analysis.rules.advise import advise as advise_trace
@@ -165,3 +166,26 @@ def test_efficiency_real_positive_is_the_attention() -> None:
     assert found.time_at_stake_ns == round(sum(r.gpu_time_us for r in low) * 1e3)
     assert found.evidence[0]["op"] == "aten::scaled_dot_product_attention"
     assert found.evidence[0]["pct_of_peak"] == pytest.approx(9.12, abs=0.01)
+
+
+@pytest.mark.parametrize(
+    ("frame", "engine"),
+    [
+        ("vllm/v1/worker/gpu_model_runner.py(1473): execute_model", "vLLM"),
+        ("/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py(9): run", "SGLang"),
+    ],
+)
+def test_a_serving_engine_reserving_memory_is_not_a_finding(tmp_path: Path, frame: str, engine: str) -> None:
+    """HAND-MADE: the same 95% peak in a trace whose Python frames are a serving engine's (real frame names of
+    the corpus' vLLM and SGLang traces): the engine reserves its KV cache by design, so the rule is not
+    evaluated and says why (issue 59 item 6)."""
+    path = memory_trace(tmp_path, 38 * GIB)
+    doc = json.loads(path.read_text())
+    doc["traceEvents"].append(python_frame(frame, 0, 5))
+    write(path, doc)
+    found, _, warnings = advise(path)
+    assert found is None
+    assert any(
+        w.startswith(f"memory_near_capacity: not evaluated: {engine} reserves device memory")
+        for w in warnings
+    )

@@ -40,6 +40,18 @@ def _allocator_calls(ctx: RuleContext) -> pl.DataFrame:
     )
 
 
+SERVING_ENGINES = (("vLLM", r"(^|/)vllm/|^vllm[:.]"), ("SGLang", r"(^|/)sglang/|^sglang[:.]"))
+
+
+def serving_engine(ctx: RuleContext) -> str | None:
+    """The serving engine the trace's Python frames or annotations come from (vLLM, SGLang), if any: engines
+    that reserve most of the device's memory for their KV cache up front."""
+    for name, pattern in SERVING_ENGINES:
+        if names_of(ctx.trace, [Kind.PYTHON, Kind.USER_ANNOTATION, Kind.CPU_OP], pattern):
+            return name
+    return None
+
+
 def _capacity(ctx: RuleContext, device: str) -> int | None:
     """The capacity of a CUDA / HIP device from its deviceProperties entry (by index), as `memory` reads it."""
     kind, _, index = device.partition(":")
@@ -65,6 +77,12 @@ def near_capacity(ctx: RuleContext, threshold: float) -> Hit | Skipped | None:
     value = max(fractions.values())
     if value <= threshold:
         return Hit(value=value, time_at_stake_ns=0)
+    engine = serving_engine(ctx)
+    if engine is not None:  # right by design (issue 59): not a finding, and the outcome says why
+        return Skipped(
+            f"{engine} reserves device memory for its KV cache by design (gpu_memory_utilization / "
+            f"mem_fraction_static): {100 * value:.1f}% is its setting, not a leak"
+        )
     stats = memory_stats(ctx.trace, MemoryOptions(steps=steps, top=0))
     near = sorted(
         (d for d in stats.devices if fractions.get(d.device, 0.0) > threshold),
