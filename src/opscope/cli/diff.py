@@ -14,6 +14,7 @@ from opscope.errors import GateFailed, UsageError
 
 if TYPE_CHECKING:
     from opscope.analysis.compare.gates import Gate
+    from opscope.analysis.compare.profile import TraceProfile
     from opscope.analysis.findings import Advice
 
 NAME = "diff"
@@ -94,13 +95,20 @@ def _width(args: argparse.Namespace) -> int:
 
 
 def _findings(
-    base: Advice | None, base_devices: tuple[str, ...], new: Advice | None, new_devices: tuple[str, ...]
+    base: Advice | None,
+    base_devices: tuple[str, ...],
+    new: Advice | None,
+    new_devices: tuple[str, ...],
+    profiles: tuple[TraceProfile, TraceProfile],
 ) -> dict[str, list[dict[str, object]]]:
-    """The advice findings of BASE and NEW compared (fixed / new / remaining; docs/advice.md): each trace's
-    advice and device names, computed in its task beside its profile."""
+    """The advice findings of BASE and NEW compared (fixed / new / remaining; docs/advice.md), each fixed or
+    reduced one with its prediction against its realisation (issue 53): each trace's advice and device names,
+    computed in its task beside its profile."""
+    from opscope.analysis.compare.realised import realised
     from opscope.report.findings_diff import findings_changes, vendor
 
-    return findings_changes(base, new, (vendor(base_devices), vendor(new_devices)))
+    checked = realised(profiles[0], profiles[1], base, new)
+    return findings_changes(base, new, (vendor(base_devices), vendor(new_devices)), checked)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -141,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     ) in results:  # a typo must not disarm CI: a pattern that matches nothing is an error, not a pass
         if result.gate.target == KERNEL and result.matched == 0:
             raise UsageError(f"--fail-kernel {result.gate.pattern!r} matches no kernel in either trace")
-    findings = _findings(base_advice, base_devices, new_advice, new_devices)
+    findings = _findings(base_advice, base_devices, new_advice, new_devices, (base, new))
     emit(
         memory.add(
             with_findings(diff_document(diff, results, view, rows_first=args.format == "csv"), findings)

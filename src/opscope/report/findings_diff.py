@@ -1,6 +1,7 @@
 """The advice findings of two traces compared, for `opscope diff`: which findings the change fixed, which it
-introduced, and which remain (with their time at stake before and after). Matched by rule id (one finding
-per rule and trace, docs/advice.md)."""
+introduced, and which remain (with their time at stake before and after), and for each fixed or reduced one
+the saving BASE predicted against the change NEW measured (`realised`, analysis/compare/realised.py). Matched by
+rule id (one finding per rule and trace, docs/advice.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from opscope.analysis.compare.realised import Realised
 from opscope.analysis.findings import Advice, Finding
 from opscope.report.document import Document
 
@@ -40,8 +42,32 @@ def vendor(device_names: Sequence[str]) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
+def realised_data(r: Realised) -> dict[str, Any]:
+    """One prediction against its realisation (analysis/compare/realised.py), times in microseconds."""
+
+    def us(ns: int | None) -> float | None:
+        return None if ns is None else round(ns / 1e3, 3)
+
+    return {
+        "status": r.status,
+        "per_step": r.per_step,
+        "steps_before": r.steps_before,
+        "steps_after": r.steps_after,
+        "predicted_us": us(r.predicted_ns),
+        "predicted_per_step_us": us(r.predicted_per_step_ns),
+        "realised_per_step_us": us(r.realised_per_step_ns),
+        "realised_us": us(r.realised_ns),
+        "ratio": None if r.ratio is None else round(r.ratio, 4),
+        "saving_model": r.saving_model,
+        "also_changed": list(r.also_changed),
+    }
+
+
 def findings_changes(
-    base: Advice | None, new: Advice | None, vendors: tuple[str | None, str | None] = (None, None)
+    base: Advice | None,
+    new: Advice | None,
+    vendors: tuple[str | None, str | None] = (None, None),
+    checked: Sequence[Realised] = (),
 ) -> dict[str, list[dict[str, Any]]]:
     """fixed: a finding of BASE whose rule no longer fires on NEW; new: the reverse; remaining: a finding on
     either side whose rule fires on both. A rule that still fires but is withheld on one side (its time
@@ -55,8 +81,9 @@ def findings_changes(
     fixed = [i for i in shown if i in before and i not in after]
     added = [i for i in shown if i in after and i not in before]
     why = {i: _incomparable(i, base, new, vendors) for i in (*fixed, *added)}
+    real = {r.id: realised_data(r) for r in checked}
     return {
-        "fixed": [_brief(before[i]) for i in fixed if not why[i]],
+        "fixed": [{**_brief(before[i]), "realised": real.get(i)} for i in fixed if not why[i]],
         "new": [_brief(after[i]) for i in added if not why[i]],
         "remaining": [
             {
@@ -67,6 +94,7 @@ def findings_changes(
                 "time_at_stake_after_us": round(after[i].time_at_stake_ns / 1e3, 3),
                 "predicted_saving_before_us": round((before[i].predicted_saving_ns or 0) / 1e3, 3),
                 "predicted_saving_after_us": round((after[i].predicted_saving_ns or 0) / 1e3, 3),
+                "realised": real.get(i),
             }
             for i in shown
             if i in before and i in after
@@ -93,6 +121,21 @@ def _all(advice: Advice | None) -> dict[str, Finding]:
     return {f.id: f for f in (*advice.findings, *advice.withheld)} if advice else {}
 
 
+def realised_text(item: dict[str, Any]) -> str:
+    """ "dataloader_bound: predicted 58.985 ms per step, realised 46.582 ms (0.79x); also changed: ..." """
+    r = item["realised"]
+    unit = " per step" if r["per_step"] else " over the window"
+    predicted = r["predicted_per_step_us"] if r["per_step"] else r["predicted_us"]
+    got = r["realised_per_step_us"] if r["per_step"] else r["realised_us"]
+    ratio = f" ({r['ratio']:.2f}x)" if r["ratio"] is not None else ""
+    reduced = " (reduced, not fixed)" if r["status"] == "reduced" else ""
+    also = f"; also changed: {'; '.join(r['also_changed'])}" if r["also_changed"] else ""
+    return (
+        f"{item['id']}{reduced}: predicted {predicted / 1e3:,.3f} ms{unit}, realised {got / 1e3:,.3f} ms"
+        f"{ratio}{also}"
+    )
+
+
 def _line(items: list[dict[str, Any]]) -> str:
     if items and "reason" in items[0]:
         return "; ".join(f"{f['id']} ({f['reason']})" for f in items)
@@ -106,6 +149,7 @@ def _line(items: list[dict[str, Any]]) -> str:
 
 def with_findings(doc: Document, changes: dict[str, list[dict[str, Any]]]) -> Document:
     """`doc` (the diff document) with the findings' changes as its first lines and as JSON field `findings`."""
+    checked = [f for f in (*changes["fixed"], *changes["remaining"]) if f.get("realised")]
     facts = (
         ("findings fixed", _line(changes["fixed"])),
         ("findings new", _line(changes["new"])),
@@ -121,5 +165,6 @@ def with_findings(doc: Document, changes: dict[str, list[dict[str, Any]]]) -> Do
             )
             or "none",
         ),
+        *(("predicted vs realised", realised_text(f)) for f in checked),
     )
     return replace(doc, facts=facts + doc.facts, data={**doc.data, "findings": changes})

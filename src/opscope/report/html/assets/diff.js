@@ -124,6 +124,21 @@
                 { key: "predicted_saving_before_us", label: "Saving BASE", kind: "us" },
                 { key: "predicted_saving_after_us", label: "Saving NEW", kind: "us" }], found.remaining, { filter: false, id: "findings-remaining" });
   }
+  // Each fixed or reduced finding: the saving BASE predicted against the change NEW measured (issue 53)
+  const checked = [...found.fixed, ...found.remaining].filter((f) => f.realised);
+  if (checked.length) {
+    box.append(el("h3", null, "Predicted vs realised"));
+    box.append(el("p", { class: "note" }, "Realised: BASE's mean step less NEW's (per step), or the window's fall without step markers; several findings fixed together share one realised figure."));
+    const per = (f, a, b) => (f.realised.per_step ? f.realised[a] : f.realised[b]);
+    table(box, [{ key: "id", label: "Finding", kind: "text" },
+                { key: "status", label: "Change", kind: "text", get: (f) => f.realised.status },
+                { key: "predicted", label: "Predicted", kind: "us", get: (f) => per(f, "predicted_per_step_us", "predicted_us") },
+                { key: "realised", label: "Realised", kind: "us", get: (f) => per(f, "realised_per_step_us", "realised_us") },
+                { key: "unit", label: "Per", kind: "text", get: (f) => (f.realised.per_step ? "step" : "window") },
+                { key: "ratio", label: "Realised / predicted", kind: "text", get: (f) => (f.realised.ratio == null ? "-" : `${f.realised.ratio.toFixed(2)}x`) },
+                { key: "also", label: "Also changed", kind: "text", get: (f) => f.realised.also_changed.join("; ") }],
+          checked, { filter: false, id: "findings-realised" });
+  }
   if (found.not_comparable.length) {
     // a rule not evaluated on one side, or whose events the two traces' vendors name differently
     box.append(el("h3", null, "Not comparable"));
