@@ -100,7 +100,8 @@ def run_check(args: argparse.Namespace) -> int:
         guard_output(args, history)
         result = history.check(_options(args))
         names = history.names()
-    emit(check_document(result, names, history.url_for_display), args)
+        predictions = history.predictions()
+    emit(check_document(result, names, history.url_for_display, predictions), args)
     if result.status == "insufficient_data" and args.strict:
         raise UsageError(f"insufficient data: {result.reason}")
     return 1 if result.status == "regression" else 0

@@ -122,6 +122,11 @@ def prepare_show(parser: argparse.ArgumentParser) -> None:
         metavar="METRIC",
         help="a run-wide figure: gpu_time_us, step_time_us, gpu_time_per_step_us, utilization, ...",
     )
+    which.add_argument(
+        "--predictions",
+        action="store_true",
+        help="each advice rule's record: the savings its findings predicted against what the fixes realised",
+    )
     parser.add_argument(
         "--metric",
         default=None,
@@ -135,8 +140,14 @@ def prepare_show(parser: argparse.ArgumentParser) -> None:
 
 def run_show(args: argparse.Namespace) -> int:
     from opscope.history.api import History
-    from opscope.report.history_view import series_document
+    from opscope.report.history_view import predictions_document, series_document
 
+    if args.predictions:
+        with History(args.db) as history:
+            guard_output(args, history)
+            found = history.predictions()
+        emit(predictions_document(history.url_for_display, found), args)
+        return 0
     if args.global_metric is not None:
         scope, pattern, metric = "global", None, args.global_metric
     elif args.category is not None:

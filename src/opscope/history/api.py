@@ -34,6 +34,7 @@ from opscope.history.policy import (
     finding,
     judge,
 )
+from opscope.history.predictions import Record, realised_rows, records
 from opscope.history.runs import Run, read_names, read_runs, read_values
 from opscope.history.store import Store, Tx, display, resolve_db, retrying
 from opscope.model.trace import Trace
@@ -195,7 +196,36 @@ class History:
             "INSERT INTO opscope_metrics (run_id, scope, key, metric, value) VALUES (?, ?, ?, ?, ?)",
             [(run_id, *row) for row in measured.rows],
         )
+        # the findings of the run before that this one fixed, with their prediction and what the fix realised
+        before = self._previous(tx, run_id)
+        if before is not None:
+            stored = tx.execute(
+                "SELECT scope, key, metric, value FROM opscope_metrics WHERE run_id = ? AND "
+                "(scope = 'finding' OR (scope = 'global' AND key = 'run'))",
+                (before,),
+            )
+            pairs = realised_rows(
+                [(str(a), str(b), str(c), float(d)) for a, b, c, d in stored], before, measured.rows
+            )
+            tx.executemany(
+                "INSERT INTO opscope_metrics (run_id, scope, key, metric, value) VALUES (?, ?, ?, ?, ?)",
+                [(run_id, *row) for row in pairs],
+            )
         return Added(run_id, sha, path, new=True)
+
+    @staticmethod
+    def _previous(tx: Tx, run_id: int) -> int | None:
+        """The run added just before `run_id` (history/predictions.py), or None."""
+        found = tx.execute("SELECT MAX(id) FROM opscope_runs WHERE id < ?", (run_id,))
+        return int(found[0][0]) if found and found[0][0] is not None else None
+
+    def predictions(self) -> list[Record]:
+        """Each rule's record of predicted savings against what the fixes realised (history/predictions.py)."""
+        with self._open().transaction() as tx:
+            rows = tx.execute(
+                "SELECT run_id, key, metric, value FROM opscope_metrics WHERE scope = 'realised' ORDER BY run_id"
+            )
+        return records(rows)
 
     def prune(self, keep: int) -> list[int]:
         """Delete all but the newest `keep` runs and the full names no remaining figure uses; returns the ids

@@ -25,6 +25,7 @@ from opscope.analysis.base.linking import Linkage, link
 from opscope.analysis.base.stored import kept_value
 from opscope.analysis.compare import headline
 from opscope.analysis.compare.profile import scope_profile
+from opscope.analysis.findings import Advice
 from opscope.analysis.kernels.summary import SummaryOptions, select_gpu
 from opscope.analysis.memory.events import is_gpu
 from opscope.analysis.memory.peaks import peak_memory
@@ -238,11 +239,31 @@ def _extract(trace: Trace) -> RunMetrics:
             "gpu_time_per_step_us": statistics.median(busy),
         }
     glob |= _peak_memory(trace)
+    rows += finding_rows(result.advice)
     normalised, scope_globals = _normalised(trace, linkage, names)
     rows += normalised
     glob |= scope_globals
     rows += [("global", "run", metric, float(value)) for metric, value in glob.items()]
     return RunMetrics(rows=tuple(rows), names=names, facts=run_facts(trace))
+
+
+def finding_rows(advice: Advice | None) -> list[tuple[str, str, str, float]]:
+    """The run's advice as rows of scope `finding` (issue 53: a later run that fixes one is compared with this
+    prediction): per rule that fired, its predicted saving and time at stake (us) and whether it was shown
+    (`shown` 1) or withheld (0, its time explained by another finding); per rule not evaluated, `not_evaluated`
+    1 (a rule that could not run is not a fix)."""
+    if advice is None:
+        return []
+    rows: list[tuple[str, str, str, float]] = []
+    for shown, found in ((1.0, advice.findings), (0.0, advice.withheld)):
+        for f in found:
+            rows += [
+                ("finding", f.id, "predicted_saving_us", _us(f.predicted_saving_ns or 0)),
+                ("finding", f.id, "time_at_stake_us", _us(f.time_at_stake_ns)),
+                ("finding", f.id, "shown", shown),
+            ]
+    rows += [("finding", o.id, "not_evaluated", 1.0) for o in advice.not_evaluated]
+    return rows
 
 
 def _normalised(

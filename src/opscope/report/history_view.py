@@ -10,13 +10,14 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from opscope.report.document import FLOAT, INT, NAME, PCT, TEXT, US, Column, Document, Table
+from opscope.report.document import FLOAT, INT, MS, NAME, PCT, TEXT, US, Column, Document, Table
 
 if TYPE_CHECKING:
     import polars as pl
 
     from opscope.history.api import Added, CheckResult
     from opscope.history.policy import Finding
+    from opscope.history.predictions import Record
     from opscope.history.runs import Run
 
 BARS = "▁▂▃▄▅▆▇█"
@@ -242,7 +243,78 @@ def _findings_table(name: str, title: str, found: Sequence[Finding], names: dict
     )
 
 
-def check_document(result: CheckResult, names: dict[str, str], db: str) -> Document:
+def predictions_data(found: Sequence[Record]) -> list[dict[str, Any]]:
+    """Each rule's record (history/predictions.py): its fixes, each with the run that fixed it, the run whose
+    prediction it was, the predicted and realised saving per step (us) and their ratio."""
+    return [
+        {
+            "rule": r.rule,
+            "fixes": len(r.pairs),
+            "ratio_min": min(r.ratios) if r.ratios else None,
+            "ratio_max": max(r.ratios) if r.ratios else None,
+            "text": r.text(),
+            "pairs": [
+                {
+                    "run_id": p.run_id,
+                    "from_run": p.from_run,
+                    "predicted_per_step_us": round(p.predicted_per_step_us, 3),
+                    "realised_per_step_us": round(p.realised_per_step_us, 3),
+                    "ratio": None if p.ratio is None else round(p.ratio, 4),
+                }
+                for p in r.pairs
+            ],
+        }
+        for r in found
+    ]
+
+
+def _predictions_table(found: Sequence[Record]) -> Table:
+    rows = tuple(
+        {
+            "rule": r.rule,
+            "run": p.run_id,
+            "from_run": p.from_run,
+            "predicted": p.predicted_per_step_us * 1e3,
+            "realised": p.realised_per_step_us * 1e3,
+            "ratio": p.ratio,
+        }
+        for r in found
+        for p in r.pairs
+    )
+    return Table(
+        "predictions",
+        "Predicted against realised, per step (each fix: the run that fixed it against the run before)",
+        (
+            Column("rule", "Rule", TEXT),
+            Column("from_run", "Predicted in run", INT),
+            Column("run", "Fixed in run", INT),
+            Column("predicted", "Predicted ms", MS),
+            Column("realised", "Realised ms", MS),
+            Column("ratio", "Ratio", FLOAT),
+        ),
+        rows,
+    )
+
+
+def predictions_document(db: str, found: Sequence[Record]) -> Document:
+    data = {"schema": "opscope.history.predictions/1", "db": db, "rules": predictions_data(found)}
+    notes = (
+        ()
+        if found
+        else ("no fix recorded yet: a run that no longer has a finding the run added before it showed",)
+    )
+    return Document(
+        title="opscope history show --predictions",
+        data=data,
+        facts=(("database", db), *(("record", r.text()) for r in found)),
+        tables=(_predictions_table(found),),
+        notes=notes,
+    )
+
+
+def check_document(
+    result: CheckResult, names: dict[str, str], db: str, predictions: Sequence[Record] = ()
+) -> Document:
     o = result.options
     rule = (
         f"every recent run worse than {o.threshold:g} x the baseline median"
@@ -255,11 +327,13 @@ def check_document(result: CheckResult, names: dict[str, str], db: str) -> Docum
         ("policy", f"{o.policy}: {rule}"),
         ("recent runs", ", ".join(str(r.id) for r in result.recent_runs) or "—"),
         ("baseline runs", ", ".join(str(r.id) for r in result.baseline_runs) or "—"),
+        # each rule's record of predictions against what fixes realised (issue 53)
+        *(("predictions", r.text()) for r in predictions),
     )
     notes = (f"insufficient data: {result.reason}",) if result.reason else ()
     return Document(
         title="opscope history check",
-        data=check_data(result, names, db),
+        data={**check_data(result, names, db), "predictions": predictions_data(predictions)},
         facts=facts,
         tables=tuple(
             t
