@@ -313,3 +313,13 @@ def test_window_claims_are_the_claims_cut_to_each_piece_and_merged(
     cut = [intervals.clip(frame, lo, hi) for lo, hi in bounds]
     want = intervals.merge(pl.concat(cut)) if cut else got.clear()
     assert list(got.iter_rows()) == list(want.iter_rows())
+
+
+@given(st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=8))
+def test_a_change_states_its_names_exactly(names: list[str]) -> None:
+    """The JSON's `what_if.names` are read back from the selector a rule builds: every name, nothing else."""
+    from opscope.analysis.base.selectors import exact_names, names_in
+
+    selector = exact_names(names)
+    assert names_in(selector) == sorted(set(names))
+    assert all(re.fullmatch(selector[1:-1], n) for n in names)

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
+from opscope.analysis.base.selectors import names_in
+
 INFO: Final = "info"
 WARN: Final = "warn"
 CRIT: Final = "crit"
@@ -76,6 +78,16 @@ class Finding:
         """Which model produced the saving: the critical-path what-if of the fix's change, or the rule's own
         estimate (a change the dependency graph cannot express). docs/advice.md, "Savings"."""
         return saving_basis(self.saving_model)
+
+    @property
+    def what_if_names(self) -> list[str] | None:
+        """The event names the change rescales, when its selector is a list of exact names (else None)."""
+        return names_in(self.what_if[0]) if self.what_if is not None else None
+
+    @property
+    def saving_label(self) -> str:
+        """The model that produced the saving, in words ("critical-path what-if", "estimate: <model>")."""
+        return saving_label(self.saving_model)
 
 
 @dataclass(frozen=True)

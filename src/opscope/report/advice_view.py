@@ -34,6 +34,16 @@ CSV_EXTRA_KEYS = frozenset(c.key for c in CSV_EXTRA)
 EVIDENCE_IN_TABLE = 3  # evidence items per finding in the text tables (JSON carries up to 10)
 
 
+def _what_if(f: Finding) -> dict[str, Any] | None:
+    """The change the fix makes: the events it rescales (`names`, exact names; else `pattern`, a regular
+    expression) and the `factor` (0 removes them), as `opscope critical-path --what-if` takes them."""
+    if f.what_if is None:
+        return None
+    names = f.what_if_names
+    found: dict[str, Any] = {"names": names} if names is not None else {"pattern": f.what_if[0]}
+    return {**found, "factor": f.what_if[1]}
+
+
 def finding_data(f: Finding) -> dict[str, Any]:
     return {
         "id": f.id,
@@ -53,7 +63,7 @@ def finding_data(f: Finding) -> dict[str, Any]:
         "saving_share": round(f.saving_share, 6),
         "saving_model": f.saving_model,
         "saving_basis": f.saving_basis,
-        "what_if": None if f.what_if is None else {"selector": f.what_if[0], "factor": f.what_if[1]},
+        "what_if": _what_if(f),
         "shared_with": list(f.shared_with),
     }
 

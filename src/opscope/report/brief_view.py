@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from opscope.analysis.findings import Advice, Finding, saving_label
+from opscope.analysis.findings import Advice, Finding
 from opscope.analysis.overview import Analysis
 from opscope.analysis.rules.model import WINDOW
 from opscope.analysis.rules.registry import RULES
@@ -140,7 +140,7 @@ def _fixes(advice: Advice | None) -> list[Line]:
         elif f.predicted_saving_ns <= 0:
             saving = "predicted saving none (the critical path would not get shorter)"
         else:
-            saving = f"predicted saving {duration(f.predicted_saving_ns)} ({saving_label(f.saving_model)})"
+            saving = f"predicted saving {duration(f.predicted_saving_ns)} ({f.saving_label})"
         lines.append(
             (
                 f"Fix {number}",

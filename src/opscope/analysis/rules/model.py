@@ -81,14 +81,7 @@ class Rule:
         return value > threshold if self.direction == ABOVE else value < threshold
 
 
-META = set("\\.+*?()|[]{}^$#&-~")  # escaped the same way by Python's re and Rust's regex (polars)
-
-
-def exact_names(names: list[str]) -> str:
-    """A regular expression matching exactly these names (for a what-if selector)."""
-    escaped = ("".join("\\" + c if c in META else c for c in name) for name in sorted(set(names)))
-    return "^(" + "|".join(escaped) + ")$"
-
+from opscope.analysis.base.selectors import exact_names, names_in  # noqa: E402  (re-exported)
 
 __all__ = [
     "ABOVE",
@@ -106,4 +99,5 @@ __all__ = [
     "Rule",
     "Skipped",
     "exact_names",
+    "names_in",
 ]
