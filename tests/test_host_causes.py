@@ -177,3 +177,49 @@ def test_an_implicit_sync_ends_with_the_work_it_waits_for(cli, tmp_path: Path, f
     assert out.code == 0, out.err
     (only,) = json.loads(out.out)["steps"]
     assert only["what_if"]["saving_us"] == pytest.approx(500, abs=1)
+
+
+CPU_LOADER = r"""
+import sys, time, torch
+from torch.utils.data import DataLoader, Dataset
+torch.set_num_threads(1)
+
+class Slow(Dataset):
+    def __len__(self):
+        return 1000
+    def __getitem__(self, i):
+        time.sleep(0.002)  # decoding stand-in: CPU time per item
+        return torch.randn(32, 32), i % 10
+
+model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(1024, 10))
+loader = DataLoader(Slow(), batch_size=8, num_workers=0)
+schedule = torch.profiler.schedule(wait=1, warmup=1, active=4)
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule,
+                            on_trace_ready=lambda p: p.export_chrome_trace(sys.argv[1])) as prof:
+    for step, (x, y) in enumerate(loader):
+        model(x).sum().backward()
+        prof.step()
+        if step >= 6:
+            break
+"""
+
+
+def test_a_cpu_only_capture_is_told_about_its_dataloader(cli, tmp_path: Path) -> None:
+    """A real CPU-only training loop recorded here with torch (no GPU): each step waits ~16 ms for its batch.
+    dataloader_bound fires on the CPU's own critical path (no GPU idle time to claim), and its saving is the
+    what-if of removing the loads."""
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+
+    trace = tmp_path / "cpu_loader.json"
+    subprocess.run(
+        [sys.executable, "-c", CPU_LOADER, str(trace)], check=True, timeout=300, capture_output=True
+    )
+    data = advise_json(cli, trace)
+    (found,) = [f for f in data["findings"] if f["id"] == "dataloader_bound"]
+    assert found["saving_basis"] == "critical_path_what_if" and found["what_if"]["factor"] == 0.0
+    out = cli("critical-path", trace, "--what-if", "DataLoader:0", "--format", "json")
+    what_if = sum(s["what_if"]["saving_us"] for s in json.loads(out.out)["steps"])
+    assert found["predicted_saving_us"] == pytest.approx(what_if, rel=0.01)
+    assert found["predicted_saving_us"] > 4 * 10_000  # four steps of ~16 ms of loading

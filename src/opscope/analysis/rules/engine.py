@@ -232,7 +232,10 @@ def evaluate(
             continue
         claimed[rule.id] = intervals.covered_ns(window_claims(hit.claims, bounds))
         saving, model = alone_ns(hit, claimed[rule.id], None)
-        if hit.time_at_stake_ns <= 0 or saving <= 0:
+        # a change the what-if can apply is judged by the what-if (below), not by its estimate: on a CPU-only
+        # capture a DataLoader wait claims no GPU idle time, yet removing it shortens every step
+        judged_later = predict and hit.what_if is not None
+        if hit.time_at_stake_ns <= 0 or (saving <= 0 and not judged_later):
             outcomes[rule.id] = RuleOutcome(rule.id, NO_TIME, float(hit.value), threshold, hit.detail)
             continue
         candidates.append(Candidate(rule, hit, threshold, saving, model))

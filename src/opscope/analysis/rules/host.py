@@ -269,5 +269,6 @@ RULES = (
         "prefetch_factor=2, persistent_workers=True); move decoding / augmentation off the main process or "
         "onto the GPU.",
         check=dataloader_time,
+        reads_gpu=False,  # it reads the loader's CPU spans: a CPU-only capture waits for its batches too
     ),
 )

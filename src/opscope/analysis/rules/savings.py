@@ -106,8 +106,13 @@ def attribute(candidates: Sequence[Candidate], bounds: Sequence[tuple[int, int]]
     for c in claim_order(candidates):
         mine = window_claims(c.hit.claims, bounds)
         total = intervals.covered_ns(mine)
-        if total <= 0 or c.alone_ns <= 0:
+        if c.alone_ns <= 0:
             out.append(Attributed(c, 0, ()))
+            continue
+        if total <= 0:
+            # it claims no time of the window (a CPU-only capture has no GPU idle time): nothing to share, its
+            # saving stands alone
+            out.append(Attributed(c, c.alone_ns, ()))
             continue
         overlap = intervals.intersection_ns(mine, taken) if taken.height else 0
         shared = tuple(rule for rule, _, theirs in owners if intervals.intersection_ns(mine, theirs) > 0)
