@@ -286,6 +286,8 @@ FINDING_KEYS = {
     "saving_model",
     "saving_basis",
     "what_if",
+    "saving_range_us",
+    "calibration",
     "shared_with",
 }
 

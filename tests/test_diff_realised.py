@@ -68,3 +68,26 @@ def test_diff_page_shows_predicted_against_realised(cli, tmp_path, open_report) 
     assert row.nth(5).inner_text() == f"{fixed['realised']['ratio']:.2f}x"
     assert row.nth(4).inner_text() == "step"
     opened.screenshot("diff-realised.png", "#findings-tables")
+
+
+@pytest.mark.corpus
+def test_a_finding_whose_model_has_a_record_states_its_range(cli) -> None:
+    """The shipped calibration (bench/bench_predictions.py --write-calibration, opscope/data/calibration.json):
+    a finding whose saving model has measured pairs carries its range, the saving x the lowest and highest
+    realised / predicted ratio, in the JSON and in `brief`; a model without pairs carries none."""
+    from opscope.analysis.rules.calibration import record_for, records
+
+    known = records()
+    assert "data_loading_overlapped" in known and known["data_loading_overlapped"].pairs >= 1
+    record = record_for("data_loading_overlapped, critical path")
+    assert record is not None and record.ratio_min <= record.ratio_max
+    data = json.loads(cli("advise", corpus_path(BASE), "--format", "json").out)
+    (loader,) = [f for f in data["findings"] if f["id"] == "dataloader_bound"]
+    low, high = loader["saving_range_us"]
+    assert low == pytest.approx(loader["predicted_saving_us"] * record.ratio_min, abs=0.01)
+    assert high == pytest.approx(loader["predicted_saving_us"] * record.ratio_max, abs=0.01)
+    assert loader["calibration"] == record.text()
+    others = [f for f in data["findings"] if record_for(f["saving_model"]) is None]
+    assert others and all(f["saving_range_us"] is None and f["calibration"] is None for f in others)
+    brief = cli("brief", corpus_path(BASE), "--width", "400").out
+    assert record.text() in brief

@@ -72,6 +72,11 @@ class Finding:
     # the change the fix makes, as a what-if of the critical-path model: (regular expression over event names,
     # factor); None where the dependency graph cannot express it (the saving is then the rule's estimate)
     what_if: tuple[str, float] | None = None
+    # where the saving model has a measured record (rules/calibration.py): the saving x the lowest and highest
+    # realised / predicted ratio of its pairs (ns), and the record in words; None / "" without one
+    saving_low_ns: int | None = None
+    saving_high_ns: int | None = None
+    calibration: str = ""
 
     @property
     def saving_basis(self) -> str:

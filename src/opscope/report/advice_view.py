@@ -64,6 +64,10 @@ def finding_data(f: Finding) -> dict[str, Any]:
         "saving_model": f.saving_model,
         "saving_basis": f.saving_basis,
         "what_if": _what_if(f),
+        "saving_range_us": None
+        if f.saving_low_ns is None or f.saving_high_ns is None
+        else [round(f.saving_low_ns / 1e3, 3), round(f.saving_high_ns / 1e3, 3)],
+        "calibration": f.calibration or None,
         "shared_with": list(f.shared_with),
     }
 
@@ -120,6 +124,16 @@ def combined_line(advice: Advice, total: int | None = None) -> str:
     )
 
 
+def range_line(advice: Advice) -> str | None:
+    """The findings whose saving model has a measured record, with the range it gives (issue 53)."""
+    ranged = [
+        f"{f.id} {f.saving_low_ns / 1e6:,.3f}-{f.saving_high_ns / 1e6:,.3f} ms ({f.calibration})"
+        for f in advice.findings
+        if f.saving_low_ns is not None and f.saving_high_ns is not None
+    ]
+    return "as measured: " + "; ".join(ranged) if ranged else None
+
+
 def basis_line(advice: Advice) -> str | None:
     """Which model produced the savings: the critical-path what-if of each fix's change, and the findings whose
     change the dependency graph cannot express (their rule's estimate, docs/advice.md "Savings")."""
@@ -162,7 +176,14 @@ def _footer(advice: Advice | None, total: int | None = None) -> tuple[str, ...]:
         return ()
     lines = [combined_line(advice, total)] if advice.findings else []
     lines += [
-        line for line in (basis_line(advice), withheld_line(advice), not_evaluated_line(advice)) if line
+        line
+        for line in (
+            basis_line(advice),
+            range_line(advice),
+            withheld_line(advice),
+            not_evaluated_line(advice),
+        )
+        if line
     ]
     return tuple(lines)
 

@@ -141,6 +141,11 @@ def _fixes(advice: Advice | None) -> list[Line]:
             saving = "predicted saving none (the critical path would not get shorter)"
         else:
             saving = f"predicted saving {duration(f.predicted_saving_ns)} ({f.saving_label})"
+            if f.saving_low_ns is not None and f.saving_high_ns is not None:
+                saving += (
+                    f"; between {duration(f.saving_low_ns)} and {duration(f.saving_high_ns)} as measured "
+                    f"({f.calibration})"
+                )
         lines.append(
             (
                 f"Fix {number}",

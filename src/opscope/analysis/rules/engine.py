@@ -36,6 +36,7 @@ from opscope.analysis.findings import (
     RuleOutcome,
     severity,
 )
+from opscope.analysis.rules.calibration import record_for
 from opscope.analysis.rules.context import RuleContext
 from opscope.analysis.rules.model import Hit, Rule, Skipped
 from opscope.analysis.rules.registry import RULES
@@ -300,6 +301,7 @@ def _note_for(ctx: RuleContext, rule_id: str) -> str | None:
 
 def _finding(ctx: RuleContext, c: Candidate, a: Attributed, window: int, cfg: RuleConfig) -> Finding:
     basis = ctx.basis_ns(c.rule.basis)
+    known = record_for(c.model) if a.saving_ns > 0 else None
     share = c.hit.time_at_stake_ns / basis if basis > 0 else 0.0
     saving_share = a.saving_ns / window if window > 0 else 0.0
     return Finding(
@@ -319,6 +321,9 @@ def _finding(ctx: RuleContext, c: Candidate, a: Attributed, window: int, cfg: Ru
         saving_model=c.model,
         shared_with=a.shared_with,
         what_if=c.hit.what_if,
+        saving_low_ns=round(a.saving_ns * known.ratio_min) if known else None,
+        saving_high_ns=round(a.saving_ns * known.ratio_max) if known else None,
+        calibration=known.text() if known else "",
     )
 
 
