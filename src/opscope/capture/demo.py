@@ -62,10 +62,14 @@ def diagnose(
     first-call costs), a line says it. `shares`: (name, share of GPU time or of CPU-operator self time), largest
     first."""
     unit = "GPU time" if gpu else "CPU operator self time"
+    # the idle time said once: by the first idle-time finding (the largest saving); the others it overlaps
+    # stay in `opscope advise`
+    idle_said = next((f.id for f in (advice.findings if advice else ()) if f.id in IDLE_RULES), None)
     findings = [
         f"[{f.severity}] {f.id}: {f.title} (saving about {(f.predicted_saving_ns or 0) / 1e6:.2f} ms). "
         f"{f.advice}"
         for f in (advice.findings if advice else ())
+        if f.id not in IDLE_RULES or f.id == idle_said
     ]
     if shares:
         name, share = shares[0]

@@ -191,7 +191,10 @@ def render_options(args: argparse.Namespace, to_terminal: bool) -> RenderOptions
     width = (
         args.width or _columns_env() or (shutil.get_terminal_size((100, 24)).columns if to_terminal else 100)
     )
-    return RenderOptions(width=width, wide=args.wide, color=color)
+    # a pipe without --width gets free text one logical line per line (an agent or a script reads lines, and a
+    # path cut in two cannot be copied back); tables keep the width
+    wrap = to_terminal or args.width is not None
+    return RenderOptions(width=width, wide=args.wide, color=color, wrap_prose=wrap)
 
 
 def emit(doc: Document, args: argparse.Namespace) -> None:

@@ -6,6 +6,7 @@ import csv
 import io
 import itertools
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,9 @@ class RenderOptions:
     width: int | None = None  # terminal width; None = detect (100 when not a terminal)
     wide: bool = False  # full kernel names instead of shortened ones
     color: bool = False
+    # free text (banners, the title, facts, notes, table footers) wrapped at the width, at word boundaries and
+    # never inside a word (a path, a kernel name); False (a pipe, no --width): one logical line per line
+    wrap_prose: bool = True
 
 
 def fmt(value: Any, kind: str) -> str:
@@ -150,6 +154,26 @@ def _table_cells(table: Table, options: RenderOptions, total_width: int) -> _Lai
     return _LaidOut(columns, cells, widths, hidden)
 
 
+def word_lines(text: str, width: int) -> list[tuple[int, int]]:
+    """(start, end) offsets of `text` laid out in lines of at most `width` characters, broken between words
+    only: a word longer than a line (a path, a kernel name) gets a line of its own, whole. The first line keeps
+    the text's leading spaces."""
+    out: list[tuple[int, int]] = []
+    start: int | None = None
+    end = 0
+    for word in re.finditer(r"\S+", text):
+        if start is None:
+            start, end = (0 if not out else word.start()), word.end()
+        elif word.end() - start <= width:
+            end = word.end()
+        else:
+            out.append((start, end))
+            start, end = word.start(), word.end()
+    if start is not None:
+        out.append((start, end))
+    return out or [(0, 0)]
+
+
 def render_table(doc: Document, options: RenderOptions) -> str:
     """A terminal table. Everything goes to Rich as `Text` (never a markup string) after `visible`: no text
     from a trace is markup, and none reaches the terminal as a control sequence."""
@@ -173,13 +197,25 @@ def render_table(doc: Document, options: RenderOptions) -> str:
         emoji=False,
         color_system="auto" if options.color else None,
     )
+
+    def prose(text: Any) -> None:
+        """One line of free text: wrapped between words on a terminal (a word longer than the line, a path,
+        stays whole), written as it is to a pipe."""
+        if options.wrap_prose:
+            for lo, hi in word_lines(text.plain, console.width):
+                console.print(text[lo:hi], soft_wrap=True)
+        elif options.color:
+            console.print(text, soft_wrap=True)
+        else:
+            buf.write(text.plain + "\n")
+
     for banner in doc.banners:
-        console.print(Text(visible(banner), style="bold red"))
-    console.print(Text(visible(doc.title), style="bold"))
+        prose(Text(visible(banner), style="bold red"))
+    prose(Text(visible(doc.title), style="bold"))
     for alert in doc.alerts:
-        console.print(Text(f"WARNING: {visible(alert)}", style="bold red"))
+        prose(Text(f"WARNING: {visible(alert)}", style="bold red"))
     for label, value in doc.facts:
-        console.print(Text.assemble((f"  {visible(label)}: ", "dim"), visible(value)))
+        prose(Text.assemble((f"  {visible(label)}: ", "dim"), visible(value)))
     for table, shown in laid_out:
         title = Text(visible(table.title), style="bold") if table.title else None
         plain = _plain_table(title, shown, console.width, options.color)
@@ -188,9 +224,9 @@ def render_table(doc: Document, options: RenderOptions) -> str:
         else:
             console.print(_rich_table(title, shown))
         for line in table.footer:
-            console.print(Text(visible(line)))
+            prose(Text(visible(line)))
         if shown.hidden:
-            console.print(
+            prose(
                 Text(
                     f"Hidden to fit {width} columns: {', '.join(shown.hidden)} (a larger --width, "
                     "--wide or --format json shows them)",
@@ -198,7 +234,7 @@ def render_table(doc: Document, options: RenderOptions) -> str:
                 )
             )
     for note in doc.notes:
-        console.print(Text(visible(note), style="dim"))
+        prose(Text(visible(note), style="dim"))
     return buf.getvalue()
 
 
