@@ -48,32 +48,41 @@ MODULE_LOAD = re.compile(
 GRAPH_SETUP = re.compile(r"GraphInstantiate|StreamBeginCapture|StreamEndCapture")
 
 
-def cause_advice(cause: IdleCause, framework: str, amd: bool) -> tuple[str, str]:
-    """(what the host was doing, in words; the remedy for it) for the idle time's largest host-side cause."""
-    names = [n.name for n in cause.top]
-    free = "hipFree" if amd else "cudaFree"
-    if cause.cause == RUNTIME_CALL and any(ALLOCATOR.search(n) for n in names):
-        return (
+def _runtime_kinds(free: str) -> tuple[tuple[re.Pattern[str], str, str], ...]:
+    """The runtime calls that name a host cause of their own: (call names, what the host was doing, remedy)."""
+    return (
+        (
+            ALLOCATOR,
             "allocating and freeing GPU memory",
             f"Allocator churn: the step allocates and frees device memory through the driver ({free} synchronises "
             "the device). In PyTorch keep the caching allocator on (PYTORCH_NO_CUDA_MEMORY_CACHING / "
             "PYTORCH_NO_HIP_MEMORY_CACHING unset), do not call torch.cuda.empty_cache() in the loop, and try "
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True where fragmentation forces frees; elsewhere allocate "
             "once outside the loop or use a memory pool (cudaMallocAsync / hipMallocAsync).",
-        )
-    if cause.cause == RUNTIME_CALL and any(MODULE_LOAD.search(n) for n in names):
-        return (
+        ),
+        (
+            MODULE_LOAD,
             "loading GPU code (a cold start)",
             "Cold start: the first calls load GPU modules lazily, and the window holds them. Profile after warm-up "
             "(torch.profiler.schedule(wait=1, warmup=2, active=3)); if the first step's latency itself matters, "
             "load eagerly (CUDA_MODULE_LOADING=EAGER) or run a warm-up step at start-up.",
-        )
-    if cause.cause == RUNTIME_CALL and any(GRAPH_SETUP.search(n) for n in names):
-        return (
+        ),
+        (
+            GRAPH_SETUP,
             "capturing or instantiating a graph",
             "Graph capture and instantiation are in the window: capture once at start-up and profile the "
             "replays.",
-        )
+        ),
+    )
+
+
+def cause_advice(cause: IdleCause, framework: str, amd: bool) -> tuple[str, str]:
+    """(what the host was doing, in words; the remedy for it) for the idle time's largest host-side cause."""
+    names = [n.name for n in cause.top]
+    if cause.cause == RUNTIME_CALL:
+        for calls, doing, remedy in _runtime_kinds("hipFree" if amd else "cudaFree"):
+            if any(calls.search(n) for n in names):
+                return doing, remedy
     text = {
         RUNTIME_CALL: (
             "inside runtime calls",
