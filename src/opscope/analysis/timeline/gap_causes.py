@@ -108,53 +108,58 @@ class HostSets:
     leaves: pl.DataFrame  # the Python frames with no frame inside them: what ran (names `between_ops`)
 
 
-_HOST = {Col.NAME: pl.String, Col.PID: pl.String, S: pl.Int64, E: pl.Int64}
-
-
-def _empty() -> pl.DataFrame:
-    return pl.DataFrame(schema=_HOST)
+_HOST = (Col.NAME, Col.PID, S, E)  # the columns of a host set (name and pid as the trace keeps them)
 
 
 def host_sets(trace: Trace, linkage: Linkage) -> HostSets:
     """The host events by cause (module doc), read once per trace: the runtime and driver calls (name, pid,
-    ts, dur: the only columns read), the scopes of the link table (ops, annotations, Python frames)."""
+    ts, dur: the only columns read), the scopes of the link table (ops, annotations, Python frames). Names and
+    processes stay categorical: the patterns are matched on the few distinct names, never per row (a 1 GB
+    trace holds a million runtime calls)."""
     calls = (
         trace.lazy()
         .filter(pl.col(Col.KIND).is_in([Kind.RUNTIME, Kind.DRIVER]) & pl.col(Col.TS_NS).is_not_null())
         .select(
-            pl.col(Col.NAME).cast(pl.String),
-            pl.col(Col.PID).cast(pl.String),
+            Col.NAME,
+            Col.PID,
             pl.col(Col.TS_NS).alias(S),
             (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).fill_null(0).clip(lower_bound=0)).alias(E),
         )
         .filter(pl.col(E) > pl.col(S))
         .collect()
     )
-    names = calls[Col.NAME].unique().drop_nulls().to_list()
+    names = _distinct(calls)
     sync_re, copy_re, launch_re = (re.compile(p) for p in (SYNC_CALL_PATTERN, COPY_CALL, LAUNCH_API))
-    waiting = {n for n in names if sync_re.search(n) or copy_re.search(n)}
-    launching = {n for n in names if n not in waiting and launch_re.search(n)}
+    waiting = [n for n in names if sync_re.search(n) or copy_re.search(n)]
+    launching = [n for n in names if n not in waiting and launch_re.search(n)]
     scopes = linkage.scopes.filter(pl.col(Col.TS_NS).is_not_null()).select(
-        pl.col(Col.NAME).cast(pl.String),
-        pl.col(Col.PID).cast(pl.String),
+        Col.NAME,
+        Col.PID,
         Col.KIND,
         Col.TID,
         pl.col(Col.TS_NS).alias(S),
         (pl.col(Col.TS_NS) + pl.col(Col.DUR_NS).fill_null(0).clip(lower_bound=0)).alias(E),
     )
-    loader = pl.col(Col.NAME).str.contains(DATALOADER_PATTERN)
+    scope_names = _distinct(scopes)
+    loader = pl.col(Col.NAME).is_in([n for n in scope_names if re.search(DATALOADER_PATTERN, n)])
     # a step marker is an annotation whatever kind the trace gives it (older Kineto writes cpu_op)
-    is_op = (pl.col(Col.KIND) == Kind.CPU_OP) & ~pl.col(Col.NAME).str.contains(STEP_MARKER)
+    markers = [n for n in scope_names if re.search(STEP_MARKER, n)]
+    is_op = (pl.col(Col.KIND) == Kind.CPU_OP) & ~pl.col(Col.NAME).is_in(markers)
     ops = scopes.filter(is_op & ~loader)
     return HostSets(
-        sync=calls.filter(pl.col(Col.NAME).is_in(list(waiting))),
-        runtime=calls.filter(~pl.col(Col.NAME).is_in(list(waiting | launching))),
-        launching=calls.filter(pl.col(Col.NAME).is_in(list(launching))),
-        dataloader=scopes.filter(loader).select(_HOST.keys()),
-        ops=_outermost(ops).select(_HOST.keys()),
-        frames=scopes.filter(~is_op & ~loader).select(_HOST.keys()),
-        leaves=_innermost(scopes.filter(pl.col(Col.KIND) == Kind.PYTHON)).select(_HOST.keys()),
+        sync=calls.filter(pl.col(Col.NAME).is_in(waiting)),
+        runtime=calls.filter(~pl.col(Col.NAME).is_in(waiting + launching)),
+        launching=calls.filter(pl.col(Col.NAME).is_in(launching)),
+        dataloader=scopes.filter(loader).select(_HOST),
+        ops=_outermost(ops).select(_HOST),
+        frames=scopes.filter(~is_op & ~loader).select(_HOST),
+        leaves=_innermost(scopes.filter(pl.col(Col.KIND) == Kind.PYTHON)).select(_HOST),
     )
+
+
+def _distinct(frame: pl.DataFrame) -> list[str]:
+    """The distinct names of `frame`, as text."""
+    return [str(n) for n in frame[Col.NAME].unique().drop_nulls().cast(pl.String).to_list()]
 
 
 def _outermost(ops: pl.DataFrame) -> pl.DataFrame:
@@ -181,20 +186,28 @@ def _innermost(frames: pl.DataFrame) -> pl.DataFrame:
 
 
 def _for(frame: pl.DataFrame, pids: list[str] | None) -> pl.DataFrame:
-    return frame if pids is None else frame.filter(pl.col(Col.PID).is_in(pids) | pl.col(Col.PID).is_null())
+    if pids is None:
+        return frame
+    return frame.filter(pl.col(Col.PID).is_in(pids) | pl.col(Col.PID).is_null())
 
 
 def _top(events: pl.DataFrame, part: pl.DataFrame) -> tuple[NamedTime, ...]:
-    """The names whose events overlap `part` (merged intervals) the most: one sweep (`intervals.Coverage`) over
-    each name's merged events."""
+    """The names whose events overlap `part` (merged intervals) the most: one sweep (`intervals.Coverage`) to
+    keep the events that overlap it at all, then each name's merged events measured again (two threads in one
+    call count its time once)."""
     if events.height == 0 or part.height == 0:
         return ()
     cover = intervals.Coverage(part)
-    # each name's events merged first: two threads in the same call at once count its time once
-    events = intervals.merge(events.select(pl.col(Col.NAME).fill_null("(unnamed)"), S, E), by=[Col.NAME])
-    inside = cover.inside(events[S].to_numpy(), events[E].to_numpy())
+    touching = events.filter(pl.Series(cover.inside(events[S].to_numpy(), events[E].to_numpy()) > 0))
+    if touching.height == 0:
+        return ()
+    merged = intervals.merge(
+        touching.select(pl.col(Col.NAME).cast(pl.String).fill_null("(unnamed)"), S, E), by=[Col.NAME]
+    )
     grouped = (
-        pl.DataFrame({"name": events[Col.NAME], "ns": inside})
+        pl.DataFrame(
+            {"name": merged[Col.NAME], "ns": cover.inside(merged[S].to_numpy(), merged[E].to_numpy())}
+        )
         .filter(pl.col("ns") > 0)
         .group_by("name")
         .agg(pl.col("ns").sum())
