@@ -196,7 +196,8 @@ def test_critical_path_memory_efficiency_run(cli, relative: str) -> None:  # typ
         result = cli(command, path, "--width", "100")
         assert result.code == 0, (command, result.err)
         assert text in " ".join(result.out.split()) and "Traceback" not in result.err
-        assert max(len(line) for line in result.out.splitlines()) <= 100
+        # within 100 columns, but a word longer than a line (a path) keeps a line of its own, whole
+        assert all(len(line) <= 100 or len(line.split()) == 1 for line in result.out.splitlines())
 
 
 @pytest.mark.corpus

@@ -193,7 +193,7 @@ def render_options(args: argparse.Namespace, to_terminal: bool) -> RenderOptions
     )
     # a pipe without --width gets free text one logical line per line (an agent or a script reads lines, and a
     # path cut in two cannot be copied back); tables keep the width
-    wrap = to_terminal or args.width is not None
+    wrap = to_terminal or args.width is not None or _columns_env() is not None
     return RenderOptions(width=width, wide=args.wide, color=color, wrap_prose=wrap)
 
 
