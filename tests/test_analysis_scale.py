@@ -64,7 +64,12 @@ def test_memory_grows_no_faster_than_the_trace(tiled: tuple[dict[int, Path], Pat
         peak_kb(["summary", str(path)], cache)  # into the cache first: warm runs only
     peak = {n: peak_kb([command, str(path)], cache) for n, path in paths.items()}
     assert peak[COPIES] <= 4.5 * peak[1], f"{command}: {peak}"
-    assert peak[16] - peak[COPIES] <= 6 * max(peak[COPIES] - peak[1], 1), f"{command}: {peak}"
+    # 12 copies more against 3 more: 4x is linear. advise holds the critical-path what-if's step arrays (~2 MB
+    # a step here) since every finding states its change as a what-if (issue 59); its stages grow 15 MB a copy
+    # from x1 to x4 and from x4 to x16 alike (in-process, per stage), but at x1 its process peak sits partly in
+    # fixed costs, and the ratio of the two increments measured 5.4-6.1: held to 7 for it
+    limit = 7 if command == "advise" else 6
+    assert peak[16] - peak[COPIES] <= limit * max(peak[COPIES] - peak[1], 1), f"{command}: {peak}"
 
 
 @pytest.mark.slow
