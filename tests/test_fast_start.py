@@ -122,3 +122,23 @@ def test_blas_threads_left_alone_for_user_code(monkeypatch, command: str) -> Non
     assert "OPENBLAS_NUM_THREADS" not in __import__("os").environ
     cli_main._single_threaded_blas("summary")
     assert __import__("os").environ["OPENBLAS_NUM_THREADS"] == "1"
+
+
+def test_version_says_what_a_bug_report_needs() -> None:
+    """`opscope --version` (issue 54 item 3): the version, the native core's build (its file, ABI tag, machine and
+    the oldest glibc its symbols need), the Python, and the extras installed; on standard output, exit 0."""
+    from opscope._version import __version__
+
+    done = subprocess.run(
+        [sys.executable, "-m", "opscope", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stderr == ""
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"opscope {__version__}"
+    assert lines[1].startswith("native core: _native.") and "glibc >= 2." in lines[1]
+    assert lines[2].startswith("python: ") and lines[3].startswith("extras: ")
+    assert "mcp (mcp " in lines[3]  # the dev install has every extra

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from opscope._version import __version__
 from opscope.analysis.base.stages import stage
 from opscope.cli import address_space, allocator, memory_guard, native_noise
 from opscope.cli.parser import OneLineParser, grouped_commands
@@ -119,6 +118,23 @@ def _setup_logging(quiet: bool) -> None:
     logger.propagate = False
 
 
+class VersionAction(argparse.Action):
+    """`--version`: `version_info.version_text()`, computed only when asked (it reads the native core's file)."""
+
+    def __init__(
+        self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: object
+    ) -> None:
+        super().__init__(
+            option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=str(kwargs.get("help", ""))
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from opscope.version_info import version_text
+
+        sys.stdout.write(version_text() + "\n")
+        parser.exit()
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; only the subcommand named in `argv` (if any) is imported and given its options."""
     parser = OneLineParser(
@@ -127,7 +143,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         epilog=grouped_commands(COMMANDS, GROUP, GROUP_TITLES, EXAMPLES),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"opscope {__version__}")
+    parser.add_argument(
+        "--version",
+        action=VersionAction,
+        help="the version, the native core's build, the Python and the extras installed (for bug reports)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no warnings on standard error")
     sub = parser.add_subparsers(
         dest="command",
