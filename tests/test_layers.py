@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "opscope.errors",
         "opscope.model",
         "opscope._version",
+        "opscope.version_info",  # `--version`'s text: the version, the native core's file, the extras (stdlib only)
         "opscope.untrusted",
         "opscope.tables",
         "opscope.extras",
