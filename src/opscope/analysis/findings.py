@@ -146,6 +146,11 @@ class Advice:
     def not_evaluated(self) -> tuple[RuleOutcome, ...]:
         return tuple(o for o in self.outcomes if o.status == NOT_EVALUATED)
 
+    @property
+    def fired(self) -> dict[str, Finding]:
+        """Every rule that fired, by id: its findings and those withheld."""
+        return {f.id: f for f in (*self.findings, *self.withheld)}
+
     def worst(self) -> str | None:
         levels = [SEVERITIES.index(f.severity) for f in self.findings]
         return SEVERITIES[max(levels)] if levels else None

@@ -74,8 +74,8 @@ def findings_changes(
     explained by another finding there) is remaining, with a saving of 0 on that side. not_comparable: what
     would be fixed or new but cannot be compared: the rule was not evaluated on the other side, or the two
     GPUs' vendors name the rule's events differently."""
-    before = _all(base)
-    after = _all(new)
+    before = base.fired if base else {}
+    after = new.fired if new else {}
     shown = [f.id for f in base.findings] if base else []
     shown += [f.id for f in new.findings if f.id not in shown] if new else []
     fixed = [i for i in shown if i in before and i not in after]
@@ -114,11 +114,6 @@ def _incomparable(
     if rule in NAME_DEPENDENT and a and b and a != b:
         return f"{a.upper()} and {b.upper()} GPUs name these events differently"
     return ""
-
-
-def _all(advice: Advice | None) -> dict[str, Finding]:
-    """Every rule that fired on a trace, by id: its findings and those withheld."""
-    return {f.id: f for f in (*advice.findings, *advice.withheld)} if advice else {}
 
 
 def realised_text(item: dict[str, Any]) -> str:

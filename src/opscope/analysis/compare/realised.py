@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from opscope.analysis.compare.profile import TraceProfile
-from opscope.analysis.findings import Advice, Finding
+from opscope.analysis.findings import Advice
 
 FIXED = "fixed"
 REDUCED = "reduced"
@@ -35,10 +35,6 @@ class Realised:
     realised_ns: int  # over BASE's window: realised per step x BASE's steps, else the window's fall
     ratio: float | None  # realised / predicted (None when nothing was predicted)
     also_changed: tuple[str, ...]  # what else changed that could explain the difference
-
-
-def _all(advice: Advice | None) -> dict[str, Finding]:
-    return {f.id: f for f in (*advice.findings, *advice.withheld)} if advice else {}
 
 
 def _mean_step(profile: TraceProfile) -> int | None:
@@ -89,7 +85,7 @@ def realised(
 ) -> list[Realised]:
     """Each finding of BASE that NEW fixes (its rule no longer fires) or reduces (its time at stake fell),
     with BASE's prediction and NEW's measured change (module doc)."""
-    before, after = _all(base_advice), _all(new_advice)
+    before, after = (base_advice.fired if base_advice else {}), (new_advice.fired if new_advice else {})
     skipped = {o.id for o in new_advice.not_evaluated} if new_advice else set()
     shown = [f.id for f in base_advice.findings] if base_advice else []
     fixed = [i for i in shown if i not in after and i not in skipped]

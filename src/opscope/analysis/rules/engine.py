@@ -354,8 +354,9 @@ def _refined(
 
 
 def _joint(ctx: RuleContext, kept: list[Attributed], model: Any) -> int | None:
-    """The critical-path what-if of every kept finding's transformation at once (None without a model)."""
-    rules = [a.candidate.hit.what_if for a in kept if on_path(a.candidate.model) and a.candidate.hit.what_if]
+    """The critical-path what-if of the transformations of `kept` (the findings whose saving is a what-if) at
+    once (None without a model)."""
+    rules = [a.candidate.hit.what_if for a in kept if a.candidate.hit.what_if is not None]
     if model is None or not rules:
         return None
     try:

@@ -35,23 +35,23 @@ def framework_of(trace: Trace) -> str:
     return PYTORCH if torch_ops else NATIVE
 
 
-def graphs(amd: bool) -> str:
-    return "HIP graphs" if amd else "CUDA graphs"
+def graph(amd: bool) -> str:
+    return "HIP graph" if amd else "CUDA graph"
 
 
 def remedies(rule: str, framework: str, amd: bool) -> str | None:
     """The advice of `rule` for a framework other than PyTorch (None: the rule's own text stands)."""
-    g = graphs(amd)
+    g = graph(amd)
     if framework == JAX:
         return {
             "host_bound": "The host does not queue work fast enough: put the whole step under one jax.jit (and the "
             "loop over layers or micro-batches under lax.scan) so XLA launches it as one program; let XLA record "
             "command buffers (--xla_gpu_enable_command_buffer, the default in recent JAX) so a step replays as a "
-            f"{g.replace('graphs', 'graph')}; keep host work (data loading, logging, .block_until_ready()) out "
+            f"{g}; keep host work (data loading, logging, .block_until_ready()) out "
             "of the step.",
             "launch_bound_small_kernels": "Many tiny kernels launched one by one: jit larger functions so XLA fuses "
             "them, scan over repeated layers (lax.scan) instead of a Python loop, and let XLA's command buffers "
-            f"replay the step as a {g.replace('graphs', 'graph')} (--xla_gpu_enable_command_buffer).",
+            f"replay the step as a {g} (--xla_gpu_enable_command_buffer).",
             "sync_in_loop": "Each host synchronisation (.block_until_ready(), jax.device_get, printing or "
             "converting a device array in the loop) stops the host from queueing work ahead of the GPU: read "
             "results once per N steps, asynchronously (jax.debug.callback, or device_get of the previous step).",
@@ -66,12 +66,12 @@ def remedies(rule: str, framework: str, amd: bool) -> str | None:
     if framework == NATIVE:
         return {
             "host_bound": "The host does not queue work fast enough: capture the steady loop in a "
-            f"{g.replace('graphs', 'graph')} ({'hipStreamBeginCapture / hipGraphLaunch' if amd else 'cudaStreamBeginCapture / cudaGraphLaunch'}) "
+            f"{g} ({'hipStreamBeginCapture / hipGraphLaunch' if amd else 'cudaStreamBeginCapture / cudaGraphLaunch'}) "
             "and replay it, issue independent work on separate streams, move host preprocessing to its own "
             "thread; for a TensorRT engine, enqueue asynchronously (enqueueV3) and let the builder fuse more "
             "(a larger workspace, fewer plugins).",
             "launch_bound_small_kernels": "Many tiny kernels launched one by one: replay them as a "
-            f"{g.replace('graphs', 'graph')}, fuse them into fewer kernels, or let the engine builder fuse "
+            f"{g}, fuse them into fewer kernels, or let the engine builder fuse "
             "them (TensorRT: fewer plugins, a larger builder workspace).",
             "sync_in_loop": "Each host synchronisation stops the host from queueing work ahead of the GPU: wait on "
             "events (cudaEventSynchronize / hipEventSynchronize) only where the result is needed, and use "

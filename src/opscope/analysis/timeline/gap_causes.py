@@ -36,6 +36,7 @@ import polars as pl
 from opscope.analysis.base import intervals
 from opscope.analysis.base import window as win
 from opscope.analysis.base.linking import LAUNCH_API, Linkage
+from opscope.analysis.base.windows import STEP_NAME
 from opscope.analysis.timeline.syncs import SYNC_CALL_PATTERN
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
@@ -77,7 +78,6 @@ MEANING: Final = {
     UNTRACED: "no recorded host event",
 }
 DATALOADER_PATTERN: Final = r"DataLoader.*__next__|DataLoaderIter.*__next__"
-STEP_MARKER: Final = r"^ProfilerStep#\d+$"
 COPY_CALL: Final = r"^(cuda|hip)MemcpyAsync$|^cuMemcpy\w*Async(_v2)?$"
 TOP: Final = 5  # names per cause
 
@@ -143,7 +143,7 @@ def host_sets(trace: Trace, linkage: Linkage) -> HostSets:
     scope_names = _distinct(scopes)
     loader = pl.col(Col.NAME).is_in([n for n in scope_names if re.search(DATALOADER_PATTERN, n)])
     # a step marker is an annotation whatever kind the trace gives it (older Kineto writes cpu_op)
-    markers = [n for n in scope_names if re.search(STEP_MARKER, n)]
+    markers = [n for n in scope_names if re.search(STEP_NAME, n)]
     is_op = (pl.col(Col.KIND) == Kind.CPU_OP) & ~pl.col(Col.NAME).is_in(markers)
     ops = scopes.filter(is_op & ~loader)
     return HostSets(
@@ -252,18 +252,18 @@ def device_causes(
     its activity cut to the window), in CAUSES order, adding up to the length of `gaps`."""
     left = intervals.merge(gaps)
     before, after = _edges(clipped, window)
+    sync, runtime, launching, loader, ops, frames = (
+        _for(h, pids)
+        for h in (host.sync, host.runtime, host.launching, host.dataloader, host.ops, host.frames)
+    )
     sets: list[tuple[str, pl.DataFrame, pl.DataFrame | None]] = [
-        (
-            SYNC_WAIT,
-            pl.concat([_for(host.sync, pids).select(S, E), gpu_syncs.select(S, E)]),
-            _for(host.sync, pids),
-        ),
+        (SYNC_WAIT, pl.concat([sync.select(S, E), gpu_syncs.select(S, E)]), sync),
         (QUEUED, queued.select(S, E), None),
-        (RUNTIME_CALL, _for(host.runtime, pids), _for(host.runtime, pids)),
-        (LAUNCHING, _for(host.launching, pids), _for(host.launching, pids)),
-        (DATALOADER, _for(host.dataloader, pids), _for(host.dataloader, pids)),
-        (IN_OP, _for(host.ops, pids), _for(host.ops, pids)),
-        (BETWEEN_OPS, _for(host.frames, pids), _for(host.leaves, pids)),
+        (RUNTIME_CALL, runtime, runtime),
+        (LAUNCHING, launching, launching),
+        (DATALOADER, loader, loader),
+        (IN_OP, ops, ops),
+        (BETWEEN_OPS, frames, _for(host.leaves, pids)),
         (BEFORE_FIRST, before, None),
         (AFTER_LAST, after, None),
     ]
