@@ -92,7 +92,8 @@ def test_table_has_rest_line_and_short_names(cli) -> None:
     result = cli("summary", corpus_path(V100), "--top", "3", "--width", "100")
     assert result.code == 0
     assert "more rows:" in result.out
-    assert all(len(line) <= 100 for line in result.out.splitlines())
+    # within 100 columns, but a word longer than a line (the trace path) keeps a line of its own, whole
+    assert all(len(line) <= 100 or len(line.split()) == 1 for line in result.out.splitlines())
     assert "…" in result.out
     wide = cli("summary", corpus_path(V100), "--top", "3", "--wide", "--width", "100")
     assert "CatArrayBatchedCopy" in wide.out or "at::native::" in wide.out

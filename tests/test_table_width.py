@@ -43,7 +43,9 @@ def test_every_table_fits_100_columns_without_double_ellipses(cli, command, trac
     assert result.code == 0, result.err
     lines = result.out.splitlines()
     assert len(lines) > 3
-    too_wide = [line for line in lines if len(line) > 100]
+    # a word longer than a line (the trace's path, whose length depends on where the corpus lives) keeps a
+    # line of its own, whole (free text wraps between words only): not a table too wide
+    too_wide = [line for line in lines if len(line) > 100 and len(line.split()) > 1]
     assert not too_wide, too_wide[:3]
     assert not [line for line in lines if "……" in line]
 
