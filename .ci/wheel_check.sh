@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# The abi3 wheel (issue 30): build it, check its tags, install it into a fresh virtual environment whose PATH has
-# no Rust toolchain, and run `opscope summary` and `opscope advise` on a corpus trace from that install.
+# The Linux wheel: build it for old glibc, check what the binary really needs, install it into a fresh virtual
+# environment whose PATH has no Rust toolchain, and run `summary`, `advise`, `brief` and `report` from that install.
 #
-# Usage: .ci/wheel_check.sh [TRACE]   (with the development venv active: it provides maturin)
+# Usage: .ci/wheel_check.sh [TRACE]   (with the development venv active: it provides maturin, ziglang, auditwheel)
 #
-# The build reuses the release-profile build that `pip install -e .` made: same profile ([tool.maturin] profile =
-# "release"), features and target folder (native/target), so cargo finds every crate fresh and maturin only
-# links and packs (seconds, not a second 15-minute compile). maturin's auditwheel check picks the manylinux
-# policy from the glibc symbols the library uses (manylinux_2_34 on Debian 12); the release workflow builds the
-# published wheels in maturin's manylinux containers for older systems.
+# maturin links with zig (`--zig`, ziglang from PyPI: no container) against glibc 2.17's symbols, so one
+# cp310-abi3-manylinux_2_17 wheel installs on RHEL/Rocky 8, Ubuntu 20.04, Amazon Linux 2 and newer. The build
+# has its own target folder (native/target/manylinux): zig as the linker would otherwise invalidate the release
+# build that `pip install -e .` keeps in native/target. auditwheel then reads the glibc symbol versions the
+# extension asks for; the file name alone proves nothing. The release workflow builds the same way.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 traces="${OPSCOPE_TRACES:-$repo/../shared/traces}"
 trace="${1:-$traces/tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz}"
+policy="manylinux_2_17"  # the oldest glibc (2.17) Rust's standard library supports
+newest_allowed="2.28"    # what the wheel may need at most: RHEL 8's glibc
 if [ ! -f "$trace" ]; then
   echo "wheel check: trace not found: $trace (set OPSCOPE_TRACES or pass a trace)" >&2
   exit 1
@@ -22,7 +24,8 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 # 1. Build.
-(cd "$repo" && maturin build --release --quiet --out "$work/dist" --interpreter "$(command -v python)")
+(cd "$repo" && CARGO_TARGET_DIR="$repo/native/target/manylinux" maturin build --release --quiet --zig \
+  --compatibility "$policy" --out "$work/dist" --interpreter "$(command -v python)")
 wheels=("$work"/dist/opscope-*.whl)
 if [ "${#wheels[@]}" -ne 1 ]; then
   echo "wheel check: expected one wheel, found: ${wheels[*]}" >&2
@@ -30,27 +33,55 @@ if [ "${#wheels[@]}" -ne 1 ]; then
 fi
 wheel="${wheels[0]}"
 
-# 2. Tags: one wheel for every CPython >= 3.10 (abi3), for manylinux (installable on other Linux systems).
-python - "$wheel" <<'EOF'
-import sys, zipfile
+# 2. Tags, the glibc the binary really needs (auditwheel reads its versioned symbols), and no debug info or
+# symbol table left in the extension (the release profile strips it).
+python - "$wheel" "$newest_allowed" <<'EOF'
+import re, subprocess, sys, zipfile
 from pathlib import Path
 
-wheel = Path(sys.argv[1])
+from elftools.elf.elffile import ELFFile  # pyelftools: auditwheel's own ELF reader
+
+wheel, newest_allowed = Path(sys.argv[1]), tuple(int(part) for part in sys.argv[2].split("."))
+problems = []
 with zipfile.ZipFile(wheel) as archive:
     info = next(n for n in archive.namelist() if n.endswith(".dist-info/WHEEL"))
     fields = [line.split(":", 1) for line in archive.read(info).decode().splitlines() if ":" in line]
+    extension = next(n for n in archive.namelist() if n.endswith(".abi3.so"))
+    (wheel.parent / "extension.so").write_bytes(archive.read(extension))
+    extension_size = archive.getinfo(extension).file_size
 tags = [value.strip() for key, value in fields if key == "Tag"]
 pure = [value.strip() for key, value in fields if key == "Root-Is-Purelib"]
-problems = []
-if len(tags) != 1 or not tags[0].startswith("cp310-abi3-manylinux_"):
-    problems.append(f"tags {tags} (want one cp310-abi3-manylinux_* tag)")
-if not wheel.name.endswith(f"-{tags[0] if tags else '?'}.whl"):
-    problems.append(f"the file name {wheel.name} does not carry the tag {tags}")
+if not tags or not all(re.fullmatch(r"cp310-abi3-manylinux(2014|_2_\d+)_x86_64", tag) for tag in tags):
+    problems.append(f"tags {tags} (want cp310-abi3-manylinux_* tags)")
+if not wheel.name.endswith("-cp310-abi3-" + ".".join(tag.split("-")[2] for tag in tags) + ".whl"):
+    problems.append(f"the file name {wheel.name} does not carry the tags {tags}")
 if pure != ["false"]:
     problems.append(f"Root-Is-Purelib {pure} (a wheel with an extension is platform-specific)")
+
+shown = " ".join(
+    subprocess.run(["auditwheel", "show", str(wheel)], capture_output=True, text=True, check=True).stdout.split()
+)
+found = re.search(r'consistent with the following platform tag: "manylinux_(\d+)_(\d+)_x86_64"', shown)
+needs = (0, 0)
+if found is None:
+    problems.append(f"auditwheel names no manylinux policy: {shown[:300]}")
+else:
+    needs = (int(found[1]), int(found[2]))
+    if needs > newest_allowed:
+        problems.append(f"the extension needs glibc {needs[0]}.{needs[1]} (at most {sys.argv[2]} allowed)")
+    if not any(tag.endswith(f"manylinux_{needs[0]}_{needs[1]}_x86_64") for tag in tags):
+        problems.append(f"auditwheel says manylinux_{needs[0]}_{needs[1]}, the wheel is tagged {tags}")
+
+with open(wheel.parent / "extension.so", "rb") as handle:
+    sections = [section.name for section in ELFFile(handle).iter_sections()]
+(wheel.parent / "extension.so").unlink()
+left = [name for name in sections if name == ".symtab" or name.startswith(".debug_")]
+if left:
+    problems.append(f"the extension is not stripped: {left}")
 if problems:
     sys.exit("wheel check: " + "; ".join(problems))
-print(f"wheel check: {wheel.name}: tag {tags[0]}")
+print(f"wheel check: {wheel.name}: auditwheel: glibc >= {needs[0]}.{needs[1]}; stripped;"
+      f" wheel {wheel.stat().st_size / 1e6:.1f} MB, extension {extension_size / 1e6:.1f} MB")
 EOF
 
 # 3. A fresh virtual environment, and a PATH without any folder that holds cargo or rustc.
@@ -79,8 +110,16 @@ import sys, opscope, opscope._native as native
 where = [opscope.__file__, native.__file__]
 assert all(p.startswith(sys.prefix) for p in where), where
 print("wheel check: imported from", sys.prefix)'
+in_venv opscope --version
 in_venv opscope summary "$trace" --top 5
 in_venv opscope advise "$trace" --top 3
+brief="$(in_venv opscope brief "$trace")"
+printf '%s\n' "$brief"
+lines="$(printf '%s\n' "$brief" | wc -l)"
+if [ "$lines" -gt 15 ]; then
+  echo "wheel check: brief printed $lines lines (at most 15)" >&2
+  exit 1
+fi
 
 # 5. A missing extra names the command that works for a wheel install, and that command works as printed.
 if message="$(in_venv opscope report "$trace" -o "$work/report.html" 2>&1)"; then
