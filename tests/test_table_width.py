@@ -50,6 +50,14 @@ def test_every_table_fits_100_columns_without_double_ellipses(cli, command, trac
     assert not [line for line in lines if "……" in line]
 
 
+def test_the_formats_table_fits_100_columns(cli):
+    """`opscope formats` (no trace): its description column wraps instead of widening the table to 158."""
+    result = cli("formats", "--width", "100")
+    assert result.code == 0, result.err
+    too_wide = [line for line in result.out.splitlines() if len(line) > 100]
+    assert not too_wide, too_wide[:3]
+
+
 @pytest.mark.corpus
 def test_kernels_hides_launch_details_and_says_so(cli):
     """Before: 142 columns at width 100 with 16-character names. Now the name is readable and the hidden

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     columns = (
         Column("name", "Format", TEXT),
         Column("extensions", "Usual names", TEXT),
-        Column("description", "What", TEXT),
+        Column("description", "What", TEXT, wrap=True),
     )
     doc = Document(
         title="Trace formats (detected by content, not by file name)",
