@@ -32,11 +32,12 @@ def test_word_lines_break_between_words_only(words: list[str], width: int, inden
 @pytest.mark.parametrize("rel", corpus_traces())
 def test_brief_is_at_most_15_lines_and_keeps_its_path_whole(cli, rel: str) -> None:
     path = str(corpus_path(rel))
-    out = cli("brief", path)
-    assert out.code == 0, out.err
-    lines = out.out.splitlines()
-    assert len(lines) <= 15
-    assert any(path in line for line in lines)
+    for fmt in ("table", "markdown"):  # JSON is one document, not lines
+        out = cli("brief", path, "--format", fmt)
+        assert out.code == 0, out.err
+        lines = out.out.splitlines()
+        assert len(lines) <= 15, (fmt, len(lines))
+        assert any(path in line.replace("\\", "") for line in lines), fmt  # Markdown escapes `_` as `\_`
 
 
 @pytest.mark.corpus
