@@ -1,7 +1,8 @@
-"""AMD's SQLite outputs that opscope recognises but has no reader for yet (issue 56: until their readers exist,
-detection says so plainly, and the corpus tests skip such files by that answer instead of failing as if they
-were damaged Nsight Systems exports). The two corpus databases, and a hand-made rocpd database (labelled: its
-tables named as rocprofiler-sdk names them, with the run's uuid suffix, and no rows)."""
+"""AMD's SQLite outputs that opscope recognises but has no reader for yet (until their readers exist, detection
+says so plainly, and the corpus tests skip such files by that answer instead of failing as if they were damaged
+Nsight Systems exports). The corpus rocprof-compute database, and a hand-made rocpd database (labelled: its
+tables named as rocprofiler-sdk names them, with the run's uuid suffix, and no rows). rpd files are read
+(tests/test_rpd.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from opscope.ingest.registry import detect
 @pytest.mark.parametrize(
     ("relative", "what"),
     [
-        ("rpd/matmul_result.rpd", "a rocmProfileData (rpd) database"),
         (
             "rocprof_compute/mi350_monte_carlo_pi.rocprof_compute.db",
             "a rocprof-compute (omniperf) analysis database",

@@ -142,7 +142,7 @@ def _string_table(db: SqliteTrace) -> StringTable:
     return StringTable(np.array(ids, dtype=np.int64), pa.array([by_id[i] for i in ids], type=pa.string()))
 
 
-def _names(
+def string_names(
     ids: pa.Array, strings: StringTable, fix: Callable[[str], str] | None = None
 ) -> pa.DictionaryArray:
     """StringIds ids -> dictionary array over just the distinct ids of this batch (hash-encoded)."""
@@ -295,7 +295,7 @@ def _kernels(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
     warp_size = {d: info.warp_size or 32 for d, info in state.devices.items()}
     for batch in db.batches(sql, names):
         cols = _gpu_columns(db, KERNEL, batch, "kernel", Kind.KERNEL, state)
-        cols[Col.NAME] = _names(batch.column("name"), state.strings)
+        cols[Col.NAME] = string_names(batch.column("name"), state.strings)
         for key, column, col in (
             ("gx", "gridX", Col.GRID_X),
             ("gy", "gridY", Col.GRID_Y),
@@ -434,7 +434,7 @@ def _runtime(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
                 Col.PH: C.const_text("X", n),
                 Col.TS_NS: batch.column("start"),
                 Col.DUR_NS: batch.column("dur"),
-                Col.NAME: _names(batch.column("name"), state.strings, _api_name),
+                Col.NAME: string_names(batch.column("name"), state.strings, _api_name),
                 Col.CORRELATION: _correlation(batch, process, state),
                 Col.CAT: C.text_where(driver, "cuda_driver", "cuda_runtime"),
                 Col.KIND: C.kinds_where(driver, Kind.DRIVER, Kind.RUNTIME),

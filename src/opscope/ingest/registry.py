@@ -88,11 +88,6 @@ def _sniff_sqlite(head: bytes, path: Path) -> bool:
 # is, a table name it must have or a prefix (ending in "_") one of its tables has, what to do meanwhile)
 SQLITE_NOT_READ: tuple[tuple[str, str, str], ...] = (
     (
-        "a rocmProfileData (rpd) database",
-        "rocpd_op",
-        "convert it with rocmProfileData's rpd2tracing.py to a Chrome trace, which opscope reads",
-    ),
-    (
         "a rocprofv3 / rocprofiler-sdk rocpd database (ROCm 7's default output)",
         "rocpd_kernel_dispatch_",
         "record with `rocprofv3 --output-format json` (or convert with `rocpd convert --output-format json`)",
@@ -125,6 +120,14 @@ def sqlite_flavour(path: Path) -> tuple[str, str] | None:
 
 
 READERS: list[Reader] = [
+    Reader(
+        name="rpd",
+        description="rocmProfileData rpd SQLite (rpd_tracer, runTracer.sh): kernels, copies, fills, HIP API "
+        "calls with their links, roctx markers",
+        extensions=(".rpd",),
+        sniff=_lazy("rpd:sniff"),
+        read=_lazy("rpd:read_batches"),
+    ),
     Reader(
         name="nsys",
         description="Nsight Systems SQLite export (nsys export --type sqlite): kernels, memcpy/memset, "
