@@ -107,7 +107,15 @@ def test_formats_lists_readers(cli):
     assert result.code == 0
     data = json.loads(result.out)
     assert data["schema"] == "opscope.formats/1"
-    assert [f["name"] for f in data["formats"]] == ["nsys", "xplane", "rocprof", "rocprof-csv", "kineto"]
+    assert [f["name"] for f in data["formats"]] == [
+        "rpd",
+        "rocprof-compute",
+        "nsys",
+        "xplane",
+        "rocprof",
+        "rocprof-csv",
+        "kineto",
+    ]
 
 
 NCU_EXPORT = "ncu/apc_bert_flashattn_A100_nsight.csv"

@@ -118,8 +118,21 @@ def test_every_kernel_figure_matches_the_csv_rows(data, export):
     launches = launches_of(export)
     kernels = kernels_of(launches)
     assert (
-        set(data) == {"schema", "file", "device", "kernels", "rules", "findings", "warnings"} | VALIDITY_KEYS
+        set(data)
+        == {
+            "schema",
+            "file",
+            "device",
+            "kernels",
+            "rules",
+            "findings",
+            "warnings",
+            "layout",
+            "metric_definitions",
+        }
+        | VALIDITY_KEYS
     )
+    assert data["layout"] == "details" and data["metric_definitions"] == {}  # an ncu CSV defines no metrics
     assert data["validity"] == [] and data["validity_banners"] == []  # no trace read
     assert data["schema"] == "opscope.ncu/1" and data["device"] is None  # the export names no device
     assert [k["raw_name"] for k in data["kernels"]] == list(kernels)  # no durations: profile order

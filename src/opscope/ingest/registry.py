@@ -92,11 +92,6 @@ SQLITE_NOT_READ: tuple[tuple[str, str, str], ...] = (
         "rocpd_kernel_dispatch_",
         "record with `rocprofv3 --output-format json` (or convert with `rocpd convert --output-format json`)",
     ),
-    (
-        "a rocprof-compute (omniperf) analysis database",
-        "compute_dispatch",
-        "rocprof-compute's per-kernel counters are not a timeline; its timestamps.csv is read",
-    ),
 )
 
 
@@ -127,6 +122,14 @@ READERS: list[Reader] = [
         extensions=(".rpd",),
         sniff=_lazy("rpd:sniff"),
         read=_lazy("rpd:read_batches"),
+    ),
+    Reader(
+        name="rocprof-compute",
+        description="rocprof-compute (omniperf) analysis database (analyze --output-format db): kernel "
+        "dispatches, the GPU, roofline points; its per-kernel metrics: opscope ncu DB",
+        extensions=(".db",),
+        sniff=_lazy("rocprof_compute:sniff"),
+        read=_lazy("rocprof_compute:read_batches"),
     ),
     Reader(
         name="nsys",

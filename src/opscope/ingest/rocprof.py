@@ -17,7 +17,7 @@ import csv
 import io
 import math
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import msgspec
@@ -386,11 +386,18 @@ def _sysinfo(path: Path, gpu_ids: set[int]) -> dict[int, DeviceInfo]:
     if not row:
         return {}
 
+    return sysinfo_devices(row, gpu_ids)
+
+
+def sysinfo_devices(row: Mapping[str, object], gpu_ids: set[int]) -> dict[int, DeviceInfo]:
+    """The GPU that omniperf / rocprof-compute's system information names (`sysinfo.csv`, or the workload's
+    `sys_info_extdata` in a rocprof-compute database: the same keys), as each of `gpu_ids`."""
+
     def num(key: str) -> int | None:
-        value = (row.get(key) or "").strip()
+        value = str(row.get(key) or "").strip()
         return int(value) if value.isdigit() else None
 
-    model = (row.get("gpu_model") or "").strip() or "AMD GPU"
+    model = str(row.get("gpu_model") or "").strip() or "AMD GPU"
     waves, wave = num("max_waves_per_cu"), num("wave_size")
     return {
         g: DeviceInfo(
@@ -401,7 +408,7 @@ def _sysinfo(path: Path, gpu_ids: set[int]) -> dict[int, DeviceInfo]:
             max_warps_per_sm=waves,
             max_threads_per_sm=waves * wave if waves and wave else None,
             max_threads_per_block=num("workgroup_max_size"),
-            arch=(row.get("gpu_arch") or None),
+            arch=str(row.get("gpu_arch") or "").strip() or None,
         )
         for g in gpu_ids
     }

@@ -91,9 +91,13 @@ class NcuMetrics:
     (`RULE_SCHEMA`; the text verbatim). `warnings`: what was skipped or could not be read."""
 
     path: str
-    layout: str  # "raw" (one row per launch) or "details" (one row per metric)
+    layout: (
+        str  # "raw" (one row per launch) or "details" (one row per metric); "rocprof-compute" (a database)
+    )
     launches: pl.DataFrame
     values: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=VALUE_SCHEMA))
     rules: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=RULE_SCHEMA))
     device: str | None = None
     warnings: tuple[str, ...] = ()
+    # metric -> (its base unit, definition), where the export defines its metrics (a rocprof-compute database)
+    definitions: dict[str, tuple[str, str]] = field(default_factory=dict)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from opscope.analysis.efficiency.recorded_roofline import RecordedRoofline
 from opscope.analysis.efficiency.table import Efficiency, EfficiencyRow
 from opscope.report.document import FLOAT, INT, MS, NAME, TEXT, Column, Document, Table
 from opscope.report.linking_view import us
@@ -70,7 +71,75 @@ def efficiency_data(result: Efficiency) -> dict[str, Any]:
             for u in result.unsized
         ],
         "warnings": list(result.warnings),
+        "recorded_roofline": recorded_data(result.recorded) if result.recorded else None,
     }
+
+
+def recorded_data(recorded: RecordedRoofline) -> dict[str, Any]:
+    return {
+        "source": recorded.source,
+        "data_types": list(recorded.data_types),
+        "roofs": recorded.roofs,
+        "compute_roof_gflops": recorded.compute_roof_gflops,
+        "compute_roofs": list(recorded.compute_roofs),
+        "hbm_gbps": recorded.hbm_gbps,
+        "points": [
+            {
+                "kernel": p.kernel,
+                "dispatches": p.dispatches,
+                "gpu_time_us": us(p.gpu_time_ns),
+                "gflops": p.gflops,
+                "intensity_flops_per_byte": p.intensity,
+                "hbm_roof_gflops": _r(p.hbm_roof_gflops, 3),
+                "attainable_gflops": _r(p.attainable_gflops, 3),
+                "pct_of_roof": _r(p.pct_of_roof, 3),
+                "bound": p.bound,
+            }
+            for p in recorded.points
+        ],
+    }
+
+
+def _recorded_table(recorded: RecordedRoofline) -> Table:
+    shown = [k for k in ("HBMBw", "L2Bw", "L1Bw", "LDSBw") if k in recorded.roofs] + list(
+        recorded.compute_roofs
+    )
+    roofs = ", ".join(f"{k} {recorded.roofs[k]:,.1f}" for k in shown)
+    return Table(
+        "recorded_roofline",
+        f"Roofline as {recorded.source} measured it (counters, not opscope's model)",
+        (
+            Column("kernel", "Kernel", NAME),
+            Column("dispatches", "Dispatches", INT, drop=2),
+            Column("gpu_time", "GPU ms", MS),
+            Column("gflops", "GFLOP/s", FLOAT),
+            Column("ai_hbm", "FLOP/B HBM", FLOAT),
+            Column("ai_l2", "FLOP/B L2", FLOAT, drop=1),
+            Column("ai_l1", "FLOP/B L1", FLOAT, drop=1),
+            Column("pct", "% of roof", FLOAT),
+            Column("bound", "Bound", TEXT),
+        ),
+        tuple(
+            {
+                "kernel": p.kernel,
+                "dispatches": p.dispatches,
+                "gpu_time": p.gpu_time_ns,
+                "gflops": _r(p.gflops, 3),
+                "ai_hbm": _r(p.intensity.get("hbm"), 4),
+                "ai_l2": _r(p.intensity.get("l2"), 4),
+                "ai_l1": _r(p.intensity.get("l1"), 4),
+                "pct": _r(p.pct_of_roof, 3),
+                "bound": p.bound or "",
+            }
+            for p in recorded.points
+        ),
+        (
+            f"Roofs ({recorded.source}'s benchmark of this GPU, GB/s and GFLOP/s): {roofs}. Data types "
+            f"analysed: {', '.join(recorded.data_types) or 'not recorded'}. % of roof = GFLOP/s / min(compute "
+            "roof, FLOP/B HBM x HBMBw); bound: memory where that HBM roof is below the compute roof "
+            "(docs/efficiency.md, Recorded roofline); every roof in --format json.",
+        ),
+    )
 
 
 def efficiency_columns(by_shape: bool) -> tuple[Column, ...]:
@@ -162,6 +231,8 @@ def efficiency_document(result: Efficiency) -> Document:
                 ),
             )
         )
+    if result.recorded:
+        tables.append(_recorded_table(result.recorded))
     peaks = result.peaks
     if peaks:
         device = f"{result.device} -> {peaks.name} ({peaks.source})"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from opscope.analysis.findings import Finding
-from opscope.analysis.kernels.ncu_report import NcuReport
+from opscope.analysis.kernels.ncu_report import ROCPROF_COMPUTE, NcuReport
 from opscope.analysis.kernels.ncu_rows import SHARED_MEM, NcuRow
 from opscope.report.advice_view import CSV_EXTRA, CSV_EXTRA_KEYS, finding_data, findings_data
 from opscope.report.document import FLOAT, INT, MS, NAME, PCT, TEXT, US, Column, Document, Table
@@ -63,6 +63,10 @@ def ncu_data(report: NcuReport) -> dict[str, Any]:
         ],
         "findings": findings_data(report.advice),
         "warnings": list(report.warnings),
+        "layout": report.layout,
+        "metric_definitions": {
+            metric: {"unit": unit, "definition": text} for metric, (unit, text) in report.definitions.items()
+        },
     }
 
 
@@ -188,6 +192,7 @@ def _findings_table(report: NcuReport) -> Table:
 
 def ncu_document(report: NcuReport) -> Document:
     advice = report.advice
+    amd = report.layout == ROCPROF_COMPUTE
     duration = (
         f"{report.total_duration_ns / 1e6:,.3f} ms summed over the profiled launches"
         if report.total_duration_ns is not None
@@ -195,7 +200,7 @@ def ncu_document(report: NcuReport) -> Document:
     )
     facts = (
         ("file", report.path),
-        ("layout", f"{report.layout} page"),
+        ("layout", "rocprof-compute analysis database" if amd else f"{report.layout} page"),
         ("device", report.device or "not in this export"),
         (
             "launches",
@@ -210,10 +215,19 @@ def ncu_document(report: NcuReport) -> Document:
     notes = (
         *(f"{f.title}: {f.advice}" for f in first_of_each.values()),
         "Definitions and thresholds: docs/readers.md (Nsight Compute on its own).",
+        *(
+            (
+                f"Metrics: {len(report.definitions):,} of the shown kernels, each with its unit and "
+                "rocprof-compute's definition, in --format json (metrics, metric_definitions).",
+            )
+            if amd
+            else ()
+        ),
         *(f"warning: {w}" for w in report.warnings),
     )
     return Document(
-        title="Nsight Compute: per-kernel metrics and what they say"
+        title=("rocprof-compute" if amd else "Nsight Compute")
+        + ": per-kernel metrics and what they say"
         + (" (by launch)" if report.by == "launch" else ""),
         data=ncu_data(report),
         facts=facts,

@@ -40,6 +40,7 @@ from opscope.analysis.base.stored import rows_frame, rows_of
 from opscope.analysis.base.windows import STEP_ANY, fold_steps
 from opscope.analysis.efficiency.families import COMPUTE_FAMILIES, Cost, Unsized
 from opscope.analysis.efficiency.peaks import GpuPeaks, match_peaks
+from opscope.analysis.efficiency.recorded_roofline import RecordedRoofline, recorded_roofline
 from opscope.analysis.efficiency.sizing import LIST_DTYPE, Key, list_dtypes, size_call, size_ops
 from opscope.analysis.kernels.gpu_arch import GpuIdentity, gpu_identity, named_model
 from opscope.model.kinds import Kind
@@ -152,6 +153,8 @@ class Efficiency(Tabular):
     cpu_time_ns: int = 0
     sized_cpu_time_ns: int = 0
     unsized_cpu_time_ns: int = 0
+    # roofline points the profiler measured (a rocprof-compute database), shown beside the modelled rows
+    recorded: RecordedRoofline | None = field(default=None)
 
     @property
     def why_nothing_sized(self) -> str | None:
@@ -362,7 +365,13 @@ def efficiency(
         lambda: _whole(trace, replace(opts, top=0), linked),
     )
     keep = slice(None) if opts.top <= 0 else slice(opts.top)
-    return replace(whole, rows=whole.rows[keep], unsized=whole.unsized[keep], options=opts)
+    return replace(
+        whole,
+        rows=whole.rows[keep],
+        unsized=whole.unsized[keep],
+        options=opts,
+        recorded=recorded_roofline(trace),
+    )
 
 
 def _whole(trace: Trace, opts: EfficiencyOptions, linked: Linkage) -> Efficiency:
@@ -436,7 +445,13 @@ def _decode(
         inherited=rows_of(Inherited, frames["inherited"]),
         gpu=gpu_identity(trace),
         basis=opts.basis,
-        **{k: int(figures[k]) for k in _FIGURES},
+        total_rows=int(figures["total_rows"]),
+        gpu_time_ns=int(figures["gpu_time_ns"]),
+        sized_gpu_time_ns=int(figures["sized_gpu_time_ns"]),
+        unsized_gpu_time_ns=int(figures["unsized_gpu_time_ns"]),
+        cpu_time_ns=int(figures["cpu_time_ns"]),
+        sized_cpu_time_ns=int(figures["sized_cpu_time_ns"]),
+        unsized_cpu_time_ns=int(figures["unsized_cpu_time_ns"]),
     )
 
 

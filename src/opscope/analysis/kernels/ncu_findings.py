@@ -228,7 +228,14 @@ def _low_occupancy(row: NcuRow, opts: FindingOptions) -> _Hit | None:
             block=_fmt(row.mean("block_size"), 0),
         )
         parts.append(f"Theoretical occupancy is capped at {theoretical:.1f}% by {limiter}: {text}.")
-    if theoretical is None or achieved < 0.8 * theoretical:
+    if theoretical is None:  # an export without it (a rocprof-compute database): no comparison to make
+        parts.append(
+            f"Achieved occupancy is {achieved:.1f}% of the GPU's wavefront (warp) slots: its compute units are not "
+            f"kept full, by too few blocks (a grid of {_fmt(row.mean('grid_size'), 0)}), blocks that finish "
+            "unevenly (load imbalance) or resources (registers, shared memory / LDS) that let few blocks in; "
+            "launch more, evener blocks or fuse small launches."
+        )
+    elif achieved < 0.8 * theoretical:
         parts.append(
             f"Achieved occupancy ({achieved:.1f}%) is below the theoretical ({_fmt(theoretical)}%): the SMs are "
             f"not kept full, by too few blocks ({_fmt(waves, 2)} waves per SM) or blocks that finish unevenly "
@@ -251,7 +258,9 @@ def _low_occupancy(row: NcuRow, opts: FindingOptions) -> _Hit | None:
         threshold=opts.low_occupancy_pct,
         distance=(opts.low_occupancy_pct - achieved) / opts.low_occupancy_pct,
         title=f"low occupancy: {achieved:.1f}% achieved, {_fmt(theoretical)}% theoretical (limiter: "
-        f"{limiter or 'unknown'}): {_short(row)}",
+        f"{limiter or 'unknown'}): {_short(row)}"
+        if theoretical is not None
+        else f"low occupancy: {achieved:.1f}% achieved (no theoretical occupancy recorded): {_short(row)}",
         advice=" ".join(parts),
         evidence=({**evidence, "limiter": limiter or "unknown"},),
     )

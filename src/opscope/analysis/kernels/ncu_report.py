@@ -18,6 +18,7 @@ from opscope.errors import UsageError
 from opscope.model.ncu import ID, NcuMetrics
 
 BY: Final = ("kernel", "launch")
+ROCPROF_COMPUTE: Final = "rocprof-compute"  # NcuMetrics.layout of a rocprof-compute database
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class NcuReport:
     rules: tuple[NcuRule, ...]
     advice: Advice
     warnings: tuple[str, ...]
+    # metric -> (its base unit, definition) for the metrics of the rows shown, where the export defines them
+    definitions: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def has_duration(self) -> bool:
@@ -67,7 +70,7 @@ def ncu_report(metrics: NcuMetrics, options: NcuOptions | None = None) -> NcuRep
     shown, rows = group_rows(launches, values, opts.by == "launch", has_duration, keep)
     rules = rule_records(metrics.rules.filter(pl.col(ID).is_in(kept_ids.implode())))
     findings = kernel_findings(per_kernel, rules, duration_ns, opts.findings)
-    warnings = (*metrics.warnings, *_missing(launches, has_duration))
+    warnings = (*metrics.warnings, *_missing(launches, has_duration, metrics.layout))
     return NcuReport(
         path=metrics.path,
         layout=metrics.layout,
@@ -81,7 +84,23 @@ def ncu_report(metrics: NcuMetrics, options: NcuOptions | None = None) -> NcuRep
         rules=rules,
         advice=Advice(findings=findings.findings, rules_checked=findings.rules_checked, warnings=warnings),
         warnings=warnings,
+        definitions=_shown_definitions(shown, metrics.definitions),
     )
+
+
+def _shown_definitions(
+    rows: list[NcuRow], definitions: dict[str, tuple[str, str]]
+) -> dict[str, tuple[str, str]]:
+    """The definitions of the metrics the shown rows carry ("Section: Name (Peak)" is defined as its metric)."""
+    if not definitions:
+        return {}
+    out = {}
+    for row in rows:
+        for metric in row.metrics:
+            base = metric if metric in definitions else metric.rsplit(" (", 1)[0]
+            if base in definitions:
+                out[base] = definitions[base]
+    return dict(sorted(out.items()))
 
 
 # field -> (what is missing, the ncu option that collects it, what is lost without it)
@@ -91,10 +110,16 @@ _NEEDED = (
 )
 
 
-def _missing(launches: pl.DataFrame, has_duration: bool) -> list[str]:
+def _missing(launches: pl.DataFrame, has_duration: bool, layout: str = "details") -> list[str]:
     """What the export lacks that the report would use, said once each."""
     if launches.height == 0:
         return ["no profiled launch matches --filter"]
+    if layout == ROCPROF_COMPUTE:
+        return [
+            "no SM / memory throughput figures: rocprof-compute has no single counterpart of Nsight Compute's "
+            "(the percent of the busiest unit); its Speed-of-Light metrics (VALU / MFMA utilisation, cache and "
+            "HBM bandwidths, each with its percent of peak) are in --format json, with their definitions"
+        ]
     out = []
     if not has_duration:
         out.append(
