@@ -108,6 +108,7 @@ def test_formats_lists_readers(cli):
     data = json.loads(result.out)
     assert data["schema"] == "opscope.formats/1"
     assert [f["name"] for f in data["formats"]] == [
+        "rocpd",
         "rpd",
         "rocprof-compute",
         "nsys",

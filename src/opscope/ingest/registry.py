@@ -84,15 +84,10 @@ def _sniff_sqlite(head: bytes, path: Path) -> bool:
     return head.startswith(SQLITE_MAGIC)
 
 
-# SQLite databases of other profilers, recognised by their tables, with no reader yet (issue 56): (what it
-# is, a table name it must have or a prefix (ending in "_") one of its tables has, what to do meanwhile)
-SQLITE_NOT_READ: tuple[tuple[str, str, str], ...] = (
-    (
-        "a rocprofv3 / rocprofiler-sdk rocpd database (ROCm 7's default output)",
-        "rocpd_kernel_dispatch_",
-        "record with `rocprofv3 --output-format json` (or convert with `rocpd convert --output-format json`)",
-    ),
-)
+# SQLite databases of other profilers, recognised by their tables, with no reader yet: (what it is, a table
+# name it must have or a prefix (ending in "_") one of its tables has, what to do meanwhile). Empty now that
+# rpd, rocprof-compute and rocpd databases are read; kept for the next format that is seen before it is read.
+SQLITE_NOT_READ: tuple[tuple[str, str, str], ...] = ()
 
 
 def sqlite_flavour(path: Path) -> tuple[str, str] | None:
@@ -115,6 +110,14 @@ def sqlite_flavour(path: Path) -> tuple[str, str] | None:
 
 
 READERS: list[Reader] = [
+    Reader(
+        name="rocpd",
+        description="rocprofv3 / rocprofiler-sdk rocpd SQLite (ROCm 7's default output): kernels, copies, "
+        "HIP / HSA API calls with their links, roctx ranges, the GPUs",
+        extensions=(".db",),
+        sniff=_lazy("rocpd:sniff"),
+        read=_lazy("rocpd:read_batches"),
+    ),
     Reader(
         name="rpd",
         description="rocmProfileData rpd SQLite (rpd_tracer, runTracer.sh): kernels, copies, fills, HIP API "
