@@ -113,6 +113,7 @@ def test_formats_lists_readers(cli):
         "rocprof-compute",
         "nsys",
         "xplane",
+        "pftrace",
         "rocprof",
         "rocprof-csv",
         "kineto",

@@ -151,6 +151,14 @@ READERS: list[Reader] = [
         read=_lazy("xplane:read_batches"),
     ),
     Reader(
+        name="pftrace",
+        description="Perfetto protobuf trace (.pftrace; rocprofv3 --output-format pftrace): kernels, copies, "
+        "API calls and markers of rocprofv3, the track-event slices of any Perfetto trace",
+        extensions=(".pftrace", ".perfetto-trace", ".pb"),
+        sniff=_lazy("pftrace:sniff"),
+        read=_lazy("pftrace:read_batches"),
+    ),
+    Reader(
         name="rocprof",
         description="rocprofv3 / rocprofiler-sdk JSON (--output-format json): kernel dispatches, memory copies",
         extensions=(".json", ".json.gz"),
