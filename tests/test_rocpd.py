@@ -272,3 +272,17 @@ def test_a_merged_database_reads_every_process(tmp_path: Path) -> None:
 def test_the_reader_is_listed(cli) -> None:
     out = json.loads(cli("formats", "--format", "json").out)
     assert "rocpd" in {f["name"] for f in out["formats"]}
+
+
+def test_per_process_databases_read_as_ranks_and_compare(tmp_path: Path, cli) -> None:
+    """Hand-made: one database per process (rocprofv3 writes `<pid>_results.db`), one of each revision."""
+    first = str(_database(tmp_path / "1001_results.db", "inline"))
+    second = str(_database(tmp_path / "1002_results.db", "tracked"))
+    ranks = json.loads(cli("ranks", first, second, "--format", "json").out)
+    assert [r["rank"] for r in ranks["ranks"]] == [0, 1]
+    assert [r["busy_us"] for r in ranks["ranks"]] == [
+        1.9,
+        1.9,
+    ]  # kernel [1,800, 2,900) and copy [2,700, 3,700): union 1.9 us
+    diff = json.loads(cli("diff", second, first, "--format", "json").out)
+    assert all(row["before"] == row["after"] for row in diff["headline"]), diff["headline"]
