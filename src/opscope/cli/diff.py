@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from opscope.analysis.compare.gates import Gate
     from opscope.analysis.compare.profile import TraceProfile
     from opscope.analysis.findings import Advice
+    from opscope.report.document import Document
 
 NAME = "diff"
 log = logging.getLogger("opscope")
@@ -34,6 +36,14 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         help="divide totals by each trace's step count (default: when both have ProfilerStep markers)",
     )
     parser.add_argument("--by-shape", action="store_true", help="match operators by name and input shapes")
+    parser.add_argument(
+        "--match",
+        choices=("kernels", "ops"),
+        default=None,
+        help="ops: also match the work operator by operator and input shapes across two GPUs (kernel names "
+        "differ across vendors), with each side's kernels and percent of its own peak; default: ops when the "
+        "two traces ran on different GPUs",
+    )
     parser.add_argument(
         "--min-delta",
         default=None,
@@ -111,6 +121,24 @@ def _findings(
     return findings_changes(base, new, (vendor(base_devices), vendor(new_devices)), checked)
 
 
+def _other_gpu(base: tuple[str, ...], new: tuple[str, ...]) -> bool:
+    """Whether the traces ran on different GPUs: both name their devices (not a bare "device 0", which a trace
+    without device properties gives) and the names differ."""
+    named = [tuple(d for d in side if not re.fullmatch(r"(device|GPU) \d+", d)) for side in (base, new)]
+    return all(named) and set(named[0]) != set(named[1])
+
+
+def _across_hardware(document: Document, args: argparse.Namespace) -> Document:
+    """The operators matched across the two GPUs (a second, warm read of each trace: only when asked for, or
+    when the devices differ)."""
+    from opscope.analysis.compare.hardware import hardware_diff
+    from opscope.report.hardware_view import with_hardware
+    from opscope.scale.memory_tasks import hardware_side_file
+
+    base, new = run_tasks(hardware_side_file, file_tasks([args.base, args.new], args, args.by_shape), args)
+    return with_hardware(document, hardware_diff(base, new), args.top)
+
+
 def run(args: argparse.Namespace) -> int:
     from opscope.analysis.compare.diff import DiffOptions, diff_profiles, unmatched_key_ops
     from opscope.analysis.compare.gates import KERNEL, check_gates, parse_min_delta
@@ -150,12 +178,12 @@ def run(args: argparse.Namespace) -> int:
         if result.gate.target == KERNEL and result.matched == 0:
             raise UsageError(f"--fail-kernel {result.gate.pattern!r} matches no kernel in either trace")
     findings = _findings(base_advice, base_devices, new_advice, new_devices, (base, new))
-    emit(
-        memory.add(
-            with_findings(diff_document(diff, results, view, rows_first=args.format == "csv"), findings)
-        ),
-        args,
+    document = memory.add(
+        with_findings(diff_document(diff, results, view, rows_first=args.format == "csv"), findings)
     )
+    if args.match == "ops" or (args.match is None and _other_gpu(base_devices, new_devices)):
+        document = _across_hardware(document, args)
+    emit(document, args)
     if args.html:  # the biggest changes (the waterfall's "other changes" bar sums the rest, the page says so)
         write_html(
             # the findings compared, as the terminal and JSON show them (issue 28: the page had none)

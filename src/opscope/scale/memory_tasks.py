@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from opscope.analysis.base.codetag import analysis_tag
 from opscope.analysis.base.stored import kept_value
+from opscope.analysis.compare.hardware import HardwareSide
 from opscope.analysis.compare.profile import TraceProfile, profile_trace
 from opscope.analysis.compare.ranks import RankPartial, rank_partial
 from opscope.analysis.findings import Advice
@@ -42,3 +43,10 @@ def _advised(trace: Trace) -> _Advised:
     analysis = advise(trace)
     assert analysis.advice is not None  # the default options run the rules
     return analysis.advice, analysis.device_names
+
+
+def hardware_side_file(trace: Trace, task: FileTask) -> HardwareSide:
+    """`diff` across hardware: the trace summarised per operator and shapes (analysis/compare/hardware.py)."""
+    from opscope.analysis.compare.hardware import hardware_side
+
+    return hardware_side(trace)

@@ -1,0 +1,89 @@
+"""`diff` across hardware: the same model recorded on an MI300X and an H100 (the corpus' TraceLens pairs), matched
+operator by operator and input shapes. Coverage of each side's GPU time, each matched row's time against the
+per-trace `ops --by-shape` table, the vendor-specific operators matched under one name, the verdict, and when
+the comparison runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import corpus_path
+from opscope.analysis.compare.hardware import ALIASES
+
+PAIRS = (
+    "Qwen_Qwen1.5-0.5B-Chat__1016005",
+    "Falconsai_nsfw_image_detection__1016002",
+    "gaunernst_bert-small-uncased__1016001",
+)
+
+
+def _paths(model: str) -> tuple[str, str]:
+    return (
+        str(corpus_path(f"tracelens/mi300__{model}.json.gz")),
+        str(corpus_path(f"tracelens/h100__{model}.json.gz")),
+    )
+
+
+def _json(cli, *args: str) -> dict:
+    done = cli(*args, "--format", "json")
+    assert done.code == 0, done.err
+    return json.loads(done.out)
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("model", PAIRS)
+def test_matched_rows_cover_each_side_and_equal_the_ops_table(cli, model: str) -> None:
+    base, new = _paths(model)
+    hardware = _json(cli, "diff", base, new, "--top", "0")["hardware"]
+    assert hardware["coverage_base"] >= 0.95 and hardware["coverage_new"] >= 0.95, hardware
+    assert hardware["rows_total"] == len(hardware["rows"])
+    for side, path in (("base", base), ("new", new)):
+        ops = _json(cli, "ops", path, "--by-shape", "--top", "0")
+        self_us = {(r["name"], r["input_dims"]): r["gpu_self_us"] for r in ops["rows"]}
+        rows = [
+            r
+            for r in hardware["rows"]
+            if r["match"] == "op and shapes" and r["op"] not in {a for a, _ in ALIASES.values()}
+        ]
+        assert rows
+        for row in rows:
+            assert row[side]["gpu_time_us"] == pytest.approx(self_us[(row["op"], row["shape"])], abs=1e-3), (
+                row
+            )
+        # nothing is dropped: every row of a side adds up to its GPU time
+        total = sum(r[side]["gpu_time_us"] for r in hardware["rows"] if r[side])
+        assert total == pytest.approx(hardware[f"{side}_gpu_time_us"], abs=0.01)
+
+
+@pytest.mark.corpus
+def test_vendor_operators_meet_under_one_name(cli) -> None:
+    """cuDNN's and MIOpen's convolutions (MIOpen's call also lists the bias) are one row."""
+    hardware = _json(cli, "diff", *_paths("Falconsai_nsfw_image_detection__1016002"), "--top", "0")[
+        "hardware"
+    ]
+    (conv,) = [r for r in hardware["rows"] if r["op"] == "convolution"]
+    assert conv["match"] == "op and shapes" and conv["shape"] == "[[4,3,224,224],[768,3,16,16]]"
+    assert "MIOpen" in conv["base"]["library"] and "CUTLASS" in conv["new"]["library"]
+
+
+@pytest.mark.corpus
+def test_the_verdict_names_what_carries_the_difference(cli) -> None:
+    hardware = _json(cli, "diff", *_paths("gaunernst_bert-small-uncased__1016001"), "--top", "0")["hardware"]
+    biggest = max((r for r in hardware["rows"] if r["match"]), key=lambda r: abs(r["delta_us"]))
+    assert biggest["op"] == "attention_forward" and biggest["delta_us"] < 0  # the H100 wins most on attention
+    verdict = " ".join(hardware["verdict"])
+    assert "NEW wins most on: attention_forward" in verdict and "NEW loses most on: aten::addmm" in verdict
+    assert any("built for sm80 on an sm90 GPU" in n for n in hardware["library_notes"])
+    text = cli("diff", *_paths("gaunernst_bert-small-uncased__1016001"), "--width", "120").out
+    assert "Operators across hardware" in text and "matched: 100.0% of BASE's GPU time" in text
+
+
+@pytest.mark.corpus
+def test_it_runs_when_the_gpus_differ_or_when_asked(cli) -> None:
+    base, new = _paths("gaunernst_bert-small-uncased__1016001")
+    assert "hardware" in _json(cli, "diff", base, new)  # different GPUs
+    assert "hardware" not in _json(cli, "diff", base, new, "--match", "kernels")
+    assert "hardware" not in _json(cli, "diff", new, new)  # one GPU
+    assert "hardware" in _json(cli, "diff", new, new, "--match", "ops")
