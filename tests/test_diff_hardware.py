@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from browser import chromium, open_report, wait_for  # noqa: F401  (fixtures)
 from conftest import corpus_path
 from opscope.analysis.compare.hardware import ALIASES
 
@@ -87,3 +88,26 @@ def test_it_runs_when_the_gpus_differ_or_when_asked(cli) -> None:
     assert "hardware" not in _json(cli, "diff", base, new, "--match", "kernels")
     assert "hardware" not in _json(cli, "diff", new, new)  # one GPU
     assert "hardware" in _json(cli, "diff", new, new, "--match", "ops")
+
+
+@pytest.mark.corpus
+@pytest.mark.browser
+def test_the_diff_page_shows_the_operators_across_hardware(cli, tmp_path, open_report) -> None:  # noqa: F811
+    base, new = _paths("gaunernst_bert-small-uncased__1016001")
+    out = tmp_path / "diff.html"
+    assert cli("diff", base, new, "--html", out).code == 0
+    opened = open_report(out)
+    page = opened.page
+    wait_for(page, "window.opscopeReady !== undefined")
+    assert opened.problems() == []
+    assert page.locator("#hardware").is_visible()
+    assert page.locator("#hardware-rows tbody tr").count() == 16
+    first = page.locator("#hardware-rows tbody tr").first.locator("td")
+    assert first.nth(0).inner_text() == "attention_forward" and "FlashAttention" in first.nth(8).inner_text()
+    assert page.locator("#hardware-chart canvas").count() == 1  # % of each GPU's own peak, as bars
+    opened.screenshot("diff-hardware.png", "#hardware")
+    same = tmp_path / "same.html"
+    assert cli("diff", new, new, "--html", same).code == 0
+    page = open_report(same).page
+    wait_for(page, "window.opscopeReady !== undefined")
+    assert page.locator("#hardware").is_hidden() and page.locator('#nav a[href="#hardware"]').is_hidden()

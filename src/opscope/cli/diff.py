@@ -15,9 +15,9 @@ from opscope.errors import GateFailed, UsageError
 
 if TYPE_CHECKING:
     from opscope.analysis.compare.gates import Gate
+    from opscope.analysis.compare.hardware import HardwareDiff
     from opscope.analysis.compare.profile import TraceProfile
     from opscope.analysis.findings import Advice
-    from opscope.report.document import Document
 
 NAME = "diff"
 log = logging.getLogger("opscope")
@@ -128,15 +128,14 @@ def _other_gpu(base: tuple[str, ...], new: tuple[str, ...]) -> bool:
     return all(named) and set(named[0]) != set(named[1])
 
 
-def _across_hardware(document: Document, args: argparse.Namespace) -> Document:
+def _across_hardware(args: argparse.Namespace) -> HardwareDiff:
     """The operators matched across the two GPUs (a second, warm read of each trace: only when asked for, or
     when the devices differ)."""
     from opscope.analysis.compare.hardware import hardware_diff
-    from opscope.report.hardware_view import with_hardware
     from opscope.scale.memory_tasks import hardware_side_file
 
     base, new = run_tasks(hardware_side_file, file_tasks([args.base, args.new], args, args.by_shape), args)
-    return with_hardware(document, hardware_diff(base, new), args.top)
+    return hardware_diff(base, new)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -145,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
     from opscope.cli.memory_diff import memory_diff
     from opscope.report.diff_view import DiffView, diff_data, diff_document
     from opscope.report.findings_diff import with_findings
+    from opscope.report.hardware_view import hardware_data, with_hardware
     from opscope.scale.memory_tasks import profile_peaks_and_advice_file
 
     if args.top < 0:
@@ -181,13 +181,22 @@ def run(args: argparse.Namespace) -> int:
     document = memory.add(
         with_findings(diff_document(diff, results, view, rows_first=args.format == "csv"), findings)
     )
-    if args.match == "ops" or (args.match is None and _other_gpu(base_devices, new_devices)):
-        document = _across_hardware(document, args)
+    hardware = (
+        _across_hardware(args)
+        if args.match == "ops" or (args.match is None and _other_gpu(base_devices, new_devices))
+        else None
+    )
+    if hardware is not None:
+        document = with_hardware(document, hardware, args.top)
     emit(document, args)
     if args.html:  # the biggest changes (the waterfall's "other changes" bar sums the rest, the page says so)
         write_html(
             # the findings compared, as the terminal and JSON show them (issue 28: the page had none)
-            {**diff_data(diff, results, replace(view, top=HTML_ROWS)), "findings": findings},
+            {
+                **diff_data(diff, results, replace(view, top=HTML_ROWS)),
+                "findings": findings,
+                "hardware": hardware_data(hardware, HTML_ROWS) if hardware is not None else None,
+            },
             "diff",
             "opscope diff: NEW vs BASE",
             args.html,

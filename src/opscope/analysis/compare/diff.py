@@ -296,7 +296,7 @@ def _mismatches(base: TraceProfile, new: TraceProfile) -> list[str]:
     return [
         f"different devices: BASE ran on {', '.join(sorted(models(base.devices)))}, NEW on "
         f"{', '.join(sorted(models(new.devices)))}: every change mixes hardware and code; kernel names differ "
-        "between GPU models and libraries, compare the headline figures"
+        "between GPU models and libraries: compare the headline figures and the operators matched across hardware"
     ]
 
 

@@ -104,6 +104,49 @@
   table(cpuBox, rowColumns(shapeCol), cpuOps.rows, { id: "cpu-op-diff" });
   hiddenNote(cpuBox, cpuOps, "cpu-operator");
 
+  // The same model on two GPUs: the work matched operator by operator and shapes (the CLI's "Operators across
+  // hardware" table and the JSON's `hardware`), each side's percent of its own peak as bars.
+  const hw = D.hardware;
+  if (!hw) {
+    document.getElementById("hardware").hidden = true;
+    const link = document.querySelector('#nav a[href="#hardware"]');
+    if (link) link.hidden = true;
+  } else {
+    const note = document.getElementById("hardware-note");
+    note.append(el("p", { class: "note" }, `BASE ${hw.base_device} · NEW ${hw.new_device} · matched ` +
+      `${(100 * hw.coverage_base).toFixed(1)}% of BASE's GPU time and ${(100 * hw.coverage_new).toFixed(1)}% of NEW's.`));
+    for (const line of [...hw.verdict, ...hw.library_notes]) note.append(el("p", { class: "note" }, line));
+    const side = (r, s, key) => (r[s] ? r[s][key] : null);
+    const rated = hw.rows.filter((r) => side(r, "base", "pct_of_peak") !== null || side(r, "new", "pct_of_peak") !== null).slice(0, 15);
+    const label = (r) => shortName(r.op) + (r.shape ? " " + r.shape.slice(0, 40) : "");
+    if (rated.length) {
+      chart("hardware-chart", {
+        legend: { top: 0 },
+        grid: { left: 260, right: 30, top: 30, bottom: 30 },
+        tooltip: { trigger: "axis", axisPointer: { type: "shadow" } },
+        xAxis: { type: "value", name: "% of its own peak" },
+        yAxis: { type: "category", inverse: true, data: rated.map(label) },
+        series: [{ name: "BASE", type: "bar", data: rated.map((r) => side(r, "base", "pct_of_peak")), itemStyle: { color: "#9aa5b4" } },
+                 { name: "NEW", type: "bar", data: rated.map((r) => side(r, "new", "pct_of_peak")), itemStyle: { color: "#2f6fdb" } }],
+      });
+    } else {
+      document.getElementById("hardware-chart").hidden = true;
+    }
+    table(document.getElementById("hardware-table"), [
+      { key: "op", label: "Op", kind: "name" },
+      { key: "shape", label: "Shape", kind: "text" },
+      { key: "match", label: "Matched by", kind: "text", get: (r) => r.match || "one side only" },
+      { key: "base_us", label: "BASE", kind: "us", get: (r) => side(r, "base", "gpu_time_us") },
+      { key: "new_us", label: "NEW", kind: "us", get: (r) => side(r, "new", "gpu_time_us") },
+      { key: "delta_us", label: "Delta", kind: "signed_us" },
+      { key: "ratio", label: "NEW/BASE", kind: "float" },
+      { key: "base_lib", label: "BASE kernels", kind: "text", get: (r) => side(r, "base", "library") || "" },
+      { key: "new_lib", label: "NEW kernels", kind: "text", get: (r) => side(r, "new", "library") || "" },
+      { key: "base_pct", label: "BASE %pk", kind: "float", get: (r) => side(r, "base", "pct_of_peak") },
+      { key: "new_pct", label: "NEW %pk", kind: "float", get: (r) => side(r, "new", "pct_of_peak") },
+    ], hw.rows, { id: "hardware-rows" });
+  }
+
   // The advice findings compared (opscope advise on each trace; the CLI's "findings" lines and JSON key).
   const found = Object.assign({ fixed: [], new: [], remaining: [], not_comparable: [] }, D.findings || {});
   const box = document.getElementById("findings-tables");
