@@ -111,3 +111,21 @@ def test_the_diff_page_shows_the_operators_across_hardware(cli, tmp_path, open_r
     page = open_report(same).page
     wait_for(page, "window.opscopeReady !== undefined")
     assert page.locator("#hardware").is_hidden() and page.locator('#nav a[href="#hardware"]').is_hidden()
+
+
+@pytest.mark.corpus
+def test_a_pytorch_trace_against_a_jax_xplane(cli) -> None:
+    """Across frameworks aten and HLO operators share no names: the work meets at the kernel categories both
+    run, and what has no partner (PyTorch's attention kernels, which XLA fused into GEMMs and elementwise
+    kernels) is listed on its side, not dropped."""
+    torch_trace = str(corpus_path("tracelens/mi300__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"))
+    jax_trace = str(corpus_path("tracelens/mi300__jax08_attention__tw003.xplane.pb"))
+    hardware = _json(cli, "diff", torch_trace, jax_trace, "--match", "ops", "--top", "0")["hardware"]
+    by_kernels = {r["op"]: r for r in hardware["rows"] if r["match"] == "ops by kernel category"}
+    assert {"(other work): gemm", "(other work): elementwise"} <= set(by_kernels)
+    assert hardware["coverage_new"] == 1.0 and 0.8 < hardware["coverage_base"] < 1.0
+    unmatched = {r["op"] for r in hardware["rows"] if r["match"] is None}
+    assert "attention_forward" in unmatched
+    for side in ("base", "new"):
+        total = sum(r[side]["gpu_time_us"] for r in hardware["rows"] if r[side])
+        assert total == pytest.approx(hardware[f"{side}_gpu_time_us"], abs=0.01)

@@ -8,10 +8,13 @@ category ("(no op): gemm"). Vendor-specific operators that do the same job have 
 `aten::cudnn_convolution` and `aten::miopen_convolution` are both "convolution", keyed by their input and
 weight shapes, since MIOpen's call also lists the bias).
 
-Rows are matched in three passes (`hardware_diff`), none dropping work:
+Rows are matched in four passes (`hardware_diff`), none dropping work:
 1. operator and shapes equal on both sides;
 2. what is left of an operator, its shapes differing, matched by name ("shapes differ");
-3. the "(no op)" rows by kernel category.
+3. the "(no op)" rows by kernel category;
+4. what is still without a partner (another framework's operators: aten ops against XLA's HLO ops; another
+   decomposition; the "(no op)" rows of a category the other side runs inside operators) summed by the
+   category of the kernels that carry most of its time ("(other work): gemm").
 What still has no partner is listed on its side alone. Coverage = the GPU time in matched rows / the side's GPU
 time. Each row carries, per side: GPU time, kernels, calls, the library of the kernels that carry most of its
 time (`kernel_facts`), and where the efficiency model sizes the operator, its achieved TFLOP/s or TB/s and the
@@ -57,7 +60,9 @@ ALIASES: Final[dict[str, tuple[str, int]]] = {
     "aten::_efficient_attention_backward": ("attention_backward", 4),
 }
 NO_OP: Final = "(no op)"
+OTHER_OPS: Final = "(other work)"
 EXACT, BY_NAME, BY_CATEGORY = "op and shapes", "op, shapes differ", "kernel category"
+BY_KERNELS: Final = "ops by kernel category"
 VERDICT_ROWS: Final = 5
 
 
@@ -197,7 +202,7 @@ def hardware_side(trace: Trace) -> HardwareSide:
     totals = gpu.group_by(keys).agg(pl.col(Col.DUR_NS).sum().alias("gpu_ns"), pl.len().alias("kernels"))
     # the library whose kernels carry most of each row's time (ties: by name, for one answer)
     carriers = (
-        gpu.group_by([*keys, "library", "kernel_arch", "align1"])
+        gpu.group_by([*keys, "library", "kernel_arch", "align1", "category"])
         .agg(pl.col(Col.DUR_NS).sum().alias("t"))
         .sort(["t", "library"], descending=[True, False], nulls_last=True)
         .group_by(keys, maintain_order=True)
@@ -313,7 +318,16 @@ def hardware_diff(base: HardwareSide, new: HardwareSide) -> HardwareDiff:
     by_category, b_cat_rest, n_cat_rest = _pair(b_cat, n_cat, ["key"])
     for (key,), b, n in by_category:
         rows.append(HardwareRow(key, None, BY_CATEGORY, _figures(b), _figures(n)))
-    for side, rest in (("base", pl.concat([b_rest, b_cat_rest])), ("new", pl.concat([n_rest, n_cat_rest]))):
+    # 4. operators still without a partner (another framework's operators, another decomposition), by the
+    # category of the kernels that carry most of their time
+    # (with the "(no op)" rows pass 3 left: one framework's unattributed GEMMs meet the other's GEMM operators)
+    group = (pl.lit(OTHER_OPS + ": ") + pl.col("category").fill_null("other")).alias("group")
+    b_rest = pl.concat([b_rest, b_cat_rest]).with_columns(group)
+    n_rest = pl.concat([n_rest, n_cat_rest]).with_columns(group)
+    by_kernels, b_rest, n_rest = _pair(b_rest, n_rest, ["group"])
+    for (name,), b, n in by_kernels:
+        rows.append(HardwareRow(name, None, BY_KERNELS, _figures(b), _figures(n)))
+    for side, rest in (("base", b_rest.drop("group")), ("new", n_rest.drop("group"))):
         for part in rest.partition_by(["key", "shape"], maintain_order=True):
             figures = _figures(part)
             key, shape = part["key"][0], part["shape"][0]
