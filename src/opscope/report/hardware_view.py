@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from opscope.analysis.compare.hardware import HardwareDiff, HardwareRow, SideFigures
+from opscope.analysis.compare.hardware import HardwareDiff, HardwareRow, HardwareTable, SideFigures
 from opscope.report.document import FLOAT, MS, NAME, TEXT, Column, Document, Table
 
 
@@ -109,4 +109,89 @@ def with_hardware(doc: Document, hw: HardwareDiff, top: int) -> Document:
         data={**doc.data, "hardware": hardware_data(hw, top)},
         tables=(*doc.tables, table),
         notes=doc.notes + notes,
+    )
+
+
+COMPARE_SCHEMA = "opscope.compare/1"
+
+
+def _letter(i: int) -> str:
+    return chr(ord("A") + i) if i < 26 else f"T{i + 1}"
+
+
+def compare_data(table: HardwareTable, top: int) -> dict[str, Any]:
+    rows = table.rows if top <= 0 else table.rows[:top]
+    return {
+        "schema": COMPARE_SCHEMA,
+        "traces": [
+            {
+                "label": _letter(i),
+                "path": path,
+                "device": device,
+                "gpu_time_us": round(gpu / 1e3, 3),
+                "coverage": round(cover, 6),
+            }
+            for i, (path, device, gpu, cover) in enumerate(
+                zip(table.paths, table.devices, table.gpu_ns, table.coverage, strict=True)
+            )
+        ],
+        "rows": [
+            {
+                "op": r.key,
+                "shape": r.shape,
+                "match": r.match or None,
+                "sides": [_side(s) for s in r.sides],
+                "fastest": None if r.fastest is None else _letter(r.fastest),
+            }
+            for r in rows
+        ],
+        "rows_total": len(table.rows),
+    }
+
+
+def compare_document(table: HardwareTable, top: int) -> Document:
+    """`opscope compare`: one column of GPU time per trace, the fastest named, each trace's coverage."""
+    shown = table.rows if top <= 0 else table.rows[:top]
+    n = len(table.paths)
+    columns = [
+        Column("op", "Op", NAME),
+        Column("shape", "Shape", NAME, drop=2),
+        Column("match", "Matched by", TEXT, drop=1),
+        *(Column(f"t{i}", f"{_letter(i)} ms", MS) for i in range(n)),
+        Column("fastest", "Fastest", TEXT),
+    ]
+    rows = tuple(
+        {
+            "op": r.key,
+            "shape": r.shape or "",
+            "match": r.match or "not on every trace",
+            **{f"t{i}": (s.gpu_ns if s else None) for i, s in enumerate(r.sides)},
+            "fastest": "" if r.fastest is None else _letter(r.fastest),
+        }
+        for r in shown
+    )
+    facts = tuple(
+        (
+            _letter(i),
+            f"{path} ({device}): {gpu / 1e6:,.3f} ms of GPU time, {100 * cover:.1f}% of it matched on every trace",
+        )
+        for i, (path, device, gpu, cover) in enumerate(
+            zip(table.paths, table.devices, table.gpu_ns, table.coverage, strict=True)
+        )
+    )
+    footer = (
+        (f"{len(table.rows) - len(shown):,} more rows (--top 0 shows all)",)
+        if len(table.rows) > len(shown)
+        else ()
+    )
+    return Document(
+        title="The same work on each trace: operators and shapes, then kernel categories",
+        data=compare_data(table, top),
+        facts=facts,
+        tables=(Table("compare", "", tuple(columns), rows, footer),),
+        notes=(
+            "Rows: operator and input shapes found on every trace, then what is left by the category of the "
+            "kernels carrying its time ('(other work): gemm'); GPU time of the kernels each operator launched "
+            "itself (ops --by-shape's GPU self). Definitions: docs/compare.md (Across hardware).",
+        ),
     )

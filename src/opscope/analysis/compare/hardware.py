@@ -405,3 +405,81 @@ def _library_notes(rows: list[HardwareRow], base: HardwareSide, new: HardwareSid
                 f"{' and '.join(reasons)}: a library choice, not the hardware"
             )
     return tuple(notes)
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    key: str
+    shape: str | None
+    match: str  # EXACT | BY_KERNELS | "" (not on every trace)
+    sides: tuple[SideFigures | None, ...]  # one per trace, in the order given
+
+    @property
+    def fastest(self) -> int | None:
+        """The trace that spends the least GPU time on this row, where every trace has it."""
+        if any(s is None for s in self.sides):
+            return None
+        times = [s.gpu_ns for s in self.sides if s is not None]
+        return times.index(min(times))
+
+
+@dataclass(frozen=True)
+class HardwareTable:
+    """Three or more traces of one model (`opscope compare`): one column per trace."""
+
+    paths: tuple[str, ...]
+    devices: tuple[str, ...]
+    gpu_ns: tuple[int, ...]
+    rows: tuple[CompareRow, ...]  # by the largest GPU time on any trace first
+    coverage: tuple[float, ...]  # per trace: GPU time in rows every trace has / its GPU time
+
+
+def hardware_compare(sides: list[HardwareSide]) -> HardwareTable:
+    """Every trace matched against all the others in two passes: operator and shapes present in every trace;
+    then everything else by the category of the kernels that carry its time ("(other work): gemm"), which
+    every trace may or may not have. Nothing is dropped."""
+    ops = [s.rows.filter(~pl.col("no_op")) for s in sides]
+    common = ops[0].select("key", "shape").unique()
+    for frame in ops[1:]:
+        common = common.join(
+            frame.select("key", "shape").unique(), on=["key", "shape"], how="inner", nulls_equal=True
+        )
+    rows: list[CompareRow] = []
+    parts = [
+        frame.join(common, on=["key", "shape"], how="semi", nulls_equal=True).partition_by(
+            ["key", "shape"], as_dict=True
+        )
+        for frame in ops
+    ]
+    for key, shape in common.iter_rows():
+        rows.append(CompareRow(key, shape, EXACT, tuple(_figures(p[(key, shape)]) for p in parts)))
+    group = (pl.lit(OTHER_OPS + ": ") + pl.col("category").fill_null("other")).alias("group")
+    rests = [
+        pl.concat(
+            [
+                frame.join(common, on=["key", "shape"], how="anti", nulls_equal=True),
+                s.rows.filter(pl.col("no_op")),
+            ]
+        )
+        .with_columns(group)
+        .partition_by("group", as_dict=True)
+        for frame, s in zip(ops, sides, strict=True)
+    ]
+    for (name,) in sorted({k for rest in rests for k in rest}):
+        figures = tuple(_figures(rest[(name,)]) if (name,) in rest else None for rest in rests)
+        rows.append(CompareRow(name, None, BY_KERNELS if all(figures) else "", figures))
+    rows.sort(key=lambda r: (-max(s.gpu_ns for s in r.sides if s is not None), r.key, r.shape or ""))
+    everywhere = [r for r in rows if all(r.sides)]
+    coverage = tuple(
+        sum(side.gpu_ns for r in everywhere if (side := r.sides[i]) is not None) / s.gpu_ns
+        if s.gpu_ns
+        else 0.0
+        for i, s in enumerate(sides)
+    )
+    return HardwareTable(
+        paths=tuple(s.path for s in sides),
+        devices=tuple(s.device for s in sides),
+        gpu_ns=tuple(s.gpu_ns for s in sides),
+        rows=tuple(rows),
+        coverage=coverage,
+    )
