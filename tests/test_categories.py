@@ -98,6 +98,13 @@ VENDOR = {
     "loop_transpose_fusion": "elementwise",
     "input_reduce_fusion.kd": "reduction",
     "loop_reduce_fusion.kd": "reduction",
+    # rocprof_compute/mi350_monte_carlo_pi (rocPRIM / rocRAND on an MI350): hipCUB's conversion_op in a
+    # reduction's template arguments is no convolution; an RNG engine's set-up is element-wise work
+    "void rocprim::ROCPRIM_400200_NS::detail::trampoline_kernel<rocprim::ROCPRIM_400200_NS::detail::"
+    "wrapped_reduce_config<rocprim::ROCPRIM_400200_NS::default_config, int>, hipcub::HIPCUB_400200_NS::"
+    "TransformInputIterator<bool, conversion_op, float*>>": "reduction",
+    "void rocrand_impl::system::detail::trampoline_kernel<rocrand_impl::host::init_xorwow_engines, "
+    "rocrand_impl::host::static_block_size_config_provider<256u>>": "elementwise",
     "Im3d2Col": "convolution",
     "__amd_rocclr_copyBuffer.kd": "memcpy",
     "__amd_rocclr_copyBuffer": "memcpy",

@@ -73,10 +73,11 @@ RULES: Final[tuple[tuple[str, str], ...]] = (
         r"|norm_(fwd|bwd)_kernel|normalize_kernel|GammaBetaBackward|ComputeInternalGradients"
         r"|cuComputeGradGammaBeta|ComputeGradientFusedParams",
     ),
-    # `conv` not followed by `ert` (convert_*), spelled without look-ahead.
+    # `conv` not followed by `ert` or `ers` (convert_*, hipCUB's conversion_op in a reduction's template
+    # arguments), spelled without look-ahead.
     (
         CONVOLUTION,
-        r"conv(?:[^e]|e[^r]|er[^t]|er?$|$)|convolve|cudnn|scudnn|implicit_?gemm|winograd|dgrad|wgrad|fprop|fft[12]d"
+        r"conv(?:[^e]|e[^r]|er[^ts]|er?$|$)|convolve|cudnn|scudnn|implicit_?gemm|winograd|dgrad|wgrad|fprop|fft[12]d"
         r"|im2col|col2im|igemm_(fwd|bwd|wrw)|MIOpen|naive_conv|cask_|flip_filter"
         r"|pointwise_mult_and_sum_complex|im3d2col|cudnn-conv",
     ),
@@ -114,6 +115,8 @@ RULES: Final[tuple[tuple[str, str], ...]] = (
         r"elementwise|triton_poi_|pointwise|vectorized|unrolled|fill|copy|CatArray|index_?kernel"
         r"|index_put|gather|scatter|embedding|multi_tensor_apply|masked|where_kernel|clamp|transpose"
         r"|nchwToNhwc|nhwcToNchw|autocast|tril|triu|arange|distribution|random|dropout|gelu|silu"
+        # random-number engines (rocRAND / cuRAND: xorwow, Philox, MRG32k3a, MTGP32, Sobol state set-up)
+        r"|xorwow|philox|mrg32k3a|mtgp32|rocrand|curand"
         r"|relu|act_and_mul|rotary|rope|quant|cast|bitwise|compare|fused_add|eltwise|scalePacked"
         r"|upsample|interpolate|pad_kernel|cat_kernel|roll_kernel|flip_kernel|index_?select|indexSelect"
         r"|indexing_backward|kvcache"
