@@ -129,3 +129,16 @@ def test_a_pytorch_trace_against_a_jax_xplane(cli) -> None:
     for side in ("base", "new"):
         total = sum(r[side]["gpu_time_us"] for r in hardware["rows"] if r[side])
         assert total == pytest.approx(hardware[f"{side}_gpu_time_us"], abs=0.01)
+
+
+@pytest.mark.corpus
+def test_projections_at_the_other_gpus_efficiency(cli) -> None:
+    """Where both sides are sized and bound alike: the slower side's time at the faster side's percent of its own
+    peak = its time x its percent / the other's (recomputed from the rows)."""
+    hardware = _json(cli, "diff", *_paths("gaunernst_bert-small-uncased__1016001"), "--top", "0")["hardware"]
+    assert hardware["projections"]
+    gelu = next(r for r in hardware["rows"] if r["op"] == "aten::gelu" and r["shape"] == "[[1,141,2048],[]]")
+    slow, fast = gelu["base"], gelu["new"]  # the H100 is faster on it
+    projected_ms = slow["gpu_time_us"] * slow["pct_of_peak"] / fast["pct_of_peak"] / 1e3
+    line = next(p for p in hardware["projections"] if "aten::gelu [[1,141,2048],[]]" in p)
+    assert line.startswith(hardware["base_device"]) and f"it would take {projected_ms:,.3f} ms" in line

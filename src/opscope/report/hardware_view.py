@@ -52,6 +52,7 @@ def hardware_data(hw: HardwareDiff, top: int) -> dict[str, Any]:
         "rows_total": len(hw.rows),
         "verdict": list(hw.verdict),
         "library_notes": list(hw.library_notes),
+        "projections": list(hw.projections),
     }
 
 
@@ -103,7 +104,7 @@ def with_hardware(doc: Document, hw: HardwareDiff, top: int) -> Document:
             ),
         ),
     )
-    notes = (*hw.verdict, *hw.library_notes)
+    notes = (*hw.verdict, *hw.library_notes, *hw.projections)
     return replace(
         doc,
         data={**doc.data, "hardware": hardware_data(hw, top)},

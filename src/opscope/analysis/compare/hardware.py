@@ -124,6 +124,8 @@ class HardwareDiff:
     coverage_new: float
     verdict: tuple[str, ...]
     library_notes: tuple[str, ...] = field(default=())
+    # what the slower side would save at the faster side's percent of its own peak (rows the model sizes)
+    projections: tuple[str, ...] = field(default=())
 
 
 def _shape(raw: str | None, keep: int | None) -> str | None:
@@ -350,6 +352,7 @@ def hardware_diff(base: HardwareSide, new: HardwareSide) -> HardwareDiff:
         coverage_new=coverage_new,
         verdict=_verdict(rows, base, new),
         library_notes=_library_notes(rows, base, new),
+        projections=_projections(rows, base, new),
     )
 
 
@@ -483,3 +486,34 @@ def hardware_compare(sides: list[HardwareSide]) -> HardwareTable:
         rows=tuple(rows),
         coverage=coverage,
     )
+
+
+def _projections(rows: list[HardwareRow], base: HardwareSide, new: HardwareSide) -> tuple[str, ...]:
+    """For the rows the efficiency model sizes on both sides, bound the same way: the slower side's time were it
+    to reach the faster side's percent of its own peak (time x its percent / the other's percent), capped by its
+    own roofline (never above 100% of its peak)."""
+    lines = []
+    for row in [r for r in rows if r.match == EXACT and r.base and r.new][: 4 * VERDICT_ROWS]:
+        assert row.base is not None and row.new is not None
+        if row.delta_ns > 0:
+            slow, fast, side = row.new, row.base, new
+        else:
+            slow, fast, side = row.base, row.new, base
+        if (
+            slow.pct_of_peak is None
+            or fast.pct_of_peak is None
+            or slow.bound != fast.bound
+            or not slow.pct_of_peak
+            or fast.pct_of_peak <= slow.pct_of_peak
+        ):
+            continue
+        target = min(fast.pct_of_peak, 100.0)
+        projected = slow.gpu_ns * slow.pct_of_peak / target
+        lines.append(
+            f"{side.device}: {_label(row)} at {slow.pct_of_peak:.3g}% of its peak; at the other GPU's "
+            f"{target:.3g}% it would take {projected / 1e6:,.3f} ms instead of {slow.gpu_ns / 1e6:,.3f} ms "
+            f"({(slow.gpu_ns - projected) / 1e6:,.3f} ms less, {slow.bound}-bound)"
+        )
+        if len(lines) == VERDICT_ROWS:
+            break
+    return tuple(lines)

@@ -115,7 +115,7 @@
     const note = document.getElementById("hardware-note");
     note.append(el("p", { class: "note" }, `BASE ${hw.base_device} · NEW ${hw.new_device} · matched ` +
       `${(100 * hw.coverage_base).toFixed(1)}% of BASE's GPU time and ${(100 * hw.coverage_new).toFixed(1)}% of NEW's.`));
-    for (const line of [...hw.verdict, ...hw.library_notes]) note.append(el("p", { class: "note" }, line));
+    for (const line of [...hw.verdict, ...hw.library_notes, ...(hw.projections || [])]) note.append(el("p", { class: "note" }, line));
     const side = (r, s, key) => (r[s] ? r[s][key] : null);
     const rated = hw.rows.filter((r) => side(r, "base", "pct_of_peak") !== null || side(r, "new", "pct_of_peak") !== null).slice(0, 15);
     const label = (r) => shortName(r.op) + (r.shape ? " " + r.shape.slice(0, 40) : "");
