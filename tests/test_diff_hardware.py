@@ -79,6 +79,8 @@ def test_the_verdict_names_what_carries_the_difference(cli) -> None:
     assert any("built for sm80 on an sm90 GPU" in n for n in hardware["library_notes"])
     text = cli("diff", *_paths("gaunernst_bert-small-uncased__1016001"), "--width", "120").out
     assert "Operators across hardware" in text and "matched: 100.0% of BASE's GPU time" in text
+    markdown = cli("diff", *_paths("gaunernst_bert-small-uncased__1016001"), "--format", "markdown").out
+    assert "| `attention_forward` | `[[1,141,8,64],[1,141,8,64],[1,141,8,64]]` | op and shapes |" in markdown
 
 
 @pytest.mark.corpus
