@@ -148,7 +148,7 @@ class SqliteTrace:
         if self.guard.exhausted:
             return InputError(
                 f"{self.display}: an SQLite query ran past its budget ({self.guard.budget_calls * PROGRESS_EVERY:,}"
-                " steps); the file is not a plain Nsight Systems export"
+                " steps); the file is not a plain profiler database (its tables do not read as one)"
             )
         return InputError(f"{self.display}: damaged or unreadable SQLite file ({exc})")
 
