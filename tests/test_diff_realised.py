@@ -91,3 +91,15 @@ def test_a_finding_whose_model_has_a_record_states_its_range(cli) -> None:
     assert others and all(f["saving_range_us"] is None and f["calibration"] is None for f in others)
     brief = cli("brief", corpus_path(BASE), "--width", "400").out
     assert record.text() in brief
+
+
+@pytest.mark.corpus
+def test_a_slower_new_realises_no_saving_for_a_shrunken_finding(cli) -> None:
+    """The pair the other way round (workers 4 -> 0: the step got 36% longer): findings whose time at stake fell
+    are not paired with the step's change (the ratios were negative and every finding claimed the same change)."""
+    out = json.loads(cli("diff", corpus_path(NEW), corpus_path(BASE), "--format", "json").out)
+    assert mean_step_ns(BASE) > mean_step_ns(NEW)  # NEW (here: the workers=0 run) is slower
+    paired = [f for part in ("fixed", "remaining") for f in out["findings"][part] if f.get("realised")]
+    assert paired == [], paired
+    text = cli("diff", corpus_path(NEW), corpus_path(BASE)).out
+    assert "predicted vs realised" not in text

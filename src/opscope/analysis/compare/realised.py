@@ -91,11 +91,6 @@ def realised(
     fixed = [i for i in shown if i not in after and i not in skipped]
     # a finding still there with less time at stake, when none was fixed (else the step's fall is the fixed
     # one's, and a reduced symptom would claim it too); its prediction scaled to the share of it removed
-    reduced = (
-        []
-        if fixed
-        else [i for i in shown if i in after and after[i].time_at_stake_ns < before[i].time_at_stake_ns]
-    )
     added = [f.id for f in new_advice.findings if f.id not in before] if new_advice else []
     mean_before, mean_after = _mean_step(base), _mean_step(new)
     per_step = mean_before is not None and mean_after is not None
@@ -106,6 +101,13 @@ def realised(
     if mean_before is not None and mean_after is not None:
         fall_per_step = mean_before - mean_after
         fall = fall_per_step * steps_before
+    # a reduced symptom claims the step's fall only when the step did fall: a slower NEW (another cause) is no
+    # realised saving of a finding that merely shrank, and pairing them printed negative ratios
+    reduced = (
+        []
+        if fixed or fall <= 0
+        else [i for i in shown if i in after and after[i].time_at_stake_ns < before[i].time_at_stake_ns]
+    )
     out = []
     for rule, status in [*((i, FIXED) for i in fixed), *((i, REDUCED) for i in reduced)]:
         f = before[rule]
