@@ -127,6 +127,13 @@ def ints(values: np.ndarray | pa.Array, dtype: pa.DataType, valid: np.ndarray | 
     return pa.array(values, type=dtype, mask=None if valid is None else ~valid)
 
 
+def int32_where(values: np.ndarray, valid: np.ndarray) -> pa.Array:
+    """A 32-bit column (device, grid, block, registers) from int64 values: empty where not `valid` or beyond 32
+    bits (a value from the file that does not fit is left empty, never wrapped)."""
+    ok = valid & (values >= -(2**31)) & (values < 2**31)
+    return pa.array(np.where(ok, values, 0).astype(np.int32), type=pa.int32(), mask=~ok)
+
+
 def record_batch(n: int, columns: Mapping[str, pa.Array]) -> pa.RecordBatch:
     """A batch with every schema column: the given ones (cast to the schema type), nulls for the rest."""
     arrays = []

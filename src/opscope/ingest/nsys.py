@@ -14,9 +14,10 @@ CPU thread. Absent tables are simply empty: an export without a kernel table has
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -113,6 +114,18 @@ class StringTable:
 
     ids: np.ndarray  # int64, sorted, distinct
     values: pa.Array  # string, aligned with `ids`
+
+    @classmethod
+    def of(cls, rows: Iterable[tuple[Any, Any]]) -> StringTable:
+        """From (id, text) rows as rpd and rocpd databases keep them (`rocpd_string`): an id must be a 64-bit
+        integer; a text that is not one reads as ""."""
+        by_id = {
+            key: value if isinstance(value, str) else ""
+            for key, value in rows
+            if isinstance(key, int) and not isinstance(key, bool) and -(2**63) <= key < 2**63
+        }
+        ids = sorted(by_id)
+        return cls(np.array(ids, dtype=np.int64), pa.array([by_id[i] for i in ids], type=pa.string()))
 
     def positions(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(position in `values`, found) for each key."""

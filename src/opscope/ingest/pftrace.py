@@ -38,6 +38,7 @@ import pyarrow as pa
 
 from opscope.errors import InputError
 from opscope.ingest import columns as C
+from opscope.ingest.rocprof import copy_name
 from opscope.ingest.source import ChunkReader
 from opscope.model.meta import TraceMeta
 from opscope.model.schema import KIND_CODES, Col, Kind
@@ -46,13 +47,6 @@ BATCH = 1 << 15
 BOOTTIME = 6  # perfetto.protos.BuiltinClock.BUILTIN_CLOCK_BOOTTIME, the trace's default clock
 SEQ_INCREMENTAL_STATE_CLEARED = 1
 API_CATEGORIES = frozenset({"hip_api", "hsa_api", "rccl_api", "rocdecode_api", "rocjpeg_api", "ompt_api"})
-_COPY_DIRECTIONS = (
-    ("HOST_TO_DEVICE", "HtoD"),
-    ("DEVICE_TO_HOST", "DtoH"),
-    ("DEVICE_TO_DEVICE", "DtoD"),
-    ("HOST_TO_HOST", "HtoH"),
-    ("PEER_TO_PEER", "PtoP"),
-)
 _TRAILING_NUMBER = re.compile(r"(\d+)\D*$")
 _STREAM = re.compile(r"(?:STREAM|QUEUE) \[(\d+)\]")
 
@@ -272,14 +266,6 @@ def _event(event: Any, ts: int, seq: _Sequence, state: _State, pb2: Any) -> None
         state.stacks.setdefault(track_uuid, []).append(_Open(ts, name, category, annotations, flow))
 
 
-def _copy_name(name: str) -> str:
-    upper = name.upper()
-    for token, short in _COPY_DIRECTIONS:
-        if token in upper:
-            return f"Memcpy {short}"
-    return "Memcpy Unknown"
-
-
 def _trailing(value: Any) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
@@ -316,7 +302,7 @@ def _batch(state: _State) -> pa.RecordBatch:
             kind = Kind.KERNEL
             device = _trailing(notes.get("agent"))
         elif category == "memory_copy":
-            kind, name = Kind.MEMCPY, _copy_name(name)
+            kind, name = Kind.MEMCPY, copy_name(name)
             device = _trailing(notes.get("dst_agent"))
             size = _trailing(notes.get("copy_bytes"))
         elif category in API_CATEGORIES:

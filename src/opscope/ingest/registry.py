@@ -90,19 +90,24 @@ def _sniff_sqlite(head: bytes, path: Path) -> bool:
 SQLITE_NOT_READ: tuple[tuple[str, str, str], ...] = ()
 
 
-def sqlite_flavour(path: Path) -> tuple[str, str] | None:
-    """(what the SQLite database is, what to do meanwhile) where it is one of `SQLITE_NOT_READ`; None for any
-    other (an Nsight Systems export, or what its reader will say it is not). Reads the table names only
-    (`sqlite_master`, read-only: nothing of the file is run)."""
+def sqlite_tables(path: Path) -> set[str]:
+    """The table names of an SQLite file, read-only (`sqlite_master` only: nothing of the file is run); empty
+    when it cannot be opened. What the SQLite readers' sniffs look at."""
     import sqlite3
 
     try:
         with contextlib.closing(
             sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
         ) as db:
-            names = [str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+            return {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except (sqlite3.Error, OSError, ValueError):
-        return None
+        return set()
+
+
+def sqlite_flavour(path: Path) -> tuple[str, str] | None:
+    """(what the SQLite database is, what to do meanwhile) where it is one of `SQLITE_NOT_READ`; None for any
+    other (an Nsight Systems export, or what its reader will say it is not)."""
+    names = sqlite_tables(path)
     for what, table, meanwhile in SQLITE_NOT_READ:
         if any(n == table or (table.endswith("_") and n.startswith(table)) for n in names):
             return what, meanwhile

@@ -25,7 +25,6 @@ Not read: samples, counters (`rocpd_pmc_event`), memory allocations, code object
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -38,10 +37,9 @@ import pyarrow as pa
 from opscope.errors import InputError
 from opscope.ingest import columns as C
 from opscope.ingest.nsys import StringTable, string_names
-from opscope.ingest.rocprof import kernel_name
-from opscope.ingest.rpd import table_names
+from opscope.ingest.rocprof import copy_name, kernel_name
 from opscope.ingest.source import is_gzip
-from opscope.ingest.sqlite import NULL_INT, SqliteTrace, nullable
+from opscope.ingest.sqlite import NULL_INT, SqliteTrace, json_object, nullable
 from opscope.model.meta import DeviceInfo, TraceMeta
 from opscope.model.schema import KIND_CODES, Col, Kind
 
@@ -59,13 +57,6 @@ PROCESS, THREAD, METADATA, CATEGORY = (
     "rocpd_metadata",
     "rocpd_info_category",
 )
-_COPY_DIRECTIONS = (  # rocprofiler-sdk's memory copy operation names -> Kineto's abbreviation
-    ("HOST_TO_DEVICE", "HtoD"),
-    ("DEVICE_TO_HOST", "DtoH"),
-    ("DEVICE_TO_DEVICE", "DtoD"),
-    ("HOST_TO_HOST", "HtoH"),
-    ("PEER_TO_PEER", "PtoP"),
-)
 _SUFFIX = re.compile(r"^rocpd_kernel_dispatch(_[0-9A-Za-z_]+)$")
 
 
@@ -75,11 +66,11 @@ def suffixes(names: set[str]) -> list[str]:
 
 
 def sniff(head: bytes, path: Path) -> bool:
-    from opscope.ingest.registry import SQLITE_MAGIC
+    from opscope.ingest.registry import SQLITE_MAGIC, sqlite_tables
 
     if not head.startswith(SQLITE_MAGIC):
         return False
-    names = table_names(path)
+    names = sqlite_tables(path)
     return any(f"{STRING}{s}" in names for s in suffixes(names))
 
 
@@ -117,24 +108,6 @@ def _rows(db: SqliteTrace, table: str | None, columns: list[str]) -> list[tuple[
     return db.rows(f"SELECT {select} FROM {_quoted(table)}")
 
 
-def _string_table(db: SqliteTrace, table: str | None) -> StringTable:
-    by_id = {
-        int(k): v if isinstance(v, str) else ""
-        for k, v in _rows(db, table, ["id", "string"])
-        if isinstance(k, int) and not isinstance(k, bool)
-    }
-    ids = sorted(by_id)
-    return StringTable(np.array(ids, dtype=np.int64), pa.array([by_id[i] for i in ids], type=pa.string()))
-
-
-def _json(text: object) -> dict[str, Any]:
-    try:
-        value = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -150,7 +123,7 @@ def _agents(db: SqliteTrace, table: str | None) -> tuple[dict[int, DeviceInfo], 
         if gpu is None or abs(gpu) >= 2**31:
             continue
         index[int(row_id)] = gpu
-        extra = _json(extdata)
+        extra = json_object(extdata)
         waves, wave = _int(extra.get("max_waves_per_cu")), _int(extra.get("wave_front_size"))
         lds = _int(extra.get("lds_size_in_kb"))
         devices[int(row_id)] = DeviceInfo(
@@ -169,7 +142,7 @@ def _agents(db: SqliteTrace, table: str | None) -> tuple[dict[int, DeviceInfo], 
 
 def _open_set(db: SqliteTrace, suffix: str) -> _Set:
     s = _Set(db, suffix, StringTable(np.empty(0, np.int64), pa.array([], pa.string())), {}, {})
-    s.strings = _string_table(db, s.table(STRING))
+    s.strings = StringTable.of(_rows(db, s.table(STRING), ["id", "string"]))
     s.devices, s.agent_index = _agents(db, s.table(AGENT))
     s.processes = {
         int(i): int(p)
@@ -230,11 +203,6 @@ def _lookup(keys: np.ndarray, table: dict[int, int]) -> tuple[np.ndarray, np.nda
     return np.where(found, values[at], 0), found
 
 
-def _int32(values: np.ndarray, valid: np.ndarray) -> pa.Array:
-    ok = valid & (values >= -(2**31)) & (values < 2**31)
-    return pa.array(np.where(ok, values, 0).astype(np.int32), type=pa.int32(), mask=~ok)
-
-
 def _np(batch: pa.RecordBatch, name: str) -> np.ndarray:
     return batch.column(name).to_numpy()
 
@@ -254,12 +222,35 @@ def _symbols(s: _Set) -> tuple[dict[int, str], dict[int, int]]:
     for row_id, display, raw, arch, accum, extdata in _rows(s.db, s.table(SYMBOL), columns):
         if _int(row_id) is None:
             continue
-        formatted = _json(extdata).get("formatted_kernel_name")
+        formatted = json_object(extdata).get("formatted_kernel_name")
         name = display or (formatted if isinstance(formatted, str) else None) or raw or "(unnamed kernel)"
         names[int(row_id)] = kernel_name(str(name))
         if _int(arch) is not None:
             registers[int(row_id)] = int(arch) + (_int(accum) or 0)
     return names, registers
+
+
+def _on_gpu(
+    s: _Set, batch: pa.RecordBatch, gpu: np.ndarray, on_gpu: np.ndarray, kind: str, category: str
+) -> dict[str, pa.Array]:
+    """The columns a kernel and a copy share: kind, time, device, stream (else the queue) and correlation."""
+    n = batch.num_rows
+    start, end = _np(batch, "start"), _np(batch, "end")
+    timed = (start != NULL_INT) & (end != NULL_INT)
+    stream = np.where(_np(batch, "stream") != NULL_INT, _np(batch, "stream"), _np(batch, "queue"))
+    placed = stream != NULL_INT
+    return {
+        Col.PH: C.const_text("X", n),
+        Col.CAT: C.const_text(category, n),
+        Col.KIND: C.kinds(kind, n),
+        Col.PID: C.text_of_ints(gpu, on_gpu),
+        Col.TID: C.text_of_ints(stream, placed),
+        Col.TS_NS: pa.array(np.where(timed, start, 0), type=pa.int64(), mask=~timed),
+        Col.DUR_NS: pa.array(np.where(timed, end - start, 0), type=pa.int64(), mask=~timed),
+        Col.DEVICE: C.int32_where(gpu, on_gpu),
+        Col.STREAM: pa.array(np.where(placed, stream, 0), type=pa.int64(), mask=~placed),
+        Col.CORRELATION: _correlation(s, batch),
+    }
 
 
 def _kernels(s: _Set) -> Iterator[pa.RecordBatch]:
@@ -284,47 +275,22 @@ def _kernels(s: _Set) -> Iterator[pa.RecordBatch]:
         return
     names, registers = _symbols(s)
     for batch in s.db.batches(*query):
-        n = batch.num_rows
-        start, end = _np(batch, "start"), _np(batch, "end")
-        timed = (start != NULL_INT) & (end != NULL_INT)
         gpu, on_gpu = _lookup(_np(batch, "agent"), s.agent_index)
-        stream = np.where(_np(batch, "stream") != NULL_INT, _np(batch, "stream"), _np(batch, "queue"))
         kernel = _np(batch, "kernel")
         regs, has_regs = _lookup(kernel, registers)
-        cols: dict[str, pa.Array] = {
-            Col.PH: C.const_text("X", n),
-            Col.CAT: C.const_text("kernel", n),
-            Col.KIND: C.kinds(Kind.KERNEL, n),
-            Col.NAME: C.text_by_code(kernel, names),
-            Col.PID: C.text_of_ints(gpu, on_gpu),
-            Col.TID: C.text_of_ints(stream, stream != NULL_INT),
-            Col.TS_NS: pa.array(np.where(timed, start, 0), type=pa.int64(), mask=~timed),
-            Col.DUR_NS: pa.array(np.where(timed, end - start, 0), type=pa.int64(), mask=~timed),
-            Col.DEVICE: _int32(gpu, on_gpu),
-            Col.STREAM: pa.array(
-                np.where(stream != NULL_INT, stream, 0), type=pa.int64(), mask=stream == NULL_INT
-            ),
-            Col.CORRELATION: _correlation(s, batch),
-            Col.REGISTERS: _int32(regs, has_regs),
-            Col.SHARED_MEMORY: nullable(batch.column("lds")),
-        }
+        cols = _on_gpu(s, batch, gpu, on_gpu, Kind.KERNEL, "kernel")
+        cols[Col.NAME] = C.text_by_code(kernel, names)
+        cols[Col.REGISTERS] = C.int32_where(regs, has_regs)
+        cols[Col.SHARED_MEMORY] = nullable(batch.column("lds"))
         for axis in "xyz":
             group, items = _np(batch, f"w{axis}"), _np(batch, f"g{axis}")
             known = (group != NULL_INT) & (group > 0) & (items != NULL_INT)
             blocks = np.where(
                 known, -(-items // np.where(known, group, 1)), 0
             )  # ceil: work-items -> workgroups
-            cols[getattr(Col, f"GRID_{axis.upper()}")] = _int32(blocks, known)
-            cols[getattr(Col, f"BLOCK_{axis.upper()}")] = _int32(group, known)
-        yield C.record_batch(n, cols)
-
-
-def _copy_name(label: str) -> str:
-    upper = label.upper()
-    for token, short in _COPY_DIRECTIONS:
-        if token in upper:
-            return f"Memcpy {short}"
-    return "Memcpy Unknown"
+            cols[getattr(Col, f"GRID_{axis.upper()}")] = C.int32_where(blocks, known)
+            cols[getattr(Col, f"BLOCK_{axis.upper()}")] = C.int32_where(group, known)
+        yield C.record_batch(batch.num_rows, cols)
 
 
 def _copies(s: _Set) -> Iterator[pa.RecordBatch]:
@@ -343,43 +309,22 @@ def _copies(s: _Set) -> Iterator[pa.RecordBatch]:
     if query is None:
         return
     for batch in s.db.batches(*query):
-        n = batch.num_rows
-        start, end, nbytes = _np(batch, "start"), _np(batch, "end"), _np(batch, "bytes")
-        timed = (start != NULL_INT) & (end != NULL_INT)
         dst, on_dst = _lookup(_np(batch, "dst"), s.agent_index)
         src, on_src = _lookup(_np(batch, "src"), s.agent_index)
-        gpu, on_gpu = (
-            np.where(on_dst, dst, src),
-            on_dst | on_src,
-        )  # the GPU side: the destination, else the source
-        stream = np.where(_np(batch, "stream") != NULL_INT, _np(batch, "stream"), _np(batch, "queue"))
+        # the GPU side of the copy: the destination, else the source
+        cols = _on_gpu(s, batch, np.where(on_dst, dst, src), on_dst | on_src, Kind.MEMCPY, "gpu_memcpy")
         codes = _np(batch, "name")
-        labels = {int(c): _copy_name(s.strings.get(int(c)) or "") for c in np.unique(codes).tolist()}
+        labels = {int(c): copy_name(s.strings.get(int(c)) or "") for c in np.unique(codes).tolist()}
+        start, end, nbytes = _np(batch, "start"), _np(batch, "end"), _np(batch, "bytes")
         dur = end - start
         sized = nbytes != NULL_INT
-        rate = sized & timed & (dur > 0)
-        yield C.record_batch(
-            n,
-            {
-                Col.PH: C.const_text("X", n),
-                Col.CAT: C.const_text("gpu_memcpy", n),
-                Col.KIND: C.kinds(Kind.MEMCPY, n),
-                Col.NAME: C.text_by_code(codes, labels),
-                Col.PID: C.text_of_ints(gpu, on_gpu),
-                Col.TID: C.text_of_ints(stream, stream != NULL_INT),
-                Col.TS_NS: pa.array(np.where(timed, start, 0), type=pa.int64(), mask=~timed),
-                Col.DUR_NS: pa.array(np.where(timed, dur, 0), type=pa.int64(), mask=~timed),
-                Col.DEVICE: _int32(gpu, on_gpu),
-                Col.STREAM: pa.array(
-                    np.where(stream != NULL_INT, stream, 0), type=pa.int64(), mask=stream == NULL_INT
-                ),
-                Col.CORRELATION: _correlation(s, batch),
-                Col.BYTES: pa.array(np.where(sized, nbytes, 0), type=pa.int64(), mask=~sized),
-                Col.BANDWIDTH_GBPS: pa.array(
-                    np.where(rate, nbytes / np.where(rate, dur, 1), 0.0), type=pa.float64(), mask=~rate
-                ),
-            },
+        rate = sized & (start != NULL_INT) & (end != NULL_INT) & (dur > 0)
+        cols[Col.NAME] = C.text_by_code(codes, labels)
+        cols[Col.BYTES] = pa.array(np.where(sized, nbytes, 0), type=pa.int64(), mask=~sized)
+        cols[Col.BANDWIDTH_GBPS] = pa.array(
+            np.where(rate, nbytes / np.where(rate, dur, 1), 0.0), type=pa.float64(), mask=~rate
         )
+        yield C.record_batch(batch.num_rows, cols)
 
 
 def _categories(s: _Set) -> dict[int, str]:
@@ -454,7 +399,7 @@ def read_batches(path: Path, display: str) -> tuple[Iterator[pa.RecordBatch], Ca
     """Start reading a rocpd database; returns the batch iterator and a finisher that builds `TraceMeta`."""
     if is_gzip(path):
         raise InputError(f"{display}: a compressed SQLite file; decompress it first (gunzip)")
-    db = SqliteTrace(path, display)
+    db = SqliteTrace(path, display, own_views=True)  # rocprofv3's views: conveniences
     found = suffixes(db.tables)
     if not found:
         db.close()
@@ -474,8 +419,6 @@ def read_batches(path: Path, display: str) -> tuple[Iterator[pa.RecordBatch], Ca
 
     def finish() -> TraceMeta:
         try:
-            views = {str(r[0]) for r in db.rows("SELECT name FROM sqlite_master WHERE type = 'view'")}
-            db.ignored = [name for name in db.ignored if name not in views]  # rocpd's own conveniences
             devices: dict[int, DeviceInfo] = {}
             extra: dict[str, Any] = {}
             for s in sets:

@@ -35,6 +35,24 @@ BATCH = 1 << 16
 _KD_SUFFIX = re.compile(r"(\s*\[clone \.kd\]|\.kd)$")
 # rocprofiler_memory_copy_operation_t
 _COPY_KINDS = {1: "HtoH", 2: "HtoD", 3: "DtoH", 4: "DtoD"}
+# rocprofiler-sdk's memory copy operation names (MEMORY_COPY_HOST_TO_DEVICE, ...) -> Kineto's abbreviation
+_COPY_DIRECTIONS = (
+    ("HOST_TO_DEVICE", "HtoD"),
+    ("DEVICE_TO_HOST", "DtoH"),
+    ("DEVICE_TO_DEVICE", "DtoD"),
+    ("HOST_TO_HOST", "HtoH"),
+    ("PEER_TO_PEER", "PtoP"),
+)
+
+
+def copy_name(operation: str) -> str:
+    """A memory copy named as Kineto names it ("Memcpy HtoD") from rocprofiler-sdk's operation name, as the
+    rocpd and Perfetto outputs of rocprofv3 write it."""
+    upper = operation.upper()
+    for token, short in _COPY_DIRECTIONS:
+        if token in upper:
+            return f"Memcpy {short}"
+    return "Memcpy Unknown"
 
 
 def kernel_name(raw: str) -> str:

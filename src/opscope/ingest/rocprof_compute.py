@@ -20,7 +20,6 @@ Two readers share these tables:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,9 +32,8 @@ import pyarrow as pa
 from opscope.errors import InputError
 from opscope.ingest import columns as C
 from opscope.ingest.rocprof import kernel_name, sysinfo_devices
-from opscope.ingest.rpd import table_names
 from opscope.ingest.source import is_gzip
-from opscope.ingest.sqlite import NULL_INT, SqliteTrace, nullable
+from opscope.ingest.sqlite import NULL_INT, SqliteTrace, json_object, nullable
 from opscope.model.meta import TraceMeta
 from opscope.model.ncu import FIELDS, ID, KERNEL, LAUNCH_SCHEMA, VALUE_SCHEMA, NcuMetrics
 from opscope.model.schema import Col, Kind
@@ -80,32 +78,22 @@ UNITS: dict[str, tuple[str, float]] = {
 
 
 def sniff(head: bytes, path: Path) -> bool:
-    from opscope.ingest.registry import SQLITE_MAGIC
+    from opscope.ingest.registry import SQLITE_MAGIC, sqlite_tables
 
-    return head.startswith(SQLITE_MAGIC) and set(REQUIRED) <= table_names(path)
+    return head.startswith(SQLITE_MAGIC) and set(REQUIRED) <= sqlite_tables(path)
 
 
 def _open(path: Path, display: str) -> SqliteTrace:
     if is_gzip(path):
         raise InputError(f"{display}: a compressed SQLite file; decompress it first (gunzip)")
-    db = SqliteTrace(path, display)
+    db = SqliteTrace(path, display, own_views=True)  # its views: conveniences over its tables
     missing = [t for t in REQUIRED if t not in db.tables]
     if missing:
         db.close()
         raise InputError(
             f"{display}: an SQLite database, but not a rocprof-compute analysis (no {', '.join(missing)} table)"
         )
-    views = {str(r[0]) for r in db.rows("SELECT name FROM sqlite_master WHERE type = 'view'")}
-    db.ignored = [name for name in db.ignored if name not in views]  # its own conveniences, never read
     return db
-
-
-def _json(text: object) -> dict[str, Any]:
-    try:
-        value = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -128,12 +116,12 @@ def _workload(db: SqliteTrace) -> _Workload:
     name, sys_info, bench, config = rows[0]
     roofs = {
         str(k): float(v)
-        for k, v in _json(bench).items()
+        for k, v in json_object(bench).items()
         if isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v)
     }
-    types = _json(config).get("roofline_data_type")
+    types = json_object(config).get("roofline_data_type")
     data_types = tuple(str(t) for t in types) if isinstance(types, list) else ()
-    return _Workload(_json(sys_info), roofs, data_types, str(name) if name is not None else None)
+    return _Workload(json_object(sys_info), roofs, data_types, str(name) if name is not None else None)
 
 
 def _kernel_names(db: SqliteTrace) -> dict[int, str]:
@@ -211,7 +199,7 @@ def read_batches(path: Path, display: str) -> tuple[Iterator[pa.RecordBatch], Ca
                     Col.TID: C.const_text("0", n),
                     Col.TS_NS: nullable(batch.column("start")),
                     Col.DUR_NS: nullable(batch.column("dur")),
-                    Col.DEVICE: C.ints(np.where(known, gpu, 0), pa.int32(), known & (np.abs(gpu) < 2**31)),
+                    Col.DEVICE: C.int32_where(gpu, known),
                     Col.STREAM: pa.array(np.zeros(n, dtype=np.int64)),
                     Col.CORRELATION: nullable(batch.column("dispatch")),
                 },

@@ -23,8 +23,6 @@ are only in argument text). The device has no name or properties in an rpd file.
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,22 +63,10 @@ COPY_OPS = {
 }
 
 
-def table_names(path: Path) -> set[str]:
-    """The table names of an SQLite file (read-only, `sqlite_master` only: nothing of the file runs); empty
-    when it cannot be opened."""
-    try:
-        with contextlib.closing(
-            sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
-        ) as db:
-            return {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    except (sqlite3.Error, OSError, ValueError):
-        return set()
-
-
 def sniff(head: bytes, path: Path) -> bool:
-    from opscope.ingest.registry import SQLITE_MAGIC
+    from opscope.ingest.registry import SQLITE_MAGIC, sqlite_tables
 
-    return head.startswith(SQLITE_MAGIC) and set(RPD_TABLES) <= table_names(path)
+    return head.startswith(SQLITE_MAGIC) and set(RPD_TABLES) <= sqlite_tables(path)
 
 
 @dataclass
@@ -88,15 +74,6 @@ class _State:
     strings: StringTable
     skipped_ops: dict[str, int] = field(default_factory=dict)  # op type -> ops not read
     threads: set[tuple[int, int]] = field(default_factory=set)
-
-
-def _string_table(db: SqliteTrace) -> StringTable:
-    by_id: dict[int, str] = {}
-    for key, value in db.rows(f"SELECT id, string FROM {STRINGS}"):
-        if isinstance(key, int) and not isinstance(key, bool) and -(2**63) <= key < 2**63:
-            by_id[key] = value if isinstance(value, str) else ""
-    ids = sorted(by_id)
-    return StringTable(np.array(ids, dtype=np.int64), pa.array([by_id[i] for i in ids], type=pa.string()))
 
 
 def _np(batch: pa.RecordBatch, name: str) -> np.ndarray:
@@ -191,7 +168,7 @@ def _ops(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
                 Col.TID: C.text_of_ints(queue, queue != NULL_INT),
                 Col.TS_NS: nullable(batch.column("start")),
                 Col.DUR_NS: nullable(batch.column("dur")),
-                Col.DEVICE: _int32(device),
+                Col.DEVICE: C.int32_where(device, device != NULL_INT),
                 Col.STREAM: nullable(batch.column("queue")),
                 Col.CORRELATION: nullable(batch.column("api")),
                 Col.BYTES: pa.array(np.where(has_bytes, nbytes, 0), type=pa.int64(), mask=~has_bytes),
@@ -200,11 +177,6 @@ def _ops(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
                 ),
             },
         )
-
-
-def _int32(values: np.ndarray) -> pa.Array:
-    valid = (values != NULL_INT) & (values >= -(2**31)) & (values < 2**31)
-    return pa.array(np.where(valid, values, 0).astype(np.int32), type=pa.int32(), mask=~valid)
 
 
 def _api(db: SqliteTrace, state: _State) -> Iterator[pa.RecordBatch]:
@@ -264,8 +236,6 @@ def _meta(db: SqliteTrace, path: Path, state: _State) -> TraceMeta:
         for tag, value in db.rows(f"SELECT tag, value FROM {METADATA}"):
             if tag in ("schema_version", "session_count") and value is not None:
                 extra[f"rpd_{tag}"] = str(value)
-    views = {str(r[0]) for r in db.rows("SELECT name FROM sqlite_master WHERE type = 'view'")}
-    db.ignored = [name for name in db.ignored if name not in views]  # rpd's own conveniences, never read
     warnings = list(db.warnings())
     if state.skipped_ops:
         parts = ", ".join(f"{label} {count:,}" for label, count in sorted(state.skipped_ops.items()))
@@ -279,14 +249,14 @@ def read_batches(
     """Start reading an rpd database; returns the batch iterator and a finisher that builds `TraceMeta`."""
     if is_gzip(path):
         raise InputError(f"{display}: a compressed SQLite file; decompress it first (gunzip)")
-    db = SqliteTrace(path, display, use_adbc=use_adbc)
+    db = SqliteTrace(path, display, use_adbc=use_adbc, own_views=True)  # rpd's views: conveniences
     missing = [t for t in RPD_TABLES if t not in db.tables]
     if missing:
         db.close()
         raise InputError(
             f"{display}: an SQLite database, but not an rpd file (no {', '.join(missing)} table)"
         )
-    state = _State(strings=_string_table(db))
+    state = _State(strings=StringTable.of(db.rows(f"SELECT id, string FROM {STRINGS}")))
 
     def batches() -> Iterator[pa.RecordBatch]:
         yield from _ops(db, state)

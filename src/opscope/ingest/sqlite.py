@@ -16,6 +16,7 @@ is spent, or when a signal (Ctrl-C, SIGTERM) arrived meanwhile, so no SQLite inp
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import re
 import sqlite3
@@ -78,7 +79,12 @@ def _quoted(name: str) -> str:
 class SqliteTrace:
     """An open SQLite file: table/column discovery, small queries and streamed integer batches."""
 
-    def __init__(self, path: Path, display: str, use_adbc: bool | None = None) -> None:
+    def __init__(
+        self, path: Path, display: str, use_adbc: bool | None = None, own_views: bool = False
+    ) -> None:
+        """`own_views`: the format defines views over its own tables (rpd, rocpd, rocprof-compute): they are
+        not read, as no view is, but not worth a warning either (a virtual table or a generated column still
+        gets one)."""
         self.path = path
         self.display = display
         available = _adbc_module() is not None
@@ -112,7 +118,9 @@ class SqliteTrace:
             raise self.damaged(exc) from None
         self.tables -= generated
         self.ignored = sorted(
-            str(name) for kind, name, sql in rows if kind in ("table", "view") and name not in self.tables
+            str(name)
+            for kind, name, sql in rows
+            if (kind == "table" or (kind == "view" and not own_views)) and name not in self.tables
         )
         self._columns: dict[str, set[str]] = {}
         self.odd_values: dict[str, int] = {}  # table.column -> values that were not integers (left empty)
@@ -259,3 +267,12 @@ class SqliteTrace:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.conn.close()
+
+
+def json_object(text: object) -> dict[str, Any]:
+    """A JSON text column (an `extdata`, a workload's system information) as a dict; {} for anything else."""
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

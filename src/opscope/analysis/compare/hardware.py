@@ -289,6 +289,11 @@ def _figures(rows: pl.DataFrame) -> SideFigures:
     )
 
 
+def _other_work() -> pl.Expr:
+    """The last pass's key: "(other work): " and the category of the kernels carrying a row's time."""
+    return (pl.lit(OTHER_OPS + ": ") + pl.col("category").fill_null("other")).alias("group")
+
+
 def _pair(
     base: pl.DataFrame, new: pl.DataFrame, keys: list[str]
 ) -> tuple[list[tuple[tuple, pl.DataFrame, pl.DataFrame]], pl.DataFrame, pl.DataFrame]:
@@ -323,7 +328,7 @@ def hardware_diff(base: HardwareSide, new: HardwareSide) -> HardwareDiff:
     # 4. operators still without a partner (another framework's operators, another decomposition), by the
     # category of the kernels that carry most of their time
     # (with the "(no op)" rows pass 3 left: one framework's unattributed GEMMs meet the other's GEMM operators)
-    group = (pl.lit(OTHER_OPS + ": ") + pl.col("category").fill_null("other")).alias("group")
+    group = _other_work()
     b_rest = pl.concat([b_rest, b_cat_rest]).with_columns(group)
     n_rest = pl.concat([n_rest, n_cat_rest]).with_columns(group)
     by_kernels, b_rest, n_rest = _pair(b_rest, n_rest, ["group"])
@@ -456,7 +461,7 @@ def hardware_compare(sides: list[HardwareSide]) -> HardwareTable:
     ]
     for key, shape in common.iter_rows():
         rows.append(CompareRow(key, shape, EXACT, tuple(_figures(p[(key, shape)]) for p in parts)))
-    group = (pl.lit(OTHER_OPS + ": ") + pl.col("category").fill_null("other")).alias("group")
+    group = _other_work()
     rests = [
         pl.concat(
             [
