@@ -76,7 +76,7 @@ def test_every_command_the_readme_shows_parses_with_the_cli() -> None:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # argparse: an unknown command or flag, a missing or bad value
             pytest.fail(f"README command does not parse (exit {exc.code}): opscope {shlex.join(argv)}")
-        assert args.command == argv[0], argv
+        assert args._command == argv[0], argv  # `args.command` is the script of `run`
 
 
 def test_the_readme_python_is_valid_and_names_real_functions() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from opscope.capture import export, memory_snapshot
 from opscope.capture._torch import describe_device, require_torch
 from opscope.capture.quiet import filtered_stderr
+from opscope.capture.sampling import Sampler, Sampling, StepClock, WindowLog
 from opscope.capture.schedule import NONE, RECORD, RECORD_AND_SAVE, WARMUP, Schedule
 from opscope.errors import UsageError
 
@@ -43,6 +45,7 @@ class ProfileOptions:
     activities: tuple[str, ...] | None = None  # "cpu", "cuda"; None = CPU, plus CUDA when a GPU is available
     log_dir: str | None = None  # None = $PROFILER_LOG_DIR, else ./trace_logs
     save: bool = True  # False: collect but write no file (overhead measurement)
+    sampling: Sampling | None = None  # a window every M steps or S seconds (sampling.py); replaces `schedule`
 
 
 def _torch_action(torch: Any, action: str) -> Any:
@@ -75,6 +78,10 @@ class Profile(contextlib.ContextDecorator):
         self._nvtx_open = False
         self._snapshot = False
         self.snapshot_paths: list[Path] = []  # allocator snapshots written by the last session (CUDA only)
+        self.command = "python"  # what ran (`opscope run` names the script), for a sampling run's manifest
+        self.sampling: WindowLog | None = None  # the sampling run of the last session (`options.sampling`)
+        self._sampler: Sampler | None = None
+        self._clock: StepClock | None = None
 
     def _recreate_cm(self) -> Profile:
         return self
@@ -118,9 +125,18 @@ class Profile(contextlib.ContextDecorator):
         if self.options.nvtx and not self._nvtx:
             self._warn("nvtx=True ignored: NVTX ranges need a CUDA device")
         schedule = self.options.schedule
+        plan = self.options.sampling
+        self._sampler = Sampler(plan) if plan is not None else None
+        self._clock = StepClock() if plan is not None else None
+        self.sampling = None
+        if plan is not None:
+            if self._folder is None:
+                raise UsageError("sampling writes a trace per window: it needs save=True")
+            self.sampling = WindowLog(plan, self._folder, self.command)
+        decide = self._sampler.action if self._sampler is not None else schedule.action
         prof = torch.profiler.profile(
             activities=activities,
-            schedule=lambda step: _torch_action(torch, schedule.action(step)),
+            schedule=lambda step: _torch_action(torch, decide(step)),
             on_trace_ready=self._trace_ready,
             record_shapes=self.options.record_shapes,
             with_stack=self.options.with_stack,
@@ -139,7 +155,15 @@ class Profile(contextlib.ContextDecorator):
 
     def _trace_ready(self, prof: Any) -> None:
         self.cycles += 1
-        if self._folder is not None:
+        if self.sampling is not None and self._sampler is not None and self._clock is not None:
+            begun = time.perf_counter()
+            path = export.write_trace(prof, self.sampling.folder)
+            first, last = self._sampler.recorded_steps() or (self.steps, self.steps)
+            timing = self._clock.window()
+            self.sampling.written(path, (first, min(last, self.steps)), timing, time.perf_counter() - begun)
+            self.trace_paths = [self.sampling.folder / w.trace for w in self.sampling.windows if w.trace]
+            self._clock.restart()
+        elif self._folder is not None:
             self.trace_paths.append(export.write_trace(prof, self._folder))
             if self._snapshot:
                 self.snapshot_paths.append(memory_snapshot.dump(require_torch(), self.trace_paths[-1]))
@@ -153,6 +177,10 @@ class Profile(contextlib.ContextDecorator):
             return
         self.step_source = source
         self._nvtx_end()
+        if self._sampler is not None and self._clock is not None and self.sampling is not None:
+            self._clock.step(self._sampler.action(self.steps))
+            if self._sampler.action(self.steps) == WARMUP:  # the window's first recorded step starts now
+                self.sampling.recording_starts()
         with warnings.catch_warnings():
             # Each cycle is exported as it ends, so torch's note about clearing events between cycles is moot.
             warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
@@ -174,6 +202,10 @@ class Profile(contextlib.ContextDecorator):
             if self._snapshot:
                 self._snapshot = False
                 memory_snapshot.stop(require_torch())
+            if self.sampling is not None:
+                self.sampling.finish(self.steps)
+                for message in self.sampling.warnings:
+                    self._warn(message)
             self._check_coverage(crashed=exc_type is not None)
         return False
 
@@ -186,7 +218,14 @@ class Profile(contextlib.ContextDecorator):
             if self.log_warnings:
                 log.warning(f"the profiled code raised an error during step {self.steps}; {self.crash_note}")
             return
-        if schedule.whole_run:
+        if schedule.whole_run and self.options.sampling is None:
+            return
+        if self.options.sampling is not None:
+            if self.cycles == 0:
+                self._warn(
+                    f"no window was written: the block ended after {self.steps} step(s), before the first "
+                    f"window ({self.options.sampling.describe()})"
+                )
             return
         if self.cycles == 0:
             self._warn(
@@ -245,11 +284,48 @@ def profile(
     log_dir: str | None = None,
     save: bool = True,
     memory_snapshot: bool = False,
+    every: int | None = None,
+    every_seconds: float | None = None,
+    keep: int | None = None,
+    history: str | None = None,
 ) -> Profile:
     """Profile a block or a function; `steps=N` traces the first N steps, no schedule traces the whole block.
 
+    `every=M` (or `every_seconds=S`) samples a long run instead: a window of `steps` steps every M steps (S
+    seconds), each its own trace in a run folder under the log folder, every window added to the run history
+    (`history`: its database; default $OPSCOPE_HISTORY or .opscope/history.sqlite), only the newest `keep`
+    traces left on disk; `opscope drift` reads the folder (docs/drift.md).
+
     See `docs/capture.md` for the schedule's meaning; traces go to `log_dir`, $PROFILER_LOG_DIR or ./trace_logs.
     """
+    if every is not None or every_seconds is not None:
+        if steps is None or active is not None or wait or warmup or repeat != 1:
+            raise UsageError(
+                "sampling takes steps=N (steps per window) with every=M or every_seconds=S, no schedule"
+            )
+        plan = Sampling(
+            steps=steps,
+            every=every,
+            every_seconds=every_seconds,
+            keep=keep,
+            skip_first=skip_first,
+            history=history,
+        )
+        return Profile(
+            ProfileOptions(
+                record_shapes=record_shapes,
+                with_stack=with_stack,
+                profile_memory=profile_memory,
+                nvtx=nvtx,
+                memory_snapshot=memory_snapshot,
+                activities=tuple(activities) if activities is not None else None,
+                log_dir=str(log_dir) if log_dir is not None else None,
+                save=save,
+                sampling=plan,
+            )
+        )
+    if keep is not None or history is not None:
+        raise UsageError("keep and history belong to sampling: give every=M or every_seconds=S too")
     schedule = Schedule.build(
         steps, wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first
     )

@@ -22,6 +22,7 @@ from typing import Any
 
 from opscope.capture._torch import require_torch
 from opscope.capture.profiler import Profile, ProfileOptions
+from opscope.capture.sampling import Manifest
 from opscope.errors import InputError, UsageError
 
 _PYTHON_NAMES = ("python", "python3")
@@ -115,6 +116,8 @@ class RunResult:
     warnings: tuple[str, ...]
     crash_note: str | None  # what was saved when the script failed
     seconds: float
+    sampling: Manifest | None = None  # `--every`: the sampling run (its folder: `sampling_folder`)
+    sampling_folder: str | None = None
 
 
 def _script_frames(exc: BaseException) -> tuple[str, str]:
@@ -156,6 +159,7 @@ def run_script(command: Command, options: ProfileOptions) -> RunResult:
     require_torch()
     prof = Profile(options)
     prof.log_warnings = False
+    prof.command = " ".join(command.argv)
     status, error, script_tb = 0, None, None
     start = time.perf_counter()
     try:
@@ -180,4 +184,6 @@ def run_script(command: Command, options: ProfileOptions) -> RunResult:
         warnings=tuple(prof.warnings),
         crash_note=prof.crash_note,
         seconds=time.perf_counter() - start,
+        sampling=prof.sampling.manifest() if prof.sampling is not None else None,
+        sampling_folder=str(prof.sampling.folder) if prof.sampling is not None else None,
     )

@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 from opscope.cli.common import add_output_args, announce_written, check_outputs, emit
+
+if TYPE_CHECKING:
+    from opscope.capture.sampling import Sampling
 
 NAME = "run"
 log = logging.getLogger("opscope")
@@ -29,6 +33,36 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", dest="old_steps", default=None, help=argparse.SUPPRESS)
     parser.add_argument(
         "--skip-first", type=int, default=0, metavar="N", help="with --profile-steps: skip N steps first"
+    )
+    parser.add_argument(
+        "--every",
+        type=int,
+        default=None,
+        metavar="M",
+        help="sample a long run: a window of --profile-steps N steps every M steps, each its own trace "
+        "(docs/drift.md; read them with opscope drift)",
+    )
+    parser.add_argument(
+        "--every-seconds",
+        type=float,
+        default=None,
+        metavar="S",
+        help="sample a long run: a window every S seconds (at the next step boundary)",
+    )
+    parser.add_argument(
+        "--keep",
+        type=int,
+        default=None,
+        metavar="K",
+        help="with --every: keep the newest K window traces on disk; older ones go into the history, then are "
+        "deleted (default: keep all)",
+    )
+    parser.add_argument(
+        "--history",
+        default=None,
+        metavar="DB",
+        help="with --every: the run history every window goes into (default: $OPSCOPE_HISTORY or "
+        ".opscope/history.sqlite)",
     )
     parser.add_argument("--record-shapes", action="store_true", help="record operator input shapes")
     parser.add_argument("--with-stack", action="store_true", help="record Python source locations")
@@ -61,6 +95,30 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _sampling(args: argparse.Namespace) -> Sampling | None:
+    """`--every M` / `--every-seconds S` with `--profile-steps N`: the sampling plan; the options that need it
+    refused without it."""
+    from opscope.capture.sampling import Sampling
+    from opscope.errors import UsageError
+
+    if args.every is None and args.every_seconds is None:
+        if args.keep is not None or args.history is not None:
+            raise UsageError("--keep and --history belong to sampling: give --every M or --every-seconds S")
+        return None
+    if args.every is not None and args.every_seconds is not None:
+        raise UsageError("give --every M or --every-seconds S, not both")
+    if args.profile_steps is None:
+        raise UsageError("--every needs --profile-steps N: the steps each window records")
+    return Sampling(
+        steps=args.profile_steps,
+        every=args.every,
+        every_seconds=args.every_seconds,
+        keep=args.keep,
+        skip_first=args.skip_first,
+        history=args.history,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from opscope.capture import ProfileOptions, Schedule, measure_overhead
     from opscope.capture.runner import execute, optimizer_step_marks, parse_command, run_script
@@ -78,8 +136,12 @@ def run(args: argparse.Namespace) -> int:
     command = parse_command(args.command)
     if not command.is_module:
         check_outputs(args, command.target)  # `-o train.py` must not replace the script with its summary
+    sampling = _sampling(args)
     options = ProfileOptions(
-        schedule=Schedule.build(args.profile_steps, skip_first=args.skip_first),
+        schedule=Schedule.build(
+            args.profile_steps if sampling is None else None, skip_first=0 if sampling else args.skip_first
+        ),
+        sampling=sampling,
         record_shapes=args.record_shapes,
         with_stack=args.with_stack,
         profile_memory=args.profile_memory,
@@ -92,7 +154,11 @@ def run(args: argparse.Namespace) -> int:
     jax_mode = args.jax or is_jax_script(command)
     if jax_mode and (args.overhead or args.profile_steps is not None):
         raise UsageError(
-            "--overhead and --profile-steps profile with torch.profiler; not available for a JAX script"
+            "--overhead, --profile-steps and --every profile with torch.profiler; not available for a JAX script"
+        )
+    if sampling is not None and args.overhead:
+        raise UsageError(
+            "--every measures its own overhead (traced against untraced steps): leave out --overhead"
         )
     if args.overhead:
         try:

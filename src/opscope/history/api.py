@@ -12,7 +12,7 @@ import io
 import os
 import re
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,7 +35,7 @@ from opscope.history.policy import (
     judge,
 )
 from opscope.history.predictions import Record, realised_rows, records
-from opscope.history.runs import Run, read_names, read_runs, read_values
+from opscope.history.runs import Run, Window, read_names, read_runs, read_values
 from opscope.history.store import Store, Tx, display, resolve_db, retrying
 from opscope.model.trace import Trace
 
@@ -127,8 +127,12 @@ class History:
         *,
         git: bool = True,
         cache: bool = True,
+        window: Window | None = None,
+        extra: Sequence[tuple[str, str, str, float]] = (),
     ) -> Added:
-        """Add one trace (a file, or a loaded `Trace`). Tags given here override the automatic ones (git, hip_version)."""
+        """Add one trace (a file, or a loaded `Trace`). Tags given here override the automatic ones (git, hip_version).
+        `window`: the trace is a window of a sampled long run (stored in `opscope_windows`); `extra`: figures
+        measured outside the trace, stored beside its own (scope, key, metric, value)."""
         check_tags(tags or {})
         if isinstance(source, Trace):
             trace: Trace | None = source
@@ -148,11 +152,27 @@ class History:
             trace = load(path, cache=cache)
         found = validity(trace)
         measured = extract(trace)
+        if extra:
+            measured = replace(measured, rows=(*measured.rows, *extra))
         all_tags = {**measured.facts.tags(), **(git_tags() if git else {}), **(tags or {})}
 
         def write() -> Added:
             with store.transaction(write=True) as tx:
-                return replace(self._write(tx, sha, path, measured, all_tags), validity=found)
+                added = self._write(tx, sha, path, measured, all_tags, pair=window is None)
+                if window is not None and added.new:
+                    tx.execute(
+                        "INSERT INTO opscope_windows (run_id, sampling_run, window_index, first_step, last_step, "
+                        "started_at) VALUES (?, ?, ?, ?, ?, ?)",
+                        (
+                            added.run_id,
+                            window.sampling_run,
+                            window.index,
+                            window.first_step,
+                            window.last_step,
+                            window.started_at,
+                        ),
+                    )
+                return replace(added, validity=found)
 
         return retrying(write)  # _write is idempotent: a trace added meanwhile is found, not added twice
 
@@ -161,7 +181,9 @@ class History:
         with store.transaction() as tx:
             return tx.execute("SELECT id FROM opscope_runs WHERE sha256 = ?", (sha,))
 
-    def _write(self, tx: Tx, sha: str, path: str, measured: RunMetrics, tags: dict[str, str]) -> Added:
+    def _write(
+        self, tx: Tx, sha: str, path: str, measured: RunMetrics, tags: dict[str, str], pair: bool = True
+    ) -> Added:
         facts = measured.facts
         added_at = datetime.now(timezone.utc).isoformat(timespec="microseconds")
         rows = tx.execute(
@@ -197,7 +219,8 @@ class History:
             [(run_id, *row) for row in measured.rows],
         )
         # the findings of the run before that this one fixed, with their prediction and what the fix realised
-        before = self._previous(tx, run_id)
+        # (not for a window of a sampled run: the next window of the same job is no fix)
+        before = self._previous(tx, run_id) if pair else None
         if before is not None:
             stored = tx.execute(
                 "SELECT scope, key, metric, value FROM opscope_metrics WHERE run_id = ? AND "
@@ -239,6 +262,7 @@ class History:
                 chunk = gone[start : start + 500]
                 marks = ", ".join("?" for _ in chunk)
                 for table, column in (
+                    ("opscope_windows", "run_id"),
                     ("opscope_metrics", "run_id"),
                     ("opscope_tags", "run_id"),
                     ("opscope_runs", "id"),

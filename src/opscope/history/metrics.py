@@ -32,6 +32,7 @@ from opscope.analysis.memory.peaks import peak_memory
 from opscope.analysis.overview import AnalyzeOptions
 from opscope.analysis.rules.advise import advise
 from opscope.analysis.timeline.activity import TimelineOptions, gpu_activity
+from opscope.analysis.timeline.step_figures import step_figures
 from opscope.history.keys import series_key
 from opscope.history.spread import Spread, category_spread, op_spread
 from opscope.model.schema import Col
@@ -232,6 +233,13 @@ def _extract(trace: Trace) -> RunMetrics:
         "utilization": statistics.fmean(d.utilization for d in timelines) if timelines else 0.0,
     }
     if walls:
+        host = step_figures(trace, tuple(step.window for step in result.steps.rows))
+        glob |= {
+            "host_outside_ops_per_step_us": _us(host.host_outside_ops_ns) / host.steps,
+            "dataloader_wait_per_step_us": _us(host.dataloader_ns) / host.steps,
+            "allocations_per_step": host.allocations / host.steps,
+            "allocator_calls_per_step": host.allocator_calls / host.steps,
+        }
         glob |= {
             "step_time_us": statistics.median(walls),
             "step_time_mean_us": statistics.fmean(walls),

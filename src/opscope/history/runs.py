@@ -22,6 +22,26 @@ RUN_COLUMNS = (
 
 
 @dataclass(frozen=True)
+class Window:
+    """A run that is one window of a sampled long run (`opscope run --every`, docs/drift.md)."""
+
+    sampling_run: str
+    index: int
+    first_step: int | None
+    last_step: int | None
+    started_at: str | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "sampling_run": self.sampling_run,
+            "index": self.index,
+            "first_step": self.first_step,
+            "last_step": self.last_step,
+            "started_at": self.started_at,
+        }
+
+
+@dataclass(frozen=True)
 class Run:
     id: int
     sha256: str
@@ -34,6 +54,7 @@ class Run:
     torch_version: str | None
     cuda_version: str | None
     tags: dict[str, str] = field(default_factory=dict)
+    window: Window | None = None  # set when the run is a window of a sampled long run
 
     @property
     def commit(self) -> str | None:
@@ -49,6 +70,8 @@ class Run:
             "format": self.source_format,
             "torch": self.torch_version,
             "cuda": self.cuda_version,
+            "sampling_run": self.window.sampling_run if self.window else None,
+            "window": str(self.window.index) if self.window else None,
         }
         return builtin.get(name)
 
@@ -65,6 +88,7 @@ class Run:
             "torch_version": self.torch_version,
             "cuda_version": self.cuda_version,
             "tags": dict(self.tags),
+            "window": self.window.to_dict() if self.window else None,
         }
 
 
@@ -76,6 +100,12 @@ def read_runs(tx: Tx, tags: Mapping[str, str] | None = None, last: int | None = 
     for run_id, key, value in tx.execute("SELECT run_id, key, value FROM opscope_tags"):
         if int(run_id) in found:
             found[int(run_id)][str(key)] = str(value)
+    windows = {
+        int(r[0]): Window(str(r[1]), int(r[2]), _int(r[3]), _int(r[4]), r[5])
+        for r in tx.execute(
+            "SELECT run_id, sampling_run, window_index, first_step, last_step, started_at FROM opscope_windows"
+        )
+    }
     runs = [
         Run(
             id=int(r[0]),
@@ -89,6 +119,7 @@ def read_runs(tx: Tx, tags: Mapping[str, str] | None = None, last: int | None = 
             torch_version=r[8],
             cuda_version=r[9],
             tags=found[int(r[0])],
+            window=windows.get(int(r[0])),
         )
         for r in rows
     ]
@@ -97,6 +128,10 @@ def read_runs(tx: Tx, tags: Mapping[str, str] | None = None, last: int | None = 
     if last is not None and last > 0:
         runs = runs[-last:]
     return runs
+
+
+def _int(value: object) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def read_values(tx: Tx, run_ids: list[int], scope: str, metric: str) -> dict[tuple[int, str], float]:

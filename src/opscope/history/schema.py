@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Final
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 VERSION_TABLE: Final = "opscope_history_schema"
-TABLES: Final = ("opscope_runs", "opscope_tags", "opscope_names", "opscope_metrics")
+TABLES: Final = ("opscope_runs", "opscope_tags", "opscope_names", "opscope_metrics", "opscope_windows")
 
 # `{id}` is the dialect's auto-numbered primary key (ids are never reused after a prune).
 ID_COLUMN: Final = {
@@ -48,6 +48,14 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "WHERE g.value > 0 AND m.scope = 'global' AND m.key = 'run' AND m.metric = 'gpu_time_us'",
         "INSERT INTO opscope_tags (run_id, key, value) SELECT id, 'figures', 'schema-1' FROM opscope_runs "
         "WHERE NOT EXISTS (SELECT 1 FROM opscope_tags t WHERE t.run_id = opscope_runs.id AND t.key = 'figures')",
+    ),
+    # 2 -> 3: a long run sampled in windows (`opscope run --every`, docs/drift.md): each window is a run of its
+    # own, and this table says which sampling run it belongs to, its place in it and the steps it recorded
+    (
+        "CREATE TABLE opscope_windows (run_id BIGINT PRIMARY KEY REFERENCES opscope_runs (id) ON DELETE CASCADE, "
+        "sampling_run TEXT NOT NULL, window_index INTEGER NOT NULL, first_step BIGINT, last_step BIGINT, "
+        "started_at TEXT)",
+        "CREATE UNIQUE INDEX opscope_windows_order ON opscope_windows (sampling_run, window_index)",
     ),
 )
 

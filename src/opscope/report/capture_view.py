@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from opscope.analysis.attribution.cpu_ops import CpuOpTable
+from opscope.capture.sampling import overhead_summary
 from opscope.capture.timing import Spread
 from opscope.report.document import INT, MS, NAME, PCT, US, Column, Document, Table
 from opscope.report.render import RenderOptions, render
@@ -159,7 +160,10 @@ def run_document(
         "warnings": list(result.warnings),
         "capture": capture_data(summary) if summary is not None else None,
         "overhead": overhead_data(overhead) if overhead is not None else None,
+        "sampling": sampling_data(result),
     }
+    if result.sampling is not None:
+        facts += (("sampling", _sampling_line(result)),)
     cost = overhead_document(overhead) if overhead is not None else None
     if cost is not None:
         facts += cost.facts[:1]
@@ -169,6 +173,39 @@ def run_document(
     tables = base.tables if cost is None else (*cost.tables, *base.tables)
     notes = base.notes if cost is None else (*cost.notes, *base.notes)
     return replace(base, data=data, facts=facts + base.facts, tables=tables, notes=notes)
+
+
+def sampling_data(result: RunResult) -> dict[str, Any] | None:
+    """`--every`: the sampling run's folder, plan, windows and what tracing them cost (docs/drift.md)."""
+    manifest = result.sampling
+    if manifest is None:
+        return None
+    return {
+        "run_id": manifest.run_id,
+        "folder": result.sampling_folder,
+        "plan": manifest.plan,
+        "history": manifest.history,
+        "windows": manifest.to_json()["windows"],
+        "cost": overhead_summary(manifest.windows),
+    }
+
+
+def _sampling_line(result: RunResult) -> str:
+    manifest = result.sampling
+    assert manifest is not None
+    cost = overhead_summary(manifest.windows)
+    ratio = cost["traced_step_overhead_median"]
+    traced = (
+        f"traced steps {_pct(float(ratio))} against the untraced ones (median over windows)"
+        if ratio is not None
+        else "no untraced steps to compare the traced ones with"
+    )
+    kept = sum(w.trace is not None for w in manifest.windows)
+    return (
+        f"{len(manifest.windows):,} windows of {manifest.plan} in {result.sampling_folder} ({kept:,} traces on "
+        f"disk, every window in the history); {traced}; writing and summarising windows "
+        f"{float(cost['export_s_total'] or 0):,.2f} s in all; what drifted: opscope drift {result.sampling_folder}"
+    )
 
 
 def overhead_data(result: OverheadResult) -> dict[str, Any]:

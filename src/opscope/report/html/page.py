@@ -42,6 +42,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "diff": ("diff.js",),
     "ranks": ("ranks.js",),
     "history": ("history.js",),
+    "drift": ("drift.js",),
 }
 SHARED = ("common.js",)
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
