@@ -9,6 +9,7 @@ as such."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -311,8 +312,33 @@ def test_profile_every_from_python(tmp_path, cli) -> None:
     checked = cli("history", "check", "--db", db, "--match", "sampling_run", "--format", "json")
     assert checked.code in (0, 1), checked.err
     assert len(json.loads(checked.out)["recent_runs"]) == 2
+    # history report charts the windows as it charts runs (one point per window)
+    page = tmp_path / "history.html"
+    assert cli("history", "report", "--db", db, "-o", page).code == 0
+    assert "sampling_run=" + manifest.run_id in page.read_text()
     with pytest.raises(UsageError, match="sampling"):
         opscope.profile(steps=2, keep=3)
+
+
+def test_profile_every_seconds_samples_by_the_clock(tmp_path) -> None:
+    torch = pytest.importorskip("torch")
+    import time
+
+    import opscope
+
+    with opscope.profile(
+        steps=1, every_seconds=0.2, log_dir=tmp_path / "logs", history=str(tmp_path / "h.sqlite")
+    ) as prof:
+        x = torch.randn(8, 8)
+        for _ in range(40):
+            (x @ x).sum()
+            time.sleep(0.02)
+            opscope.step()
+    assert prof.sampling is not None
+    windows = read_manifest(prof.sampling.folder).windows
+    assert 3 <= len(windows) <= 6  # 0.8 s of steps, a window every 0.2 s (at the next step boundary)
+    starts = [w.elapsed_s for w in windows]
+    assert all(b - a >= 0.19 for a, b in itertools.pairwise(starts))
 
 
 def test_drift_on_a_folder_without_a_run_is_one_line(tmp_path, cli) -> None:
