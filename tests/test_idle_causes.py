@@ -37,6 +37,16 @@ def test_causes_add_up_to_the_idle_time(rel: str) -> None:
         assert sum(c.ns for c in d.causes) == d.idle_ns
         for c in d.causes:
             assert all(0 < n.ns <= c.ns for n in c.top)
+    # step by step: each step's causes add up to that step's idle time as `opscope steps` has it (wall - busy,
+    # computed apart from the causes), and no cause has more in the steps than in the whole window
+    idle_of = {(row.window.step, dev.device): dev.idle_ns for row in result.steps.rows for dev in row.devices}
+    for d in result.idle.devices:
+        for c in d.causes:
+            assert len(c.per_step) == len(result.idle.steps)
+            assert sum(c.per_step) <= c.ns
+        for k, window in enumerate(result.idle.steps):
+            if (window.step, d.device) in idle_of:
+                assert sum(c.per_step[k] for c in d.causes) == idle_of[(window.step, d.device)], (window, d.device)
 
 
 @pytest.mark.corpus
@@ -65,5 +75,11 @@ def test_dataloader_is_the_first_cause_on_resnet_without_workers(cli) -> None:
     loader = max(causes, key=lambda c: c["us"])
     assert loader["cause"] == "dataloader" and loader["share"] > 0.7
     assert loader["top"][0]["name"].startswith("enumerate(DataLoader)")
+    per_step = device["idle_breakdown"]["per_step"]
+    assert [s["step"] for s in per_step] == [5, 6, 7, 8, 9, 10]
+    for step in per_step:  # every step: the DataLoader first, the causes adding up to its idle time
+        assert max(step["causes"], key=step["causes"].get) == "dataloader"
+        assert sum(step["causes"].values()) == pytest.approx(step["idle_us"], abs=0.01)
     text = cli("analyze", corpus_path(RESNET_NW0), "--width", "200").out
+    assert "Why the GPU was idle, step by step" in text
     assert "Why the GPU was idle" in text and "dataloader" in text

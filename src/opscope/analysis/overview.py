@@ -193,7 +193,12 @@ def analysis_of(trace: Trace, opts: AnalyzeOptions, linkage: Linkage, act: Activ
     def busy_idle() -> _BusyIdle:
         return (
             timeline(trace, activity=act),
-            idle_breakdown(trace, activity=act, syncs=syncs),
+            idle_breakdown(
+                trace,
+                activity=act,
+                syncs=syncs,
+                steps=tuple(w for w in select_windows(trace, opts.steps) if w.step is not None),
+            ),
             category_breakdown(clipped),
             _kernels(clipped, opts.top),
             launch_delay(trace, activity=act, top=opts.top),

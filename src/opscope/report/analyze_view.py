@@ -11,7 +11,7 @@ from typing import Any
 from opscope.analysis.overview import Analysis
 from opscope.report.advice_view import finding_facts, findings_data, gpu_facts
 from opscope.report.document import FLOAT, INT, MS, NAME, PCT, TEXT, US, Column, Document, Table
-from opscope.report.idle_view import causes_data, causes_table
+from opscope.report.idle_view import causes_data, causes_table, per_step_data, step_causes_table
 from opscope.report.linking_view import link_data, link_notes
 from opscope.report.numbers import duration, plural
 from opscope.report.ops_view import ops_data
@@ -52,6 +52,7 @@ def _devices_data(result: Analysis) -> list[dict[str, Any]]:
                     "gaps": i.gaps if i else 0,
                     "longest_gap_us": _us(i.longest_gap_ns if i else 0),
                     "causes": causes_data(i) if i else [],
+                    "per_step": per_step_data(i, result.idle.steps) if i else [],
                 },
                 "span_us": _us(d.span_ns),
                 "idle_in_span_us": _us(d.idle_in_span_ns),
@@ -394,9 +395,10 @@ def _tables(result: Analysis) -> tuple[Table, ...]:
         ),
     )
     causes = causes_table(result)
+    step_causes = step_causes_table(result)
     return tuple(
         t
-        for t in (devices, causes, categories, kernels, ops, delays, syncs, copies, steps)
+        for t in (devices, causes, categories, kernels, ops, delays, syncs, copies, steps, step_causes)
         if t.rows or t is devices
     )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from opscope.analysis.base.windows import StepWindow
 from opscope.analysis.overview import Analysis
 from opscope.analysis.timeline.gap_causes import MEANING
 from opscope.analysis.timeline.idle import DeviceIdle
@@ -30,6 +31,56 @@ def causes_data(idle: DeviceIdle) -> list[dict[str, Any]]:
         }
         for c in idle.causes
     ]
+
+
+def per_step_data(idle: DeviceIdle, steps: tuple[StepWindow, ...]) -> list[dict[str, Any]]:
+    """One object per step window of the analysis: `step` (N of ProfilerStep#N), `idle_us` (the device's idle
+    time inside the step and the analysed window) and `causes` ({cause: us}, every cause, adding up to
+    `idle_us`)."""
+    out = []
+    for k, window in enumerate(steps):
+        causes = {c.cause: _us(c.per_step[k]) for c in idle.causes if len(c.per_step) > k}
+        total = sum(c.per_step[k] for c in idle.causes if len(c.per_step) > k)
+        out.append({"step": window.step, "idle_us": _us(total), "causes": causes})
+    return out
+
+
+def step_rows(result: Analysis) -> list[dict[str, Any]]:
+    """Per step and device: its idle time and the causes that make it up, largest first (terminal rows)."""
+    out = []
+    steps = result.idle.steps
+    for k, window in enumerate(steps):
+        for d in result.idle.devices:
+            parts = sorted(
+                ((c.cause, c.per_step[k]) for c in d.causes if len(c.per_step) > k and c.per_step[k] > 0),
+                key=lambda p: -p[1],
+            )
+            out.append(
+                {
+                    "step": window.name,
+                    "device": str(d.device),
+                    "idle": sum(ns for _, ns in parts),
+                    "causes": ", ".join(f"{cause} {ns / 1e6:,.3f}" for cause, ns in parts) or "—",
+                }
+            )
+    return out
+
+
+def step_causes_table(result: Analysis) -> Table:
+    return Table(
+        "step_idle_causes",
+        "Why the GPU was idle, step by step (ms; a row's causes add up to its idle time)",
+        (
+            Column("step", "Step", TEXT),
+            Column("device", "GPU", TEXT),
+            Column("idle", "Idle ms", MS),
+            Column("causes", "What the host was doing (ms)", TEXT, wrap=True),
+        ),
+        tuple(step_rows(result)),
+        hide_when_empty=True,
+        terminal_rows=20,
+        rest="step rows",
+    )
 
 
 def rows(result: Analysis) -> list[dict[str, Any]]:
@@ -70,4 +121,12 @@ def causes_table(result: Analysis) -> Table:
     )
 
 
-__all__ = ["causes_data", "causes_table", "page_rows", "rows"]
+__all__ = [
+    "causes_data",
+    "causes_table",
+    "page_rows",
+    "per_step_data",
+    "rows",
+    "step_causes_table",
+    "step_rows",
+]

@@ -93,6 +93,8 @@ class IdleCause:
     cause: str  # one of CAUSES
     ns: int
     top: tuple[NamedTime, ...] = ()
+    # the cause's idle time inside each step window asked for (`device_causes(steps=...)`), in their order
+    per_step: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -246,10 +248,27 @@ def device_causes(
     pids: list[str] | None,
     clipped: pl.DataFrame,
     window: win.Window,
+    steps: tuple[tuple[int, int], ...] = (),
 ) -> tuple[IdleCause, ...]:
     """The causes of one device's idle time (`gaps`: its idle pieces in the window; `queued`: the parts of
     them after the launch call of the work that ends them; `gpu_syncs`: its `cuda_sync` records; `clipped`:
-    its activity cut to the window), in CAUSES order, adding up to the length of `gaps`."""
+    its activity cut to the window), in CAUSES order, adding up to the length of `gaps`; with `steps` (step
+    windows [lo, hi)), each cause's time inside each of them too (`per_step`): a step's causes add up to the
+    device's idle time inside that step and the analysed window."""
+    lo = np.array([a for a, _ in steps], dtype=np.int64)
+    hi = np.array([b for _, b in steps], dtype=np.int64)
+
+    def per_step(part: pl.DataFrame) -> tuple[int, ...]:
+        if not steps:
+            return ()
+        if part.height == 0:
+            return (0,) * len(steps)
+        start, end = part[S].to_numpy().astype(np.int64), part[E].to_numpy().astype(np.int64)
+        inside = intervals.covered_per_window(start, end, np.zeros(len(start), dtype=np.int64), 1, lo, hi)
+        if inside is None:  # pragma: no cover - a window over 2**61 ns
+            return (0,) * len(steps)
+        return tuple(int(v) for v in inside[:, 0])
+
     left = intervals.merge(gaps)
     before, after = _edges(clipped, window)
     sync, runtime, launching, loader, ops, frames = (
@@ -270,12 +289,14 @@ def device_causes(
     out = []
     for cause, cover, named in sets:
         if left.height == 0:
-            out.append(IdleCause(cause, 0))
+            out.append(IdleCause(cause, 0, (), per_step(left)))
             continue
         part = intervals.intersect(left, cover.select(S, E)) if cover.height else cover.select(S, E).clear()
         ns = intervals.covered_ns(part)
-        out.append(IdleCause(cause, ns, _top(named, part) if named is not None and ns else ()))
+        out.append(
+            IdleCause(cause, ns, _top(named, part) if named is not None and ns else (), per_step(part))
+        )
         if ns:
             left = intervals.subtract(left, part)
-    out.append(IdleCause(UNTRACED, intervals.covered_ns(left)))
+    out.append(IdleCause(UNTRACED, intervals.covered_ns(left), (), per_step(left)))
     return tuple(out)

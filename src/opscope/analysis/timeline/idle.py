@@ -27,6 +27,7 @@ import polars as pl
 
 from opscope.analysis.base import intervals
 from opscope.analysis.base import window as win
+from opscope.analysis.base.windows import StepWindow
 from opscope.analysis.timeline.activity import LAUNCH_TS, Activity, TimelineOptions, gpu_activity
 from opscope.analysis.timeline.gap_causes import IdleCause, device_causes, host_sets
 from opscope.analysis.timeline.syncs import END, gpu_sync_events, sync_calls
@@ -53,6 +54,7 @@ class DeviceIdle:
 class IdleBreakdown:
     devices: tuple[DeviceIdle, ...]
     sync_calls: int  # synchronising host calls seen in the trace (used for sync_wait)
+    steps: tuple[StepWindow, ...] = ()  # the step windows of the causes' `per_step`, in its order
 
 
 def _length(frame: pl.DataFrame) -> int:
@@ -123,9 +125,11 @@ def idle_breakdown(
     options: TimelineOptions | None = None,
     activity: Activity | None = None,
     syncs: pl.DataFrame | None = None,
+    steps: tuple[StepWindow, ...] = (),
 ) -> IdleBreakdown:
     """Idle time per device split into host_wait / sync_wait / other (see the module doc). `syncs`:
-    `syncs.sync_calls(trace)` when the caller already has it."""
+    `syncs.sync_calls(trace)` when the caller already has it; `steps`: step windows whose causes are wanted
+    one by one too (`IdleCause.per_step`, `IdleBreakdown.steps`)."""
     act = activity or gpu_activity(trace, options)
     window = act.window
     calls = (sync_calls(trace) if syncs is None else syncs).select(
@@ -156,6 +160,7 @@ def idle_breakdown(
             _launching_pids(act, device),
             clipped.filter(pl.col(Col.DEVICE).eq_missing(device)),
             window,
+            tuple((w.start_ns, w.end_ns) for w in steps),
         )
         rows.append(
             DeviceIdle(
@@ -169,4 +174,4 @@ def idle_breakdown(
                 causes=causes,
             )
         )
-    return IdleBreakdown(devices=tuple(rows), sync_calls=calls.height)
+    return IdleBreakdown(devices=tuple(rows), sync_calls=calls.height, steps=steps)
