@@ -46,7 +46,10 @@ def test_causes_add_up_to_the_idle_time(rel: str) -> None:
             assert sum(c.per_step) <= c.ns
         for k, window in enumerate(result.idle.steps):
             if (window.step, d.device) in idle_of:
-                assert sum(c.per_step[k] for c in d.causes) == idle_of[(window.step, d.device)], (window, d.device)
+                assert sum(c.per_step[k] for c in d.causes) == idle_of[(window.step, d.device)], (
+                    window,
+                    d.device,
+                )
 
 
 @pytest.mark.corpus
