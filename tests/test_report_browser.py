@@ -383,4 +383,8 @@ def test_idle_causes_table_shows_analyze_figures(cli, tmp_path, open_report) -> 
     assert first.nth(2).inner_text() == fmt_ms(causes[0]["us"])
     assert "enumerate(DataLoader)" in first.nth(5).inner_text()
     assert "add up to its idle time" in page.locator("#idle-causes-note").inner_text()
+    # step by step: one row per step, the loader first in each
+    steps = page.locator("#idle-cause-step-rows tbody tr")
+    assert steps.count() == len(device["idle_breakdown"]["per_step"]) == 6
+    assert steps.first.locator("td").nth(3).inner_text().startswith("dataloader ")
     opened.screenshot("trace-idle-causes.png", "#cpu")

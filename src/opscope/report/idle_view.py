@@ -66,6 +66,11 @@ def step_rows(result: Analysis) -> list[dict[str, Any]]:
     return out
 
 
+def step_page_rows(result: Analysis) -> list[dict[str, Any]]:
+    """`step_rows` for the HTML report: times in microseconds."""
+    return [{**r, "idle_us": _us(r.pop("idle"))} for r in step_rows(result)]
+
+
 def step_causes_table(result: Analysis) -> Table:
     return Table(
         "step_idle_causes",

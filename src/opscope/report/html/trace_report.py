@@ -37,7 +37,7 @@ from opscope.report.html.lines_panel import lines_panel, with_stacks
 from opscope.report.html.memory_panel import memory_panel
 from opscope.report.html.timeline_data import TimelineOptions as LaneOptions
 from opscope.report.html.timeline_data import pack_timeline
-from opscope.report.idle_view import page_rows
+from opscope.report.idle_view import page_rows, step_page_rows
 from opscope.report.summary_view import summary_data
 
 SCHEMA = "opscope.report/1"
@@ -147,6 +147,7 @@ def trace_report(bundle: TraceBundle, options: ReportOptions | None = None) -> d
         "efficiency": efficiency_report(bundle.efficiency, strings),
         "cpu": cpu_panel(bundle.cpu_ops),  # the CPU operator view (report/html/cpu_panel.py)
         "idle_causes": page_rows(bundle.analysis),  # why the GPU was idle (report/idle_view.py)
+        "idle_causes_steps": step_page_rows(bundle.analysis),  # the same, step by step
         "lines": lines_panel(bundle.lines, strings),  # "By source" (report/html/lines_panel.py)
         "diagnosis": [],  # plain-language findings, when the caller has them (opscope demo)
         "panels": panels,  # the panels the page shows; the others are hidden

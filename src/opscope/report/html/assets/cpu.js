@@ -22,6 +22,15 @@
       { key: "idle_us", label: "Idle", kind: "us" }, { key: "share", label: "Of idle", kind: "pct" },
       { key: "meaning", label: "Meaning", kind: "text" }, { key: "top", label: "Heaviest", kind: "name" },
     ], causes, { id: "idle-cause-rows", sortKey: "idle_us", filter: false });
+    const steps = D.idle_causes_steps || [];
+    if (steps.length) {
+      const box = document.getElementById("idle-causes-steps");
+      box.append(el("h3", null, "Step by step (ms; a row's causes add up to its idle time)"));
+      table(box, [
+        { key: "step", label: "Step", kind: "text" }, { key: "device", label: "GPU", kind: "text" },
+        { key: "idle_us", label: "Idle", kind: "us" }, { key: "causes", label: "What the host was doing (ms)", kind: "text" },
+      ], steps, { id: "idle-cause-step-rows", filter: steps.length > 10 });
+    }
   }
   const note = document.getElementById("cpu-note");
   if (!C.ops.length) {
