@@ -79,7 +79,7 @@ def _windows(step_time_ms: list[float], mm_ms: list[float] | None = None) -> lis
     for i, value in enumerate(step_time_ms):
         info = WindowInfo(i, 100 * i + 1, 100 * i + 10, None, None, None, None)
         ops = {"aten::mm": (mm_ms or [0.0] * len(step_time_ms))[i] * 1e3, "aten::add": 10.0}
-        out.append(WindowFigures(info, {"step_time_mean_us": value * 1e3, "steps": 10}, ops, {}, {}))
+        out.append(WindowFigures(info, {"step_time_us": value * 1e3, "steps": 10}, ops, {}, {}))
     return out
 
 
@@ -94,7 +94,11 @@ def test_a_trend_has_its_onset_and_rate() -> None:
     values = [1.0] * 6 + [1.0 + 0.1 * k for k in range(1, 9)]
     mm = [0.5] * 6 + [0.5 + 0.1 * k for k in range(1, 9)]
     result = drift(_windows(values, mm))
-    (change,) = result.changes
+    change, mm_change = result.changes
+    # aten::mm is watched on its own (half the step); aten::add (1% of it) is not
+    assert mm_change.figure.id == "op:aten::mm" and mm_change.onset_window in (5, 6)
+    assert mm_change.rate == pytest.approx(1.0, rel=0.05)
+    assert [s.figure.id for s in result.series] == ["step_time", "op:aten::mm"]
     assert change.figure.id == "step_time" and change.direction == "up" and change.worse
     assert change.model == "trend" and change.onset_window in (5, 6)
     assert change.rate == pytest.approx(1.0, rel=0.05) and change.unit == "ms per 1,000 steps"

@@ -11,6 +11,8 @@ Pure: the windows' figures in, the changes out. For each watched figure (FIGURES
   from a knot) and a step (one level, then another); the one with the smaller squared error, at every candidate
   start, gives the onset window (the first window that shows the change) and the rate: for a trend its slope per
   1,000 steps (window positions are their middle steps), for a step the size of the step.
+- watched one by one too: the five heaviest operators (CPU self time per step) and kernels (GPU time per step)
+  of the baseline windows, each at least 5% of the step time (`top_figures`).
 - carried by: the operators (CPU self time per step; calls per step for the allocation figures) or kernels (GPU
   time per step) whose own change between the same baseline and recent windows has the figure's sign, largest
   first, at most three.
@@ -31,6 +33,8 @@ from opscope.analysis.timeline.gap_causes import DATALOADER_PATTERN
 MIN_WINDOWS = 6
 MIN_SIGMA = 0.005  # the baseline's noise is at least 0.5% of its mean (history.policy)
 CARRIERS = 3
+TOP_EACH = 5  # operators and kernels watched one by one (`top_figures`)
+MIN_TOP_SHARE = 0.05  # ... each at least this share of the baseline's step time
 MAX_CANDIDATES = 400  # onsets tried per model (evenly spaced over longer runs)
 
 
@@ -51,7 +55,8 @@ class Figure:
 
 
 FIGURES: tuple[Figure, ...] = (
-    Figure("step_time", "step time", "step_time_mean_us", "ms", 1e-3, 0.001, "op_time"),
+    # the median step of the window: one step slowed by something else on the machine does not move it
+    Figure("step_time", "step time", "step_time_us", "ms", 1e-3, 0.001, "op_time"),
     Figure("gpu_busy", "GPU busy per step", "gpu_time_per_step_mean_us", "ms", 1e-3, 0.001, "kernel"),
     Figure(
         "gpu_utilization", "GPU utilisation", "utilization", "%", 100.0, 0.5, "kernel", lower_is_worse=True
@@ -191,6 +196,11 @@ class Drift:
 
 
 def _values(windows: Sequence[WindowFigures], figure: Figure) -> list[float | None]:
+    if figure.id.startswith(("op:", "kernel:")):
+        kind, _, name = figure.id.partition(":")
+        return [
+            (w.op_self_us if kind == "op" else w.kernel_us).get(name, 0.0) * figure.scale for w in windows
+        ]
     if figure.id == "compiles":  # compilations between the end of the previous window and the end of this one
         totals = [w.values.get("compiles_total") for w in windows]
         out: list[float | None] = [None]
@@ -246,6 +256,31 @@ def _carriers(
     return tuple(found[:CARRIERS])
 
 
+def top_figures(windows: Sequence[WindowFigures]) -> tuple[Figure, ...]:
+    """The operators (CPU self time per step) and kernels (GPU time per step) watched one by one: the TOP_EACH
+    heaviest of each in the first windows (the baseline's median), each at least MIN_TOP_SHARE of the baseline's
+    step time (smaller ones are noise at this grain; they still carry a moved figure)."""
+    head = windows[: max(3, len(windows) // 4)]
+    if not head:
+        return ()
+    step_us = statistics.median([w.values.get("step_time_us", 0.0) for w in head])
+    out: list[Figure] = []
+    for kind, source, label in (
+        ("op", "op_self_us", "CPU self time per step"),
+        ("kernel", "kernel_us", "GPU time per step"),
+    ):
+        maps = [getattr(w, source) for w in head]
+        names = set().union(*(m.keys() for m in maps))
+        ranked = sorted(
+            ((statistics.median([m.get(n, 0.0) for m in maps]), n) for n in names),
+            key=lambda t: (-t[0], t[1]),
+        )
+        for us, name in ranked[:TOP_EACH]:
+            if step_us > 0 and us >= MIN_TOP_SHARE * step_us:
+                out.append(Figure(f"{kind}:{name}", f"{name} ({label})", "", "ms", 1e-3, 0.001, ""))
+    return tuple(out)
+
+
 def drift(windows: Sequence[WindowFigures], threshold: float = 1.10, z: float = 3.0) -> Drift:
     """The drift of one sampled run's windows (in their order); see the module doc."""
     windows, left_out = _complete(windows)
@@ -253,7 +288,9 @@ def drift(windows: Sequence[WindowFigures], threshold: float = 1.10, z: float = 
     infos = tuple(w.info for w in windows)
     b, r = max(3, n // 4), max(2, n // 4)
     if n < MIN_WINDOWS:
-        series = tuple(Series(f, tuple(_values(windows, f)), False) for f in FIGURES)
+        series = tuple(
+            Series(f, tuple(_values(windows, f)), False) for f in (*FIGURES, *top_figures(windows))
+        )
         reason = (
             f"{n} window(s); drift needs at least {MIN_WINDOWS} (a baseline of 3 and 2 recent ones, apart)"
         )
@@ -271,7 +308,7 @@ def drift(windows: Sequence[WindowFigures], threshold: float = 1.10, z: float = 
     )
     by_steps = not np.isnan(mid).any()
     out_series, changes = [], []
-    for figure in FIGURES:
+    for figure in (*FIGURES, *top_figures(windows)):
         values = _values(windows, figure)
         known = [i for i, v in enumerate(values) if v is not None]
         moved = False
@@ -320,7 +357,8 @@ def drift(windows: Sequence[WindowFigures], threshold: float = 1.10, z: float = 
                             slice(len(ys) - kr, len(ys)),
                             sign,
                         ),
-                        note=NOTES.get(figure.id) or (NOTES[""] if not figure.carriers else None),
+                        note=NOTES.get(figure.id)
+                        or (NOTES[""] if not figure.carriers and ":" not in figure.id else None),
                     )
                 )
         out_series.append(Series(figure, tuple(values), moved))
