@@ -241,11 +241,16 @@ def critical_path(
 ) -> CriticalPathStats:
     """The chain of dependent work that bounds each step: `opscope critical-path` (`what_if`: 'REGEX:FACTOR'
     specs; top=0 for every event on the path). Definitions: docs/critical-path.md."""
+    from opscope.analysis.base.linking import link
+    from opscope.analysis.critical_path.host_frames import with_host_frames
     from opscope.analysis.critical_path.path import WhatIf
     from opscope.analysis.critical_path.stats import critical_path_stats
 
     rules = [WhatIf.parse(spec) for spec in what_if]
-    return critical_path_stats(trace, steps, rules, top=top)
+    linkage = link(trace)
+    return with_host_frames(
+        trace, linkage, critical_path_stats(trace, steps, rules, top=top, linkage=linkage)
+    )
 
 
 def kernels(trace: Trace, *, top: int = 30, name_filter: str | None = None) -> LaunchReport:

@@ -33,6 +33,8 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from opscope.analysis.base.linking import link
+    from opscope.analysis.critical_path.host_frames import with_host_frames
     from opscope.analysis.critical_path.path import WhatIf
     from opscope.analysis.critical_path.stats import critical_path_stats
     from opscope.report.critical_path_view import critical_path_document
@@ -41,5 +43,5 @@ def run(args: argparse.Namespace) -> int:
     rules = [WhatIf.parse(spec) for spec in args.what_if]
     trace = load_trace(args)
     stats = critical_path_stats(trace, args.steps, rules, top=args.top, keep=True)
-    emit(critical_path_document(stats), args)
+    emit(critical_path_document(with_host_frames(trace, link(trace), stats)), args)
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from opscope.analysis.critical_path.host_time import StepHostTime
 from opscope.analysis.critical_path.kinds import EDGE_KINDS
 from opscope.analysis.critical_path.path import PathResult
 from opscope.analysis.critical_path.stats import CriticalPathStats, StepPath
@@ -45,8 +46,11 @@ def _path_data(path: PathResult) -> dict[str, Any]:
 
 
 def critical_path_data(result: CriticalPathStats) -> dict[str, Any]:
+    """With `result.hosts` (the path's host time between operators per step, `host_frames`), each step also
+    has `host_between_ops_us` and `host_frames` ([{"frame", "on_path_us"}])."""
+    hosts = result.hosts
     steps = []
-    for s in result.steps:
+    for i, s in enumerate(result.steps):
         entry: dict[str, Any] = {
             "step": s.window.step,
             "name": s.window.name,
@@ -61,6 +65,11 @@ def critical_path_data(result: CriticalPathStats) -> dict[str, Any]:
                 "saving_us": us(s.saving_ns or 0),
                 "breakdown": {k: us(v) for k, v in s.predicted.breakdown_ns.items()},
             }
+        if hosts is not None and i < len(hosts):
+            entry["host_between_ops_us"] = us(hosts[i].between_ops_ns)
+            entry["host_frames"] = [
+                {"frame": f.frame, "on_path_us": us(f.on_path_ns)} for f in hosts[i].frames
+            ]
         steps.append(entry)
     return {
         "schema": SCHEMA,
@@ -73,7 +82,49 @@ def critical_path_data(result: CriticalPathStats) -> dict[str, Any]:
     }
 
 
+def _host_table(result: CriticalPathStats, hosts: tuple[StepHostTime, ...]) -> Table:
+    rows = [
+        {
+            "step": _label(s),
+            "frame": f.frame,
+            "on_path": f.on_path_ns,
+            "share": f.on_path_ns / (s.path.length_ns or 1),
+            "between": h.between_ops_ns,
+        }
+        for s, h in zip(result.steps, hosts, strict=False)
+        for f in h.frames
+    ]
+    return Table(
+        "host_frames",
+        "Host time on the path between operators, by Python frame (the innermost frame of your code)",
+        (
+            Column("step", "Step", TEXT),
+            Column("frame", "Frame", NAME),
+            Column("on_path", "On path ms", MS),
+            Column("share", "Of path", PCT),
+        ),
+        tuple(rows),
+        hide_when_empty=True,
+        terminal_rows=TERMINAL_STEPS,
+        rest="rows",
+    )
+
+
+def _host_note(result: CriticalPathStats, hosts: tuple[StepHostTime, ...]) -> str | None:
+    """Without Python frames: how much of the path is host time between operators, and how to name it."""
+    between = sum(h.between_ops_ns for h in hosts)
+    path = sum(s.path.length_ns for s in result.steps) or 1
+    if any(h.frames for h in hosts) or between < 0.01 * path:
+        return None
+    return (
+        f"{between / 1e6:,.3f} ms of the path ({between / path * 100:.1f}%) is host time between operators (inside "
+        "ProfilerStep / record_function ranges, no operator running): the trace has no Python frames to name it; "
+        "record with opscope.profile(..., with_stack=True) and this table names the lines."
+    )
+
+
 def critical_path_document(result: CriticalPathStats) -> Document:
+    hosts = result.hosts
     step_cols = [Column("step", "Step", TEXT), Column("wall", "Wall ms", MS), Column("path", "Path ms", MS)]
     shown = [k for k in EDGE_KINDS if any(s.path.breakdown_ns.get(k) for s in result.steps)]  # JSON keeps all
     step_cols += [Column(k, LABELS.get(k, k), PCT) for k in shown or EDGE_KINDS[:1]]
@@ -131,6 +182,9 @@ def critical_path_document(result: CriticalPathStats) -> Document:
     ]
     if result.what_ifs:
         notes.append(MODEL_NOTE)
+    host_note = _host_note(result, hosts) if hosts is not None else None
+    if host_note:
+        notes.append(host_note)
     return Document(
         title="Critical path",
         data=critical_path_data(result),
@@ -153,6 +207,7 @@ def critical_path_document(result: CriticalPathStats) -> Document:
                 terminal_rows=shown_top if len(result.steps) > TERMINAL_STEPS else None,
                 rest="rows (of the steps not shown above)",
             ),
+            *((_host_table(result, hosts),) if hosts is not None else ()),
         ),
         notes=tuple(notes),
     )

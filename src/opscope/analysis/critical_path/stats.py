@@ -30,6 +30,7 @@ from opscope.analysis.critical_path.graph import (
     stream_waits,
     window_counts,
 )
+from opscope.analysis.critical_path.host_time import StepHostTime
 from opscope.analysis.critical_path.lengths import Chains
 from opscope.analysis.critical_path.path import (
     PathResult,
@@ -73,6 +74,9 @@ class CriticalPathStats(Tabular):
     what_ifs: tuple[WhatIf, ...]
     steps: tuple[StepPath, ...]
     windows_total: int = 0
+    # the path's host time between operators per step, by Python frame (`host_frames.with_host_frames`); None
+    # where not asked for (the advice's what-ifs do not need it)
+    hosts: tuple[StepHostTime, ...] | None = None
 
     def _table_rows(self) -> list[dict[str, Any]]:
         """One row per step: its window, the path and its span, the breakdown by kind (ns), the what-if."""
