@@ -7,12 +7,13 @@ tags, names and metrics are written together or not at all. A trace's identity i
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
 import re
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -114,6 +115,12 @@ class History:
 
     def __enter__(self) -> History:
         return self
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[Tx]:
+        """A read transaction, for the readers of one table that live beside this module (`history.windows`)."""
+        with self._open().transaction() as tx:
+            yield tx
 
     def __exit__(self, *exc: object) -> None:
         self.close()

@@ -66,7 +66,7 @@ def _info(record: WindowRecord) -> WindowInfo:
 
 def from_history(db: str | None, sampling_run: str) -> list[WindowFigures]:
     """Every window the history holds of one sampling run, in window order."""
-    with History(db) as history, history._open().transaction() as tx:
+    with History(db) as history, history.reading() as tx:
         runs = [r for r in read_runs(tx) if r.window is not None and r.window.sampling_run == sampling_run]
         if not runs:
             raise InputError(f"{history.url_for_display}: no window of a sampling run {sampling_run!r}")
@@ -93,7 +93,7 @@ def from_folder(folder: Path, manifest: Manifest, db: str | None) -> list[Window
     if stored:
         with (
             History(db if db is not None else manifest.history) as history,
-            history._open().transaction() as tx,
+            history.reading() as tx,
         ):
             rows = _wanted(tx, [int(w.history_run or 0) for w in stored])
             names = read_names(tx)
