@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from browser import chromium, open_report  # noqa: F401  (fixtures)
+from history_support import db  # noqa: F401  (fixture: SQLite and PostgreSQL)
 from opscope.analysis.compare.drift import MIN_WINDOWS, WindowFigures, WindowInfo, drift
 from opscope.capture.sampling import Sampler, Sampling, read_manifest
 from opscope.capture.schedule import NONE, RECORD, RECORD_AND_SAVE, WARMUP
@@ -286,12 +287,11 @@ def test_drift_html_in_a_browser(tmp_path, cli, open_report) -> None:  # noqa: F
     assert page.locator("#window-rows tbody tr").count() == 14
 
 
-def test_profile_every_from_python(tmp_path, cli) -> None:
-    """`opscope.profile(steps=N, every=M)` samples the same way from Python."""
+def test_profile_every_from_python(tmp_path, cli, db) -> None:  # noqa: F811
+    """`opscope.profile(steps=N, every=M)` samples the same way from Python, into SQLite or PostgreSQL."""
     torch = pytest.importorskip("torch")
     import opscope
 
-    db = str(tmp_path / "h.sqlite")
     with opscope.profile(steps=2, every=5, keep=2, log_dir=tmp_path / "logs", history=db) as prof:
         x = torch.randn(16, 16)
         for _ in range(23):
