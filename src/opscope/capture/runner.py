@@ -154,6 +154,17 @@ def optimizer_step_marks(prof: Profile) -> Iterator[None]:
         hook.remove()
 
 
+def _summarised_trace(prof: Profile) -> str | None:
+    """The trace the run's summary is of: the last one written; of a sampling run, the last window on disk
+    that recorded all its steps (the run may end inside a window)."""
+    if prof.sampling is None:
+        return str(prof.trace_path) if prof.trace_path else None
+    plan = prof.sampling.plan.steps
+    whole = [w for w in prof.sampling.windows if w.trace and w.last_step - w.first_step + 1 >= plan]
+    chosen = whole[-1] if whole else next((w for w in reversed(prof.sampling.windows) if w.trace), None)
+    return str(prof.sampling.folder / chosen.trace) if chosen is not None and chosen.trace else None
+
+
 def run_script(command: Command, options: ProfileOptions) -> RunResult:
     """Profile one run of `command`; never raises for the script's own failures (they are in the result)."""
     require_torch()
@@ -177,7 +188,7 @@ def run_script(command: Command, options: ProfileOptions) -> RunResult:
         exit_status=status,
         error=error,
         script_traceback=script_tb,
-        trace_path=str(prof.trace_path) if prof.trace_path else None,
+        trace_path=_summarised_trace(prof),
         steps=prof.steps,
         step_source=prof.step_source,
         device=prof.device,

@@ -158,6 +158,7 @@ class Manifest:
     steps: int  # steps seen so far
     windows: tuple[WindowRecord, ...]
     finished: bool
+    finish_s: float = 0.0  # after the run: adding the windows still on disk to the history
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -200,6 +201,7 @@ def read_manifest(path: Path) -> Manifest:
             steps=int(raw.get("steps", 0)),
             windows=windows,
             finished=bool(raw.get("finished", False)),
+            finish_s=float(raw.get("finish_s", 0.0)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{file}: a damaged sampling manifest ({type(exc).__name__}: {exc})") from None
@@ -328,6 +330,7 @@ class WindowLog:
         self.window_started: tuple[str, float] | None = None  # (wall clock, elapsed) of the current window
         self.warnings: list[str] = []
         self.steps = 0
+        self.finish_s = 0.0
         self._write(finished=False)
 
     def _write(self, finished: bool) -> None:
@@ -343,6 +346,7 @@ class WindowLog:
             steps=self.steps,
             windows=tuple(self.windows),
             finished=finished,
+            finish_s=self.finish_s,
         )
 
     def recording_starts(self) -> None:
@@ -433,17 +437,22 @@ class WindowLog:
         """At the end of the run: every window not yet in the history is added (its trace kept)."""
         self.steps = steps
         left = [r for r in self.windows if r.history_run is None and r.trace is not None]
+        begun = time.monotonic()
         if left:
             self._summarise(left, delete=False)
+        self.finish_s = round(time.monotonic() - begun, 6)
         self._write(finished=True)
 
 
-def overhead_summary(windows: tuple[WindowRecord, ...]) -> dict[str, float | int | None]:
-    """What sampling cost: the median over windows of traced / untraced - 1, and the seconds spent after the
-    windows writing traces and adding older ones to the history, in all."""
+def overhead_summary(
+    windows: tuple[WindowRecord, ...], finish_s: float = 0.0
+) -> dict[str, float | int | None]:
+    """What sampling cost: the median over windows of traced / untraced - 1, the seconds spent after the
+    windows writing traces and adding older ones to the history, in all, and after the run adding the rest."""
     ratios = [w.overhead for w in windows if w.overhead is not None]
     return {
         "windows": len(windows),
         "traced_step_overhead_median": statistics.median(ratios) if ratios else None,
         "export_s_total": round(sum(w.export_s for w in windows), 6),
+        "finish_s": round(finish_s, 6),
     }

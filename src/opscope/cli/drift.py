@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
             "history": args.db or manifest.history,
             "command": manifest.command,
             "plan": manifest.plan,
-            "overhead": overhead_summary(manifest.windows),
+            "overhead": overhead_summary(manifest.windows, manifest.finish_s),
         }
     else:
         windows = from_history(args.db, args.run)

@@ -186,14 +186,14 @@ def sampling_data(result: RunResult) -> dict[str, Any] | None:
         "plan": manifest.plan,
         "history": manifest.history,
         "windows": manifest.to_json()["windows"],
-        "cost": overhead_summary(manifest.windows),
+        "cost": overhead_summary(manifest.windows, manifest.finish_s),
     }
 
 
 def _sampling_line(result: RunResult) -> str:
     manifest = result.sampling
     assert manifest is not None
-    cost = overhead_summary(manifest.windows)
+    cost = overhead_summary(manifest.windows, manifest.finish_s)
     ratio = cost["traced_step_overhead_median"]
     traced = (
         f"traced steps {_pct(float(ratio))} against the untraced ones (median over windows)"
@@ -204,7 +204,8 @@ def _sampling_line(result: RunResult) -> str:
     return (
         f"{len(manifest.windows):,} windows of {manifest.plan} in {result.sampling_folder} ({kept:,} traces on "
         f"disk, every window in the history); {traced}; writing and summarising windows "
-        f"{float(cost['export_s_total'] or 0):,.2f} s in all; what drifted: opscope drift {result.sampling_folder}"
+        f"{float(cost['export_s_total'] or 0):,.2f} s in all during the run, {float(cost['finish_s'] or 0):,.2f} s "
+        f"after it; what drifted: opscope drift {result.sampling_folder}"
     )
 
 
