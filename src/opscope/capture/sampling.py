@@ -409,7 +409,7 @@ class WindowLog:
         }
         try:
             done = subprocess.run(
-                [sys.executable, "-m", "opscope.capture.window_add"],
+                [sys.executable, "-m", "opscope.history.window_add"],
                 input=json.dumps(request),
                 capture_output=True,
                 text=True,

@@ -1,4 +1,4 @@
-"""`python -m opscope.capture.window_add`: add windows of a sampling run to the run history, in a process of its
+"""`python -m opscope.history.window_add`: add windows of a sampling run to the run history, in a process of its
 own, so that reading and reducing a window's trace never adds to the memory or the imports of the training
 process being sampled (its resident memory is one of the figures watched: docs/drift.md).
 
