@@ -178,8 +178,9 @@ class Profile(contextlib.ContextDecorator):
         self.step_source = source
         self._nvtx_end()
         if self._sampler is not None and self._clock is not None and self.sampling is not None:
-            self._clock.step(self._sampler.action(self.steps))
-            if self._sampler.action(self.steps) == WARMUP:  # the window's first recorded step starts now
+            action = self._sampler.action(self.steps)
+            self._clock.step(action)
+            if action == WARMUP:  # the window's first recorded step starts now
                 self.sampling.recording_starts()
         with warnings.catch_warnings():
             # Each cycle is exported as it ends, so torch's note about clearing events between cycles is moot.
@@ -218,14 +219,14 @@ class Profile(contextlib.ContextDecorator):
             if self.log_warnings:
                 log.warning(f"the profiled code raised an error during step {self.steps}; {self.crash_note}")
             return
-        if schedule.whole_run and self.options.sampling is None:
-            return
         if self.options.sampling is not None:
             if self.cycles == 0:
                 self._warn(
                     f"no window was written: the block ended after {self.steps} step(s), before the first "
                     f"window ({self.options.sampling.describe()})"
                 )
+            return
+        if schedule.whole_run:
             return
         if self.cycles == 0:
             self._warn(
@@ -298,12 +299,14 @@ def profile(
 
     See `docs/capture.md` for the schedule's meaning; traces go to `log_dir`, $PROFILER_LOG_DIR or ./trace_logs.
     """
+    sampling: Sampling | None = None
+    schedule = Schedule()
     if every is not None or every_seconds is not None:
         if steps is None or active is not None or wait or warmup or repeat != 1:
             raise UsageError(
                 "sampling takes steps=N (steps per window) with every=M or every_seconds=S, no schedule"
             )
-        plan = Sampling(
+        sampling = Sampling(
             steps=steps,
             every=every,
             every_seconds=every_seconds,
@@ -311,24 +314,12 @@ def profile(
             skip_first=skip_first,
             history=history,
         )
-        return Profile(
-            ProfileOptions(
-                record_shapes=record_shapes,
-                with_stack=with_stack,
-                profile_memory=profile_memory,
-                nvtx=nvtx,
-                memory_snapshot=memory_snapshot,
-                activities=tuple(activities) if activities is not None else None,
-                log_dir=str(log_dir) if log_dir is not None else None,
-                save=save,
-                sampling=plan,
-            )
-        )
-    if keep is not None or history is not None:
+    elif keep is not None or history is not None:
         raise UsageError("keep and history belong to sampling: give every=M or every_seconds=S too")
-    schedule = Schedule.build(
-        steps, wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first
-    )
+    else:
+        schedule = Schedule.build(
+            steps, wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first
+        )
     return Profile(
         ProfileOptions(
             schedule=schedule,
@@ -340,6 +331,7 @@ def profile(
             activities=tuple(activities) if activities is not None else None,
             log_dir=str(log_dir) if log_dir is not None else None,
             save=save,
+            sampling=sampling,
         )
     )
 

@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from opscope.analysis.base.workers import proc_kb
 from opscope.capture.schedule import NONE, RECORD, RECORD_AND_SAVE, WARMUP
 from opscope.errors import InputError, UsageError
 
@@ -220,13 +221,9 @@ def find_run_folder(path: Path) -> Path:
 
 def process_memory() -> int | None:
     """This process's resident memory in bytes (Linux /proc; elsewhere the peak from getrusage)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    kb = proc_kb("/proc/self/status", "VmRSS:")
+    if kb is not None:
+        return kb * 1024
     try:
         import resource
 
@@ -277,10 +274,6 @@ class StepClock:
         untraced = statistics.median(self.untraced) if self.untraced else None
         self.traced = []
         return traced, untraced
-
-
-def with_history_run(record: WindowRecord, run: int) -> WindowRecord:
-    return replace(record, history_run=run)
 
 
 def cuda_memory() -> tuple[int | None, int | None]:

@@ -6,22 +6,9 @@ from typing import Any
 
 from opscope.analysis.compare.drift import Change, Drift, Series
 from opscope.report.document import TEXT, Column, Document, Table
+from opscope.report.history_view import sparkline
 
 SCHEMA = "opscope.drift/1"
-BARS = "▁▂▃▄▅▆▇█"
-
-
-def sparkline(values: tuple[float | None, ...]) -> str:
-    """One character per window, from the lowest value to the highest; a gap (' ') where a window has none."""
-    known = [v for v in values if v is not None]
-    if not known:
-        return ""
-    lo, hi = min(known), max(known)
-    span = hi - lo
-    return "".join(
-        " " if v is None else BARS[0 if span == 0 else min(int((v - lo) / span * len(BARS)), len(BARS) - 1)]
-        for v in values
-    )
 
 
 def _num(value: float, unit: str) -> str:

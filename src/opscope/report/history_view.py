@@ -23,16 +23,17 @@ if TYPE_CHECKING:
 BARS = "▁▂▃▄▅▆▇█"
 
 
-def sparkline(values: Sequence[float]) -> str:
-    """One block character per value, scaled from the series' minimum to its maximum."""
-    finite = [v for v in values if math.isfinite(v)]
+def sparkline(values: Sequence[float | None]) -> str:
+    """One block character per value, scaled from the series' minimum to its maximum; a gap (' ') for a value
+    that is missing (None) or not finite (also `opscope drift`'s marks per window)."""
+    finite = [v for v in values if v is not None and math.isfinite(v)]
     if not finite:
         return ""
     low, high = min(finite), max(finite)
     span = high - low
     return "".join(
         BARS[0 if span == 0 else min(int((v - low) / span * len(BARS)), len(BARS) - 1)]
-        if math.isfinite(v)
+        if v is not None and math.isfinite(v)
         else " "
         for v in values
     )

@@ -13,11 +13,13 @@ share is the part of its own segments (the hull of its segments per thread cuts 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import polars as pl
 
 from opscope.analysis.attribution.frames import FrameFilter
-from opscope.analysis.attribution.lines import kept_frames, python_frames
+from opscope.analysis.attribution.lines import KeptFrames, kept_frames, python_frames
 from opscope.analysis.base import intervals
 from opscope.analysis.base.linking import ROW, Linkage
 from opscope.analysis.critical_path.host_time import NO_FRAME, FrameTime, StepHostTime
@@ -85,11 +87,8 @@ def host_frames(
     return tuple(out)
 
 
-def _by_frame(host: pl.DataFrame, kept: object, linkage: Linkage) -> pl.DataFrame:
+def _by_frame(host: pl.DataFrame, kept: KeptFrames, linkage: Linkage) -> pl.DataFrame:
     """step, frame, ns: the segments' time by the innermost kept frame on their thread (module doc)."""
-    from opscope.analysis.attribution.lines import KeptFrames
-
-    assert isinstance(kept, KeptFrames)
     every = python_frames(linkage)
     frames = (
         kept.frames.select(ROW, "name_id")
@@ -125,16 +124,8 @@ def _by_frame(host: pl.DataFrame, kept: object, linkage: Linkage) -> pl.DataFram
     length = np.r_[ends - starts, ends - starts]
     order = np.lexsort((np.where(is_start == 1, -length, length), is_start, at))
     at, owner = at[order], owner[order]
-    # the path's segments on the same axis, merged per thread, and their covered length up to any instant
+    # the path's segments on the same axis (their union per elementary interval: `covered_per_window` below)
     seg_s, seg_e = axis(host["src_ts_ns"], host["thread"]), axis(host["dst_ts_ns"], host["thread"])
-    _, _, m_s, m_e = intervals._sweep(seg_s, seg_e)
-    prefix = np.r_[0, np.cumsum(m_e - m_s)]
-
-    def covered(t: np.ndarray) -> np.ndarray:
-        k = np.searchsorted(m_s, t, side="right")  # merged intervals starting at or before t
-        last = np.maximum(k - 1, 0)
-        inside = np.where(k > 0, np.minimum(t, m_e[last]) - m_s[last], 0)
-        return prefix[np.maximum(k - 1, 0)] * (k > 0) + np.maximum(inside, 0)
 
     # cut at each step's hull on each thread, so that every interval lies in one step's segments
     hull = (
@@ -144,14 +135,19 @@ def _by_frame(host: pl.DataFrame, kept: object, linkage: Linkage) -> pl.DataFram
         .sort("_s")
     )
     cut = hull["_s"].to_numpy()
-    cut_owner = owner[np.searchsorted(at, cut, side="right") - 1] if len(at) else np.full(len(cut), -1)
-    cut_owner = np.where(np.searchsorted(at, cut, side="right") > 0, cut_owner, -1)
+    before = np.searchsorted(at, cut, side="right")  # the boundaries at or before each cut
+    cut_owner = (
+        np.where(before > 0, owner[np.maximum(before - 1, 0)], -1) if len(at) else np.full(len(cut), -1)
+    )
     all_at = np.concatenate([at, cut])
     all_owner = np.concatenate([owner, cut_owner])
     order = np.argsort(all_at, kind="stable")
     all_at, all_owner = all_at[order], all_owner[order]
     begin, finish = all_at[:-1], all_at[1:]
-    ns = covered(finish) - covered(begin)
+    union = intervals.covered_per_window(seg_s, seg_e, np.zeros(len(seg_s), dtype=np.int64), 1, begin, finish)
+    if union is None:  # pragma: no cover - times too far apart for one axis
+        return pl.DataFrame(schema={"step": pl.Int64, "frame": pl.String, "ns": pl.Int64})
+    ns = union[:, 0]
     which = np.searchsorted(cut, begin, side="right") - 1
     keep = (ns > 0) & (which >= 0)
     steps = hull["step"].to_numpy()[which[keep]]
@@ -178,6 +174,4 @@ def _by_frame(host: pl.DataFrame, kept: object, linkage: Linkage) -> pl.DataFram
 
 def with_host_frames(trace: Trace, linkage: Linkage, stats: CriticalPathStats) -> CriticalPathStats:
     """`stats` with its `hosts` (what `critical-path` and `opscope.critical_path` show)."""
-    from dataclasses import replace
-
     return replace(stats, hosts=host_frames(trace, linkage, stats))

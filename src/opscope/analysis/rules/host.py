@@ -36,12 +36,13 @@ from opscope.analysis.timeline.gap_causes import (
     UNTRACED,
     IdleCause,
 )
+from opscope.analysis.timeline.step_figures import ALLOCATOR_CALL
 from opscope.model.schema import Col
 
 DATALOADER_NAMES = DATALOADER_PATTERN
 
 
-ALLOCATOR = re.compile(r"^(cuda|hip)(Free|Malloc)\w*$|^cuMem(Free|Alloc)\w*$|^hipExtMalloc")
+ALLOCATOR = re.compile(ALLOCATOR_CALL)
 MODULE_LOAD = re.compile(
     r"Lazy Function Loading|^cuModuleLoad|^cuLibraryLoad|^hipModuleLoad|^cudaGetFuncBySymbol"
 )

@@ -23,12 +23,12 @@ import numpy as np
 import polars as pl
 
 from opscope.analysis.base import intervals
-from opscope.analysis.base.windows import StepWindow, names_matching
+from opscope.analysis.base.windows import STEP_NAME, StepWindow, names_matching
 from opscope.analysis.timeline.gap_causes import DATALOADER_PATTERN
 from opscope.model.schema import Col, Kind
 from opscope.model.trace import Trace
 
-STEP_MARKER = r"^ProfilerStep#\d+$"
+# the runtime's allocation calls (also the `host_bound` rule's allocator churn: rules/host.py)
 ALLOCATOR_CALL = r"^(cuda|hip)(Free|Malloc)\w*$|^cuMem(Free|Alloc)\w*$|^hipExtMalloc"
 
 
@@ -79,7 +79,7 @@ def step_figures(trace: Trace, windows: tuple[StepWindow, ...]) -> StepFigures:
 
 def _outside_ops(ops: pl.DataFrame, windows: tuple[StepWindow, ...]) -> int:
     """Wall time of the steps on their marker threads not covered by the threads' other ops and annotations."""
-    marker = ops["name"].str.contains(STEP_MARKER)
+    marker = ops["name"].str.contains(STEP_NAME)
     threads = ops.filter(marker).select("pid", "tid").unique(maintain_order=True)
     if threads.height == 0:
         return 0
